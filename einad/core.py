@@ -1,0 +1,488 @@
+"""The tracing core: primitives, traces, `bind`, and the reverse pass.
+
+A value flowing through einad code is either a plain array ("constant") or a
+`Tensor` boxed by one *trace*. Every transformation call (`grad`, `jvp`, ...)
+opens a new trace with a level taken from a process-wide counter, so a trace
+opened inside another always has the higher level. A Tensor's ``_value`` is the
+value one level down: an array, or a Tensor of an enclosing trace. That is how
+nesting is kept apart: `bind` hands an operation to the trace of highest level
+among its arguments; that trace unboxes its own Tensors, binds the operation
+again on the unboxed values (which reaches the next trace down), and boxes the
+result. Arguments from other traces pass through as constants, so the
+perturbations of two transformations never mix.
+
+Derivative rules are attached to primitives (`Primitive.vjp`, `Primitive.jvp`)
+and written with einad operations, so the derivative program is traced by any
+enclosing transformation like any other code. Nothing here is global mutable
+state except the level counter, whose `next` is atomic.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+_levels = itertools.count(1)
+
+
+class Primitive:
+    """A named operation with an implementation on arrays and derivative rules.
+
+    ``impl(*arrays, **params)`` computes on plain arrays. ``vjp(g, ans, vals,
+    params, needed)`` returns one cotangent per operand (None where not needed
+    or zero). ``jvp(tangents, ans, vals, params)`` returns the output tangent
+    (None for zero), given one tangent per operand (None for zero). A primitive
+    with neither rule is not differentiable (its derivative is zero).
+    """
+
+    __slots__ = ("name", "impl", "vjp", "jvp")
+
+    def __init__(self, name: str, impl: Callable[..., Any]):
+        self.name = name
+        self.impl = impl
+        self.vjp: Optional[Callable[..., Any]] = None
+        self.jvp: Optional[Callable[..., Any]] = None
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Node:
+    """What a reverse trace remembers of one operation."""
+
+    __slots__ = ("prim", "params", "parents", "vals")
+
+    def __init__(self, prim: Primitive, params: dict, parents: tuple, vals: tuple):
+        self.prim = prim
+        self.params = params
+        self.parents = parents
+        self.vals = vals
+
+
+class Trace:
+    """A transformation in progress; `level` orders nested transformations."""
+
+    __slots__ = ("level",)
+    kind = "trace"
+
+    def __init__(self, level: Optional[int] = None):
+        self.level = next(_levels) if level is None else level
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} trace {self.level}>"
+
+
+class ReverseTrace(Trace):
+    """Records each operation as a `Node` for a later reverse pass."""
+
+    __slots__ = ()
+    kind = "reverse"
+
+    def process(self, prim: Primitive, args, params):
+        vals = []
+        parents = []
+        for a in args:
+            if type(a) is Tensor and a._trace is self:
+                vals.append(a._value)
+                parents.append(a)
+            else:
+                vals.append(a)
+                parents.append(None)
+        out = bind(prim, vals, params)
+        if prim.vjp is None:
+            return out
+        return _box(out, self, Node(prim, params, tuple(parents), tuple(vals)), None)
+
+
+class ForwardTrace(Trace):
+    """Carries a tangent beside each value and pushes it through JVP rules."""
+
+    __slots__ = ()
+    kind = "forward"
+
+    def process(self, prim: Primitive, args, params):
+        vals = []
+        tangents = []
+        for a in args:
+            if type(a) is Tensor and a._trace is self:
+                vals.append(a._value)
+                tangents.append(a._tangent)
+            else:
+                vals.append(a)
+                tangents.append(None)
+        out = bind(prim, vals, params)
+        if prim.jvp is None:
+            return out
+        tangent = prim.jvp(tangents, out, vals, params)
+        if tangent is None:
+            return out
+        return _box(out, self, None, tangent)
+
+
+# The imperative (PyTorch-style) graph: tensors made with requires_grad=True
+# live in this one reverse trace, the lowest of all levels.
+IMPERATIVE = ReverseTrace(level=0)
+
+
+def bind(prim: Primitive, args, params: dict):
+    """Apply `prim` to `args`: on arrays directly, else through the top trace."""
+    top = None
+    level = -1
+    for a in args:
+        if type(a) is Tensor:
+            t = a._trace
+            if t is not None and t.level > level:
+                top = t
+                level = t.level
+    if top is None:
+        return prim.impl(*[a._value if type(a) is Tensor else a for a in args], **params)
+    return top.process(prim, args, params)
+
+
+class Tensor:
+    """The array type that flows through einad code; wraps a numpy array.
+
+    Make one with `einad.tensor`. Operators and methods call einad operations,
+    so everything a Tensor does is differentiable.
+    """
+
+    __slots__ = ("_value", "_trace", "_node", "_tangent", "grad", "__weakref__")
+    __array_ufunc__ = None  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
+    __array_priority__ = 1000
+
+    def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
+        value = as_array(data, dtype)
+        if requires_grad and not np.issubdtype(value.dtype, np.inexact):
+            raise TypeError(
+                f"only floating-point or complex tensors can require gradients, got dtype {value.dtype}"
+            )
+        self._value = value
+        self._trace = IMPERATIVE if requires_grad else None
+        self._node = None
+        self._tangent = None
+        self.grad = None
+
+    # -- attributes -----------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._value.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._value.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._trace is IMPERATIVE
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def T(self) -> "Tensor":
+        from . import ops
+
+        return ops.transpose(self)
+
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array, detached from every trace."""
+        return np.asarray(strip(self))
+
+    def detach(self) -> "Tensor":
+        return Tensor(strip(self))
+
+    def __array__(self, dtype=None, copy=None):
+        if self._trace is not None and self._trace is not IMPERATIVE:
+            raise TypeError(
+                "a traced Tensor cannot be converted to a numpy array inside a transformation "
+                "(numpy functions would silently drop its derivative): use einad operations, "
+                "or einad.stop_gradient(x) to take the value without its derivative"
+            )
+        arr = np.asarray(strip(self))
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return arr
+
+    def __repr__(self) -> str:
+        body = np.array2string(np.asarray(strip(self)), separator=", ", prefix="tensor(")
+        extra = ""
+        if self._trace is IMPERATIVE:
+            extra = ", requires_grad=True"
+        elif self._trace is not None:
+            extra = f", traced by {self._trace!r}"
+        return f"tensor({body}, dtype={self.dtype}{extra})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __float__(self) -> float:
+        return float(self.__array__())
+
+    def __int__(self) -> int:
+        return int(self.__array__())
+
+    def __bool__(self) -> bool:
+        return bool(self.__array__())
+
+    __hash__ = object.__hash__
+
+    # -- imperative reverse mode ---------------------------------------------
+    def backward(self, cotangent: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+        if self._trace is not IMPERATIVE:
+            raise RuntimeError(
+                "backward() needs a tensor computed from tensors made with requires_grad=True"
+            )
+        if cotangent is None:
+            if self.shape != ():
+                raise TypeError(
+                    f"backward() without a cotangent needs a scalar, got shape {self.shape}; "
+                    "pass backward(cotangent) with the output's shape"
+                )
+            seed = np.ones((), dtype=self.dtype)
+        else:
+            seed = as_array(cotangent)
+            if seed.shape != self.shape:
+                raise ValueError(
+                    f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}"
+                )
+        cts = backward_pass([self], [seed])
+        for leaf, g in cts:
+            if leaf._node is None:
+                g = np.asarray(strip(g)).astype(leaf.dtype, copy=False)
+                if g.shape != leaf.shape:
+                    g = np.broadcast_to(g, leaf.shape)
+                leaf.grad = np.array(g) if leaf.grad is None else leaf.grad + g
+
+    # -- operators ----------------------------------------------------------
+    def __add__(self, other):
+        return ops.add(self, other)
+
+    def __radd__(self, other):
+        return ops.add(other, self)
+
+    def __sub__(self, other):
+        return ops.subtract(self, other)
+
+    def __rsub__(self, other):
+        return ops.subtract(other, self)
+
+    def __mul__(self, other):
+        return ops.multiply(self, other)
+
+    def __rmul__(self, other):
+        return ops.multiply(other, self)
+
+    def __truediv__(self, other):
+        return ops.divide(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.divide(other, self)
+
+    def __pow__(self, other):
+        return ops.power(self, other)
+
+    def __rpow__(self, other):
+        return ops.power(other, self)
+
+    def __matmul__(self, other):
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.matmul(other, self)
+
+    def __neg__(self):
+        return ops.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return ops.abs(self)
+
+    def __getitem__(self, index):
+        return ops.getitem(self, index)
+
+    def __lt__(self, other):
+        return strip(self) < strip(other)
+
+    def __le__(self, other):
+        return strip(self) <= strip(other)
+
+    def __gt__(self, other):
+        return strip(self) > strip(other)
+
+    def __ge__(self, other):
+        return strip(self) >= strip(other)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return strip(self) == strip(other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return strip(self) != strip(other)
+
+    # -- methods mirroring the functions -------------------------------------
+    def sum(self, axis=None, keepdims=False):
+        return ops.sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return ops.mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return ops.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return ops.min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis=None, keepdims=False):
+        return ops.prod(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return ops.reshape(self, shape)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0])
+        return ops.transpose(self, axes or None)
+
+    def dot(self, other):
+        return ops.dot(self, other)
+
+    def exp(self):
+        return ops.exp(self)
+
+    def log(self):
+        return ops.log(self)
+
+    def squeeze(self, axis=None):
+        return ops.squeeze(self, axis)
+
+    def astype(self, dtype):
+        return ops.astype(self, dtype)
+
+
+def _box(value, trace, node, tangent) -> Tensor:
+    t = Tensor.__new__(Tensor)
+    t._value = value
+    t._trace = trace
+    t._node = node
+    t._tangent = tangent
+    t.grad = None
+    return t
+
+
+def box(value, trace: Trace, tangent=None) -> Tensor:
+    """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one)."""
+    return _box(value, trace, None, tangent)
+
+
+def strip(x):
+    """The plain value of `x` with every trace removed (a constant)."""
+    while type(x) is Tensor:
+        x = x._value
+    return x
+
+
+def as_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """Convert user data to a numeric numpy array, or raise TypeError."""
+    if type(data) is Tensor:
+        data = strip(data)
+    arr = np.asarray(data, dtype=dtype)
+    if arr.dtype.kind not in "biufc":
+        raise TypeError(
+            f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}"
+        )
+    return arr
+
+
+def unwrap(x):
+    """Drop a constant Tensor's box (a Tensor of no trace) so raw arrays flow internally."""
+    if type(x) is Tensor and x._trace is None:
+        return x._value
+    return x
+
+
+def value_of(x, trace: Trace):
+    """Unbox `x` if it belongs to `trace`, else return it unchanged."""
+    if type(x) is Tensor and x._trace is trace:
+        return x._value
+    return x
+
+
+def toposort(outs) -> list:
+    """Tensors reachable from `outs` (through their nodes), parents first. Iterative."""
+    order = []
+    seen = set()
+    for root in outs:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root._node.parents if root._node is not None else ()))]
+        while stack:
+            t, it = stack[-1]
+            for p in it:
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, iter(p._node.parents if p._node is not None else ())))
+                    break
+            else:
+                stack.pop()
+                order.append(t)
+    return order
+
+
+def backward_pass(outs, seeds) -> list:
+    """Run the reverse pass from `outs` (Tensors of one reverse trace) with `seeds`.
+
+    Returns ``[(tensor, cotangent), ...]`` for the leaves reached (tensors
+    without a node). Cotangents are einad values, so an enclosing trace records
+    this whole computation.
+    """
+    from . import ops
+
+    cts: dict[int, Any] = {}
+    for t, s in zip(outs, seeds):
+        k = id(t)
+        cts[k] = s if k not in cts else ops.add(cts[k], s)
+    leaves = []
+    for t in reversed(toposort(outs)):
+        g = cts.pop(id(t), None)
+        if g is None:
+            continue
+        node = t._node
+        if node is None:
+            leaves.append((t, g))
+            continue
+        needed = [p is not None for p in node.parents]
+        contribs = node.prim.vjp(g, t._value, node.vals, node.params, needed)
+        for p, c in zip(node.parents, contribs):
+            if p is None or c is None:
+                continue
+            k = id(p)
+            cts[k] = c if k not in cts else ops.add(cts[k], c)
+    return leaves
+
+
+from . import ops  # noqa: E402  (ops needs Tensor; Tensor's operators need ops)

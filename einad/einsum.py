@@ -1,0 +1,448 @@
+"""THE linear primitive: `einsum`, and every linear helper written as one call of it.
+
+The primitive ``einsum_p`` contracts operands whose subscripts are canonical
+(see `subscripts.parse`). Its derivative rules are the whole of einad's linear
+calculus:
+
+* VJP for operand k: contract the cotangent with the other operands to operand
+  k's subscripts (`subscripts.vjp_spec`), then `spread` the result back over
+  the letters only operand k has (broadcast) and its repeated letters (the
+  diagonal), since numpy cannot write ``"i->ii"``.
+* JVP: the sum over operands with a tangent of the same einsum with that
+  operand replaced by its tangent.
+
+``spread_p`` is the one structural helper the VJP needs; it is linear, its VJP
+is a one-operand einsum and its JVP is itself.
+
+With no trace involved, an N-operand einsum is one cached
+``opt_einsum.contract_expression`` call. When any operand is traced, the
+contraction is bound as the pairwise steps of opt_einsum's path, so a reverse
+pass keeps the intermediates and gets all N gradients for about twice the
+forward's work, and the derivative program is pairwise too.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+import opt_einsum as oe
+
+from .core import Primitive, Tensor, bind, strip
+from .errors import EinsumError
+from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
+from .util import dtype_of, shape_of, to_operand, wrap
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+# -- executing a contraction on arrays -------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _expression(text: str, shapes: tuple, optimize: Any, memory_limit: Any):
+    try:
+        return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
+    except (ValueError, KeyError, TypeError) as err:
+        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+
+
+def _einsum_impl(*arrays, inputs, output, optimize="auto", memory_limit=None):
+    text = ",".join(inputs) + "->" + output
+    if len(arrays) == 1:
+        return np.einsum(text, arrays[0])
+    shapes = tuple(a.shape for a in arrays)
+    return _expression(text, shapes, optimize, memory_limit)(*arrays)
+
+
+einsum_p = Primitive("einsum", _einsum_impl)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(inputs: tuple, output: str, shapes: tuple, optimize: Any, memory_limit: Any):
+    text = ",".join(inputs) + "->" + output
+    try:
+        path, _ = oe.contract_path(
+            text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+    return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
+
+
+def contract(inputs: tuple, output: str, operands: Sequence, optimize: Any = "auto", memory_limit: Any = None):
+    """Contract canonical subscripts; returns a raw array when nothing is traced.
+
+    This is the internal entry point the rules use; `einsum` parses and wraps.
+    """
+    if len(operands) == 1 and inputs[0] == output:
+        return operands[0]
+    traced = any(type(x) is Tensor and x._trace is not None for x in operands)
+    if not traced or len(operands) <= 2:
+        return bind(
+            einsum_p,
+            operands,
+            {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
+        )
+    shapes = tuple(shape_of(x) for x in operands)
+    work = list(operands)
+    for positions, text in _plan(inputs, output, shapes, optimize, memory_limit):
+        picked = [work[p] for p in positions]
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        lhs, out = text.split("->")
+        ins = tuple(lhs.split(","))
+        if len(picked) <= 2:
+            work.append(contract(ins, out, picked))
+        else:  # an explicit path asked for an N-operand step: one node, the general rule
+            params = {"inputs": ins, "output": out, "optimize": optimize, "memory_limit": memory_limit}
+            work.append(bind(einsum_p, picked, params))
+    return work[0]
+
+
+# -- spread: the inverse shape of a one-operand einsum ------------------------------
+
+
+def _spread_impl(x, src, dst, shape):
+    """An array indexed by `dst` (shape `shape`) holding `x` (indexed by `src`).
+
+    Letters of `dst` missing from `src` are broadcast; letters repeated in `dst`
+    put `x` on that diagonal, zeros elsewhere. Costs one pass over the result.
+    """
+    x = np.asarray(x)
+    u = unique(dst)
+    present = "".join(c for c in u if c in src)
+    if present != src:
+        x = np.einsum(src + "->" + present, x)
+    dims = {c: d for c, d in zip(dst, shape)}
+    x = x.reshape(tuple(dims[c] if c in src else 1 for c in u))
+    if u == dst:
+        return np.broadcast_to(x, shape)
+    out = np.zeros(shape, dtype=x.dtype)
+    np.einsum(dst + "->" + u, out)[...] = x  # a writable view of the diagonal
+    return out
+
+
+spread_p = Primitive("spread", _spread_impl)
+
+
+def spread(x, src: str, dst: str, shape: tuple):
+    if src == dst:
+        return x
+    return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
+
+
+spread_p.vjp = lambda g, ans, vals, p, needed: [contract((p["dst"],), p["src"], [g])]
+spread_p.jvp = lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["shape"])
+
+
+# -- the rules ------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _vjp_spec(inputs: tuple, output: str, k: int):
+    text, kept, target = vjp_spec(inputs, output, k)
+    lhs, _ = text.split("->")
+    return tuple(lhs.split(",")), kept, target
+
+
+def _einsum_vjp(g, ans, vals, params, needed):
+    inputs, output = params["inputs"], params["output"]
+    opt, mem = params["optimize"], params["memory_limit"]
+    grads = []
+    for k, need in enumerate(needed):
+        if not need:
+            grads.append(None)
+            continue
+        ins, kept, target = _vjp_spec(inputs, output, k)
+        others = list(vals[:k]) + list(vals[k + 1 :])
+        r = contract(ins, kept, [g] + others, opt, mem)
+        r = spread(r, kept, target, shape_of(vals[k]))
+        dt = dtype_of(vals[k])
+        if dtype_of(r) != dt:
+            r = astype(r, dt)
+        grads.append(r)
+    return grads
+
+
+def _einsum_jvp(tangents, ans, vals, params):
+    inputs, output = params["inputs"], params["output"]
+    out = None
+    for k, t in enumerate(tangents):
+        if t is None:
+            continue
+        operands = list(vals)
+        operands[k] = t
+        term = contract(inputs, output, operands, params["optimize"], params["memory_limit"])
+        out = term if out is None else out + term
+    return out
+
+
+einsum_p.vjp = _einsum_vjp
+einsum_p.jvp = _einsum_jvp
+
+
+def astype(x, dtype):
+    from .structural import astype as _astype
+
+    return _astype(x, dtype)
+
+
+# -- the public einsum ------------------------------------------------------------------
+
+
+def _normalize_optimize(optimize):
+    if optimize is True:
+        return "auto"
+    if optimize is False or optimize is None:
+        return "auto" if optimize is None else "naive"
+    if isinstance(optimize, str):
+        return optimize
+    if isinstance(optimize, (list, tuple)):
+        steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
+        try:
+            return tuple(tuple(int(i) for i in s) for s in steps)
+        except TypeError:
+            pass
+    raise EinsumError(
+        f"optimize must be an opt_einsum strategy name or a path (list of index tuples), got {optimize!r}"
+    )
+
+
+def einsum(subscripts: str, *operands, optimize: Any = "auto", memory_limit: Any = None) -> Tensor:
+    """Einstein summation over Tensors and arrays, differentiable in every operand.
+
+    Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
+    (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
+    dimensions, repeated indices inside an operand (``"ii->i"``), spaces.
+    `optimize` is an opt_einsum strategy or an explicit path; `memory_limit`
+    caps the largest intermediate (opt_einsum's meaning).
+    """
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
+    ops_ = [to_operand(x) for x in operands]
+    spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
+    for k, axes in enumerate(spec.squeeze):
+        if axes:
+            from .structural import reshape
+
+            shape = shape_of(ops_[k])
+            ops_[k] = reshape(ops_[k], tuple(d for a, d in enumerate(shape) if a not in axes))
+    opt = _normalize_optimize(optimize)
+    if opt == "naive":  # optimize=False: contract all operands in one step
+        opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
+    return wrap(contract(spec.inputs, spec.output, ops_, opt, memory_limit))
+
+
+# -- the linear helpers: each ONE einsum ----------------------------------------------
+
+
+def _letters(n: int, skip: str = "") -> str:
+    return "".join(fresh_symbols(set(skip), n))
+
+
+def transpose(x, axes=None) -> Tensor:
+    """Permute axes (reverse them by default), as numpy.transpose."""
+    x = to_operand(x)
+    nd = len(shape_of(x))
+    if axes is None:
+        axes = tuple(range(nd))[::-1]
+    axes = tuple(int(a) % nd if nd else int(a) for a in axes)
+    if sorted(axes) != list(range(nd)):
+        raise ValueError(f"axes {axes} are not a permutation of a {nd}-d array's axes")
+    s = _letters(nd)
+    return wrap(contract((s,), "".join(s[a] for a in axes), [x]))
+
+
+def moveaxis(x, source, destination) -> Tensor:
+    """Move axes to new positions (numpy.moveaxis), as a transpose einsum."""
+    x = to_operand(x)
+    nd = len(shape_of(x))
+    src = [int(a) % nd for a in np.atleast_1d(source)]
+    dst = [int(a) % nd for a in np.atleast_1d(destination)]
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of axes")
+    order = [a for a in range(nd) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product with numpy's 1-D, batch and broadcasting rules."""
+    a, b = to_operand(a), to_operand(b)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    if na == 0 or nb == 0:
+        raise EinsumError("matmul does not take 0-d operands (use multiply)")
+    if na == 1 and nb == 1:
+        return einsum("j,j->", a, b)
+    if na == 1:
+        return einsum("j,...jk->...k", a, b)
+    if nb == 1:
+        return einsum("...ij,j->...i", a, b)
+    return einsum("...ij,...jk->...ik", a, b)
+
+
+def dot(a, b) -> Tensor:
+    """numpy.dot: inner product of vectors, matmul of matrices, last-by-second-last otherwise."""
+    a, b = to_operand(a), to_operand(b)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    if na == 0 or nb == 0:
+        return einsum(",".join([_letters(na), _letters(nb, _letters(na))]), a, b)
+    sa = _letters(na)
+    sb = _letters(nb, sa)
+    j = sa[-1]
+    sb = sb[: max(nb - 2, 0)] + j + sb[nb - 1 :] if nb >= 2 else j
+    out = sa[:-1] + (sb[:-2] + sb[-1] if nb >= 2 else "")
+    return einsum(f"{sa},{sb}->{out}", a, b)
+
+
+def inner(a, b) -> Tensor:
+    """numpy.inner: sum over the last axes."""
+    a, b = to_operand(a), to_operand(b)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa = _letters(na)
+    sb = _letters(nb, sa)
+    if na and nb:
+        sb = sb[:-1] + sa[-1]
+        return einsum(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", a, b)
+    return einsum(f"{sa},{sb}->{sa}{sb}", a, b)
+
+
+def outer(a, b) -> Tensor:
+    """numpy.outer: the flattened operands' outer product."""
+    from .structural import reshape
+
+    a, b = to_operand(a), to_operand(b)
+    return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
+
+
+def tensordot(a, b, axes=2) -> Tensor:
+    """numpy.tensordot: contract `axes` of `a` with `axes` of `b`."""
+    a, b = to_operand(a), to_operand(b)
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        if n < 0 or n > min(na, nb):
+            raise EinsumError(f"tensordot axes={n} does not fit operands of rank {na} and {nb}")
+        ax_a, ax_b = list(range(na - n, na)), list(range(n))
+    else:
+        try:
+            ax_a, ax_b = axes
+        except (TypeError, ValueError):
+            raise EinsumError(f"tensordot axes must be an int or a pair of axis lists, got {axes!r}") from None
+        ax_a = [int(i) % na for i in np.atleast_1d(ax_a)]
+        ax_b = [int(i) % nb for i in np.atleast_1d(ax_b)]
+        if len(ax_a) != len(ax_b):
+            raise EinsumError("tensordot: the two axis lists must have the same length")
+    sa = _letters(na)
+    sb = list(_letters(nb, sa))
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    sb = "".join(sb)
+    out = "".join(c for i, c in enumerate(sa) if i not in ax_a) + "".join(
+        c for j, c in enumerate(sb) if j not in ax_b
+    )
+    return einsum(f"{sa},{sb}->{out}", a, b)
+
+
+def _offset_slice(x, offset, axis1, axis2):
+    from .structural import getitem
+
+    nd = len(shape_of(x))
+    idx = [slice(None)] * nd
+    if offset > 0:
+        idx[axis2] = slice(offset, None)
+    elif offset < 0:
+        idx[axis1] = slice(-offset, None)
+    else:
+        return x
+    return getitem(x, tuple(idx))
+
+
+def _diag_letters(nd, axis1, axis2):
+    s = list(_letters(nd))
+    s[axis2] = s[axis1]
+    rest = "".join(c for i, c in enumerate(s) if i not in (axis1, axis2))
+    return "".join(s), rest, s[axis1]
+
+
+def _check_axes(nd, axis1, axis2, what):
+    if nd < 2:
+        raise ValueError(f"{what} needs an array of at least 2 dimensions")
+    a1, a2 = int(axis1) % nd, int(axis2) % nd
+    if a1 == a2:
+        raise ValueError(f"{what}: axis1 and axis2 cannot be the same")
+    return a1, a2
+
+
+def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """Sum along a diagonal (numpy.trace): one einsum with a repeated index."""
+    x = to_operand(x)
+    a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
+    x = _offset_slice(x, offset, a1, a2)
+    s, rest, _ = _diag_letters(len(shape_of(x)), a1, a2)
+    return einsum(f"{s}->{rest}", x)
+
+
+def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """A diagonal as the last axis (numpy.diagonal): one einsum with a repeated index."""
+    x = to_operand(x)
+    a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "diagonal")
+    x = _offset_slice(x, offset, a1, a2)
+    s, rest, d = _diag_letters(len(shape_of(x)), a1, a2)
+    return einsum(f"{s}->{rest}{d}", x)
+
+
+def _axes(axis, nd):
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -nd <= a < nd:
+            raise ValueError(f"axis {a} is out of bounds for an array of dimension {nd}")
+        out.append(a % nd)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {axis!r}")
+    return tuple(out)
+
+
+def sum_raw(x, axis=None, keepdims=False):
+    """`sum` for internal use: returns a raw array when `x` is not traced."""
+    shape = shape_of(x)
+    axes = _axes(axis, len(shape))
+    s = _letters(len(shape))
+    out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [x])
+    if keepdims:
+        from .structural import reshape_raw
+
+        out = reshape_raw(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+    return out
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over `axis` (all by default), as one einsum."""
+    return wrap(sum_raw(to_operand(x), axis, keepdims))
+
+
+def sum_to_shape(g, shape: tuple, dtype=None):
+    """Sum a broadcast cotangent back to `shape` (an einsum, then a reshape)."""
+    gs = shape_of(g)
+    if gs != tuple(shape):
+        lead = len(gs) - len(shape)
+        s = _letters(len(gs))
+        keep = [i for i in range(lead, len(gs)) if shape[i - lead] == gs[i]]
+        g = contract((s,), "".join(s[i] for i in keep), [g])
+        if len(keep) != len(shape):
+            from .structural import reshape_raw
+
+            g = reshape_raw(g, tuple(shape))
+    if dtype is not None and dtype_of(g) != dtype:
+        g = astype(g, dtype)
+    return g
+
+
+_ = strip  # re-exported for rules that need a constant view

@@ -1,0 +1,73 @@
+"""Every public operation in one namespace (what `einad.<op>` and Tensor methods call)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import Tensor, strip
+from .einsum import (  # noqa: F401  (re-exported)
+    diagonal,
+    dot,
+    einsum,
+    inner,
+    matmul,
+    moveaxis,
+    outer,
+    sum,
+    tensordot,
+    trace,
+    transpose,
+)
+from .elementwise import public_binary, public_unary
+from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var  # noqa: F401
+from .structural import (  # noqa: F401
+    astype,
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    flip,
+    getitem,
+    reshape,
+    split,
+    squeeze,
+    stack,
+    where,
+)
+from .util import wrap
+
+add = public_binary("add")
+subtract = public_binary("subtract")
+multiply = public_binary("multiply")
+divide = public_binary("divide")
+power = public_binary("power")
+maximum = public_binary("maximum")
+minimum = public_binary("minimum")
+
+negative = public_unary("negative")
+exp = public_unary("exp")
+log = public_unary("log")
+log1p = public_unary("log1p")
+expm1 = public_unary("expm1")
+sin = public_unary("sin")
+cos = public_unary("cos")
+tan = public_unary("tan")
+tanh = public_unary("tanh")
+sinh = public_unary("sinh")
+cosh = public_unary("cosh")
+arcsin = public_unary("arcsin")
+arccos = public_unary("arccos")
+arctan = public_unary("arctan")
+sqrt = public_unary("sqrt")
+square = public_unary("square")
+abs = public_unary("abs")  # noqa: A001
+relu = public_unary("relu")
+sigmoid = public_unary("sigmoid")
+softplus = public_unary("softplus")
+sign = public_unary("sign")
+floor = public_unary("floor")
+ceil = public_unary("ceil")
+
+
+def stop_gradient(x: Any) -> Tensor:
+    """The value of `x` with a zero derivative, in every enclosing transformation."""
+    return wrap(strip(x)) if type(x) is Tensor else Tensor(x)

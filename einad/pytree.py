@@ -1,0 +1,88 @@
+"""Pytrees: nested tuples, lists and dicts of leaves, flattened and rebuilt."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+class TreeDef:
+    """The structure of a pytree: ``kind`` is 'leaf', 'none', tuple, list or dict."""
+
+    __slots__ = ("kind", "keys", "children")
+
+    def __init__(self, kind: Any, keys: Any = None, children: tuple = ()):
+        self.kind = kind
+        self.keys = keys
+        self.children = children
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TreeDef)
+            and self.kind == other.kind
+            and self.keys == other.keys
+            and self.children == other.children
+        )
+
+    def __repr__(self) -> str:
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = ", ".join(repr(c) for c in self.children)
+        if self.kind is dict:
+            inner = ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.keys, self.children))
+            return "{" + inner + "}"
+        return ("(" + inner + ")") if self.kind is tuple else ("[" + inner + "]")
+
+
+def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
+    """Leaves in a fixed order (dict keys sorted), and the structure to rebuild."""
+    leaves: list = []
+
+    def walk(node: Any) -> TreeDef:
+        if node is None:
+            return TreeDef("none")
+        if type(node) is tuple or type(node) is list:
+            return TreeDef(type(node), None, tuple(walk(c) for c in node))
+        if type(node) is dict:
+            keys = sorted(node, key=repr) if not _sortable(node) else sorted(node)
+            return TreeDef(dict, tuple(keys), tuple(walk(node[k]) for k in keys))
+        leaves.append(node)
+        return TreeDef("leaf")
+
+    return leaves, walk(tree)
+
+
+def _sortable(d: dict) -> bool:
+    try:
+        sorted(d)
+        return True
+    except TypeError:
+        return False
+
+
+def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
+    it = iter(leaves)
+
+    def build(td: TreeDef) -> Any:
+        if td.kind == "leaf":
+            return next(it)
+        if td.kind == "none":
+            return None
+        kids = [build(c) for c in td.children]
+        if td.kind is dict:
+            return dict(zip(td.keys, kids))
+        return td.kind(kids)
+
+    return build(treedef)
+
+
+def tree_map(fn: Callable, tree: Any) -> Any:
+    leaves, td = tree_flatten(tree)
+    return tree_unflatten(td, [fn(x) for x in leaves])

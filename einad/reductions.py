@@ -1,0 +1,170 @@
+"""Reductions that are not plain sums, and the numerically stable compositions.
+
+`max`, `min` and `prod` are primitives with one rule each; `mean`, `var`,
+`logsumexp`, `softmax`, `log_softmax` and `clip` are compositions of other
+operations and need no rule of their own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import Primitive, Tensor, bind, strip
+from .einsum import _axes, sum_raw
+from .elementwise import exp, log
+from .structural import broadcast_raw, reshape_raw, where_raw
+from .util import shape_of, to_array_operand, to_operand, wrap
+
+# -- max and min: tied extremes share the gradient -----------------------------------------
+
+
+def _keep(v, shape, axes):
+    """Reshape a reduced value so it broadcasts against the unreduced `shape`."""
+    return reshape_raw(v, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+def _extreme_weights(x, ans, axes):
+    """Constant weights: 1/count on the elements equal to the extreme, 0 elsewhere."""
+    xs = np.asarray(strip(x))
+    hit = xs == np.asarray(strip(ans)).reshape(
+        tuple(1 if i in axes else d for i, d in enumerate(xs.shape))
+    )
+    hit = hit.astype(xs.dtype)
+    return hit / hit.sum(axis=axes, keepdims=True)
+
+
+def _extreme_prim(name, kernel):
+    prim = Primitive(name, lambda x, axes: kernel(x, axis=axes))
+
+    def vjp(g, ans, vals, p, needed):
+        x = vals[0]
+        w = _extreme_weights(x, ans, p["axes"])
+        return [_keep(g, shape_of(x), p["axes"]) * w]
+
+    def jvp(ts, ans, vals, p):
+        w = _extreme_weights(vals[0], ans, p["axes"])
+        return sum_raw(ts[0] * w, p["axes"])
+
+    prim.vjp, prim.jvp = vjp, jvp
+    return prim
+
+
+max_p = _extreme_prim("max", np.max)
+min_p = _extreme_prim("min", np.min)
+
+
+def _reduce(prim, x, axis, keepdims):
+    x = to_array_operand(x)
+    shape = shape_of(x)
+    axes = _axes(axis, len(shape))
+    out = bind(prim, (x,), {"axes": axes})
+    if keepdims:
+        out = _keep(out, shape, axes)
+    return wrap(out)
+
+
+def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Largest element along `axis`; tied maxima share the gradient equally."""
+    return _reduce(max_p, x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Smallest element along `axis`; tied minima share the gradient equally."""
+    return _reduce(min_p, x, axis, keepdims)
+
+
+# -- prod: exact at zeros ------------------------------------------------------------------
+
+
+def _prod_others(x, axes):
+    """d prod / d x_i: the product of the other elements, without dividing by zero."""
+    shape = shape_of(x)
+    xs = np.asarray(strip(x))
+    zero = xs == 0
+    zeros = zero.sum(axis=axes, keepdims=True)
+    nonzero = where_raw(zero, 1, x)
+    p_nz = _keep(bind(prod_p, (nonzero,), {"axes": axes}), shape, axes)
+    lone_zero = where_raw(zero & (zeros == 1), p_nz, np.zeros((), xs.dtype))
+    return where_raw(zeros == 0, p_nz / nonzero, lone_zero)
+
+
+prod_p = Primitive("prod", lambda x, axes: np.prod(x, axis=axes))
+prod_p.vjp = lambda g, ans, vals, p, needed: [
+    _keep(g, shape_of(vals[0]), p["axes"]) * _prod_others(vals[0], p["axes"])
+]
+prod_p.jvp = lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"])
+
+
+def prod(x, axis=None, keepdims: bool = False) -> Tensor:
+    """Product along `axis`; its gradient is exact where elements are zero."""
+    return _reduce(prod_p, x, axis, keepdims)
+
+
+# -- compositions ------------------------------------------------------------------------------
+
+
+def _count(shape, axes) -> int:
+    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+
+
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean along `axis` (a sum, then a division)."""
+    x = to_array_operand(x)
+    shape = shape_of(x)
+    n = _count(shape, _axes(axis, len(shape)))
+    return wrap(sum_raw(x, axis, keepdims) / n)
+
+
+def var(x, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
+    x = to_array_operand(x)
+    shape = shape_of(x)
+    n = _count(shape, _axes(axis, len(shape)))
+    d = x - mean(x, axis, keepdims=True)
+    return wrap(sum_raw(d * d, axis, keepdims) / (n - ddof))
+
+
+def _stable_shift(x, axes):
+    """The max along `axes` (kept dims), as a constant; 0 where it is not finite."""
+    xs = np.asarray(strip(x))
+    m = np.max(xs, axis=axes, keepdims=True) if xs.size else np.zeros([1] * xs.ndim, xs.dtype)
+    return np.where(np.isfinite(m), m, 0).astype(xs.dtype, copy=False)
+
+
+def _logsumexp(x, axes, keepdims):
+    m = _stable_shift(x, axes)
+    out = log(sum_raw(exp(x - m), axes, keepdims=True)) + m
+    if not keepdims:
+        out = reshape_raw(out, tuple(d for i, d in enumerate(shape_of(x)) if i not in axes))
+    return out
+
+
+def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
+    """log(sum(exp(x))) along `axis` (all axes by default), stable at any magnitude."""
+    x = to_array_operand(x)
+    return wrap(_logsumexp(x, _axes(axis, len(shape_of(x))), keepdims))
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    """x - logsumexp(x) along `axis` (the last by default)."""
+    x = to_array_operand(x)
+    return wrap(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True))
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    """exp(log_softmax(x)) along `axis` (the last by default)."""
+    x = to_array_operand(x)
+    return wrap(exp(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True)))
+
+
+def clip(x, a_min, a_max) -> Tensor:
+    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max."""
+    x = to_array_operand(x)
+    a_min = None if a_min is None else to_operand(a_min)
+    a_max = None if a_max is None else to_operand(a_max)
+    out = x
+    if a_max is not None:
+        out = where_raw(strip(x) > strip(a_max), a_max, out)
+    if a_min is not None:
+        out = where_raw(strip(x) < strip(a_min), a_min, out)
+    return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), np.shape(strip(a_min)), np.shape(strip(a_max)))))

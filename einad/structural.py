@@ -1,0 +1,315 @@
+"""The few structural operations that are not einsums: reshaping, broadcasting,
+indexing, joining, casting and selecting.
+
+Each is linear in its array operands, so each rule is the operation's transpose
+(VJP) and the operation itself applied to the tangent (JVP). Summing a
+broadcast back is an einsum (`einsum.sum_to_shape`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import Primitive, Tensor, bind, strip
+from .einsum import sum_to_shape
+from .util import dtype_of, shape_of, to_array_operand, to_operand, wrap
+
+
+def _linear(prim: Primitive, transpose, apply):
+    """Attach the rules of a one-operand linear primitive."""
+    prim.vjp = lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)]
+    prim.jvp = lambda ts, ans, vals, p: apply(ts[0], p)
+
+
+# -- reshape ---------------------------------------------------------------------
+
+reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape))
+
+
+def reshape_raw(x, shape):
+    if shape_of(x) == tuple(shape):
+        return x
+    return bind(reshape_p, (x,), {"shape": tuple(shape)})
+
+
+_linear(
+    reshape_p,
+    lambda g, x, p: reshape_raw(g, shape_of(x)),
+    lambda t, p: reshape_raw(t, p["shape"]),
+)
+
+
+def _ghost(shape):
+    """A zero-memory int8 array of `shape`, to let numpy check shapes and axes."""
+    return np.broadcast_to(np.zeros((), dtype=np.int8), shape)
+
+
+def _resolve_shape(size: int, shape: tuple) -> tuple:
+    shape = tuple(int(d) for d in shape)
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative size")
+    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    elif known != size:
+        raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+    return shape
+
+
+def reshape(x, shape) -> Tensor:
+    """numpy.reshape (C order)."""
+    x = to_array_operand(x)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    xs = shape_of(x)
+    return wrap(reshape_raw(x, _resolve_shape(int(np.prod(xs, dtype=np.int64)), tuple(shape))))
+
+
+def expand_dims(x, axis) -> Tensor:
+    x = to_array_operand(x)
+    return reshape(x, np.expand_dims(_ghost(shape_of(x)), axis).shape)
+
+
+def squeeze(x, axis=None) -> Tensor:
+    x = to_array_operand(x)
+    return reshape(x, np.squeeze(_ghost(shape_of(x)), axis).shape)
+
+
+# -- broadcast_to ----------------------------------------------------------------------
+
+broadcast_p = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape))
+
+
+def broadcast_raw(x, shape):
+    if shape_of(x) == tuple(shape):
+        return x
+    return bind(broadcast_p, (x,), {"shape": tuple(shape)})
+
+
+_linear(
+    broadcast_p,
+    lambda g, x, p: sum_to_shape(g, shape_of(x)),
+    lambda t, p: broadcast_raw(t, p["shape"]),
+)
+
+
+def broadcast_to(x, shape) -> Tensor:
+    x = to_array_operand(x)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    np.broadcast_shapes(shape_of(x), tuple(shape))  # raises numpy's ValueError on mismatch
+    return wrap(broadcast_raw(x, tuple(shape)))
+
+
+# -- astype ---------------------------------------------------------------------------------
+
+astype_p = Primitive("astype", lambda x, dtype: np.asarray(x).astype(dtype))
+
+
+def astype(x, dtype):
+    dtype = np.dtype(dtype)
+    if dtype_of(x) == dtype:
+        return x
+    return bind(astype_p, (x,), {"dtype": dtype})
+
+
+def _astype_back(g, x, p):
+    return astype(g, dtype_of(x))
+
+
+_linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]))
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+def _clean_index(index):
+    """Make an index hashable-free of Tensors; integer arrays stay arrays."""
+    if isinstance(index, tuple):
+        return tuple(_clean_index(i) for i in index)
+    if type(index) is Tensor:
+        index = strip(index)
+    if isinstance(index, list):
+        index = np.asarray(index)
+    if isinstance(index, np.ndarray) and index.dtype.kind not in "biu":
+        raise IndexError(f"arrays used as indices must be of integer or boolean type, not {index.dtype}")
+    return index
+
+
+def _has_int_array(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in items)
+
+
+getitem_p = Primitive("getitem", lambda x, index: x[index])
+
+
+def _scatter_impl(g, index, shape):
+    out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    if _has_int_array(index):
+        np.add.at(out, index, g)  # integer arrays may repeat an element
+    else:
+        out[index] = g
+    return out
+
+
+scatter_p = Primitive("scatter_add", _scatter_impl)
+
+
+def getitem_raw(x, index):
+    return bind(getitem_p, (x,), {"index": index})
+
+
+def scatter_raw(g, index, shape):
+    return bind(scatter_p, (g,), {"index": index, "shape": tuple(shape)})
+
+
+_linear(
+    getitem_p,
+    lambda g, x, p: scatter_raw(g, p["index"], shape_of(x)),
+    lambda t, p: getitem_raw(t, p["index"]),
+)
+_linear(
+    scatter_p,
+    lambda g, x, p: getitem_raw(g, p["index"]),
+    lambda t, p: scatter_raw(t, p["index"], p["shape"]),
+)
+
+
+def getitem(x, index) -> Tensor:
+    """x[index]: basic and integer-array indexing, differentiable."""
+    x = to_array_operand(x)
+    index = _clean_index(index)
+    strip(x)[index]  # let numpy raise its IndexError here, at the user's call
+    return wrap(getitem_raw(x, index))
+
+
+def flip(x, axis=None) -> Tensor:
+    x = to_array_operand(x)
+    nd = len(shape_of(x))
+    axes = range(nd) if axis is None else np.atleast_1d(axis)
+    idx = [slice(None)] * nd
+    for a in axes:
+        idx[int(a) % nd] = slice(None, None, -1)
+    return getitem(x, tuple(idx))
+
+
+# -- joining and splitting ---------------------------------------------------------------
+
+
+def _concat_vjp(g, ans, vals, p, needed):
+    axis = p["axis"]
+    out, start = [], 0
+    for v, need in zip(vals, needed):
+        n = shape_of(v)[axis]
+        idx = (slice(None),) * axis + (slice(start, start + n),)
+        out.append(getitem_raw(g, idx) if need else None)
+        start += n
+    return out
+
+
+def _concat_jvp(ts, ans, vals, p):
+    from .elementwise import zeros_like
+
+    parts = [t if t is not None else zeros_like(v) for t, v in zip(ts, vals)]
+    return bind(concat_p, parts, p)
+
+
+concat_p = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis))
+concat_p.vjp = _concat_vjp
+concat_p.jvp = _concat_jvp
+
+
+def concatenate(arrays, axis: int = 0) -> Tensor:
+    xs = [to_array_operand(a) for a in arrays]
+    if not xs:
+        raise ValueError("need at least one array to concatenate")
+    nd = len(shape_of(xs[0]))
+    if nd == 0:
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    axis = int(axis) % nd
+    first = shape_of(xs[0])
+    for k, x in enumerate(xs):
+        s = shape_of(x)
+        if len(s) != nd or s[:axis] + s[axis + 1 :] != first[:axis] + first[axis + 1 :]:
+            raise ValueError(
+                f"concatenate: array {k} has shape {s}, which does not match {first} "
+                f"outside axis {axis}"
+            )
+    if len(xs) == 1:
+        return wrap(xs[0])
+    return wrap(bind(concat_p, xs, {"axis": axis}))
+
+
+def stack(arrays, axis: int = 0) -> Tensor:
+    xs = [to_array_operand(a) for a in arrays]
+    if not xs:
+        raise ValueError("need at least one array to stack")
+    shapes = {shape_of(x) for x in xs}
+    if len(shapes) != 1:
+        raise ValueError(f"all input arrays must have the same shape, got {sorted(shapes)}")
+    nd = len(shape_of(xs[0])) + 1
+    axis = int(axis) % nd
+    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
+
+
+def split(x, indices_or_sections, axis: int = 0) -> list:
+    x = to_array_operand(x)
+    nd = len(shape_of(x))
+    axis = int(axis) % nd
+    pieces = np.split(_ghost(shape_of(x)[axis]), indices_or_sections)
+    out, start = [], 0
+    for p in pieces:
+        idx = (slice(None),) * axis + (slice(start, start + len(p)),)
+        out.append(getitem(x, idx))
+        start += len(p)
+    return out
+
+
+# -- where ------------------------------------------------------------------------------
+
+
+def _where_vjp(g, ans, vals, p, needed):
+    c, x, y = vals
+    out = [None]
+    for v, need, pick in ((x, needed[1], True), (y, needed[2], False)):
+        if not need:
+            out.append(None)
+            continue
+        z = zeros_scalar(g)
+        sel = where_raw(c, g, z) if pick else where_raw(c, z, g)
+        out.append(sum_to_shape(sel, shape_of(v), dtype_of(v)))
+    return out
+
+
+def _where_jvp(ts, ans, vals, p):
+    c, x, y = vals
+    tx, ty = ts[1], ts[2]
+    if tx is None and ty is None:
+        return None
+    z = np.zeros((), dtype=dtype_of(ans))
+    out = where_raw(c, z if tx is None else tx, z if ty is None else ty)
+    return broadcast_raw(out, shape_of(ans))
+
+
+def zeros_scalar(like):
+    return np.zeros((), dtype=dtype_of(like))
+
+
+where_p = Primitive("where", lambda c, x, y: np.where(c, x, y))
+where_p.vjp = _where_vjp
+where_p.jvp = _where_jvp
+
+
+def where_raw(c, x, y):
+    return bind(where_p, (strip(c), x, y), {})
+
+
+def where(condition, x, y) -> Tensor:
+    """Elementwise select; differentiable in `x` and `y`, never in `condition`."""
+    c = np.asarray(strip(condition))
+    if c.dtype != np.bool_:
+        c = c.astype(bool)
+    return wrap(where_raw(c, to_operand(x), to_operand(y)))

@@ -1,0 +1,332 @@
+"""The transformations: grad, value_and_grad, vjp, jvp, hvp, jacrev, jacfwd, hessian.
+
+Each opens one trace (see `core`), runs the user's function on boxed inputs,
+and reads the derivative off the result. Called at top level they return numpy
+arrays; called inside another transformation they return that
+transformation's Tensors, so they nest to any depth.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import ops
+from .core import ForwardTrace, ReverseTrace, Tensor, backward_pass, box, strip, value_of
+from .pytree import tree_flatten, tree_map, tree_unflatten
+from .util import dtype_of, shape_of
+
+# -- inputs and outputs ------------------------------------------------------------------
+
+
+def _diff_value(x: Any, what: str) -> Any:
+    """The value to box as a differentiable input, or TypeError for non-float input."""
+    if type(x) is Tensor:
+        v = x if x._trace is not None else x._value
+    elif isinstance(x, (bool, int, np.integer, np.bool_)):
+        raise TypeError(
+            f"cannot differentiate with respect to {what}, the integer {x!r}: "
+            f"pass a float (e.g. {float(x)!r}) or a floating-point array"
+        )
+    else:
+        v = np.asarray(x)
+    dt = dtype_of(v)
+    if dt.kind not in "fc":
+        raise TypeError(
+            f"cannot differentiate with respect to {what} of dtype {dt}: "
+            "differentiable inputs must be floating-point (or complex)"
+        )
+    return v
+
+
+def _out(v: Any) -> Any:
+    """A result as the caller should see it: a Tensor if still traced, else numpy."""
+    if type(v) is Tensor:
+        if v._trace is not None:
+            return v
+        v = v._value
+    return np.asarray(v)
+
+
+def _grad_out(g: Any, like: Any) -> Any:
+    """A gradient with the input's shape and dtype (zeros if the input was unused)."""
+    shape, dt = shape_of(like), dtype_of(like)
+    if g is None:
+        g = np.zeros(shape, dtype=dt)
+    elif shape_of(g) != shape:
+        g = ops.broadcast_to(g, shape)
+    if type(g) is Tensor and g._trace is not None:
+        return ops.astype(g, dt) if g.dtype != dt else g
+    g = np.asarray(strip(g))
+    if g.dtype != dt:
+        g = g.astype(dt)
+    if not g.flags.writeable:
+        g = np.array(g)
+    return g
+
+
+def _argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise ValueError(f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)")
+    return tuple(int(i) % nargs for i in nums)
+
+
+def _substitute(args: Sequence, nums: tuple, subs: Sequence) -> list:
+    new = list(args)
+    for i, s in zip(nums, subs):
+        new[i] = s
+    return new
+
+
+def _seed(ct: Any, value: Any) -> Any:
+    if type(ct) is Tensor:
+        if ct._trace is None:
+            ct = ct._value
+    else:
+        ct = np.asarray(ct)
+    if shape_of(ct) != shape_of(value):
+        raise ValueError(f"cotangent has shape {shape_of(ct)} but the output has shape {shape_of(value)}")
+    return ct
+
+
+# -- reverse mode ---------------------------------------------------------------------------
+
+
+def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """A function returning ``(f(*args), gradient)``; with `has_aux`, ``((value, aux), gradient)``.
+
+    `f` must return a scalar. `argnums` picks the differentiated arguments (an
+    int, or a tuple giving a tuple of gradients); each may be a pytree.
+    """
+
+    def value_and_grad_f(*args, **kwargs):
+        nums = _argnums(argnums, len(args))
+        trace = ReverseTrace()
+        flat, td = tree_flatten([args[i] for i in nums])
+        boxed = [box(_diff_value(x, f"argument {_where(nums, td, k)}"), trace) for k, x in enumerate(flat)]
+        out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
+            out, aux = out
+        if shape_of(out) != ():
+            raise TypeError(
+                f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
+                "use einad.vjp or einad.jacrev for non-scalar outputs"
+            )
+        if dtype_of(out).kind == "c":
+            raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
+        if type(out) is Tensor and out._trace is trace:
+            seed = np.ones((), dtype=dtype_of(out))
+            cts = {id(t): g for t, g in backward_pass([out], [seed])}
+        else:
+            cts = {}
+        grads = tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value) for b in boxed])
+        gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
+        value = _out(value_of(out, trace))
+        if has_aux:
+            return (value, tree_map(lambda a: _out(value_of(a, trace)), aux)), gradient
+        return value, gradient
+
+    value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
+    return value_and_grad_f
+
+
+def _where(nums: tuple, td: Any, k: int) -> str:
+    if len(nums) == 1 and td.children[0].kind == "leaf":
+        return str(nums[0])
+    return f"leaf {k} of argnums {nums}"
+
+
+def grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar-valued `f` with respect to the arguments `argnums`."""
+    vg = value_and_grad(f, argnums, has_aux)
+
+    def grad_f(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    grad_f.__name__ = f"grad({getattr(f, '__name__', 'f')})"
+    return grad_f
+
+
+def vjp(f: Callable, *primals) -> tuple[Any, Callable]:
+    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    trace = ReverseTrace()
+    flat, td = tree_flatten(list(primals))
+    boxed = [box(_diff_value(x, f"primal leaf {k}"), trace) for k, x in enumerate(flat)]
+    out = f(*tree_unflatten(td, boxed))
+    out_flat, out_td = tree_flatten(out)
+
+    def vjp_fn(cotangent):
+        ct_flat, ct_td = tree_flatten(cotangent)
+        if ct_td != out_td:
+            raise ValueError(f"cotangent structure {ct_td} does not match the output's {out_td}")
+        outs, seeds = [], []
+        for o, c in zip(out_flat, ct_flat):
+            seed = _seed(c, o)
+            if type(o) is Tensor and o._trace is trace:
+                outs.append(o)
+                seeds.append(seed)
+        cts = {id(t): g for t, g in backward_pass(outs, seeds)} if outs else {}
+        return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value) for b in boxed]))
+
+    return tree_unflatten(out_td, [_out(value_of(o, trace)) for o in out_flat]), vjp_fn
+
+
+# -- forward mode ---------------------------------------------------------------------------
+
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
+    """``(f(*primals), J·tangents)``: forward mode, one pass."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp takes primals and tangents as tuples, e.g. jvp(f, (x,), (v,))")
+    p_flat, p_td = tree_flatten(list(primals))
+    t_flat, t_td = tree_flatten(list(tangents))
+    if p_td != t_td:
+        raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
+    trace = ForwardTrace()
+    boxed = []
+    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
+        v = _diff_value(p, f"primal leaf {k}")
+        boxed.append(box(v, trace, _tangent_in(t, v)))
+    out = f(*tree_unflatten(p_td, boxed))
+    out_flat, out_td = tree_flatten(out)
+    primal_out, tangent_out = [], []
+    for o in out_flat:
+        if type(o) is Tensor and o._trace is trace:
+            primal_out.append(_out(o._value))
+            tangent_out.append(_out(o._tangent))
+        else:
+            primal_out.append(_out(o))
+            tangent_out.append(np.zeros(shape_of(o), dtype=dtype_of(o)))
+    return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out)
+
+
+def _tangent_in(t: Any, v: Any) -> Any:
+    t = t if type(t) is Tensor and t._trace is not None else np.asarray(strip(t))
+    if shape_of(t) != shape_of(v):
+        raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
+    if dtype_of(t) != dtype_of(v):
+        t = ops.astype(t, dtype_of(v)) if type(t) is Tensor else t.astype(dtype_of(v))
+    return t
+
+
+# -- second order --------------------------------------------------------------------------------
+
+
+def _vdot(a: Sequence, b: Sequence) -> Any:
+    total = 0.0
+    for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
+        total = total + ops.sum(ops.multiply(x, y))
+    return total
+
+
+def hvp(f: Callable, primals: Sequence, tangents: Sequence, mode: str = "fwd-over-rev") -> tuple:
+    """Hessian-vector product of a scalar `f`: one entry per primal.
+
+    `mode` picks the composition: "fwd-over-rev" (jvp of grad), "rev-over-fwd"
+    (grad of jvp) or "rev-over-rev" (grad of <grad f, v>). None forms the Hessian.
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    every = tuple(range(len(primals)))
+    if mode == "fwd-over-rev":
+        return tuple(jvp(grad(f, every), primals, tangents)[1])
+    if mode == "rev-over-fwd":
+        return tuple(grad(lambda *p: jvp(f, p, tangents)[1], every)(*primals))
+    if mode == "rev-over-rev":
+        return tuple(grad(lambda *p: _vdot(grad(f, every)(*p), tangents), every)(*primals))
+    raise ValueError(f"unknown hvp mode {mode!r}: use 'fwd-over-rev', 'rev-over-fwd' or 'rev-over-rev'")
+
+
+# -- Jacobians ---------------------------------------------------------------------------------
+
+
+def _jac_assemble(rows: list, out_shape: tuple, in_shape: tuple) -> Any:
+    if not rows:
+        return _out(np.zeros(out_shape + in_shape))
+    return _out(ops.reshape(ops.stack(rows), out_shape + in_shape))
+
+
+def jacrev(f: Callable, argnums: Any = 0) -> Callable:
+    """The Jacobian by reverse mode: one VJP per output element; shape ``out.shape + in.shape``."""
+
+    def jac_f(*args):
+        nums = _argnums(argnums, len(args))
+        diff = [args[i] for i in nums]
+        out, pullback = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff)
+        out_flat, out_td = tree_flatten(out)
+        in_flat, in_td = tree_flatten(diff)
+        per_out = []
+        for k, o in enumerate(out_flat):
+            o_shape = shape_of(o)
+            rows: list[list] = [[] for _ in in_flat]
+            for idx in np.ndindex(*o_shape):
+                cts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in out_flat]
+                cts[k][idx] = 1
+                gs = tree_flatten(pullback(tree_unflatten(out_td, cts)))[0]
+                for r, g in zip(rows, gs):
+                    r.append(g)
+            blocks = [
+                _jac_assemble(r, o_shape, shape_of(x)) for r, x in zip(rows, tree_flatten(_values(diff))[0])
+            ]
+            tree = tree_unflatten(in_td, blocks)
+            per_out.append(tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree))
+        return tree_unflatten(out_td, per_out)
+
+    return jac_f
+
+
+def _values(tree: Any) -> Any:
+    return tree_map(lambda x: x if type(x) is Tensor else np.asarray(x), tree)
+
+
+def jacfwd(f: Callable, argnums: Any = 0) -> Callable:
+    """The Jacobian by forward mode: one JVP per input element; shape ``out.shape + in.shape``."""
+
+    def jac_f(*args):
+        nums = _argnums(argnums, len(args))
+        diff = _values([args[i] for i in nums])
+        in_flat, in_td = tree_flatten(diff)
+        g = lambda *d: f(*_substitute(args, nums, d))  # noqa: E731
+        cols: list[list] = [[] for _ in in_flat]
+        out_td = None
+        out_flat: list = []
+        for j, x in enumerate(in_flat):
+            for idx in np.ndindex(*shape_of(x)):
+                ts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in in_flat]
+                ts[j][idx] = 1
+                out, tan = jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))
+                out_flat, out_td = tree_flatten(out)
+                cols[j].append(tree_flatten(tan)[0])
+        if out_td is None:  # no input elements at all
+            out = f(*args)
+            out_flat, out_td = tree_flatten(out)
+        per_out = []
+        for k, o in enumerate(out_flat):
+            o_shape = shape_of(o)
+            blocks = []
+            for j, x in enumerate(in_flat):
+                x_shape = shape_of(x)
+                if not cols[j]:
+                    blocks.append(_out(np.zeros(o_shape + x_shape)))
+                    continue
+                stacked = ops.stack([c[k] for c in cols[j]], axis=-1)  # out.shape + (in.size,)
+                blocks.append(_out(ops.reshape(stacked, o_shape + x_shape)))
+            tree = tree_unflatten(in_td, blocks)
+            per_out.append(tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree))
+        return tree_unflatten(out_td, per_out)
+
+    return jac_f
+
+
+jacobian = jacrev
+
+
+def hessian(f: Callable, argnums: Any = 0) -> Callable:
+    """The Hessian, ``jacfwd(jacrev(f))``: shape ``in.shape + in.shape``."""
+    return jacfwd(jacrev(f, argnums), argnums)
