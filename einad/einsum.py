@@ -38,22 +38,92 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 # -- executing a contraction on arrays -------------------------------------------
+#
+# opt_einsum chooses the path; each pairwise step runs as one `numpy.matmul`
+# (batched where the step has batch indices, which opt_einsum would hand to the
+# slower `numpy.einsum`), with the operands ordered so the result comes out in
+# the requested layout whenever a swap can achieve it.
 
 
-@functools.lru_cache(maxsize=4096)
-def _expression(text: str, shapes: tuple, optimize: Any, memory_limit: Any):
-    try:
-        return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
-    except (ValueError, KeyError, TypeError) as err:
-        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+class _PairPlan:
+    """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
+
+    __slots__ = ("pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "outer", "dims", "perm_out", "swap")
+
+
+@functools.lru_cache(maxsize=8192)
+def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _PairPlan:
+    size = dict(zip(sa, shape_a))
+    size.update(zip(sb, shape_b))
+    # Letters only one operand needs are summed (and repeated ones diagonalized) first.
+    ra = "".join(c for c in unique(sa) if c in sb or c in so)
+    rb = "".join(c for c in unique(sb) if c in sa or c in so)
+    batch = [c for c in so if c in ra and c in rb]
+    left = [c for c in so if c in ra and c not in rb]
+    right = [c for c in so if c in rb and c not in ra]
+    inner = [c for c in ra if c in rb and c not in so]
+    plan = _PairPlan()
+    plan.swap = "".join(batch + right + left) == so and "".join(batch + left + right) != so
+    if plan.swap:
+        sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
+    plan.pre_a = f"{sa}->{ra}" if ra != sa else None
+    plan.pre_b = f"{sb}->{rb}" if rb != sb else None
+    prod = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+    nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
+    plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
+    plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
+    plan.outer = not inner
+    if batch:
+        plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
+    else:
+        plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
+    plan.dims = tuple(size[c] for c in batch + left + right)
+    order = batch + left + right
+    plan.perm_out = tuple(order.index(c) for c in so)
+    return plan
+
+
+def _pair(a, b, sa: str, sb: str, so: str):
+    """Contract two arrays by ``sa,sb->so`` with one matmul (or a broadcast multiply)."""
+    plan = _pair_plan(sa, sb, so, a.shape, b.shape)
+    if plan.swap:
+        a, b = b, a
+    if plan.pre_a is not None:
+        a = np.einsum(plan.pre_a, a)
+    if plan.pre_b is not None:
+        b = np.einsum(plan.pre_b, b)
+    a = a.transpose(plan.perm_a).reshape(plan.shape_a)
+    b = b.transpose(plan.perm_b).reshape(plan.shape_b)
+    out = a * b if plan.outer else np.matmul(a, b)  # outer: (.., L, 1) * (.., 1, R)
+    out = out.reshape(plan.dims)
+    if plan.perm_out != tuple(range(len(plan.perm_out))):
+        out = out.transpose(plan.perm_out)
+    return out
 
 
 def _einsum_impl(*arrays, inputs, output, optimize="auto", memory_limit=None):
-    text = ",".join(inputs) + "->" + output
     if len(arrays) == 1:
-        return np.einsum(text, arrays[0])
+        return np.einsum(inputs[0] + "->" + output, arrays[0])
+    if len(arrays) == 2:
+        return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     shapes = tuple(a.shape for a in arrays)
-    return _expression(text, shapes, optimize, memory_limit)(*arrays)
+    work = list(arrays)
+    for positions, text in _plan(inputs, output, shapes, optimize, memory_limit):
+        picked = [work[p] for p in positions]
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        lhs, out = text.split("->")
+        specs = lhs.split(",")
+        if len(picked) == 2:
+            work.append(_pair(picked[0], picked[1], specs[0], specs[1], out))
+        else:
+            work.append(_expression(text, tuple(x.shape for x in picked), "auto", None)(*picked))
+    return work[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def _expression(text: str, shapes: tuple, optimize: Any, memory_limit: Any):
+    return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
 
 
 einsum_p = Primitive("einsum", _einsum_impl)
