@@ -67,6 +67,7 @@ from .ops import (
     var,
     where,
 )
+from .graph import Graph, make_graph
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 
