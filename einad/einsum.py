@@ -48,7 +48,7 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class _PairPlan:
     """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
 
-    __slots__ = ("pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "outer", "dims", "perm_out", "swap")
+    __slots__ = ("text", "gemm", "outer", "view_a", "view_b", "pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "dims", "perm_out", "swap")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -63,7 +63,17 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     right = [c for c in so if c in rb and c not in ra]
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
-    plan.swap = "".join(batch + right + left) == so and "".join(batch + left + right) != so
+    plan.text = f"{sa},{sb}->{so}"
+    # Only a true (batched) matrix product pays for its transposes; products
+    # with nothing contracted, or with nothing kept on one side, are memory
+    # bound, and numpy.einsum does them in one pass in the requested layout.
+    plan.gemm = bool(inner and left and right)
+    # Nothing contracted: a broadcast multiply writes the output in its own layout.
+    plan.outer = not inner
+    if plan.outer:
+        plan.view_a = _broadcast_view(ra, so, size)
+        plan.view_b = _broadcast_view(rb, so, size)
+    plan.swap = plan.gemm and "".join(batch + right + left) == so and "".join(batch + left + right) != so
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
     plan.pre_a = f"{sa}->{ra}" if ra != sa else None
@@ -72,7 +82,6 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
     plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
     plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
-    plan.outer = not inner
     if batch:
         plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
     else:
@@ -83,9 +92,26 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     return plan
 
 
+def _broadcast_view(spec: str, out: str, size: dict) -> tuple:
+    """(perm, shape) that show an array indexed by `spec` along the axes of `out`."""
+    perm = tuple(spec.index(c) for c in out if c in spec)
+    return perm, tuple(size[c] if c in spec else 1 for c in out)
+
+
 def _pair(a, b, sa: str, sb: str, so: str):
-    """Contract two arrays by ``sa,sb->so`` with one matmul (or a broadcast multiply)."""
+    """Contract two arrays by ``sa,sb->so``: one matmul, or one numpy.einsum pass."""
     plan = _pair_plan(sa, sb, so, a.shape, b.shape)
+    if plan.outer:
+        if plan.pre_a is not None:
+            a = np.einsum(plan.pre_a, a)
+        if plan.pre_b is not None:
+            b = np.einsum(plan.pre_b, b)
+        perm, shape = plan.view_a
+        a = a.transpose(perm).reshape(shape)
+        perm, shape = plan.view_b
+        return np.multiply(a, b.transpose(perm).reshape(shape))
+    if not plan.gemm:
+        return np.einsum(plan.text, a, b)
     if plan.swap:
         a, b = b, a
     if plan.pre_a is not None:
@@ -94,7 +120,7 @@ def _pair(a, b, sa: str, sb: str, so: str):
         b = np.einsum(plan.pre_b, b)
     a = a.transpose(plan.perm_a).reshape(plan.shape_a)
     b = b.transpose(plan.perm_b).reshape(plan.shape_b)
-    out = a * b if plan.outer else np.matmul(a, b)  # outer: (.., L, 1) * (.., 1, R)
+    out = np.matmul(a, b)
     out = out.reshape(plan.dims)
     if plan.perm_out != tuple(range(len(plan.perm_out))):
         out = out.transpose(plan.perm_out)
@@ -166,7 +192,8 @@ def contract(inputs: tuple, output: str, operands: Sequence, optimize: Any = "au
         if len(picked) <= 2:
             work.append(contract(ins, out, picked))
         else:  # an explicit path asked for an N-operand step: one node, the general rule
-            params = {"inputs": ins, "output": out, "optimize": optimize, "memory_limit": memory_limit}
+            whole = (tuple(range(len(picked))),)
+            params = {"inputs": ins, "output": out, "optimize": whole, "memory_limit": None}
             work.append(bind(einsum_p, picked, params))
     return work[0]
 
@@ -417,17 +444,23 @@ def tensordot(a, b, axes=2) -> Tensor:
     return einsum(f"{sa},{sb}->{out}", a, b)
 
 
-def _offset_slice(x, offset, axis1, axis2):
+def _diagonal_block(x, offset, axis1, axis2):
+    """Slice `x` so the wanted diagonal is the main diagonal of a square block."""
     from .structural import getitem
 
-    nd = len(shape_of(x))
-    idx = [slice(None)] * nd
-    if offset > 0:
-        idx[axis2] = slice(offset, None)
-    elif offset < 0:
-        idx[axis1] = slice(-offset, None)
+    shape = shape_of(x)
+    s1, s2 = shape[axis1], shape[axis2]
+    if offset >= 0:
+        n = max(0, min(s1, s2 - offset))
+        start1, start2 = 0, offset
     else:
+        n = max(0, min(s1 + offset, s2))
+        start1, start2 = -offset, 0
+    if (start1, start2, n, n) == (0, 0, s1, s2):
         return x
+    idx = [slice(None)] * len(shape)
+    idx[axis1] = slice(start1, start1 + n)
+    idx[axis2] = slice(start2, start2 + n)
     return getitem(x, tuple(idx))
 
 
@@ -451,7 +484,7 @@ def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """Sum along a diagonal (numpy.trace): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
-    x = _offset_slice(x, offset, a1, a2)
+    x = _diagonal_block(x, int(offset), a1, a2)
     s, rest, _ = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}", x)
 
@@ -460,7 +493,7 @@ def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """A diagonal as the last axis (numpy.diagonal): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "diagonal")
-    x = _offset_slice(x, offset, a1, a2)
+    x = _diagonal_block(x, int(offset), a1, a2)
     s, rest, d = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}{d}", x)
 
