@@ -66,6 +66,7 @@ class Trace:
 
     __slots__ = ("level",)
     kind = "trace"
+    batched = False  # True where values carry a leading batch axis (see batching.py)
 
     def __init__(self, level: Optional[int] = None):
         self.level = next(_levels) if level is None else level
@@ -167,15 +168,17 @@ class Tensor:
     # -- attributes -----------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._value.shape
+        s = self._value.shape
+        t = self._trace
+        return s[1:] if t is not None and t.batched else s
 
     @property
     def ndim(self) -> int:
-        return len(self._value.shape)
+        return len(self.shape)
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._value.shape, dtype=np.int64))
+        return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def dtype(self) -> np.dtype:

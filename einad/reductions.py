@@ -77,15 +77,23 @@ def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
 
 
 def _prod_others(x, axes):
-    """d prod / d x_i: the product of the other elements, without dividing by zero."""
+    """d prod / d x_i: the product of the other elements, never dividing by zero.
+
+    Where an axis holds zeros, the zero elements are kept as traced values
+    (their sum `z`), so the result is exact to second order: with one zero the
+    others' derivative is ``z * p / x_i``, with two the zeros' is ``(z - x_i) * p``.
+    """
     shape = shape_of(x)
-    xs = np.asarray(strip(x))
-    zero = xs == 0
-    zeros = zero.sum(axis=axes, keepdims=True)
+    zero = np.asarray(strip(x)) == 0
+    count = zero.sum(axis=axes, keepdims=True)
     nonzero = where_raw(zero, 1, x)
-    p_nz = _keep(bind(prod_p, (nonzero,), {"axes": axes}), shape, axes)
-    lone_zero = where_raw(zero & (zeros == 1), p_nz, np.zeros((), xs.dtype))
-    return where_raw(zeros == 0, p_nz / nonzero, lone_zero)
+    p = _keep(bind(prod_p, (nonzero,), {"axes": axes}), shape, axes)
+    if not count.any():
+        return p / nonzero
+    z = sum_raw(where_raw(zero, x, 0), axes, keepdims=True)
+    one = where_raw(zero, p, z * p / nonzero)
+    two = where_raw(zero, (z - x) * p, 0)
+    return where_raw(count == 0, p / nonzero, where_raw(count == 1, one, where_raw(count == 2, two, 0)))
 
 
 prod_p = Primitive("prod", lambda x, axes: np.prod(x, axis=axes))

@@ -244,41 +244,56 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence, mode: str = "fwd-ove
 
 
 # -- Jacobians ---------------------------------------------------------------------------------
+#
+# One stacked pass instead of one pass per row or column: `vmap` pushes a whole
+# identity basis of cotangents (jacrev) or tangents (jacfwd) through the rules
+# at once, so an einsum in `f` costs one contraction with an extra index.
 
 
-def _jac_assemble(rows: list, out_shape: tuple, in_shape: tuple) -> Any:
-    if not rows:
-        return _out(np.zeros(out_shape + in_shape))
-    return _out(ops.reshape(ops.stack(rows), out_shape + in_shape))
+def _basis(shape: tuple, dtype: Any) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    return np.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
+
+
+def _pick(argnums: Any, tree: list) -> Any:
+    return tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree)
 
 
 def jacrev(f: Callable, argnums: Any = 0) -> Callable:
-    """The Jacobian by reverse mode: one VJP per output element; shape ``out.shape + in.shape``."""
+    """The Jacobian by reverse mode, all rows in one batched pass; shape ``out.shape + in.shape``."""
 
     def jac_f(*args):
         nums = _argnums(argnums, len(args))
-        diff = [args[i] for i in nums]
+        diff = _values([args[i] for i in nums])
         out, pullback = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff)
         out_flat, out_td = tree_flatten(out)
         in_flat, in_td = tree_flatten(diff)
         per_out = []
         for k, o in enumerate(out_flat):
             o_shape = shape_of(o)
-            rows: list[list] = [[] for _ in in_flat]
-            for idx in np.ndindex(*o_shape):
-                cts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in out_flat]
-                cts[k][idx] = 1
-                gs = tree_flatten(pullback(tree_unflatten(out_td, cts)))[0]
-                for r, g in zip(rows, gs):
-                    r.append(g)
-            blocks = [
-                _jac_assemble(r, o_shape, shape_of(x)) for r, x in zip(rows, tree_flatten(_values(diff))[0])
-            ]
-            tree = tree_unflatten(in_td, blocks)
-            per_out.append(tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree))
+            zeros = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in out_flat]
+
+            def pull(ct, k=k, zeros=zeros):
+                cts = list(zeros)
+                cts[k] = ct
+                return list(pullback(tree_unflatten(out_td, cts)))
+
+            rows = _stacked(pull, o_shape, dtype_of(o), [shape_of(x) for x in in_flat])
+            blocks = [_out(ops.reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
+            per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 
     return jac_f
+
+
+def _stacked(fn: Callable, shape: tuple, dtype: Any, result_shapes: list) -> list:
+    """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
+    from .batching import vmap
+
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0:
+        return [np.zeros((0,) + tuple(s)) for s in result_shapes]
+    return tree_flatten(vmap(fn)(_basis(shape, dtype)))[0]
 
 
 def _values(tree: Any) -> Any:
@@ -286,39 +301,31 @@ def _values(tree: Any) -> Any:
 
 
 def jacfwd(f: Callable, argnums: Any = 0) -> Callable:
-    """The Jacobian by forward mode: one JVP per input element; shape ``out.shape + in.shape``."""
+    """The Jacobian by forward mode, all columns in one batched pass; shape ``out.shape + in.shape``."""
 
     def jac_f(*args):
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
         in_flat, in_td = tree_flatten(diff)
         g = lambda *d: f(*_substitute(args, nums, d))  # noqa: E731
-        cols: list[list] = [[] for _ in in_flat]
-        out_td = None
-        out_flat: list = []
+        out_flat, out_td = tree_flatten(g(*diff))
+        cols = []
         for j, x in enumerate(in_flat):
-            for idx in np.ndindex(*shape_of(x)):
+
+            def push(t, j=j):
                 ts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in in_flat]
-                ts[j][idx] = 1
-                out, tan = jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))
-                out_flat, out_td = tree_flatten(out)
-                cols[j].append(tree_flatten(tan)[0])
-        if out_td is None:  # no input elements at all
-            out = f(*args)
-            out_flat, out_td = tree_flatten(out)
+                ts[j] = t
+                return jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))[1]
+
+            cols.append(_stacked(push, shape_of(x), dtype_of(x), [shape_of(o) for o in out_flat]))
         per_out = []
         for k, o in enumerate(out_flat):
             o_shape = shape_of(o)
             blocks = []
             for j, x in enumerate(in_flat):
-                x_shape = shape_of(x)
-                if not cols[j]:
-                    blocks.append(_out(np.zeros(o_shape + x_shape)))
-                    continue
-                stacked = ops.stack([c[k] for c in cols[j]], axis=-1)  # out.shape + (in.size,)
-                blocks.append(_out(ops.reshape(stacked, o_shape + x_shape)))
-            tree = tree_unflatten(in_td, blocks)
-            per_out.append(tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree))
+                c = ops.moveaxis(cols[j][k], 0, -1)  # out.shape + (in.size,)
+                blocks.append(_out(ops.reshape(c, o_shape + shape_of(x))))
+            per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 
     return jac_f
