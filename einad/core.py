@@ -456,12 +456,13 @@ def toposort(outs) -> list:
     return order
 
 
-def backward_pass(outs, seeds) -> list:
+def backward_pass(outs, seeds, consume: bool = False) -> list:
     """Run the reverse pass from `outs` (Tensors of one reverse trace) with `seeds`.
 
     Returns ``[(tensor, cotangent), ...]`` for the leaves reached (tensors
     without a node). Cotangents are einad values, so an enclosing trace records
-    this whole computation.
+    this whole computation. With `consume`, each node is dropped once its rule
+    has run, so forward intermediates are freed as the pass moves back.
     """
     from . import ops
 
@@ -480,7 +481,10 @@ def backward_pass(outs, seeds) -> list:
             continue
         needed = [p is not None for p in node.parents]
         contribs = node.prim.vjp(g, t._value, node.vals, node.params, needed)
-        for p, c in zip(node.parents, contribs):
+        parents = node.parents
+        if consume:
+            t._node = node = None
+        for p, c in zip(parents, contribs):
             if p is None or c is None:
                 continue
             k = id(p)

@@ -122,7 +122,7 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
             raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
         if type(out) is Tensor and out._trace is trace:
             seed = np.ones((), dtype=dtype_of(out))
-            cts = {id(t): g for t, g in backward_pass([out], [seed])}
+            cts = {id(t): g for t, g in backward_pass([out], [seed], consume=True)}
         else:
             cts = {}
         grads = tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value) for b in boxed])
@@ -137,8 +137,9 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
 
 
 def _where(nums: tuple, td: Any, k: int) -> str:
-    if len(nums) == 1 and td.children[0].kind == "leaf":
-        return str(nums[0])
+    """Name flat leaf `k` of the differentiated arguments: 'argument 1', or a pytree leaf."""
+    if all(c.kind == "leaf" for c in td.children):
+        return str(nums[k])
     return f"leaf {k} of argnums {nums}"
 
 
