@@ -48,7 +48,7 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class _PairPlan:
     """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
 
-    __slots__ = ("text", "gemm", "outer", "view_a", "view_b", "pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "dims", "perm_out", "swap")
+    __slots__ = ("text", "gemm", "matvec", "outer", "view_a", "view_b", "pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "dims", "perm_out", "swap")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -64,16 +64,12 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
     plan.text = f"{sa},{sb}->{so}"
-    # Only a true (batched) matrix product pays for its transposes; products
-    # with nothing contracted, or with nothing kept on one side, are memory
-    # bound, and numpy.einsum does them in one pass in the requested layout.
-    plan.gemm = bool(inner and left and right)
     # Nothing contracted: a broadcast multiply writes the output in its own layout.
     plan.outer = not inner
     if plan.outer:
         plan.view_a = _broadcast_view(ra, so, size)
         plan.view_b = _broadcast_view(rb, so, size)
-    plan.swap = plan.gemm and "".join(batch + right + left) == so and "".join(batch + left + right) != so
+    plan.swap = bool(inner and left and right) and "".join(batch + right + left) == so and "".join(batch + left + right) != so
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
     plan.pre_a = f"{sa}->{ra}" if ra != sa else None
@@ -86,10 +82,39 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
         plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
     else:
         plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
+    # A true (batched) matrix product pays for its transposing copies. A product
+    # that keeps nothing on one side is memory bound: it goes to matmul (BLAS
+    # gemv) only when neither operand needs a copy, else numpy.einsum does it
+    # in one pass.
+    plan.matvec = not (left and right)
+    if plan.matvec:
+        lead = [len(batch)] if batch else []
+        plan.gemm = (
+            bool(inner)
+            and _view_ok(ra, plan.perm_a, lead + [len(left), len(inner)], size)
+            and _view_ok(rb, plan.perm_b, lead + [len(inner), len(right)], size)
+        )
+    else:
+        plan.gemm = True
     plan.dims = tuple(size[c] for c in batch + left + right)
     order = batch + left + right
     plan.perm_out = tuple(order.index(c) for c in so)
     return plan
+
+
+def _view_ok(spec: str, perm: tuple, groups: list, size: dict) -> bool:
+    """Whether a C-contiguous array indexed by `spec`, transposed by `perm`, can be
+    reshaped into `groups` (axis counts per merged dimension) without a copy."""
+    shape = [size[c] for c in spec]
+    strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
+    pos = 0
+    for g in groups:
+        axes = [a for a in perm[pos : pos + g] if shape[a] != 1]
+        pos += g
+        for x, y in zip(axes, axes[1:]):
+            if strides[x] != strides[y] * shape[y]:
+                return False
+    return True
 
 
 def _broadcast_view(spec: str, out: str, size: dict) -> tuple:
@@ -110,7 +135,7 @@ def _pair(a, b, sa: str, sb: str, so: str):
         a = a.transpose(perm).reshape(shape)
         perm, shape = plan.view_b
         return np.multiply(a, b.transpose(perm).reshape(shape))
-    if not plan.gemm:
+    if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
         return np.einsum(plan.text, a, b)
     if plan.swap:
         a, b = b, a
@@ -307,6 +332,17 @@ def _normalize_optimize(optimize):
     )
 
 
+def _check_path(path: tuple, n: int) -> None:
+    """An explicit path must contract `n` operands down to one, by valid positions."""
+    left = n
+    for step in path:
+        if not step or len(set(step)) != len(step) or any(not 0 <= i < left for i in step):
+            raise EinsumError(f"invalid contraction path {list(path)}: step {step} does not fit {left} operand(s)")
+        left -= len(step) - 1
+    if left != 1 and n > 0:
+        raise EinsumError(f"invalid contraction path {list(path)}: it leaves {left} operands, not 1")
+
+
 def einsum(subscripts: str, *operands, optimize: Any = "auto", memory_limit: Any = None) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
@@ -319,6 +355,14 @@ def einsum(subscripts: str, *operands, optimize: Any = "auto", memory_limit: Any
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
     ops_ = [to_operand(x) for x in operands]
+    if any(isinstance(x, (int, float, complex)) for x in ops_):
+        # Python numbers become 0-d arrays of the dtype numpy's promotion gives them
+        # next to the array operands (so float32 stays float32).
+        arrays = [dtype_of(x) for x in ops_ if not isinstance(x, (int, float, complex))]
+        ops_ = [
+            np.asarray(x, dtype=np.result_type(x, *arrays)) if isinstance(x, (int, float, complex)) else x
+            for x in ops_
+        ]
     spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
     for k, axes in enumerate(spec.squeeze):
         if axes:
@@ -329,6 +373,8 @@ def einsum(subscripts: str, *operands, optimize: Any = "auto", memory_limit: Any
     opt = _normalize_optimize(optimize)
     if opt == "naive":  # optimize=False: contract all operands in one step
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
+    if isinstance(opt, tuple):
+        _check_path(opt, len(ops_))
     return wrap(contract(spec.inputs, spec.output, ops_, opt, memory_limit))
 
 

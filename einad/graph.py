@@ -60,6 +60,9 @@ class Graph:
     def to_dot(self) -> str:
         """Graphviz source: values as ellipses, operations as boxes."""
         out = ["digraph einad {", "  rankdir=TB;", '  node [fontname="monospace"];']
+        # Variables are the inputs, constants and equation outputs; anything else an
+        # equation mentions is a literal (2.0, True, nan, ...) and gets no node or edge.
+        known = {n for n, _ in self.inputs} | {n for n, _ in self.consts} | {e.output for e in self.equations}
         for n, t in self.inputs:
             out.append(f'  "{n}" [label="{n}: {t}", shape=ellipse, style=filled, fillcolor="#dde8f6"];')
         for n, t in self.consts:
@@ -68,12 +71,12 @@ class Graph:
             op = f"op{i}"
             out.append(f'  "{op}" [label="{e.op}{_params(e)}", shape=box];')
             for src in e.inputs:
-                if not _is_literal(src):
+                if src in known:
                     out.append(f'  "{src}" -> "{op}";')
             out.append(f'  "{e.output}" [label="{e.output}: {e.type}", shape=ellipse];')
             out.append(f'  "{op}" -> "{e.output}";')
         for o in self.outputs:
-            if not _is_literal(o):
+            if o in known:
                 out.append(f'  "{o}" [peripheries=2];')
         out.append("}")
         return "\n".join(out)
@@ -82,10 +85,6 @@ class Graph:
     def einsums(self) -> list:
         """The subscripts of every einsum equation, in program order."""
         return [e.subscripts for e in self.equations if e.op == "einsum"]
-
-
-def _is_literal(name: str) -> bool:
-    return not name[:1].isalpha()
 
 
 def _params(e: Equation) -> str:

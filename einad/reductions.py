@@ -166,13 +166,16 @@ def softmax(x, axis: int = -1) -> Tensor:
 
 
 def clip(x, a_min, a_max) -> Tensor:
-    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max."""
+    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max.
+
+    As numpy: ``minimum(maximum(x, a_min), a_max)``, so a_max wins where a_min > a_max.
+    """
     x = to_array_operand(x)
     a_min = None if a_min is None else to_operand(a_min)
     a_max = None if a_max is None else to_operand(a_max)
     out = x
-    if a_max is not None:
-        out = where_raw(strip(x) > strip(a_max), a_max, out)
     if a_min is not None:
         out = where_raw(strip(x) < strip(a_min), a_min, out)
+    if a_max is not None:
+        out = where_raw(strip(out) > strip(a_max), a_max, out)
     return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), np.shape(strip(a_min)), np.shape(strip(a_max)))))

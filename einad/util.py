@@ -50,4 +50,6 @@ def wrap(x: Any) -> Tensor:
     """Box a raw result as a constant Tensor (traced Tensors pass through)."""
     if type(x) is Tensor:
         return x
+    if not isinstance(x, (np.ndarray, np.generic)):
+        x = np.asarray(x)
     return _box(x, None, None, None)
