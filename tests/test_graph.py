@@ -1,0 +1,328 @@
+"""make_graph: the program a function runs, and the program its gradient runs (issue 3).
+
+Where the listing's format is fixed (typed binders, the user's einsum
+subscripts, elementwise ops and literals) the exact text is asserted; where the
+implementation picks letters (the helpers' einsums) the structure is matched.
+"""
+
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import einad as ea
+
+A = np.random.default_rng(0).standard_normal((3, 4))
+B = np.random.default_rng(1).standard_normal((4, 5))
+
+
+def matmul_sum(a, b):
+    return ea.sum(ea.einsum("ij,jk->ik", a, b))
+
+
+def lines(graph):
+    return str(graph).splitlines()
+
+
+def by_output(graph):
+    return {e.output: e for e in graph.equations}
+
+
+# -- the forward program ------------------------------------------------------------------------
+
+
+def test_listing_of_an_einsum_function_is_exact():
+    g = ea.make_graph(lambda a, b: ea.einsum("ij,jk->ik", a, b))(A, B)
+    assert isinstance(g, ea.Graph)
+    assert str(g) == (
+        "{ lambda a:f64[3,4] b:f64[4,5] .\n"
+        "    c:f64[3,5] = einsum[ij,jk->ik] a b\n"
+        "  in (c) }"
+    )
+    assert g.einsums == ["ij,jk->ik"]
+    assert g.inputs == [("a", "f64[3,4]"), ("b", "f64[4,5]")]
+    assert g.outputs == ["c"]
+
+
+def test_listing_has_one_line_per_op_with_literals_and_types():
+    g = ea.make_graph(lambda a, b: ea.sin(ea.einsum("ij,jk->ik", a, b)) * 2.0)(A, B)
+    assert str(g) == (
+        "{ lambda a:f64[3,4] b:f64[4,5] .\n"
+        "    c:f64[3,5] = einsum[ij,jk->ik] a b\n"
+        "    d:f64[3,5] = sin c\n"
+        "    e:f64[3,5] = multiply d 2.0\n"
+        "  in (e) }"
+    )
+    assert len(lines(g)) == len(g.equations) + 2
+    assert [e.op for e in g.equations] == ["einsum", "sin", "multiply"]
+
+
+def test_listing_keeps_the_users_letters_and_case_and_float32():
+    x = np.ones((2, 3), dtype=np.float32)
+    y = np.ones((3, 2), dtype=np.float32)
+    g = ea.make_graph(lambda x, y: ea.einsum("aB,Bc->ca", x, y))(x, y)
+    assert str(g) == (
+        "{ lambda a:f32[2,3] b:f32[3,2] .\n"
+        "    c:f32[2,2] = einsum[aB,Bc->ca] a b\n"
+        "  in (c) }"
+    )
+
+
+def test_captured_arrays_are_listed_as_constants():
+    W = np.ones((2, 3))
+    g = ea.make_graph(lambda x: ea.einsum("ij,j->i", W, x))(np.ones(3))
+    assert str(g) == (
+        "{ lambda k0:f64[2,3] ; a:f64[3] .\n"
+        "    b:f64[2] = einsum[ij,j->i] k0 a\n"
+        "  in (b) }"
+    )
+
+
+def test_pytree_inputs_and_outputs():
+    g = ea.make_graph(lambda p: {"y": ea.einsum("ij,j->i", p["w"], p["x"]), "w": p["w"]})(
+        {"x": np.ones(3), "w": np.ones((2, 3))}
+    )
+    # leaves in sorted-key order: w is a, x is b; outputs likewise (w, y)
+    assert g.inputs == [("a", "f64[2,3]"), ("b", "f64[3]")]
+    assert [str(e) for e in g.equations] == ["c:f64[2] = einsum[ij,j->i] a b"]
+    assert g.outputs == ["a", "c"]
+
+
+def test_implicit_output_is_listed_explicitly():
+    g = ea.make_graph(lambda a, b: ea.einsum("ij,jk", a, b))(A, B)
+    assert g.einsums == ["ij,jk->ik"]
+
+
+def test_a_multi_operand_einsum_is_listed_as_its_pairwise_steps_in_the_users_letters():
+    a, b, c = np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5))
+    g = ea.make_graph(lambda a, b, c: ea.einsum("ij,jk,kl->il", a, b, c))(a, b, c)
+    assert len(g.einsums) == 2
+    for s in g.einsums:
+        assert set(s) <= set("ijkl,->"), s
+        assert s.count(",") == 1
+    assert g.einsums[-1].endswith("->il")
+    assert g.equations[-1].type == "f64[2,5]"
+
+
+# -- the linear helpers are einsums --------------------------------------------------------------
+
+M = np.random.default_rng(2).standard_normal((3, 3))
+V = np.random.default_rng(3).standard_normal(3)
+
+HELPERS = {
+    # name: (function, expected ops, pattern of the einsum's subscripts, numpy reference)
+    "matmul": (lambda x: ea.matmul(x, x), ["einsum"], r"(\w)(\w),\2(\w)->\1\3", lambda x: x @ x),
+    "@": (lambda x: x @ x, ["einsum"], r"(\w)(\w),\2(\w)->\1\3", lambda x: x @ x),
+    "matmul matrix-vector": (lambda x: x @ V, ["einsum"], r"(\w)(\w),\2->\1", lambda x: x @ V),
+    "dot": (lambda x: ea.dot(V, x), ["einsum"], r"(\w),\1(\w)->\2", lambda x: V @ x),
+    "inner": (lambda x: ea.inner(x, x), ["einsum"], r"(\w)(\w),(\w)\2->\1\3", lambda x: np.inner(x, x)),
+    "outer": (
+        lambda x: ea.outer(x[0], x[1]),
+        ["getitem", "getitem", "einsum"],
+        r"(\w),(\w)->\1\2",
+        lambda x: np.outer(x[0], x[1]),
+    ),
+    "tensordot": (
+        lambda x: ea.tensordot(x, x, axes=1),
+        ["einsum"],
+        r"(\w)(\w),\2(\w)->\1\3",
+        lambda x: np.tensordot(x, x, axes=1),
+    ),
+    "tensordot 2": (
+        lambda x: ea.tensordot(x, x, axes=2),
+        ["einsum"],
+        r"(\w)(\w),\1\2->",
+        lambda x: np.tensordot(x, x, axes=2),
+    ),
+    "transpose": (ea.transpose, ["einsum"], r"(\w)(\w)->\2\1", np.transpose),
+    ".T": (lambda x: x.T, ["einsum"], r"(\w)(\w)->\2\1", np.transpose),
+    "moveaxis": (lambda x: ea.moveaxis(x, 0, 1), ["einsum"], r"(\w)(\w)->\2\1", np.transpose),
+    "trace": (ea.trace, ["einsum"], r"(\w)\1->", np.trace),
+    "trace offset": (
+        lambda x: ea.trace(x, offset=1),
+        ["getitem", "einsum"],
+        r"(\w)\1->",
+        lambda x: np.trace(x, offset=1),
+    ),
+    "diagonal": (ea.diagonal, ["einsum"], r"(\w)\1->\1", np.diagonal),
+    "sum": (ea.sum, ["einsum"], r"(\w)(\w)->", np.sum),
+    "sum axis": (lambda x: ea.sum(x, axis=0), ["einsum"], r"(\w)(\w)->\2", lambda x: x.sum(axis=0)),
+    "method sum": (lambda x: x.sum(axis=1), ["einsum"], r"(\w)(\w)->\1", lambda x: x.sum(axis=1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELPERS))
+def test_linear_helpers_appear_as_one_einsum_line(name):
+    f, ops, pattern, ref = HELPERS[name]
+    g = ea.make_graph(f)(M)
+    assert [e.op for e in g.equations] == ops, str(g)
+    (subscripts,) = g.einsums
+    assert re.fullmatch(pattern, subscripts), subscripts
+    line = next(ln for ln in lines(g) if "einsum[" in ln)
+    assert f"einsum[{subscripts}]" in line
+    # the einsum's subscripts compute what the helper should
+    (eq,) = [e for e in g.equations if e.op == "einsum"]
+    np.testing.assert_allclose(f(ea.tensor(M)).numpy(), ref(M))
+    assert eq.type == f"f64[{','.join(map(str, np.shape(ref(M))))}]"
+
+
+# -- the gradient program ----------------------------------------------------------------------
+
+EINSUM_LINE = re.compile(r"^\s+(\w+):(\w+\[[\d,]*\]) = einsum\[([^\]]*)\] (.*)$")
+
+
+def einsum_lines(graph):
+    out = []
+    for ln in lines(graph):
+        m = EINSUM_LINE.match(ln)
+        if m:
+            out.append((m.group(1), m.group(2), m.group(3), m.group(4).split()))
+    return out
+
+
+def test_gradient_program_holds_the_permuted_einsums_in_the_users_letters():
+    g = ea.make_graph(ea.grad(matmul_sum, (0, 1)))(A, B)
+    text = str(g)
+    # the forward program comes first, unchanged
+    assert lines(g)[1] == "    c:f64[3,5] = einsum[ij,jk->ik] a b"
+    assert g.einsums[0] == "ij,jk->ik"
+    found = einsum_lines(g)
+    to_ij = [f for f in found if f[2].endswith("->ij")]
+    to_jk = [f for f in found if f[2].endswith("->jk")]
+    assert len(to_ij) == 1 and len(to_jk) == 1, text
+    name_a, type_a, subs_a, args_a = to_ij[0]
+    name_b, type_b, subs_b, args_b = to_jk[0]
+    # d/da contracts the cotangent (indexed ik) with b (jk); d/db the cotangent with a (ij)
+    assert type_a == "f64[3,4]" and type_b == "f64[4,5]"
+    assert sorted(subs_a.split("->")[0].split(",")) == ["ik", "jk"], subs_a
+    assert sorted(subs_b.split("->")[0].split(",")) == ["ij", "ik"], subs_b
+    assert "b" in args_a and "a" in args_b
+    # the two gradients are exactly those einsums' results
+    assert g.outputs == [name_a, name_b]
+    assert text.endswith(f"  in ({name_a}, {name_b}) }}")
+    # one line per op: header, equations, footer
+    assert len(lines(g)) == len(g.equations) + 2
+
+
+def test_gradient_program_for_a_squared_loss_is_exact_in_its_einsum_lines():
+    f = lambda a, b: ea.sum(ea.einsum("ij,jk->ik", a, b) ** 2)  # noqa: E731
+    g = ea.make_graph(ea.grad(f, (0, 1)))(A, B)
+    ops = [e.op for e in g.equations]
+    assert "matmul" not in ops and "transpose" not in ops
+    subs = g.einsums
+    assert subs[0] == "ij,jk->ik"
+    assert any(s.endswith("->ij") and set(s) <= set("ijk,->") for s in subs)
+    assert any(s.endswith("->jk") and set(s) <= set("ijk,->") for s in subs)
+    # the elementwise derivative of the square is recorded as an op on the forward value
+    c = g.equations[0].output
+    assert any(e.op == "multiply" and c in e.inputs for e in g.equations[1:]), str(g)
+
+
+def test_gradient_of_matmul_and_transpose_lists_only_einsums():
+    f = lambda x: ea.trace(ea.transpose(x) @ x)  # noqa: E731  tr(x^T x), gradient 2x
+    g = ea.make_graph(ea.grad(f))(M)
+    ops = Counter(e.op for e in g.equations)
+    assert set(ops) <= {"einsum", "add"}, str(g)
+    assert ops["einsum"] >= 5  # 3 forward + the gradients of the matmul and the transpose
+    np.testing.assert_allclose(ea.grad(f)(M), 2 * M)
+
+
+def test_gradient_of_a_three_operand_einsum_uses_the_users_letters():
+    a, b, c = np.ones((2, 3)), np.ones((3, 4)), np.ones((4, 5))
+    f = lambda a, b, c: ea.sum(ea.einsum("ij,jk,kl->il", a, b, c))  # noqa: E731
+    g = ea.make_graph(ea.grad(f, (0, 1, 2)))(a, b, c)
+    ends = {s.split("->")[1] for s in g.einsums}
+    assert {"ij", "jk", "kl"} <= ends, g.einsums
+    types = {e.output: e.type for e in g.equations}
+    assert [types[o] for o in g.outputs] == ["f64[2,3]", "f64[3,4]", "f64[4,5]"]
+
+
+def test_the_jvp_program_reuses_the_same_subscripts():
+    # the tangent of einsum(x, x) is einsum(t, x) + einsum(x, t): same subscripts, no new rule
+    g = ea.make_graph(lambda x, t: ea.jvp(lambda x: ea.einsum("ij,jk->ik", x, x), (x,), (t,)))(M, M)
+    assert g.einsums == ["ij,jk->ik"] * 3
+    assert str(g) == (
+        "{ lambda a:f64[3,3] b:f64[3,3] .\n"
+        "    c:f64[3,3] = einsum[ij,jk->ik] a a\n"
+        "    d:f64[3,3] = einsum[ij,jk->ik] b a\n"
+        "    e:f64[3,3] = einsum[ij,jk->ik] a b\n"
+        "    f:f64[3,3] = add d e\n"
+        "  in (c, f) }"
+    )
+
+
+# -- Graphviz ---------------------------------------------------------------------------------
+
+EDGE = re.compile(r'^\s*"([^"]+)" -> "([^"]+)";$')
+NODE = re.compile(r'^\s*"([^"]+)" \[(.*)\];$')
+
+
+def check_dot(graph):
+    dot = graph.to_dot()
+    rows = dot.splitlines()
+    assert rows[0].startswith("digraph") and rows[0].rstrip().endswith("{")
+    assert rows[-1] == "}"
+    assert dot.count("{") == dot.count("}")
+    assert dot.count('"') % 2 == 0
+    edges = Counter()
+    nodes = set()
+    for r in rows[1:-1]:
+        m = EDGE.match(r)
+        if m:
+            edges[(m.group(1), m.group(2))] += 1
+            continue
+        m = NODE.match(r)
+        assert m or r.strip().endswith(";"), r
+        if m:
+            nodes.add(m.group(1))
+    variables = {n for n, _ in graph.inputs} | {n for n, _ in graph.consts}
+    variables |= {e.output for e in graph.equations}
+    expected = Counter()
+    for i, e in enumerate(graph.equations):
+        op = f"op{i}"
+        assert op in nodes
+        for src in e.inputs:
+            if src in variables:
+                expected[(src, op)] += 1  # one edge per use of an input
+        expected[(op, e.output)] += 1
+    assert edges == expected, (edges, expected)
+    # every edge joins declared nodes: no phantom nodes for literals
+    for src, dst in edges:
+        assert src in nodes and dst in nodes, (src, dst)
+    return dot
+
+
+def test_to_dot_of_an_einsum_function():
+    g = ea.make_graph(lambda a, b: ea.sin(ea.einsum("ij,jk->ik", a, b)) * 2.0)(A, B)
+    dot = check_dot(g)
+    assert '"a" -> "op0";' in dot and '"b" -> "op0";' in dot
+    assert "einsum[ij,jk->ik]" in dot
+    edges = [m.groups() for m in map(EDGE.match, dot.splitlines()) if m]
+    into_ops = sorted(src for src, dst in edges if not src.startswith("op"))
+    assert into_ops == ["a", "b", "c", "d"]  # the literal 2.0 gets no node and no edge
+
+
+def test_to_dot_draws_an_edge_per_use_of_a_repeated_operand():
+    g = ea.make_graph(lambda x: ea.einsum("ij,ij->", x, x))(M)
+    dot = check_dot(g)
+    assert dot.count('"a" -> "op0";') == 2
+
+
+def test_to_dot_of_a_gradient_program_with_constants_and_boolean_literals():
+    f = lambda x: ea.sum(ea.where(x > 0, x, 0.0) * ea.einsum("ij,jk->ik", x, x))  # noqa: E731
+    check_dot(ea.make_graph(ea.grad(f))(M))
+    # a 0-d condition is listed as the literal True, and must not become a node
+    g = ea.make_graph(lambda x: ea.where(x > 0, x, 0.0))(np.array(1.0))
+    assert str(g).splitlines()[1] == "    b:f64[] = where True a 0.0"
+    assert '"True"' not in check_dot(g)
+
+
+def test_graph_einsums_lists_subscripts_in_program_order():
+    g = ea.make_graph(ea.grad(matmul_sum, (0, 1)))(A, B)
+    assert g.einsums == [e.subscripts for e in g.equations if e.op == "einsum"]
+    assert g.einsums[0] == "ij,jk->ik"
+    assert all(isinstance(s, str) and "->" in s for s in g.einsums)
+    assert [e.subscripts for e in g.equations if e.op != "einsum"] == [None] * sum(
+        e.op != "einsum" for e in g.equations
+    )

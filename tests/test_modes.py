@@ -1,0 +1,957 @@
+"""Forward mode, reverse mode, higher order and every nesting (issue 3).
+
+Every expected value here comes from outside einad: numpy closed forms, central
+differences of plain numpy/einad evaluations, or the adjoint identity
+<u, J v> = <J^T u, v> between two independently implemented modes.
+"""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import assert_close
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import einad as ea
+
+MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def leaves(tree):
+    """The leaves of a nested tuple/list/dict, dict keys sorted (einad's order)."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for t in tree for leaf in leaves(t)]
+    if isinstance(tree, dict):
+        return [leaf for k in sorted(tree) for leaf in leaves(tree[k])]
+    return [tree]
+
+
+def vdot(a, b):
+    """Sum over matching leaves of <a, b>."""
+    la, lb = leaves(a), leaves(b)
+    assert len(la) == len(lb)
+    return float(sum(np.sum(np.asarray(x) * np.asarray(y)) for x, y in zip(la, lb)))
+
+
+def plain(f, *args):
+    """f evaluated on arrays, outside any transformation, as numpy leaves."""
+    out = f(*args)
+    return [np.asarray(o, dtype=np.float64) for o in leaves(out)]
+
+
+def check_adjoint(f, args, seed=0, rtol=1e-9, numeric=True):
+    """jvp(f) against vjp(f): <u, J v> == <J^T u, v>, and both against central differences.
+
+    Also checks that jvp and vjp return f's value and the right shapes.
+    """
+    rng = np.random.default_rng(seed)
+    args = tuple(np.asarray(a, dtype=np.float64) for a in args)
+    expected = plain(f, *args)
+    tangents = tuple(rng.standard_normal(a.shape) for a in args)
+
+    out, tan = ea.jvp(f, args, tangents)
+    for o, e in zip(leaves(out), expected):
+        assert_close(o, e, rtol=1e-12, atol=1e-12)
+    tan_leaves = leaves(tan)
+    assert [np.shape(t) for t in tan_leaves] == [e.shape for e in expected]
+
+    cot = [rng.standard_normal(e.shape) for e in expected]
+    value, pullback = ea.vjp(f, *args)
+    for o, e in zip(leaves(value), expected):
+        assert_close(o, e, rtol=1e-12, atol=1e-12)
+    # the cotangent has the output's structure
+    cot_tree = _rebuild(f(*args), iter(cot))
+    grads = pullback(cot_tree)
+    assert isinstance(grads, tuple) and len(grads) == len(args)
+    for g, a in zip(grads, args):
+        assert np.shape(g) == a.shape
+
+    forward = vdot(cot, tan_leaves)
+    reverse = vdot(grads, tangents)
+    scale = max(1.0, abs(forward), abs(reverse))
+    assert abs(forward - reverse) <= rtol * scale, (forward, reverse)
+
+    if numeric:  # the forward tangent itself, by central differences along the tangents
+        eps = 1e-6
+        plus = plain(f, *(a + eps * t for a, t in zip(args, tangents)))
+        minus = plain(f, *(a - eps * t for a, t in zip(args, tangents)))
+        for t, p, m in zip(tan_leaves, plus, minus):
+            assert_close(t, (p - m) / (2 * eps), rtol=1e-5, atol=1e-6)
+    return forward
+
+
+def _rebuild(like, it):
+    if isinstance(like, (tuple, list)):
+        return type(like)(_rebuild(x, it) for x in like)
+    if isinstance(like, dict):
+        return {k: _rebuild(like[k], it) for k in sorted(like)}
+    return next(it)
+
+
+# -- jvp against vjp on every operation -------------------------------------------------------
+
+R = np.random.default_rng(42)
+X = R.standard_normal((3, 4))
+Y = R.standard_normal((3, 4))
+V4 = R.standard_normal(4)
+POS = R.uniform(0.5, 2.0, (3, 4))
+POS4 = R.uniform(0.5, 2.0, 4)
+UNIT = R.uniform(-0.8, 0.8, (3, 4))
+AWAY = np.where(np.abs(X) < 0.2, 0.5, X)  # kinks of abs/relu/max stay out of reach
+M33 = R.standard_normal((3, 3))
+B234 = R.standard_normal((2, 3, 4))
+B245 = R.standard_normal((2, 4, 5))
+T345 = R.standard_normal((3, 4, 5))
+SEP = np.array([[0.1, 0.9, -1.3, 2.2], [1.7, -0.4, 0.6, -2.0], [-0.9, 1.1, 0.3, 0.0]])
+
+OPS = {
+    # elementwise, unary
+    "negative": (ea.negative, [X]),
+    "unary minus": (lambda x: -x, [X]),
+    "exp": (ea.exp, [X]),
+    "log": (ea.log, [POS]),
+    "log1p": (ea.log1p, [POS]),
+    "expm1": (ea.expm1, [X]),
+    "sin": (ea.sin, [X]),
+    "cos": (ea.cos, [X]),
+    "tan": (ea.tan, [UNIT]),
+    "tanh": (ea.tanh, [X]),
+    "sinh": (ea.sinh, [X]),
+    "cosh": (ea.cosh, [X]),
+    "arcsin": (ea.arcsin, [UNIT]),
+    "arccos": (ea.arccos, [UNIT]),
+    "arctan": (ea.arctan, [X]),
+    "sqrt": (ea.sqrt, [POS]),
+    "square": (ea.square, [X]),
+    "abs": (ea.abs, [AWAY]),
+    "sign (zero derivative)": (lambda x: ea.sign(x) * x, [AWAY]),
+    "sigmoid": (ea.sigmoid, [X]),
+    "relu": (ea.relu, [AWAY]),
+    "softplus": (ea.softplus, [X]),
+    "stop_gradient": (lambda x: x * ea.stop_gradient(x) + ea.stop_gradient(ea.sin(x)), [X]),
+    # elementwise, binary, with broadcasting
+    "add": (ea.add, [X, V4]),
+    "subtract": (ea.subtract, [X[:, :1], V4[None]]),
+    "multiply": (ea.multiply, [X, Y]),
+    "multiply broadcast": (lambda a, b: a * b, [X, V4]),
+    "divide": (ea.divide, [X, POS4]),
+    "rdivide": (lambda a: 2.0 / a, [POS]),
+    "power": (ea.power, [POS, Y]),
+    "power scalar exponent": (lambda a: a**3, [X]),
+    "power scalar base": (lambda a: 2.0**a, [X]),
+    "maximum": (ea.maximum, [X, Y]),
+    "minimum": (ea.minimum, [SEP, V4 * 0 + 0.45]),
+    "where": (lambda a, b: ea.where(SEP > 0, a, b), [X, V4]),
+    "clip": (lambda a: ea.clip(a, -0.5, 0.5), [SEP]),
+    # reductions and stable compositions
+    "sum all": (ea.sum, [X]),
+    "sum axis keepdims": (lambda a: ea.sum(a, axis=1, keepdims=True), [X]),
+    "mean": (lambda a: ea.mean(a, axis=0), [X]),
+    "var": (lambda a: ea.var(a, axis=1, ddof=1), [X]),
+    "max": (lambda a: ea.max(a, axis=1), [SEP]),
+    "max all": (ea.max, [SEP]),
+    "min": (lambda a: ea.min(a, axis=0, keepdims=True), [SEP]),
+    "prod": (lambda a: ea.prod(a, axis=1), [X]),
+    "prod with a zero": (lambda a: ea.prod(a, axis=1), [np.where(np.arange(4) == 2, 0.0, X)]),
+    "logsumexp": (ea.logsumexp, [X]),
+    "logsumexp axis": (lambda a: ea.logsumexp(a, axis=1, keepdims=True), [X]),
+    "softmax": (ea.softmax, [X]),
+    "softmax axis 0": (lambda a: ea.softmax(a, axis=0), [X]),
+    "log_softmax": (ea.log_softmax, [X]),
+    # structural
+    "reshape": (lambda a: ea.reshape(a, (2, 6)), [X]),
+    "method reshape": (lambda a: a.reshape(4, -1), [X]),
+    "broadcast_to": (lambda a: ea.broadcast_to(a, (2, 3, 4)), [X]),
+    "expand_dims": (lambda a: ea.expand_dims(a, 1), [X]),
+    "squeeze": (lambda a: ea.squeeze(a, 0), [X[None]]),
+    "concatenate": (lambda a, b: ea.concatenate([a, b], axis=1), [X, Y]),
+    "stack": (lambda a, b: ea.stack([a, b], axis=2), [X, Y]),
+    "split": (lambda a: ea.split(a, [1, 3], axis=1), [X]),
+    "flip": (lambda a: ea.flip(a, 1), [X]),
+    "moveaxis": (lambda a: ea.moveaxis(a, 0, 2), [B234]),
+    "getitem basic": (lambda a: a[1:, ::2], [X]),
+    "getitem integer array": (lambda a: a[[0, 2, 0], 1], [X]),
+    # the linear helpers (one einsum each)
+    "einsum": (lambda a, b: ea.einsum("ij,kj->ik", a, b), [X, Y]),
+    "matmul": (ea.matmul, [X, Y.T]),
+    "@ batched": (lambda a, b: a @ b, [B234, B245]),
+    "matmul 1-D": (ea.matmul, [X, V4]),
+    "dot": (ea.dot, [X, V4]),
+    "inner": (ea.inner, [X, Y]),
+    "outer": (ea.outer, [V4, X[0]]),
+    "tensordot": (lambda a, b: ea.tensordot(a, b, axes=([1, 2], [0, 1])), [B234, T345]),
+    "transpose": (ea.transpose, [B234]),
+    ".T": (lambda a: a.T, [X]),
+    "trace": (ea.trace, [M33]),
+    "trace offset": (lambda a: ea.trace(a, offset=1), [X]),
+    "diagonal": (lambda a: ea.diagonal(a, offset=-1, axis1=1, axis2=2), [B234]),
+}
+
+
+def test_op_table_covers_the_api():
+    named = (
+        "add subtract multiply divide power negative exp log log1p expm1 sin cos tan tanh sinh cosh "
+        "arcsin arccos arctan sqrt square abs sign maximum minimum where clip sigmoid relu softplus "
+        "logsumexp softmax log_softmax mean var max min prod reshape broadcast_to expand_dims squeeze "
+        "concatenate stack split flip moveaxis einsum matmul dot inner outer tensordot transpose trace "
+        "diagonal stop_gradient"
+    ).split()
+    covered = {name.split()[0].split("(")[0] for name in OPS}
+    assert set(named) - covered == set()
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_jvp_matches_vjp(name):
+    f, args = OPS[name]
+    # stop_gradient's derivative is zero by definition, not the derivative of its value
+    check_adjoint(f, args, seed=len(name), numeric=name != "stop_gradient")
+
+
+def test_jvp_of_sign_and_stop_gradient_is_zero():
+    _, t = ea.jvp(ea.sign, (X,), (np.ones_like(X),))
+    assert_close(t, np.zeros_like(X))
+    _, t = ea.jvp(ea.stop_gradient, (X,), (np.ones_like(X),))
+    assert_close(t, np.zeros_like(X))
+    _, t = ea.jvp(lambda x: x * ea.stop_gradient(x), (X,), (np.ones_like(X),))
+    assert_close(t, X)  # only the traced factor carries the tangent
+
+
+def test_jvp_of_an_unused_input_and_of_a_constant_output():
+    out, t = ea.jvp(lambda x, y: ea.sin(x), (X, Y), (Y, X))
+    assert_close(t, np.cos(X) * Y)
+    out, t = ea.jvp(lambda x: np.ones(3), (X,), (Y,))
+    assert_close(out, np.ones(3))
+    assert_close(t, np.zeros(3))
+
+
+# -- jvp against vjp on generated einsum specs -----------------------------------------------
+
+
+@st.composite
+def einsum_specs(draw):
+    """(subscripts, shapes): 1-4 operands, repeated letters, ellipsis, implicit or explicit."""
+    pool = "ijkA"
+    size = {c: draw(st.integers(1, 3)) for c in pool}
+    n = draw(st.integers(1, 4))
+    use_ell = draw(st.booleans())
+    ell = [draw(st.integers(1, 3)) for _ in range(draw(st.integers(0, 2)))] if use_ell else []
+    terms, shapes = [], []
+    any_ell = False
+    for _ in range(n):
+        letters = draw(st.lists(st.sampled_from(pool), min_size=0, max_size=3))
+        shape = []
+        for c in letters:
+            # a size-1 dimension broadcasts against the same letter's size elsewhere
+            one = letters.count(c) == 1 and draw(st.integers(0, 5)) == 0
+            shape.append(1 if one else size[c])
+        term = "".join(letters)
+        if use_ell and draw(st.booleans()):
+            any_ell = True
+            rank = draw(st.integers(0, len(ell)))
+            dims = [1 if draw(st.integers(0, 4)) == 0 else d for d in ell[len(ell) - rank:]]
+            at = draw(st.integers(0, len(letters)))
+            term = term[:at] + "..." + term[at:]
+            shape = shape[:at] + dims + shape[at:]
+        terms.append(term)
+        shapes.append(tuple(shape))
+    spec = ",".join(terms)
+    if draw(st.booleans()):  # explicit output: a permutation of some used letters
+        used = sorted({c for t in terms for c in t if c != "."})
+        out = draw(st.permutations(used))[: draw(st.integers(0, len(used)))]
+        out = "".join(out)
+        if any_ell:
+            at = draw(st.integers(0, len(out)))
+            out = out[:at] + "..." + out[at:]
+        spec += "->" + out
+    return spec, shapes
+
+
+@settings(max_examples=40, deadline=None)
+@given(einsum_specs(), st.integers(0, 2**16))
+def test_einsum_jvp_matches_vjp_on_generated_specs(case, seed):
+    spec, shapes = case
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s) for s in shapes]
+    try:
+        expected = np.einsum(spec, *args)
+    except ValueError:  # a spec numpy itself rejects: einad must reject it too
+        with pytest.raises(ValueError):
+            ea.einsum(spec, *args)
+        return
+    f = lambda *a: ea.einsum(spec, *a)  # noqa: E731
+    assert_close(f(*args).numpy(), expected, rtol=1e-10, atol=1e-12)
+    check_adjoint(f, args, seed=seed)
+    # einsum is linear in each operand: its JVP is the same einsum with the operand
+    # replaced by the tangent, summed over the operands
+    tangents = tuple(rng.standard_normal(s) for s in shapes)
+    _, t = ea.jvp(f, tuple(args), tangents)
+    by_linearity = sum(
+        np.einsum(spec, *(args[:k] + [tangents[k]] + args[k + 1:])) for k in range(len(args))
+    )
+    assert_close(t, by_linearity, rtol=1e-10, atol=1e-12)
+
+
+def test_einsum_jvp_with_the_same_tensor_twice():
+    # d/dx einsum("ij,jk->ik", x, x) v = v x + x v
+    x, v = M33, X[:, :3]
+    _, t = ea.jvp(lambda a: ea.einsum("ij,jk->ik", a, a), (x,), (v,))
+    assert_close(t, v @ x + x @ v)
+    check_adjoint(lambda a: ea.einsum("ij,jk,kl->il", a, a, a), [x])
+
+
+# -- jacfwd == jacrev --------------------------------------------------------------------------
+
+
+def numeric_jacobian(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=np.float64)
+    out0 = np.asarray(f(x))
+    jac = np.zeros(out0.shape + x.shape)
+    for idx in np.ndindex(*x.shape):
+        d = np.zeros_like(x)
+        d[idx] = eps
+        jac[(Ellipsis,) + idx] = (np.asarray(f(x + d)) - np.asarray(f(x - d))) / (2 * eps)
+    return jac
+
+
+def assert_same_jacobians(a, b, rtol=1e-10, atol=1e-12):
+    assert type(a) is type(b)
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same_jacobians(x, y, rtol, atol)
+    elif isinstance(a, dict):
+        assert sorted(a) == sorted(b)
+        for k in a:
+            assert_same_jacobians(a[k], b[k], rtol, atol)
+    else:
+        assert isinstance(a, np.ndarray), type(a)
+        assert_close(a, b, rtol=rtol, atol=atol)
+
+
+W34 = R.standard_normal((3, 4))
+B3 = R.standard_normal(3)
+
+
+def test_jacobians_of_a_layer_match_closed_form():
+    f = lambda x: ea.tanh(W34 @ x + B3)  # noqa: E731
+    x = V4
+    y = np.tanh(W34 @ x + B3)
+    closed = (1 - y**2)[:, None] * W34
+    jr, jf = ea.jacrev(f)(x), ea.jacfwd(f)(x)
+    assert jr.shape == jf.shape == (3, 4)
+    assert_close(jr, closed, rtol=1e-12)
+    assert_close(jf, closed, rtol=1e-12)
+    assert ea.jacobian is ea.jacrev
+
+
+@pytest.mark.parametrize(
+    "f, x",
+    [
+        (lambda x: ea.einsum("ij,jk->ki", x, W34) * ea.sin(x[:, :1]).T, X[:2, :3]),  # (2,3) -> (4,2)
+        (lambda x: ea.softmax(x, axis=0) * ea.logsumexp(x), X),  # (3,4) -> (3,4)
+        (lambda x: ea.sum(x**3) * ea.exp(x[0]), V4),  # (4,) -> scalar * (4,)
+        (lambda x: ea.prod(ea.cos(x)), V4),  # (4,) -> ()
+        (lambda x: ea.outer(ea.sin(x), x), np.array(0.7)),  # () -> (1, 1)
+        (lambda x: ea.stack([ea.max(x, axis=1), ea.var(x, axis=1)]), SEP),  # (3,4) -> (2,3)
+    ],
+)
+def test_jacfwd_equals_jacrev_on_random_functions(f, x):
+    jr, jf = ea.jacrev(f)(x), ea.jacfwd(f)(x)
+    out_shape = np.shape(f(x))
+    assert jr.shape == out_shape + np.shape(x)
+    assert jf.shape == out_shape + np.shape(x)
+    assert_close(jr, jf, rtol=1e-10, atol=1e-12)
+    assert_close(jr, numeric_jacobian(lambda z: f(z).numpy(), x), rtol=1e-5, atol=1e-7)
+
+
+def test_jacobians_of_pytrees_in_and_out():
+    params = {"w": W34.T.copy(), "b": B3}  # w: (4, 3), b: (3,)
+    x = V4
+
+    def f(p, x):
+        h = ea.einsum("i,ij->j", x, p["w"]) + p["b"]
+        return {"act": ea.tanh(h), "loss": ea.sum(h**2)}, [h * 2.0]
+
+    jr, jf = ea.jacrev(f)(params, x), ea.jacfwd(f)(params, x)
+    assert_same_jacobians(jr, jf)
+    # structure: the output's tree, each leaf holding the input's tree
+    assert isinstance(jr, tuple) and isinstance(jr[0], dict) and isinstance(jr[1], list)
+    assert jr[0]["act"]["w"].shape == (3, 4, 3)
+    assert jr[0]["act"]["b"].shape == (3, 3)
+    assert jr[0]["loss"]["w"].shape == (4, 3)
+    assert jr[0]["loss"]["b"].shape == (3,)
+    assert jr[1][0]["w"].shape == (3, 4, 3)
+    h = x @ params["w"] + B3
+    act = 1 - np.tanh(h) ** 2
+    assert_close(jr[0]["act"]["b"], np.diag(act))
+    assert_close(jr[0]["act"]["w"], act[:, None, None] * x[None, :, None] * np.eye(3)[:, None, :])
+    assert_close(jr[0]["loss"]["w"], 2 * np.outer(x, h))
+    assert_close(jr[0]["loss"]["b"], 2 * h)
+    assert_close(jr[1][0]["b"], 2 * np.eye(3))
+
+
+def test_jacobians_with_argnums_tuple():
+    a, b, c = V4, X, POS4
+
+    def f(a, b, c):
+        return ea.sin(b @ a) * ea.sum(c**2), ea.sum(a * c)
+
+    for jac in (ea.jacrev, ea.jacfwd):
+        j = jac(f, argnums=(0, 2))(a, b, c)
+        assert isinstance(j, tuple) and len(j) == 2  # one per output
+        (ja0, jc0), (ja1, jc1) = j
+        assert ja0.shape == (3, 4) and jc0.shape == (3, 4)
+        assert ja1.shape == (4,) and jc1.shape == (4,)
+        s = np.sum(c**2)
+        assert_close(ja0, np.cos(b @ a)[:, None] * b * s)
+        assert_close(jc0, np.outer(np.sin(b @ a), 2 * c))
+        assert_close(ja1, c)
+        assert_close(jc1, a)
+    # a negative argnum means the same argument
+    assert_close(ea.jacfwd(f, argnums=-1)(a, b, c)[1], a)
+    assert_close(ea.jacrev(f, argnums=1)(a, b, c)[1], np.zeros(b.shape))
+
+
+# -- Hessians ----------------------------------------------------------------------------------
+
+
+def test_hessian_of_quadratic_form_is_a_plus_a_transpose():
+    A = R.standard_normal((4, 4))
+    x = V4
+    f = lambda x: x @ A @ x  # noqa: E731
+    assert_close(ea.grad(f)(x), (A + A.T) @ x)
+    hessians = (ea.hessian(f), ea.jacfwd(ea.grad(f)), ea.jacrev(ea.grad(f)), ea.jacfwd(ea.jacfwd(f)))
+    for h in (hess(x) for hess in hessians):
+        assert h.shape == (4, 4)
+        assert_close(h, A + A.T, rtol=1e-12)
+    # einsum-written quadratic form, same Hessian
+    g = lambda x: ea.einsum("i,ij,j->", x, A, x)  # noqa: E731
+    assert_close(ea.hessian(g)(x), A + A.T, rtol=1e-12)
+
+
+def test_hessian_is_symmetric_and_matches_numeric():
+    W = R.standard_normal((5, 4))
+
+    def f(x):
+        return ea.logsumexp(W @ x) + ea.sum(ea.sin(x) * x**2) + ea.prod(ea.cosh(x))
+
+    x = V4 * 0.5
+    h = ea.hessian(f)(x)
+    assert h.shape == (4, 4)
+    assert_close(h, h.T, rtol=1e-12, atol=1e-12)
+    numeric = numeric_jacobian(lambda z: ea.grad(f)(z), x)
+    assert_close(h, numeric, rtol=1e-6, atol=1e-8)
+    assert_close(ea.jacrev(ea.jacrev(f))(x), h, rtol=1e-10)
+    assert_close(ea.jacfwd(ea.jacfwd(f))(x), h, rtol=1e-10)
+
+
+def test_hessian_of_matrix_input_has_doubled_shape():
+    f = lambda m: ea.trace(m @ m @ m)  # noqa: E731  d/dm = 3 (m^2)^T
+    m = M33
+    assert_close(ea.grad(f)(m), 3 * (m @ m).T)
+    h = ea.hessian(f)(m)
+    assert h.shape == (3, 3, 3, 3)
+    # d/dm_kl of 3 (m m)^T_ij = 3 (m m)_ji: H_ijkl = 3 (δ_jk m_li + m_jk δ_li)
+    I = np.eye(3)
+    assert_close(h, 3 * (np.einsum("jk,li->ijkl", I, m) + np.einsum("jk,li->ijkl", m, I)))
+    assert_close(h, h.transpose(2, 3, 0, 1))
+
+
+# -- logistic regression: grad, Hessian, hvp in three modes --------------------------------
+
+
+LR = np.random.default_rng(7)
+LX = LR.standard_normal((8, 3))
+LY = (LR.uniform(size=8) < 0.5).astype(np.float64)
+LW = LR.standard_normal(3) * 0.5
+LV = LR.standard_normal(3)
+
+
+def logistic_loss(w):
+    p = ea.sigmoid(LX @ w)
+    return -ea.sum(LY * ea.log(p) + (1 - LY) * ea.log(1 - p))
+
+
+def _lr_closed(w):
+    p = 1 / (1 + np.exp(-LX @ w))
+    return LX.T @ (p - LY), LX.T @ np.diag(p * (1 - p)) @ LX
+
+
+def test_logistic_regression_gradient_and_hessian():
+    g_closed, h_closed = _lr_closed(LW)
+    assert_close(ea.grad(logistic_loss)(LW), g_closed, rtol=1e-12)
+    for h in (ea.hessian(logistic_loss)(LW), ea.jacfwd(ea.grad(logistic_loss))(LW)):
+        assert h.shape == (3, 3)
+        assert_close(h, h_closed, rtol=1e-10)
+    assert_close(ea.jacrev(ea.grad(logistic_loss))(LW), h_closed, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_logistic_regression_hvp(mode):
+    _, h_closed = _lr_closed(LW)
+    hv = ea.hvp(logistic_loss, (LW,), (LV,), mode=mode)
+    assert isinstance(hv, tuple) and len(hv) == 1
+    assert isinstance(hv[0], np.ndarray) and hv[0].shape == (3,)
+    assert_close(hv[0], h_closed @ LV, rtol=1e-10)
+    assert_close(hv[0], ea.hessian(logistic_loss)(LW) @ LV, rtol=1e-10)
+
+
+def test_hvp_modes_agree_to_rounding_and_on_several_primals():
+    def f(a, b):
+        return ea.sum(ea.tanh(ea.einsum("ij,j->i", b, a))) * ea.sum(a**2) + ea.sum(b**3)
+
+    a, b = V4, X
+    ta, tb = POS4, Y
+    results = [ea.hvp(f, (a, b), (ta, tb), mode=m) for m in MODES]
+    for r in results:
+        assert len(r) == 2 and r[0].shape == (4,) and r[1].shape == (3, 4)
+    for r in results[1:]:
+        assert_close(r[0], results[0][0], rtol=1e-12, atol=1e-13)
+        assert_close(r[1], results[0][1], rtol=1e-12, atol=1e-13)
+    # against the Hessian of the flattened pair
+    n = a.size
+
+    def flat(z):
+        return f(z[:n], ea.reshape(z[n:], b.shape))
+
+    z = np.concatenate([a, b.ravel()])
+    H = ea.hessian(flat)(z)
+    hv = H @ np.concatenate([ta, tb.ravel()])
+    assert_close(results[0][0], hv[:n], rtol=1e-10)
+    assert_close(results[0][1], hv[n:].reshape(b.shape), rtol=1e-10)
+    # the default is fwd-over-rev, and a wrong mode is an error
+    assert_close(ea.hvp(f, (a, b), (ta, tb))[1], results[0][1])
+    with pytest.raises(ValueError, match="mode"):
+        ea.hvp(f, (a, b), (ta, tb), mode="fwd-over-fwd")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hvp_never_builds_the_hessian(mode):
+    # the whole program an hvp runs, traced: no value has the Hessian's shape (3, 3)
+    graph = ea.make_graph(lambda w, v: ea.hvp(logistic_loss, (w,), (v,), mode=mode)[0])(LW, LV)
+    shapes = [e.type for e in graph.equations]
+    assert shapes, "the hvp program is empty"
+    assert "f64[3,3]" not in shapes
+    assert graph.inputs[0][1] == "f64[3]" and len(graph.outputs) == 1
+
+
+# -- third derivatives of sin(x) x^3 -----------------------------------------------------------
+
+
+def _sx3(x):
+    return ea.sin(x) * x**3
+
+
+def _sx3_derivatives(x):
+    s, c = np.sin(x), np.cos(x)
+    d1 = c * x**3 + 3 * x**2 * s
+    d2 = -s * x**3 + 6 * x**2 * c + 6 * x * s
+    d3 = -c * x**3 - 9 * x**2 * s + 18 * x * c + 6 * s
+    return d1, d2, d3
+
+
+@pytest.mark.parametrize("x", [0.7, -1.3, 2.0])
+def test_third_derivative_of_sin_x_cubed(x):
+    d1, d2, d3 = _sx3_derivatives(x)
+    g = ea.grad
+    assert_close(g(_sx3)(x), d1, rtol=1e-12)
+    assert_close(g(g(_sx3))(x), d2, rtol=1e-12)
+    assert_close(g(g(g(_sx3)))(x), d3, rtol=1e-12)
+
+    def jvp1(f):
+        return lambda x: ea.jvp(f, (x,), (1.0,))[1]
+
+    orders = {
+        "jvp jvp jvp": jvp1(jvp1(jvp1(_sx3))),
+        "grad jvp grad": g(jvp1(g(_sx3))),
+        "jvp grad grad": jvp1(g(g(_sx3))),
+        "grad grad jvp": g(g(jvp1(_sx3))),
+        "jvp jvp grad": jvp1(jvp1(g(_sx3))),
+        "jacfwd jacrev grad": ea.jacfwd(ea.jacrev(g(_sx3))),
+        "grad of hvp": g(lambda x: ea.hvp(_sx3, (x,), (1.0,))[0]),
+    }
+    for name, f in orders.items():
+        value = f(x)
+        assert np.shape(value) == (), name
+        np.testing.assert_allclose(value, d3, rtol=1e-11, err_msg=name)
+
+
+def test_third_derivative_tensor_of_a_vector_function():
+    x = np.array([0.7, -1.3, 2.0])
+    t = ea.jacfwd(ea.hessian(lambda x: ea.sum(_sx3(x))))(x)
+    assert t.shape == (3, 3, 3)
+    expected = np.zeros((3, 3, 3))
+    expected[np.arange(3), np.arange(3), np.arange(3)] = _sx3_derivatives(x)[2]
+    assert_close(t, expected, rtol=1e-11, atol=1e-12)
+
+
+# -- perturbation confusion --------------------------------------------------------------------
+
+
+def test_perturbation_confusion_reverse():
+    # d/dx [ x * (d/dy (x + y))|_{y=1} ] at x = 1 is 1, not 2
+    f = lambda x: x * ea.grad(lambda y: x + y)(1.0)  # noqa: E731
+    assert_close(ea.grad(f)(1.0), 1.0)
+
+
+def test_perturbation_confusion_forward():
+    def f(x):
+        return x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
+
+    out, t = ea.jvp(f, (1.0,), (1.0,))
+    assert_close(out, 1.0)
+    assert_close(t, 1.0)
+
+
+def test_perturbation_confusion_mixed():
+    inner_rev = lambda x: x * ea.grad(lambda y: x + y)(1.0)  # noqa: E731
+    inner_fwd = lambda x: x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]  # noqa: E731
+    assert_close(ea.jvp(inner_rev, (1.0,), (1.0,))[1], 1.0)
+    assert_close(ea.grad(inner_fwd)(1.0), 1.0)
+    # the inner derivative depends on x: d/dx [ x * d/dy (x y)|_{y=5} ] = d/dx x^2 = 2x,
+    # whatever y is; every outer transformation must agree
+    g = lambda x: x * ea.grad(lambda y: x * y)(5.0)  # noqa: E731
+    for outer in (ea.grad(g), lambda x: ea.jvp(g, (x,), (1.0,))[1], ea.jacfwd(g), ea.jacrev(g)):
+        assert_close(outer(1.5), 3.0)
+
+
+def test_an_outer_value_is_a_constant_inside_and_traced_outside():
+    # h(x) = d/dy [sin(x y)] at y = 2  = x cos(2x);  h'(x) = cos(2x) - 2x sin(2x)
+    h = lambda x: ea.grad(lambda y: ea.sin(x * y))(2.0)  # noqa: E731
+    x = 0.4
+    assert_close(h(x), x * np.cos(2 * x))
+    assert_close(ea.grad(h)(x), np.cos(2 * x) - 2 * x * np.sin(2 * x), rtol=1e-12)
+    assert_close(ea.jvp(h, (x,), (1.0,))[1], np.cos(2 * x) - 2 * x * np.sin(2 * x), rtol=1e-12)
+
+
+# -- every transformation nested in every other ---------------------------------------------
+#
+# f(x) = sum(exp(A x)) has every derivative in closed form:
+#   D1 = A^T s,  D2_ij = sum_m A_mi A_mj s_m,  D3_ijk = sum_m A_mi A_mj A_mk s_m, ...
+# with s = exp(A x). Each *inner* transformation turns x into some G(x) whose first
+# and second derivatives (dG, ddG) are contractions of D1..D4; each *outer* one
+# differentiates G once or twice. All pairs are checked.
+
+NA = np.random.default_rng(11).standard_normal((5, 3)) * 0.5
+NX = np.array([0.3, -0.2, 0.5])
+NV = np.array([1.0, -2.0, 0.5])  # inner direction
+NT = np.array([-0.3, 0.7, 1.1])  # outer direction
+
+
+def nf(x):
+    return ea.sum(ea.exp(ea.einsum("mi,i->m", NA, x)))
+
+
+def _F(x):
+    return np.sum(np.exp(NA @ x))
+
+
+def _D(k, x):
+    s = np.exp(NA @ x)
+    letters = "ijkl"[:k]
+    return np.einsum(",".join("m" + c for c in letters) + ",m->" + letters, *([NA] * k), s)
+
+
+def _inner_cases():
+    v = NV
+    c = {}
+    # name: (G as an einad function of x, (G, dG, ddG) from the D tensors)
+    c["grad"] = (ea.grad(nf), lambda x: (_D(1, x), _D(2, x), _D(3, x)))
+    c["value_and_grad"] = (  # G = f D1: the product rule
+        lambda x: ea.value_and_grad(nf)(x)[1] * ea.value_and_grad(nf)(x)[0],
+        lambda x: (
+            _F(x) * _D(1, x),
+            np.outer(_D(1, x), _D(1, x)) + _F(x) * _D(2, x),
+            np.einsum("ik,j->ijk", _D(2, x), _D(1, x))
+            + np.einsum("i,jk->ijk", _D(1, x), _D(2, x))
+            + np.einsum("k,ij->ijk", _D(1, x), _D(2, x))
+            + _F(x) * _D(3, x),
+        ),
+    )
+    c["jvp"] = (
+        lambda x: ea.jvp(nf, (x,), (v,))[1],
+        lambda x: (_D(1, x) @ v, _D(2, x) @ v, _D(3, x) @ v),
+    )
+    c["vjp"] = (lambda x: ea.vjp(nf, x)[1](2.0)[0], lambda x: (2 * _D(1, x), 2 * _D(2, x), 2 * _D(3, x)))
+    c["jacfwd"] = (ea.jacfwd(nf), lambda x: (_D(1, x), _D(2, x), _D(3, x)))
+    c["jacrev"] = (ea.jacrev(nf), lambda x: (_D(1, x), _D(2, x), _D(3, x)))
+    c["hessian"] = (ea.hessian(nf), lambda x: (_D(2, x), _D(3, x), _D(4, x)))
+    for m in MODES:
+        c[f"hvp {m}"] = (
+            lambda x, m=m: ea.hvp(nf, (x,), (v,), mode=m)[0],
+            lambda x: (_D(2, x) @ v, _D(3, x) @ v, _D(4, x) @ v),
+        )
+    c["grad of grad"] = (
+        ea.grad(lambda x: ea.sum(ea.grad(nf)(x) * v)),
+        lambda x: (_D(2, x) @ v, _D(3, x) @ v, _D(4, x) @ v),
+    )
+    c["closure"] = (  # the inner function closes over the outer x
+        lambda x: ea.grad(lambda y: nf(x + y))(np.zeros(3)),
+        lambda x: (_D(1, x), _D(2, x), _D(3, x)),
+    )
+    c["jvp of a closure"] = (  # G = D1 . (x v)
+        lambda x: ea.jvp(lambda y: nf(x * y), (np.ones(3),), (v,))[1],
+        lambda x: (
+            _D(1, x) @ (x * v),
+            _D(2, x) @ (x * v) + _D(1, x) * v,
+            np.einsum("ijk,i->jk", _D(3, x), x * v) + _D(2, x) * v[None, :] + _D(2, x) * v[:, None],
+        ),
+    )
+    return c
+
+
+INNER = _inner_cases()
+
+
+def _outer_cases():
+    t = NT
+    o = {}
+    # name: (apply to g and x with a weight W shaped like G, expected from (G, dG, ddG, W))
+    o["grad"] = (
+        lambda g, x, W: ea.grad(lambda z: ea.sum(g(z) * W))(x),
+        lambda G, dG, ddG, W: _contract(W, dG),
+    )
+    o["value_and_grad"] = (
+        lambda g, x, W: ea.value_and_grad(lambda z: ea.sum(g(z) * W))(x)[1],
+        lambda G, dG, ddG, W: _contract(W, dG),
+    )
+    o["jvp"] = (lambda g, x, W: ea.jvp(g, (x,), (t,))[1], lambda G, dG, ddG, W: dG @ t)
+    o["vjp"] = (lambda g, x, W: ea.vjp(g, x)[1](W)[0], lambda G, dG, ddG, W: _contract(W, dG))
+    o["jacfwd"] = (lambda g, x, W: ea.jacfwd(g)(x), lambda G, dG, ddG, W: dG)
+    o["jacrev"] = (lambda g, x, W: ea.jacrev(g)(x), lambda G, dG, ddG, W: dG)
+    o["hessian"] = (
+        lambda g, x, W: ea.hessian(lambda z: ea.sum(g(z) * W))(x),
+        lambda G, dG, ddG, W: _contract(W, ddG),
+    )
+    for m in MODES:
+        o[f"hvp {m}"] = (
+            lambda g, x, W, m=m: ea.hvp(lambda z: ea.sum(g(z) * W), (x,), (t,), mode=m)[0],
+            lambda G, dG, ddG, W: _contract(W, ddG) @ t,
+        )
+    return o
+
+
+def _contract(W, T):
+    """Contract W (shape S) with the leading S dimensions of T."""
+    W = np.asarray(W)
+    return np.tensordot(W, T, axes=W.ndim)
+
+
+OUTER = _outer_cases()
+
+
+@pytest.mark.parametrize("outer", sorted(OUTER))
+@pytest.mark.parametrize("inner", sorted(INNER))
+def test_nesting(outer, inner):
+    g, closed = INNER[inner]
+    apply, expect = OUTER[outer]
+    x = NX
+    G, dG, ddG = closed(x)
+    assert_close(g(x), G, rtol=1e-12)  # the inner transformation alone
+    W = np.random.default_rng(3).standard_normal(np.shape(G))
+    result = apply(g, x, W)
+    assert isinstance(result, np.ndarray), type(result)
+    expected = expect(G, dG, ddG, W)
+    assert result.shape == np.shape(expected)
+    assert_close(result, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_triple_nesting_of_different_transformations():
+    # jvp of (grad of (hvp)) : the fourth-derivative tensor contracted with three vectors
+    x = NX
+    w = np.array([0.2, 0.1, -0.4])
+
+    def inner(x):
+        return ea.sum(ea.hvp(nf, (x,), (NV,))[0] * w)  # <H(x) v, w>: a third derivative
+
+    out = ea.jvp(ea.grad(inner), (x,), (NT,))[1]
+    expected = np.einsum("ijkl,j,i,l->k", _D(4, x), NV, w, NT)
+    assert_close(out, expected, rtol=1e-10)
+    # grad of grad inside jvp: d^2/dy^2 [y^3 x0] at y = 2 is 12 x0, so the jvp along t is 12 t0
+    out = ea.jvp(lambda x: ea.grad(ea.grad(lambda y: y**3 * x[0]))(2.0), (x,), (NT,))[1]
+    assert_close(out, 12 * NT[0])
+
+
+# -- higher order through einsum -------------------------------------------------------------
+
+
+def test_hessian_through_einsum_cubed():
+    A = np.random.default_rng(5).standard_normal((2, 3))
+    x = np.random.default_rng(6).standard_normal((3, 4))
+    f = lambda x: ea.sum(ea.einsum("ij,jk->ik", A, x) ** 3)  # noqa: E731
+    Y = A @ x
+    assert_close(ea.grad(f)(x), A.T @ (3 * Y**2), rtol=1e-12)
+    h = ea.hessian(f)(x)
+    assert h.shape == (3, 4, 3, 4)
+    # H[j,k,l,m] = sum_i A_ij 6 Y_ik A_il delta_km
+    closed = np.einsum("ij,ik,il,km->jklm", A, 6 * Y, A, np.eye(4))
+    assert_close(h, closed, rtol=1e-10, atol=1e-12)
+    assert_close(ea.jacrev(ea.grad(f))(x), closed, rtol=1e-10, atol=1e-12)
+    # and the hvp in every mode, without the Hessian
+    v = np.random.default_rng(8).standard_normal((3, 4))
+    for m in MODES:
+        assert_close(ea.hvp(f, (x,), (v,), mode=m)[0], np.tensordot(closed, v, axes=2), rtol=1e-10)
+
+
+def test_third_order_through_einsum_with_repeated_operand():
+    x = np.array([0.5, -1.0, 2.0])
+    f = lambda x: ea.einsum("i,i,i->", x, x, x)  # sum x^3  # noqa: E731
+    assert_close(ea.grad(f)(x), 3 * x**2)
+    assert_close(ea.hessian(f)(x), np.diag(6 * x))
+    t = ea.jacfwd(ea.hessian(f))(x)
+    expected = np.zeros((3, 3, 3))
+    expected[np.arange(3), np.arange(3), np.arange(3)] = 6.0
+    assert_close(t, expected)
+    # the diagonal of a matrix, to third order: f(M) = sum(diag(M)^3) = einsum("ii,ii,ii->")
+    M = M33
+    g = lambda m: ea.einsum("ii,ii,ii->", m, m, m)  # noqa: E731
+    assert_close(ea.grad(g)(M), np.diag(3 * np.diag(M) ** 2))
+    third = ea.grad(lambda m: ea.sum(ea.hvp(g, (m,), (np.eye(3),))[0]))(M)
+    # H(m)[V] = diag(6 m_ii V_ii); with V = I its sum is 6 tr(m), whose gradient is 6 I
+    assert_close(third, 6 * np.eye(3))
+
+
+# -- gradcheck ----------------------------------------------------------------------------------
+
+
+def test_gradcheck_passes_on_correct_functions():
+    assert ea.gradcheck(lambda x: ea.sin(x) * x**3, np.array([0.7, -1.2])) is True
+    assert ea.gradcheck(lambda a, b: ea.einsum("ij,jk->ik", a, b) ** 2, X, Y.T) is True
+    assert ea.gradcheck(lambda p, x: ea.tanh(x @ p["w"] + p["b"]), {"w": W34.T, "b": B3}, V4) is True
+    assert ea.gradcheck(ea.grad(logistic_loss), LW) is True  # a derivative, checked in turn
+    assert ea.gradcheck(lambda x: [ea.softmax(x), ea.logsumexp(x)], X) is True
+
+
+def test_gradcheck_catches_a_wrong_derivative_with_the_right_value():
+    def f(x):
+        return x * ea.stop_gradient(x)  # value x^2, derivative x instead of 2x
+
+    x = np.array([0.5, -1.0, 2.0])
+    assert_close(ea.grad(lambda x: ea.sum(f(x)))(x), x)  # the wrong derivative is real
+    with pytest.raises(ea.GradcheckError) as info:
+        ea.gradcheck(f, x)
+    msg = str(info.value)
+    assert isinstance(info.value, AssertionError)
+    assert "argument 0" in msg, msg
+    assert re.search(r"\b(reverse|forward) mode\b", msg), msg
+    assert "central differences" in msg
+
+
+def test_gradcheck_names_the_wrong_argument():
+    def f(a, b):
+        return ea.sin(a) * b * ea.stop_gradient(b)  # right in a, wrong in b
+
+    with pytest.raises(ea.GradcheckError) as info:
+        ea.gradcheck(f, X, Y)
+    msg = str(info.value)
+    assert "argument 1" in msg, msg
+    assert "argument 0" not in msg
+
+
+def test_gradcheck_names_a_leaf_of_a_pytree_argument():
+    def f(x, p):
+        return ea.sin(x) * p["scale"] + p["shift"] * ea.stop_gradient(p["shift"])  # wrong in shift
+
+    p = {"scale": np.array(2.0), "shift": np.array([0.5, -1.5])}
+    with pytest.raises(ea.GradcheckError) as info:
+        ea.gradcheck(f, np.array([0.1, 0.2]), p)
+    assert "argument 1['shift']" in str(info.value), str(info.value)
+    # the same function without the mistake passes
+    assert ea.gradcheck(lambda x, p: ea.sin(x) * p["scale"] + p["shift"] ** 2, np.array([0.1, 0.2]), p)
+
+
+def test_gradcheck_holds_integer_arguments_fixed():
+    assert ea.gradcheck(lambda x, n: x**n, np.array([0.5, 1.5]), 3) is True
+    with pytest.raises(ea.GradcheckError, match=r"argument 0"):
+        # value x^n, derivative x^(n-1) instead of n x^(n-1)
+        ea.gradcheck(lambda x, n: x * ea.stop_gradient(x) ** (n - 1), np.array([0.5, 1.5]), 3)
+
+
+def _wrong_jvp_square():
+    """square with a correct VJP and a JVP off by a factor 2: only forward mode is wrong."""
+    from einad.core import Primitive, bind
+
+    prim = Primitive("bad_square", np.square)
+    prim.vjp = lambda g, ans, vals, p, needed: [g * 2 * vals[0]]
+    prim.jvp = lambda ts, ans, vals, p: ts[0] * 4 * vals[0]
+    return lambda x: bind(prim, (x if isinstance(x, ea.Tensor) else np.asarray(x),), {})
+
+
+def _wrong_vjp_square():
+    from einad.core import Primitive, bind
+
+    prim = Primitive("bad_square", np.square)
+    prim.vjp = lambda g, ans, vals, p, needed: [g * vals[0]]
+    prim.jvp = lambda ts, ans, vals, p: ts[0] * 2 * vals[0]
+    return lambda x: bind(prim, (x if isinstance(x, ea.Tensor) else np.asarray(x),), {})
+
+
+@pytest.mark.parametrize("mode, make", [("forward", _wrong_jvp_square), ("reverse", _wrong_vjp_square)])
+def test_gradcheck_names_the_mode(mode, make):
+    sq = make()
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(ea.GradcheckError) as info:
+        ea.gradcheck(lambda x: sq(x) + x, x)
+    msg = str(info.value)
+    assert mode in msg, msg
+    other = {"forward": "reverse", "reverse": "forward"}[mode]
+    assert f"in {other} mode" not in msg, msg
+
+
+# -- the docs page runs -----------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "modes.md"
+
+
+def _doc_blocks():
+    text = DOC.read_text()
+    return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
+
+
+_NUMBER = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
+
+
+def _same_output(printed, shown):
+    """Equal text, except that decimals may differ by 5% (+0.06): a doc should not
+    break because a rounding or an op count moved in the last digit."""
+    if _NUMBER.sub("#", printed.strip()) != _NUMBER.sub("#", shown.strip()):
+        return False
+    a = [float(x) for x in _NUMBER.findall(printed)]
+    b = [float(x) for x in _NUMBER.findall(shown)]
+    return all(abs(x - y) <= 0.05 * max(abs(x), abs(y)) + 0.06 for x, y in zip(a, b))
+
+
+def test_docs_modes_examples_run_and_print_what_they_show(capsys):
+    blocks = _doc_blocks()
+    assert sum(1 for lang, _ in blocks if lang == "python") >= 5
+    checked = 0
+    for i, (lang, code) in enumerate(blocks):
+        if lang != "python":
+            continue
+        assert "import einad as ea" in code and "import numpy as np" in code, f"block {i}"
+        namespace = {}
+        exec(compile(code, f"{DOC.name} block {i}", "exec"), namespace)
+        printed = capsys.readouterr().out
+        follow = blocks[i + 1] if i + 1 < len(blocks) else None
+        if follow is not None and follow[0] == "text":
+            assert _same_output(printed, follow[1]), f"block {i} printed:\n{printed}"
+            checked += 1
+        comments = re.findall(r"# prints (.+)", code)
+        for comment in comments:
+            assert comment.strip() in printed, f"block {i}: {comment!r} not in:\n{printed}"
+        if printed.strip():
+            shown = comments or (follow is not None and follow[0] == "text")
+            assert shown, f"block {i} prints output the page does not show"
+    assert checked >= 5
+
+
+def test_doc_output_comparison_is_strict_where_it_matters():
+    assert _same_output("a:f64[3,4] 1.00", "a:f64[3,4] 1.02")
+    assert not _same_output("a:f64[3,4]", "a:f64[3,5]")
+    assert not _same_output("work 2.0", "work 4.0")
+    assert not _same_output("True", "False")
