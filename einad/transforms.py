@@ -49,8 +49,12 @@ def _out(v: Any) -> Any:
     return np.asarray(v)
 
 
-def _grad_out(g: Any, like: Any) -> Any:
-    """A gradient with the input's shape and dtype (zeros if the input was unused)."""
+def _grad_out(g: Any, like: Any, taken: set) -> Any:
+    """A gradient with the input's shape and dtype (zeros if the input was unused).
+
+    A top-level gradient is a writable array of its own: one whose memory is in
+    `taken` (ids of buffers already returned, or the caller's cotangents) is copied.
+    """
     shape, dt = shape_of(like), dtype_of(like)
     if g is None:
         g = np.zeros(shape, dtype=dt)
@@ -61,9 +65,24 @@ def _grad_out(g: Any, like: Any) -> Any:
     g = np.asarray(strip(g))
     if g.dtype != dt:
         g = g.astype(dt)
-    if not g.flags.writeable:
+    if not g.flags.writeable or id(_buffer(g)) in taken:
         g = np.array(g)
+    taken.add(id(_buffer(g)))
     return g
+
+
+def _aux_out(a: Any, trace: Any) -> Any:
+    """An auxiliary result: arrays and Tensors as any result, other objects untouched."""
+    if type(a) is Tensor or isinstance(a, (np.ndarray, np.generic)):
+        return _out(value_of(a, trace))
+    return a
+
+
+def _buffer(a: Any) -> Any:
+    """The array that owns `a`'s memory."""
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+    return a
 
 
 def _argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
@@ -125,11 +144,12 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
             cts = {id(t): g for t, g in backward_pass([out], [seed], consume=True)}
         else:
             cts = {}
-        grads = tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value) for b in boxed])
+        taken: set = set()
+        grads = tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value, taken) for b in boxed])
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
         value = _out(value_of(out, trace))
         if has_aux:
-            return (value, tree_map(lambda a: _out(value_of(a, trace)), aux)), gradient
+            return (value, tree_map(lambda a: _aux_out(a, trace), aux)), gradient
         return value, gradient
 
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
@@ -174,7 +194,8 @@ def vjp(f: Callable, *primals) -> tuple[Any, Callable]:
                 outs.append(o)
                 seeds.append(seed)
         cts = {id(t): g for t, g in backward_pass(outs, seeds)} if outs else {}
-        return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value) for b in boxed]))
+        taken = {id(_buffer(strip(c))) for c in ct_flat}
+        return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value, taken) for b in boxed]))
 
     return tree_unflatten(out_td, [_out(value_of(o, trace)) for o in out_flat]), vjp_fn
 

@@ -1,0 +1,70 @@
+"""Shared helpers: float64 central differences, independent of einad."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+
+
+def _value(y):
+    return np.asarray(y, dtype=np.float64)
+
+
+def numeric_grad(f, *args, argnum=0, eps=1e-6):
+    """d f / d args[argnum] by central differences; `f` returns a scalar."""
+    args = [np.array(a, dtype=np.float64) for a in args]
+    x = args[argnum]
+    g = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        old = x[idx]
+        x[idx] = old + eps
+        plus = _value(f(*args))
+        x[idx] = old - eps
+        minus = _value(f(*args))
+        x[idx] = old
+        g[idx] = (plus - minus) / (2 * eps)
+    return g
+
+
+def numeric_vjp(f, args, cotangent, argnum=0, eps=1e-6):
+    """<cotangent, f(args)> differentiated in args[argnum] by central differences."""
+    u = np.asarray(cotangent, dtype=np.float64)
+    return numeric_grad(lambda *a: np.sum(u * _value(f(*a))), *args, argnum=argnum, eps=eps)
+
+
+def assert_close(actual, expected, rtol=1e-6, atol=1e-8):
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def readonly(a):
+    """A copy of `a` that numpy refuses to write into."""
+    a = np.array(a)
+    a.flags.writeable = False
+    return a
+
+
+def check_op(f, ref, *args, rtol=1e-6, atol=1e-8, eps=1e-6, seed=3):
+    """einad's `f` against numpy's `ref`: the value (for Tensor arguments), and the
+    VJP of every argument (for array arguments) against central differences of `ref`."""
+    expected = np.asarray(ref(*args))
+    out = f(*[ea.tensor(a) for a in args])  # also lets `f` use Tensor methods and operators
+    assert isinstance(out, ea.Tensor)
+    assert out.dtype == expected.dtype, f"dtype {out.dtype} != numpy's {expected.dtype}"
+    assert_close(out.numpy(), expected, rtol=rtol, atol=atol)
+    u = np.random.default_rng(seed).standard_normal(expected.shape)
+    value, pullback = ea.vjp(f, *args)
+    assert_close(value, expected, rtol=rtol, atol=atol)
+    grads = pullback(u)
+    assert len(grads) == len(args)
+    for k, g in enumerate(grads):
+        assert g.shape == np.shape(args[k]), f"argument {k}: gradient shape {g.shape}"
+        assert_close(g, numeric_vjp(ref, args, u, argnum=k, eps=eps), rtol=rtol, atol=atol)
+    return grads

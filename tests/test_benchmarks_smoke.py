@@ -1,0 +1,91 @@
+"""Smoke test of the benchmark suite (no timing assertions).
+
+Runs ``python -m benchmarks --quick --engines einad,manual`` from the
+repository root, as a user would, and checks that it exits 0 and prints a
+table with every case. Also checks the `manual` engine's hand-written pairwise
+backward, since every engine is judged against it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import opt_einsum as oe
+from opt_einsum.testing import rand_equation
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.cases import CASES  # noqa: E402
+from benchmarks.engines import PairwiseContraction  # noqa: E402
+
+
+def test_quick_run_prints_every_case(tmp_path):
+    record = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--engines", "einad,manual", "--json", str(record)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for case in CASES:
+        assert f"case {case.key}:" in proc.stdout, case.key
+    data = json.loads(record.read_text())
+    assert data["errors"] == []
+    for case in CASES:
+        engines = {r["engine"].split(" ")[0] for r in data["rows"] if r["case"] == case.key and r["status"] == "ok"}
+        assert {"einad", "manual"} <= engines, (case.key, engines)
+
+
+def test_unknown_engine_is_refused():
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--engines", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "unknown engine" in proc.stderr
+
+
+def _reference_grads(eq, ops):
+    """Gradients of Σ einsum(eq, ops) by one N-operand contraction per operand."""
+    lhs, out = eq.split("->")
+    subs = lhs.split(",")
+    sizes = {c: d for s, o in zip(subs, ops) for c, d in zip(s, o.shape)}
+    seed = np.ones([sizes[c] for c in out])
+    grads = []
+    for k, sk in enumerate(subs):
+        others = subs[:k] + subs[k + 1 :]
+        alone = "".join(c for c in sk if c not in out + "".join(others))
+        ones = np.ones([sizes[c] for c in alone])
+        text = ",".join([out, alone] + others) + "->" + sk
+        grads.append(oe.contract(text, seed, ones, *(ops[:k] + ops[k + 1 :])))
+    return grads
+
+
+@pytest.mark.parametrize(
+    "eq, shapes",
+    [
+        ("ab,bc,cd->", [(3, 4), (4, 5), (5, 2)]),
+        ("abx,bc,cy->ay", [(2, 3, 4), (3, 5), (5, 6)]),
+        ("abx,bc,cy,yz->", [(2, 3, 4), (3, 5), (5, 6), (6, 2)]),
+    ]
+    + [rand_equation(n, 3, d_min=2, d_max=4, seed=s) for n, s in [(6, 1), (10, 3), (12, 0)]],
+)
+def test_manual_pairwise_backward(eq, shapes):
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(s) for s in shapes]
+    pc = PairwiseContraction(eq, shapes)
+    np.testing.assert_allclose(pc.value(*ops), oe.contract(eq, *ops), rtol=1e-10)
+    value, grads = pc.value_and_grad(*ops)
+    np.testing.assert_allclose(value, oe.contract(eq, *ops), rtol=1e-10)
+    for g, r in zip(grads, _reference_grads(eq, ops)):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-9)

@@ -1,0 +1,218 @@
+"""Every error API.md promises: the exception type, and a message naming the problem."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+
+A = np.ones((2, 3))
+B = np.ones((3, 4))
+C = np.ones((4, 4))
+
+
+def test_einsum_error_is_a_value_error():
+    assert issubclass(ea.EinsumError, ValueError)
+
+
+# -- malformed subscripts -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, operands, match",
+    [
+        ("ij,j$->i", (A, B[:, 0]), r"\$"),
+        ("i1,jk", (A, B), r"'1'"),
+        ("ij,jk->i_k", (A, B), r"'_'"),
+    ],
+)
+def test_bad_characters(spec, operands, match):
+    with pytest.raises(ea.EinsumError, match=f"invalid character.*{match}"):
+        ea.einsum(spec, *operands)
+
+
+def test_arrow_twice():
+    with pytest.raises(ea.EinsumError, match="'->'.*more than once"):
+        ea.einsum("ij,jk->ik->ki", A, B)
+
+
+@pytest.mark.parametrize("spec", ["ij,jk-ik", "ij,jk>ik", "ij,jk-->ik"])
+def test_broken_arrow(spec):
+    with pytest.raises(ea.EinsumError, match="->|'-'|'>'"):
+        ea.einsum(spec, A, B)
+
+
+@pytest.mark.parametrize(
+    "spec, operands, match",
+    [
+        ("i.j,jk", (A, B), r"'\.'.*ellipsis"),
+        ("....ij", (A,), r"ellipsis"),
+        ("..ij", (A,), r"ellipsis"),
+        ("...i...j", (A,), r"more than one ellipsis"),
+        ("ij->i...j...", (A,), r"more than one ellipsis"),
+        ("...i,...i->", (np.ones((2, 3)), np.ones((2, 3))), r"'\.\.\.'.*output"),
+    ],
+)
+def test_ellipsis_misuse(spec, operands, match):
+    with pytest.raises(ea.EinsumError, match=match):
+        ea.einsum(spec, *operands)
+
+
+@pytest.mark.parametrize(
+    "spec, operands, match",
+    [
+        ("ijk", (A,), r"operand 0 has 2 dimension.*'ijk'.*3"),
+        ("i", (A,), r"operand 0 has 2 dimension.*'i'.*1"),
+        ("ij,jkl->ik", (A, B), r"operand 1 has 2 dimension"),
+        ("ijk...", (A,), r"operand 0 has 2 dimension"),
+    ],
+)
+def test_subscripts_and_ranks_disagree(spec, operands, match):
+    with pytest.raises(ea.EinsumError, match=match):
+        ea.einsum(spec, *operands)
+
+
+@pytest.mark.parametrize("operands", [(A,), (A, B, B), ()])
+def test_operand_count_mismatch(operands):
+    with pytest.raises(ea.EinsumError, match=rf"2 operand.*{len(operands)}"):
+        ea.einsum("ij,jk->ik", *operands)
+
+
+@pytest.mark.parametrize(
+    "spec, operands, letter, sizes",
+    [
+        ("ij,jk->ik", (A, A), "j", (3, 2)),
+        ("ij,jk->ik", (A, C), "j", (3, 4)),
+        ("ij,ij->ij", (np.ones((2, 3)), np.ones((3, 3))), "i", (2, 3)),
+        ("ii->i", (A,), "i", (2, 3)),
+        ("i,i->", (np.ones(2), np.ones(3)), "i", (2, 3)),
+        ("...,...", (np.ones(2), np.ones(3)), "...", (2, 3)),
+    ],
+)
+def test_index_sizes_disagree(spec, operands, letter, sizes):
+    """The message names the index and both sizes."""
+    with pytest.raises(ea.EinsumError) as info:
+        ea.einsum(spec, *operands)
+    msg = str(info.value)
+    assert f"'{letter}'" in msg, msg
+    for size in sizes:
+        assert str(size) in msg, msg
+
+
+def test_size_one_broadcast_is_not_an_error():
+    assert ea.einsum("i,i->", np.ones(3), np.ones(1)).shape == ()
+    assert ea.einsum("ij,jk->ik", np.ones((2, 1)), np.ones((3, 4))).shape == (2, 4)
+
+
+def test_output_index_missing_from_the_inputs():
+    with pytest.raises(ea.EinsumError, match=r"'l'.*does not appear"):
+        ea.einsum("ij,jk->il", A, B)
+    with pytest.raises(ea.EinsumError, match=r"'i'.*does not appear"):
+        ea.einsum("Ij,jk->ik", A, B)  # case matters
+
+
+@pytest.mark.parametrize("spec, operands", [("ij,jk->ii", (A, B)), ("ij,jk->iki", (A, B)), ("ij-> j j", (A,))])
+def test_repeated_output_index(spec, operands):
+    with pytest.raises(ea.EinsumError, match=r"'[ij]'.*repeated in the output"):
+        ea.einsum(spec, *operands)
+
+
+def test_errors_are_raised_inside_transformations_too():
+    with pytest.raises(ea.EinsumError, match=r"'j'.*3.*2"):
+        ea.grad(lambda a: ea.sum(ea.einsum("ij,jk->ik", a, a)))(A)
+
+
+def test_subscripts_must_be_a_string():
+    with pytest.raises(TypeError, match="string"):
+        ea.einsum(3, A)
+
+
+def test_unknown_optimize_strategy():
+    with pytest.raises(ea.EinsumError, match="nonsense"):
+        ea.einsum("ij,jk,kl->il", A, B, C, optimize="nonsense")
+
+
+@pytest.mark.parametrize(
+    "path", [[(0, 1), (1, 2)], [(0, 1), (0, 1), (0, 1)], [(0, 7)], [(0, 0), (0, 1)]], ids=str
+)
+def test_explicit_path_that_does_not_fit_the_operands(path):
+    """A bad path is a clear EinsumError at the call, not an IndexError from inside the planner."""
+    with pytest.raises(ea.EinsumError, match=r"path|optimize"):
+        ea.einsum("ij,jk,kl->il", A, B, C, optimize=path)
+
+
+# -- differentiating with respect to non-float inputs -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x, match",
+    [
+        (3, r"integer"),
+        (np.int32(3), r"integer"),
+        (np.array([1, 2]), r"int64|integer|floating"),
+        (np.array([1, 2], np.int8), r"int8|integer|floating"),
+        (True, r"integer|bool"),
+        (np.array([True, False]), r"bool"),
+    ],
+    ids=["int", "np.int32", "int array", "int8 array", "bool", "bool array"],
+)
+def test_grad_with_respect_to_integer_or_boolean(x, match):
+    with pytest.raises(TypeError, match=match):
+        ea.grad(lambda x: ea.sum(x * 1.0))(x)
+    with pytest.raises(TypeError, match=match):
+        ea.vjp(lambda x: x * 1.0, x)
+    with pytest.raises(TypeError, match=match):
+        ea.value_and_grad(lambda y, x: ea.sum(x * y), argnums=1)(1.0, x)
+
+
+def test_grad_error_names_the_argument():
+    with pytest.raises(TypeError, match=r"argument 1"):
+        ea.grad(lambda x, n: ea.sum(x * n), argnums=(0, 1))(np.ones(2), 2)
+
+
+def test_requires_grad_on_an_integer_tensor():
+    with pytest.raises(TypeError, match=r"int"):
+        ea.tensor([1, 2], requires_grad=True)
+
+
+def test_grad_of_a_non_scalar_function_points_to_vjp_and_jacrev():
+    with pytest.raises(TypeError, match=r"scalar") as info:
+        ea.grad(lambda x: x * 2.0)(np.ones(3))
+    assert "vjp" in str(info.value) and "jacrev" in str(info.value)
+    assert "(3,)" in str(info.value)
+    with pytest.raises(TypeError, match=r"vjp"):
+        ea.value_and_grad(lambda x: ea.stack([ea.sum(x), ea.sum(x)]))(np.ones(3))
+
+
+def test_backward_of_a_non_scalar_without_a_cotangent():
+    x = ea.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(TypeError, match=r"scalar"):
+        (x * 2.0).backward()
+
+
+# -- gradcheck ----------------------------------------------------------------------------------------
+
+
+def test_gradcheck_error_is_an_assertion_error():
+    assert issubclass(ea.GradcheckError, AssertionError)
+
+
+def test_gradcheck_passes_on_a_correct_function():
+    assert ea.gradcheck(lambda x, y: ea.sum(ea.sin(ea.einsum("ij,j->i", y, x)) * y[:, 0]),
+                        np.array([0.1, 0.2, 0.3]), np.arange(6.0).reshape(2, 3) / 5) is True
+
+
+def test_gradcheck_catches_a_wrong_derivative():
+    # value x**2, but stop_gradient drops half the derivative: reverse mode gives x, not 2x.
+    f = lambda x: ea.stop_gradient(x) * x  # noqa: E731
+    x = np.array([1.0, 2.0, -0.5])
+    np.testing.assert_allclose(f(x).numpy(), x**2)
+    with pytest.raises(ea.GradcheckError, match=r"argument.*0.*(reverse|forward)") as info:
+        ea.gradcheck(f, x)
+    assert isinstance(info.value, AssertionError)
+    assert "central differences" in str(info.value)
+
+
+def test_gradcheck_names_the_bad_argument():
+    f = lambda x, y: ea.sum(x * 2.0) + ea.sum(ea.stop_gradient(y) * y)  # noqa: E731
+    with pytest.raises(ea.GradcheckError, match=r"leaf 1"):
+        ea.gradcheck(f, np.ones(2), np.array([1.0, 2.0]))
