@@ -13,14 +13,14 @@ import sys
 
 import numpy as np
 import opt_einsum as oe
-from opt_einsum.testing import rand_equation
 import pytest
+from opt_einsum.testing import rand_equation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.cases import CASES  # noqa: E402
-from benchmarks.engines import PairwiseContraction  # noqa: E402
+from benchmarks.cases import CASES
+from benchmarks.engines import PairwiseContraction
 
 
 def test_quick_run_prints_every_case(tmp_path):
@@ -38,7 +38,9 @@ def test_quick_run_prints_every_case(tmp_path):
     data = json.loads(record.read_text())
     assert data["errors"] == []
     for case in CASES:
-        engines = {r["engine"].split(" ")[0] for r in data["rows"] if r["case"] == case.key and r["status"] == "ok"}
+        engines = {
+            r["engine"].split(" ")[0] for r in data["rows"] if r["case"] == case.key and r["status"] == "ok"
+        }
         assert {"einad", "manual"} <= engines, (case.key, engines)
 
 

@@ -1,0 +1,78 @@
+"""``python -m benchmarks``: run the suite, print the table, write JSON and a plot.
+
+    python -m benchmarks                       # everything installed, full sizes
+    python -m benchmarks --quick               # tiny sizes, short timings (< 1 min)
+    python -m benchmarks --cases 1,5 --engines einad,torch
+    python -m benchmarks --json out.json --plot ratios.png
+    python -m benchmarks --threads 1           # one thread for numpy's BLAS, torch and XLA
+
+The command line only; the work is in `runner`. `--threads` has to be set
+before numpy is imported, so nothing heavy is imported until the arguments
+are parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import ENGINE_NAMES
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="einad's benchmark suite (issue 4): einad against opt_einsum, hand-written numpy "
+        "and the peers (HIPS autograd, JAX, PyTorch) where installed.",
+    )
+    ap.add_argument("--quick", action="store_true", help="tiny sizes and short timings (under a minute)")
+    ap.add_argument("--cases", help="comma list of case keys (1,2,3,4,5,6,7,8 or 5a,5b,6a,6b); default all")
+    ap.add_argument(
+        "--engines",
+        help=f"comma list from {','.join(ENGINE_NAMES)}; default all (manual always runs: it is the reference)",
+    )
+    ap.add_argument("--json", metavar="PATH", help="write the full record as JSON")
+    ap.add_argument("--plot", metavar="PATH", help="write a PNG bar chart of vg/manual (needs matplotlib)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the engine blocks N times (each engine still one contiguous block per round) and "
+        "keep each median's best round: steadier on a shared machine",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="threads for BLAS/OpenMP (numpy, torch) and, with 1, for XLA; default: the libraries' own "
+        "(all cores). On a shared machine --threads 1 keeps a busy neighbour from stalling the BLAS threads",
+    )
+    return ap.parse_args(argv)
+
+
+def limit_threads(n: int) -> None:
+    """Set thread counts through the environment (read when the libraries load)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+        os.environ[var] = str(n)
+    if n == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = (
+            flags + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        ).strip()
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.threads:
+        if "numpy" in sys.modules:
+            print("warning: numpy was imported before --threads could take effect", file=sys.stderr)
+        limit_threads(args.threads)
+    from .runner import Runner
+
+    return Runner(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

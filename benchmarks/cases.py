@@ -1,0 +1,358 @@
+"""The eight cases of issue 4 (float64, fixed seeds).
+
+Each case builds a `Problem`: its inputs (read-only arrays, so an engine that
+writes into them fails loudly), which of them are differentiated, the loss
+written once against an engine namespace ``ns`` (see `engines`), and the
+`manual` engine's hand-written numpy forward and backward. ``quick=True``
+shrinks every size so that the whole suite runs in seconds.
+
+Case 5 and case 6 have two parts each (5a/5b, 6a/6b); ``--cases 5`` picks both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from opt_einsum.testing import rand_equation
+
+from .engines import PairwiseContraction
+
+
+def readonly(a) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    a.flags.writeable = False
+    return a
+
+
+def _sigmoid(x):
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)
+
+
+@dataclass
+class Problem:
+    """One sized instance of a case."""
+
+    size: str  # human-readable sizes, for the table
+    arrays: tuple  # the inputs, read-only
+    argnums: tuple  # which inputs get gradients
+    loss: Callable  # loss(ns, *arrays) -> scalar
+    manual_forward: Callable  # (*arrays) -> value
+    manual_vag: Callable | None = None  # (*arrays) -> (value, tuple of gradients)
+    manual_hvp: Callable | None = None  # (*arrays, tangent) -> H·tangent w.r.t. arrays[0]
+    tangent: np.ndarray | None = None
+    kind: str = "grad"  # "grad" or "hvp"
+    ops: int | None = None  # report times per op (case 7)
+    skip: dict = field(default_factory=dict)  # engine name -> why it does not run
+    notes: str = ""
+
+
+@dataclass
+class Case:
+    key: str
+    title: str
+    build: Callable[[bool], Problem]
+
+
+# -- 1, 2: (batch) matmul with loss Σ C·G ---------------------------------------------------------
+
+
+def _matmul_case(quick: bool) -> Problem:
+    n = 64 if quick else 512
+    rng = np.random.default_rng(1)
+    A, B, G = (readonly(rng.standard_normal((n, n))) for _ in range(3))
+
+    def loss(ns, A, B, G):
+        return ns.sum(ns.einsum("ij,jk->ik", A, B) * G)
+
+    def fwd(A, B, G):
+        return np.sum((A @ B) * G)
+
+    def vag(A, B, G):
+        value = np.sum((A @ B) * G)
+        return value, (G @ B.T, A.T @ G)
+
+    return Problem(f"{n}³", (A, B, G), (0, 1), loss, fwd, vag)
+
+
+def _bmm_case(quick: bool) -> Problem:
+    b, n = (8, 32) if quick else (64, 128)
+    rng = np.random.default_rng(2)
+    A, B, G = (readonly(rng.standard_normal((b, n, n))) for _ in range(3))
+
+    def loss(ns, A, B, G):
+        return ns.sum(ns.einsum("bij,bjk->bik", A, B) * G)
+
+    def fwd(A, B, G):
+        return np.sum(np.matmul(A, B) * G)
+
+    def vag(A, B, G):
+        value = np.sum(np.matmul(A, B) * G)
+        return value, (np.matmul(G, B.transpose(0, 2, 1)), np.matmul(A.transpose(0, 2, 1), G))
+
+    return Problem(f"b={b}, {n}³", (A, B, G), (0, 1), loss, fwd, vag)
+
+
+# -- 3: three-operand bilinear --------------------------------------------------------------
+
+
+def _bilinear_case(quick: bool) -> Problem:
+    b, n = (32, 64) if quick else (256, 512)
+    rng = np.random.default_rng(3)
+    X = readonly(rng.standard_normal((b, n)))
+    W = readonly(rng.standard_normal((n, n)))
+    Y = readonly(rng.standard_normal((b, n)))
+    g = readonly(rng.standard_normal(b))
+
+    def loss(ns, X, W, Y, g):
+        return ns.sum(ns.einsum("bi,ij,bj->b", X, W, Y) * g)
+
+    # opt_einsum's path: (X, W) -> T[b, j] by GEMM, then (T, Y) -> out[b]; the manual
+    # forward and backward follow the same pairs.
+    def fwd(X, W, Y, g):
+        return np.sum(np.einsum("bj,bj->b", X @ W, Y) * g)
+
+    def vag(X, W, Y, g):
+        T = X @ W
+        value = np.sum(np.einsum("bj,bj->b", T, Y) * g)
+        gT = g[:, None] * Y
+        gY = g[:, None] * T
+        return value, (gT @ W.T, X.T @ gT, gY)
+
+    return Problem(f"b={b}, i=j={n}", (X, W, Y, g), (0, 1, 2), loss, fwd, vag)
+
+
+# -- 4: two-layer tanh MLP, logistic loss ---------------------------------------------------
+
+
+def _mlp_case(quick: bool) -> Problem:
+    b, d, h, k = (32, 64, 64, 10) if quick else (256, 512, 512, 10)
+    rng = np.random.default_rng(4)
+    X = readonly(rng.standard_normal((b, d)))
+    W1 = readonly(rng.standard_normal((d, h)) / np.sqrt(d))
+    W2 = readonly(rng.standard_normal((h, k)) / np.sqrt(h))
+    Y = readonly(rng.choice([-1.0, 1.0], size=(b, k)))
+
+    def loss(ns, W1, W2, X, Y):
+        H = ns.tanh(ns.einsum("bi,ij->bj", X, W1))
+        Z = ns.einsum("bj,jk->bk", H, W2)
+        return ns.mean(ns.softplus(-Y * Z))
+
+    def fwd(W1, W2, X, Y):
+        H = np.tanh(X @ W1)
+        return np.mean(np.logaddexp(0.0, -Y * (H @ W2)))
+
+    def vag(W1, W2, X, Y):
+        H = np.tanh(X @ W1)
+        M = -Y * (H @ W2)
+        value = np.mean(np.logaddexp(0.0, M))
+        dZ = -Y * _sigmoid(M) / M.size
+        gW2 = H.T @ dZ
+        dA = (dZ @ W2.T) * (1.0 - H * H)
+        return value, (X.T @ dA, gW2)
+
+    return Problem(f"X {b}x{d}, W1 {d}x{h}, W2 {h}x{k}", (W1, W2, X, Y), (0, 1), loss, fwd, vag)
+
+
+# -- 5: random tensor networks -------------------------------------------------------------
+
+
+def _network(n: int, d_min: int, d_max: int, seed: int, skip_autograd: bool) -> Problem:
+    eq, shapes = rand_equation(n, 3, d_min=d_min, d_max=d_max, seed=seed)
+    rng = np.random.default_rng(5)
+    ops = tuple(readonly(rng.standard_normal(s)) for s in shapes)
+    pc = PairwiseContraction(eq, shapes)
+
+    def loss(ns, *ops):
+        return ns.einsum(eq, *ops)
+
+    letters = {c: d for s, shp in zip(eq.split("->")[0].split(","), shapes) for c, d in zip(s, shp)}
+    skip = {}
+    if skip_autograd:
+        # autograd's einsum VJP contracts all N operands in one numpy.einsum call (no path):
+        # every gradient costs the product of all index sizes, times N terms per point.
+        naive = float(np.prod([float(v) for v in letters.values()])) * n * n
+        skip["autograd"] = f"unoptimized per-operand einsum VJP, est. {naive / 1e9:.0e} s"
+    size = (
+        f"rand_equation({n}, 3, d_min={d_min}, d_max={d_max}, seed={seed}): {len(letters)} indices, "
+        f"{pc.info.opt_cost:.1e} flops"
+    )
+    return Problem(size, ops, tuple(range(n)), loss, pc.value, pc.value_and_grad, skip=skip, notes=eq)
+
+
+def _network12_case(quick: bool) -> Problem:
+    if quick:
+        return _network(12, 2, 5, 0, True)
+    return _network(12, 10, 20, 0, True)
+
+
+def _network10_case(quick: bool) -> Problem:
+    if quick:
+        return _network(10, 2, 2, 3, False)
+    return _network(10, 2, 3, 3, False)
+
+
+# -- 6: trace and diagonal ---------------------------------------------------------------
+
+
+def _trace_case(quick: bool) -> Problem:
+    n = 200 if quick else 2000
+    rng = np.random.default_rng(6)
+    A = readonly(rng.standard_normal((n, n)))
+
+    def loss(ns, A):
+        return ns.einsum("ii->", A)
+
+    def vag(A):
+        G = np.zeros_like(A)
+        G.flat[:: n + 1] = 1.0
+        return np.trace(A), (G,)
+
+    return Problem(f"{n}x{n}", (A,), (0,), loss, np.trace, vag)
+
+
+def _diagonal_case(quick: bool) -> Problem:
+    n = 200 if quick else 2000
+    rng = np.random.default_rng(6)
+    A = readonly(rng.standard_normal((n, n)))
+    g = readonly(rng.standard_normal(n))
+
+    def loss(ns, A, g):
+        return ns.sum(ns.einsum("ii->i", A) * g)
+
+    def fwd(A, g):
+        return np.sum(np.diagonal(A) * g)
+
+    def vag(A, g):
+        G = np.zeros_like(A)
+        G.flat[:: n + 1] = g
+        return np.sum(np.diagonal(A) * g), (G,)
+
+    return Problem(f"{n}x{n}, loss Σ diag·g", (A, g), (0,), loss, fwd, vag)
+
+
+# -- 7: Python overhead --------------------------------------------------------------------
+
+CHAIN = 200  # ops, counting the final sum
+
+
+def _chain_case(quick: bool) -> Problem:
+    rng = np.random.default_rng(7)
+    x = readonly(rng.standard_normal(8))
+    w = readonly(rng.standard_normal(8))
+    n = CHAIN - 1
+
+    # op i: y*w, tanh, y+x, sin, cycling; then one sum
+    def loss(ns, x, w):
+        y = x
+        for i in range(n):
+            k = i % 4
+            if k == 0:
+                y = y * w
+            elif k == 1:
+                y = ns.tanh(y)
+            elif k == 2:
+                y = y + x
+            else:
+                y = ns.sin(y)
+        return ns.sum(y)
+
+    def fwd(x, w):
+        y = x
+        for i in range(n):
+            k = i % 4
+            if k == 0:
+                y = y * w
+            elif k == 1:
+                y = np.tanh(y)
+            elif k == 2:
+                y = y + x
+            else:
+                y = np.sin(y)
+        return np.sum(y)
+
+    def vag(x, w):
+        vals = [x]
+        for i in range(n):
+            y = vals[-1]
+            k = i % 4
+            if k == 0:
+                vals.append(y * w)
+            elif k == 1:
+                vals.append(np.tanh(y))
+            elif k == 2:
+                vals.append(y + x)
+            else:
+                vals.append(np.sin(y))
+        value = np.sum(vals[-1])
+        g = np.ones_like(x)
+        gx = np.zeros_like(x)
+        gw = np.zeros_like(w)
+        for i in range(n - 1, -1, -1):
+            k = i % 4
+            if k == 0:
+                gw += g * vals[i]
+                g = g * w
+            elif k == 1:
+                g = g * (1.0 - vals[i + 1] * vals[i + 1])
+            elif k == 2:
+                gx += g
+            else:
+                g = g * np.cos(vals[i])
+        gx += g
+        return value, (gx, gw)
+
+    return Problem(f"{CHAIN} ops on 8-vectors", (x, w), (0, 1), loss, fwd, vag, ops=CHAIN)
+
+
+# -- 8: logistic-regression Hessian-vector product ----------------------------------------
+
+
+def _hvp_case(quick: bool) -> Problem:
+    m, d = (200, 50) if quick else (2000, 500)
+    rng = np.random.default_rng(8)
+    X = readonly(rng.standard_normal((m, d)) / np.sqrt(d))
+    y = readonly(rng.choice([-1.0, 1.0], size=m))
+    w = readonly(rng.standard_normal(d))
+    v = readonly(rng.standard_normal(d))
+
+    def loss(ns, w, X, y):
+        return ns.mean(ns.softplus(-y * ns.einsum("ij,j->i", X, w)))
+
+    def fwd(w, X, y):
+        return np.mean(np.logaddexp(0.0, -y * (X @ w)))
+
+    def hvp(w, X, y, v):
+        s = _sigmoid(-y * (X @ w))
+        return X.T @ ((s * (1.0 - s) * (y * y) / m) * (X @ v))
+
+    return Problem(f"X {m}x{d}", (w, X, y), (0,), loss, fwd, manual_hvp=hvp, tangent=v, kind="hvp")
+
+
+CASES = [
+    Case("1", "matmul ij,jk->ik", _matmul_case),
+    Case("2", "batch matmul bij,bjk->bik", _bmm_case),
+    Case("3", "bilinear bi,ij,bj->b", _bilinear_case),
+    Case("4", "tanh MLP, logistic loss", _mlp_case),
+    Case("5a", "tensor network, 12 operands", _network12_case),
+    Case("5b", "tensor network, 10 operands", _network10_case),
+    Case("6a", "trace ii->", _trace_case),
+    Case("6b", "diagonal ii->i", _diagonal_case),
+    Case("7", "200 small ops (µs per op)", _chain_case),
+    Case("8", "logistic-regression HVP", _hvp_case),
+]
+
+
+def select(spec: str | None) -> list[Case]:
+    """Cases named by a comma list of keys; ``5`` means 5a and 5b. None: all."""
+    if not spec:
+        return list(CASES)
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    out = []
+    for w in wanted:
+        hits = [c for c in CASES if c.key == w or c.key.rstrip("ab") == w]
+        if not hits:
+            raise SystemExit(f"unknown case {w!r}; choose from {', '.join(c.key for c in CASES)}")
+        out.extend(c for c in hits if c not in out)
+    return out

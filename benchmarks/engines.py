@@ -1,0 +1,595 @@
+"""The engines the suite compares.
+
+Every engine turns one `cases.Problem` into zero-argument callables that the
+timer calls over and over: ``forward`` (the loss alone), ``value_and_grad``
+(the loss and its gradients w.r.t. ``problem.argnums``) and, for the
+Hessian-vector-product case, one ``hvp`` callable per mode it offers.
+Everything an engine needs (conversion of the inputs, tracing, jit
+compilation) happens when the callable is built, outside the timed region.
+
+* ``einad``      — the library under test.
+* ``opt_einsum`` — numpy with ``opt_einsum.contract`` for the contractions
+  (each path planned once, `planned_contract`): forward only, the yardstick
+  for einad's forward.
+* ``manual``     — hand-written numpy forward and backward, no AD machinery;
+  the backward of a contraction runs through the same pairwise path as the
+  forward (`PairwiseContraction`). The speed limit and the reference every
+  other engine is checked against.
+* ``autograd``, ``jax``, ``jax-jit``, ``torch`` — the peers. Each is imported
+  lazily, when its block starts, and reported as absent when not installed.
+
+The cases write their loss once, against a small namespace (``ns.einsum``,
+``ns.tanh``, ``ns.sigmoid``, ``ns.softplus``, ``ns.sin``, ``ns.sum``,
+``ns.mean`` and the arithmetic operators), which each engine provides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import opt_einsum as oe
+
+from . import ENGINE_NAMES as _LISTED
+
+
+class EngineAbsent(Exception):
+    """The engine's package is not installed (or fails to import)."""
+
+
+def _merge(args: Sequence, argnums: Sequence[int], diff: Sequence) -> list:
+    out = list(args)
+    for i, d in zip(argnums, diff):
+        out[i] = d
+    return out
+
+
+# -- the manual engine's contraction machinery -------------------------------------------------
+
+
+def _plain(sa: str, sb: str, keep: str) -> bool:
+    """Whether ``sa,sb->keep`` is one matrix product: shared letters all summed, nothing
+    summed alone."""
+    shared = set(sa) & set(sb)
+    return bool(shared) and not (shared & set(keep)) and set(sa + sb) - shared <= set(keep)
+
+
+def natural_order(sa: str, sb: str, keep: str) -> str:
+    """The letters of ``keep`` in the order a matrix product leaves them (free letters of
+    `sa`, then of `sb`), so that no transposition is needed; `keep`'s own order otherwise."""
+    if not _plain(sa, sb, keep):
+        return keep
+    return "".join(c for c in sa if c not in sb) + "".join(c for c in sb if c not in sa)
+
+
+def _sigmas(s: str, free: str) -> list:
+    """The orders of the shared letters in which a C-contiguous array indexed by `s` is a
+    matrix without a copy: ``(free, shared)`` when its free letters come first (tag "N"),
+    ``(shared, free)`` when they come last (tag "T")."""
+    out = []
+    k = len(free)
+    if s[:k] == free:
+        out.append(("N", s[k:]))
+    if s[len(s) - k :] == free:
+        out.append(("T", s[: len(s) - k]))
+    return out
+
+
+def pairwise(sa: str, sb: str, out: str, sizes: dict) -> Callable:
+    """A hand-planned ``sa,sb->out`` for C-contiguous operands.
+
+    A plain contraction (every shared letter summed, nothing summed alone) is one
+    matrix product: ``(free_a, shared) @ (shared, free_b)``. The order of the shared
+    letters is chosen so that both operands are matrices as they lie in memory (BLAS
+    takes a transposed one as it is); when no order serves both, the smaller operand
+    alone is copied into place. The result is ``free_a + free_b`` (`natural_order`),
+    transposed as a view if `out` asks for another order. Anything else goes to
+    `numpy.einsum`.
+    """
+    if not _plain(sa, sb, out):
+        text = f"{sa},{sb}->{out}"
+        return lambda a, b: np.einsum(text, a, b)
+    fa = "".join(c for c in sa if c not in sb)
+    fb = "".join(c for c in sb if c not in sa)
+    size = lambda letters: int(np.prod([sizes[c] for c in letters], dtype=np.int64))
+    m, k, n = size(fa), size("".join(c for c in sa if c in sb)), size(fb)
+    opts_a, opts_b = _sigmas(sa, fa), _sigmas(sb, fb)
+    common = [(ta, tb, sg) for ta, sg in opts_a for tb, sg2 in opts_b if sg == sg2]
+    copy_a = copy_b = None
+    if common:
+        ta, tb, sigma = common[0]
+    else:  # keep the larger operand as it lies (if it can be), copy the other
+        keep_a = bool(opts_a) and (size(sa) > size(sb) or not opts_b)
+        if keep_a:
+            ta, sigma = opts_a[0]
+        elif opts_b:
+            tb, sigma = opts_b[0]
+        else:
+            sigma = "".join(c for c in sa if c in sb)
+        if not keep_a:
+            ta, copy_a = "N", tuple(sa.index(c) for c in fa + sigma)
+        if keep_a or not opts_b:
+            tb, copy_b = "N", tuple(sb.index(c) for c in fb + sigma)
+    dims = tuple(sizes[c] for c in fa + fb)
+
+    def prepare(x, tag, copy, rows, cols):  # -> a (rows, cols) matrix
+        if copy is not None:
+            return np.ascontiguousarray(x.transpose(copy)).reshape(rows, cols)
+        return x.reshape(rows, cols) if tag == "N" else x.reshape(cols, rows).T
+
+    def run(a, b):
+        a2 = prepare(a, ta, copy_a, m, k)
+        b2 = prepare(b, tb, copy_b, n, k)
+        return (a2 @ b2.T).reshape(dims)
+
+    natural = fa + fb
+    if natural == out:
+        return run
+    perm = tuple(natural.index(c) for c in out)
+    return lambda a, b: run(a, b).transpose(perm)
+
+
+class PairwiseContraction:
+    """An N-operand einsum run by hand along opt_einsum's pairwise path.
+
+    ``value(*ops)`` is the forward. ``value_and_grad(*ops, seed)`` keeps the
+    intermediates of the forward, then walks the steps in reverse: a step
+    ``A,B->C`` with cotangent ``gC`` gives ``gA = contract(gC, B -> A)`` and
+    ``gB = contract(gC, A -> B)``, each one matrix product planned once here
+    (`pairwise`).
+    All N gradients cost about twice the forward (the "all environments" result
+    for tensor networks).
+
+    The pairing of operands is opt_einsum's path. What is hand-tuned is the
+    layout: every intermediate and every cotangent is kept in the order its
+    matrix product produces it (its letters tracked here), so no step pays for
+    a transposed copy that only serves to reach a prescribed order, and each
+    product picks the order of the summed letters that spares copies; the
+    gradients of the inputs are transposed views at the end. Letters that
+    occur in one operand only and not in the step's output are summed inside
+    that operand, so their cotangent is broadcast back. No letter may repeat
+    inside one operand (true of every equation the suite uses).
+    """
+
+    def __init__(self, eq: str, shapes: Sequence[tuple], optimize: Any = "auto"):
+        lhs, out = eq.split("->")
+        subs = lhs.split(",")
+        for s in subs:
+            if len(set(s)) != len(s):
+                raise ValueError(f"repeated letter inside operand {s!r}: not supported here")
+        self.eq = eq
+        self.n = n = len(subs)
+        path, info = oe.contract_path(eq, *shapes, shapes=True, optimize=optimize)
+        self.path = [tuple(p) for p in path]
+        self.info = info
+        sizes = info.size_dict
+        letters = dict(enumerate(subs))  # array id -> its letters, in memory order
+        # forward: replay opt_einsum's bookkeeping (operands popped in `inds` order,
+        # the result appended), keeping each result in its product's order
+        ids = list(range(n))
+        self.steps = []
+        for fresh, (inds, _removed, step_eq, _remaining, _blas) in enumerate(info.contraction_list, n):
+            picked = tuple(ids.pop(x) for x in inds)
+            if len(picked) != 2:
+                raise ValueError(f"step {step_eq!r} is not pairwise")
+            sa, sb = letters[picked[0]], letters[picked[1]]
+            res = natural_order(sa, sb, step_eq.split("->")[1])
+            letters[fresh] = res
+            self.steps.append([tuple(inds), picked, fresh, pairwise(sa, sb, res, sizes), None])
+            ids.append(fresh)
+        self.final = ids[0]
+        final = letters[self.final]
+        self.out_perm = tuple(final.index(c) for c in out) if final != out else None
+        self.final_shape = tuple(sizes[c] for c in final)
+        # backward: the cotangent of each array, also kept in its product's order
+        cot = {self.final: final}
+        for step in reversed(self.steps):
+            _inds, picked, fresh, _fwd, _ = step
+            gc = cot.pop(fresh)
+            bwd = []
+            for k in range(2):
+                sk, so = letters[picked[k]], letters[picked[1 - k]]
+                kept = "".join(c for c in sk if c in gc or c in so)
+                if kept == sk:  # the usual case: the product's own order
+                    order = natural_order(gc, so, kept)
+                    bwd.append((pairwise(gc, so, order, sizes), None))
+                    cot[picked[k]] = order
+                else:  # letters summed inside this operand alone: broadcast them back
+                    expand = tuple(sizes[c] if c in kept else 1 for c in sk)
+                    full = tuple(sizes[c] for c in sk)
+                    bwd.append((pairwise(gc, so, kept, sizes), (expand, full)))
+                    cot[picked[k]] = sk
+            step[4] = bwd
+        self.leaf_perm = [
+            tuple(cot[i].index(c) for c in subs[i]) if cot[i] != subs[i] else None for i in range(n)
+        ]
+
+    def _result(self, value):
+        return value.transpose(self.out_perm) if self.out_perm else value
+
+    def value(self, *ops):
+        work = list(ops)
+        for inds, _picked, _fresh, fwd, _bwd in self.steps:
+            a = work.pop(inds[0])
+            b = work.pop(inds[1])
+            work.append(fwd(a, b))
+        return self._result(work[0])
+
+    def value_and_grad(self, *ops, seed=1.0):
+        """The contraction and the gradients of ``Σ seed · result`` w.r.t. every operand
+        (`seed` a scalar)."""
+        kept = dict(enumerate(ops))  # array id -> array, operands and intermediates
+        work = list(ops)
+        for inds, picked, fresh, fwd, _bwd in self.steps:
+            a = work.pop(inds[0])
+            b = work.pop(inds[1])
+            kept[fresh] = res = fwd(a, b)
+            work.append(res)
+        value = self._result(work[0])
+        cot = {self.final: np.broadcast_to(np.asarray(seed, dtype=value.dtype), self.final_shape)}
+        for _inds, picked, fresh, _fwd, bwd in reversed(self.steps):
+            g = cot.pop(fresh)
+            del kept[fresh]
+            vals = (kept[picked[0]], kept[picked[1]])
+            for k, (fn, spread) in enumerate(bwd):
+                gk = fn(g, vals[1 - k])
+                if spread is not None:
+                    gk = np.broadcast_to(gk.reshape(spread[0]), spread[1])
+                cot[picked[k]] = gk
+        grads = tuple(cot[i].transpose(p) if p is not None else cot[i] for i, p in enumerate(self.leaf_perm))
+        return value, grads
+
+
+_EXPRESSIONS: dict = {}
+
+
+def planned_contract(eq: str, *ops):
+    """``opt_einsum.contract`` with its path planned once per equation and shapes
+    (`opt_einsum.contract_expression`), the way a program calling it in a loop would."""
+    key = (eq, tuple(o.shape for o in ops))
+    expr = _EXPRESSIONS.get(key)
+    if expr is None:
+        expr = _EXPRESSIONS[key] = oe.contract_expression(eq, *key[1])
+    return expr(*ops)
+
+
+# -- namespaces ------------------------------------------------------------------------------
+
+
+def _numpy_namespace(einsum: Callable) -> SimpleNamespace:
+    return SimpleNamespace(
+        einsum=einsum,
+        tanh=np.tanh,
+        sin=np.sin,
+        sigmoid=lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0),
+        softplus=lambda x: np.logaddexp(0.0, x),
+        sum=np.sum,
+        mean=np.mean,
+    )
+
+
+def _git_commit(where: str) -> str:
+    """`` (git abc1234)`` when `where` is a git checkout (``+`` if it has local changes)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", where, "status", "--porcelain", "--", "einad"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f" (git {head}{'+' if dirty else ''})" if head else ""
+
+
+# -- engines ---------------------------------------------------------------------------------
+
+
+class Engine:
+    """Base class: a named way of running the cases."""
+
+    name = "?"
+    module: str | None = None  # the import that decides availability
+    grad = True  # computes derivatives (opt_einsum does not)
+
+    def __init__(self):
+        self.version = ""
+        self.ns = None
+
+    def check_installed(self) -> str | None:
+        """None when installed, else the reason it is absent (does not import)."""
+        if self.module is None:
+            return None
+        try:
+            found = importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError, AttributeError):
+            found = False
+        if not found:
+            return f"{self.module} is not installed (pip install -e '.[bench]')"
+        return None
+
+    def load(self) -> None:
+        """Import the package; raise `EngineAbsent` when it cannot be imported."""
+
+    def convert(self, a: np.ndarray) -> Any:
+        return a
+
+    def to_numpy(self, x: Any) -> Any:
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        return np.asarray(x)
+
+    def forward(self, problem, args: Sequence) -> Callable[[], Any]:
+        ns = self.ns
+        return lambda: problem.loss(ns, *args)
+
+    def value_and_grad(self, problem, args: Sequence) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def hvp(self, problem, args: Sequence, tangent: Any) -> dict:
+        """Mode label -> callable giving the HVP w.r.t. argument 0."""
+        return {}
+
+
+class EinadEngine(Engine):
+    name = "einad"
+    module = "einad"
+    hvp_modes = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
+
+    def load(self):
+        import einad as ea
+
+        self.ea = ea
+        self.version = getattr(ea, "__version__", "") + _git_commit(
+            os.path.dirname(os.path.dirname(ea.__file__))
+        )
+        self.ns = ea
+
+    def value_and_grad(self, problem, args):
+        ea = self.ea
+        vg = ea.value_and_grad(lambda *a: problem.loss(ea, *a), argnums=tuple(problem.argnums))
+        return lambda: vg(*args)
+
+    def hvp(self, problem, args, tangent):
+        ea = self.ea
+        data = tuple(args[1:])
+
+        def make(mode):
+            f = lambda w: problem.loss(ea, w, *data)
+            return lambda: ea.hvp(f, (args[0],), (tangent,), mode=mode)[0]
+
+        return {mode: make(mode) for mode in self.hvp_modes}
+
+
+class OptEinsumEngine(Engine):
+    name = "opt_einsum"
+    module = "opt_einsum"
+    grad = False
+
+    def load(self):
+        self.version = oe.__version__
+        self.ns = _numpy_namespace(planned_contract)
+
+
+class ManualEngine(Engine):
+    """Hand-written numpy; the functions live with each case (`Problem.manual_*`)."""
+
+    name = "manual"
+
+    def load(self):
+        self.version = np.__version__
+        self.ns = _numpy_namespace(planned_contract)
+
+    def forward(self, problem, args):
+        return lambda: problem.manual_forward(*args)
+
+    def value_and_grad(self, problem, args):
+        return lambda: problem.manual_vag(*args)
+
+    def hvp(self, problem, args, tangent):
+        return {"": lambda: problem.manual_hvp(*args, tangent)}
+
+
+class AutogradEngine(Engine):
+    """HIPS autograd. Its einsum forward gets ``optimize=True`` (numpy's own path
+    search); its einsum VJP ignores that and contracts all operands at once."""
+
+    name = "autograd"
+    module = "autograd"
+
+    def load(self):
+        try:
+            import autograd
+            import autograd.numpy as anp
+        except Exception as err:  # pragma: no cover - depends on the environment
+            raise EngineAbsent(f"autograd fails to import: {err}") from None
+        self.autograd = autograd
+        try:
+            from importlib.metadata import version
+
+            self.version = version("autograd")
+        except Exception:
+            self.version = "?"
+        self.ns = SimpleNamespace(
+            einsum=lambda eq, *ops: anp.einsum(eq, *ops, optimize=True),
+            tanh=anp.tanh,
+            sin=anp.sin,
+            sigmoid=lambda x: 0.5 * (anp.tanh(0.5 * x) + 1.0),
+            softplus=lambda x: anp.logaddexp(0.0, x),
+            sum=anp.sum,
+            mean=anp.mean,
+        )
+
+    def value_and_grad(self, problem, args):
+        ns, nums = self.ns, tuple(problem.argnums)
+        vg = self.autograd.value_and_grad(lambda diff: problem.loss(ns, *_merge(args, nums, diff)))
+        diff = tuple(args[i] for i in nums)
+        return lambda: vg(diff)
+
+    def hvp(self, problem, args, tangent):
+        ns = self.ns
+        h = self.autograd.hessian_vector_product(lambda w, *data: problem.loss(ns, w, *data))
+        return {"rev-over-rev": lambda: h(*args, tangent)}
+
+
+class JaxEngine(Engine):
+    """JAX on the CPU in float64; ``jit=True`` compiles each callable once (outside the timing)."""
+
+    module = "jax"
+
+    def __init__(self, jit: bool):
+        super().__init__()
+        self.jit = jit
+        self.name = "jax-jit" if jit else "jax"
+
+    def load(self):
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        try:
+            import jax
+            import jax.numpy as jnp
+        except Exception as err:  # pragma: no cover
+            raise EngineAbsent(f"jax fails to import: {err}") from None
+        jax.config.update("jax_enable_x64", True)
+        self.jax, self.jnp = jax, jnp
+        self.version = jax.__version__
+        self.ns = SimpleNamespace(
+            einsum=jnp.einsum,
+            tanh=jnp.tanh,
+            sin=jnp.sin,
+            sigmoid=jax.nn.sigmoid,
+            softplus=jax.nn.softplus,
+            sum=jnp.sum,
+            mean=jnp.mean,
+        )
+
+    def convert(self, a):
+        return self.jax.device_put(self.jnp.asarray(a))
+
+    def _wrap(self, fn, args):
+        fn = self.jax.jit(fn) if self.jit else fn
+        block = self.jax.block_until_ready
+        return lambda: block(fn(*args))
+
+    def forward(self, problem, args):
+        ns = self.ns
+        return self._wrap(lambda *a: problem.loss(ns, *a), args)
+
+    def value_and_grad(self, problem, args):
+        ns = self.ns
+        vg = self.jax.value_and_grad(lambda *a: problem.loss(ns, *a), argnums=tuple(problem.argnums))
+        return self._wrap(vg, args)
+
+    def hvp(self, problem, args, tangent):
+        jax, ns = self.jax, self.ns
+
+        def fwd_over_rev(w, v, *data):
+            g = jax.grad(lambda w_: problem.loss(ns, w_, *data))
+            return jax.jvp(g, (w,), (v,))[1]
+
+        return {"fwd-over-rev": self._wrap(fwd_over_rev, (args[0], tangent) + tuple(args[1:]))}
+
+
+class TorchEngine(Engine):
+    """PyTorch eager on the CPU (its einsum follows opt_einsum's path when installed).
+
+    The inputs are copied into torch tensors (``torch.from_numpy`` would share
+    the read-only buffers, which torch cannot honour)."""
+
+    name = "torch"
+    module = "torch"
+
+    def load(self):
+        try:
+            import torch
+            import torch.nn.functional as F
+        except Exception as err:  # pragma: no cover
+            raise EngineAbsent(f"torch fails to import: {err}") from None
+        self.torch = torch
+        self.version = f"{torch.__version__} ({torch.get_num_threads()} threads)"
+        self.ns = SimpleNamespace(
+            einsum=torch.einsum,
+            tanh=torch.tanh,
+            sin=torch.sin,
+            sigmoid=torch.sigmoid,
+            softplus=F.softplus,
+            sum=torch.sum,
+            mean=torch.mean,
+        )
+
+    def convert(self, a):
+        return self.torch.tensor(np.array(a))
+
+    def to_numpy(self, x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        if isinstance(x, self.torch.Tensor):
+            return x.detach().numpy()
+        return np.asarray(x)
+
+    def forward(self, problem, args):
+        torch, ns = self.torch, self.ns
+
+        def run():
+            with torch.no_grad():
+                return problem.loss(ns, *args)
+
+        return run
+
+    def value_and_grad(self, problem, args):
+        torch, ns = self.torch, self.ns
+        args = list(args)
+        for i in problem.argnums:
+            args[i] = args[i].clone().requires_grad_(True)
+        diff = [args[i] for i in problem.argnums]
+
+        def run():
+            out = problem.loss(ns, *args)
+            grads = torch.autograd.grad(out, diff)
+            return out.detach(), grads
+
+        return run
+
+    def hvp(self, problem, args, tangent):
+        torch, ns = self.torch, self.ns
+        data = tuple(args[1:])
+        w = args[0].clone().requires_grad_(True)
+
+        def double_backward():
+            (g,) = torch.autograd.grad(problem.loss(ns, w, *data), w, create_graph=True)
+            (hv,) = torch.autograd.grad(g, w, grad_outputs=tangent)
+            return hv
+
+        f = lambda w_: problem.loss(ns, w_, *data)
+        w0 = args[0]
+
+        def func_jvp_of_grad():
+            return torch.func.jvp(torch.func.grad(f), (w0,), (tangent,))[1]
+
+        return {"rev-over-rev": double_backward, "fwd-over-rev": func_jvp_of_grad}
+
+
+def all_engines() -> list[Engine]:
+    """In running order: `manual` first, since it gives the references."""
+    return [
+        ManualEngine(),
+        OptEinsumEngine(),
+        EinadEngine(),
+        AutogradEngine(),
+        JaxEngine(jit=False),
+        JaxEngine(jit=True),
+        TorchEngine(),
+    ]
+
+
+ENGINE_NAMES = [e.name for e in all_engines()]
+assert ENGINE_NAMES == _LISTED, "benchmarks.ENGINE_NAMES is out of date"

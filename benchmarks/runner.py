@@ -1,0 +1,422 @@
+"""The run: references, one contiguous block per engine, the table, JSON and plot.
+
+Order of work: build every case and compute `manual`'s references; then, one
+engine at a time (each engine's runs are one contiguous block), for every case:
+check the engine's value and gradient against `manual` (a mismatch is an error,
+reported at the end, and the exit status is 1), time the forward and the
+value-and-gradient (medians after warm-up), and, for the numpy-based engines,
+record tracemalloc's peak during one value-and-gradient call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import cases as cases_mod
+from .engines import ENGINE_NAMES, EngineAbsent, all_engines
+from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_memory
+
+OURS = {"einad", "manual", "opt_einsum"}  # a crash of one of these is an error, not a row
+TRACEMALLOC = {"einad", "manual", "autograd"}  # engines whose memory numpy reports
+RTOL = 1e-6  # relative (2-norm) tolerance of every check against manual
+
+
+@dataclass
+class Row:
+    case: str
+    engine: str  # the row label: engine name, plus the HVP mode where there are several
+    status: str = "ok"  # ok | absent | skipped | crashed | error
+    detail: str = ""
+    forward: float | None = None  # seconds (per op for case 7)
+    vg: float | None = None  # value-and-gradient, or the HVP in case 8
+    peak: float | None = None  # bytes
+    retained: float | None = None
+    reps: dict = field(default_factory=dict)
+    rounds: list = field(default_factory=list)  # the timing record of every round
+
+
+def _mismatch(got: Any, ref: Any, what: str) -> str | None:
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        return f"{what}: shape {got.shape}, manual has {ref.shape}"
+    if got.dtype != ref.dtype:
+        return f"{what}: dtype {got.dtype}, manual has {ref.dtype}"
+    if not np.all(np.isfinite(got)):
+        return f"{what}: not finite"
+    err = float(np.linalg.norm((got - ref).ravel()))
+    scale = float(np.linalg.norm(ref.ravel()))
+    if err > RTOL * scale + 1e-300:
+        return f"{what}: relative error {err / max(scale, 1e-300):.2e} (tolerance {RTOL:g})"
+    return None
+
+
+def _check_vag(result, ref, engine) -> str | None:
+    value, grads = engine.to_numpy(result)
+    rvalue, rgrads = ref
+    bad = _mismatch(np.asarray(value, dtype=np.float64), np.float64(rvalue), "value")
+    if bad:
+        return bad
+    if len(grads) != len(rgrads):
+        return f"{len(grads)} gradients, manual has {len(rgrads)}"
+    for k, (g, r) in enumerate(zip(grads, rgrads)):
+        bad = _mismatch(g, r, f"gradient {k}")
+        if bad:
+            return bad
+    return None
+
+
+def _fmt_time(seconds: float | None, per_op: bool) -> str:
+    if seconds is None:
+        return "-"
+    if per_op:
+        return f"{seconds * 1e6:.1f} µs"
+    ms = seconds * 1e3
+    if ms >= 100:
+        return f"{ms:.0f} ms"
+    if ms >= 1:
+        return f"{ms:.2f} ms"
+    return f"{ms * 1e3:.0f} µs"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or b <= 0:
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.budget = QUICK if args.quick else FULL
+        self.cases = cases_mod.select(args.cases)
+        names = [n.strip() for n in args.engines.split(",")] if args.engines else list(ENGINE_NAMES)
+        unknown = [n for n in names if n not in ENGINE_NAMES]
+        if unknown:
+            raise SystemExit(f"unknown engine(s) {unknown}; choose from {', '.join(ENGINE_NAMES)}")
+        if "manual" not in names:
+            names.insert(0, "manual")  # the reference every engine is checked against
+        self.engines = [e for e in all_engines() if e.name in names]
+        self.rows: list[Row] = []
+        self.errors: list[str] = []
+        self.absent: dict[str, str] = {}
+        self.busy: dict[str, list] = {}  # engine -> one record per round
+        self.versions: dict[str, str] = {}
+
+    # -- references ---------------------------------------------------------------------
+
+    def build(self) -> None:
+        self.problems = {}
+        self.refs = {}
+        for case in self.cases:
+            p = case.build(self.args.quick)
+            self.problems[case.key] = p
+            fwd = p.manual_forward(*p.arrays)
+            if p.kind == "hvp":
+                self.refs[case.key] = (fwd, p.manual_hvp(*p.arrays, p.tangent))
+            else:
+                value, grads = p.manual_vag(*p.arrays)
+                bad = _mismatch(np.float64(fwd), np.float64(value), "manual forward vs manual value")
+                if bad:
+                    self.errors.append(f"case {case.key}: {bad}")
+                self.refs[case.key] = (fwd, (value, grads))
+
+    # -- one engine, one case ----------------------------------------------------------------
+
+    def run_case(self, engine, case) -> None:
+        p = self.problems[case.key]
+        ref_fwd, ref = self.refs[case.key]
+        scale = 1.0 / p.ops if p.ops else 1.0
+        if engine.name in p.skip:
+            self._add(Row(case.key, engine.name, "skipped", p.skip[engine.name]))
+            return
+        if engine.name == "opt_einsum" and p.ops:
+            self._add(Row(case.key, engine.name, "skipped", "no contraction in this case"))
+            return
+        try:
+            args = tuple(engine.convert(a) for a in p.arrays)
+            forward = engine.forward(p, args)
+            bad = _mismatch(
+                np.asarray(engine.to_numpy(forward()), dtype=np.float64), np.float64(ref_fwd), "value"
+            )
+            if bad:
+                self._error(case, engine.name, "forward " + bad)
+                return
+            if not engine.grad:
+                jobs = {}
+            elif p.kind == "hvp":
+                jobs = engine.hvp(p, args, engine.convert(p.tangent))
+                if not jobs:
+                    self._add(Row(case.key, engine.name, "skipped", "no HVP here"))
+                    return
+            else:
+                jobs = {"": engine.value_and_grad(p, args)}
+            for label, fn in jobs.items():
+                out = fn()
+                if p.kind == "hvp":
+                    bad = _mismatch(engine.to_numpy(out), ref, "HVP")
+                else:
+                    bad = _check_vag(out, ref, engine)
+                del out
+                if bad:
+                    self._error(case, f"{engine.name} {label}".strip(), bad)
+                    return
+            # timing
+            t_fwd = measure(forward, self.budget)
+            if not jobs:
+                self._add(
+                    Row(
+                        case.key,
+                        engine.name,
+                        forward=t_fwd.median * scale,
+                        detail="forward only",
+                        reps={"forward": t_fwd.as_dict()},
+                    )
+                )
+            for label, fn in jobs.items():
+                t = measure(fn, self.budget)
+                row = Row(
+                    case.key,
+                    f"{engine.name} {label}".strip(),
+                    forward=t_fwd.median * scale,
+                    vg=t.median * scale,
+                    reps={"forward": t_fwd.as_dict(), "vg": t.as_dict()},
+                )
+                if engine.name in TRACEMALLOC:
+                    row.peak, row.retained = peak_memory(fn)
+                self._add(row)
+        except Exception as err:
+            msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            if engine.name in OURS:
+                self._error(case, engine.name, "raised " + msg + "\n" + traceback.format_exc())
+            else:
+                self._add(Row(case.key, engine.name, "crashed", msg[:160]))
+
+    def _add(self, row: Row) -> None:
+        """Record a row; with several rounds, keep each time's best median over the rounds."""
+        old = next((r for r in self.rows if r.case == row.case and r.engine == row.engine), None)
+        if old is None:
+            row.rounds = [row.reps] if row.reps else []
+            self.rows.append(row)
+            return
+        if old.status != "ok" or row.status != "ok":  # a failure in any round stands
+            if row.status != "ok" and old.status == "ok":
+                self.rows[self.rows.index(old)] = row
+            return
+        old.rounds.append(row.reps)
+        for attr in ("forward", "vg", "peak"):
+            new = getattr(row, attr)
+            if new is not None and (getattr(old, attr) is None or new < getattr(old, attr)):
+                setattr(old, attr, new)
+
+    def _error(self, case, engine: str, msg: str) -> None:
+        self.errors.append(f"case {case.key}, {engine}: {msg}")
+        self._add(Row(case.key, engine, "error", msg.splitlines()[0][:160]))
+
+    # -- the whole run ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.machine = machine_info()
+        self.build()
+        rounds = max(1, self.args.rounds)
+        progress = Progress(rounds * len(self.engines) * len(self.cases))
+        with Busy() as whole:
+            for rnd in range(rounds):
+                tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
+                for engine in self.engines:
+                    if engine.name in self.absent:
+                        progress.done += len(self.cases)
+                        continue
+                    if rnd == 0:
+                        reason = engine.check_installed()
+                        if reason is None:
+                            try:
+                                engine.load()
+                            except EngineAbsent as err:
+                                reason = str(err)
+                        if reason is not None:
+                            self.absent[engine.name] = reason
+                            for case in self.cases:
+                                progress.step(f"{engine.name}: absent")
+                            continue
+                        self.versions[engine.name] = engine.version
+                    with Busy() as block:  # one contiguous block per engine (and round)
+                        for case in self.cases:
+                            progress.show(f"{tag}{engine.name} · case {case.key} {case.title}")
+                            self.run_case(engine, case)
+                            progress.step(f"{tag}{engine.name} · case {case.key} done")
+                    record = block.as_dict()
+                    record["summary"] = block.summary()
+                    self.busy.setdefault(engine.name, []).append(record)
+        progress.close()
+        self.whole = whole
+        print(self.table())
+        if self.args.json:
+            self.write_json(self.args.json)
+        if self.args.plot:
+            self.plot(self.args.plot)
+        if self.errors:
+            print(f"\n{len(self.errors)} ERROR(S):", file=sys.stderr)
+            for e in self.errors:
+                print("  " + e.replace("\n", "\n    "), file=sys.stderr)
+            return 1
+        return 0
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def table(self) -> str:
+        m = self.machine
+        lines = [
+            f"einad benchmarks ({'quick' if self.args.quick else 'full'}) — {m['date']}",
+            f"machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']} GiB; Python {m['python']}, "
+            f"numpy {m['numpy']} ({m['blas']}); threads: {self.args.threads or 'library defaults'}",
+            "versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
+            "medians after warm-up; vg = value-and-gradient (case 8: the Hessian-vector product); "
+            "ratios vg/fwd, vg/manual, fwd/opt_einsum; peak = tracemalloc peak of one vg call"
+            + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else ""),
+            "",
+        ]
+        head = f"{'engine':<24}{'forward':>11}{'vg':>11}{'vg/fwd':>9}{'vg/manual':>11}{'fwd/oe':>9}{'peak MiB':>10}"
+        for case in self.cases:
+            p = self.problems[case.key]
+            per_op = bool(p.ops)
+            rows = [r for r in self.rows if r.case == case.key]
+            manual = next((r for r in rows if r.engine == "manual" and r.status == "ok"), None)
+            oe = next((r for r in rows if r.engine == "opt_einsum" and r.status == "ok"), None)
+            unit = "µs per op" if per_op else "per call"
+            what = "; vg column = HVP" if p.kind == "hvp" else ""
+            lines.append(f"case {case.key}: {case.title} — {p.size} ({unit}{what})")
+            lines.append("  " + head)
+            for r in rows:
+                if r.status != "ok":
+                    lines.append(f"  {r.engine:<24}{r.status}: {r.detail}")
+                    continue
+                peak = f"{r.peak / 2**20:.1f}" if r.peak is not None else "-"
+                lines.append(
+                    "  "
+                    + f"{r.engine:<24}{_fmt_time(r.forward, per_op):>11}{_fmt_time(r.vg, per_op):>11}"
+                    + f"{_ratio(r.vg, r.forward):>9}{_ratio(r.vg, manual.vg if manual else None):>11}"
+                    + f"{_ratio(r.forward, oe.forward if oe else None) if r.engine != 'opt_einsum' else '':>9}"
+                    + f"{peak:>10}"
+                    + (f"  ({r.detail})" if r.detail else "")
+                )
+            lines.append("")
+        for name, reason in self.absent.items():
+            lines.append(f"absent: {name} — {reason}")
+        lines.append("machine busy-ness (cores in use on average; 'others' = all processes but this one):")
+        for name, blocks in self.busy.items():
+            for i, b in enumerate(blocks):
+                label = name if len(blocks) == 1 else f"{name} #{i + 1}"
+                lines.append(f"  {label:<13} {b['summary']}")
+        lines.append(f"  {'whole run':<13} {self.whole.summary()}")
+        if self.errors:
+            lines.append(f"{len(self.errors)} error(s): see stderr")
+        return "\n".join(lines)
+
+    def write_json(self, path: str) -> None:
+        record = {
+            "machine": self.machine,
+            "quick": bool(self.args.quick),
+            "threads": self.args.threads,
+            "rounds": self.args.rounds,
+            "versions": self.versions,
+            "absent": self.absent,
+            "busy": self.busy,
+            "whole_run": self.whole.as_dict(),
+            "errors": self.errors,
+            "cases": {
+                c.key: {
+                    "title": c.title,
+                    "size": self.problems[c.key].size,
+                    "kind": self.problems[c.key].kind,
+                    "per_op": self.problems[c.key].ops,
+                }
+                for c in self.cases
+            },
+            "rows": [r.__dict__ for r in self.rows],
+        }
+        with open(path, "w") as f:
+            json.dump(record, f, indent=1, default=float)
+        print(f"wrote {path}", file=sys.stderr)
+
+    def plot(self, path: str) -> None:
+        """Two panels of bars, log scale: value-and-gradient over manual's, forward over
+        opt_einsum's. One colour per engine; HVP modes (case 8) split their engine's slot."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+            from matplotlib.patches import Patch
+        except ImportError:
+            print("matplotlib is not installed: skipping the plot (pip install matplotlib)", file=sys.stderr)
+            return
+        keys = [c.key for c in self.cases]
+        ok = [r for r in self.rows if r.status == "ok"]
+        base = lambda r: r.engine.split(" ")[0]
+        mode = lambda r: r.engine.split(" ", 1)[1] if " " in r.engine else ""
+        colours = {
+            "einad": "#1f77b4",
+            "opt_einsum": "#7f7f7f",
+            "autograd": "#9467bd",
+            "jax": "#e377c2",
+            "jax-jit": "#bcbd22",
+            "torch": "#ff7f0e",
+        }
+        hatches = {"": "", "fwd-over-rev": "", "rev-over-fwd": "//", "rev-over-rev": ".."}
+        panels = [
+            ("value-and-gradient / manual", lambda r: r.vg, "manual", 1.2),
+            ("forward / opt_einsum", lambda r: r.forward, "opt_einsum", 1.1),
+        ]
+        fig, axes = plt.subplots(2, 1, figsize=(max(9, 1.2 * len(keys) + 3), 7.5), sharex=True)
+        for ax, (title, get, denom_name, target) in zip(axes, panels):
+            denom = {r.case: get(r) for r in ok if r.engine == denom_name and get(r)}
+            names = [n for n in colours if n != denom_name and any(base(r) == n and get(r) for r in ok)]
+            slot = 0.8 / max(len(names), 1)
+            for j, name in enumerate(names):
+                for i, k in enumerate(keys):
+                    rows = [r for r in ok if r.case == k and base(r) == name and get(r)]
+                    if denom_name == "opt_einsum":  # the forward is the same for every HVP mode
+                        rows = rows[:1]
+                    if not rows or not denom.get(k):
+                        continue
+                    w = slot / len(rows)
+                    for v, r in enumerate(rows):
+                        x = i - 0.4 + slot * j + w * (v + 0.5)
+                        ax.bar(
+                            x,
+                            get(r) / denom[k],
+                            w,
+                            color=colours[name],
+                            edgecolor="white",
+                            hatch=hatches.get(mode(r), "xx") if denom_name == "manual" else "",
+                        )
+            ax.axhline(1.0, color="black", lw=0.8)
+            ax.axhline(target, color="grey", lw=0.8, ls="--")
+            ax.set_yscale("log")
+            ax.set_ylabel(title + " (log)")
+            handles = [Patch(color=colours[n], label=n) for n in names]
+            handles.append(Patch(color="white", label=f"dashed: target {target}x"))
+            if denom_name == "manual" and any(mode(r) for r in ok):
+                handles += [
+                    Patch(facecolor="white", edgecolor="black", hatch=h, label=f"case 8: {m}")
+                    for m, h in hatches.items()
+                    if m
+                ]
+            ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        axes[-1].set_xticks(range(len(keys)))
+        axes[-1].set_xticklabels(keys)
+        axes[-1].set_xlabel("case")
+        axes[0].set_title(
+            f"einad benchmarks, {self.machine['date']}" + (" (quick)" if self.args.quick else "")
+        )
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        print(f"wrote {path}", file=sys.stderr)
