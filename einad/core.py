@@ -20,6 +20,7 @@ state except the level counter, whose `next` is atomic.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -37,28 +38,55 @@ class Primitive:
     with neither rule is not differentiable (its derivative is zero).
     """
 
-    __slots__ = ("name", "impl", "vjp", "jvp")
+    __slots__ = ("name", "impl", "vjp", "jvp", "keep")
 
     def __init__(self, name: str, impl: Callable[..., Any]):
         self.name = name
         self.impl = impl
         self.vjp: Optional[Callable[..., Any]] = None
         self.jvp: Optional[Callable[..., Any]] = None
+        # keep(needed) -> (which operand values, whether the result) the VJP reads,
+        # given which operands need a cotangent; None keeps everything.
+        self.keep: Optional[Callable[[list], tuple]] = None
 
     def __repr__(self) -> str:
         return self.name
 
 
 class Node:
-    """What a reverse trace remembers of one operation."""
+    """One operation in a reverse trace's graph (or, with no `prim`, an input).
 
-    __slots__ = ("prim", "params", "parents", "vals")
+    A node holds its parent nodes and only the values its VJP reads: operand
+    values the rule does not need are replaced by their `Meta` (shape and
+    dtype), so the graph does not keep forward intermediates alive for nothing.
+    """
 
-    def __init__(self, prim: Primitive, params: dict, parents: tuple, vals: tuple):
+    __slots__ = ("prim", "params", "parents", "vals", "ans", "tensor", "__weakref__")
+
+    def __init__(self, prim, params, parents: tuple, vals: tuple, ans: Any):
         self.prim = prim
         self.params = params
         self.parents = parents
         self.vals = vals
+        self.ans = ans
+        self.tensor: Any = None  # imperative leaves: a weak reference to their Tensor
+
+
+class Meta:
+    """The shape and dtype of a value a rule does not read (a stand-in in `Node.vals`)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, v: Any):
+        self.shape = tuple(getattr(v, "shape", ()))
+        self.dtype = getattr(v, "dtype", None) if hasattr(v, "dtype") else np.result_type(v)
+
+    def __repr__(self) -> str:
+        return f"Meta({self.shape}, {self.dtype})"
+
+
+def leaf_node() -> Node:
+    return Node(None, None, (), (), None)
 
 
 class Trace:
@@ -87,14 +115,20 @@ class ReverseTrace(Trace):
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 vals.append(a._value)
-                parents.append(a)
+                parents.append(a._node)
             else:
                 vals.append(a)
                 parents.append(None)
         out = bind(prim, vals, params)
         if prim.vjp is None:
             return out
-        return _box(out, self, Node(prim, params, tuple(parents), tuple(vals)), None)
+        ans = out
+        if prim.keep is not None:
+            keep_vals, keep_ans = prim.keep([p is not None for p in parents])
+            vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
+            if not keep_ans:
+                ans = Meta(out)
+        return _box(out, self, Node(prim, params, tuple(parents), tuple(vals), ans), None)
 
 
 class ForwardTrace(Trace):
@@ -164,6 +198,9 @@ class Tensor:
         self._node = None
         self._tangent = None
         self.grad = None
+        if requires_grad:
+            self._node = leaf_node()
+            self._node.tensor = weakref.ref(self)
 
     # -- attributes -----------------------------------------------------
     @property
@@ -190,7 +227,7 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        return self._node is None
+        return self._node is None or self._node.prim is None
 
     @property
     def T(self) -> "Tensor":
@@ -266,13 +303,14 @@ class Tensor:
                 raise ValueError(
                     f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}"
                 )
-        cts = backward_pass([self], [seed])
-        for leaf, g in cts:
-            if leaf._node is None:
-                g = np.asarray(strip(g)).astype(leaf.dtype, copy=False)
-                if g.shape != leaf.shape:
-                    g = np.broadcast_to(g, leaf.shape)
-                leaf.grad = np.array(g) if leaf.grad is None else leaf.grad + g
+        for node, g in backward_pass([self._node], [seed]):
+            leaf = node.tensor() if node.tensor is not None else None
+            if leaf is None:
+                continue
+            g = np.asarray(strip(g)).astype(leaf.dtype, copy=False)
+            if g.shape != leaf.shape:
+                g = np.broadcast_to(g, leaf.shape)
+            leaf.grad = np.array(g) if leaf.grad is None else leaf.grad + g
 
     # -- operators ----------------------------------------------------------
     def __add__(self, other):
@@ -398,7 +436,7 @@ def _box(value, trace, node, tangent) -> Tensor:
 
 def box(value, trace: Trace, tangent=None) -> Tensor:
     """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one)."""
-    return _box(value, trace, None, tangent)
+    return _box(value, trace, leaf_node() if trace.kind == "reverse" else None, tangent)
 
 
 def strip(x):
@@ -435,56 +473,54 @@ def value_of(x, trace: Trace):
 
 
 def toposort(outs) -> list:
-    """Tensors reachable from `outs` (through their nodes), parents first. Iterative."""
+    """Nodes reachable from `outs` through their parents, parents first. Iterative."""
     order = []
     seen = set()
     for root in outs:
         if id(root) in seen:
             continue
         seen.add(id(root))
-        stack = [(root, iter(root._node.parents if root._node is not None else ()))]
+        stack = [(root, iter(root.parents))]
         while stack:
-            t, it = stack[-1]
+            node, it = stack[-1]
             for p in it:
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
-                    stack.append((p, iter(p._node.parents if p._node is not None else ())))
+                    stack.append((p, iter(p.parents)))
                     break
             else:
                 stack.pop()
-                order.append(t)
+                order.append(node)
     return order
 
 
 def backward_pass(outs, seeds, consume: bool = False) -> list:
-    """Run the reverse pass from `outs` (Tensors of one reverse trace) with `seeds`.
+    """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
 
-    Returns ``[(tensor, cotangent), ...]`` for the leaves reached (tensors
-    without a node). Cotangents are einad values, so an enclosing trace records
-    this whole computation. With `consume`, each node is dropped once its rule
-    has run, so forward intermediates are freed as the pass moves back.
+    Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
+    Cotangents are einad values, so an enclosing trace records this whole
+    computation. With `consume`, each node lets go of its saved values once its
+    rule has run, so forward intermediates are freed as the pass moves back.
     """
     from . import ops
 
     cts: dict[int, Any] = {}
-    for t, s in zip(outs, seeds):
-        k = id(t)
+    for node, s in zip(outs, seeds):
+        k = id(node)
         cts[k] = s if k not in cts else ops.add(cts[k], s)
     leaves = []
-    for t in reversed(toposort(outs)):
-        g = cts.pop(id(t), None)
+    for node in reversed(toposort(outs)):
+        g = cts.pop(id(node), None)
         if g is None:
             continue
-        node = t._node
-        if node is None:
-            leaves.append((t, g))
+        if node.prim is None:
+            leaves.append((node, g))
             continue
         needed = [p is not None for p in node.parents]
-        contribs = node.prim.vjp(g, t._value, node.vals, node.params, needed)
-        parents = node.parents
+        contribs = node.prim.vjp(g, node.ans, node.vals, node.params, needed)
         if consume:
-            t._node = node = None
-        for p, c in zip(parents, contribs):
+            node.vals = node.ans = None
+        for p, c in zip(node.parents, contribs):
             if p is None or c is None:
                 continue
             k = id(p)

@@ -141,11 +141,11 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
             raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
         if type(out) is Tensor and out._trace is trace:
             seed = np.ones((), dtype=dtype_of(out))
-            cts = {id(t): g for t, g in backward_pass([out], [seed], consume=True)}
+            cts = {id(n): g for n, g in backward_pass([out._node], [seed], consume=True)}
         else:
             cts = {}
         taken: set = set()
-        grads = tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value, taken) for b in boxed])
+        grads = tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed])
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
         value = _out(value_of(out, trace))
         if has_aux:
@@ -193,9 +193,9 @@ def vjp(f: Callable, *primals) -> tuple[Any, Callable]:
             if type(o) is Tensor and o._trace is trace:
                 outs.append(o)
                 seeds.append(seed)
-        cts = {id(t): g for t, g in backward_pass(outs, seeds)} if outs else {}
+        cts = {id(n): g for n, g in backward_pass([o._node for o in outs], seeds)} if outs else {}
         taken = {id(_buffer(strip(c))) for c in ct_flat}
-        return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b)), b._value, taken) for b in boxed]))
+        return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
 
     return tree_unflatten(out_td, [_out(value_of(o, trace)) for o in out_flat]), vjp_fn
 
