@@ -9,6 +9,8 @@ the multiplication.
 
 from __future__ import annotations
 
+import dis
+
 import numpy as np
 
 from .core import Primitive, Tensor, bind, strip
@@ -108,16 +110,50 @@ def _scale(g, d, *args):
     return g * d(*args)
 
 
+def _reads(d) -> tuple:
+    """Which of its parameters a derivative entry reads, by position (from its bytecode).
+
+    Lets a node keep only those values alive; constants read nothing.
+    """
+    if not callable(d):
+        return ()
+    code = d.__code__
+    params = code.co_varnames[: code.co_argcount]
+    loaded = set()
+    for ins in dis.get_instructions(d):
+        if ins.opname.startswith("LOAD_FAST") or ins.opname.startswith("LOAD_DEREF"):
+            names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+            loaded.update(names)
+    return tuple(i for i, n in enumerate(params) if n in loaded)
+
+
+def _keeper(partials):
+    """`Primitive.keep` for an elementwise op with these partials (arguments: operands, then result)."""
+    reads = [_reads(d) for d in partials]
+    n = len(partials)
+
+    def keep(needed):
+        used = set()
+        for need, r in zip(needed, reads):
+            if need:
+                used.update(r)
+        return tuple(i in used for i in range(n)), n in used
+
+    return keep
+
+
 def _unary_prim(name, kernel, d):
     prim = Primitive(name, kernel)
     prim.vjp = lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)]
     prim.jvp = lambda ts, y, vals, p: _scale(ts[0], d, vals[0], y)
+    prim.keep = _keeper((d,))
     return prim
 
 
 def _binary_prim(name, kernel, dx, dy):
     prim = Primitive(name, kernel)
     partials = (dx, dy)
+    prim.keep = _keeper(partials)
 
     def vjp(g, z, vals, p, needed):
         x, y = vals

@@ -15,10 +15,16 @@ from .einsum import sum_to_shape
 from .util import dtype_of, shape_of, to_array_operand, to_operand, wrap
 
 
+def _shape_only(needed):
+    """`Primitive.keep` of a linear op: its rule reads only shapes and dtypes."""
+    return (False,) * len(needed), False
+
+
 def _linear(prim: Primitive, transpose, apply):
     """Attach the rules of a one-operand linear primitive."""
     prim.vjp = lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)]
     prim.jvp = lambda ts, ans, vals, p: apply(ts[0], p)
+    prim.keep = _shape_only
 
 
 # -- reshape ---------------------------------------------------------------------
@@ -220,6 +226,7 @@ def _concat_jvp(ts, ans, vals, p):
 concat_p = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis))
 concat_p.vjp = _concat_vjp
 concat_p.jvp = _concat_jvp
+concat_p.keep = _shape_only
 
 
 def concatenate(arrays, axis: int = 0) -> Tensor:
@@ -301,6 +308,7 @@ def zeros_scalar(like):
 where_p = Primitive("where", lambda c, x, y: np.where(c, x, y))
 where_p.vjp = _where_vjp
 where_p.jvp = _where_jvp
+where_p.keep = lambda needed: ((True, False, False), False)  # the condition only
 
 
 def where_raw(c, x, y):
