@@ -256,6 +256,7 @@ def spread(x, src: str, dst: str, shape: tuple):
 
 
 spread_p.vjp = lambda g, ans, vals, p, needed: [contract((p["dst"],), p["src"], [g])]
+spread_p.keep = lambda needed: ((False,), False)
 spread_p.jvp = lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["shape"])
 
 
@@ -303,6 +304,11 @@ def _einsum_jvp(tangents, ans, vals, params):
 
 einsum_p.vjp = _einsum_vjp
 einsum_p.jvp = _einsum_jvp
+# Operand k's VJP reads every other operand; nothing reads the result.
+einsum_p.keep = lambda needed: (
+    tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))),
+    False,
+)
 
 
 def astype(x, dtype):
