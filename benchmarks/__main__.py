@@ -30,7 +30,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--cases", help="comma list of case keys (1,2,3,4,5,6,7,8 or 5a,5b,6a,6b); default all")
     ap.add_argument(
         "--engines",
-        help=f"comma list from {','.join(ENGINE_NAMES)}; default all (manual always runs: it is the reference)",
+        help=(
+            f"comma list from {','.join(ENGINE_NAMES)}; default all (manual always runs: it is the reference)"
+        ),
     )
     ap.add_argument("--json", metavar="PATH", help="write the full record as JSON")
     ap.add_argument("--plot", metavar="PATH", help="write a PNG bar chart of vg/manual (needs matplotlib)")

@@ -225,7 +225,7 @@ class PairwiseContraction:
         (`seed` a scalar)."""
         kept = dict(enumerate(ops))  # array id -> array, operands and intermediates
         work = list(ops)
-        for inds, picked, fresh, fwd, _bwd in self.steps:
+        for inds, _picked, fresh, fwd, _bwd in self.steps:
             a = work.pop(inds[0])
             b = work.pop(inds[1])
             kept[fresh] = res = fwd(a, b)
@@ -279,13 +279,18 @@ def _git_commit(where: str) -> str:
 
     try:
         head = subprocess.run(
-            ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+            ["git", "-C", where, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", where, "status", "--porcelain", "--", "einad"],
             capture_output=True,
             text=True,
             timeout=5,
+            check=False,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -242,7 +242,7 @@ class Runner:
                                 reason = str(err)
                         if reason is not None:
                             self.absent[engine.name] = reason
-                            for case in self.cases:
+                            for _case in self.cases:
                                 progress.step(f"{engine.name}: absent")
                             continue
                         self.versions[engine.name] = engine.version
@@ -274,15 +274,22 @@ class Runner:
         m = self.machine
         lines = [
             f"einad benchmarks ({'quick' if self.args.quick else 'full'}) — {m['date']}",
-            f"machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']} GiB; Python {m['python']}, "
-            f"numpy {m['numpy']} ({m['blas']}); threads: {self.args.threads or 'library defaults'}",
+            (
+                f"machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']} GiB; Python {m['python']}, "
+                f"numpy {m['numpy']} ({m['blas']}); threads: {self.args.threads or 'library defaults'}"
+            ),
             "versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
-            "medians after warm-up; vg = value-and-gradient (case 8: the Hessian-vector product); "
-            "ratios vg/fwd, vg/manual, fwd/opt_einsum; peak = tracemalloc peak of one vg call"
-            + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else ""),
+            (
+                "medians after warm-up; vg = value-and-gradient (case 8: the Hessian-vector product); "
+                "ratios vg/fwd, vg/manual, fwd/opt_einsum; peak = tracemalloc peak of one vg call"
+                + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else "")
+            ),
             "",
         ]
-        head = f"{'engine':<24}{'forward':>11}{'vg':>11}{'vg/fwd':>9}{'vg/manual':>11}{'fwd/oe':>9}{'peak MiB':>10}"
+        head = (
+            f"{'engine':<24}{'forward':>11}{'vg':>11}{'vg/fwd':>9}"
+            f"{'vg/manual':>11}{'fwd/oe':>9}{'peak MiB':>10}"
+        )
         for case in self.cases:
             p = self.problems[case.key]
             per_op = bool(p.ops)
@@ -302,7 +309,11 @@ class Runner:
                     "  "
                     + f"{r.engine:<24}{_fmt_time(r.forward, per_op):>11}{_fmt_time(r.vg, per_op):>11}"
                     + f"{_ratio(r.vg, r.forward):>9}{_ratio(r.vg, manual.vg if manual else None):>11}"
-                    + f"{_ratio(r.forward, oe.forward if oe else None) if r.engine != 'opt_einsum' else '':>9}"
+                    + (
+                        f"{_ratio(r.forward, oe.forward if oe else None):>9}"
+                        if r.engine != "opt_einsum"
+                        else " " * 9
+                    )
                     + f"{peak:>10}"
                     + (f"  ({r.detail})" if r.detail else "")
                 )

@@ -222,7 +222,7 @@ class Progress:
 
     def show(self, label: str) -> None:
         frac = self.done / self.total
-        fill = int(round(frac * self.width))
+        fill = round(frac * self.width)
         bar = "#" * fill + "." * (self.width - fill)
         elapsed = time.perf_counter() - self.start
         line = f"[{bar}] {self.done:>3}/{self.total} {elapsed:6.1f}s  {label}"

@@ -7,6 +7,7 @@ are built on one small tracing core.
 
 from .core import Tensor
 from .errors import EinsumError, GradcheckError
+from .graph import Graph, make_graph
 from .ops import (
     abs,
     add,
@@ -67,20 +68,108 @@ from .ops import (
     var,
     where,
 )
-from .graph import Graph, make_graph
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
+from .util import ArrayLike, DTypeLike
 
 __version__ = "0.1.0"
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
     call ``y.backward()`` on a result and read ``tensor.grad``.
+
+    Args:
+        data: A number, a nested list, a numpy array or a Tensor (its value is copied
+            out of any trace).
+        dtype: The numpy dtype; numpy's choice for `data` by default.
+        requires_grad: Make the tensor a leaf whose gradient `Tensor.backward` accumulates.
+            Needs a floating-point or complex dtype.
+
+    Returns:
+        A new Tensor holding `data`.
+
+    Raises:
+        TypeError: If `data` is not numeric, or `requires_grad` is set for an integer dtype.
     """
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "EinsumError",
+    "GradcheckError",
+    "Graph",
+    "Tensor",
+    "abs",
+    "add",
+    "arccos",
+    "arcsin",
+    "arctan",
+    "broadcast_to",
+    "clip",
+    "concatenate",
+    "cos",
+    "cosh",
+    "diagonal",
+    "divide",
+    "dot",
+    "einsum",
+    "exp",
+    "expand_dims",
+    "expm1",
+    "flip",
+    "grad",
+    "gradcheck",
+    "hessian",
+    "hvp",
+    "inner",
+    "jacfwd",
+    "jacobian",
+    "jacrev",
+    "jvp",
+    "log",
+    "log1p",
+    "log_softmax",
+    "logsumexp",
+    "make_graph",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "moveaxis",
+    "multiply",
+    "negative",
+    "outer",
+    "power",
+    "prod",
+    "relu",
+    "reshape",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "softmax",
+    "softplus",
+    "split",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "stop_gradient",
+    "subtract",
+    "sum",
+    "tan",
+    "tanh",
+    "tensor",
+    "tensordot",
+    "trace",
+    "transpose",
+    "value_and_grad",
+    "var",
+    "vjp",
+    "where",
+]

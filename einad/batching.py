@@ -13,14 +13,18 @@ at once, and `jacfwd` a whole stack of tangents through the forward pass.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 
-from .core import Primitive, Tensor, Trace, _box, bind
+from .core import Params, Primitive, Tensor, Trace, _box, bind
 from .einsum import contract, spread
 from .pytree import tree_flatten, tree_unflatten
-from .util import shape_of
+from .util import Shape, shape_of
+
+BatchRule: TypeAlias = Callable[[Primitive, list[Any], list[bool], Params, int], Any]
+"""``rule(prim, vals, batched, params, size)``: `prim` applied to values with a leading batch axis."""
 
 # -- the trace --------------------------------------------------------------------------
 
@@ -32,12 +36,13 @@ class BatchTrace(Trace):
     kind = "batch"
     batched = True
 
-    def __init__(self, size: int):
+    def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
-    def process(self, prim: Primitive, args, params):
-        vals, batched = [], []
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Tensor:
+        vals: list[Any] = []
+        batched: list[bool] = []
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 vals.append(a._value)
@@ -49,7 +54,7 @@ class BatchTrace(Trace):
         return _box(rule(prim, vals, batched, params, self.size), self, None, None)
 
 
-def _phys(v) -> tuple:
+def _phys(v: Any) -> Shape:
     """The shape of a value as stored (for a batched value: batch axis first)."""
     return shape_of(v)
 
@@ -57,7 +62,7 @@ def _phys(v) -> tuple:
 # -- rules ----------------------------------------------------------------------------------
 
 
-def _align(vals, batched, size):
+def _align(vals: Sequence[Any], batched: Sequence[bool], size: int) -> list[Any]:
     """Give batched operands singleton axes so numpy broadcasting lines up the batch axis."""
     rank = max((len(_phys(v)) - (1 if b else 0) for v, b in zip(vals, batched)), default=0)
     from .structural import reshape_raw
@@ -71,11 +76,11 @@ def _align(vals, batched, size):
     return out
 
 
-def _elementwise(prim, vals, batched, params, size):
+def _elementwise(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     return bind(prim, _align(vals, batched, size), params)
 
 
-def _where(prim, vals, batched, params, size):
+def _where(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     from .structural import broadcast_raw
 
     c, x, y = vals
@@ -88,7 +93,7 @@ def _where(prim, vals, batched, params, size):
     return broadcast_raw(out, np.broadcast_shapes(np.shape(c), _phys(x), _phys(y)))
 
 
-def _einsum(prim, vals, batched, params, size):
+def _einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     from .subscripts import fresh_symbols
 
     inputs, output = params["inputs"], params["output"]
@@ -97,44 +102,44 @@ def _einsum(prim, vals, batched, params, size):
     return contract(new_inputs, beta + output, vals, params["optimize"], params["memory_limit"])
 
 
-def _spread(prim, vals, batched, params, size):
+def _spread(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     from .subscripts import fresh_symbols
 
     beta = fresh_symbols(set(params["src"] + params["dst"]), 1)[0]
     return spread(vals[0], beta + params["src"], beta + params["dst"], (size,) + params["shape"])
 
 
-def _reshape(prim, vals, batched, params, size):
+def _reshape(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     return bind(prim, vals, {**params, "shape": (size,) + tuple(params["shape"])})
 
 
-def _broadcast(prim, vals, batched, params, size):
+def _broadcast(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     (x,) = _align(vals, batched, size)
     s = _phys(x)
     x = bind(_reshape_p(), [x], {"shape": (size,) + (1,) * (len(params["shape"]) - len(s) + 1) + s[1:]})
     return bind(prim, [x], {"shape": (size,) + tuple(params["shape"])})
 
 
-def _reshape_p():
+def _reshape_p() -> Primitive:
     from .structural import reshape_p
 
     return reshape_p
 
 
-def _same(prim, vals, batched, params, size):
+def _same(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     return bind(prim, vals, params)
 
 
-def _axes(prim, vals, batched, params, size):
+def _axes(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     return bind(prim, vals, {**params, "axes": tuple(a + 1 for a in params["axes"])})
 
 
-def _has_array(index) -> bool:
+def _has_array(index: Any) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return any(isinstance(i, np.ndarray) for i in items)
 
 
-def _index(prim, vals, batched, params, size):
+def _index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     index = params["index"]
     if _has_array(index):  # advanced indexing may move axes: stay exact with a loop
         return _loop(prim, vals, batched, params, size)
@@ -145,14 +150,14 @@ def _index(prim, vals, batched, params, size):
     return bind(prim, vals, new)
 
 
-def _concat(prim, vals, batched, params, size):
+def _concat(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     from .structural import broadcast_raw
 
     out = [v if b else broadcast_raw(v, (size,) + _phys(v)) for v, b in zip(vals, batched)]
     return bind(prim, out, {"axis": params["axis"] + 1})
 
 
-def _loop(prim, vals, batched, params, size):
+def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     """Apply `prim` to one example at a time and stack the results."""
     from .structural import concat_p, getitem_raw, reshape_raw
 
@@ -163,10 +168,10 @@ def _loop(prim, vals, batched, params, size):
     return bind(concat_p, rows, {"axis": 0}) if len(rows) > 1 else rows[0]
 
 
-def _build_rules() -> dict:
+def _build_rules() -> dict[str, BatchRule]:
     from .elementwise import BINARY, CONSTANT, UNARY
 
-    rules: dict[str, Callable] = {}
+    rules: dict[str, BatchRule] = {}
     for name in list(UNARY) + list(CONSTANT):
         rules[name] = _same
     for name in BINARY:
@@ -194,7 +199,7 @@ RULES = _build_rules()
 # -- vmap -------------------------------------------------------------------------------------
 
 
-def vmap(f: Callable) -> Callable:
+def vmap(f: Callable[..., Any]) -> Callable[..., Any]:
     """Map `f` over the leading axis of every argument, in one traced run.
 
     Every argument (a pytree of arrays) must have the same leading length.
@@ -202,7 +207,7 @@ def vmap(f: Callable) -> Callable:
     inputs is broadcast along it).
     """
 
-    def mapped(*args):
+    def mapped(*args: Any) -> Any:
         flat, td = tree_flatten(list(args))
         sizes = {shape_of(x)[0] for x in flat}
         if len(sizes) != 1:

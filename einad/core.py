@@ -21,11 +21,27 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value
+
 _levels = itertools.count(1)
+
+Params: TypeAlias = dict[str, Any]
+"""A primitive's static parameters (subscripts, axes, shapes, ...)."""
+
+VJPRule: TypeAlias = Callable[[Any, Any, Sequence[Any], Params, list[bool]], Sequence[Any]]
+"""``vjp(g, ans, vals, params, needed)``: one cotangent (or None) per operand."""
+
+JVPRule: TypeAlias = Callable[[list[Any], Any, Sequence[Any], Params], Any]
+"""``jvp(tangents, ans, vals, params)``: the output tangent, or None for zero."""
+
+KeepRule: TypeAlias = Callable[[list[bool]], tuple[Sequence[bool], bool]]
+"""``keep(needed)``: which operand values, and whether the result, a VJP reads."""
 
 
 class Primitive:
@@ -38,16 +54,16 @@ class Primitive:
     with neither rule is not differentiable (its derivative is zero).
     """
 
-    __slots__ = ("name", "impl", "vjp", "jvp", "keep")
+    __slots__ = ("impl", "jvp", "keep", "name", "vjp")
 
-    def __init__(self, name: str, impl: Callable[..., Any]):
+    def __init__(self, name: str, impl: Callable[..., Any]) -> None:
         self.name = name
         self.impl = impl
-        self.vjp: Optional[Callable[..., Any]] = None
-        self.jvp: Optional[Callable[..., Any]] = None
+        self.vjp: VJPRule | None = None
+        self.jvp: JVPRule | None = None
         # keep(needed) -> (which operand values, whether the result) the VJP reads,
         # given which operands need a cotangent; None keeps everything.
-        self.keep: Optional[Callable[[list], tuple]] = None
+        self.keep: KeepRule | None = None
 
     def __repr__(self) -> str:
         return self.name
@@ -61,31 +77,41 @@ class Node:
     dtype), so the graph does not keep forward intermediates alive for nothing.
     """
 
-    __slots__ = ("prim", "params", "parents", "vals", "ans", "tensor", "__weakref__")
+    __slots__ = ("__weakref__", "ans", "params", "parents", "prim", "tensor", "vals")
 
-    def __init__(self, prim, params, parents: tuple, vals: tuple, ans: Any):
+    def __init__(
+        self,
+        prim: Primitive | None,
+        params: Params | None,
+        parents: tuple[Node | None, ...],
+        vals: Sequence[Any] | None,
+        ans: Any,
+    ) -> None:
         self.prim = prim
         self.params = params
         self.parents = parents
         self.vals = vals
         self.ans = ans
-        self.tensor: Any = None  # imperative leaves: a weak reference to their Tensor
+        self.tensor: weakref.ref[Tensor] | None = None  # imperative leaves: a weak reference to their Tensor
 
 
 class Meta:
     """The shape and dtype of a value a rule does not read (a stand-in in `Node.vals`)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("dtype", "shape")
 
-    def __init__(self, v: Any):
-        self.shape = tuple(getattr(v, "shape", ()))
-        self.dtype = getattr(v, "dtype", None) if hasattr(v, "dtype") else np.result_type(v)
+    def __init__(self, v: Any) -> None:
+        self.shape: Shape = tuple(getattr(v, "shape", ()))
+        self.dtype: np.dtype[Any] | None = (
+            getattr(v, "dtype", None) if hasattr(v, "dtype") else np.result_type(v)
+        )
 
     def __repr__(self) -> str:
         return f"Meta({self.shape}, {self.dtype})"
 
 
 def leaf_node() -> Node:
+    """A graph node with no operation: an input of a reverse trace."""
     return Node(None, None, (), (), None)
 
 
@@ -96,11 +122,15 @@ class Trace:
     kind = "trace"
     batched = False  # True where values carry a leading batch axis (see batching.py)
 
-    def __init__(self, level: Optional[int] = None):
+    def __init__(self, level: int | None = None) -> None:
         self.level = next(_levels) if level is None else level
 
     def __repr__(self) -> str:
         return f"<{self.kind} trace {self.level}>"
+
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
+        """Apply `prim` to `args`, some of them Tensors of this trace (each subclass says how)."""
+        raise NotImplementedError
 
 
 class ReverseTrace(Trace):
@@ -109,9 +139,9 @@ class ReverseTrace(Trace):
     __slots__ = ()
     kind = "reverse"
 
-    def process(self, prim: Primitive, args, params):
-        vals = []
-        parents = []
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
+        vals: list[Any] = []
+        parents: list[Node | None] = []
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 vals.append(a._value)
@@ -122,7 +152,7 @@ class ReverseTrace(Trace):
         out = bind(prim, vals, params)
         if prim.vjp is None:
             return out
-        ans = out
+        ans: Value | Meta = out
         if prim.keep is not None:
             keep_vals, keep_ans = prim.keep([p is not None for p in parents])
             vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
@@ -137,9 +167,9 @@ class ForwardTrace(Trace):
     __slots__ = ()
     kind = "forward"
 
-    def process(self, prim: Primitive, args, params):
-        vals = []
-        tangents = []
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
+        vals: list[Any] = []
+        tangents: list[Any] = []
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 vals.append(a._value)
@@ -161,9 +191,9 @@ class ForwardTrace(Trace):
 IMPERATIVE = ReverseTrace(level=0)
 
 
-def bind(prim: Primitive, args, params: dict):
+def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Value:
     """Apply `prim` to `args`: on arrays directly, else through the top trace."""
-    top = None
+    top: Trace | None = None
     level = -1
     for a in args:
         if type(a) is Tensor:
@@ -172,7 +202,8 @@ def bind(prim: Primitive, args, params: dict):
                 top = t
                 level = t.level
     if top is None:
-        return prim.impl(*[a._value if type(a) is Tensor else a for a in args], **params)
+        out: Value = prim.impl(*[a._value if type(a) is Tensor else a for a in args], **params)
+        return out
     return top.process(prim, args, params)
 
 
@@ -181,13 +212,24 @@ class Tensor:
 
     Make one with `einad.tensor`. Operators and methods call einad operations,
     so everything a Tensor does is differentiable.
+
+    Attributes:
+        grad: For a tensor made with ``requires_grad=True``, the gradient
+            accumulated by `backward` (a numpy array of the tensor's shape);
+            None until then.
     """
 
-    __slots__ = ("_value", "_trace", "_node", "_tangent", "grad", "__weakref__")
+    __slots__ = ("__weakref__", "_node", "_tangent", "_trace", "_value", "grad")
     __array_ufunc__ = None  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
     __array_priority__ = 1000
 
-    def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
+    _value: Array | np.number[Any] | np.bool_ | Tensor  # a numpy value, or a Tensor one level down
+    _trace: Trace | None
+    _node: Node | None
+    _tangent: Any
+    grad: Array | None
+
+    def __init__(self, data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> None:
         value = as_array(data, dtype)
         if requires_grad and not np.issubdtype(value.dtype, np.inexact):
             raise TypeError(
@@ -204,45 +246,53 @@ class Tensor:
 
     # -- attributes -----------------------------------------------------
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> Shape:
+        """The shape (inside `vmap`, the shape of one example)."""
         s = self._value.shape
         t = self._trace
         return s[1:] if t is not None and t.batched else s
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy dtype."""
         return self._value.dtype
 
     @property
     def requires_grad(self) -> bool:
+        """Whether the tensor belongs to the imperative graph that `backward` differentiates."""
         return self._trace is IMPERATIVE
 
     @property
     def is_leaf(self) -> bool:
+        """Whether the tensor is an input of its graph rather than an operation's result."""
         return self._node is None or self._node.prim is None
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
+        """The transpose (axes reversed), as `einad.transpose`."""
         from . import ops
 
         return ops.transpose(self)
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self) -> Array:
         """The value as a numpy array, detached from every trace."""
         return np.asarray(strip(self))
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
+        """A new constant Tensor with this value and no derivative."""
         return Tensor(strip(self))
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
         if self._trace is not None and self._trace is not IMPERATIVE:
             raise TypeError(
                 "a traced Tensor cannot be converted to a numpy array inside a transformation "
@@ -268,7 +318,7 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tensor]:
         for i in range(len(self)):
             yield self[i]
 
@@ -284,12 +334,22 @@ class Tensor:
     __hash__ = object.__hash__
 
     # -- imperative reverse mode ---------------------------------------------
-    def backward(self, cotangent: Any = None) -> None:
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
-        if self._trace is not IMPERATIVE:
-            raise RuntimeError(
-                "backward() needs a tensor computed from tensors made with requires_grad=True"
-            )
+    def backward(self, cotangent: ArrayLike | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+        Args:
+            cotangent: The vector to pull back, of this tensor's shape; may be
+                omitted for a scalar (it is then 1).
+
+        Raises:
+            RuntimeError: If the tensor was not computed from tensors made with
+                ``requires_grad=True``.
+            TypeError: If `cotangent` is omitted for a non-scalar tensor.
+            ValueError: If `cotangent` does not have this tensor's shape.
+        """
+        root = self._node
+        if self._trace is not IMPERATIVE or root is None:
+            raise RuntimeError("backward() needs a tensor computed from tensors made with requires_grad=True")
         if cotangent is None:
             if self.shape != ():
                 raise TypeError(
@@ -300,10 +360,8 @@ class Tensor:
         else:
             seed = as_array(cotangent)
             if seed.shape != self.shape:
-                raise ValueError(
-                    f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}"
-                )
-        for node, g in backward_pass([self._node], [seed]):
+                raise ValueError(f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}")
+        for node, g in backward_pass([root], [seed]):
             leaf = node.tensor() if node.tensor is not None else None
             if leaf is None:
                 continue
@@ -313,118 +371,132 @@ class Tensor:
             leaf.grad = np.array(g) if leaf.grad is None else leaf.grad + g
 
     # -- operators ----------------------------------------------------------
-    def __add__(self, other):
+    def __add__(self, other: ArrayLike) -> Tensor:
         return ops.add(self, other)
 
-    def __radd__(self, other):
+    def __radd__(self, other: ArrayLike) -> Tensor:
         return ops.add(other, self)
 
-    def __sub__(self, other):
+    def __sub__(self, other: ArrayLike) -> Tensor:
         return ops.subtract(self, other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: ArrayLike) -> Tensor:
         return ops.subtract(other, self)
 
-    def __mul__(self, other):
+    def __mul__(self, other: ArrayLike) -> Tensor:
         return ops.multiply(self, other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: ArrayLike) -> Tensor:
         return ops.multiply(other, self)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: ArrayLike) -> Tensor:
         return ops.divide(self, other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: ArrayLike) -> Tensor:
         return ops.divide(other, self)
 
-    def __pow__(self, other):
+    def __pow__(self, other: ArrayLike) -> Tensor:
         return ops.power(self, other)
 
-    def __rpow__(self, other):
+    def __rpow__(self, other: ArrayLike) -> Tensor:
         return ops.power(other, self)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: ArrayLike) -> Tensor:
         return ops.matmul(self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: ArrayLike) -> Tensor:
         return ops.matmul(other, self)
 
-    def __neg__(self):
+    def __neg__(self) -> Tensor:
         return ops.negative(self)
 
-    def __pos__(self):
+    def __pos__(self) -> Tensor:
         return self
 
-    def __abs__(self):
+    def __abs__(self) -> Tensor:
         return ops.abs(self)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Tensor:
         return ops.getitem(self, index)
 
-    def __lt__(self, other):
+    # Comparisons are not differentiable: they give numpy booleans.
+    def __lt__(self, other: ArrayLike) -> Any:
         return strip(self) < strip(other)
 
-    def __le__(self, other):
+    def __le__(self, other: ArrayLike) -> Any:
         return strip(self) <= strip(other)
 
-    def __gt__(self, other):
+    def __gt__(self, other: ArrayLike) -> Any:
         return strip(self) > strip(other)
 
-    def __ge__(self, other):
+    def __ge__(self, other: ArrayLike) -> Any:
         return strip(self) >= strip(other)
 
-    def __eq__(self, other):  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return strip(self) == strip(other)
 
-    def __ne__(self, other):  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return strip(self) != strip(other)
 
     # -- methods mirroring the functions -------------------------------------
-    def sum(self, axis=None, keepdims=False):
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (all by default), as `einad.sum`."""
         return ops.sum(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Arithmetic mean along `axis`, as `einad.mean`."""
         return ops.mean(self, axis=axis, keepdims=keepdims)
 
-    def var(self, axis=None, ddof=0, keepdims=False):
+    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Variance along `axis`, as `einad.var`."""
         return ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Largest element along `axis`, as `einad.max`."""
         return ops.max(self, axis=axis, keepdims=keepdims)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Smallest element along `axis`, as `einad.min`."""
         return ops.min(self, axis=axis, keepdims=keepdims)
 
-    def prod(self, axis=None, keepdims=False):
+    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Product along `axis`, as `einad.prod`."""
         return ops.prod(self, axis=axis, keepdims=keepdims)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        return ops.reshape(self, shape)
+        return ops.reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = tuple(axes[0])
-        return ops.transpose(self, axes or None)
+        return ops.transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
 
-    def dot(self, other):
+    def dot(self, other: ArrayLike) -> Tensor:
+        """The dot product with `other`, as `einad.dot`."""
         return ops.dot(self, other)
 
-    def exp(self):
+    def exp(self) -> Tensor:
+        """The elementwise exponential, as `einad.exp`."""
         return ops.exp(self)
 
-    def log(self):
+    def log(self) -> Tensor:
+        """The elementwise natural logarithm, as `einad.log`."""
         return ops.log(self)
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis: Axis = None) -> Tensor:
+        """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return ops.squeeze(self, axis)
 
-    def astype(self, dtype):
+    def astype(self, dtype: DTypeLike) -> Value:
+        """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
         return ops.astype(self, dtype)
 
 
-def _box(value, trace, node, tangent) -> Tensor:
+def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Tensor:
     t = Tensor.__new__(Tensor)
     t._value = value
     t._trace = trace
@@ -434,48 +506,46 @@ def _box(value, trace, node, tangent) -> Tensor:
     return t
 
 
-def box(value, trace: Trace, tangent=None) -> Tensor:
+def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
     """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one)."""
     return _box(value, trace, leaf_node() if trace.kind == "reverse" else None, tangent)
 
 
-def strip(x):
+def strip(x: Any) -> Any:
     """The plain value of `x` with every trace removed (a constant)."""
     while type(x) is Tensor:
         x = x._value
     return x
 
 
-def as_array(data: Any, dtype: Any = None) -> np.ndarray:
+def as_array(data: ArrayLike, dtype: DTypeLike | None = None) -> Array:
     """Convert user data to a numeric numpy array, or raise TypeError."""
     if type(data) is Tensor:
         data = strip(data)
     arr = np.asarray(data, dtype=dtype)
     if arr.dtype.kind not in "biufc":
-        raise TypeError(
-            f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}"
-        )
+        raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")
     return arr
 
 
-def unwrap(x):
+def unwrap(x: Any) -> Any:
     """Drop a constant Tensor's box (a Tensor of no trace) so raw arrays flow internally."""
     if type(x) is Tensor and x._trace is None:
         return x._value
     return x
 
 
-def value_of(x, trace: Trace):
+def value_of(x: Any, trace: Trace) -> Any:
     """Unbox `x` if it belongs to `trace`, else return it unchanged."""
     if type(x) is Tensor and x._trace is trace:
         return x._value
     return x
 
 
-def toposort(outs) -> list:
+def toposort(outs: Sequence[Node]) -> list[Node]:
     """Nodes reachable from `outs` through their parents, parents first. Iterative."""
-    order = []
-    seen = set()
+    order: list[Node] = []
+    seen: set[int] = set()
     for root in outs:
         if id(root) in seen:
             continue
@@ -494,7 +564,9 @@ def toposort(outs) -> list:
     return order
 
 
-def backward_pass(outs, seeds, consume: bool = False) -> list:
+def backward_pass(
+    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False
+) -> list[tuple[Node, Any]]:
     """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
 
     Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
@@ -508,16 +580,19 @@ def backward_pass(outs, seeds, consume: bool = False) -> list:
     for node, s in zip(outs, seeds):
         k = id(node)
         cts[k] = s if k not in cts else ops.add(cts[k], s)
-    leaves = []
+    leaves: list[tuple[Node, Any]] = []
     for node in reversed(toposort(outs)):
         g = cts.pop(id(node), None)
         if g is None:
             continue
-        if node.prim is None:
+        prim, params = node.prim, node.params
+        if prim is None:
             leaves.append((node, g))
             continue
+        # A reverse trace records only primitives with a VJP, with their params and values.
+        assert prim.vjp is not None and params is not None and node.vals is not None
         needed = [p is not None for p in node.parents]
-        contribs = node.prim.vjp(g, node.ans, node.vals, node.params, needed)
+        contribs = prim.vjp(g, node.ans, node.vals, params, needed)
         if consume:
             node.vals = node.ans = None
         for p, c in zip(node.parents, contribs):

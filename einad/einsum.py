@@ -24,15 +24,26 @@ forward's work, and the derivative program is pairwise too.
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+import itertools
+from collections.abc import Sequence
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import opt_einsum as oe
 
-from .core import Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Tensor, bind, strip
 from .errors import EinsumError
 from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
-from .util import dtype_of, shape_of, to_operand, wrap
+from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
+
+Path: TypeAlias = tuple[tuple[int, ...], ...]
+"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
+
+Optimize: TypeAlias = bool | str | Sequence[Any] | None
+"""einsum's `optimize`: True/False/None, an opt_einsum strategy name, or an explicit path."""
+
+MemoryLimit: TypeAlias = int | Literal["max_input"] | None
+"""opt_einsum's `memory_limit`: the largest intermediate's size in elements."""
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -48,11 +59,43 @@ _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 class _PairPlan:
     """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
 
-    __slots__ = ("text", "gemm", "matvec", "outer", "view_a", "view_b", "pre_a", "pre_b", "perm_a", "perm_b", "shape_a", "shape_b", "dims", "perm_out", "swap")
+    __slots__ = (
+        "dims",
+        "gemm",
+        "matvec",
+        "outer",
+        "perm_a",
+        "perm_b",
+        "perm_out",
+        "pre_a",
+        "pre_b",
+        "shape_a",
+        "shape_b",
+        "swap",
+        "text",
+        "view_a",
+        "view_b",
+    )
+
+    text: str  # the step as "sa,sb->so"
+    outer: bool  # nothing contracted: a broadcast multiply
+    view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
+    view_b: tuple[tuple[int, ...], Shape]
+    swap: bool  # exchange the operands so the product comes out in the output's layout
+    pre_a: str | None  # one-operand einsum summing (or diagonalizing) letters only it has
+    pre_b: str | None
+    perm_a: tuple[int, ...]  # axes to (batch, left, inner) and (batch, inner, right)
+    perm_b: tuple[int, ...]
+    shape_a: Shape  # the matmul operands' shapes
+    shape_b: Shape
+    matvec: bool  # one side keeps no letter: memory bound
+    gemm: bool  # whether matmul runs the step (else numpy.einsum does)
+    dims: Shape  # the matmul result's shape before the final transpose
+    perm_out: tuple[int, ...]
 
 
 @functools.lru_cache(maxsize=8192)
-def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _PairPlan:
+def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _PairPlan:
     size = dict(zip(sa, shape_a))
     size.update(zip(sb, shape_b))
     # Letters only one operand needs are summed (and repeated ones diagonalized) first.
@@ -69,12 +112,19 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     if plan.outer:
         plan.view_a = _broadcast_view(ra, so, size)
         plan.view_b = _broadcast_view(rb, so, size)
-    plan.swap = bool(inner and left and right) and "".join(batch + right + left) == so and "".join(batch + left + right) != so
+    plan.swap = (
+        bool(inner and left and right)
+        and "".join(batch + right + left) == so
+        and "".join(batch + left + right) != so
+    )
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
     plan.pre_a = f"{sa}->{ra}" if ra != sa else None
     plan.pre_b = f"{sb}->{rb}" if rb != sb else None
-    prod = lambda cs: int(np.prod([size[c] for c in cs], dtype=np.int64))  # noqa: E731
+
+    def prod(cs: list[str]) -> int:
+        return int(np.prod([size[c] for c in cs], dtype=np.int64))
+
     nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
     plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
     plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
@@ -102,7 +152,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: tuple, shape_b: tuple) -> _Pa
     return plan
 
 
-def _view_ok(spec: str, perm: tuple, groups: list, size: dict) -> bool:
+def _view_ok(spec: str, perm: tuple[int, ...], groups: list[int], size: dict[str, int]) -> bool:
     """Whether a C-contiguous array indexed by `spec`, transposed by `perm`, can be
     reshaped into `groups` (axis counts per merged dimension) without a copy."""
     shape = [size[c] for c in spec]
@@ -111,19 +161,19 @@ def _view_ok(spec: str, perm: tuple, groups: list, size: dict) -> bool:
     for g in groups:
         axes = [a for a in perm[pos : pos + g] if shape[a] != 1]
         pos += g
-        for x, y in zip(axes, axes[1:]):
+        for x, y in itertools.pairwise(axes):
             if strides[x] != strides[y] * shape[y]:
                 return False
     return True
 
 
-def _broadcast_view(spec: str, out: str, size: dict) -> tuple:
+def _broadcast_view(spec: str, out: str, size: dict[str, int]) -> tuple[tuple[int, ...], Shape]:
     """(perm, shape) that show an array indexed by `spec` along the axes of `out`."""
     perm = tuple(spec.index(c) for c in out if c in spec)
     return perm, tuple(size[c] if c in spec else 1 for c in out)
 
 
-def _pair(a, b, sa: str, sb: str, so: str):
+def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
     """Contract two arrays by ``sa,sb->so``: one matmul, or one numpy.einsum pass."""
     plan = _pair_plan(sa, sb, so, a.shape, b.shape)
     if plan.outer:
@@ -152,7 +202,13 @@ def _pair(a, b, sa: str, sb: str, so: str):
     return out
 
 
-def _einsum_impl(*arrays, inputs, output, optimize="auto", memory_limit=None):
+def _einsum_impl(
+    *arrays: Array,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: str | Path = "auto",
+    memory_limit: MemoryLimit = None,
+) -> Any:
     if len(arrays) == 1:
         return np.einsum(inputs[0] + "->" + output, arrays[0])
     if len(arrays) == 2:
@@ -173,7 +229,7 @@ def _einsum_impl(*arrays, inputs, output, optimize="auto", memory_limit=None):
 
 
 @functools.lru_cache(maxsize=1024)
-def _expression(text: str, shapes: tuple, optimize: Any, memory_limit: Any):
+def _expression(text: str, shapes: tuple[Shape, ...], optimize: str | Path, memory_limit: MemoryLimit) -> Any:
     return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
 
 
@@ -181,18 +237,28 @@ einsum_p = Primitive("einsum", _einsum_impl)
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(inputs: tuple, output: str, shapes: tuple, optimize: Any, memory_limit: Any):
+def _plan(
+    inputs: tuple[str, ...],
+    output: str,
+    shapes: tuple[Shape, ...],
+    optimize: str | Path,
+    memory_limit: MemoryLimit,
+) -> tuple[tuple[tuple[int, ...], str], ...]:
     text = ",".join(inputs) + "->" + output
     try:
-        path, _ = oe.contract_path(
-            text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit
-        )
+        path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
     except (ValueError, KeyError, TypeError) as err:
         raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
 
 
-def contract(inputs: tuple, output: str, operands: Sequence, optimize: Any = "auto", memory_limit: Any = None):
+def contract(
+    inputs: tuple[str, ...],
+    output: str,
+    operands: Sequence[Value],
+    optimize: str | Path = "auto",
+    memory_limit: MemoryLimit = None,
+) -> Value:
     """Contract canonical subscripts; returns a raw array when nothing is traced.
 
     This is the internal entry point the rules use; `einsum` parses and wraps.
@@ -226,7 +292,7 @@ def contract(inputs: tuple, output: str, operands: Sequence, optimize: Any = "au
 # -- spread: the inverse shape of a one-operand einsum ------------------------------
 
 
-def _spread_impl(x, src, dst, shape):
+def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Array:
     """An array indexed by `dst` (shape `shape`) holding `x` (indexed by `src`).
 
     Letters of `dst` missing from `src` are broadcast; letters repeated in `dst`
@@ -249,7 +315,7 @@ def _spread_impl(x, src, dst, shape):
 spread_p = Primitive("spread", _spread_impl)
 
 
-def spread(x, src: str, dst: str, shape: tuple):
+def spread(x: Value, src: str, dst: str, shape: Sequence[int]) -> Value:
     if src == dst:
         return x
     return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
@@ -264,16 +330,16 @@ spread_p.jvp = lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["sha
 
 
 @functools.lru_cache(maxsize=4096)
-def _vjp_spec(inputs: tuple, output: str, k: int):
+def _vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[tuple[str, ...], str, str]:
     text, kept, target = vjp_spec(inputs, output, k)
     lhs, _ = text.split("->")
     return tuple(lhs.split(",")), kept, target
 
 
-def _einsum_vjp(g, ans, vals, params, needed):
+def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     inputs, output = params["inputs"], params["output"]
     opt, mem = params["optimize"], params["memory_limit"]
-    grads = []
+    grads: list[Any] = []
     for k, need in enumerate(needed):
         if not need:
             grads.append(None)
@@ -289,9 +355,9 @@ def _einsum_vjp(g, ans, vals, params, needed):
     return grads
 
 
-def _einsum_jvp(tangents, ans, vals, params):
+def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
     inputs, output = params["inputs"], params["output"]
-    out = None
+    out: Any = None
     for k, t in enumerate(tangents):
         if t is None:
             continue
@@ -311,7 +377,7 @@ einsum_p.keep = lambda needed: (
 )
 
 
-def astype(x, dtype):
+def astype(x: Value, dtype: DTypeLike) -> Value:
     from .structural import astype as _astype
 
     return _astype(x, dtype)
@@ -320,7 +386,7 @@ def astype(x, dtype):
 # -- the public einsum ------------------------------------------------------------------
 
 
-def _normalize_optimize(optimize):
+def _normalize_optimize(optimize: Optimize) -> str | Path:
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
@@ -338,25 +404,43 @@ def _normalize_optimize(optimize):
     )
 
 
-def _check_path(path: tuple, n: int) -> None:
+def _check_path(path: Path, n: int) -> None:
     """An explicit path must contract `n` operands down to one, by valid positions."""
     left = n
     for step in path:
         if not step or len(set(step)) != len(step) or any(not 0 <= i < left for i in step):
-            raise EinsumError(f"invalid contraction path {list(path)}: step {step} does not fit {left} operand(s)")
+            raise EinsumError(
+                f"invalid contraction path {list(path)}: step {step} does not fit {left} operand(s)"
+            )
         left -= len(step) - 1
     if left != 1 and n > 0:
         raise EinsumError(f"invalid contraction path {list(path)}: it leaves {left} operands, not 1")
 
 
-def einsum(subscripts: str, *operands, optimize: Any = "auto", memory_limit: Any = None) -> Tensor:
+def einsum(
+    subscripts: str, *operands: ArrayLike, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
+) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
     Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
     (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
     dimensions, repeated indices inside an operand (``"ii->i"``), spaces.
-    `optimize` is an opt_einsum strategy or an explicit path; `memory_limit`
-    caps the largest intermediate (opt_einsum's meaning).
+
+    Args:
+        subscripts: The contraction in numpy's einsum notation.
+        *operands: The arrays or Tensors, one per comma-separated term.
+        optimize: An opt_einsum path strategy (``"auto"``, ``"greedy"``,
+            ``"optimal"``, ...), True (``"auto"``), False (contract all operands
+            in one step), or an explicit path as numpy and opt_einsum write it.
+        memory_limit: The largest intermediate allowed, in elements (opt_einsum's meaning).
+
+    Returns:
+        The contraction, as a Tensor.
+
+    Raises:
+        EinsumError: If the subscripts are malformed, do not fit the operands'
+            shapes, or `optimize` is not a strategy or a valid path.
+        TypeError: If `subscripts` is not a string or an operand is not numeric.
     """
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
@@ -391,7 +475,7 @@ def _letters(n: int, skip: str = "") -> str:
     return "".join(fresh_symbols(set(skip), n))
 
 
-def transpose(x, axes=None) -> Tensor:
+def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
     """Permute axes (reverse them by default), as numpy.transpose."""
     x = to_operand(x)
     nd = len(shape_of(x))
@@ -404,7 +488,7 @@ def transpose(x, axes=None) -> Tensor:
     return wrap(contract((s,), "".join(s[a] for a in axes), [x]))
 
 
-def moveaxis(x, source, destination) -> Tensor:
+def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     """Move axes to new positions (numpy.moveaxis), as a transpose einsum."""
     x = to_operand(x)
     nd = len(shape_of(x))
@@ -418,7 +502,7 @@ def moveaxis(x, source, destination) -> Tensor:
     return transpose(x, order)
 
 
-def matmul(a, b) -> Tensor:
+def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     """Matrix product with numpy's 1-D, batch and broadcasting rules."""
     a, b = to_operand(a), to_operand(b)
     na, nb = len(shape_of(a)), len(shape_of(b))
@@ -433,7 +517,7 @@ def matmul(a, b) -> Tensor:
     return einsum("...ij,...jk->...ik", a, b)
 
 
-def dot(a, b) -> Tensor:
+def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.dot: inner product of vectors, matmul of matrices, last-by-second-last otherwise."""
     a, b = to_operand(a), to_operand(b)
     na, nb = len(shape_of(a)), len(shape_of(b))
@@ -447,7 +531,7 @@ def dot(a, b) -> Tensor:
     return einsum(f"{sa},{sb}->{out}", a, b)
 
 
-def inner(a, b) -> Tensor:
+def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.inner: sum over the last axes."""
     a, b = to_operand(a), to_operand(b)
     na, nb = len(shape_of(a)), len(shape_of(b))
@@ -459,7 +543,7 @@ def inner(a, b) -> Tensor:
     return einsum(f"{sa},{sb}->{sa}{sb}", a, b)
 
 
-def outer(a, b) -> Tensor:
+def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.outer: the flattened operands' outer product."""
     from .structural import reshape
 
@@ -467,7 +551,7 @@ def outer(a, b) -> Tensor:
     return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
 
 
-def tensordot(a, b, axes=2) -> Tensor:
+def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
     """numpy.tensordot: contract `axes` of `a` with `axes` of `b`."""
     a, b = to_operand(a), to_operand(b)
     na, nb = len(shape_of(a)), len(shape_of(b))
@@ -478,25 +562,27 @@ def tensordot(a, b, axes=2) -> Tensor:
         ax_a, ax_b = list(range(na - n, na)), list(range(n))
     else:
         try:
-            ax_a, ax_b = axes
+            pair_a, pair_b = axes
         except (TypeError, ValueError):
-            raise EinsumError(f"tensordot axes must be an int or a pair of axis lists, got {axes!r}") from None
-        ax_a = [int(i) % na for i in np.atleast_1d(ax_a)]
-        ax_b = [int(i) % nb for i in np.atleast_1d(ax_b)]
+            raise EinsumError(
+                f"tensordot axes must be an int or a pair of axis lists, got {axes!r}"
+            ) from None
+        ax_a = [int(i) % na for i in np.atleast_1d(pair_a)]
+        ax_b = [int(i) % nb for i in np.atleast_1d(pair_b)]
         if len(ax_a) != len(ax_b):
             raise EinsumError("tensordot: the two axis lists must have the same length")
     sa = _letters(na)
-    sb = list(_letters(nb, sa))
+    letters_b = list(_letters(nb, sa))
     for i, j in zip(ax_a, ax_b):
-        sb[j] = sa[i]
-    sb = "".join(sb)
+        letters_b[j] = sa[i]
+    sb = "".join(letters_b)
     out = "".join(c for i, c in enumerate(sa) if i not in ax_a) + "".join(
         c for j, c in enumerate(sb) if j not in ax_b
     )
     return einsum(f"{sa},{sb}->{out}", a, b)
 
 
-def _diagonal_block(x, offset, axis1, axis2):
+def _diagonal_block(x: Value, offset: int, axis1: int, axis2: int) -> Value:
     """Slice `x` so the wanted diagonal is the main diagonal of a square block."""
     from .structural import getitem
 
@@ -510,20 +596,20 @@ def _diagonal_block(x, offset, axis1, axis2):
         start1, start2 = -offset, 0
     if (start1, start2, n, n) == (0, 0, s1, s2):
         return x
-    idx = [slice(None)] * len(shape)
+    idx: list[slice] = [slice(None)] * len(shape)
     idx[axis1] = slice(start1, start1 + n)
     idx[axis2] = slice(start2, start2 + n)
     return getitem(x, tuple(idx))
 
 
-def _diag_letters(nd, axis1, axis2):
+def _diag_letters(nd: int, axis1: int, axis2: int) -> tuple[str, str, str]:
     s = list(_letters(nd))
     s[axis2] = s[axis1]
     rest = "".join(c for i, c in enumerate(s) if i not in (axis1, axis2))
     return "".join(s), rest, s[axis1]
 
 
-def _check_axes(nd, axis1, axis2, what):
+def _check_axes(nd: int, axis1: int, axis2: int, what: str) -> tuple[int, int]:
     if nd < 2:
         raise ValueError(f"{what} needs an array of at least 2 dimensions")
     a1, a2 = int(axis1) % nd, int(axis2) % nd
@@ -532,7 +618,7 @@ def _check_axes(nd, axis1, axis2, what):
     return a1, a2
 
 
-def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def trace(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """Sum along a diagonal (numpy.trace): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
@@ -541,7 +627,7 @@ def trace(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     return einsum(f"{s}->{rest}", x)
 
 
-def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     """A diagonal as the last axis (numpy.diagonal): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "diagonal")
@@ -550,11 +636,11 @@ def diagonal(x, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
     return einsum(f"{s}->{rest}{d}", x)
 
 
-def _axes(axis, nd):
+def _axes(axis: Axis, nd: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(nd))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
+    out: list[int] = []
     for a in axes:
         a = int(a)
         if not -nd <= a < nd:
@@ -565,7 +651,7 @@ def _axes(axis, nd):
     return tuple(out)
 
 
-def sum_raw(x, axis=None, keepdims=False):
+def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     """`sum` for internal use: returns a raw array when `x` is not traced."""
     shape = shape_of(x)
     axes = _axes(axis, len(shape))
@@ -578,12 +664,12 @@ def sum_raw(x, axis=None, keepdims=False):
     return out
 
 
-def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Sum over `axis` (all by default), as one einsum."""
     return wrap(sum_raw(to_operand(x), axis, keepdims))
 
 
-def sum_to_shape(g, shape: tuple, dtype=None):
+def sum_to_shape(g: Value, shape: Sequence[int], dtype: DTypeLike | None = None) -> Value:
     """Sum a broadcast cotangent back to `shape` (an einsum, then a reshape)."""
     gs = shape_of(g)
     if gs != tuple(shape):

@@ -10,40 +10,49 @@ the multiplication.
 from __future__ import annotations
 
 import dis
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
-from .core import Primitive, Tensor, bind, strip
+from .core import KeepRule, Primitive, Tensor, bind, strip
 from .einsum import sum_to_shape
 from .structural import broadcast_raw, where_raw
-from .util import dtype_of, shape_of, to_operand, wrap
+from .util import Array, ArrayLike, dtype_of, shape_of, to_operand, wrap
+
+Kernel: TypeAlias = Callable[..., Any]
+"""A numpy implementation on plain arrays."""
+
+Partial: TypeAlias = int | Callable[..., Any]
+"""A local derivative: a function of the operands and the result, or the constant 1 or -1."""
 
 # -- stable numpy kernels -----------------------------------------------------------
 
 
-def _sigmoid(x):
+def _sigmoid(x: npt.ArrayLike) -> Any:
     x = np.asarray(x)
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def _softplus(x):
+def _softplus(x: npt.ArrayLike) -> Any:
     x = np.asarray(x)
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def _relu(x):
+def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
-def _tie(a, b, better):
+def _tie(a: Any, b: Any, better: Callable[[Any, Any], Any]) -> Any:
     """Where `a` wins against `b`: 1; where they tie: 1/2 (ties share); else 0."""
     a, b = strip(a), strip(b)
     dt = np.result_type(a, b)
     return better(a, b).astype(dt) + 0.5 * (a == b).astype(dt)
 
 
-def _pow_dx(x, y, z):
+def _pow_dx(x: Any, y: Any, z: Any) -> Any:
     if isinstance(y, (int, float)) and not isinstance(y, bool):
         if y == 0:
             return 0
@@ -54,14 +63,14 @@ def _pow_dx(x, y, z):
     return y * x ** (y - 1)
 
 
-def _pow_dy(x, y, z):
+def _pow_dy(x: Any, y: Any, z: Any) -> Any:
     return z * log(where_raw(strip(x) == 0, 1, x))
 
 
 # -- the table -------------------------------------------------------------------------
 
 # name: (numpy kernel, d/dx as a function of the operand x and the result y)
-UNARY = {
+UNARY: dict[str, tuple[Kernel, Partial]] = {
     "negative": (np.negative, -1),
     "exp": (np.exp, lambda x, y: y),
     "log": (np.log, lambda x, y: 1 / x),
@@ -85,7 +94,7 @@ UNARY = {
 }
 
 # name: (numpy kernel, d/dx, d/dy), each a function of x, y and the result z
-BINARY = {
+BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
     "add": (np.add, 1, 1),
     "subtract": (np.subtract, 1, -1),
     "multiply": (np.multiply, lambda x, y, z: y, lambda x, y, z: x),
@@ -96,21 +105,19 @@ BINARY = {
 }
 
 # Not differentiable: the derivative is zero wherever it exists.
-CONSTANT = {"sign": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.round}
+CONSTANT: dict[str, Kernel] = {"sign": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.round}
 
 
 # -- turning the table into primitives -------------------------------------------------
 
 
-def _scale(g, d, *args):
-    if d == 1:
-        return g
-    if d == -1:
-        return -g
-    return g * d(*args)
+def _scale(g: Any, d: Partial, *args: Any) -> Any:
+    if callable(d):
+        return g * d(*args)
+    return g if d == 1 else -g
 
 
-def _reads(d) -> tuple:
+def _reads(d: Partial) -> tuple[int, ...]:
     """Which of its parameters a derivative entry reads, by position (from its bytecode).
 
     Lets a node keep only those values alive; constants read nothing.
@@ -119,7 +126,7 @@ def _reads(d) -> tuple:
         return ()
     code = d.__code__
     params = code.co_varnames[: code.co_argcount]
-    loaded = set()
+    loaded: set[str] = set()
     for ins in dis.get_instructions(d):
         if ins.opname.startswith("LOAD_FAST") or ins.opname.startswith("LOAD_DEREF"):
             names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
@@ -127,13 +134,13 @@ def _reads(d) -> tuple:
     return tuple(i for i, n in enumerate(params) if n in loaded)
 
 
-def _keeper(partials):
+def _keeper(partials: Sequence[Partial]) -> KeepRule:
     """`Primitive.keep` for an elementwise op with these partials (arguments: operands, then result)."""
     reads = [_reads(d) for d in partials]
     n = len(partials)
 
-    def keep(needed):
-        used = set()
+    def keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+        used: set[int] = set()
         for need, r in zip(needed, reads):
             if need:
                 used.update(r)
@@ -142,7 +149,7 @@ def _keeper(partials):
     return keep
 
 
-def _unary_prim(name, kernel, d):
+def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
     prim = Primitive(name, kernel)
     prim.vjp = lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)]
     prim.jvp = lambda ts, y, vals, p: _scale(ts[0], d, vals[0], y)
@@ -150,19 +157,19 @@ def _unary_prim(name, kernel, d):
     return prim
 
 
-def _binary_prim(name, kernel, dx, dy):
+def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, kernel)
     partials = (dx, dy)
     prim.keep = _keeper(partials)
 
-    def vjp(g, z, vals, p, needed):
+    def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
-        out = []
+        out: list[Any] = []
         for v, need, d in zip(vals, needed, partials):
             out.append(sum_to_shape(_scale(g, d, x, y, z), shape_of(v), dtype_of(v)) if need else None)
         return out
 
-    def jvp(ts, z, vals, p):
+    def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:
         x, y = vals
         out = None
         for t, d in zip(ts, partials):
@@ -186,43 +193,69 @@ for _name, _kernel in CONSTANT.items():
     PRIMITIVES[_name] = Primitive(_name, _kernel)
 
 
-def _raw1(name):
+def _raw1(name: str) -> Callable[[Any], Any]:
     prim = PRIMITIVES[name]
     return lambda x: bind(prim, (x,), {})
 
 
-def _raw2(name):
+def _raw2(name: str) -> Callable[[Any, Any], Any]:
     prim = PRIMITIVES[name]
     return lambda x, y: bind(prim, (x, y), {})
 
 
 # Internal versions: a raw array in gives a raw array out (used by the rules).
+# (Declared, so the table above can use them before they are made.)
+exp: Callable[[Any], Any]
+log: Callable[[Any], Any]
+sin: Callable[[Any], Any]
+cos: Callable[[Any], Any]
+sinh: Callable[[Any], Any]
+cosh: Callable[[Any], Any]
+sqrt: Callable[[Any], Any]
+sigmoid: Callable[[Any], Any]
 exp, log, sin, cos, sinh, cosh, sqrt, sigmoid = (
     _raw1(n) for n in ("exp", "log", "sin", "cos", "sinh", "cosh", "sqrt", "sigmoid")
 )
 
 
-def zeros_like(x):
+def zeros_like(x: Any) -> Array:
     return np.zeros(shape_of(x), dtype=dtype_of(x))
 
 
-def public_unary(name: str):
+# One-line docstrings of the public operations that are not numpy functions, or not differentiable.
+_DOCS = {
+    "relu": "Elementwise max(x, 0); differentiable (subgradient 0 at 0).",
+    "sigmoid": "Elementwise logistic sigmoid 1 / (1 + exp(-x)), stable at any magnitude; differentiable.",
+    "softplus": "Elementwise log(1 + exp(x)), stable at any magnitude; differentiable.",
+    "abs": "Elementwise absolute value, as numpy.abs; differentiable (subgradient 0 at 0).",
+    "maximum": "Elementwise maximum with numpy broadcasting; tied operands share the gradient.",
+    "minimum": "Elementwise minimum with numpy broadcasting; tied operands share the gradient.",
+}
+for _name in CONSTANT:
+    _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}; its derivative is zero."
+
+
+def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
+    """The public one-operand operation `name`, taking any array-like and returning a Tensor."""
     prim = PRIMITIVES[name]
 
-    def op(x) -> Tensor:
+    def op(x: ArrayLike) -> Tensor:
         return wrap(bind(prim, (to_operand(x),), {}))
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Elementwise {name}, as numpy.{name}; differentiable."
+    op.__doc__ = _DOCS.get(name, f"Elementwise {name}, as numpy.{name}; differentiable.")
     return op
 
 
-def public_binary(name: str):
+def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
+    """The public two-operand operation `name`, with numpy broadcasting."""
     prim = PRIMITIVES[name]
 
-    def op(x, y) -> Tensor:
+    def op(x: ArrayLike, y: ArrayLike) -> Tensor:
         return wrap(bind(prim, (to_operand(x), to_operand(y)), {}))
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
+    op.__doc__ = _DOCS.get(
+        name, f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
+    )
     return op

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import opt_einsum as oe
 
@@ -20,7 +20,7 @@ from .subscripts import parse, vjp_spec
 
 def parse_shapes(text: str) -> tuple[tuple[int, ...], ...]:
     """``"3x4,4x5"`` -> ((3, 4), (4, 5)); an empty item (or ``()``) is a scalar."""
-    shapes = []
+    shapes: list[tuple[int, ...]] = []
     for item in text.split(","):
         item = item.strip()
         if item in ("", "()", "scalar"):
@@ -54,7 +54,9 @@ def explain(subscripts: str, shapes: Sequence[Sequence[int]], optimize: str = "a
     ]
     for k, ax in enumerate(spec.squeeze):
         if ax:
-            lines.append(f"            operand {k}: size-1 axes {list(ax)} broadcast (squeezed before contracting)")
+            lines.append(
+                f"            operand {k}: size-1 axes {list(ax)} broadcast (squeezed before contracting)"
+            )
     lines.append("")
     if len(shapes) >= 2:
         path, info = oe.contract_path(spec.text, *squeezed, shapes=True, optimize=optimize)

@@ -8,14 +8,15 @@ where the einsum VJPs show their permuted subscripts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from .core import Trace, _box, bind, strip
+from .core import Params, Primitive, Tensor, Trace, _box, bind, strip
 from .pytree import tree_flatten, tree_unflatten
-from .util import dtype_of, shape_of
+from .util import DTypeLike, dtype_of, shape_of
 
 
 @dataclass
@@ -23,8 +24,8 @@ class Equation:
     """One line of a program: ``output:type = op[params] inputs``."""
 
     op: str
-    params: dict
-    inputs: list
+    params: Params
+    inputs: list[str]
     output: str
     type: str
 
@@ -33,7 +34,7 @@ class Equation:
         """For an einsum, its subscripts as ``"ij,jk->ik"``; else None."""
         if self.op != "einsum":
             return None
-        return ",".join(self.params["inputs"]) + "->" + self.params["output"]
+        return f"{','.join(self.params['inputs'])}->{self.params['output']}"
 
     def __str__(self) -> str:
         return f"{self.output}:{self.type} = {self.op}{_params(self)} {' '.join(self.inputs)}".rstrip()
@@ -41,12 +42,22 @@ class Equation:
 
 @dataclass
 class Graph:
-    """A traced program: typed inputs, constants, equations in order, outputs."""
+    """A traced program: typed inputs, constants, equations in order, outputs.
 
-    inputs: list
-    consts: list
-    equations: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
+    Printing it shows the program in a jaxpr-like text form, one equation per line.
+
+    Attributes:
+        inputs: ``(name, type)`` of each input leaf, in argument order; a type reads
+            like ``f64[3,4]``.
+        consts: ``(name, type)`` of each array constant the program reads.
+        equations: The operations in execution order (each one `Equation`).
+        outputs: The variable (or literal) of each output leaf.
+    """
+
+    inputs: list[tuple[str, str]]
+    consts: list[tuple[str, str]]
+    equations: list[Equation] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         head = " ".join(f"{n}:{t}" for n, t in self.inputs)
@@ -82,9 +93,9 @@ class Graph:
         return "\n".join(out)
 
     @property
-    def einsums(self) -> list:
+    def einsums(self) -> list[str]:
         """The subscripts of every einsum equation, in program order."""
-        return [e.subscripts for e in self.equations if e.op == "einsum"]
+        return [s for e in self.equations if (s := e.subscripts) is not None]
 
 
 def _params(e: Equation) -> str:
@@ -108,20 +119,28 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-_DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "complex128": "c128",
-           "complex64": "c64", "int64": "i64", "int32": "i32", "bool": "bool"}
+_DTYPES = {
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "complex128": "c128",
+    "complex64": "c64",
+    "int64": "i64",
+    "int32": "i32",
+    "bool": "bool",
+}
 
 
-def _dtype(dt: Any) -> str:
-    dt = np.dtype(dt)
-    return _DTYPES.get(dt.name, dt.name)
+def _dtype(dt: DTypeLike) -> str:
+    name: str = np.dtype(dt).name
+    return _DTYPES.get(name, name)
 
 
 def _type(v: Any) -> str:
     return f"{_dtype(dtype_of(v))}[{','.join(str(d) for d in shape_of(v))}]"
 
 
-def _names():
+def _names() -> Iterator[str]:
     """Fresh variable names: a, b, ..., z, aa, ab, ..."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     n = 0
@@ -139,7 +158,7 @@ def _names():
 class GraphTrace(Trace):
     """Records each primitive applied to its Tensors, in order."""
 
-    __slots__ = ("graph", "_names", "_fresh", "_alive")
+    __slots__ = ("_alive", "_fresh", "_names", "graph")
     kind = "graph"
 
     def __init__(self) -> None:
@@ -147,14 +166,15 @@ class GraphTrace(Trace):
         self.graph = Graph(inputs=[], consts=[])
         self._names: dict[int, str] = {}
         self._fresh = _names()
-        self._alive: list = []  # everything named stays alive, so no id is reused
+        self._alive: list[Any] = []  # everything named stays alive, so no id is reused
 
     def _remember(self, x: Any, name: str) -> str:
         self._names[id(x)] = name
         self._alive.append(x)
         return name
 
-    def new_input(self, value: Any):
+    def new_input(self, value: Any) -> Tensor:
+        """Box `value` as the next input of the program."""
         t = _box(value, self, None, None)
         self.graph.inputs.append((self._remember(t, next(self._fresh)), _type(value)))
         return t
@@ -170,7 +190,7 @@ class GraphTrace(Trace):
         self.graph.consts.append((name, _type(v)))
         return name
 
-    def process(self, prim, args, params):
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Tensor:
         vals = [a._value if getattr(a, "_trace", None) is self else a for a in args]
         out = bind(prim, vals, params)
         t = _box(out, self, None, None)
@@ -180,10 +200,21 @@ class GraphTrace(Trace):
         return t
 
 
-def make_graph(f: Callable) -> Callable[..., Graph]:
-    """``make_graph(f)(*args)`` runs `f` once and returns its program as a `Graph`."""
+def make_graph(f: Callable[..., Any]) -> Callable[..., Graph]:
+    """``make_graph(f)(*args)`` runs `f` once and returns its program as a `Graph`.
 
-    def graph_f(*args) -> Graph:
+    Every primitive `f` applies to its inputs becomes one equation, so the
+    program of ``grad(f)`` shows the derivative's einsums with their permuted
+    subscripts.
+
+    Args:
+        f: The function to trace; its arguments may be pytrees of arrays.
+
+    Returns:
+        A function taking `f`'s arguments and returning the `Graph` of that call.
+    """
+
+    def graph_f(*args: Any) -> Graph:
         trace = GraphTrace()
         flat, td = tree_flatten(list(args))
         boxed = []

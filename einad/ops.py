@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .core import Tensor, strip
-from .einsum import (  # noqa: F401  (re-exported)
+from .einsum import (
     diagonal,
     dot,
     einsum,
@@ -19,8 +17,8 @@ from .einsum import (  # noqa: F401  (re-exported)
     transpose,
 )
 from .elementwise import public_binary, public_unary
-from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var  # noqa: F401
-from .structural import (  # noqa: F401
+from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
+from .structural import (
     astype,
     broadcast_to,
     concatenate,
@@ -33,7 +31,7 @@ from .structural import (  # noqa: F401
     stack,
     where,
 )
-from .util import wrap
+from .util import ArrayLike, wrap
 
 add = public_binary("add")
 subtract = public_binary("subtract")
@@ -59,7 +57,7 @@ arccos = public_unary("arccos")
 arctan = public_unary("arctan")
 sqrt = public_unary("sqrt")
 square = public_unary("square")
-abs = public_unary("abs")  # noqa: A001
+abs = public_unary("abs")
 relu = public_unary("relu")
 sigmoid = public_unary("sigmoid")
 softplus = public_unary("softplus")
@@ -68,6 +66,76 @@ floor = public_unary("floor")
 ceil = public_unary("ceil")
 
 
-def stop_gradient(x: Any) -> Tensor:
-    """The value of `x` with a zero derivative, in every enclosing transformation."""
+def stop_gradient(x: ArrayLike) -> Tensor:
+    """The value of `x` with a zero derivative, in every enclosing transformation.
+
+    Use it to treat part of a computation as a constant, or to read a traced
+    value as a number without differentiating through it.
+    """
     return wrap(strip(x)) if type(x) is Tensor else Tensor(x)
+
+
+__all__ = [
+    "abs",
+    "add",
+    "arccos",
+    "arcsin",
+    "arctan",
+    "astype",
+    "broadcast_to",
+    "ceil",
+    "clip",
+    "concatenate",
+    "cos",
+    "cosh",
+    "diagonal",
+    "divide",
+    "dot",
+    "einsum",
+    "exp",
+    "expand_dims",
+    "expm1",
+    "flip",
+    "floor",
+    "getitem",
+    "inner",
+    "log",
+    "log1p",
+    "log_softmax",
+    "logsumexp",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "moveaxis",
+    "multiply",
+    "negative",
+    "outer",
+    "power",
+    "prod",
+    "relu",
+    "reshape",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "softmax",
+    "softplus",
+    "split",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "stop_gradient",
+    "subtract",
+    "sum",
+    "tan",
+    "tanh",
+    "tensordot",
+    "trace",
+    "transpose",
+    "var",
+    "where",
+]

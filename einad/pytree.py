@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 class TreeDef:
     """The structure of a pytree: ``kind`` is 'leaf', 'none', tuple, list or dict."""
 
-    __slots__ = ("kind", "keys", "children")
+    __slots__ = ("children", "keys", "kind")
 
-    def __init__(self, kind: Any, keys: Any = None, children: tuple = ()):
+    def __init__(self, kind: Any, keys: Any = None, children: tuple[TreeDef, ...] = ()) -> None:
         self.kind = kind
         self.keys = keys
         self.children = children
 
     @property
     def num_leaves(self) -> int:
+        """How many leaves the structure holds."""
         if self.kind == "leaf":
             return 1
         return sum(c.num_leaves for c in self.children)
@@ -41,9 +43,9 @@ class TreeDef:
         return ("(" + inner + ")") if self.kind is tuple else ("[" + inner + "]")
 
 
-def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
+def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """Leaves in a fixed order (dict keys sorted), and the structure to rebuild."""
-    leaves: list = []
+    leaves: list[Any] = []
 
     def walk(node: Any) -> TreeDef:
         if node is None:
@@ -59,7 +61,7 @@ def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
     return leaves, walk(tree)
 
 
-def _sortable(d: dict) -> bool:
+def _sortable(d: dict[Any, Any]) -> bool:
     try:
         sorted(d)
         return True
@@ -67,7 +69,8 @@ def _sortable(d: dict) -> bool:
         return False
 
 
-def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
+def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
+    """The pytree of structure `treedef` holding `leaves` (in `tree_flatten` order)."""
     it = iter(leaves)
 
     def build(td: TreeDef) -> Any:
@@ -83,6 +86,7 @@ def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
     return build(treedef)
 
 
-def tree_map(fn: Callable, tree: Any) -> Any:
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """The pytree of the same structure holding ``fn(leaf)`` for each leaf."""
     leaves, td = tree_flatten(tree)
     return tree_unflatten(td, [fn(x) for x in leaves])

@@ -7,41 +7,43 @@ operations and need no rule of their own.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
-from .core import Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Tensor, bind, strip
 from .einsum import _axes, sum_raw
 from .elementwise import exp, log
 from .structural import broadcast_raw, reshape_raw, where_raw
-from .util import shape_of, to_array_operand, to_operand, wrap
+from .util import Array, ArrayLike, Axis, Shape, Value, shape_of, to_array_operand, to_operand, wrap
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 
 
-def _keep(v, shape, axes):
+def _keep(v: Value, shape: Shape, axes: tuple[int, ...]) -> Value:
     """Reshape a reduced value so it broadcasts against the unreduced `shape`."""
     return reshape_raw(v, tuple(1 if i in axes else d for i, d in enumerate(shape)))
 
 
-def _extreme_weights(x, ans, axes):
+def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> Array:
     """Constant weights: 1/count on the elements equal to the extreme, 0 elsewhere."""
     xs = np.asarray(strip(x))
-    hit = xs == np.asarray(strip(ans)).reshape(
-        tuple(1 if i in axes else d for i, d in enumerate(xs.shape))
-    )
+    hit = xs == np.asarray(strip(ans)).reshape(tuple(1 if i in axes else d for i, d in enumerate(xs.shape)))
     hit = hit.astype(xs.dtype)
-    return hit / hit.sum(axis=axes, keepdims=True)
+    weights: Array = hit / hit.sum(axis=axes, keepdims=True)
+    return weights
 
 
-def _extreme_prim(name, kernel):
+def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
     prim = Primitive(name, lambda x, axes: kernel(x, axis=axes))
 
-    def vjp(g, ans, vals, p, needed):
+    def vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
         x = vals[0]
         w = _extreme_weights(x, ans, p["axes"])
         return [_keep(g, shape_of(x), p["axes"]) * w]
 
-    def jvp(ts, ans, vals, p):
+    def jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
         w = _extreme_weights(vals[0], ans, p["axes"])
         return sum_raw(ts[0] * w, p["axes"])
 
@@ -53,7 +55,7 @@ max_p = _extreme_prim("max", np.max)
 min_p = _extreme_prim("min", np.min)
 
 
-def _reduce(prim, x, axis, keepdims):
+def _reduce(prim: Primitive, x: ArrayLike, axis: Axis, keepdims: bool) -> Tensor:
     x = to_array_operand(x)
     shape = shape_of(x)
     axes = _axes(axis, len(shape))
@@ -63,12 +65,12 @@ def _reduce(prim, x, axis, keepdims):
     return wrap(out)
 
 
-def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Largest element along `axis`; tied maxima share the gradient equally."""
     return _reduce(max_p, x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Smallest element along `axis`; tied minima share the gradient equally."""
     return _reduce(min_p, x, axis, keepdims)
 
@@ -76,7 +78,7 @@ def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
 # -- prod: exact at zeros ------------------------------------------------------------------
 
 
-def _prod_others(x, axes):
+def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
     """d prod / d x_i: the product of the other elements, never dividing by zero.
 
     Where an axis holds zeros, the zero elements are kept as traced values
@@ -103,7 +105,7 @@ prod_p.vjp = lambda g, ans, vals, p, needed: [
 prod_p.jvp = lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"])
 
 
-def prod(x, axis=None, keepdims: bool = False) -> Tensor:
+def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Product along `axis`; its gradient is exact where elements are zero."""
     return _reduce(prod_p, x, axis, keepdims)
 
@@ -111,11 +113,11 @@ def prod(x, axis=None, keepdims: bool = False) -> Tensor:
 # -- compositions ------------------------------------------------------------------------------
 
 
-def _count(shape, axes) -> int:
+def _count(shape: Shape, axes: tuple[int, ...]) -> int:
     return int(np.prod([shape[a] for a in axes], dtype=np.int64))
 
 
-def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean along `axis` (a sum, then a division)."""
     x = to_array_operand(x)
     shape = shape_of(x)
@@ -123,7 +125,7 @@ def mean(x, axis=None, keepdims: bool = False) -> Tensor:
     return wrap(sum_raw(x, axis, keepdims) / n)
 
 
-def var(x, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
     x = to_array_operand(x)
     shape = shape_of(x)
@@ -132,14 +134,14 @@ def var(x, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     return wrap(sum_raw(d * d, axis, keepdims) / (n - ddof))
 
 
-def _stable_shift(x, axes):
+def _stable_shift(x: Any, axes: tuple[int, ...]) -> Array:
     """The max along `axes` (kept dims), as a constant; 0 where it is not finite."""
     xs = np.asarray(strip(x))
     m = np.max(xs, axis=axes, keepdims=True) if xs.size else np.zeros([1] * xs.ndim, xs.dtype)
     return np.where(np.isfinite(m), m, 0).astype(xs.dtype, copy=False)
 
 
-def _logsumexp(x, axes, keepdims):
+def _logsumexp(x: Value, axes: tuple[int, ...], keepdims: bool) -> Any:
     m = _stable_shift(x, axes)
     out = log(sum_raw(exp(x - m), axes, keepdims=True)) + m
     if not keepdims:
@@ -147,25 +149,25 @@ def _logsumexp(x, axes, keepdims):
     return out
 
 
-def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
+def logsumexp(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """log(sum(exp(x))) along `axis` (all axes by default), stable at any magnitude."""
     x = to_array_operand(x)
     return wrap(_logsumexp(x, _axes(axis, len(shape_of(x))), keepdims))
 
 
-def log_softmax(x, axis: int = -1) -> Tensor:
+def log_softmax(x: ArrayLike, axis: int = -1) -> Tensor:
     """x - logsumexp(x) along `axis` (the last by default)."""
     x = to_array_operand(x)
     return wrap(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True))
 
 
-def softmax(x, axis: int = -1) -> Tensor:
+def softmax(x: ArrayLike, axis: int = -1) -> Tensor:
     """exp(log_softmax(x)) along `axis` (the last by default)."""
     x = to_array_operand(x)
     return wrap(exp(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True)))
 
 
-def clip(x, a_min, a_max) -> Tensor:
+def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tensor:
     """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max.
 
     As numpy: ``minimum(maximum(x, a_min), a_max)``, so a_max wins where a_min > a_max.
@@ -178,4 +180,6 @@ def clip(x, a_min, a_max) -> Tensor:
         out = where_raw(strip(x) < strip(a_min), a_min, out)
     if a_max is not None:
         out = where_raw(strip(out) > strip(a_max), a_max, out)
-    return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), np.shape(strip(a_min)), np.shape(strip(a_max)))))
+    return wrap(
+        broadcast_raw(out, np.broadcast_shapes(shape_of(x), np.shape(strip(a_min)), np.shape(strip(a_max))))
+    )

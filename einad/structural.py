@@ -8,19 +8,36 @@ broadcast back is an einsum (`einsum.sum_to_shape`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
-from .core import Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Tensor, bind, strip
 from .einsum import sum_to_shape
-from .util import dtype_of, shape_of, to_array_operand, to_operand, wrap
+from .util import (
+    Array,
+    ArrayLike,
+    Axis,
+    DTypeLike,
+    Shape,
+    Value,
+    dtype_of,
+    shape_of,
+    to_array_operand,
+    to_operand,
+    wrap,
+)
 
 
-def _shape_only(needed):
+def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     """`Primitive.keep` of a linear op: its rule reads only shapes and dtypes."""
     return (False,) * len(needed), False
 
 
-def _linear(prim: Primitive, transpose, apply):
+def _linear(
+    prim: Primitive, transpose: Callable[[Any, Any, Params], Any], apply: Callable[[Any, Params], Any]
+) -> None:
     """Attach the rules of a one-operand linear primitive."""
     prim.vjp = lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)]
     prim.jvp = lambda ts, ans, vals, p: apply(ts[0], p)
@@ -32,7 +49,7 @@ def _linear(prim: Primitive, transpose, apply):
 reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape))
 
 
-def reshape_raw(x, shape):
+def reshape_raw(x: Value, shape: Sequence[int]) -> Value:
     if shape_of(x) == tuple(shape):
         return x
     return bind(reshape_p, (x,), {"shape": tuple(shape)})
@@ -45,12 +62,12 @@ _linear(
 )
 
 
-def _ghost(shape):
+def _ghost(shape: int | Sequence[int]) -> Array:
     """A zero-memory int8 array of `shape`, to let numpy check shapes and axes."""
     return np.broadcast_to(np.zeros((), dtype=np.int8), shape)
 
 
-def _resolve_shape(size: int, shape: tuple) -> tuple:
+def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
     shape = tuple(int(d) for d in shape)
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative size")
@@ -64,8 +81,14 @@ def _resolve_shape(size: int, shape: tuple) -> tuple:
     return shape
 
 
-def reshape(x, shape) -> Tensor:
-    """numpy.reshape (C order)."""
+def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
+    """The same elements in a new shape, as numpy.reshape (C order).
+
+    One dimension of `shape` may be -1: it is inferred from the size.
+
+    Raises:
+        ValueError: If the size does not fit `shape`.
+    """
     x = to_array_operand(x)
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
@@ -73,12 +96,14 @@ def reshape(x, shape) -> Tensor:
     return wrap(reshape_raw(x, _resolve_shape(int(np.prod(xs, dtype=np.int64)), tuple(shape))))
 
 
-def expand_dims(x, axis) -> Tensor:
+def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
+    """Insert size-1 axes at the positions `axis`, as numpy.expand_dims."""
     x = to_array_operand(x)
     return reshape(x, np.expand_dims(_ghost(shape_of(x)), axis).shape)
 
 
-def squeeze(x, axis=None) -> Tensor:
+def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
+    """Drop size-1 axes (those in `axis`, or all of them), as numpy.squeeze."""
     x = to_array_operand(x)
     return reshape(x, np.squeeze(_ghost(shape_of(x)), axis).shape)
 
@@ -88,7 +113,7 @@ def squeeze(x, axis=None) -> Tensor:
 broadcast_p = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape))
 
 
-def broadcast_raw(x, shape):
+def broadcast_raw(x: Value, shape: Sequence[int]) -> Value:
     if shape_of(x) == tuple(shape):
         return x
     return bind(broadcast_p, (x,), {"shape": tuple(shape)})
@@ -101,7 +126,14 @@ _linear(
 )
 
 
-def broadcast_to(x, shape) -> Tensor:
+def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
+    """`x` repeated along new or size-1 axes to `shape`, as numpy.broadcast_to.
+
+    Its VJP sums the cotangent back over the repeated axes (one einsum).
+
+    Raises:
+        ValueError: If `x` cannot be broadcast to `shape` (numpy's message).
+    """
     x = to_array_operand(x)
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
@@ -114,14 +146,15 @@ def broadcast_to(x, shape) -> Tensor:
 astype_p = Primitive("astype", lambda x, dtype: np.asarray(x).astype(dtype))
 
 
-def astype(x, dtype):
+def astype(x: Value, dtype: DTypeLike) -> Value:
+    """`x` cast to `dtype` (returned unchanged if it has that dtype); the cotangent is cast back."""
     dtype = np.dtype(dtype)
     if dtype_of(x) == dtype:
         return x
     return bind(astype_p, (x,), {"dtype": dtype})
 
 
-def _astype_back(g, x, p):
+def _astype_back(g: Any, x: Any, p: Params) -> Any:
     return astype(g, dtype_of(x))
 
 
@@ -131,7 +164,7 @@ _linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]))
 # -- indexing -------------------------------------------------------------------------------
 
 
-def _clean_index(index):
+def _clean_index(index: Any) -> Any:
     """Make an index hashable-free of Tensors; integer arrays stay arrays."""
     if isinstance(index, tuple):
         return tuple(_clean_index(i) for i in index)
@@ -144,7 +177,7 @@ def _clean_index(index):
     return index
 
 
-def _has_int_array(index) -> bool:
+def _has_int_array(index: Any) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return any(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in items)
 
@@ -152,7 +185,7 @@ def _has_int_array(index) -> bool:
 getitem_p = Primitive("getitem", lambda x, index: x[index])
 
 
-def _scatter_impl(g, index, shape):
+def _scatter_impl(g: Any, index: Any, shape: Shape) -> Array:
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
     if _has_int_array(index):
         np.add.at(out, index, g)  # integer arrays may repeat an element
@@ -164,11 +197,11 @@ def _scatter_impl(g, index, shape):
 scatter_p = Primitive("scatter_add", _scatter_impl)
 
 
-def getitem_raw(x, index):
+def getitem_raw(x: Value, index: Any) -> Value:
     return bind(getitem_p, (x,), {"index": index})
 
 
-def scatter_raw(g, index, shape):
+def scatter_raw(g: Value, index: Any, shape: Sequence[int]) -> Value:
     return bind(scatter_p, (g,), {"index": index, "shape": tuple(shape)})
 
 
@@ -184,7 +217,7 @@ _linear(
 )
 
 
-def getitem(x, index) -> Tensor:
+def getitem(x: ArrayLike, index: Any) -> Tensor:
     """x[index]: basic and integer-array indexing, differentiable."""
     x = to_array_operand(x)
     index = _clean_index(index)
@@ -192,7 +225,8 @@ def getitem(x, index) -> Tensor:
     return wrap(getitem_raw(x, index))
 
 
-def flip(x, axis=None) -> Tensor:
+def flip(x: ArrayLike, axis: Axis = None) -> Tensor:
+    """Reverse the order of elements along `axis` (all axes by default), as numpy.flip."""
     x = to_array_operand(x)
     nd = len(shape_of(x))
     axes = range(nd) if axis is None else np.atleast_1d(axis)
@@ -205,9 +239,10 @@ def flip(x, axis=None) -> Tensor:
 # -- joining and splitting ---------------------------------------------------------------
 
 
-def _concat_vjp(g, ans, vals, p, needed):
+def _concat_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     axis = p["axis"]
-    out, start = [], 0
+    out: list[Any] = []
+    start = 0
     for v, need in zip(vals, needed):
         n = shape_of(v)[axis]
         idx = (slice(None),) * axis + (slice(start, start + n),)
@@ -216,7 +251,7 @@ def _concat_vjp(g, ans, vals, p, needed):
     return out
 
 
-def _concat_jvp(ts, ans, vals, p):
+def _concat_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     from .elementwise import zeros_like
 
     parts = [t if t is not None else zeros_like(v) for t, v in zip(ts, vals)]
@@ -229,7 +264,13 @@ concat_p.jvp = _concat_jvp
 concat_p.keep = _shape_only
 
 
-def concatenate(arrays, axis: int = 0) -> Tensor:
+def concatenate(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
+    """Join arrays along an existing axis, as numpy.concatenate.
+
+    Raises:
+        ValueError: If there are no arrays, they are 0-d, or their shapes differ
+            outside `axis`.
+    """
     xs = [to_array_operand(a) for a in arrays]
     if not xs:
         raise ValueError("need at least one array to concatenate")
@@ -242,15 +283,19 @@ def concatenate(arrays, axis: int = 0) -> Tensor:
         s = shape_of(x)
         if len(s) != nd or s[:axis] + s[axis + 1 :] != first[:axis] + first[axis + 1 :]:
             raise ValueError(
-                f"concatenate: array {k} has shape {s}, which does not match {first} "
-                f"outside axis {axis}"
+                f"concatenate: array {k} has shape {s}, which does not match {first} outside axis {axis}"
             )
     if len(xs) == 1:
         return wrap(xs[0])
     return wrap(bind(concat_p, xs, {"axis": axis}))
 
 
-def stack(arrays, axis: int = 0) -> Tensor:
+def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
+    """Join arrays of one shape along a new axis, as numpy.stack.
+
+    Raises:
+        ValueError: If there are no arrays or their shapes differ.
+    """
     xs = [to_array_operand(a) for a in arrays]
     if not xs:
         raise ValueError("need at least one array to stack")
@@ -262,12 +307,14 @@ def stack(arrays, axis: int = 0) -> Tensor:
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
 
-def split(x, indices_or_sections, axis: int = 0) -> list:
+def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """Split `x` along `axis` into equal sections or at the given indices, as numpy.split."""
     x = to_array_operand(x)
     nd = len(shape_of(x))
     axis = int(axis) % nd
     pieces = np.split(_ghost(shape_of(x)[axis]), indices_or_sections)
-    out, start = [], 0
+    out: list[Tensor] = []
+    start = 0
     for p in pieces:
         idx = (slice(None),) * axis + (slice(start, start + len(p)),)
         out.append(getitem(x, idx))
@@ -278,9 +325,9 @@ def split(x, indices_or_sections, axis: int = 0) -> list:
 # -- where ------------------------------------------------------------------------------
 
 
-def _where_vjp(g, ans, vals, p, needed):
+def _where_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     c, x, y = vals
-    out = [None]
+    out: list[Any] = [None]
     for v, need, pick in ((x, needed[1], True), (y, needed[2], False)):
         if not need:
             out.append(None)
@@ -291,8 +338,8 @@ def _where_vjp(g, ans, vals, p, needed):
     return out
 
 
-def _where_jvp(ts, ans, vals, p):
-    c, x, y = vals
+def _where_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    c, _, _ = vals
     tx, ty = ts[1], ts[2]
     if tx is None and ty is None:
         return None
@@ -301,7 +348,7 @@ def _where_jvp(ts, ans, vals, p):
     return broadcast_raw(out, shape_of(ans))
 
 
-def zeros_scalar(like):
+def zeros_scalar(like: Any) -> Array:
     return np.zeros((), dtype=dtype_of(like))
 
 
@@ -311,12 +358,15 @@ where_p.jvp = _where_jvp
 where_p.keep = lambda needed: ((True, False, False), False)  # the condition only
 
 
-def where_raw(c, x, y):
+def where_raw(c: Any, x: Value, y: Value) -> Value:
     return bind(where_p, (strip(c), x, y), {})
 
 
-def where(condition, x, y) -> Tensor:
-    """Elementwise select; differentiable in `x` and `y`, never in `condition`."""
+def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
+    """Elementwise select: `x` where `condition` holds, else `y`, with numpy broadcasting.
+
+    Differentiable in `x` and `y`, never in `condition`.
+    """
     c = np.asarray(strip(condition))
     if c.dtype != np.bool_:
         c = c.astype(bool)

@@ -10,6 +10,7 @@ one size. `vjp_spec` and `pairwise_steps` derive new specs from old ones.
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from opt_einsum.parser import get_symbol
@@ -35,9 +36,11 @@ class Spec:
 
     @property
     def text(self) -> str:
+        """The subscripts as one string, ``"ij,jk->ik"``."""
         return ",".join(self.inputs) + "->" + self.output
 
     def size(self, letter: str) -> int:
+        """The size of index `letter`."""
         return dict(self.sizes)[letter]
 
 
@@ -153,9 +156,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
                 out_letters.extend(fresh)
                 continue
             if c not in sizes:
-                raise EinsumError(
-                    f"output index {c!r} in {subscripts!r} does not appear in the inputs"
-                )
+                raise EinsumError(f"output index {c!r} in {subscripts!r} does not appear in the inputs")
             if c in out_letters:
                 raise EinsumError(f"index {c!r} is repeated in the output of {subscripts!r}")
             out_letters.append(c)
@@ -192,9 +193,9 @@ def _show(c: str, fresh: list[str]) -> str:
     return "'...'" if c in fresh else repr(c)
 
 
-def fresh_symbols(used, n: int) -> list[str]:
+def fresh_symbols(used: Collection[str], n: int) -> list[str]:
     """`n` index symbols not in `used`: letters first, then opt_einsum's unicode symbols."""
-    out = []
+    out: list[str] = []
     i = 0
     while len(out) < n:
         s = _LETTERS[i] if i < len(_LETTERS) else get_symbol(i)
@@ -209,7 +210,7 @@ def unique(spec: str) -> str:
     return "".join(dict.fromkeys(spec))
 
 
-def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, ...]:
+def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, str, str]:
     """Subscripts of the VJP contraction for operand `k`.
 
     Returns ``(cotangent_and_others_spec, kept, target)``: contracting the

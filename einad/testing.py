@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -10,19 +11,20 @@ from .core import strip
 from .errors import GradcheckError
 from .pytree import _sortable, tree_flatten, tree_unflatten
 from .transforms import _out, jvp, vjp
+from .util import Array
 
 
-def _real(x: Any) -> np.ndarray:
+def _real(x: Any) -> Array:
     return np.asarray(strip(x))
 
 
-def _inner(a: list, b: list) -> float:
+def _inner(a: list[Any], b: list[Any]) -> float:
     return float(sum(np.vdot(_real(x), _real(y)).real for x, y in zip(a, b)))
 
 
-def _leaf_names(args: tuple) -> list:
+def _leaf_names(args: tuple[Any, ...]) -> list[str]:
     """A readable name per leaf, in `tree_flatten` order: ``argument 1``, ``argument 0['w']``."""
-    names: list = []
+    names: list[str] = []
 
     def walk(node: Any, path: str) -> None:
         if node is None:
@@ -43,7 +45,7 @@ def _leaf_names(args: tuple) -> list:
 
 
 def gradcheck(
-    f: Callable,
+    f: Callable[..., Any],
     *args: Any,
     eps: float | None = None,
     atol: float | None = None,
@@ -60,6 +62,22 @@ def gradcheck(
     and with ``<u, jvp(d)>`` (forward). Returns True, or raises
     `GradcheckError` naming the argument, the mode and the worst mismatch over
     the directions tried.
+
+    Args:
+        f: The function to check; its output may be any pytree of arrays.
+        *args: The point: arrays, numbers or pytrees of them.
+        eps: The central-difference step (default 1e-6, or 1e-3 for float32 inputs).
+        atol: Absolute tolerance (default 1e-6, or 1e-3 for float32).
+        rtol: Relative tolerance (default 1e-5, or 1e-2 for float32).
+        directions: Random directions tried per argument leaf.
+        seed: Seed of the random directions and cotangent.
+
+    Returns:
+        True when every check passes.
+
+    Raises:
+        GradcheckError: If a directional derivative misses the central
+            difference by more than ``atol + rtol * |numeric|``.
     """
     rng = np.random.default_rng(seed)
     args = tuple(np.asarray(a) if isinstance(a, (float, list)) else a for a in args)
@@ -74,7 +92,7 @@ def gradcheck(
     if not diff:
         return True
 
-    def g(*leaves):  # f of the floating-point leaves only; the others stay fixed
+    def g(*leaves: Any) -> Any:  # f of the floating-point leaves only; the others stay fixed
         full = list(flat)
         for k, leaf in zip(diff, leaves):
             full[k] = leaf
@@ -87,11 +105,11 @@ def gradcheck(
     _, pullback = vjp(g, *primals)
     cts = list(pullback(tree_unflatten(out_td, u)))
 
-    def phi(leaves: list) -> float:
+    def phi(leaves: list[Any]) -> float:
         return _inner(u, tree_flatten(g(*leaves))[0])
 
     for j, x in enumerate(primals):
-        worst = {"reverse": None, "forward": None}
+        worst: dict[str, tuple[float, float, float, float, float] | None] = {"reverse": None, "forward": None}
         for _ in range(directions):
             d = rng.standard_normal(x.shape)
             norm = np.linalg.norm(d)
@@ -110,11 +128,13 @@ def gradcheck(
             for mode, value in (("reverse", reverse), ("forward", forward)):
                 err = abs(value - numeric)
                 excess = err / tol if tol > 0 else (np.inf if err > 0 else 0.0)
-                if not err <= tol and (worst[mode] is None or excess > worst[mode][0]):
+                prev = worst[mode]
+                if not err <= tol and (prev is None or excess > prev[0]):
                     worst[mode] = (excess, value, numeric, err, tol)
         for mode in ("reverse", "forward"):
-            if worst[mode] is not None:
-                _, value, numeric, err, tol = worst[mode]
+            found = worst[mode]
+            if found is not None:
+                _, value, numeric, err, tol = found
                 raise GradcheckError(
                     f"gradcheck failed for {names[diff[j]]} (leaf {diff[j]}) in {mode} mode: "
                     f"directional derivative {value!r} but central differences give "

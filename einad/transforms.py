@@ -8,14 +8,18 @@ transformation's Tensors, so they nest to any depth.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
 from . import ops
-from .core import ForwardTrace, ReverseTrace, Tensor, backward_pass, box, strip, value_of
-from .pytree import tree_flatten, tree_map, tree_unflatten
-from .util import dtype_of, shape_of
+from .core import ForwardTrace, Node, ReverseTrace, Tensor, backward_pass, box, strip, value_of
+from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from .util import Array, DTypeLike, Shape, dtype_of, shape_of
+
+ArgNums: TypeAlias = int | Sequence[int]
+"""Which positional arguments to differentiate: one index, or several."""
 
 # -- inputs and outputs ------------------------------------------------------------------
 
@@ -49,7 +53,7 @@ def _out(v: Any) -> Any:
     return np.asarray(v)
 
 
-def _grad_out(g: Any, like: Any, taken: set) -> Any:
+def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     """A gradient with the input's shape and dtype (zeros if the input was unused).
 
     A top-level gradient is a writable array of its own: one whose memory is in
@@ -85,15 +89,17 @@ def _buffer(a: Any) -> Any:
     return a
 
 
-def _argnums(argnums: Any, nargs: int) -> tuple[int, ...]:
+def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
-            raise ValueError(f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)")
+            raise ValueError(
+                f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)"
+            )
     return tuple(int(i) % nargs for i in nums)
 
 
-def _substitute(args: Sequence, nums: tuple, subs: Sequence) -> list:
+def _substitute(args: Sequence[Any], nums: tuple[int, ...], subs: Sequence[Any]) -> list[Any]:
     new = list(args)
     for i, s in zip(nums, subs):
         new[i] = s
@@ -114,14 +120,27 @@ def _seed(ct: Any, value: Any) -> Any:
 # -- reverse mode ---------------------------------------------------------------------------
 
 
-def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)``; with `has_aux`, ``((value, aux), gradient)``.
 
-    `f` must return a scalar. `argnums` picks the differentiated arguments (an
-    int, or a tuple giving a tuple of gradients); each may be a pytree.
+    One forward pass records `f`, one reverse pass gives the gradient. Called
+    inside another transformation, the results are that transformation's
+    Tensors, so gradients nest.
+
+    Args:
+        f: A function returning a real scalar (with `has_aux`, a pair ``(scalar, aux)``).
+        argnums: The positional argument to differentiate (an int), or several
+            (a tuple of ints, giving a tuple of gradients). Each may be a pytree of
+            floating-point arrays.
+        has_aux: Whether `f` returns an auxiliary value beside the scalar; it is
+            passed through undifferentiated.
+
+    Returns:
+        A function with `f`'s arguments. It raises TypeError when `f`'s output is
+        not a real scalar or a differentiated argument is not floating-point.
     """
 
-    def value_and_grad_f(*args, **kwargs):
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args))
         trace = ReverseTrace()
         flat, td = tree_flatten([args[i] for i in nums])
@@ -139,12 +158,12 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
             )
         if dtype_of(out).kind == "c":
             raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
-        if type(out) is Tensor and out._trace is trace:
+        if type(out) is Tensor and out._trace is trace and out._node is not None:
             seed = np.ones((), dtype=dtype_of(out))
             cts = {id(n): g for n, g in backward_pass([out._node], [seed], consume=True)}
         else:
             cts = {}
-        taken: set = set()
+        taken: set[int] = set()
         grads = tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed])
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
         value = _out(value_of(out, trace))
@@ -156,18 +175,31 @@ def value_and_grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Call
     return value_and_grad_f
 
 
-def _where(nums: tuple, td: Any, k: int) -> str:
+def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
     """Name flat leaf `k` of the differentiated arguments: 'argument 1', or a pytree leaf."""
     if all(c.kind == "leaf" for c in td.children):
         return str(nums[k])
     return f"leaf {k} of argnums {nums}"
 
 
-def grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
-    """The gradient of a scalar-valued `f` with respect to the arguments `argnums`."""
+def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
+    """The gradient of a scalar-valued `f` with respect to the arguments `argnums`.
+
+    Args:
+        f: A function returning a real scalar (with `has_aux`, a pair ``(scalar, aux)``).
+        argnums: The positional argument to differentiate (an int), or several
+            (a tuple of ints, giving a tuple of gradients). Each may be a pytree of
+            floating-point arrays.
+        has_aux: Whether `f` returns an auxiliary value beside the scalar.
+
+    Returns:
+        A function with `f`'s arguments returning the gradient, shaped like the
+        differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
+        level the gradient is numpy arrays; inside another transformation, Tensors.
+    """
     vg = value_and_grad(f, argnums, has_aux)
 
-    def grad_f(*args, **kwargs):
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
@@ -175,25 +207,38 @@ def grad(f: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
     return grad_f
 
 
-def vjp(f: Callable, *primals) -> tuple[Any, Callable]:
-    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal.
+
+    `f` runs once; `vjp_fn` may be called any number of times, each call one
+    reverse pass.
+
+    Args:
+        f: The function; its output may be any pytree of arrays.
+        *primals: The point to differentiate at, one value (or pytree) per argument of `f`.
+
+    Returns:
+        `f`'s output, and the function pulling a cotangent of that output's
+        structure back to a tuple of cotangents, one per primal.
+    """
     trace = ReverseTrace()
     flat, td = tree_flatten(list(primals))
     boxed = [box(_diff_value(x, f"primal leaf {k}"), trace) for k, x in enumerate(flat)]
     out = f(*tree_unflatten(td, boxed))
     out_flat, out_td = tree_flatten(out)
 
-    def vjp_fn(cotangent):
+    def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
         ct_flat, ct_td = tree_flatten(cotangent)
         if ct_td != out_td:
             raise ValueError(f"cotangent structure {ct_td} does not match the output's {out_td}")
-        outs, seeds = [], []
+        outs: list[Node] = []
+        seeds: list[Any] = []
         for o, c in zip(out_flat, ct_flat):
             seed = _seed(c, o)
-            if type(o) is Tensor and o._trace is trace:
-                outs.append(o)
+            if type(o) is Tensor and o._trace is trace and o._node is not None:
+                outs.append(o._node)
                 seeds.append(seed)
-        cts = {id(n): g for n, g in backward_pass([o._node for o in outs], seeds)} if outs else {}
+        cts = {id(n): g for n, g in backward_pass(outs, seeds)} if outs else {}
         taken = {id(_buffer(strip(c))) for c in ct_flat}
         return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
 
@@ -203,8 +248,21 @@ def vjp(f: Callable, *primals) -> tuple[Any, Callable]:
 # -- forward mode ---------------------------------------------------------------------------
 
 
-def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
-    """``(f(*primals), J·tangents)``: forward mode, one pass."""
+def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+    """``(f(*primals), J·tangents)``: forward mode, one pass.
+
+    Args:
+        f: The function; its output may be any pytree of arrays.
+        primals: A tuple (or list) of `f`'s arguments, each a value or a pytree.
+        tangents: A tuple of the same structure: the direction to push forward.
+
+    Returns:
+        `f`'s output, and its directional derivative along `tangents` (the same structure).
+
+    Raises:
+        TypeError: If `primals` or `tangents` is not a tuple or list.
+        ValueError: If the tangents' structure or shapes do not match the primals'.
+    """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp takes primals and tangents as tuples, e.g. jvp(f, (x,), (v,))")
     p_flat, p_td = tree_flatten(list(primals))
@@ -212,7 +270,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     if p_td != t_td:
         raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
     trace = ForwardTrace()
-    boxed = []
+    boxed: list[Tensor] = []
     for k, (p, t) in enumerate(zip(p_flat, t_flat)):
         v = _diff_value(p, f"primal leaf {k}")
         boxed.append(box(v, trace, _tangent_in(t, v)))
@@ -241,18 +299,35 @@ def _tangent_in(t: Any, v: Any) -> Any:
 # -- second order --------------------------------------------------------------------------------
 
 
-def _vdot(a: Sequence, b: Sequence) -> Any:
-    total = 0.0
+def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
+    total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
         total = total + ops.sum(ops.multiply(x, y))
     return total
 
 
-def hvp(f: Callable, primals: Sequence, tangents: Sequence, mode: str = "fwd-over-rev") -> tuple:
+def hvp(
+    f: Callable[..., Any],
+    primals: Sequence[Any],
+    tangents: Sequence[Any],
+    mode: Literal["fwd-over-rev", "rev-over-fwd", "rev-over-rev"] = "fwd-over-rev",
+) -> tuple[Any, ...]:
     """Hessian-vector product of a scalar `f`: one entry per primal.
 
     `mode` picks the composition: "fwd-over-rev" (jvp of grad), "rev-over-fwd"
     (grad of jvp) or "rev-over-rev" (grad of <grad f, v>). None forms the Hessian.
+
+    Args:
+        f: A function returning a real scalar.
+        primals: `f`'s arguments, the point of the Hessian.
+        tangents: The vector, one entry per primal, each of its primal's shape.
+        mode: The composition of the two passes.
+
+    Returns:
+        H·v as a tuple with one entry per primal.
+
+    Raises:
+        ValueError: If `mode` is not one of the three names.
     """
     primals, tangents = tuple(primals), tuple(tangents)
     every = tuple(range(len(primals)))
@@ -272,19 +347,29 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence, mode: str = "fwd-ove
 # at once, so an einsum in `f` costs one contraction with an extra index.
 
 
-def _basis(shape: tuple, dtype: Any) -> np.ndarray:
+def _basis(shape: Shape, dtype: DTypeLike) -> Array:
     n = int(np.prod(shape, dtype=np.int64))
     return np.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
 
 
-def _pick(argnums: Any, tree: list) -> Any:
+def _pick(argnums: ArgNums, tree: list[Any]) -> Any:
     return tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree)
 
 
-def jacrev(f: Callable, argnums: Any = 0) -> Callable:
-    """The Jacobian by reverse mode, all rows in one batched pass; shape ``out.shape + in.shape``."""
+def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+    """The Jacobian by reverse mode, all rows in one batched pass; shape ``out.shape + in.shape``.
 
-    def jac_f(*args):
+    Args:
+        f: The function; its inputs and output may be pytrees of arrays.
+        argnums: The positional argument to differentiate (an int), or several
+            (a tuple of ints, giving a tuple of Jacobians).
+
+    Returns:
+        A function with `f`'s arguments returning the Jacobian: for each output
+        leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
+    """
+
+    def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
         out, pullback = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff)
@@ -295,7 +380,7 @@ def jacrev(f: Callable, argnums: Any = 0) -> Callable:
             o_shape = shape_of(o)
             zeros = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in out_flat]
 
-            def pull(ct, k=k, zeros=zeros):
+            def pull(ct: Any, k: int = k, zeros: list[Array] = zeros) -> list[Any]:
                 cts = list(zeros)
                 cts[k] = ct
                 return list(pullback(tree_unflatten(out_td, cts)))
@@ -308,7 +393,9 @@ def jacrev(f: Callable, argnums: Any = 0) -> Callable:
     return jac_f
 
 
-def _stacked(fn: Callable, shape: tuple, dtype: Any, result_shapes: list) -> list:
+def _stacked(
+    fn: Callable[[Any], Any], shape: Shape, dtype: DTypeLike, result_shapes: list[Shape]
+) -> list[Any]:
     """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
     from .batching import vmap
 
@@ -322,19 +409,32 @@ def _values(tree: Any) -> Any:
     return tree_map(lambda x: x if type(x) is Tensor else np.asarray(x), tree)
 
 
-def jacfwd(f: Callable, argnums: Any = 0) -> Callable:
-    """The Jacobian by forward mode, all columns in one batched pass; shape ``out.shape + in.shape``."""
+def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+    """The Jacobian by forward mode, all columns in one batched pass; shape ``out.shape + in.shape``.
 
-    def jac_f(*args):
+    Args:
+        f: The function; its inputs and output may be pytrees of arrays.
+        argnums: The positional argument to differentiate (an int), or several
+            (a tuple of ints, giving a tuple of Jacobians).
+
+    Returns:
+        A function with `f`'s arguments returning the Jacobian: for each output
+        leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
+    """
+
+    def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
         in_flat, in_td = tree_flatten(diff)
-        g = lambda *d: f(*_substitute(args, nums, d))  # noqa: E731
+
+        def g(*d: Any) -> Any:
+            return f(*_substitute(args, nums, d))
+
         out_flat, out_td = tree_flatten(g(*diff))
         cols = []
         for j, x in enumerate(in_flat):
 
-            def push(t, j=j):
+            def push(t: Any, j: int = j) -> Any:
                 ts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in in_flat]
                 ts[j] = t
                 return jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))[1]
@@ -356,6 +456,14 @@ def jacfwd(f: Callable, argnums: Any = 0) -> Callable:
 jacobian = jacrev
 
 
-def hessian(f: Callable, argnums: Any = 0) -> Callable:
-    """The Hessian, ``jacfwd(jacrev(f))``: shape ``in.shape + in.shape``."""
+def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+    """The Hessian, ``jacfwd(jacrev(f))``: shape ``in.shape + in.shape``.
+
+    Args:
+        f: A function returning a real scalar.
+        argnums: The positional argument (or arguments) to differentiate twice.
+
+    Returns:
+        A function with `f`'s arguments returning the Hessian.
+    """
     return jacfwd(jacrev(f, argnums), argnums)

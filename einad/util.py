@@ -1,26 +1,47 @@
-"""Small helpers shared by the operation modules: shapes, dtypes, conversion."""
+"""Small helpers shared by the operation modules: type aliases, shapes, dtypes, conversion."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 from .core import Tensor, _box, as_array
 
+Array: TypeAlias = npt.NDArray[Any]
+"""A numpy array of any dtype."""
 
-def shape_of(x: Any) -> tuple[int, ...]:
+Value: TypeAlias = Array | np.number[Any] | np.bool_ | int | float | complex | Tensor
+"""What flows through einad code: a numpy array, numpy scalar, Python number, or a traced `Tensor`."""
+
+ArrayLike: TypeAlias = Tensor | npt.ArrayLike
+"""What the public operations accept: a `Tensor`, or anything numpy converts to a numeric array."""
+
+DTypeLike: TypeAlias = npt.DTypeLike
+"""Anything `numpy.dtype` accepts."""
+
+Shape: TypeAlias = tuple[int, ...]
+"""An array shape."""
+
+Axis: TypeAlias = int | Sequence[int] | None
+"""One axis, several axes, or None for all of them."""
+
+
+def shape_of(x: Any) -> Shape:
     """Shape of an array, Tensor, numpy scalar or Python number."""
     s = getattr(x, "shape", None)
     return tuple(s) if s is not None else np.shape(x)
 
 
-def dtype_of(x: Any) -> np.dtype:
+def dtype_of(x: Any) -> np.dtype[Any]:
+    """Dtype of an array, Tensor, numpy scalar or Python number (numpy's promotion for numbers)."""
     d = getattr(x, "dtype", None)
     return d if d is not None else np.result_type(x)
 
 
-def to_operand(x: Any) -> Any:
+def to_operand(x: ArrayLike) -> Value:
     """What an operation works on: a traced Tensor, or a plain numeric array.
 
     Python numbers stay Python numbers (numpy then keeps float32 float32).
@@ -31,14 +52,16 @@ def to_operand(x: Any) -> Any:
         if x.dtype.kind not in "biufc":
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {x.dtype}")
         return x
-    if isinstance(x, (bool, int, float, complex, np.generic)):
-        if isinstance(x, np.generic) and np.dtype(type(x)).kind not in "biufc":
+    if isinstance(x, (bool, int, float, complex)):
+        return x
+    if isinstance(x, np.generic):
+        if not isinstance(x, (np.number, np.bool_)) or np.dtype(type(x)).kind not in "biufc":
             raise TypeError(f"einad works on numbers; got {type(x).__name__}")
         return x
     return as_array(x)
 
 
-def to_array_operand(x: Any) -> Any:
+def to_array_operand(x: ArrayLike) -> Value:
     """Like `to_operand`, but Python numbers become 0-d arrays (for ops that need a shape)."""
     x = to_operand(x)
     if isinstance(x, (bool, int, float, complex)):
@@ -46,7 +69,7 @@ def to_array_operand(x: Any) -> Any:
     return x
 
 
-def wrap(x: Any) -> Tensor:
+def wrap(x: Value) -> Tensor:
     """Box a raw result as a constant Tensor (traced Tensors pass through)."""
     if type(x) is Tensor:
         return x

@@ -68,3 +68,21 @@ def check_op(f, ref, *args, rtol=1e-6, atol=1e-8, eps=1e-6, seed=3):
         assert g.shape == np.shape(args[k]), f"argument {k}: gradient shape {g.shape}"
         assert_close(g, numeric_vjp(ref, args, u, argnum=k, eps=eps), rtol=rtol, atol=atol)
     return grads
+
+
+# -- hypothesis profiles (issue 6) ---------------------------------------------------------
+# "ci" (the default) is derandomized and bounded so the property tests run in seconds;
+# EINAD_HYPOTHESIS_PROFILE=long runs many more random examples.
+import os as _os  # noqa: E402
+
+from hypothesis import HealthCheck as _HealthCheck  # noqa: E402
+from hypothesis import settings as _hsettings  # noqa: E402
+
+_SLOW_OK = [_HealthCheck.too_slow, _HealthCheck.data_too_large, _HealthCheck.filter_too_much]
+_hsettings.register_profile(
+    "ci", max_examples=40, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
+)
+_hsettings.register_profile(
+    "long", max_examples=1500, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
+)
+_hsettings.load_profile(_os.environ.get("EINAD_HYPOTHESIS_PROFILE", "ci"))

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
-FENCE = re.compile(r"^```(\w*)\s*\n(.*?)^```\s*$", re.S | re.M)
+FENCE = re.compile(r"^```(\w*)\s*\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 
 
 def blocks(page: pathlib.Path) -> list[tuple[str, str, str | None]]:

@@ -26,8 +26,8 @@ def check_einsum(spec, *args, **kwargs):
     assert_close(out.numpy(), expected)
     assert out.dtype == expected.dtype
 
-    f = lambda *a: ea.einsum(spec, *a, **kwargs)  # noqa: E731
-    ref = lambda *a: np.einsum(spec, *a)  # noqa: E731
+    f = lambda *a: ea.einsum(spec, *a, **kwargs)
+    ref = lambda *a: np.einsum(spec, *a)
     u = rng.standard_normal(expected.shape)
     value, pullback = ea.vjp(f, *args)
     assert_close(value, expected)
@@ -383,8 +383,16 @@ def test_matmul_operator(shapes):
 
 @pytest.mark.parametrize(
     "shapes",
-    [((), (3,)), ((3,), ()), ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
-     ((2, 3, 4), (5, 4, 6)), ((2, 3, 4), (4,))],
+    [
+        ((), (3,)),
+        ((3,), ()),
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3, 4)),
+        ((2, 3, 4), (5, 4, 6)),
+        ((2, 3, 4), (4,)),
+    ],
     ids=str,
 )
 def test_dot(shapes):
@@ -480,8 +488,16 @@ def test_trace_gradient_is_the_identity():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"axis": 0}, {"axis": -1}, {"axis": (0, 2)}, {"axis": 1, "keepdims": True},
-     {"keepdims": True}, {"axis": ()}, {"axis": (-1, 0), "keepdims": True}],
+    [
+        {},
+        {"axis": 0},
+        {"axis": -1},
+        {"axis": (0, 2)},
+        {"axis": 1, "keepdims": True},
+        {"keepdims": True},
+        {"axis": ()},
+        {"axis": (-1, 0), "keepdims": True},
+    ],
     ids=str,
 )
 def test_sum(kwargs):
@@ -493,8 +509,10 @@ def test_sum(kwargs):
 def test_sum_gradient_is_ones_broadcast():
     (x,) = _operands([(2, 3)])
     assert_close(ea.grad(ea.sum)(x), np.ones((2, 3)))
-    assert_close(ea.grad(lambda x: ea.sum(ea.sum(x, axis=0) * np.array([1.0, 2.0, 3.0])))(x),
-                 np.tile([1.0, 2.0, 3.0], (2, 1)))
+    assert_close(
+        ea.grad(lambda x: ea.sum(ea.sum(x, axis=0) * np.array([1.0, 2.0, 3.0])))(x),
+        np.tile([1.0, 2.0, 3.0], (2, 1)),
+    )
 
 
 # -- higher order -------------------------------------------------------------------------------------
@@ -513,8 +531,8 @@ def _numeric_jacobian(g, x, eps=1e-5):
 
 def test_hessian_through_einsum():
     (a,) = _operands([(2, 3)])
-    f = lambda a: ea.sum(ea.einsum("ij,jk->ik", a, a.T) ** 2)  # noqa: E731
-    closed_grad = lambda a: 4 * (a @ a.T) @ a  # noqa: E731
+    f = lambda a: ea.sum(ea.einsum("ij,jk->ik", a, a.T) ** 2)
+    closed_grad = lambda a: 4 * (a @ a.T) @ a
     assert_close(ea.grad(f)(a), closed_grad(a))
     expected = _numeric_jacobian(closed_grad, a)
     assert_close(ea.hessian(f)(a), expected, rtol=1e-5, atol=1e-6)
@@ -537,8 +555,8 @@ def test_hessian_through_einsum():
 def test_second_derivative_of_einsum_with_itself(spec, shape, operands):
     """grad of grad through the einsum VJP rules (diagonal writes, broadcasts) vs differences of grad."""
     (x,) = _operands([shape])
-    f = lambda x: ea.sum(ea.sin(ea.einsum(spec, *operands(x))))  # noqa: E731
-    ref = lambda x: np.sum(np.sin(np.einsum(spec, *operands(x))))  # noqa: E731
+    f = lambda x: ea.sum(ea.sin(ea.einsum(spec, *operands(x))))
+    ref = lambda x: np.sum(np.sin(np.einsum(spec, *operands(x))))
     g = ea.grad(f)
     assert_close(g(x), numeric_grad(ref, x))
     assert_close(ea.jacrev(g)(x), _numeric_jacobian(g, x), rtol=1e-5, atol=1e-6)

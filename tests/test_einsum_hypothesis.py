@@ -76,8 +76,9 @@ def test_random_einsum_value_and_vjp(case):
     for k, g in enumerate(grads):
         assert g.shape == args[k].shape, (spec, shapes, k)
         # einsum is linear in each operand, so a large step is exact and well conditioned
-        assert_close(g, numeric_vjp(lambda *a: np.einsum(spec, *a), args, u, argnum=k, eps=1.0),
-                     rtol=1e-8, atol=1e-10)
+        assert_close(
+            g, numeric_vjp(lambda *a: np.einsum(spec, *a), args, u, argnum=k, eps=1.0), rtol=1e-8, atol=1e-10
+        )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

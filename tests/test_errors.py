@@ -110,7 +110,9 @@ def test_output_index_missing_from_the_inputs():
         ea.einsum("Ij,jk->ik", A, B)  # case matters
 
 
-@pytest.mark.parametrize("spec, operands", [("ij,jk->ii", (A, B)), ("ij,jk->iki", (A, B)), ("ij-> j j", (A,))])
+@pytest.mark.parametrize(
+    "spec, operands", [("ij,jk->ii", (A, B)), ("ij,jk->iki", (A, B)), ("ij-> j j", (A,))]
+)
 def test_repeated_output_index(spec, operands):
     with pytest.raises(ea.EinsumError, match=r"'[ij]'.*repeated in the output"):
         ea.einsum(spec, *operands)
@@ -197,13 +199,19 @@ def test_gradcheck_error_is_an_assertion_error():
 
 
 def test_gradcheck_passes_on_a_correct_function():
-    assert ea.gradcheck(lambda x, y: ea.sum(ea.sin(ea.einsum("ij,j->i", y, x)) * y[:, 0]),
-                        np.array([0.1, 0.2, 0.3]), np.arange(6.0).reshape(2, 3) / 5) is True
+    assert (
+        ea.gradcheck(
+            lambda x, y: ea.sum(ea.sin(ea.einsum("ij,j->i", y, x)) * y[:, 0]),
+            np.array([0.1, 0.2, 0.3]),
+            np.arange(6.0).reshape(2, 3) / 5,
+        )
+        is True
+    )
 
 
 def test_gradcheck_catches_a_wrong_derivative():
     # value x**2, but stop_gradient drops half the derivative: reverse mode gives x, not 2x.
-    f = lambda x: ea.stop_gradient(x) * x  # noqa: E731
+    f = lambda x: ea.stop_gradient(x) * x
     x = np.array([1.0, 2.0, -0.5])
     np.testing.assert_allclose(f(x).numpy(), x**2)
     with pytest.raises(ea.GradcheckError, match=r"argument.*0.*(reverse|forward)") as info:
@@ -213,6 +221,6 @@ def test_gradcheck_catches_a_wrong_derivative():
 
 
 def test_gradcheck_names_the_bad_argument():
-    f = lambda x, y: ea.sum(x * 2.0) + ea.sum(ea.stop_gradient(y) * y)  # noqa: E731
+    f = lambda x, y: ea.sum(x * 2.0) + ea.sum(ea.stop_gradient(y) * y)
     with pytest.raises(ea.GradcheckError, match=r"leaf 1"):
         ea.gradcheck(f, np.ones(2), np.array([1.0, 2.0]))

@@ -72,6 +72,8 @@ def test_main_exit_codes(capsys):
 def test_python_dash_m():
     run = subprocess.run(
         [sys.executable, "-m", "einad", "explain", "i,j->ij", "--shapes", "2,3"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "VJP  ij,j->i" in run.stdout

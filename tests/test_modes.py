@@ -194,13 +194,65 @@ OPS = {
 
 
 def test_op_table_covers_the_api():
-    named = (
-        "add subtract multiply divide power negative exp log log1p expm1 sin cos tan tanh sinh cosh "
-        "arcsin arccos arctan sqrt square abs sign maximum minimum where clip sigmoid relu softplus "
-        "logsumexp softmax log_softmax mean var max min prod reshape broadcast_to expand_dims squeeze "
-        "concatenate stack split flip moveaxis einsum matmul dot inner outer tensordot transpose trace "
-        "diagonal stop_gradient"
-    ).split()
+    named = [
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "power",
+        "negative",
+        "exp",
+        "log",
+        "log1p",
+        "expm1",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "sinh",
+        "cosh",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "sqrt",
+        "square",
+        "abs",
+        "sign",
+        "maximum",
+        "minimum",
+        "where",
+        "clip",
+        "sigmoid",
+        "relu",
+        "softplus",
+        "logsumexp",
+        "softmax",
+        "log_softmax",
+        "mean",
+        "var",
+        "max",
+        "min",
+        "prod",
+        "reshape",
+        "broadcast_to",
+        "expand_dims",
+        "squeeze",
+        "concatenate",
+        "stack",
+        "split",
+        "flip",
+        "moveaxis",
+        "einsum",
+        "matmul",
+        "dot",
+        "inner",
+        "outer",
+        "tensordot",
+        "transpose",
+        "trace",
+        "diagonal",
+        "stop_gradient",
+    ]
     covered = {name.split()[0].split("(")[0] for name in OPS}
     assert set(named) - covered == set()
 
@@ -253,7 +305,7 @@ def einsum_specs(draw):
         if use_ell and draw(st.booleans()):
             any_ell = True
             rank = draw(st.integers(0, len(ell)))
-            dims = [1 if draw(st.integers(0, 4)) == 0 else d for d in ell[len(ell) - rank:]]
+            dims = [1 if draw(st.integers(0, 4)) == 0 else d for d in ell[len(ell) - rank :]]
             at = draw(st.integers(0, len(letters)))
             term = term[:at] + "..." + term[at:]
             shape = shape[:at] + dims + shape[at:]
@@ -283,16 +335,14 @@ def test_einsum_jvp_matches_vjp_on_generated_specs(case, seed):
         with pytest.raises(ValueError):
             ea.einsum(spec, *args)
         return
-    f = lambda *a: ea.einsum(spec, *a)  # noqa: E731
+    f = lambda *a: ea.einsum(spec, *a)
     assert_close(f(*args).numpy(), expected, rtol=1e-10, atol=1e-12)
     check_adjoint(f, args, seed=seed)
     # einsum is linear in each operand: its JVP is the same einsum with the operand
     # replaced by the tangent, summed over the operands
     tangents = tuple(rng.standard_normal(s) for s in shapes)
     _, t = ea.jvp(f, tuple(args), tangents)
-    by_linearity = sum(
-        np.einsum(spec, *(args[:k] + [tangents[k]] + args[k + 1:])) for k in range(len(args))
-    )
+    by_linearity = sum(np.einsum(spec, *(args[:k] + [tangents[k]] + args[k + 1 :])) for k in range(len(args)))
     assert_close(t, by_linearity, rtol=1e-10, atol=1e-12)
 
 
@@ -338,7 +388,7 @@ B3 = R.standard_normal(3)
 
 
 def test_jacobians_of_a_layer_match_closed_form():
-    f = lambda x: ea.tanh(W34 @ x + B3)  # noqa: E731
+    f = lambda x: ea.tanh(W34 @ x + B3)
     x = V4
     y = np.tanh(W34 @ x + B3)
     closed = (1 - y**2)[:, None] * W34
@@ -423,14 +473,14 @@ def test_jacobians_with_argnums_tuple():
 def test_hessian_of_quadratic_form_is_a_plus_a_transpose():
     A = R.standard_normal((4, 4))
     x = V4
-    f = lambda x: x @ A @ x  # noqa: E731
+    f = lambda x: x @ A @ x
     assert_close(ea.grad(f)(x), (A + A.T) @ x)
     hessians = (ea.hessian(f), ea.jacfwd(ea.grad(f)), ea.jacrev(ea.grad(f)), ea.jacfwd(ea.jacfwd(f)))
     for h in (hess(x) for hess in hessians):
         assert h.shape == (4, 4)
         assert_close(h, A + A.T, rtol=1e-12)
     # einsum-written quadratic form, same Hessian
-    g = lambda x: ea.einsum("i,ij,j->", x, A, x)  # noqa: E731
+    g = lambda x: ea.einsum("i,ij,j->", x, A, x)
     assert_close(ea.hessian(g)(x), A + A.T, rtol=1e-12)
 
 
@@ -451,14 +501,14 @@ def test_hessian_is_symmetric_and_matches_numeric():
 
 
 def test_hessian_of_matrix_input_has_doubled_shape():
-    f = lambda m: ea.trace(m @ m @ m)  # noqa: E731  d/dm = 3 (m^2)^T
+    f = lambda m: ea.trace(m @ m @ m)
     m = M33
     assert_close(ea.grad(f)(m), 3 * (m @ m).T)
     h = ea.hessian(f)(m)
     assert h.shape == (3, 3, 3, 3)
     # d/dm_kl of 3 (m m)^T_ij = 3 (m m)_ji: H_ijkl = 3 (δ_jk m_li + m_jk δ_li)
-    I = np.eye(3)
-    assert_close(h, 3 * (np.einsum("jk,li->ijkl", I, m) + np.einsum("jk,li->ijkl", m, I)))
+    eye = np.eye(3)
+    assert_close(h, 3 * (np.einsum("jk,li->ijkl", eye, m) + np.einsum("jk,li->ijkl", m, eye)))
     assert_close(h, h.transpose(2, 3, 0, 1))
 
 
@@ -595,7 +645,7 @@ def test_third_derivative_tensor_of_a_vector_function():
 
 def test_perturbation_confusion_reverse():
     # d/dx [ x * (d/dy (x + y))|_{y=1} ] at x = 1 is 1, not 2
-    f = lambda x: x * ea.grad(lambda y: x + y)(1.0)  # noqa: E731
+    f = lambda x: x * ea.grad(lambda y: x + y)(1.0)
     assert_close(ea.grad(f)(1.0), 1.0)
 
 
@@ -609,20 +659,20 @@ def test_perturbation_confusion_forward():
 
 
 def test_perturbation_confusion_mixed():
-    inner_rev = lambda x: x * ea.grad(lambda y: x + y)(1.0)  # noqa: E731
-    inner_fwd = lambda x: x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]  # noqa: E731
+    inner_rev = lambda x: x * ea.grad(lambda y: x + y)(1.0)
+    inner_fwd = lambda x: x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
     assert_close(ea.jvp(inner_rev, (1.0,), (1.0,))[1], 1.0)
     assert_close(ea.grad(inner_fwd)(1.0), 1.0)
     # the inner derivative depends on x: d/dx [ x * d/dy (x y)|_{y=5} ] = d/dx x^2 = 2x,
     # whatever y is; every outer transformation must agree
-    g = lambda x: x * ea.grad(lambda y: x * y)(5.0)  # noqa: E731
+    g = lambda x: x * ea.grad(lambda y: x * y)(5.0)
     for outer in (ea.grad(g), lambda x: ea.jvp(g, (x,), (1.0,))[1], ea.jacfwd(g), ea.jacrev(g)):
         assert_close(outer(1.5), 3.0)
 
 
 def test_an_outer_value_is_a_constant_inside_and_traced_outside():
     # h(x) = d/dy [sin(x y)] at y = 2  = x cos(2x);  h'(x) = cos(2x) - 2x sin(2x)
-    h = lambda x: ea.grad(lambda y: ea.sin(x * y))(2.0)  # noqa: E731
+    h = lambda x: ea.grad(lambda y: ea.sin(x * y))(2.0)
     x = 0.4
     assert_close(h(x), x * np.cos(2 * x))
     assert_close(ea.grad(h)(x), np.cos(2 * x) - 2 * x * np.sin(2 * x), rtol=1e-12)
@@ -783,7 +833,7 @@ def test_triple_nesting_of_different_transformations():
 def test_hessian_through_einsum_cubed():
     A = np.random.default_rng(5).standard_normal((2, 3))
     x = np.random.default_rng(6).standard_normal((3, 4))
-    f = lambda x: ea.sum(ea.einsum("ij,jk->ik", A, x) ** 3)  # noqa: E731
+    f = lambda x: ea.sum(ea.einsum("ij,jk->ik", A, x) ** 3)
     Y = A @ x
     assert_close(ea.grad(f)(x), A.T @ (3 * Y**2), rtol=1e-12)
     h = ea.hessian(f)(x)
@@ -800,7 +850,7 @@ def test_hessian_through_einsum_cubed():
 
 def test_third_order_through_einsum_with_repeated_operand():
     x = np.array([0.5, -1.0, 2.0])
-    f = lambda x: ea.einsum("i,i,i->", x, x, x)  # sum x^3  # noqa: E731
+    f = lambda x: ea.einsum("i,i,i->", x, x, x)  # sum x^3
     assert_close(ea.grad(f)(x), 3 * x**2)
     assert_close(ea.hessian(f)(x), np.diag(6 * x))
     t = ea.jacfwd(ea.hessian(f))(x)
@@ -809,7 +859,7 @@ def test_third_order_through_einsum_with_repeated_operand():
     assert_close(t, expected)
     # the diagonal of a matrix, to third order: f(M) = sum(diag(M)^3) = einsum("ii,ii,ii->")
     M = M33
-    g = lambda m: ea.einsum("ii,ii,ii->", m, m, m)  # noqa: E731
+    g = lambda m: ea.einsum("ii,ii,ii->", m, m, m)
     assert_close(ea.grad(g)(M), np.diag(3 * np.diag(M) ** 2))
     third = ea.grad(lambda m: ea.sum(ea.hvp(g, (m,), (np.eye(3),))[0]))(M)
     # H(m)[V] = diag(6 m_ii V_ii); with V = I its sum is 6 tr(m), whose gradient is 6 I
@@ -910,7 +960,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "modes.md"
 
 def _doc_blocks():
     text = DOC.read_text()
-    return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
+    return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.DOTALL)
 
 
 _NUMBER = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")

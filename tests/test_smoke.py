@@ -4,7 +4,7 @@ import einad as ea
 
 
 def test_worked_scalar_example():
-    f = lambda x1, x2: ea.log(x1) + x1 * x2 - ea.sin(x2)  # noqa: E731
+    f = lambda x1, x2: ea.log(x1) + x1 * x2 - ea.sin(x2)
     g1, g2 = ea.grad(f, argnums=(0, 1))(2.0, 5.0)
     assert np.isclose(g1, 5.5)
     assert np.isclose(g2, 2 - np.cos(5.0))
