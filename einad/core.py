@@ -491,9 +491,11 @@ class Tensor:
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return ops.squeeze(self, axis)
 
-    def astype(self, dtype: DTypeLike) -> Value:
+    def astype(self, dtype: DTypeLike) -> Tensor:
         """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
-        return ops.astype(self, dtype)
+        from .util import wrap
+
+        return wrap(ops.astype(self, dtype))
 
 
 def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Tensor:

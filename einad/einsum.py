@@ -209,6 +209,10 @@ def _einsum_impl(
     optimize: str | Path = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Any:
+    for a in arrays:
+        if a.size == 0:  # an empty sum is exactly zero, whatever the other operands hold
+            size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
+            return np.zeros(tuple(size[c] for c in output), dtype=np.result_type(*arrays))
     if len(arrays) == 1:
         return np.einsum(inputs[0] + "->" + output, arrays[0])
     if len(arrays) == 2:
@@ -249,6 +253,8 @@ def _plan(
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
     except (ValueError, KeyError, TypeError) as err:
         raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+    except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
+        path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=memory_limit)
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
 
 

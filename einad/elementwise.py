@@ -32,12 +32,16 @@ Partial: TypeAlias = int | Callable[..., Any]
 
 def _sigmoid(x: npt.ArrayLike) -> Any:
     x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
 def _softplus(x: npt.ArrayLike) -> Any:
     x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return np.log1p(np.exp(x))
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
@@ -61,6 +65,13 @@ def _pow_dx(x: Any, y: Any, z: Any) -> Any:
         if y == 2:
             return 2 * x
     return y * x ** (y - 1)
+
+
+def _abs_slope(x: Any, y: Any) -> Any:
+    """d|x|: sign(x) for real x (0 at 0); conj(x)/|x| for complex x (JAX's convention)."""
+    if dtype_of(x).kind != "c":
+        return np.sign(strip(x))
+    return conj(x) / where_raw(strip(y) == 0, 1, y)
 
 
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
@@ -87,7 +98,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "arctan": (np.arctan, lambda x, y: 1 / (1 + x * x)),
     "sqrt": (np.sqrt, lambda x, y: 0.5 / y),
     "square": (np.square, lambda x, y: 2 * x),
-    "abs": (np.abs, lambda x, y: np.sign(strip(x))),  # subgradient 0 at 0
+    "abs": (np.abs, lambda x, y: _abs_slope(x, y)),  # subgradient 0 at 0
     "relu": (_relu, lambda x, y: strip(x) > 0),  # subgradient 0 at 0
     "sigmoid": (_sigmoid, lambda x, y: y * (1 - y)),
     "softplus": (_softplus, lambda x, y: sigmoid(x)),
@@ -152,9 +163,16 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
 def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
     prim = Primitive(name, kernel)
     prim.vjp = lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)]
-    prim.jvp = lambda ts, y, vals, p: _scale(ts[0], d, vals[0], y)
+    prim.jvp = lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y))
     prim.keep = _keeper((d,))
     return prim
+
+
+def _real_if(ans: Any, tangent: Any) -> Any:
+    """A real-valued result has a real tangent (``abs`` of a complex value, say)."""
+    if dtype_of(tangent).kind == "c" and dtype_of(ans).kind != "c":
+        return real(tangent)
+    return tangent
 
 
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
@@ -191,6 +209,35 @@ for _name, (_kernel, _dx, _dy) in BINARY.items():
     PRIMITIVES[_name] = _binary_prim(_name, _kernel, _dx, _dy)
 for _name, _kernel in CONSTANT.items():
     PRIMITIVES[_name] = Primitive(_name, _kernel)
+
+# -- complex values: conj and real are R-linear, so each is its own JVP and VJP ----------------
+
+conj_p = Primitive("conj", np.conj)
+conj_p.vjp = lambda g, ans, vals, p, needed: [conj(g)]
+conj_p.jvp = lambda ts, ans, vals, p: conj(ts[0])
+conj_p.keep = lambda needed: ((False,), False)
+real_p = Primitive("real", np.real)
+real_p.vjp = lambda g, ans, vals, p, needed: [_astype(g, dtype_of(vals[0]))]
+real_p.jvp = lambda ts, ans, vals, p: real(ts[0])
+real_p.keep = lambda needed: ((False,), False)
+PRIMITIVES["conj"] = conj_p
+PRIMITIVES["real"] = real_p
+
+
+def _astype(g: Any, dt: Any) -> Any:
+    from .structural import astype
+
+    return astype(g, dt)
+
+
+def conj(x: Any) -> Any:
+    """Complex conjugate (internal: a raw array in gives a raw array out)."""
+    return x if dtype_of(x).kind != "c" else bind(conj_p, (x,), {})
+
+
+def real(x: Any) -> Any:
+    """Real part (internal: a raw array in gives a raw array out)."""
+    return x if dtype_of(x).kind != "c" else bind(real_p, (x,), {})
 
 
 def _raw1(name: str) -> Callable[[Any], Any]:

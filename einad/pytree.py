@@ -46,19 +46,19 @@ class TreeDef:
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """Leaves in a fixed order (dict keys sorted), and the structure to rebuild."""
     leaves: list[Any] = []
+    return leaves, _walk(tree, leaves)
 
-    def walk(node: Any) -> TreeDef:
-        if node is None:
-            return TreeDef("none")
-        if type(node) is tuple or type(node) is list:
-            return TreeDef(type(node), None, tuple(walk(c) for c in node))
-        if type(node) is dict:
-            keys = sorted(node, key=repr) if not _sortable(node) else sorted(node)
-            return TreeDef(dict, tuple(keys), tuple(walk(node[k]) for k in keys))
-        leaves.append(node)
-        return TreeDef("leaf")
 
-    return leaves, walk(tree)
+def _walk(node: Any, leaves: list[Any]) -> TreeDef:
+    if node is None:
+        return TreeDef("none")
+    if type(node) is tuple or type(node) is list:
+        return TreeDef(type(node), None, tuple(_walk(c, leaves) for c in node))
+    if type(node) is dict:
+        keys = sorted(node, key=repr) if not _sortable(node) else sorted(node)
+        return TreeDef(dict, tuple(keys), tuple(_walk(node[k], leaves) for k in keys))
+    leaves.append(node)
+    return TreeDef("leaf")
 
 
 def _sortable(d: dict[Any, Any]) -> bool:
@@ -71,19 +71,19 @@ def _sortable(d: dict[Any, Any]) -> bool:
 
 def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
     """The pytree of structure `treedef` holding `leaves` (in `tree_flatten` order)."""
-    it = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(td: TreeDef) -> Any:
-        if td.kind == "leaf":
-            return next(it)
-        if td.kind == "none":
-            return None
-        kids = [build(c) for c in td.children]
-        if td.kind is dict:
-            return dict(zip(td.keys, kids))
-        return td.kind(kids)
 
-    return build(treedef)
+def _build(td: TreeDef, it: Any) -> Any:
+    # a module-level function: a recursive closure would be a reference cycle holding `leaves`
+    if td.kind == "leaf":
+        return next(it)
+    if td.kind == "none":
+        return None
+    kids = [_build(c, it) for c in td.children]
+    if td.kind is dict:
+        return dict(zip(td.keys, kids))
+    return td.kind(kids)
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:

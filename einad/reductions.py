@@ -131,7 +131,9 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     shape = shape_of(x)
     n = _count(shape, _axes(axis, len(shape)))
     d = x - mean(x, axis, keepdims=True)
-    return wrap(sum_raw(d * d, axis, keepdims) / (n - ddof))
+    from .elementwise import conj, real
+
+    return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Array:
@@ -155,16 +157,23 @@ def logsumexp(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor
     return wrap(_logsumexp(x, _axes(axis, len(shape_of(x))), keepdims))
 
 
+def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
+    s = x - _stable_shift(x, axes)
+    return s - log(sum_raw(exp(s), axes, keepdims=True))
+
+
 def log_softmax(x: ArrayLike, axis: int = -1) -> Tensor:
     """x - logsumexp(x) along `axis` (the last by default)."""
     x = to_array_operand(x)
-    return wrap(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True))
+    return wrap(_log_softmax(x, _axes(axis, len(shape_of(x)))))
 
 
 def softmax(x: ArrayLike, axis: int = -1) -> Tensor:
-    """exp(log_softmax(x)) along `axis` (the last by default)."""
+    """exp(x - max) / sum(exp(x - max)) along `axis` (the last by default)."""
     x = to_array_operand(x)
-    return wrap(exp(x - _logsumexp(x, _axes(axis, len(shape_of(x))), True)))
+    axes = _axes(axis, len(shape_of(x)))
+    e = exp(x - _stable_shift(x, axes))
+    return wrap(e / sum_raw(e, axes, keepdims=True))
 
 
 def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tensor:

@@ -143,7 +143,15 @@ def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
 
 # -- astype ---------------------------------------------------------------------------------
 
-astype_p = Primitive("astype", lambda x, dtype: np.asarray(x).astype(dtype))
+
+def _astype_impl(x: Any, dtype: DTypeLike) -> Any:
+    x = np.asarray(x)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        x = x.real
+    return x.astype(dtype)
+
+
+astype_p = Primitive("astype", _astype_impl)
 
 
 def astype(x: Value, dtype: DTypeLike) -> Value:

@@ -10,6 +10,7 @@ one size. `vjp_spec` and `pairwise_steps` derive new specs from old ones.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -80,6 +81,8 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
 
     Raises `EinsumError` with a message naming the problem.
     """
+    if re.search(r"\.\s+\.|-\s+>", subscripts):
+        raise EinsumError(f"invalid subscripts {subscripts!r}: no spaces inside '...' or '->'")
     text = subscripts.replace(" ", "")
     if text.count("->") > 1:
         raise EinsumError(f"'->' appears more than once in {subscripts!r}")

@@ -68,7 +68,7 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
         return ops.astype(g, dt) if g.dtype != dt else g
     g = np.asarray(strip(g))
     if g.dtype != dt:
-        g = g.astype(dt)
+        g = (g.real if g.dtype.kind == "c" and dt.kind != "c" else g).astype(dt)
     if not g.flags.writeable or id(_buffer(g)) in taken:
         g = np.array(g)
     taken.add(id(_buffer(g)))
@@ -151,6 +151,10 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
             out, aux = out
+        if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))) or (
+            dtype_of(out).kind not in "biufc"
+        ):
+            raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
         if shape_of(out) != ():
             raise TypeError(
                 f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
@@ -302,7 +306,9 @@ def _tangent_in(t: Any, v: Any) -> Any:
 def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
     total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        total = total + ops.sum(ops.multiply(x, y))
+        from .elementwise import real
+
+        total = total + ops.sum(real(ops.multiply(x, y)))
     return total
 
 
@@ -385,7 +391,9 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 cts[k] = ct
                 return list(pullback(tree_unflatten(out_td, cts)))
 
-            rows = _stacked(pull, o_shape, dtype_of(o), [shape_of(x) for x in in_flat])
+            rows = _stacked(
+                pull, o_shape, dtype_of(o), [shape_of(x) for x in in_flat], [dtype_of(x) for x in in_flat]
+            )
             blocks = [_out(ops.reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
@@ -394,14 +402,19 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 
 
 def _stacked(
-    fn: Callable[[Any], Any], shape: Shape, dtype: DTypeLike, result_shapes: list[Shape]
+    fn: Callable[[Any], Any],
+    shape: Shape,
+    dtype: DTypeLike,
+    result_shapes: list[Shape],
+    result_dtypes: list[Any] | None = None,
 ) -> list[Any]:
     """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
     from .batching import vmap
 
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
-        return [np.zeros((0,) + tuple(s)) for s in result_shapes]
+        dts = result_dtypes or [np.float64] * len(result_shapes)
+        return [np.zeros((0,) + tuple(s), dtype=d) for s, d in zip(result_shapes, dts)]
     return tree_flatten(vmap(fn)(_basis(shape, dtype)))[0]
 
 
@@ -439,7 +452,8 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 ts[j] = t
                 return jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))[1]
 
-            cols.append(_stacked(push, shape_of(x), dtype_of(x), [shape_of(o) for o in out_flat]))
+            out_shapes = [shape_of(o) for o in out_flat]
+            cols.append(_stacked(push, shape_of(x), dtype_of(x), out_shapes, [dtype_of(o) for o in out_flat]))
         per_out = []
         for k, o in enumerate(out_flat):
             o_shape = shape_of(o)
