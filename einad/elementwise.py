@@ -149,13 +149,14 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
     """`Primitive.keep` for an elementwise op with these partials (arguments: operands, then result)."""
     reads = [_reads(d) for d in partials]
     n = len(partials)
+    answers: dict[tuple[bool, ...], tuple[tuple[bool, ...], bool]] = {}
 
     def keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
-        used: set[int] = set()
-        for need, r in zip(needed, reads):
-            if need:
-                used.update(r)
-        return tuple(i in used for i in range(n)), n in used
+        key = tuple(needed)
+        if key not in answers:  # at most 2**n masks: worked out once each
+            used = {i for need, r in zip(key, reads) if need for i in r}
+            answers[key] = tuple(i in used for i in range(n)), n in used
+        return answers[key]
 
     return keep
 
