@@ -19,7 +19,17 @@ def _real(x: Any) -> Array:
 
 
 def _inner(a: list[Any], b: list[Any]) -> float:
-    return float(sum(np.vdot(_real(x), _real(y)).real for x, y in zip(a, b)))
+    """Re Σ a·b: the bilinear pairing under which einad's VJP is the JVP's transpose
+    (no conjugation, JAX's convention for complex values)."""
+    return float(sum(np.sum(_real(x) * _real(y)).real for x, y in zip(a, b)))
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> Array:
+    """Standard normal values of `dtype`; complex ones get a random imaginary part too."""
+    r = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        r = r + 1j * rng.standard_normal(shape)
+    return r.astype(dtype)
 
 
 def _leaf_names(args: tuple[Any, ...]) -> list[str]:
@@ -101,7 +111,7 @@ def gradcheck(
     primals = [base[k] for k in diff]
     out0 = g(*primals)
     out_flat, out_td = tree_flatten(out0)
-    u = [rng.standard_normal(np.shape(_real(o))).astype(_real(o).dtype) for o in out_flat]
+    u = [_random(rng, np.shape(_real(o)), _real(o).dtype) for o in out_flat]
     _, pullback = vjp(g, *primals)
     cts = list(pullback(tree_unflatten(out_td, u)))
 
@@ -111,7 +121,7 @@ def gradcheck(
     for j, x in enumerate(primals):
         worst: dict[str, tuple[float, float, float, float, float] | None] = {"reverse": None, "forward": None}
         for _ in range(directions):
-            d = rng.standard_normal(x.shape)
+            d = _random(rng, x.shape, x.dtype)
             norm = np.linalg.norm(d)
             d = (d / norm if norm else d).astype(x.dtype)
             plus = list(primals)
