@@ -19,6 +19,7 @@ state except the level counter, whose `next` is atomic.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value
 
 _levels = itertools.count(1)
+_node_seq = itertools.count()  # `next` is atomic: safe across threads
 
 Params: TypeAlias = dict[str, Any]
 """A primitive's static parameters (subscripts, axes, shapes, ...)."""
@@ -77,7 +79,7 @@ class Node:
     dtype), so the graph does not keep forward intermediates alive for nothing.
     """
 
-    __slots__ = ("__weakref__", "ans", "params", "parents", "prim", "tensor", "vals")
+    __slots__ = ("__weakref__", "ans", "params", "parents", "prim", "seq", "tensor", "vals")
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class Node:
         self.vals = vals
         self.ans = ans
         self.tensor: weakref.ref[Tensor] | None = None  # imperative leaves: a weak reference to their Tensor
+        self.seq = next(_node_seq)  # creation order: parents always have smaller numbers
 
 
 class Meta:
@@ -544,28 +547,6 @@ def value_of(x: Any, trace: Trace) -> Any:
     return x
 
 
-def toposort(outs: Sequence[Node]) -> list[Node]:
-    """Nodes reachable from `outs` through their parents, parents first. Iterative."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in outs:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.parents))]
-        while stack:
-            node, it = stack[-1]
-            for p in it:
-                if p is not None and id(p) not in seen:
-                    seen.add(id(p))
-                    stack.append((p, iter(p.parents)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
-
-
 def backward_pass(
     outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False
 ) -> list[tuple[Node, Any]]:
@@ -573,35 +554,46 @@ def backward_pass(
 
     Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
     Cotangents are einad values, so an enclosing trace records this whole
-    computation. With `consume`, each node lets go of its saved values once its
-    rule has run, so forward intermediates are freed as the pass moves back.
+    computation. Nodes are visited newest first (a heap on their creation
+    numbers), which is a reverse topological order, and only nodes that a
+    cotangent reaches are visited; the walk is iterative. With `consume`, each
+    node lets go of its saved values once its rule has run, so forward
+    intermediates are freed as the pass moves back.
     """
     from . import ops
 
     cts: dict[int, Any] = {}
+    heap: list[tuple[int, Node]] = []
     for node, s in zip(outs, seeds):
         k = id(node)
-        cts[k] = s if k not in cts else ops.add(cts[k], s)
-    leaves: list[tuple[Node, Any]] = []
-    for node in reversed(toposort(outs)):
-        g = cts.pop(id(node), None)
-        if g is None:
-            continue
-        prim, params = node.prim, node.params
+        if k in cts:
+            cts[k] = ops.add(cts[k], s)
+        else:
+            cts[k] = s
+            heapq.heappush(heap, (-node.seq, node))
+    leaves = []
+    while heap:
+        node = heapq.heappop(heap)[1]
+        g = cts.pop(id(node))
+        prim = node.prim
         if prim is None:
             leaves.append((node, g))
             continue
-        # A reverse trace records only primitives with a VJP, with their params and values.
-        assert prim.vjp is not None and params is not None and node.vals is not None
-        needed = [p is not None for p in node.parents]
-        contribs = prim.vjp(g, node.ans, node.vals, params, needed)
+        parents = node.parents
+        assert prim.vjp is not None and node.params is not None and node.vals is not None
+        needed = [p is not None for p in parents]
+        contribs = prim.vjp(g, node.ans, node.vals, node.params, needed)
         if consume:
             node.vals = node.ans = None
-        for p, c in zip(node.parents, contribs):
+        for p, c in zip(parents, contribs):
             if p is None or c is None:
                 continue
             k = id(p)
-            cts[k] = c if k not in cts else ops.add(cts[k], c)
+            if k in cts:
+                cts[k] = ops.add(cts[k], c)
+            else:
+                cts[k] = c
+                heapq.heappush(heap, (-p.seq, p))
     return leaves
 
 
