@@ -123,9 +123,23 @@ CONSTANT: dict[str, Kernel] = {"sign": np.sign, "floor": np.floor, "ceil": np.ce
 
 
 def _scale(g: Any, d: Partial, *args: Any) -> Any:
-    if callable(d):
-        return g * d(*args)
-    return g if d == 1 else -g
+    """``g * d(*args)``; the markers 1 and -1 mean ``g`` and ``-g``."""
+    if not callable(d):
+        return g if d == 1 else -g
+    r = d(*args)
+    if _is_ones(g) and type(r) is np.ndarray and r.shape == g.shape and r.dtype == g.dtype:
+        # A cotangent of ones (the seed of a sum): the product is `r` itself. A
+        # read-only view lets it flow on without a copy, and makes any top-level
+        # gradient that is still this view a fresh copy (see transforms._grad_out).
+        view = r.view()
+        view.flags.writeable = False
+        return view
+    return g * r
+
+
+def _is_ones(g: Any) -> bool:
+    """Whether `g` is a constant array of ones stored as one broadcast element."""
+    return type(g) is np.ndarray and not any(g.strides) and g.size > 0 and bool(g.flat[0] == 1)
 
 
 def _reads(d: Partial) -> tuple[int, ...]:

@@ -424,3 +424,14 @@ def test_returned_gradients_are_writable_arrays():
     g = ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (3, 2))))(np.ones(2))
     g[0] = 5.0  # a gradient is the caller's to keep
     assert g[0] == 5.0
+
+
+def test_a_gradient_equal_to_a_captured_array_is_a_fresh_copy():
+    """d/dx sum(x * G) is G itself: einad passes it on without multiplying by ones,
+    but the caller still gets an array of their own, never a view of G."""
+    G = np.arange(4.0)
+    g = ea.grad(lambda x: ea.sum(x * G))(np.ones(4))
+    np.testing.assert_array_equal(g, G)
+    assert g.flags.writeable and not np.shares_memory(g, G)
+    g[0] = 99.0
+    assert G[0] == 0.0
