@@ -14,11 +14,13 @@ calculus:
 ``spread_p`` is the one structural helper the VJP needs; it is linear, its VJP
 is a one-operand einsum and its JVP is itself.
 
-With no trace involved, an N-operand einsum is one cached
-``opt_einsum.contract_expression`` call. When any operand is traced, the
-contraction is bound as the pairwise steps of opt_einsum's path, so a reverse
-pass keeps the intermediates and gets all N gradients for about twice the
-forward's work, and the derivative program is pairwise too.
+opt_einsum chooses the contraction path (cached per subscripts, shapes,
+`optimize` and `memory_limit`); einad executes it, one pairwise step at a time,
+each step one ``numpy.matmul`` or one memory-bound pass (`_pair`). With no
+trace involved the whole einsum is one primitive call. When any operand is
+traced, the contraction is bound as its pairwise steps, so a reverse pass keeps
+the intermediates and gets all N gradients for about twice the forward's work,
+and the derivative program is pairwise too.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .core import Params, Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Tensor, bind
 from .errors import EinsumError
 from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
 from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
@@ -690,6 +692,3 @@ def sum_to_shape(g: Value, shape: Sequence[int], dtype: DTypeLike | None = None)
     if dtype is not None and dtype_of(g) != dtype:
         g = astype(g, dtype)
     return g
-
-
-_ = strip  # re-exported for rules that need a constant view
