@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -45,6 +45,8 @@ Optimize: TypeAlias = bool | str | Sequence[Any] | None
 """einsum's `optimize`: True/False/None, an opt_einsum strategy name, or an explicit path."""
 
 MemoryLimit: TypeAlias = int | Literal["max_input"] | None
+# A path's pairwise steps: (positions to pop, their subscripts, the step's output).
+Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
 """opt_einsum's `memory_limit`: the largest intermediate's size in elements."""
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -219,18 +221,26 @@ def _einsum_impl(
         return np.einsum(inputs[0] + "->" + output, arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
-    shapes = tuple(a.shape for a in arrays)
-    work = list(arrays)
-    for positions, text in _plan(inputs, output, shapes, optimize, memory_limit):
+    steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
+    return _follow(steps, arrays, _raw_step)
+
+
+def _raw_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
+    """One step of a path on plain arrays."""
+    if len(picked) == 2:
+        return _pair(picked[0], picked[1], ins[0], ins[1], out)
+    text = ",".join(ins) + "->" + out  # an explicit path's N-operand step
+    return _expression(text, tuple(x.shape for x in picked), "auto", None)(*picked)
+
+
+def _follow(steps: Steps, operands: Sequence[Any], step: Callable[..., Any]) -> Any:
+    """Run the pairwise `steps` of a path: `step(inputs, output, operands)` for each."""
+    work = list(operands)
+    for positions, ins, out in steps:
         picked = [work[p] for p in positions]
         for p in sorted(positions, reverse=True):
             del work[p]
-        lhs, out = text.split("->")
-        specs = lhs.split(",")
-        if len(picked) == 2:
-            work.append(_pair(picked[0], picked[1], specs[0], specs[1], out))
-        else:
-            work.append(_expression(text, tuple(x.shape for x in picked), "auto", None)(*picked))
+        work.append(step(ins, out, picked))
     return work[0]
 
 
@@ -249,7 +259,7 @@ def _plan(
     shapes: tuple[Shape, ...],
     optimize: str | Path,
     memory_limit: MemoryLimit,
-) -> tuple[tuple[tuple[int, ...], str], ...]:
+) -> Steps:
     text = ",".join(inputs) + "->" + output
     try:
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
@@ -280,21 +290,18 @@ def contract(
             operands,
             {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
         )
-    shapes = tuple(shape_of(x) for x in operands)
-    work = list(operands)
-    for positions, text in _plan(inputs, output, shapes, optimize, memory_limit):
-        picked = [work[p] for p in positions]
-        for p in sorted(positions, reverse=True):
-            del work[p]
-        lhs, out = text.split("->")
-        ins = tuple(lhs.split(","))
-        if len(picked) <= 2:
-            work.append(contract(ins, out, picked))
-        else:  # an explicit path asked for an N-operand step: one node, the general rule
-            whole = (tuple(range(len(picked))),)
-            params = {"inputs": ins, "output": out, "optimize": whole, "memory_limit": None}
-            work.append(bind(einsum_p, picked, params))
-    return work[0]
+    steps = _plan(inputs, output, tuple(shape_of(x) for x in operands), optimize, memory_limit)
+    result: Value = _follow(steps, operands, _traced_step)
+    return result
+
+
+def _traced_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
+    """One step of a path on traced values: one node per pairwise step."""
+    if len(picked) <= 2:
+        return contract(ins, out, picked)
+    # an explicit path asked for an N-operand step: one node, the general rule
+    whole = (tuple(range(len(picked))),)
+    return bind(einsum_p, picked, {"inputs": ins, "output": out, "optimize": whole, "memory_limit": None})
 
 
 # -- spread: the inverse shape of a one-operand einsum ------------------------------

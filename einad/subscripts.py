@@ -232,13 +232,13 @@ def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, str, st
 
 def pairwise_steps(
     inputs: tuple[str, ...], output: str, path: tuple[tuple[int, ...], ...]
-) -> tuple[tuple[tuple[int, ...], str], ...]:
+) -> tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]:
     """Follow an opt_einsum path, naming each step's subscripts.
 
-    Each step is ``(positions, spec)``: pop the operands at `positions` from the
-    working list (opt_einsum's convention), contract them by `spec`, and append
-    the result. An intermediate keeps exactly the letters still needed by the
-    remaining operands or the output.
+    Each step is ``(positions, step_inputs, step_output)``: pop the operands at
+    `positions` from the working list (opt_einsum's convention), contract them
+    by ``step_inputs -> step_output``, and append the result. An intermediate
+    keeps exactly the letters still needed by the remaining operands or the output.
     """
     work = list(inputs)
     steps = []
@@ -251,6 +251,6 @@ def pairwise_steps(
         else:
             needed = set(output).union(*work) if work else set(output)
             out = "".join(c for c in unique("".join(picked)) if c in needed)
-        steps.append((tuple(positions), ",".join(picked) + "->" + out))
+        steps.append((tuple(positions), tuple(picked), out))
         work.append(out)
     return tuple(steps)
