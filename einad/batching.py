@@ -172,7 +172,7 @@ def _build_rules() -> dict[str, BatchRule]:
     from .elementwise import BINARY, CONSTANT, UNARY
 
     rules: dict[str, BatchRule] = {}
-    for name in list(UNARY) + list(CONSTANT):
+    for name in [*UNARY, *CONSTANT, "conj", "real"]:  # one operand: the batch axis just rides along
         rules[name] = _same
     for name in BINARY:
         rules[name] = _elementwise

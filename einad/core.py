@@ -564,13 +564,17 @@ def backward_pass(
 
     cts: dict[int, Any] = {}
     heap: list[tuple[int, Node]] = []
-    for node, s in zip(outs, seeds):
+
+    def send(node: Node, ct: Any) -> None:  # add `ct` to what `node` has received
         k = id(node)
         if k in cts:
-            cts[k] = ops.add(cts[k], s)
+            cts[k] = ops.add(cts[k], ct)
         else:
-            cts[k] = s
+            cts[k] = ct
             heapq.heappush(heap, (-node.seq, node))
+
+    for node, s in zip(outs, seeds):
+        send(node, s)
     leaves = []
     while heap:
         node = heapq.heappop(heap)[1]
@@ -586,14 +590,8 @@ def backward_pass(
         if consume:
             node.vals = node.ans = None
         for p, c in zip(parents, contribs):
-            if p is None or c is None:
-                continue
-            k = id(p)
-            if k in cts:
-                cts[k] = ops.add(cts[k], c)
-            else:
-                cts[k] = c
-                heapq.heappush(heap, (-p.seq, p))
+            if p is not None and c is not None:
+                send(p, c)
     return leaves
 
 

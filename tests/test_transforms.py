@@ -435,3 +435,11 @@ def test_a_gradient_equal_to_a_captured_array_is_a_fresh_copy():
     assert g.flags.writeable and not np.shares_memory(g, G)
     g[0] = 99.0
     assert G[0] == 0.0
+
+
+def test_jacobians_of_complex_functions_run_batched_not_per_row():
+    """conj and real have batching rules: no per-row loop (which would index row by row)."""
+    z = np.array([3 + 4j, 1 - 1j, -2 + 0.5j, 1j, 2.0 + 0j, -1 - 3j])
+    graph = ea.make_graph(ea.jacrev(lambda z: ea.abs(z)))(z)
+    assert "getitem" not in [e.op for e in graph.equations]
+    np.testing.assert_allclose(ea.jacrev(ea.abs)(z), np.diag(np.conj(z) / np.abs(z)))
