@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from api_ops import ALL
 from conftest import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -194,65 +195,7 @@ OPS = {
 
 
 def test_op_table_covers_the_api():
-    named = [
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "power",
-        "negative",
-        "exp",
-        "log",
-        "log1p",
-        "expm1",
-        "sin",
-        "cos",
-        "tan",
-        "tanh",
-        "sinh",
-        "cosh",
-        "arcsin",
-        "arccos",
-        "arctan",
-        "sqrt",
-        "square",
-        "abs",
-        "sign",
-        "maximum",
-        "minimum",
-        "where",
-        "clip",
-        "sigmoid",
-        "relu",
-        "softplus",
-        "logsumexp",
-        "softmax",
-        "log_softmax",
-        "mean",
-        "var",
-        "max",
-        "min",
-        "prod",
-        "reshape",
-        "broadcast_to",
-        "expand_dims",
-        "squeeze",
-        "concatenate",
-        "stack",
-        "split",
-        "flip",
-        "moveaxis",
-        "einsum",
-        "matmul",
-        "dot",
-        "inner",
-        "outer",
-        "tensordot",
-        "transpose",
-        "trace",
-        "diagonal",
-        "stop_gradient",
-    ]
+    named = [n for n in ALL if n != "sum"]  # ea.sum is covered under its einsum spellings
     covered = {name.split()[0].split("(")[0] for name in OPS}
     assert set(named) - covered == set()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from api_ops import BINARY, UNARY
 
 import einad as ea
 
@@ -22,30 +23,6 @@ S = RNG.uniform(0.2, 0.9, (4, 4))
 R = RNG.uniform(0.2, 0.9, 4)
 IDX = np.array([2, 0, 2])
 
-UNARY = [
-    "negative",
-    "exp",
-    "log",
-    "log1p",
-    "expm1",
-    "sin",
-    "cos",
-    "tan",
-    "tanh",
-    "sinh",
-    "cosh",
-    "arcsin",
-    "arccos",
-    "arctan",
-    "sqrt",
-    "square",
-    "abs",
-    "sign",
-    "sigmoid",
-    "relu",
-    "softplus",
-]
-BINARY = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum"]
 
 OPS = {f"{n}": (lambda x, n=n: getattr(ea, n)(x), (P,)) for n in UNARY}
 OPS.update({f"{n}": (lambda x, y, n=n: getattr(ea, n)(x, y), (P, R)) for n in BINARY})

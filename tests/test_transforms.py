@@ -3,6 +3,7 @@ and the promise never to write into a user's array."""
 
 import numpy as np
 import pytest
+from api_ops import BINARY, REDUCTIONS, UNARY
 from conftest import assert_close, numeric_grad, readonly
 
 import einad as ea
@@ -304,54 +305,9 @@ def test_backward_keeps_the_leaf_dtype():
 def _readonly_cases():
     x = readonly(np.random.default_rng(0).uniform(0.1, 0.9, (2, 3)))
     y = readonly(np.random.default_rng(1).uniform(0.1, 0.9, (3,)))
-    unary = [
-        "negative",
-        "exp",
-        "log",
-        "log1p",
-        "expm1",
-        "sin",
-        "cos",
-        "tan",
-        "tanh",
-        "sinh",
-        "cosh",
-        "arcsin",
-        "arccos",
-        "arctan",
-        "sqrt",
-        "square",
-        "abs",
-        "sigmoid",
-        "relu",
-        "softplus",
-        "logsumexp",
-        "softmax",
-        "log_softmax",
-        "mean",
-        "var",
-        "max",
-        "min",
-        "prod",
-        "sum",
-        "transpose",
-        "trace",
-        "diagonal",
-        "flip",
-    ]
-    binary = [
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "power",
-        "maximum",
-        "minimum",
-        "matmul",
-        "dot",
-        "inner",
-        "outer",
-    ]
+    # sign has no derivative, so nothing to run backward() through
+    unary = [n for n in UNARY if n != "sign"] + REDUCTIONS + ["transpose", "trace", "diagonal", "flip"]
+    binary = BINARY + ["matmul", "dot", "inner", "outer"]
     cases = {n: lambda x, y, n=n: getattr(ea, n)(x) for n in unary}
     cases.update({n: lambda x, y, n=n: getattr(ea, n)(x, y) for n in binary})
     cases.update(
