@@ -126,6 +126,16 @@ def _np(spec, *args):
     return np.einsum(spec, *[_wide(a) for a in args])
 
 
+def _setup(case, share_first_two=False):
+    """A drawn case's operands and numpy's value (None: numpy and einad both refuse it)."""
+    spec, shapes, types, seed = case
+    rng = np.random.default_rng(seed)
+    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    if share_first_two:
+        args[1] = args[0]
+    return spec, shapes, types, rng, args, _cases_numpy_accepts(spec, args)
+
+
 def _cases_numpy_accepts(spec, args):
     """numpy's value, or the assertion that einad refuses what numpy refuses."""
     try:
@@ -185,10 +195,7 @@ def _central_jvp(spec, args, tangents):
 @example(("...ij,jk", ((0, 2, 3), (3, 1)), (np.float32,), 2), "greedy")
 @example(("a,b,c,d,e,A", ((1,), (2,), (3,), (1,), (2,), (3,)), (np.complex128,) * 6, 3), "optimal")
 def test_value_matches_numpy(case, optimize):
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, _shapes, types, _rng, args, expected = _setup(case)
     if expected is None:
         return
     out = ea.einsum(spec, *args, optimize=optimize)
@@ -220,10 +227,7 @@ def test_every_optimize_strategy_takes_an_empty_operand(optimize):
 @example(("i,i->", ((3,), (3,)), (np.float32, np.complex128), 5))
 @example(("ii...,i->i...", ((2, 2, 0), (2,)), (np.float64, np.float64), 6))
 def test_vjp_matches_central_differences(case):
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, _shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
     u = _array(rng, np.shape(expected), np.asarray(expected).dtype)
@@ -242,11 +246,7 @@ def test_vjp_matches_central_differences(case):
 @given(einsum_cases(max_operands=4, same_first_two=True))
 def test_same_tensor_as_two_operands(case):
     """One tensor passed as two operands gets the sum of both operands' gradients."""
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    args[1] = args[0]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, _shapes, types, rng, args, expected = _setup(case, share_first_two=True)
     if expected is None:
         return
     u = _array(rng, np.shape(expected), np.asarray(expected).dtype)
@@ -268,10 +268,7 @@ def test_same_tensor_as_two_operands(case):
 @example(("ij,jk,kl,lm,mn,na->", ((2, 2),) * 6, (np.float64,) * 6, 7))
 @example(("...a,a...", ((1, 3, 2), (2, 3)), (np.complex128, np.float32), 8))
 def test_jvp_matches_central_differences(case):
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
     tangents = [_array(rng, s, t) for s, t in zip(shapes, types)]
@@ -297,10 +294,7 @@ def test_vjp_jvp_duality(case):
     operand). Real operands meeting complex ones: their cotangent is the real part,
     so the real parts agree.
     """
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
     f = lambda *a: ea.einsum(spec, *a)
@@ -336,10 +330,7 @@ def _loss(spec, weights):
 @example(("ij,jk,ki->", ((2, 2),) * 3, (np.float64,) * 3, 10))
 @example(("ii", ((3, 3),), (np.float64,), 11))
 def test_hvp_modes_agree_and_match_central_differences(case):
-    spec, shapes, types, seed = case
-    rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
-    expected = _cases_numpy_accepts(spec, args)
+    spec, shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
     f = _loss(spec, rng.standard_normal(np.shape(expected)))
