@@ -14,7 +14,8 @@ perturbations of two transformations never mix.
 Derivative rules are attached to primitives (`Primitive.vjp`, `Primitive.jvp`)
 and written with einad operations, so the derivative program is traced by any
 enclosing transformation like any other code. Nothing here is global mutable
-state except the level counter, whose `next` is atomic.
+state except two counters (trace levels, node creation numbers), whose `next`
+is atomic.
 """
 
 from __future__ import annotations
