@@ -113,19 +113,6 @@ def _reshape(prim: Primitive, vals: list[Any], batched: list[bool], params: Para
     return bind(prim, vals, {**params, "shape": (size,) + tuple(params["shape"])})
 
 
-def _broadcast(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    (x,) = _align(vals, batched, size)
-    s = _phys(x)
-    x = bind(_reshape_p(), [x], {"shape": (size,) + (1,) * (len(params["shape"]) - len(s) + 1) + s[1:]})
-    return bind(prim, [x], {"shape": (size,) + tuple(params["shape"])})
-
-
-def _reshape_p() -> Primitive:
-    from .structural import reshape_p
-
-    return reshape_p
-
-
 def _same(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     return bind(prim, vals, params)
 
@@ -180,7 +167,6 @@ def _build_rules() -> dict[str, BatchRule]:
         einsum=_einsum,
         spread=_spread,
         reshape=_reshape,
-        broadcast_to=_broadcast,
         astype=_same,
         getitem=_index,
         scatter_add=_index,

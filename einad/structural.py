@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .core import Params, Primitive, Tensor, bind, strip
-from .einsum import sum_to_shape
+from .einsum import _letters, spread, sum_to_shape
 from .util import (
     Array,
     ArrayLike,
@@ -110,26 +110,29 @@ def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
 
 # -- broadcast_to ----------------------------------------------------------------------
 
-broadcast_p = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape))
-
 
 def broadcast_raw(x: Value, shape: Sequence[int]) -> Value:
-    if shape_of(x) == tuple(shape):
+    """`x` repeated to `shape`: its broadcast axes squeezed away, then a `spread`.
+
+    Broadcasting is repeating along indices the value does not have, which is
+    exactly `spread` (the VJP helper of einsum): no primitive or rule of its own.
+    """
+    shape = tuple(shape)
+    xs = shape_of(x)
+    if xs == shape:
         return x
-    return bind(broadcast_p, (x,), {"shape": tuple(shape)})
-
-
-_linear(
-    broadcast_p,
-    lambda g, x, p: sum_to_shape(g, shape_of(x)),
-    lambda t, p: broadcast_raw(t, p["shape"]),
-)
+    lead = len(shape) - len(xs)
+    letters = _letters(len(shape))
+    keep = [i for i in range(lead, len(shape)) if xs[i - lead] == shape[i]]
+    x = reshape_raw(x, tuple(shape[i] for i in keep))
+    return spread(x, "".join(letters[i] for i in keep), letters, shape)
 
 
 def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
     """`x` repeated along new or size-1 axes to `shape`, as numpy.broadcast_to.
 
-    Its VJP sums the cotangent back over the repeated axes (one einsum).
+    A `spread` along the repeated axes: its VJP sums the cotangent back over them
+    (one einsum).
 
     Raises:
         ValueError: If `x` cannot be broadcast to `shape` (numpy's message).
