@@ -261,15 +261,16 @@ def planned_contract(eq: str, *ops):
 # -- namespaces ------------------------------------------------------------------------------
 
 
-def _numpy_namespace(einsum: Callable) -> SimpleNamespace:
+def _numpy_namespace(einsum: Callable, xp=np) -> SimpleNamespace:
+    """The cases' namespace on numpy, or on a numpy look-alike `xp` (autograd.numpy)."""
     return SimpleNamespace(
         einsum=einsum,
-        tanh=np.tanh,
-        sin=np.sin,
-        sigmoid=lambda x: 0.5 * (np.tanh(0.5 * x) + 1.0),
-        softplus=lambda x: np.logaddexp(0.0, x),
-        sum=np.sum,
-        mean=np.mean,
+        tanh=xp.tanh,
+        sin=xp.sin,
+        sigmoid=lambda x: 0.5 * (xp.tanh(0.5 * x) + 1.0),
+        softplus=lambda x: xp.logaddexp(0.0, x),
+        sum=xp.sum,
+        mean=xp.mean,
     )
 
 
@@ -425,15 +426,7 @@ class AutogradEngine(Engine):
             self.version = version("autograd")
         except Exception:
             self.version = "?"
-        self.ns = SimpleNamespace(
-            einsum=lambda eq, *ops: anp.einsum(eq, *ops, optimize=True),
-            tanh=anp.tanh,
-            sin=anp.sin,
-            sigmoid=lambda x: 0.5 * (anp.tanh(0.5 * x) + 1.0),
-            softplus=lambda x: anp.logaddexp(0.0, x),
-            sum=anp.sum,
-            mean=anp.mean,
-        )
+        self.ns = _numpy_namespace(lambda eq, *ops: anp.einsum(eq, *ops, optimize=True), anp)
 
     def value_and_grad(self, problem, args):
         ns, nums = self.ns, tuple(problem.argnums)
