@@ -534,13 +534,6 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None) -> Array:
     return arr
 
 
-def unwrap(x: Any) -> Any:
-    """Drop a constant Tensor's box (a Tensor of no trace) so raw arrays flow internally."""
-    if type(x) is Tensor and x._trace is None:
-        return x._value
-    return x
-
-
 def value_of(x: Any, trace: Trace) -> Any:
     """Unbox `x` if it belongs to `trace`, else return it unchanged."""
     if type(x) is Tensor and x._trace is trace:

@@ -260,11 +260,6 @@ def _raw1(name: str) -> Callable[[Any], Any]:
     return lambda x: bind(prim, (x,), {})
 
 
-def _raw2(name: str) -> Callable[[Any, Any], Any]:
-    prim = PRIMITIVES[name]
-    return lambda x, y: bind(prim, (x, y), {})
-
-
 # Internal versions: a raw array in gives a raw array out (used by the rules).
 # (Declared, so the table above can use them before they are made.)
 exp: Callable[[Any], Any]
