@@ -443,23 +443,40 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         def g(*d: Any) -> Any:
             return f(*_substitute(args, nums, d))
 
-        out_flat, out_td = tree_flatten(g(*diff))
-        cols = []
+        # One batched jvp per input leaf; its primal output gives the output's
+        # structure, so f runs no extra time just to learn it.
+        out_td: Any = None
+        out_meta: list[tuple[Shape, Any]] = []
+        cols: list[list[Any] | None] = []
         for j, x in enumerate(in_flat):
+            if int(np.prod(shape_of(x), dtype=np.int64)) == 0:
+                cols.append(None)  # no columns to push
+                continue
 
             def push(t: Any, j: int = j) -> Any:
                 ts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in in_flat]
                 ts[j] = t
-                return jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)))[1]
+                return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts))))
 
-            out_shapes = [shape_of(o) for o in out_flat]
-            cols.append(_stacked(push, shape_of(x), dtype_of(x), out_shapes, [dtype_of(o) for o in out_flat]))
+            from .batching import vmap
+
+            primal, tangent = vmap(push)(_basis(shape_of(x), dtype_of(x)))
+            if out_td is None:
+                stacked, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
+                out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in stacked]
+            cols.append(tree_flatten(tangent)[0])
+        if out_td is None:  # no input has an element: run f once for the output's structure
+            out_flat, out_td = tree_flatten(g(*diff))
+            out_meta = [(shape_of(o), dtype_of(o)) for o in out_flat]
         per_out = []
-        for k, o in enumerate(out_flat):
-            o_shape = shape_of(o)
+        for k, (o_shape, o_dtype) in enumerate(out_meta):
             blocks = []
             for j, x in enumerate(in_flat):
-                c = ops.moveaxis(cols[j][k], 0, -1)  # out.shape + (in.size,)
+                col = cols[j]
+                if col is None:
+                    blocks.append(_out(np.zeros(o_shape + shape_of(x), dtype=o_dtype)))
+                    continue
+                c = ops.moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
                 blocks.append(_out(ops.reshape(c, o_shape + shape_of(x))))
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
