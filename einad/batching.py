@@ -14,17 +14,29 @@ at once, and `jacfwd` a whole stack of tangents through the forward pass.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Tensor, Trace, _box, bind
-from .einsum import contract, spread
+from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, tracing
+from .einsum import contract, einsum_p, spread, spread_p
+from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from .pytree import tree_flatten, tree_unflatten
+from .reductions import max_p, min_p, prod_p
+from .structural import (
+    astype_p,
+    broadcast_raw,
+    concat_p,
+    getitem_p,
+    getitem_raw,
+    reshape_p,
+    reshape_raw,
+    scatter_p,
+    stop_gradient_p,
+    where_p,
+)
+from .subscripts import fresh_symbols
 from .util import Shape, shape_of
-
-BatchRule: TypeAlias = Callable[[Primitive, list[Any], list[bool], Params, int], Any]
-"""``rule(prim, vals, batched, params, size)``: `prim` applied to values with a leading batch axis."""
 
 # -- the trace --------------------------------------------------------------------------
 
@@ -50,7 +62,7 @@ class BatchTrace(Trace):
             else:
                 vals.append(a)
                 batched.append(False)
-        rule = RULES.get(prim.name, _loop)
+        rule = batch_rules.get(prim, _loop)
         return _box(rule(prim, vals, batched, params, self.size), self, None, None)
 
 
@@ -65,8 +77,6 @@ def _phys(v: Any) -> Shape:
 def _align(vals: Sequence[Any], batched: Sequence[bool], size: int) -> list[Any]:
     """Give batched operands singleton axes so numpy broadcasting lines up the batch axis."""
     rank = max((len(_phys(v)) - (1 if b else 0) for v, b in zip(vals, batched)), default=0)
-    from .structural import reshape_raw
-
     out = []
     for v, b in zip(vals, batched):
         if b:
@@ -81,21 +91,16 @@ def _elementwise(prim: Primitive, vals: list[Any], batched: list[bool], params: 
 
 
 def _where(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    from .structural import broadcast_raw
-
-    c, x, y = vals
-    if not (batched[1] or batched[2]):
-        raise AssertionError("where's condition is never batched")
-    x, y = _align([x, y], batched[1:], size)
-    rank = max(len(_phys(x)), len(_phys(y)), np.ndim(c) + 1)
-    c = np.reshape(c, (1,) * (rank - np.ndim(c)) + np.shape(c))
-    out = bind(prim, [c, x, y], params)
-    return broadcast_raw(out, np.broadcast_shapes(np.shape(c), _phys(x), _phys(y)))
+    vals = _align(vals, batched, size)
+    rank = max(len(_phys(v)) + (0 if b else 1) for v, b in zip(vals, batched))
+    vals = [
+        v if b else reshape_raw(v, (1,) * (rank - len(_phys(v))) + _phys(v)) for v, b in zip(vals, batched)
+    ]
+    out = bind(prim, vals, params)
+    return broadcast_raw(out, np.broadcast_shapes(*(_phys(v) for v in vals)))
 
 
 def _einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    from .subscripts import fresh_symbols
-
     inputs, output = params["inputs"], params["output"]
     beta = fresh_symbols(set("".join(inputs) + output), 1)[0]
     new_inputs = tuple(beta + s if b else s for s, b in zip(inputs, batched))
@@ -103,8 +108,6 @@ def _einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Param
 
 
 def _spread(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    from .subscripts import fresh_symbols
-
     beta = fresh_symbols(set(params["src"] + params["dst"]), 1)[0]
     return spread(vals[0], beta + params["src"], beta + params["dst"], (size,) + params["shape"])
 
@@ -138,16 +141,12 @@ def _index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params
 
 
 def _concat(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    from .structural import broadcast_raw
-
     out = [v if b else broadcast_raw(v, (size,) + _phys(v)) for v, b in zip(vals, batched)]
     return bind(prim, out, {"axis": params["axis"] + 1})
 
 
 def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     """Apply `prim` to one example at a time and stack the results."""
-    from .structural import concat_p, getitem_raw, reshape_raw
-
     rows = []
     for i in range(size):
         r = bind(prim, [getitem_raw(v, i) if b else v for v, b in zip(vals, batched)], params)
@@ -155,31 +154,32 @@ def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
     return bind(concat_p, rows, {"axis": 0}) if len(rows) > 1 else rows[0]
 
 
-def _build_rules() -> dict[str, BatchRule]:
-    from .elementwise import BINARY, CONSTANT, UNARY
+def _register() -> None:
 
-    rules: dict[str, BatchRule] = {}
-    for name in [*UNARY, *CONSTANT, "conj", "real"]:  # one operand: the batch axis just rides along
-        rules[name] = _same
-    for name in BINARY:
-        rules[name] = _elementwise
-    rules.update(
-        einsum=_einsum,
-        spread=_spread,
-        reshape=_reshape,
-        astype=_same,
-        getitem=_index,
-        scatter_add=_index,
-        concatenate=_concat,
-        where=_where,
-        max=_axes,
-        min=_axes,
-        prod=_axes,
+    unary = [*UNARY, *CONSTANT, "conj", "real", "isfinite"]
+    for name in unary:  # one operand: the batch axis just rides along
+        batch_rules[PRIMITIVES[name]] = _same
+    for name in [*BINARY, *(p for p in PREDICATES if p not in unary)]:
+        batch_rules[PRIMITIVES[name]] = _elementwise
+    batch_rules.update(
+        {
+            einsum_p: _einsum,
+            spread_p: _spread,
+            reshape_p: _reshape,
+            astype_p: _same,
+            stop_gradient_p: _same,
+            getitem_p: _index,
+            scatter_p: _index,
+            concat_p: _concat,
+            where_p: _where,
+            max_p: _axes,
+            min_p: _axes,
+            prod_p: _axes,
+        }
     )
-    return rules
 
 
-RULES = _build_rules()
+_register()
 
 
 # -- vmap -------------------------------------------------------------------------------------
@@ -199,19 +199,19 @@ def vmap(f: Callable[..., Any]) -> Callable[..., Any]:
         if len(sizes) != 1:
             raise ValueError(f"vmap needs one leading length across arguments, got {sorted(sizes)}")
         size = sizes.pop()
-        trace = BatchTrace(size)
-        boxed = [_box(x if type(x) is Tensor else np.asarray(x), trace, None, None) for x in flat]
-        out = f(*tree_unflatten(td, boxed))
-        out_flat, out_td = tree_flatten(out)
-        results: list[Any] = []
-        for o in out_flat:
-            if type(o) is Tensor and o._trace is trace:
-                results.append(o._value)
-            else:
-                from .structural import broadcast_raw
+        with tracing(BatchTrace(size)) as trace:
+            boxed = [_box(x if type(x) is Tensor else np.asarray(x), trace, None, None) for x in flat]
+            out = f(*tree_unflatten(td, boxed))
+            out_flat, out_td = tree_flatten(out)
+            results: list[Any] = []
+            for o in out_flat:
+                if type(o) is Tensor and o._trace is trace:
+                    results.append(o._value)
+                else:
+                    from .structural import broadcast_raw
 
-                v = o if type(o) is Tensor and o._trace is not None else np.asarray(o)
-                results.append(broadcast_raw(v, (size,) + shape_of(v)))
+                    v = o if type(o) is Tensor and o._trace is not None else np.asarray(o)
+                    results.append(broadcast_raw(v, (size,) + shape_of(v)))
         return tree_unflatten(out_td, results)
 
     return mapped

@@ -11,22 +11,35 @@ again on the unboxed values (which reaches the next trace down), and boxes the
 result. Arguments from other traces pass through as constants, so the
 perturbations of two transformations never mix.
 
-Derivative rules are attached to primitives (`Primitive.vjp`, `Primitive.jvp`)
-and written with einad operations, so the derivative program is traced by any
-enclosing transformation like any other code. Nothing here is global mutable
-state except two counters (trace levels, node creation numbers), whose `next`
-is atomic.
+Derivative rules live in tables keyed by the primitive object (`jvp_rules`,
+`vjp_rules`, `keep_rules`, `batch_rules`; `zero_derivative` lists the
+primitives whose derivative is zero by definition). Rules are written with
+einad operations, so the derivative program is traced by any enclosing
+transformation like any other code. A primitive that has no rule for a mode
+raises `NotImplementedError` there, never a silent zero.
+
+Transformations enter and leave their trace through `tracing`, which marks the
+trace dead on exit: a Tensor of a dead trace (a tracer leaked out of its
+transformation) raises `TracerError` where it is used. `Staged` is the value a
+staging trace (`einad.program`) boxes: it carries the concrete value computed
+while tracing, but refuses to be read as a number, so a Python branch on it, or
+a rule that reads a value instead of staging an operation, fails loudly instead
+of freezing a constant into the program.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
+
+from .errors import TracerError
 
 if TYPE_CHECKING:
     from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value
@@ -47,29 +60,57 @@ KeepRule: TypeAlias = Callable[[list[bool]], tuple[Sequence[bool], bool]]
 """``keep(needed)``: which operand values, and whether the result, a VJP reads."""
 
 
-class Primitive:
-    """A named operation with an implementation on arrays and derivative rules.
+BatchRule: TypeAlias = Callable[["Primitive", list[Any], list[bool], Params, int], Any]
+"""``rule(prim, vals, batched, params, size)``: `prim` on values with a leading batch axis."""
 
-    ``impl(*arrays, **params)`` computes on plain arrays. ``vjp(g, ans, vals,
-    params, needed)`` returns one cotangent per operand (None where not needed
-    or zero). ``jvp(tangents, ans, vals, params)`` returns the output tangent
-    (None for zero), given one tangent per operand (None for zero). A primitive
-    with neither rule is not differentiable (its derivative is zero).
+
+class Primitive:
+    """A named operation with an implementation on arrays.
+
+    ``impl(*arrays, **params)`` computes on plain arrays; arrays are positional,
+    static parameters (subscripts, axes, shapes) go by keyword. Its derivative
+    and batching rules are entries of the tables below, keyed by the primitive.
     """
 
-    __slots__ = ("impl", "jvp", "keep", "name", "vjp")
+    __slots__ = ("impl", "name")
 
     def __init__(self, name: str, impl: Callable[..., Any]) -> None:
         self.name = name
         self.impl = impl
-        self.vjp: VJPRule | None = None
-        self.jvp: JVPRule | None = None
-        # keep(needed) -> (which operand values, whether the result) the VJP reads,
-        # given which operands need a cotangent; None keeps everything.
-        self.keep: KeepRule | None = None
 
     def __repr__(self) -> str:
         return self.name
+
+
+jvp_rules: dict[Primitive, JVPRule] = {}
+"""``jvp(tangents, ans, vals, params)``: the output tangent (None for zero)."""
+vjp_rules: dict[Primitive, VJPRule] = {}
+"""``vjp(g, ans, vals, params, needed)``: one cotangent (or None) per operand."""
+keep_rules: dict[Primitive, KeepRule] = {}
+"""``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
+batch_rules: dict[Primitive, BatchRule] = {}
+"""How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
+zero_derivative: set[Primitive] = set()
+"""Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
+
+
+def rules(
+    prim: Primitive,
+    *,
+    jvp: JVPRule | None = None,
+    vjp: VJPRule | None = None,
+    keep: KeepRule | None = None,
+    batch: BatchRule | None = None,
+) -> Primitive:
+    """Enter `prim`'s rules in the tables (the one way rules are registered)."""
+    for table, rule in ((jvp_rules, jvp), (vjp_rules, vjp), (keep_rules, keep), (batch_rules, batch)):
+        if rule is not None:
+            table[prim] = rule  # type: ignore[index]
+    return prim
+
+
+def _no_rule(prim: Primitive, mode: str) -> NotImplementedError:
+    return NotImplementedError(f"einad has no {mode} rule for the primitive {prim.name!r}")
 
 
 class Node:
@@ -120,14 +161,18 @@ def leaf_node() -> Node:
 
 
 class Trace:
-    """A transformation in progress; `level` orders nested transformations."""
+    """A transformation in progress; `level` orders nested transformations.
 
-    __slots__ = ("level",)
+    Make one inside `tracing`, which marks it `dead` when the transformation returns.
+    """
+
+    __slots__ = ("dead", "level")
     kind = "trace"
     batched = False  # True where values carry a leading batch axis (see batching.py)
 
     def __init__(self, level: int | None = None) -> None:
         self.level = next(_levels) if level is None else level
+        self.dead = False
 
     def __repr__(self) -> str:
         return f"<{self.kind} trace {self.level}>"
@@ -154,11 +199,14 @@ class ReverseTrace(Trace):
                 vals.append(a)
                 parents.append(None)
         out = bind(prim, vals, params)
-        if prim.vjp is None:
-            return out
+        if prim not in vjp_rules:
+            if prim in zero_derivative or not any(p is not None for p in parents):
+                return out
+            raise _no_rule(prim, "reverse-mode (VJP)")
         ans: Value | Meta = out
-        if prim.keep is not None:
-            keep_vals, keep_ans = prim.keep([p is not None for p in parents])
+        keep = keep_rules.get(prim)
+        if keep is not None:
+            keep_vals, keep_ans = keep([p is not None for p in parents])
             vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
             if not keep_ans:
                 ans = Meta(out)
@@ -182,17 +230,97 @@ class ForwardTrace(Trace):
                 vals.append(a)
                 tangents.append(None)
         out = bind(prim, vals, params)
-        if prim.jvp is None:
-            return out
-        tangent = prim.jvp(tangents, out, vals, params)
+        rule = jvp_rules.get(prim)
+        if rule is None:
+            if prim in zero_derivative or all(t is None for t in tangents):
+                return out
+            raise _no_rule(prim, "forward-mode (JVP)")
+        tangent = rule(tangents, out, vals, params)
         if tangent is None:
             return out
         return _box(out, self, None, tangent)
 
 
 # The imperative (PyTorch-style) graph: tensors made with requires_grad=True
-# live in this one reverse trace, the lowest of all levels.
+# live in this one reverse trace, the lowest of all levels. It never ends.
 IMPERATIVE = ReverseTrace(level=0)
+
+_local = threading.local()
+
+
+def trace_stack() -> list[Trace]:
+    """The transformations in progress on this thread, outermost first."""
+    stack: list[Trace] | None = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+@contextmanager
+def tracing(trace: Trace) -> Iterator[Trace]:
+    """Run a transformation's body under `trace`; the trace is dead once the body returns."""
+    stack = trace_stack()
+    stack.append(trace)
+    try:
+        yield trace
+    finally:
+        stack.remove(trace)
+        trace.dead = True
+
+
+def dead_tracer(trace: Trace) -> TracerError:
+    return TracerError(
+        f"a value traced by {trace!r} was used after that transformation returned "
+        "(it leaked out, e.g. saved in a list or a global): return it from the "
+        "transformed function instead"
+    )
+
+
+class Staged:
+    """The value of a Tensor staged into a program: shape, dtype, and the value seen while tracing.
+
+    Reading it as a number or an array raises `TracerError`: the program must not
+    depend on the value it happened to be traced with.
+    """
+
+    __slots__ = ("concrete", "dtype", "shape")
+
+    def __init__(self, concrete: Any) -> None:
+        self.concrete = concrete
+        self.shape: Shape = tuple(getattr(concrete, "shape", ()))
+        self.dtype: np.dtype[Any] = getattr(concrete, "dtype", None) or np.result_type(concrete)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _refuse(self, what: str) -> TracerError:
+        return TracerError(
+            f"{what} of a value traced by einad.jit (or make_graph): its value is not known "
+            "when the program is built. Mark the argument it comes from static "
+            "(static_argnums / static_argnames), or write the choice with ea.where"
+        )
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._refuse("numpy conversion")
+
+    def __bool__(self) -> bool:
+        raise self._refuse("bool()")
+
+    def __float__(self) -> float:
+        raise self._refuse("float()")
+
+    def __int__(self) -> int:
+        raise self._refuse("int()")
+
+    def __index__(self) -> int:
+        raise self._refuse("int()")
+
+    def __complex__(self) -> complex:
+        raise self._refuse("complex()")
+
+    def __repr__(self) -> str:
+        return f"Staged({self.shape}, {self.dtype})"
 
 
 def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Value:
@@ -208,6 +336,8 @@ def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Value:
     if top is None:
         out: Value = prim.impl(*[a._value if type(a) is Tensor else a for a in args], **params)
         return out
+    if top.dead:
+        raise dead_tracer(top)
     return top.process(prim, args, params)
 
 
@@ -298,6 +428,8 @@ class Tensor:
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
         if self._trace is not None and self._trace is not IMPERATIVE:
+            if self._trace.dead:
+                raise dead_tracer(self._trace)
             raise TypeError(
                 "a traced Tensor cannot be converted to a numpy array inside a transformation "
                 "(numpy functions would silently drop its derivative): use einad operations, "
@@ -309,7 +441,10 @@ class Tensor:
         return arr
 
     def __repr__(self) -> str:
-        body = np.array2string(np.asarray(strip(self)), separator=", ", prefix="tensor(")
+        v = strip(self)
+        if type(v) is Staged:
+            return f"tensor(<staged {v.dtype}{list(v.shape)}>, traced by {self._trace!r})"
+        body = np.array2string(np.asarray(v), separator=", ", prefix="tensor(")
         extra = ""
         if self._trace is IMPERATIVE:
             extra = ", requires_grad=True"
@@ -326,14 +461,34 @@ class Tensor:
         for i in range(len(self)):
             yield self[i]
 
+    def _number(self) -> Any:
+        """The value as Python control flow sees it: known under grad/jvp, refused under jit."""
+        if self._trace is not None and self._trace.dead:
+            raise dead_tracer(self._trace)
+        return strip(self)
+
     def __float__(self) -> float:
-        return float(self.__array__())
+        return float(self._number())
 
     def __int__(self) -> int:
-        return int(self.__array__())
+        return int(self._number())
+
+    def __index__(self) -> int:
+        v = self._number()
+        if type(v) is Staged or np.dtype(v.dtype).kind not in "biu":
+            return int(v)  # refused by Staged, or numpy's TypeError for a float
+        return int(v)
+
+    def __complex__(self) -> complex:
+        return complex(self._number())
 
     def __bool__(self) -> bool:
-        return bool(self.__array__())
+        return bool(self._number())
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        v = self._number()
+        return np.asarray(v).item() if type(v) is not Staged else float(v)
 
     __hash__ = object.__hash__
 
@@ -423,24 +578,25 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         return ops.getitem(self, index)
 
-    # Comparisons are not differentiable: they give numpy booleans.
+    # Comparisons are not differentiable: numpy booleans, or a traced boolean
+    # Tensor where a staging trace (jit) or vmap must see the operation.
     def __lt__(self, other: ArrayLike) -> Any:
-        return strip(self) < strip(other)
+        return _unbox_bool(ops.less(self, other))
 
     def __le__(self, other: ArrayLike) -> Any:
-        return strip(self) <= strip(other)
+        return _unbox_bool(ops.less_equal(self, other))
 
     def __gt__(self, other: ArrayLike) -> Any:
-        return strip(self) > strip(other)
+        return _unbox_bool(ops.greater(self, other))
 
     def __ge__(self, other: ArrayLike) -> Any:
-        return strip(self) >= strip(other)
+        return _unbox_bool(ops.greater_equal(self, other))
 
     def __eq__(self, other: object) -> Any:
-        return strip(self) == strip(other)
+        return _unbox_bool(ops.equal(self, other))
 
     def __ne__(self, other: object) -> Any:
-        return strip(self) != strip(other)
+        return _unbox_bool(ops.not_equal(self, other))
 
     # -- methods mirroring the functions -------------------------------------
     def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -500,6 +656,10 @@ class Tensor:
         from .util import wrap
 
         return wrap(ops.astype(self, dtype))
+
+
+def _unbox_bool(t: Tensor) -> Any:
+    return t._value if t._trace is None else t
 
 
 def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Tensor:
@@ -578,9 +738,9 @@ def backward_pass(
             leaves.append((node, g))
             continue
         parents = node.parents
-        assert prim.vjp is not None and node.params is not None and node.vals is not None
+        assert node.params is not None and node.vals is not None
         needed = [p is not None for p in parents]
-        contribs = prim.vjp(g, node.ans, node.vals, node.params, needed)
+        contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
         if consume:
             node.vals = node.ans = None
         for p, c in zip(parents, contribs):

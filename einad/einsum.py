@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .core import Params, Primitive, Tensor, bind
+from .core import Params, Primitive, Tensor, bind, rules
 from .errors import EinsumError
 from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
 from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
@@ -336,9 +336,12 @@ def spread(x: Value, src: str, dst: str, shape: Sequence[int]) -> Value:
     return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
 
 
-spread_p.vjp = lambda g, ans, vals, p, needed: [contract((p["dst"],), p["src"], [g])]
-spread_p.keep = lambda needed: ((False,), False)
-spread_p.jvp = lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["shape"])
+rules(
+    spread_p,
+    vjp=lambda g, ans, vals, p, needed: [contract((p["dst"],), p["src"], [g])],
+    keep=lambda needed: ((False,), False),
+    jvp=lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["shape"]),
+)
 
 
 # -- the rules ------------------------------------------------------------------------
@@ -383,13 +386,12 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
     return out
 
 
-einsum_p.vjp = _einsum_vjp
-einsum_p.jvp = _einsum_jvp
-# Operand k's VJP reads every other operand; nothing reads the result.
-einsum_p.keep = lambda needed: (
-    tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))),
-    False,
-)
+def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """Operand k's VJP reads every other operand; nothing reads the result."""
+    return tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))), False
+
+
+rules(einsum_p, vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
 
 
 def astype(x: Value, dtype: DTypeLike) -> Value:

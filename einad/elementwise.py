@@ -16,9 +16,9 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from .core import KeepRule, Primitive, Tensor, bind, strip
+from .core import KeepRule, Primitive, Tensor, bind, rules, zero_derivative
 from .einsum import sum_to_shape
-from .structural import broadcast_raw, where_raw
+from .structural import astype, broadcast_raw, where_raw
 from .util import Array, ArrayLike, dtype_of, shape_of, to_operand, wrap
 
 Kernel: TypeAlias = Callable[..., Any]
@@ -49,11 +49,10 @@ def _relu(x: Any) -> Any:
     return np.maximum(x, 0)
 
 
-def _tie(a: Any, b: Any, better: Callable[[Any, Any], Any]) -> Any:
-    """Where `a` wins against `b`: 1; where they tie: 1/2 (ties share); else 0."""
-    a, b = strip(a), strip(b)
-    dt = np.result_type(a, b)
-    return better(a, b).astype(dt) + 0.5 * (a == b).astype(dt)
+def _tie(a: Any, b: Any, z: Any, better: str) -> Any:
+    """Where `a` wins against `b`: 1; where they tie: 1/2 (ties share); else 0 (in `z`'s dtype)."""
+    dt = dtype_of(z)
+    return astype(compare(better, a, b), dt) + 0.5 * astype(compare("equal", a, b), dt)
 
 
 def _pow_dx(x: Any, y: Any, z: Any) -> Any:
@@ -70,12 +69,12 @@ def _pow_dx(x: Any, y: Any, z: Any) -> Any:
 def _abs_slope(x: Any, y: Any) -> Any:
     """d|x|: sign(x) for real x (0 at 0); conj(x)/|x| for complex x (JAX's convention)."""
     if dtype_of(x).kind != "c":
-        return np.sign(strip(x))
-    return conj(x) / where_raw(strip(y) == 0, 1, y)
+        return bind(PRIMITIVES["sign"], (x,), {})
+    return conj(x) / where_raw(compare("equal", y, 0), 1, y)
 
 
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
-    return z * log(where_raw(strip(x) == 0, 1, x))
+    return z * log(where_raw(compare("equal", x, 0), 1, x))
 
 
 # -- the table -------------------------------------------------------------------------
@@ -99,7 +98,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "sqrt": (np.sqrt, lambda x, y: 0.5 / y),
     "square": (np.square, lambda x, y: 2 * x),
     "abs": (np.abs, lambda x, y: _abs_slope(x, y)),  # subgradient 0 at 0
-    "relu": (_relu, lambda x, y: strip(x) > 0),  # subgradient 0 at 0
+    "relu": (_relu, lambda x, y: compare("greater", x, 0)),  # subgradient 0 at 0
     "sigmoid": (_sigmoid, lambda x, y: y * (1 - y)),
     "softplus": (_softplus, lambda x, y: sigmoid(x)),
 }
@@ -111,12 +110,27 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
     "multiply": (np.multiply, lambda x, y, z: y, lambda x, y, z: x),
     "divide": (np.true_divide, lambda x, y, z: 1 / y, lambda x, y, z: -z / y),
     "power": (np.power, _pow_dx, _pow_dy),
-    "maximum": (np.maximum, lambda x, y, z: _tie(x, y, np.greater), lambda x, y, z: _tie(y, x, np.greater)),
-    "minimum": (np.minimum, lambda x, y, z: _tie(x, y, np.less), lambda x, y, z: _tie(y, x, np.less)),
+    "maximum": (
+        np.maximum,
+        lambda x, y, z: _tie(x, y, z, "greater"),
+        lambda x, y, z: _tie(y, x, z, "greater"),
+    ),
+    "minimum": (np.minimum, lambda x, y, z: _tie(x, y, z, "less"), lambda x, y, z: _tie(y, x, z, "less")),
 }
 
 # Not differentiable: the derivative is zero wherever it exists.
 CONSTANT: dict[str, Kernel] = {"sign": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.round}
+
+# Boolean results, zero derivative: comparisons (binary) and tests (unary).
+PREDICATES: dict[str, Kernel] = {
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "isfinite": np.isfinite,
+}
 
 
 # -- turning the table into primitives -------------------------------------------------
@@ -176,11 +190,12 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
 
 
 def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
-    prim = Primitive(name, kernel)
-    prim.vjp = lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)]
-    prim.jvp = lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y))
-    prim.keep = _keeper((d,))
-    return prim
+    return rules(
+        Primitive(name, kernel),
+        vjp=lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)],
+        jvp=lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y)),
+        keep=_keeper((d,)),
+    )
 
 
 def _real_if(ans: Any, tangent: Any) -> Any:
@@ -193,7 +208,6 @@ def _real_if(ans: Any, tangent: Any) -> Any:
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, kernel)
     partials = (dx, dy)
-    prim.keep = _keeper(partials)
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
@@ -213,8 +227,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             out = broadcast_raw(out, shape_of(z))
         return out
 
-    prim.vjp, prim.jvp = vjp, jvp
-    return prim
+    return rules(prim, vjp=vjp, jvp=jvp, keep=_keeper(partials))
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -222,27 +235,31 @@ for _name, (_kernel, _d) in UNARY.items():
     PRIMITIVES[_name] = _unary_prim(_name, _kernel, _d)
 for _name, (_kernel, _dx, _dy) in BINARY.items():
     PRIMITIVES[_name] = _binary_prim(_name, _kernel, _dx, _dy)
-for _name, _kernel in CONSTANT.items():
+for _name, _kernel in {**CONSTANT, **PREDICATES}.items():
     PRIMITIVES[_name] = Primitive(_name, _kernel)
+    zero_derivative.add(PRIMITIVES[_name])
+
+
+def compare(name: str, x: Any, y: Any) -> Any:
+    """The comparison `name` (a PREDICATES entry) as an operation (internal: raw in, raw out)."""
+    return bind(PRIMITIVES[name], (x, y), {})
+
 
 # -- complex values: conj and real are R-linear, so each is its own JVP and VJP ----------------
 
-conj_p = Primitive("conj", np.conj)
-conj_p.vjp = lambda g, ans, vals, p, needed: [conj(g)]
-conj_p.jvp = lambda ts, ans, vals, p: conj(ts[0])
-conj_p.keep = lambda needed: ((False,), False)
-real_p = Primitive("real", np.real)
-real_p.vjp = lambda g, ans, vals, p, needed: [_astype(g, dtype_of(vals[0]))]
-real_p.jvp = lambda ts, ans, vals, p: real(ts[0])
-real_p.keep = lambda needed: ((False,), False)
-PRIMITIVES["conj"] = conj_p
-PRIMITIVES["real"] = real_p
-
-
-def _astype(g: Any, dt: Any) -> Any:
-    from .structural import astype
-
-    return astype(g, dt)
+_no_values = lambda needed: ((False,), False)
+conj_p = PRIMITIVES["conj"] = rules(
+    Primitive("conj", np.conj),
+    vjp=lambda g, ans, vals, p, needed: [conj(g)],
+    jvp=lambda ts, ans, vals, p: conj(ts[0]),
+    keep=_no_values,
+)
+real_p = PRIMITIVES["real"] = rules(
+    Primitive("real", np.real),
+    vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0]))],
+    jvp=lambda ts, ans, vals, p: real(ts[0]),
+    keep=_no_values,
+)
 
 
 def conj(x: Any) -> Any:
@@ -290,6 +307,8 @@ _DOCS = {
 }
 for _name in CONSTANT:
     _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}; its derivative is zero."
+for _name in PREDICATES:
+    _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}: a boolean result, not differentiable."
 
 
 def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:

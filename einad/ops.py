@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .core import Tensor, strip
+from . import structural
+from .core import Tensor
 from .einsum import (
     diagonal,
     dot,
@@ -31,7 +32,7 @@ from .structural import (
     stack,
     where,
 )
-from .util import ArrayLike, wrap
+from .util import ArrayLike, to_operand, wrap
 
 add = public_binary("add")
 subtract = public_binary("subtract")
@@ -64,6 +65,13 @@ softplus = public_unary("softplus")
 sign = public_unary("sign")
 floor = public_unary("floor")
 ceil = public_unary("ceil")
+isfinite = public_unary("isfinite")
+equal = public_binary("equal")
+not_equal = public_binary("not_equal")
+less = public_binary("less")
+less_equal = public_binary("less_equal")
+greater = public_binary("greater")
+greater_equal = public_binary("greater_equal")
 
 
 def stop_gradient(x: ArrayLike) -> Tensor:
@@ -72,7 +80,7 @@ def stop_gradient(x: ArrayLike) -> Tensor:
     Use it to treat part of a computation as a constant, or to read a traced
     value as a number without differentiating through it.
     """
-    return wrap(strip(x)) if type(x) is Tensor else Tensor(x)
+    return wrap(structural.stop_gradient(to_operand(x)))
 
 
 __all__ = [
@@ -92,13 +100,19 @@ __all__ = [
     "divide",
     "dot",
     "einsum",
+    "equal",
     "exp",
     "expand_dims",
     "expm1",
     "flip",
     "floor",
     "getitem",
+    "greater",
+    "greater_equal",
     "inner",
+    "isfinite",
+    "less",
+    "less_equal",
     "log",
     "log1p",
     "log_softmax",
@@ -112,6 +126,7 @@ __all__ = [
     "moveaxis",
     "multiply",
     "negative",
+    "not_equal",
     "outer",
     "power",
     "prod",

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
 from .einsum import _axes, sum_raw
-from .elementwise import exp, log
-from .structural import broadcast_raw, reshape_raw, where_raw
-from .util import Array, ArrayLike, Axis, Shape, Value, shape_of, to_array_operand, to_operand, wrap
+from .elementwise import PRIMITIVES, compare, exp, log
+from .structural import astype, broadcast_raw, reshape_raw, stop_gradient, where_raw
+from .util import ArrayLike, Axis, Shape, Value, dtype_of, shape_of, to_array_operand, to_operand, wrap
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 
@@ -26,13 +26,11 @@ def _keep(v: Value, shape: Shape, axes: tuple[int, ...]) -> Value:
     return reshape_raw(v, tuple(1 if i in axes else d for i, d in enumerate(shape)))
 
 
-def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> Array:
-    """Constant weights: 1/count on the elements equal to the extreme, 0 elsewhere."""
-    xs = np.asarray(strip(x))
-    hit = xs == np.asarray(strip(ans)).reshape(tuple(1 if i in axes else d for i, d in enumerate(xs.shape)))
-    hit = hit.astype(xs.dtype)
-    weights: Array = hit / hit.sum(axis=axes, keepdims=True)
-    return weights
+def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> Any:
+    """Weights with zero derivative: 1/count on the elements equal to the extreme, 0 elsewhere."""
+    shape = shape_of(x)
+    hit = astype(compare("equal", x, _keep(stop_gradient(ans), shape, axes)), dtype_of(x))
+    return hit / sum_raw(hit, axes, keepdims=True)
 
 
 def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
@@ -47,8 +45,7 @@ def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
         w = _extreme_weights(vals[0], ans, p["axes"])
         return sum_raw(ts[0] * w, p["axes"])
 
-    prim.vjp, prim.jvp = vjp, jvp
-    return prim
+    return rules(prim, vjp=vjp, jvp=jvp)
 
 
 max_p = _extreme_prim("max", np.max)
@@ -86,23 +83,29 @@ def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
     others' derivative is ``z * p / x_i``, with two the zeros' is ``(z - x_i) * p``.
     """
     shape = shape_of(x)
-    zero = np.asarray(strip(x)) == 0
-    count = zero.sum(axis=axes, keepdims=True)
+    zero = compare("equal", x, 0)
+    count = sum_raw(astype(zero, np.int64), axes, keepdims=True)
     nonzero = where_raw(zero, 1, x)
     p = _keep(bind(prod_p, (nonzero,), {"axes": axes}), shape, axes)
-    if not count.any():
+    seen = strip(count)
+    if type(seen) is not Staged and not np.any(seen):  # known here, not in a program: no zeros
         return p / nonzero
     z = sum_raw(where_raw(zero, x, 0), axes, keepdims=True)
     one = where_raw(zero, p, z * p / nonzero)
     two = where_raw(zero, (z - x) * p, 0)
-    return where_raw(count == 0, p / nonzero, where_raw(count == 1, one, where_raw(count == 2, two, 0)))
+    by_count = where_raw(compare("equal", count, 2), two, 0)
+    by_count = where_raw(compare("equal", count, 1), one, by_count)
+    return where_raw(compare("equal", count, 0), p / nonzero, by_count)
 
 
 prod_p = Primitive("prod", lambda x, axes: np.prod(x, axis=axes))
-prod_p.vjp = lambda g, ans, vals, p, needed: [
-    _keep(g, shape_of(vals[0]), p["axes"]) * _prod_others(vals[0], p["axes"])
-]
-prod_p.jvp = lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"])
+rules(
+    prod_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        _keep(g, shape_of(vals[0]), p["axes"]) * _prod_others(vals[0], p["axes"])
+    ],
+    jvp=lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"]),
+)
 
 
 def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -136,11 +139,13 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
 
 
-def _stable_shift(x: Any, axes: tuple[int, ...]) -> Array:
-    """The max along `axes` (kept dims), as a constant; 0 where it is not finite."""
-    xs = np.asarray(strip(x))
-    m = np.max(xs, axis=axes, keepdims=True) if xs.size else np.zeros([1] * xs.ndim, xs.dtype)
-    return np.where(np.isfinite(m), m, 0).astype(xs.dtype, copy=False)
+def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
+    """The max along `axes` (kept dims) with zero derivative; 0 where it is not finite."""
+    shape = shape_of(x)
+    if 0 in shape:
+        return np.zeros([1] * len(shape), dtype_of(x))
+    m = _keep(bind(max_p, (stop_gradient(x),), {"axes": axes}), shape, axes)
+    return where_raw(bind(PRIMITIVES["isfinite"], (m,), {}), m, np.zeros((), dtype_of(x)))
 
 
 def _logsumexp(x: Value, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -186,9 +191,8 @@ def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tens
     a_max = None if a_max is None else to_operand(a_max)
     out = x
     if a_min is not None:
-        out = where_raw(strip(x) < strip(a_min), a_min, out)
+        out = where_raw(compare("less", x, a_min), a_min, out)
     if a_max is not None:
-        out = where_raw(strip(out) > strip(a_max), a_max, out)
-    return wrap(
-        broadcast_raw(out, np.broadcast_shapes(shape_of(x), np.shape(strip(a_min)), np.shape(strip(a_max))))
-    )
+        out = where_raw(compare("greater", out, a_max), a_max, out)
+    bounds = [shape_of(b) for b in (a_min, a_max) if b is not None]
+    return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), *bounds)))

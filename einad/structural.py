@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Tensor, bind, strip
+from .core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
 from .einsum import _letters, spread, sum_to_shape
+from .errors import TracerError
 from .util import (
     Array,
     ArrayLike,
@@ -38,10 +39,24 @@ def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 def _linear(
     prim: Primitive, transpose: Callable[[Any, Any, Params], Any], apply: Callable[[Any, Params], Any]
 ) -> None:
-    """Attach the rules of a one-operand linear primitive."""
-    prim.vjp = lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)]
-    prim.jvp = lambda ts, ans, vals, p: apply(ts[0], p)
-    prim.keep = _shape_only
+    """Enter the rules of a one-operand linear primitive."""
+    rules(
+        prim,
+        vjp=lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)],
+        jvp=lambda ts, ans, vals, p: apply(ts[0], p),
+        keep=_shape_only,
+    )
+
+
+# -- stop_gradient: the identity, with derivative zero in every mode ---------------
+
+stop_gradient_p = Primitive("stop_gradient", lambda x: x)
+zero_derivative.add(stop_gradient_p)
+
+
+def stop_gradient(x: Any) -> Any:
+    """`x` with a zero derivative (internal: a raw value passes through untouched)."""
+    return bind(stop_gradient_p, (x,), {}) if type(x) is Tensor and x._trace is not None else x
 
 
 # -- reshape ---------------------------------------------------------------------
@@ -176,11 +191,17 @@ _linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]))
 
 
 def _clean_index(index: Any) -> Any:
-    """Make an index hashable-free of Tensors; integer arrays stay arrays."""
+    """Make an index free of Tensors; integer arrays stay arrays (a static parameter)."""
     if isinstance(index, tuple):
         return tuple(_clean_index(i) for i in index)
     if type(index) is Tensor:
         index = strip(index)
+        if type(index) is Staged:
+            raise TracerError(
+                "indexing with an array computed inside einad.jit: the index is a static "
+                "parameter of the program. Pass it as a static argument (static_argnums) or "
+                "compute it outside the jitted function"
+            )
     if isinstance(index, list):
         index = np.asarray(index)
     if isinstance(index, np.ndarray) and index.dtype.kind not in "biu":
@@ -232,7 +253,7 @@ def getitem(x: ArrayLike, index: Any) -> Tensor:
     """x[index]: basic and integer-array indexing, differentiable."""
     x = to_array_operand(x)
     index = _clean_index(index)
-    strip(x)[index]  # let numpy raise its IndexError here, at the user's call
+    _ghost(shape_of(x))[index]  # let numpy raise its IndexError here, at the user's call
     return wrap(getitem_raw(x, index))
 
 
@@ -270,9 +291,7 @@ def _concat_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
 
 
 concat_p = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis))
-concat_p.vjp = _concat_vjp
-concat_p.jvp = _concat_jvp
-concat_p.keep = _shape_only
+rules(concat_p, vjp=_concat_vjp, jvp=_concat_jvp, keep=_shape_only)
 
 
 def concatenate(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
@@ -364,13 +383,11 @@ def zeros_scalar(like: Any) -> Array:
 
 
 where_p = Primitive("where", lambda c, x, y: np.where(c, x, y))
-where_p.vjp = _where_vjp
-where_p.jvp = _where_jvp
-where_p.keep = lambda needed: ((True, False, False), False)  # the condition only
+rules(where_p, vjp=_where_vjp, jvp=_where_jvp, keep=lambda needed: ((True, False, False), False))
 
 
 def where_raw(c: Any, x: Value, y: Value) -> Value:
-    return bind(where_p, (strip(c), x, y), {})
+    return bind(where_p, (stop_gradient(c), x, y), {})
 
 
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
@@ -378,7 +395,7 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
 
     Differentiable in `x` and `y`, never in `condition`.
     """
-    c = np.asarray(strip(condition))
-    if c.dtype != np.bool_:
-        c = c.astype(bool)
+    c = to_array_operand(condition)
+    if dtype_of(c) != np.bool_:
+        c = astype(stop_gradient(c), np.bool_)
     return wrap(where_raw(c, to_operand(x), to_operand(y)))

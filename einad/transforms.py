@@ -14,7 +14,18 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 
 from . import ops
-from .core import ForwardTrace, Node, ReverseTrace, Tensor, backward_pass, box, strip, value_of
+from .core import (
+    ForwardTrace,
+    Node,
+    ReverseTrace,
+    Tensor,
+    backward_pass,
+    box,
+    dead_tracer,
+    strip,
+    tracing,
+    value_of,
+)
 from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from .util import Array, DTypeLike, Shape, dtype_of, shape_of
 
@@ -48,6 +59,8 @@ def _out(v: Any) -> Any:
     """A result as the caller should see it: a Tensor if still traced, else numpy."""
     if type(v) is Tensor:
         if v._trace is not None:
+            if v._trace.dead:
+                raise dead_tracer(v._trace)
             return v
         v = v._value
     return np.asarray(v)
@@ -142,10 +155,11 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args))
-        trace = ReverseTrace()
         flat, td = tree_flatten([args[i] for i in nums])
-        boxed = [box(_diff_value(x, f"argument {_where(nums, td, k)}"), trace) for k, x in enumerate(flat)]
-        out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
+        values = [_diff_value(x, f"argument {_where(nums, td, k)}") for k, x in enumerate(flat)]
+        with tracing(ReverseTrace()) as trace:
+            boxed = [box(v, trace) for v in values]
+            out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
         aux = None
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -225,10 +239,11 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
         `f`'s output, and the function pulling a cotangent of that output's
         structure back to a tuple of cotangents, one per primal.
     """
-    trace = ReverseTrace()
     flat, td = tree_flatten(list(primals))
-    boxed = [box(_diff_value(x, f"primal leaf {k}"), trace) for k, x in enumerate(flat)]
-    out = f(*tree_unflatten(td, boxed))
+    values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
+    with tracing(ReverseTrace()) as trace:
+        boxed = [box(v, trace) for v in values]
+        out = f(*tree_unflatten(td, boxed))
     out_flat, out_td = tree_flatten(out)
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
@@ -273,12 +288,13 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
     t_flat, t_td = tree_flatten(list(tangents))
     if p_td != t_td:
         raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
-    trace = ForwardTrace()
-    boxed: list[Tensor] = []
+    pairs = []
     for k, (p, t) in enumerate(zip(p_flat, t_flat)):
         v = _diff_value(p, f"primal leaf {k}")
-        boxed.append(box(v, trace, _tangent_in(t, v)))
-    out = f(*tree_unflatten(p_td, boxed))
+        pairs.append((v, _tangent_in(t, v)))
+    with tracing(ForwardTrace()) as trace:
+        boxed = [box(v, trace, t) for v, t in pairs]
+        out = f(*tree_unflatten(p_td, boxed))
     out_flat, out_td = tree_flatten(out)
     primal_out, tangent_out = [], []
     for o in out_flat:

@@ -4,15 +4,18 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad.core import Primitive, bind
+from einad.core import Primitive, bind, rules
 from einad.util import wrap
 
 
 def _exp_with(vjp_factor):
     """exp whose JVP is right and whose VJP multiplies the cotangent by vjp_factor(ans)."""
     prim = Primitive("test_exp", np.exp)
-    prim.jvp = lambda ts, ans, vals, p: ts[0] * ans
-    prim.vjp = lambda g, ans, vals, p, needed: [g * vjp_factor(ans)]
+    rules(
+        prim,
+        jvp=lambda ts, ans, vals, p: ts[0] * ans,
+        vjp=lambda g, ans, vals, p, needed: [g * vjp_factor(ans)],
+    )
     return lambda x: wrap(bind(prim, (x,), {}))
 
 

@@ -867,20 +867,26 @@ def test_gradcheck_holds_integer_arguments_fixed():
 
 def _wrong_jvp_square():
     """square with a correct VJP and a JVP off by a factor 2: only forward mode is wrong."""
-    from einad.core import Primitive, bind
+    from einad.core import Primitive, bind, rules
 
     prim = Primitive("bad_square", np.square)
-    prim.vjp = lambda g, ans, vals, p, needed: [g * 2 * vals[0]]
-    prim.jvp = lambda ts, ans, vals, p: ts[0] * 4 * vals[0]
+    rules(
+        prim,
+        vjp=lambda g, ans, vals, p, needed: [g * 2 * vals[0]],
+        jvp=lambda ts, ans, vals, p: ts[0] * 4 * vals[0],
+    )
     return lambda x: bind(prim, (x if isinstance(x, ea.Tensor) else np.asarray(x),), {})
 
 
 def _wrong_vjp_square():
-    from einad.core import Primitive, bind
+    from einad.core import Primitive, bind, rules
 
     prim = Primitive("bad_square", np.square)
-    prim.vjp = lambda g, ans, vals, p, needed: [g * vals[0]]
-    prim.jvp = lambda ts, ans, vals, p: ts[0] * 2 * vals[0]
+    rules(
+        prim,
+        vjp=lambda g, ans, vals, p, needed: [g * vals[0]],
+        jvp=lambda ts, ans, vals, p: ts[0] * 2 * vals[0],
+    )
     return lambda x: bind(prim, (x if isinstance(x, ea.Tensor) else np.asarray(x),), {})
 
 
