@@ -7,7 +7,7 @@ are built on one small tracing core.
 
 from .core import Tensor
 from .errors import EinsumError, GradcheckError
-from .graph import Graph, make_graph
+from .program import Graph, make_graph
 from .ops import (
     abs,
     add,

@@ -387,7 +387,8 @@ rules(where_p, vjp=_where_vjp, jvp=_where_jvp, keep=lambda needed: ((True, False
 
 
 def where_raw(c: Any, x: Value, y: Value) -> Value:
-    return bind(where_p, (stop_gradient(c), x, y), {})
+    """`where` for rules: `c` is a boolean (a comparison's result), so it carries no derivative."""
+    return bind(where_p, (c, x, y), {})
 
 
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:

@@ -300,8 +300,10 @@ def test_to_dot_draws_an_edge_per_use_of_a_repeated_operand():
 def test_to_dot_of_a_gradient_program_with_constants_and_boolean_literals():
     f = lambda x: ea.sum(ea.where(x > 0, x, 0.0) * ea.einsum("ij,jk->ik", x, x))
     check_dot(ea.make_graph(ea.grad(f))(M))
-    # a 0-d condition is listed as the literal True, and must not become a node
+    # a comparison of the input is an equation; a constant condition is the literal True
     g = ea.make_graph(lambda x: ea.where(x > 0, x, 0.0))(np.array(1.0))
+    assert str(g).splitlines()[1:3] == ["    b:bool[] = greater a 0", "    c:f64[] = where b a 0.0"]
+    g = ea.make_graph(lambda x: ea.where(np.array(True), x, 0.0))(np.array(1.0))
     assert str(g).splitlines()[1] == "    b:f64[] = where True a 0.0"
     assert '"True"' not in check_dot(g)
 
