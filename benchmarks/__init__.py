@@ -1,6 +1,6 @@
 """einad's benchmark suite (issue 4): ``python -m benchmarks --help``.
 
-* `cases`   — the eight programs, their inputs and hand-written numpy derivatives;
+* `cases`   — the programs, their inputs and hand-written numpy derivatives;
 * `engines` — einad, opt_einsum, the `manual` speed limit and the peers;
 * `timing`  — medians after warm-up, machine busy-ness, the progress bar;
 * `__main__` — the command line, the table, the JSON record and the plot.

@@ -20,7 +20,8 @@ compilation) happens when the callable is built, outside the timed region.
 
 The cases write their loss once, against a small namespace (``ns.einsum``,
 ``ns.tanh``, ``ns.sigmoid``, ``ns.softplus``, ``ns.sin``, ``ns.sum``,
-``ns.mean`` and the arithmetic operators), which each engine provides.
+``ns.mean``, ``ns.trace``, ``ns.diagonal`` and the arithmetic operators), which
+each engine provides.
 """
 
 from __future__ import annotations
@@ -271,6 +272,8 @@ def _numpy_namespace(einsum: Callable, xp=np) -> SimpleNamespace:
         softplus=lambda x: xp.logaddexp(0.0, x),
         sum=xp.sum,
         mean=xp.mean,
+        trace=xp.trace,
+        diagonal=xp.diagonal,
     )
 
 
@@ -468,6 +471,8 @@ class JaxEngine(Engine):
             softplus=jax.nn.softplus,
             sum=jnp.sum,
             mean=jnp.mean,
+            trace=jnp.trace,
+            diagonal=jnp.diagonal,
         )
 
     def convert(self, a):
@@ -522,6 +527,8 @@ class TorchEngine(Engine):
             softplus=F.softplus,
             sum=torch.sum,
             mean=torch.mean,
+            trace=torch.trace,
+            diagonal=torch.diagonal,
         )
 
     def convert(self, a):
