@@ -1,6 +1,6 @@
 """einad's benchmark suite (issue 4): ``python -m benchmarks --help``.
 
-* `cases`   — the eight programs, their inputs and hand-written numpy derivatives;
+* `cases`   — the programs, their inputs and hand-written numpy derivatives;
 * `engines` — einad, opt_einsum, the `manual` speed limit and the peers;
 * `timing`  — medians after warm-up, machine busy-ness, the progress bar;
 * `__main__` — the command line, the table, the JSON record and the plot.
@@ -8,4 +8,4 @@
 
 # the engines, in running order (`engines.all_engines` builds them; kept here so the
 # command line can list them without importing numpy)
-ENGINE_NAMES = ["manual", "opt_einsum", "einad", "autograd", "jax", "jax-jit", "torch"]
+ENGINE_NAMES = ["manual", "opt_einsum", "einad", "einad-jit", "autograd", "jax", "jax-jit", "torch"]

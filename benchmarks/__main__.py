@@ -27,7 +27,9 @@ def parse(argv=None) -> argparse.Namespace:
         "and the peers (HIPS autograd, JAX, PyTorch) where installed.",
     )
     ap.add_argument("--quick", action="store_true", help="tiny sizes and short timings (under a minute)")
-    ap.add_argument("--cases", help="comma list of case keys (1,2,3,4,5,6,7,8 or 5a,5b,6a,6b); default all")
+    ap.add_argument(
+        "--cases", help="comma list of case keys (1,...,9; 5 means 5a,5b and 6 means 6a,6b); default all"
+    )
     ap.add_argument(
         "--engines",
         help=(

@@ -1,4 +1,4 @@
-"""The eight cases of issue 4 (float64, fixed seeds).
+"""The cases of issues 4 and 9 (float64, fixed seeds).
 
 Each case builds a `Problem`: its inputs (read-only arrays, so an engine that
 writes into them fails loudly), which of them are differentiated, the loss
@@ -319,6 +319,30 @@ def _hvp_case(quick: bool) -> Problem:
     return Problem(f"X {m}x{d}", (w, X, y), (0,), loss, fwd, manual_hvp=hvp, tangent=v, kind="hvp")
 
 
+# -- 9: trace plus the squared diagonal (issue 9): two cotangents on one diagonal ----------
+
+
+def _trace_diag_case(quick: bool) -> Problem:
+    n = 200 if quick else 2000
+    rng = np.random.default_rng(9)
+    A = readonly(rng.standard_normal((n, n)))
+
+    def loss(ns, A):
+        return ns.trace(A) + ns.sum(ns.diagonal(A) ** 2)
+
+    def fwd(A):
+        d = np.diagonal(A)
+        return np.trace(A) + np.sum(d * d)
+
+    def vag(A):
+        d = np.diagonal(A)
+        G = np.zeros_like(A)
+        G.flat[:: n + 1] = 1.0 + 2.0 * d
+        return np.trace(A) + np.sum(d * d), (G,)
+
+    return Problem(f"{n}x{n}", (A,), (0,), loss, fwd, vag)
+
+
 CASES = [
     Case("1", "matmul ij,jk->ik", _matmul_case),
     Case("2", "batch matmul bij,bjk->bik", _bmm_case),
@@ -330,6 +354,7 @@ CASES = [
     Case("6b", "diagonal ii->i", _diagonal_case),
     Case("7", "200 small ops (µs per op)", _chain_case),
     Case("8", "logistic-regression HVP", _hvp_case),
+    Case("9", "trace(A) + Σ diagonal(A)²", _trace_diag_case),
 ]
 
 

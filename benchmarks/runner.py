@@ -5,13 +5,17 @@ engine at a time (each engine's runs are one contiguous block), for every case:
 check the engine's value and gradient against `manual` (a mismatch is an error,
 reported at the end, and the exit status is 1), time the forward and the
 value-and-gradient (medians after warm-up), and, for the numpy-based engines,
-record tracemalloc's peak during one value-and-gradient call.
+record tracemalloc's peak during one value-and-gradient call. For a staged
+engine (``einad-jit``, ``jax-jit``) the checking call is the first call of a
+freshly staged function, so it is timed too: the first-call cost (trace,
+optimize, compile and run).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +26,8 @@ from . import cases as cases_mod
 from .engines import ENGINE_NAMES, EngineAbsent, all_engines
 from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_memory
 
-OURS = {"einad", "manual", "opt_einsum"}  # a crash of one of these is an error, not a row
-TRACEMALLOC = {"einad", "manual", "autograd"}  # engines whose memory numpy reports
+OURS = {"einad", "einad-jit", "manual", "opt_einsum"}  # a crash of one of these is an error, not a row
+TRACEMALLOC = {"einad", "einad-jit", "manual", "autograd"}  # engines whose memory numpy reports
 RTOL = 1e-6  # relative (2-norm) tolerance of every check against manual
 
 
@@ -35,6 +39,8 @@ class Row:
     detail: str = ""
     forward: float | None = None  # seconds (per op for case 7)
     vg: float | None = None  # value-and-gradient, or the HVP in case 8
+    first_forward: float | None = None  # staged engines: the first call (trace, compile, run)
+    first_vg: float | None = None
     peak: float | None = None  # bytes
     retained: float | None = None
     reps: dict = field(default_factory=dict)
@@ -77,12 +83,21 @@ def _fmt_time(seconds: float | None, per_op: bool) -> str:
         return "-"
     if per_op:
         return f"{seconds * 1e6:.1f} µs"
+    if seconds >= 10:
+        return f"{seconds:.1f} s"
     ms = seconds * 1e3
     if ms >= 100:
         return f"{ms:.0f} ms"
     if ms >= 1:
         return f"{ms:.2f} ms"
     return f"{ms * 1e3:.0f} µs"
+
+
+def _first_call(fn) -> tuple:
+    """(result, seconds) of one call of `fn`."""
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -142,9 +157,9 @@ class Runner:
         try:
             args = tuple(engine.convert(a) for a in p.arrays)
             forward = engine.forward(p, args)
-            bad = _mismatch(
-                np.asarray(engine.to_numpy(forward()), dtype=np.float64), np.float64(ref_fwd), "value"
-            )
+            out, first_fwd = _first_call(forward)
+            bad = _mismatch(np.asarray(engine.to_numpy(out), dtype=np.float64), np.float64(ref_fwd), "value")
+            del out
             if bad:
                 self._error(case, engine.name, "forward " + bad)
                 return
@@ -157,8 +172,9 @@ class Runner:
                     return
             else:
                 jobs = {"": engine.value_and_grad(p, args)}
+            first = {}
             for label, fn in jobs.items():
-                out = fn()
+                out, first[label] = _first_call(fn)
                 if p.kind == "hvp":
                     bad = _mismatch(engine.to_numpy(out), ref, "HVP")
                 else:
@@ -169,24 +185,31 @@ class Runner:
                     return
             # timing
             t_fwd = measure(forward, self.budget)
+            staged = engine.staged
             if not jobs:
                 self._add(
                     Row(
                         case.key,
                         engine.name,
                         forward=t_fwd.median * scale,
+                        first_forward=first_fwd * scale if staged else None,
                         detail="forward only",
                         reps={"forward": t_fwd.as_dict()},
                     )
                 )
             for label, fn in jobs.items():
                 t = measure(fn, self.budget)
+                reps = {"forward": t_fwd.as_dict(), "vg": t.as_dict()}
+                if staged:
+                    reps.update(first_forward_s=first_fwd, first_vg_s=first[label])
                 row = Row(
                     case.key,
                     f"{engine.name} {label}".strip(),
                     forward=t_fwd.median * scale,
                     vg=t.median * scale,
-                    reps={"forward": t_fwd.as_dict(), "vg": t.as_dict()},
+                    first_forward=first_fwd * scale if staged else None,
+                    first_vg=first[label] * scale if staged else None,
+                    reps=reps,
                 )
                 if engine.name in TRACEMALLOC:
                     row.peak, row.retained = peak_memory(fn)
@@ -210,7 +233,7 @@ class Runner:
                 self.rows[self.rows.index(old)] = row
             return
         old.rounds.append(row.reps)
-        for attr in ("forward", "vg", "peak"):
+        for attr in ("forward", "vg", "first_forward", "first_vg", "peak"):
             new = getattr(row, attr)
             if new is not None and (getattr(old, attr) is None or new < getattr(old, attr)):
                 setattr(old, attr, new)
@@ -220,6 +243,21 @@ class Runner:
         self._add(Row(case.key, engine, "error", msg.splitlines()[0][:160]))
 
     # -- the whole run ---------------------------------------------------------------------
+
+    def load(self, engine) -> str | None:
+        """Import `engine` and warm its staging up; None when it is ready, else why it is
+        absent. A failure other than a missing package is an error for einad's own engines."""
+        try:
+            engine.load()
+            engine.warm_up()
+        except EngineAbsent as err:
+            return str(err)
+        except Exception as err:
+            msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            if engine.name in OURS:
+                self.errors.append(f"{engine.name}: failed to load: {msg}\n{traceback.format_exc()}")
+            return f"failed to load: {msg[:160]}"
+        return None
 
     def run(self) -> int:
         self.machine = machine_info()
@@ -236,10 +274,7 @@ class Runner:
                     if rnd == 0:
                         reason = engine.check_installed()
                         if reason is None:
-                            try:
-                                engine.load()
-                            except EngineAbsent as err:
-                                reason = str(err)
+                            reason = self.load(engine)
                         if reason is not None:
                             self.absent[engine.name] = reason
                             for _case in self.cases:
@@ -272,6 +307,7 @@ class Runner:
 
     def table(self) -> str:
         m = self.machine
+        staged = any(r.first_forward is not None for r in self.rows)
         lines = [
             f"einad benchmarks ({'quick' if self.args.quick else 'full'}) — {m['date']}",
             (
@@ -282,6 +318,12 @@ class Runner:
             (
                 "medians after warm-up; vg = value-and-gradient (case 8: the Hessian-vector product); "
                 "ratios vg/fwd, vg/manual, fwd/opt_einsum; peak = tracemalloc peak of one vg call"
+                + (
+                    "; 1st fwd, 1st vg = the first call of a staged (jit) engine's fresh function: "
+                    "trace, optimize, compile and run"
+                    if staged
+                    else ""
+                )
                 + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else "")
             ),
             "",
@@ -290,6 +332,8 @@ class Runner:
             f"{'engine':<24}{'forward':>11}{'vg':>11}{'vg/fwd':>9}"
             f"{'vg/manual':>11}{'fwd/oe':>9}{'peak MiB':>10}"
         )
+        if staged:
+            head += f"{'1st fwd':>11}{'1st vg':>11}"
         for case in self.cases:
             p = self.problems[case.key]
             per_op = bool(p.ops)
@@ -315,6 +359,11 @@ class Runner:
                         else " " * 9
                     )
                     + f"{peak:>10}"
+                    + (
+                        f"{_fmt_time(r.first_forward, per_op):>11}{_fmt_time(r.first_vg, per_op):>11}"
+                        if staged
+                        else ""
+                    )
                     + (f"  ({r.detail})" if r.detail else "")
                 )
             lines.append("")
@@ -374,6 +423,7 @@ class Runner:
         mode = lambda r: r.engine.split(" ", 1)[1] if " " in r.engine else ""
         colours = {
             "einad": "#1f77b4",
+            "einad-jit": "#17becf",
             "opt_einsum": "#7f7f7f",
             "autograd": "#9467bd",
             "jax": "#e377c2",

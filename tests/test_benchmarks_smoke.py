@@ -3,7 +3,9 @@
 Runs ``python -m benchmarks --quick --engines einad,manual`` from the
 repository root, as a user would, and checks that it exits 0 and prints a
 table with every case. Also checks the `manual` engine's hand-written pairwise
-backward, since every engine is judged against it.
+backward, since every engine is judged against it, and the `einad-jit` engine:
+reported absent when einad has no ``jit``, and run on every case (first-call
+cost and memory peak included) when it has.
 """
 
 import json
@@ -16,11 +18,15 @@ import opt_einsum as oe
 import pytest
 from opt_einsum.testing import rand_equation
 
+import einad
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.cases import CASES  # noqa: E402  (after the sys.path line above)
+from benchmarks.__main__ import parse  # noqa: E402  (after the sys.path line above)
+from benchmarks.cases import CASES  # noqa: E402
 from benchmarks.engines import PairwiseContraction  # noqa: E402
+from benchmarks.runner import Runner  # noqa: E402
 
 
 def test_quick_run_prints_every_case(tmp_path):
@@ -43,6 +49,42 @@ def test_quick_run_prints_every_case(tmp_path):
             r["engine"].split(" ")[0] for r in data["rows"] if r["case"] == case.key and r["status"] == "ok"
         }
         assert {"einad", "manual"} <= engines, (case.key, engines)
+
+
+def test_einad_jit_is_absent_without_ea_jit(monkeypatch, capsys):
+    monkeypatch.delattr(einad, "jit", raising=False)
+    runner = Runner(parse(["--quick", "--cases", "6a", "--engines", "einad-jit"]))
+    assert runner.run() == 0
+    assert "einad-jit" in runner.absent and "no ea.jit" in runner.absent["einad-jit"]
+    assert not [r for r in runner.rows if r.engine.startswith("einad-jit")]
+    assert "absent: einad-jit" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(
+    not hasattr(einad, "jit"),
+    reason="einad has no ea.jit yet (issue 9): the einad-jit engine is reported absent until it lands",
+)
+def test_quick_run_einad_jit(tmp_path):
+    record = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--engines", "einad-jit", "--json", str(record)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(record.read_text())
+    assert data["errors"] == [] and "einad-jit" not in data["absent"]
+    for case in CASES:
+        rows = [r for r in data["rows"] if r["case"] == case.key and r["engine"].startswith("einad-jit")]
+        assert rows and all(r["status"] == "ok" for r in rows), (case.key, rows)
+        for r in rows:  # the first call, the steady state and the memory peak, on every row
+            assert r["first_forward"] > 0 and r["first_vg"] > 0 and r["vg"] > 0, r
+            assert r["peak"] is not None, r
+    assert len([r for r in data["rows"] if r["case"] == "8" and r["engine"].startswith("einad-jit")]) == 3
+    assert "1st fwd" in proc.stdout
 
 
 def test_unknown_engine_is_refused():
