@@ -7,7 +7,6 @@ are built on one small tracing core.
 
 from .core import Tensor
 from .errors import EinsumError, GradcheckError
-from .program import Graph, make_graph
 from .ops import (
     abs,
     add,
@@ -68,6 +67,7 @@ from .ops import (
     var,
     where,
 )
+from .program import Graph, make_graph
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 from .util import ArrayLike, DTypeLike
