@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .core import Params, Primitive, Tensor, bind, lower_rules, rules
+from .core import Params, Primitive, Staged, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
 from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
 from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
@@ -477,6 +477,25 @@ def _check_path(path: Path, n: int) -> None:
         raise EinsumError(f"invalid contraction path {list(path)}: it leaves {left} operands, not 1")
 
 
+def _weak_scalar(x: Any) -> Any:
+    """The Python number `x` is, or holds under every trace (jit traces them weakly typed); else None."""
+    v = x
+    while type(v) is Tensor:
+        v = v._value
+    if type(v) is Staged:
+        v = v.concrete
+    return v if isinstance(v, (int, float, complex)) else None
+
+
+def _as_dtype(x: Any, dtype: Any) -> Any:
+    """A Python number as a 0-d array of `dtype` (a traced one by an `astype` operation)."""
+    if type(x) is not Tensor:
+        return np.asarray(x, dtype=dtype)
+    from .structural import astype_p
+
+    return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
+
+
 def einsum(
     subscripts: str, *operands: ArrayLike, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
 ) -> Tensor:
@@ -505,14 +524,12 @@ def einsum(
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
     ops_ = [to_operand(x) for x in operands]
-    if any(isinstance(x, (int, float, complex)) for x in ops_):
-        # Python numbers become 0-d arrays of the dtype numpy's promotion gives them
-        # next to the array operands (so float32 stays float32).
-        arrays = [dtype_of(x) for x in ops_ if not isinstance(x, (int, float, complex))]
-        ops_ = [
-            np.asarray(x, dtype=np.result_type(x, *arrays)) if isinstance(x, (int, float, complex)) else x
-            for x in ops_
-        ]
+    weak = [_weak_scalar(x) for x in ops_]
+    if any(w is not None for w in weak):
+        # Python numbers (also ones jit traces) take the dtype numpy's promotion gives
+        # them next to the array operands (so float32 stays float32).
+        arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
+        ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
     spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
     for k, axes in enumerate(spec.squeeze):
         if axes:

@@ -27,10 +27,12 @@ from typing import Any
 import numpy as np
 
 from .core import Staged, Tensor, lower_rules, strip
+from .einsum import einsum_p, spread_p
 from .errors import TracerError
 from .passes import optimize
 from .program import ClosedOverTracer, Graph, Lit, run_graph, stage
 from .pytree import TreeDef, tree_flatten, tree_unflatten
+from .structural import getitem_p, reshape_p, stop_gradient_p
 
 _programs = itertools.count()
 
@@ -105,7 +107,8 @@ def compile_graph(graph: Graph) -> Program:
         dead = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
         if dead:
             lines.append(f"    del {', '.join(var(a) for a in dead)}")
-    outs = ", ".join(atom(o) for o in graph.outputs)
+    namespace["copy"], namespace["owned"] = np.array, _owned
+    outs = ", ".join(_returns(graph, [atom(o) for o in graph.outputs]))
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     source = "\n".join(lines) + "\n"
     filename = f"<einad program {next(_programs)}>"
@@ -115,21 +118,66 @@ def compile_graph(graph: Graph) -> Program:
     return Program(**base, source=source, fn=namespace["program"])
 
 
+# Primitives whose result may be a view of their first operand (and so share its memory).
+_VIEWS = {reshape_p, getitem_p, stop_gradient_p, spread_p}
+
+
+def _roots(graph: Graph) -> dict[str, str]:
+    """For each variable, the variable whose memory it may share (itself when fresh)."""
+    root = {n: n for n in graph.input_names} | {n: n for n in graph.const_values}
+    for e in graph.equations:
+        first = e.inputs[0] if e.inputs else None
+        view = e.prim in _VIEWS or (e.prim is einsum_p and len(e.inputs) == 1)
+        root[e.output] = root[first] if view and isinstance(first, str) else e.output
+    return root
+
+
+def _returns(graph: Graph, exprs: list[str]) -> list[str]:
+    """The expressions returning the outputs: a copy where one could share memory with an
+    input, a constant or an earlier output, or be read-only (results are the caller's)."""
+    roots = _roots(graph)
+    external = set(graph.input_names) | set(graph.const_values)
+    seen: set[str] = set()
+    out = []
+    for o, expr in zip(graph.outputs, exprs):
+        root = roots[o] if isinstance(o, str) else None
+        if root is None or root in external or root in seen:
+            out.append(f"copy({expr})")
+        else:
+            out.append(expr if root == o else f"owned({expr})")
+            seen.add(root)
+    return out
+
+
+def _owned(x: Any) -> Any:
+    """`x`, or a copy when it is a read-only view (such as a broadcast)."""
+    return x if getattr(x, "flags", None) is None or x.flags.writeable else np.array(x)
+
+
 # -- jit -----------------------------------------------------------------------------------------
 
 
-def _leaf_signature(x: Any, where: str) -> Hashable:
+def _traced_leaf(x: Any) -> bool:
+    """Whether jit traces this leaf (arrays, Tensors, numbers); other leaves are static."""
+    return type(x) is Tensor or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+
+
+def _leaf_signature(x: Any) -> Hashable:
+    if not _traced_leaf(x):
+        try:
+            hash(x)
+        except TypeError:
+            raise TypeError(
+                f"einad.jit traces arrays and numbers; a {type(x).__name__} argument is taken "
+                "as static and must then be hashable"
+            ) from None
+        return ("static", x)
     v = _raw(x)
     if isinstance(v, np.ndarray):
         return ("array", v.shape, v.dtype.str)
     if isinstance(v, (bool, int, float, complex)):
         return ("python", type(v).__name__)  # weakly typed, as numpy's promotion treats it
-    if isinstance(v, np.generic):
-        return ("scalar", v.dtype.str)
-    raise TypeError(
-        f"einad.jit traces array arguments, but {where} is a {type(v).__name__}: "
-        "mark it static (static_argnums / static_argnames)"
-    )
+    return ("scalar", np.asarray(v).dtype.str)
 
 
 def jit(
@@ -173,26 +221,34 @@ def jit(
             {k: v for k, v in kwargs.items() if k not in names},
         )
         flat, tree = tree_flatten(dyn)
-        sig = tuple(_leaf_signature(x, f"leaf {k} of the traced arguments") for k, x in enumerate(flat))
+        sig = tuple(_leaf_signature(x) for x in flat)
         return (len(args), static, tree, sig), flat, tree
 
     def build(args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], tree: TreeDef) -> Program:
         pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
 
-        def call(dyn_args: list[Any], dyn_kwargs: dict[str, Any]) -> Any:
+        traced = [k for k, x in enumerate(flat) if _traced_leaf(x)]
+
+        def call(*leaves: Any) -> Any:
+            merged = list(flat)
+            for k, leaf in zip(traced, leaves):
+                merged[k] = leaf
+            dyn_args, dyn_kwargs = tree_unflatten(tree, merged)
             it = iter(dyn_args)
             full = [args[i] if i in pos else next(it) for i in range(len(args))]
             return f(*full, **{**{k: kwargs[k] for k in names if k in kwargs}, **dyn_kwargs})
 
-        graph, _ = stage(call, flat, tree, weak_scalars=True)
+        leaves = [flat[k] for k in traced]
+        graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
         return compile_graph(optimize(graph))
 
     def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Program | None, list[Any]]:
-        key, flat, tree = split(args, kwargs)
+        key, flat, _ = split(args, kwargs)
+        flat = [x for x in flat if _traced_leaf(x)]
         program = cache.get(key)
         if program is None:
             try:
-                program = build(args, kwargs, flat, tree)
+                program = build(args, kwargs, *split(args, kwargs)[1:])
             except ClosedOverTracer:
                 return None, flat  # f closes over an enclosing transformation's tracer: no program
             cache[key] = program
