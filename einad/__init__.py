@@ -76,6 +76,7 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
+from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 from .util import ArrayLike, DTypeLike
@@ -164,6 +165,7 @@ __all__ = [
     "outer",
     "power",
     "prod",
+    "register_pytree_node",
     "relu",
     "reshape",
     "sigmoid",
@@ -186,6 +188,9 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
+    "tree_flatten",
+    "tree_map",
+    "tree_unflatten",
     "value_and_grad",
     "var",
     "vjp",

@@ -194,10 +194,9 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
-    """Name flat leaf `k` of the differentiated arguments: 'argument 1', or a pytree leaf."""
-    if all(c.kind == "leaf" for c in td.children):
-        return str(nums[k])
-    return f"leaf {k} of argnums {nums}"
+    """Name flat leaf `k` of the differentiated arguments: ``1``, or ``0['w']`` in a pytree."""
+    paths = [p for i, c in zip(nums, td.children) for p in c.leaf_paths(str(i))]
+    return paths[k]
 
 
 def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
