@@ -5,7 +5,7 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-from .core import Tensor
+from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
 from .ops import (
@@ -88,11 +88,14 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
-    call ``y.backward()`` on a result and read ``tensor.grad``.
+    call ``y.backward()`` on a result and read ``tensor.grad``. Transformations
+    (`einad.grad`, ...) take such a tensor as its value and return numpy arrays.
 
     Args:
-        data: A number, a nested list, a numpy array or a Tensor (its value is copied
-            out of any trace).
+        data: A number, a nested list, a numpy array or a Tensor. The value is
+            copied (as ``torch.tensor`` does): the Tensor never shares memory with
+            `data`, and in-place updates (``w -= ...`` under `no_grad`) give it a
+            new array, never writing into one.
         dtype: The numpy dtype; numpy's choice for `data` by default.
         requires_grad: Make the tensor a leaf whose gradient `Tensor.backward` accumulates.
             Needs a floating-point or complex dtype.
@@ -161,6 +164,7 @@ __all__ = [
     "moveaxis",
     "multiply",
     "negative",
+    "no_grad",
     "not_equal",
     "outer",
     "power",
