@@ -88,8 +88,10 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
-    call ``y.backward()`` on a result and read ``tensor.grad``. Transformations
-    (`einad.grad`, ...) take such a tensor as its value and return numpy arrays.
+    call ``y.backward()`` on a result and read ``tensor.grad``. The derivative
+    transformations (`einad.grad`, `einad.vjp`, ...) take such a tensor as its
+    value and return numpy arrays; `einad.jit` records into the imperative graph,
+    so ``ea.jit(loss)(w).backward()`` works.
 
     Args:
         data: A number, a nested list, a numpy array or a Tensor. The value is

@@ -265,8 +265,9 @@ class ImperativeTrace(ReverseTrace):
         return super().process(prim, args, params)
 
 
-# Tensors made with requires_grad=True live in this one trace, the lowest of
-# all levels. It never ends, and transformations take its Tensors as their values.
+# Tensors made with requires_grad=True live in this one trace, the lowest of all
+# levels. It never ends. grad, vjp, jvp and the Jacobians take its Tensors as their
+# values; ea.jit runs its program through it, so a jitted loss still backpropagates.
 IMPERATIVE = ImperativeTrace(level=0)
 
 _local = threading.local()
@@ -886,8 +887,8 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
 def traced(x: Any) -> bool:
     """Whether `x` is a Tensor of a transformation (not a constant, not of the imperative graph).
 
-    Transformations take the other Tensors as their values: they return numpy
-    arrays at top level even for inputs that require grad.
+    The differentiating transformations take the other Tensors as their values:
+    they return numpy arrays at top level even for inputs that require grad.
     """
     return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import Staged, Tensor, lower_rules, strip, traced
+from .core import Staged, Tensor, lower_rules, strip
 from .einsum import einsum_p, spread_p
 from .errors import TracerError
 from .passes import optimize
@@ -260,7 +260,7 @@ def jit(
         if program is None:
             return f(*args, **kwargs)
         assert program.out_tree is not None
-        if any(traced(x) for x in flat):
+        if any(type(x) is Tensor and x._trace is not None for x in flat):
             out = run_graph(program, flat)  # the enclosing transformations see each equation
             return tree_unflatten(program.out_tree, [o if type(o) is Tensor else np.asarray(o) for o in out])
         assert program.fn is not None

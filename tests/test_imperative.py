@@ -224,7 +224,6 @@ def test_transformations_work_inside_no_grad():
 # -- transformations take tensors that require grad as their values --------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_grad_of_a_tensor_that_requires_grad_is_a_numpy_array():
     t = ea.tensor([1.0, 2.0], requires_grad=True)
     f = lambda x: ea.sum(x**3)
@@ -241,6 +240,21 @@ def test_grad_of_a_tensor_that_requires_grad_is_a_numpy_array():
     for jac in (ea.jacrev, ea.jacfwd, ea.hessian):
         assert type(jac(f)(t)) is np.ndarray
     assert t.grad is None and t.is_leaf  # nothing reached the imperative graph
+
+
+def test_jit_on_tensors_that_require_grad_records_into_the_imperative_graph():
+    # jit follows the imperative graph (a jitted loss backpropagates), so a jitted
+    # gradient of a tensor that requires grad is a tensor of that graph too
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    f = lambda x: ea.sum(x**3)
+    ea.jit(f)(w).backward()
+    assert_close(w.grad, [3.0, 12.0])
+    g = ea.jit(ea.grad(f))(w)
+    assert isinstance(g, ea.Tensor) and g.requires_grad
+    assert_close(np.asarray(g), [3.0, 12.0])
+    with ea.no_grad():
+        assert not getattr(ea.jit(f)(w), "requires_grad", False)  # nothing recorded
+    assert type(ea.grad(ea.jit(f))(w)) is np.ndarray
 
 
 def test_grad_with_a_non_differentiated_tensor_that_requires_grad_is_numpy():
