@@ -5,7 +5,7 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-from .core import Tensor
+from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
 from .ops import (
@@ -76,6 +76,7 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
+from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 from .util import ArrayLike, DTypeLike
@@ -87,11 +88,16 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
-    call ``y.backward()`` on a result and read ``tensor.grad``.
+    call ``y.backward()`` on a result and read ``tensor.grad``. The derivative
+    transformations (`einad.grad`, `einad.vjp`, ...) take such a tensor as its
+    value and return numpy arrays; `einad.jit` records into the imperative graph,
+    so ``ea.jit(loss)(w).backward()`` works.
 
     Args:
-        data: A number, a nested list, a numpy array or a Tensor (its value is copied
-            out of any trace).
+        data: A number, a nested list, a numpy array or a Tensor. The value is
+            copied (as ``torch.tensor`` does): the Tensor never shares memory with
+            `data`, and in-place updates (``w -= ...`` under `no_grad`) give it a
+            new array, never writing into one.
         dtype: The numpy dtype; numpy's choice for `data` by default.
         requires_grad: Make the tensor a leaf whose gradient `Tensor.backward` accumulates.
             Needs a floating-point or complex dtype.
@@ -160,10 +166,12 @@ __all__ = [
     "moveaxis",
     "multiply",
     "negative",
+    "no_grad",
     "not_equal",
     "outer",
     "power",
     "prod",
+    "register_pytree_node",
     "relu",
     "reshape",
     "sigmoid",
@@ -186,6 +194,9 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
+    "tree_flatten",
+    "tree_map",
+    "tree_unflatten",
     "value_and_grad",
     "var",
     "vjp",
