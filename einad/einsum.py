@@ -35,8 +35,31 @@ import opt_einsum as oe
 
 from .core import Params, Primitive, Staged, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
-from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
-from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
+from .subscripts import (
+    Names,
+    fresh_symbols,
+    from_sublists,
+    numpy_subscripts,
+    pairwise_steps,
+    parse,
+    unique,
+    vjp_spec,
+)
+from .util import (
+    Array,
+    ArrayLike,
+    Axis,
+    DTypeLike,
+    Shape,
+    Value,
+    dtype_of,
+    integer,
+    normalize_axes,
+    normalize_axis,
+    shape_of,
+    to_operand,
+    wrap,
+)
 
 Path: TypeAlias = tuple[tuple[int, ...], ...]
 """A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
@@ -48,8 +71,6 @@ MemoryLimit: TypeAlias = int | Literal["max_input"] | None
 # A path's pairwise steps: (positions to pop, their subscripts, the step's output).
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
 """opt_einsum's `memory_limit`: the largest intermediate's size in elements."""
-
-_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 # -- executing a contraction on arrays -------------------------------------------
@@ -81,7 +102,7 @@ class _PairPlan:
         "view_b",
     )
 
-    text: str  # the step as "sa,sb->so"
+    text: str  # the step as "sa,sb->so" (in letters numpy.einsum knows, as pre_a and pre_b)
     outer: bool  # nothing contracted: a broadcast multiply
     view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
     view_b: tuple[tuple[int, ...], Shape]
@@ -110,7 +131,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     right = [c for c in so if c in rb and c not in ra]
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
-    plan.text = f"{sa},{sb}->{so}"
+    plan.text = numpy_subscripts(f"{sa},{sb}->{so}")
     # Nothing contracted: a broadcast multiply writes the output in its own layout.
     plan.outer = not inner
     if plan.outer:
@@ -123,8 +144,8 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     )
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
-    plan.pre_a = f"{sa}->{ra}" if ra != sa else None
-    plan.pre_b = f"{sb}->{rb}" if rb != sb else None
+    plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
+    plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
 
     def prod(cs: list[str]) -> int:
         return int(np.prod([size[c] for c in cs], dtype=np.int64))
@@ -222,7 +243,7 @@ def _einsum_impl(
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
             return np.zeros(tuple(size[c] for c in output), dtype=np.result_type(*arrays))
     if len(arrays) == 1:
-        return np.einsum(inputs[0] + "->" + output, arrays[0])
+        return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
@@ -307,7 +328,10 @@ def _plan(
     try:
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
     except (ValueError, KeyError, TypeError) as err:
-        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+        # not naming `text`: its letters may be einad's, not the user's
+        raise EinsumError(
+            f"cannot plan a contraction of {len(inputs)} operands with optimize={optimize!r}: {err}"
+        ) from None
     except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=memory_limit)
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
@@ -360,13 +384,13 @@ def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Array:
     u = unique(dst)
     present = "".join(c for c in u if c in src)
     if present != src:
-        x = np.einsum(src + "->" + present, x)
+        x = np.einsum(numpy_subscripts(src + "->" + present), x)
     dims = {c: d for c, d in zip(dst, shape)}
     x = x.reshape(tuple(dims[c] if c in src else 1 for c in u))
     if u == dst:
         return np.broadcast_to(x, shape)
     out = np.zeros(shape, dtype=x.dtype)
-    np.einsum(dst + "->" + u, out)[...] = x  # a writable view of the diagonal
+    np.einsum(numpy_subscripts(dst + "->" + u), out)[...] = x  # a writable view of the diagonal
     return out
 
 
@@ -496,18 +520,56 @@ def _as_dtype(x: Any, dtype: Any) -> Any:
     return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
 
 
+def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
+    """numpy's interleaved arguments ``a, [0, 1], b, [1, 2], [0, 2]``: (subscripts, names, operands)."""
+    n = len(args) // 2 * 2
+    if n == 0:
+        raise TypeError(
+            "einsum takes the subscripts as a string first, or operands interleaved with "
+            "sublists of labels, as in einsum(a, [0, 1], b, [1, 2], [0, 2])"
+        )
+    operands, sublists = args[0:n:2], args[1:n:2]
+    output = args[n] if len(args) > n else None
+    for k, sub in enumerate(sublists):
+        if not isinstance(sub, (list, tuple)):
+            raise TypeError(
+                "einsum takes the subscripts as a string first, or operands interleaved with sublists "
+                f"of labels: the argument after operand {k} is a {type(sub).__name__}, not a list of labels"
+            )
+    if output is not None and not isinstance(output, (list, tuple)):
+        raise TypeError(
+            "in einsum's interleaved form the last argument, when there is one more than the "
+            f"operand and sublist pairs, is the output sublist: got a {type(output).__name__}, not a list"
+        )
+    for sub in [*sublists, *([] if output is None else [output])]:
+        if any(type(label) is Tensor for label in sub):
+            raise TypeError(
+                "einsum labels are static Python values (ints, strings), not Tensors; under ea.jit "
+                "pass the sublists as static arguments (static_argnums), as tuples"
+            )
+    text, names = from_sublists(sublists, output)
+    return text, names, operands
+
+
 def einsum(
-    subscripts: str, *operands: ArrayLike, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
+    subscripts: str | ArrayLike, *operands: Any, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
 ) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
     Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
     (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
-    dimensions, repeated indices inside an operand (``"ii->i"``), spaces.
+    dimensions, repeated indices inside an operand (``"ii->i"``), spaces. Also,
+    as opt_einsum: any Unicode letter as an index (``"αβ,βγ->αγ"``), a ``...``
+    that the output leaves out (summed), and numpy's interleaved form
+    ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: each operand followed by a list of
+    labels for its axes (any hashable: ints, strings such as ``"left"``;
+    ``Ellipsis`` for ``...``), then optionally the output's list.
 
     Args:
-        subscripts: The contraction in numpy's einsum notation.
-        *operands: The arrays or Tensors, one per comma-separated term.
+        subscripts: The contraction in numpy's einsum notation, or the first
+            operand of the interleaved form.
+        *operands: The arrays or Tensors, one per comma-separated term (or
+            interleaved with their sublists).
         optimize: An opt_einsum path strategy (``"auto"``, ``"greedy"``,
             ``"optimal"``, ...), True (``"auto"``), False (contract all operands
             in one step), or an explicit path as numpy and opt_einsum write it.
@@ -518,19 +580,25 @@ def einsum(
 
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
-            shapes, or `optimize` is not a strategy or a valid path.
-        TypeError: If `subscripts` is not a string or an operand is not numeric.
+            shapes, or `optimize` is not a strategy or a valid path. Messages
+            name the user's letters, or labels in the interleaved form.
+        TypeError: If the arguments are neither subscripts and operands nor
+            operands interleaved with lists of hashable labels, or an operand
+            is not numeric.
     """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
-    ops_ = [to_operand(x) for x in operands]
+    names: Names = ()
+    if isinstance(subscripts, str):
+        text, raw = subscripts, operands
+    else:
+        text, names, raw = _interleaved((subscripts, *operands))
+    ops_ = [to_operand(x) for x in raw]
     weak = [_weak_scalar(x) for x in ops_]
     if any(w is not None for w in weak):
         # Python numbers (also ones jit traces) take the dtype numpy's promotion gives
         # them next to the array operands (so float32 stays float32).
         arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
         ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
-    spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
+    spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             from .structural import reshape
@@ -546,10 +614,27 @@ def einsum(
 
 
 # -- the linear helpers: each ONE einsum ----------------------------------------------
+#
+# Each helper checks its arguments the way numpy does (axes in range, contracted
+# sizes equal) before building its subscripts, so that no message names a letter
+# the user never wrote, and einsum's size-1 broadcasting of a label cannot stand
+# in for numpy's refusal of a mismatched contraction.
 
 
 def _letters(n: int, skip: str = "") -> str:
     return "".join(fresh_symbols(set(skip), n))
+
+
+@functools.cache
+def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype numpy sums `dtype` in: booleans and small integers widen to the platform's integer."""
+    summed: np.dtype[Any] = np.sum(np.zeros(0, dtype)).dtype
+    return summed
+
+
+def _accumulate(x: Value) -> Value:
+    """`x` cast to the dtype numpy sums it in (unchanged for floats and wide integers)."""
+    return astype(x, accumulator(dtype_of(x)))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
@@ -557,20 +642,23 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
     x = to_operand(x)
     nd = len(shape_of(x))
     if axes is None:
-        axes = tuple(range(nd))[::-1]
-    axes = tuple(int(a) % nd if nd else int(a) for a in axes)
-    if sorted(axes) != list(range(nd)):
-        raise ValueError(f"axes {axes} are not a permutation of a {nd}-d array's axes")
+        perm = tuple(range(nd))[::-1]
+    else:
+        perm = normalize_axes(axes, nd, "axes")
+        if len(perm) != nd:
+            raise ValueError(f"transpose: axes {axes!r} do not match an array of {nd} dimension(s)")
     s = _letters(nd)
-    return wrap(contract((s,), "".join(s[a] for a in axes), [x]))
+    return wrap(contract((s,), "".join(s[a] for a in perm), [x]))
 
 
 def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     """Move axes to new positions (numpy.moveaxis), as a transpose einsum."""
     x = to_operand(x)
     nd = len(shape_of(x))
-    src = [int(a) % nd for a in np.atleast_1d(source)]
-    dst = [int(a) % nd for a in np.atleast_1d(destination)]
+    if source is None or destination is None:
+        raise TypeError("moveaxis: source and destination must be integers or sequences of integers")
+    src = normalize_axes(source, nd, "source")
+    dst = normalize_axes(destination, nd, "destination")
     if len(src) != len(dst):
         raise ValueError("moveaxis: source and destination must have the same number of axes")
     order = [a for a in range(nd) if a not in src]
@@ -579,12 +667,29 @@ def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Seque
     return transpose(x, order)
 
 
+def _mismatch(what: str, sa: Shape, ia: int, sb: Shape, ib: int) -> EinsumError:
+    return EinsumError(
+        f"{what}: axis {ia} of the first operand (size {sa[ia]}) and axis {ib} of the second "
+        f"(size {sb[ib]}) are contracted but differ in size (shapes {sa} and {sb})"
+    )
+
+
 def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     """Matrix product with numpy's 1-D, batch and broadcasting rules."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa, sb = shape_of(a), shape_of(b)
+    na, nb = len(sa), len(sb)
     if na == 0 or nb == 0:
         raise EinsumError("matmul does not take 0-d operands (use multiply)")
+    kb = nb - 2 if nb >= 2 else 0
+    if sa[-1] != sb[kb]:
+        raise _mismatch("matmul", sa, na - 1, sb, kb)
+    try:
+        np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise EinsumError(
+            f"matmul: the batch dimensions {sa[:-2]} and {sb[:-2]} of shapes {sa} and {sb} do not broadcast"
+        ) from None
     if na == 1 and nb == 1:
         return einsum("j,j->", a, b)
     if na == 1:
@@ -597,9 +702,13 @@ def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
 def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.dot: inner product of vectors, matmul of matrices, last-by-second-last otherwise."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
     if na == 0 or nb == 0:
         return einsum(",".join([_letters(na), _letters(nb, _letters(na))]), a, b)
+    kb = nb - 2 if nb >= 2 else 0
+    if sa_[-1] != sb_[kb]:
+        raise _mismatch("dot", sa_, na - 1, sb_, kb)
     sa = _letters(na)
     sb = _letters(nb, sa)
     j = sa[-1]
@@ -611,10 +720,13 @@ def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
 def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.inner: sum over the last axes."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
     sa = _letters(na)
     sb = _letters(nb, sa)
     if na and nb:
+        if sa_[-1] != sb_[-1]:
+            raise _mismatch("inner", sa_, na - 1, sb_, nb - 1)
         sb = sb[:-1] + sa[-1]
         return einsum(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", a, b)
     return einsum(f"{sa},{sb}->{sa}{sb}", a, b)
@@ -628,26 +740,37 @@ def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
 
 
+def _tensordot_axes(axes: Any, nd: int) -> list[int]:
+    """One operand's side of tensordot's `axes`: an axis or a sequence of them, each in range."""
+    items = list(axes) if isinstance(axes, (list, tuple, range, np.ndarray)) else [axes]
+    return [normalize_axis(i, nd, "tensordot axes") for i in items]
+
+
 def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
     """numpy.tensordot: contract `axes` of `a` with `axes` of `b`."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
-    if isinstance(axes, (int, np.integer)):
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
         n = int(axes)
         if n < 0 or n > min(na, nb):
             raise EinsumError(f"tensordot axes={n} does not fit operands of rank {na} and {nb}")
         ax_a, ax_b = list(range(na - n, na)), list(range(n))
     else:
         try:
-            pair_a, pair_b = axes
+            pair_a, pair_b = axes  # type: ignore[misc]
         except (TypeError, ValueError):
             raise EinsumError(
                 f"tensordot axes must be an int or a pair of axis lists, got {axes!r}"
             ) from None
-        ax_a = [int(i) % na for i in np.atleast_1d(pair_a)]
-        ax_b = [int(i) % nb for i in np.atleast_1d(pair_b)]
+        ax_a, ax_b = _tensordot_axes(pair_a, na), _tensordot_axes(pair_b, nb)
         if len(ax_a) != len(ax_b):
             raise EinsumError("tensordot: the two axis lists must have the same length")
+        if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+            raise EinsumError(f"tensordot: duplicate axes are not allowed, got {axes!r}")
+    for i, j in zip(ax_a, ax_b):
+        if sa_[i] != sb_[j]:
+            raise _mismatch("tensordot", sa_, i, sb_, j)
     sa = _letters(na)
     letters_b = list(_letters(nb, sa))
     for i, j in zip(ax_a, ax_b):
@@ -688,18 +811,21 @@ def _diag_letters(nd: int, axis1: int, axis2: int) -> tuple[str, str, str]:
 
 def _check_axes(nd: int, axis1: int, axis2: int, what: str) -> tuple[int, int]:
     if nd < 2:
-        raise ValueError(f"{what} needs an array of at least 2 dimensions")
-    a1, a2 = int(axis1) % nd, int(axis2) % nd
+        raise ValueError(f"{what} needs an array of at least 2 dimensions, got {nd}")
+    a1, a2 = normalize_axis(axis1, nd, "axis1"), normalize_axis(axis2, nd, "axis2")
     if a1 == a2:
         raise ValueError(f"{what}: axis1 and axis2 cannot be the same")
     return a1, a2
 
 
 def trace(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
-    """Sum along a diagonal (numpy.trace): one einsum with a repeated index."""
+    """Sum along a diagonal (numpy.trace): one einsum with a repeated index.
+
+    Booleans and small integers are summed in numpy's accumulator dtype (int64 here).
+    """
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
-    x = _diagonal_block(x, int(offset), a1, a2)
+    x = _diagonal_block(_accumulate(x), integer(offset, "offset"), a1, a2)
     s, rest, _ = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}", x)
 
@@ -708,32 +834,17 @@ def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> T
     """A diagonal as the last axis (numpy.diagonal): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "diagonal")
-    x = _diagonal_block(x, int(offset), a1, a2)
+    x = _diagonal_block(x, integer(offset, "offset"), a1, a2)
     s, rest, d = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}{d}", x)
-
-
-def _axes(axis: Axis, nd: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(nd))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out: list[int] = []
-    for a in axes:
-        a = int(a)
-        if not -nd <= a < nd:
-            raise ValueError(f"axis {a} is out of bounds for an array of dimension {nd}")
-        out.append(a % nd)
-    if len(set(out)) != len(out):
-        raise ValueError(f"repeated axis in {axis!r}")
-    return tuple(out)
 
 
 def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     """`sum` for internal use: returns a raw array when `x` is not traced."""
     shape = shape_of(x)
-    axes = _axes(axis, len(shape))
+    axes = normalize_axes(axis, len(shape))
     s = _letters(len(shape))
-    out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [x])
+    out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [_accumulate(x)])
     if keepdims:
         from .structural import reshape_raw
 
@@ -742,7 +853,11 @@ def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
 
 
 def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Sum over `axis` (all by default), as one einsum."""
+    """Sum over `axis` (all by default), as one einsum.
+
+    Booleans and small integers are summed in numpy's accumulator dtype: a boolean
+    array's sum counts (int64 here), an int8 sum does not overflow.
+    """
     return wrap(sum_raw(to_operand(x), axis, keepdims))
 
 
