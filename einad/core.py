@@ -90,6 +90,9 @@ keep_rules: dict[Primitive, KeepRule] = {}
 """``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
 batch_rules: dict[Primitive, BatchRule] = {}
 """How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
+lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., Any]]] = {}
+"""``lower(params, shapes)``: the primitive as a function of its arrays, with its plans made
+once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
 zero_derivative: set[Primitive] = set()
 """Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
 
@@ -103,9 +106,14 @@ def rules(
     batch: BatchRule | None = None,
 ) -> Primitive:
     """Enter `prim`'s rules in the tables (the one way rules are registered)."""
-    for table, rule in ((jvp_rules, jvp), (vjp_rules, vjp), (keep_rules, keep), (batch_rules, batch)):
-        if rule is not None:
-            table[prim] = rule  # type: ignore[index]
+    if jvp is not None:
+        jvp_rules[prim] = jvp
+    if vjp is not None:
+        vjp_rules[prim] = vjp
+    if keep is not None:
+        keep_rules[prim] = keep
+    if batch is not None:
+        batch_rules[prim] = batch
     return prim
 
 
@@ -593,10 +601,10 @@ class Tensor:
         return _unbox_bool(ops.greater_equal(self, other))
 
     def __eq__(self, other: object) -> Any:
-        return _unbox_bool(ops.equal(self, other))
+        return _unbox_bool(ops.equal(self, cast("ArrayLike", other)))
 
     def __ne__(self, other: object) -> Any:
-        return _unbox_bool(ops.not_equal(self, other))
+        return _unbox_bool(ops.not_equal(self, cast("ArrayLike", other)))
 
     # -- methods mirroring the functions -------------------------------------
     def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
