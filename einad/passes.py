@@ -37,7 +37,7 @@ import numpy as np
 from .core import Primitive
 from .einsum import einsum_p, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from .program import Atom, Equation, Graph, Lit
+from .program import Atom, Equation, Graph, Lit, _typestr
 from .structural import astype_p, concat_p, reshape_p, scatter_p, where_p
 from .subscripts import fresh_symbols, unique
 from .util import Shape
@@ -183,13 +183,13 @@ class _Rewriter:
     def const(self, value: Any) -> str:
         """A new constant holding `value`."""
         value = np.asarray(value)
-        n = len(self.const_types)
+        n = 0
         while f"k{n}" in self.avals:
             n += 1
         name = f"k{n}"
         self.avals[name] = (value.shape, value.dtype)
         self.const_values[name] = value
-        self.const_types[name] = Equation(spread_p, {}, [], name, value.shape, value.dtype).type
+        self.const_types[name] = _typestr(value.shape, value.dtype)
         return name
 
     def const_value(self, a: Atom) -> Any:
@@ -426,6 +426,8 @@ def _neutral(e: Equation, rw: _Rewriter) -> Result:
     if len(e.inputs) != 2:
         return None
     x, y = e.inputs
+    if e.dtype.kind == "c" and e.prim is not _ADD and e.prim is not _SUB:
+        return None  # a complex product with 1 + 0j turns an infinite part's 0 into NaN
     if e.prim is _MUL or e.prim is _ADD:
         unit = 1 if e.prim is _MUL else 0
         if _is(rw, y, unit):
@@ -448,7 +450,7 @@ def _einsum_ones(e: Equation, rw: _Rewriter) -> Result:
     dropped operand brings no letter of its own (that would be a broadcast or a
     count) and does not take part in the result's dtype.
     """
-    if e.prim is not einsum_p or len(e.inputs) < 2:
+    if e.prim is not einsum_p or len(e.inputs) < 2 or e.dtype.kind == "c":
         return None
     specs: list[str] = list(e.params["inputs"])
     keep = list(range(len(specs)))
@@ -531,13 +533,14 @@ def _spread_source(rw: _Rewriter, a: Atom, einsum_use: bool = False) -> Equation
     return e if ok else None
 
 
-def _repeats_nothing(spread: Equation) -> bool:
-    """A broadcast (no diagonal: no zeros) that sums nothing (its src letters all kept)."""
+def _is_broadcast(spread: Equation) -> bool:
+    """A spread that only repeats (no diagonal, so no zeros) and sums nothing."""
     src, dst = spread.params["src"], spread.params["dst"]
     return unique(dst) == dst and set(src) <= set(dst)
 
 
 def _sums_nothing(spread: Equation) -> bool:
+    """A spread that keeps every source letter (summing some first commutes with no elementwise op)."""
     return set(spread.params["src"]) <= set(spread.params["dst"])
 
 
@@ -549,7 +552,7 @@ def const_source(value: Any, src: str, dst: str, shape: Shape) -> Any:
     repeated lines are verified, not assumed).
     """
     value = np.asarray(value)
-    if value.shape != tuple(shape) or not set(src) <= set(dst) or unique(src) != src:
+    if value.shape != tuple(shape) or value.size == 0 or not set(src) <= set(dst) or unique(src) != src:
         return None
     u = unique(dst)
     diag = np.einsum(f"{dst}->{u}", value)
@@ -575,7 +578,7 @@ def _fold_unary(e: Equation, rw: _Rewriter) -> Result:
     if e.prim not in _UNARY or len(e.inputs) != 1:
         return None
     s = _spread_source(rw, e.inputs[0])
-    if s is None or not _sums_nothing(s) or not (_repeats_nothing(s) or e.prim in _ZERO_AT_ZERO):
+    if s is None or not _sums_nothing(s) or not (_is_broadcast(s) or e.prim in _ZERO_AT_ZERO):
         return None
     return _respread(e, s, e.prim, [s.inputs[0]], rw)
 
@@ -593,7 +596,7 @@ def _other_source(e: Equation, s: Equation, other: Atom, rw: _Rewriter) -> Atom 
     if isinstance(other, Lit) and np.ndim(other.value) == 0:
         # a scalar: any op on a broadcast; on a diagonal, only a finite factor keeps the zeros
         finite = bool(np.all(np.isfinite(other.value)))
-        if _repeats_nothing(s) or (e.prim is _MUL and finite):
+        if _is_broadcast(s) or (e.prim is _MUL and finite):
             return other
     return None
 
@@ -655,7 +658,8 @@ def fold_spread_spec(
     a fresh letter, summed inside the operand. Returns ``(inputs, output,
     vanished)``: `vanished` lists, by their old names, the letters that now
     index nothing (a broadcast the einsum summed: a factor of its size). None
-    if two output letters would become one (the result itself is a diagonal).
+    if two output letters would become one (the result itself is a diagonal)
+    or an output letter would index no operand (the result is a broadcast).
     """
     classes = _Classes()
     for c, d in zip(inputs[k], dst):
@@ -671,6 +675,8 @@ def fold_spread_spec(
     source = "".join(rep[classes.find("d" + c)] if c in dst else fresh[c] for c in src)
     new_inputs = tuple(source if j == k else "".join(name[c] for c in spec) for j, spec in enumerate(inputs))
     new_output = "".join(name[c] for c in output)
+    if not set(new_output) <= set("".join(new_inputs)):
+        return None  # the einsum returns the broadcast: a letter no operand would index
     after = set("".join(new_inputs)) | set(new_output)
     vanished = "".join(c for c in unique("".join(name[c] for c in "".join(inputs))) if c not in after)
     return new_inputs, new_output, vanished
@@ -762,8 +768,24 @@ def _is_permutation(e: Equation) -> bool:
     return unique(spec) == spec and sorted(spec) == sorted(out)
 
 
+def _inner_einsum(a: Atom, e: Equation, rw: _Rewriter) -> Equation | None:
+    """The einsum computing operand `a` of einsum `e`, if it may be merged into `e`.
+
+    It must be read by `e` alone (or only transpose and be read only by
+    einsums), and compute in `e`'s arithmetic: a boolean einsum's sums are ORs,
+    which do not merge into a numeric one's sums.
+    """
+    inner = rw.producer.get(a) if isinstance(a, str) else None
+    if inner is None or inner.prim is not einsum_p:
+        return None
+    if not (rw.alone(a) or (_is_permutation(inner) and a in rw.einsum_only)):
+        return None
+    same = inner.dtype == e.dtype or (inner.dtype.kind in "fc" and e.dtype.kind in "fc")
+    return inner if same else None
+
+
 def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
-    """Splice into einsum `e` each einsum operand it alone reads (or that only transposes)."""
+    """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`)."""
     if e.prim is not einsum_p:
         return None
     specs: tuple[str, ...] = tuple(e.params["inputs"])
@@ -771,21 +793,17 @@ def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
     operands = list(e.inputs)
     k = 0
     while k < len(operands):
-        a = operands[k]
-        inner = rw.producer.get(a) if isinstance(a, str) else None
-        if inner is None or inner.prim is not einsum_p:
-            k += 1
-            continue
-        if not (rw.alone(a) or (_is_permutation(inner) and a in rw.einsum_only)):
-            k += 1
-            continue
-        merged = merge_spec(specs, output, k, tuple(inner.params["inputs"]), inner.params["output"])
-        if not _ascii(merged, output):
+        inner = _inner_einsum(operands[k], e, rw)
+        merged = (
+            None
+            if inner is None
+            else merge_spec(specs, output, k, inner.params["inputs"], inner.params["output"])
+        )
+        if inner is None or merged is None or not _ascii(merged, output):
             k += 1
             continue
         specs = merged
-        operands[k : k + 1] = inner.inputs
-        # stay at k: the spliced operands may be einsums to merge in turn
+        operands[k : k + 1] = inner.inputs  # stay at k: the spliced operands may merge in turn
     if operands == e.inputs:
         return None
     return [dataclasses.replace(e, params=_einsum_params(e, specs, output), inputs=operands)]
