@@ -625,6 +625,27 @@ def _fold_binary(e: Equation, rw: _Rewriter) -> Result:
     return None
 
 
+def _fold_broadcast_operand(e: Equation, rw: _Rewriter) -> Result:
+    """An elementwise op reads a trailing broadcast's source itself: numpy broadcasting repeats it.
+
+    A spread that only repeats along leading letters (its source's letters are
+    the last ones of `dst`, in order) is what numpy's broadcasting does to the
+    source anyway, when the other operands give the result its full shape.
+    """
+    if e.prim not in _ELEMENTWISE:
+        return None
+    inputs = list(e.inputs)
+    for i, a in enumerate(inputs):
+        s = rw.producer.get(a) if isinstance(a, str) else None
+        if s is None or s.prim is not spread_p or not isinstance(s.inputs[0], str) or not _is_broadcast(s):
+            continue
+        src, dst = s.params["src"], s.params["dst"]
+        trial = inputs[:i] + [s.inputs[0]] + inputs[i + 1 :]
+        if dst.endswith(src) and _broadcast([rw.aval(b)[0] for b in trial]) == e.shape:
+            inputs = trial
+    return None if inputs == e.inputs else [dataclasses.replace(e, inputs=inputs)]
+
+
 class _Classes:
     """Union-find over index letters (a tiny one: programs have few letters)."""
 
@@ -732,7 +753,7 @@ def fold_spreads(graph: Graph) -> Graph:
 
 
 def _fold_spreads_rule(e: Equation, rw: _Rewriter) -> Result:
-    for rule in (_fold_unary, _fold_binary, _fold_into_einsum):
+    for rule in (_fold_unary, _fold_binary, _fold_broadcast_operand, _fold_into_einsum):
         result = rule(e, rw)
         if result is not None:
             return result

@@ -23,7 +23,7 @@ from einad import passes
 from einad.einsum import einsum_p, spread_p
 from einad.elementwise import PRIMITIVES
 from einad.program import Equation, Graph, Lit, run_graph
-from einad.structural import reshape_p
+from einad.structural import reshape_p, where_p
 
 RNG = np.random.default_rng(11)
 
@@ -411,6 +411,31 @@ def test_fold_spreads_pushes_unary_ops_and_products_to_the_source():
         "h:f64[3,3] = spread[src=i, dst=ii, shape=(3,3)] a",
         "i:f64[3,3] = exp h",
         "j:f64[3,3] = add g i",
+    ]
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_lets_numpy_broadcast_a_trailing_source():
+    g = build(
+        {"a": np.arange(3.0), "b": np.ones((2, 3)), "z": np.asarray(2.0)},
+        [
+            ("c", spread_p, {"src": "j", "dst": "ij", "shape": (2, 3)}, ["a"]),  # a[None, :]
+            ("d", PRIMITIVES["multiply"], {}, ["c", "b"]),
+            ("f", einsum_p, _einsum("ij->i"), ["b"]),
+            ("g", spread_p, {"src": "i", "dst": "ij", "shape": (2, 3)}, ["f"]),  # f[:, None]: kept
+            ("h", spread_p, {"src": "", "dst": "ij", "shape": (2, 3)}, ["z"]),  # a scalar
+            ("i", where_p, {}, [Lit(True), "g", "h"]),  # both broadcast: the result needs g
+            ("j", PRIMITIVES["add"], {}, ["d", "i"]),
+        ],
+        ["j"],
+    )
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out) == [
+        "d:f64[2,3] = multiply a b",
+        "f:f64[2] = einsum[ij->i] b",
+        "g:f64[2,3] = spread[src=i, dst=ij, shape=(2,3)] f",
+        "i:f64[2,3] = where True g z",
+        "j:f64[2,3] = add d i",
     ]
     assert_same_values(g, out)
 
