@@ -158,6 +158,7 @@ class _Rewriter:
         self.uses = use_counts(graph)
         self.outputs = {o for o in graph.outputs if isinstance(o, str)}
         self.einsum_only = _einsum_only(graph)
+        self.scalar_inputs = {n for n in graph.input_names if graph.avals[n][0] == ()}
         self._fresh = graph.fresh_names()
 
     def atom(self, a: Atom) -> Atom:
@@ -205,6 +206,15 @@ class _Rewriter:
             return None
         first = k.flat[0]
         return first if bool(np.all(k == first)) else None
+
+    def strong(self, a: Atom) -> bool:
+        """Whether `a` is a variable numpy's promotion sees with its dtype.
+
+        A 0-d program input may be a Python number (``jit`` stages scalars
+        weakly typed), which promotes differently from its recorded float64:
+        it never replaces another variable, nor a spread of it its spread.
+        """
+        return isinstance(a, str) and a not in self.scalar_inputs
 
     def alone(self, a: Atom) -> bool:
         """Whether `a` is a variable read once, by the equation at hand, and not an output."""
@@ -406,7 +416,7 @@ def _uniform_to_literal(e: Equation, rw: _Rewriter) -> Equation:
 
 def _same_as(x: Atom, e: Equation, rw: _Rewriter) -> Result:
     """`x` as `e`'s result: `x` itself if it has e's type, a cast if only the dtype differs."""
-    if not isinstance(x, str):
+    if not rw.strong(x):
         return None
     shape, dtype = rw.aval(x)
     if shape != e.shape:
@@ -438,7 +448,7 @@ def _neutral(e: Equation, rw: _Rewriter) -> Result:
         return _same_as(x, e, rw)
     if e.prim is _SUB and _is(rw, y, 0):
         return _same_as(x, e, rw)
-    if e.prim is _SUB and _is(rw, x, 0) and isinstance(y, str) and rw.aval(y) == (e.shape, e.dtype):
+    if e.prim is _SUB and _is(rw, x, 0) and rw.strong(y) and rw.aval(y) == (e.shape, e.dtype):
         return [_eq(_NEG, {}, [y], e.output, (e.shape, e.dtype))]
     return None
 
@@ -490,7 +500,7 @@ def _identity(e: Equation, rw: _Rewriter) -> Result:
         or (e.prim is reshape_p and isinstance(e.inputs[0], str) and rw.aval(e.inputs[0])[0] == e.shape)
         or (e.prim is astype_p and isinstance(e.inputs[0], str) and rw.aval(e.inputs[0])[1] == e.dtype)
     )
-    if same and isinstance(e.inputs[0], str) and rw.aval(e.inputs[0]) == (e.shape, e.dtype):
+    if same and rw.strong(e.inputs[0]) and rw.aval(e.inputs[0]) == (e.shape, e.dtype):
         return e.inputs[0]
     return None
 
@@ -527,7 +537,7 @@ def _spread_source(rw: _Rewriter, a: Atom, einsum_use: bool = False) -> Equation
     if not isinstance(a, str):
         return None
     e = rw.producer.get(a)
-    if e is None or e.prim is not spread_p or not isinstance(e.inputs[0], str):
+    if e is None or e.prim is not spread_p or not rw.strong(e.inputs[0]):
         return None
     ok = a in rw.einsum_only if einsum_use else rw.alone(a)
     return e if ok else None
@@ -637,7 +647,7 @@ def _fold_broadcast_operand(e: Equation, rw: _Rewriter) -> Result:
     inputs = list(e.inputs)
     for i, a in enumerate(inputs):
         s = rw.producer.get(a) if isinstance(a, str) else None
-        if s is None or s.prim is not spread_p or not isinstance(s.inputs[0], str) or not _is_broadcast(s):
+        if s is None or s.prim is not spread_p or not rw.strong(s.inputs[0]) or not _is_broadcast(s):
             continue
         src, dst = s.params["src"], s.params["dst"]
         trial = inputs[:i] + [s.inputs[0]] + inputs[i + 1 :]
