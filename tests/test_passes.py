@@ -639,7 +639,7 @@ def run_planned(graph, plan, args, seen=None):
 
     `seen` collects, per planned equation, whether the result is the donor's memory.
     """
-    last = passes._last_uses(graph)
+    last = {a: i for i, e in enumerate(graph.equations) for a in e.inputs if isinstance(a, str)}
     env = dict(graph.const_values)
     env.update(zip(graph.input_names, args))
     for i, e in enumerate(graph.equations):
