@@ -15,8 +15,9 @@ loop until nothing changes:
   `x`'s shape and dtype (a cast stays, as an `astype`).
 * `fold_spreads`: elementwise work on `spread` outputs (the structured
   cotangents the einsum VJP makes: broadcasts and diagonals) is done on their
-  small sources, and an einsum reading a spread reads its source instead, the
-  broadcast letters dropped and the diagonal letters merged into one.
+  small sources (``spread(a) + spread(b)`` is ``spread(a + b)``), and an einsum
+  reading a spread reads its source instead, the broadcast letters dropped and
+  the diagonal letters merged into one.
 * `merge_einsums`: an einsum whose result only one einsum reads becomes part of
   it, so opt_einsum plans the whole network at once.
 
@@ -757,7 +758,9 @@ def fold_spreads(graph: Graph) -> Graph:
     folded: ``spread(a) + spread(b)`` (one spec) is ``spread(a + b)``, likewise
     ``-`` and ``*``, a scalar, a constant that is itself such a spread, and a
     unary op (on a diagonal, one with f(0) = 0); an einsum reads ``a`` with the
-    spread's letters. Each fold leaves the spread dead, for `dce`.
+    spread's letters. An elementwise op reads the source of a broadcast along
+    leading letters, which numpy's broadcasting repeats by itself. Each fold
+    leaves the spread dead, for `dce`.
     """
     return rewrite(graph, _fold_spreads_rule)
 
