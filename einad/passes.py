@@ -39,7 +39,7 @@ from .core import Primitive
 from .einsum import einsum_p, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from .program import Atom, Equation, Graph, Lit, _typestr
-from .structural import astype_p, concat_p, reshape_p, scatter_p, where_p
+from .structural import astype_p, concat_p, ones_like_p, reshape_p, scatter_p, where_p
 from .subscripts import fresh_symbols, unique
 from .util import Shape
 
@@ -199,23 +199,35 @@ class _Rewriter:
         return self.const_values.get(a) if isinstance(a, str) else None
 
     def uniform(self, a: Atom) -> Any:
-        """The one value a literal or a constant holds everywhere, as a scalar of its type; else None."""
+        """The one value `a` holds everywhere, as a scalar (of `a`'s dtype where it is a variable); else None.
+
+        A literal, a constant holding one value, a `ones_like`, or a broadcast
+        (a spread with no diagonal and no sum) of one of those.
+        """
         if isinstance(a, Lit):
             return _scalar(a.value)
+        value: Any = None
         k = self.const_value(a)
-        if k is None or k.size == 0:
-            return None
-        first = k.flat[0]
-        return first if bool(np.all(k == first)) else None
+        e = self.producer.get(a)
+        if k is not None and k.size > 0 and bool(np.all(k == k.flat[0])):
+            value = k.flat[0]
+        elif e is not None and e.prim is ones_like_p:
+            value = 1
+        elif e is not None and e.prim is spread_p and _is_broadcast(e):
+            value = self.uniform(e.inputs[0])
+        return None if value is None else np.asarray(value, dtype=self.avals[a][1])[()]
 
     def strong(self, a: Atom) -> bool:
-        """Whether `a` is a variable numpy's promotion sees with its dtype.
+        """Whether numpy's promotion sees `a` with the dtype the program records for it.
 
         A 0-d program input may be a Python number (``jit`` stages scalars
-        weakly typed), which promotes differently from its recorded float64:
-        it never replaces another variable, nor a spread of it its spread.
+        weakly typed), which promotes differently from its recorded float64,
+        and so may a literal: neither replaces a variable, nor its spread a
+        spread of it. A literal holding a numpy value is strong.
         """
-        return isinstance(a, str) and a not in self.scalar_inputs
+        if isinstance(a, Lit):
+            return isinstance(a.value, (np.ndarray, np.generic))
+        return a not in self.scalar_inputs
 
     def alone(self, a: Atom) -> bool:
         """Whether `a` is a variable read once, by the equation at hand, and not an output."""
@@ -396,19 +408,19 @@ def cse(graph: Graph) -> Graph:
 
 
 def _uniform_to_literal(e: Equation, rw: _Rewriter) -> Equation:
-    """An elementwise equation with each constant of one value replaced by a scalar of its dtype.
+    """An elementwise equation with each operand of one value replaced by a scalar of its dtype.
 
-    Only where the other operands broadcast to the result's shape by themselves;
-    a numpy scalar keeps the constant's dtype in numpy's promotion (NEP 50), so
-    the result's dtype and values are unchanged.
+    Constants of one value, ones_like results and broadcasts of such values
+    (see `_Rewriter.uniform`) become numpy scalars, where the other operands
+    broadcast to the result's shape by themselves; a numpy scalar keeps the
+    operand's dtype in numpy's promotion (NEP 50), so the result's dtype and
+    values are unchanged.
     """
     if e.prim not in _ELEMENTWISE:
         return e
     inputs = list(e.inputs)
     for i, a in enumerate(inputs):
-        if rw.const_value(a) is None:
-            continue
-        value = rw.uniform(a)
+        value = None if isinstance(a, Lit) else rw.uniform(a)
         others = [rw.aval(b)[0] for j, b in enumerate(inputs) if j != i]
         if value is not None and _broadcast(others or [()]) == e.shape:
             inputs[i] = Lit(value)
@@ -506,9 +518,25 @@ def _identity(e: Equation, rw: _Rewriter) -> Result:
     return None
 
 
+def _scalar_constant(e: Equation, rw: _Rewriter) -> Result:
+    """A 0-d `ones_like`, or a 0-d elementwise op on literals only: its value, as a literal.
+
+    The value is the one the program computes (the primitive run on the
+    literals), held as a numpy scalar of the result's dtype.
+    """
+    if e.shape != ():
+        return None
+    if e.prim is ones_like_p:
+        return Lit(np.ones((), dtype=e.dtype)[()])
+    if e.prim in _ELEMENTWISE and all(isinstance(a, Lit) for a in e.inputs):
+        value = e.prim.impl(*[a.value for a in e.inputs if isinstance(a, Lit)], **e.params)
+        return Lit(np.asarray(value, dtype=e.dtype)[()])
+    return None
+
+
 def _simplify_rule(e: Equation, rw: _Rewriter) -> Result:
     new = _uniform_to_literal(e, rw)
-    for rule in (_identity, _neutral, _einsum_ones):
+    for rule in (_scalar_constant, _identity, _neutral, _einsum_ones):
         result = rule(new, rw)
         if result is not None:
             return result
@@ -598,8 +626,9 @@ def _other_source(e: Equation, s: Equation, other: Atom, rw: _Rewriter) -> Atom 
     """What stands for `other` next to the source of the spread `s`, in ``e.prim(spread, other)``."""
     src, dst, shape = s.params["src"], s.params["dst"], s.params["shape"]
     t = _spread_source(rw, other)
-    if t is not None and t.params == s.params and rw.aval(t.inputs[0])[0] == rw.aval(s.inputs[0])[0]:
-        return t.inputs[0]
+    if t is not None and (t.params["dst"], t.params["shape"]) == (dst, shape) and _sums_nothing(t):
+        # one spread spec, or a source whose letters end s's source (numpy broadcasts it there)
+        return t.inputs[0] if src.endswith(t.params["src"]) else None
     k = rw.const_value(other)
     if k is not None:
         x = const_source(k, src, dst, shape)

@@ -145,25 +145,25 @@ def net_grad_graph():
 
 
 def test_dce_drops_the_primal_of_a_gradient_program():
-    g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3))
+    """Once the seed is a literal (`simplify`), nothing reads the loss value: it is dead."""
+    g = passes.simplify(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
     assert body(g) == [
         "b:f64[3] = tanh a",
         "c:f64[3] = power b 2",
         "d:f64[] = einsum[a->] c",
-        "e:f64[3] = multiply 2 b",
-        "f:f64[3] = multiply k0 e",
-        "g:f64[3] = multiply b b",
-        "h:f64[3] = subtract 1 g",
-        "i:f64[3] = multiply f h",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] 1.0",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
     ]
     out = unchanged_by(passes.dce, g)
     assert body(out) == [
         "b:f64[3] = tanh a",
-        "e:f64[3] = multiply 2 b",
-        "f:f64[3] = multiply k0 e",
-        "g:f64[3] = multiply b b",
-        "h:f64[3] = subtract 1 g",
-        "i:f64[3] = multiply f h",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
     ]
     assert_same_values(g, out)
 
@@ -172,9 +172,9 @@ def test_dce_drops_the_primal_gradient_of_forward_over_reverse_hvp():
     """jvp(grad f) computes f, grad f and the tangent of grad f; only the last is returned."""
     g = hvp_graph()
     out = unchanged_by(passes.dce, g)
-    assert len(g.equations) == 21 and len(out.equations) == 11
-    assert ops(g)["softplus"] == 1 and ops(out)["softplus"] == 0  # the loss value
-    assert ops(g)["einsum"] == 6 and ops(out)["einsum"] == 3  # its sum, the primal gradient
+    assert len(g.equations) == 24 and len(out.equations) == 17
+    assert ops(g)["einsum"] == 6 and ops(out)["einsum"] == 4  # the primal gradient and d loss
+    assert ops(passes.dce(passes.simplify(g)))["softplus"] == 0  # the loss, once the seed is 1.0
     assert_same_values(g, out)
 
 
@@ -194,17 +194,19 @@ def test_dce_keeps_every_input_and_drops_unread_constants():
 
 def test_cse_computes_a_repeated_subexpression_once():
     g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.sigmoid(x) * ea.sigmoid(x))))(np.ones(4))
-    assert ops(g)["sigmoid"] == 2 and len(g.equations) == 13
+    assert ops(g)["sigmoid"] == 2 and len(g.equations) == 15
     out = unchanged_by(passes.cse, g)
     assert body(out) == [
         "b:f64[4] = sigmoid a",
         "d:f64[4] = multiply b b",
         "e:f64[] = einsum[a->] d",
-        "f:f64[4] = multiply k0 b",
-        "h:f64[4] = subtract 1 b",
-        "i:f64[4] = multiply b h",
-        "j:f64[4] = multiply f i",
-        "n:f64[4] = add j j",  # the two product-rule terms were the same expression
+        "f:f64[] = ones_like e",
+        "g:f64[4] = spread[src=, dst=a, shape=(4,)] f",
+        "h:f64[4] = multiply g b",
+        "j:f64[4] = subtract 1 b",
+        "k:f64[4] = multiply b j",
+        "l:f64[4] = multiply h k",
+        "p:f64[4] = add l l",  # the two product-rule terms were the same expression
     ]
     assert_same_values(g, out)
 
@@ -276,27 +278,60 @@ def test_params_key_tells_apart_what_numpy_tells_apart():
 
 
 def test_simplify_removes_the_seed_of_ones():
-    g = passes.dce(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
+    """The seed ones_like(loss), broadcast to the loss's operand, multiplies by one."""
+    g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3))
+    assert body(g) == [
+        "b:f64[3] = tanh a",
+        "c:f64[3] = power b 2",
+        "d:f64[] = einsum[a->] c",
+        "e:f64[] = ones_like d",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] e",
+        "g:f64[3] = multiply 2 b",
+        "h:f64[3] = multiply f g",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply h j",
+    ]
     out = unchanged_by(passes.simplify, g)
-    assert "f:f64[3] = multiply k0 e" in body(g)
     assert body(out) == [
         "b:f64[3] = tanh a",
-        "e:f64[3] = multiply 2 b",
-        "g:f64[3] = multiply b b",
-        "h:f64[3] = subtract 1 g",
-        "i:f64[3] = multiply e h",
+        "c:f64[3] = power b 2",
+        "d:f64[] = einsum[a->] c",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] 1.0",  # dead: dce drops it, and d
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
     ]
-    assert out.consts == []
+    assert_same_values(g, out)
+
+
+def test_simplify_folds_the_scaled_seed_of_a_mean_into_a_literal():
+    g = passes.dce(hvp_graph())
+    assert body(g)[7:11] == [
+        "n:f64[] = ones_like l",
+        "o:f64[] = multiply n 0.16666666666666666",  # d mean / d sum
+        "p:f64[6] = spread[src=, dst=a, shape=(6,)] o",
+        "q:f64[6] = sigmoid e",
+    ]
+    out = passes.simplify(g)
+    assert "v:f64[6] = multiply t 0.16666666666666666" in body(out)
+    assert not {"ones_like", "spread"} & set(ops(passes.dce(out)))
     assert_same_values(g, out)
 
 
 def test_simplify_turns_a_uniform_constant_into_a_literal_of_its_dtype():
-    g = passes.dce(hvp_graph())
-    assert "s:f64[6] = multiply q k2" in body(g)  # k2: the mean's 1/6, broadcast while tracing
-    out = passes.simplify(g)
-    assert "s:f64[6] = multiply q 0.16666666666666666" in body(out)
-    assert out.equations[8].inputs[1].value.dtype == np.float64
-    assert [n for n, _ in out.consts] == ["k0", "k1"]
+    x = np.ones(3, dtype=np.float32)
+    f = lambda x: (x * np.full(3, 0.5, np.float32), x * np.full(3, 0.5), x * np.full((2, 3), 0.5, np.float32))
+    g = ea.make_graph(f)(x)
+    out = unchanged_by(passes.simplify, g)
+    assert body(out) == [
+        "b:f32[3] = multiply a 0.5",
+        "c:f64[3] = multiply a 0.5",  # a float64 literal: the result stays float64
+        "d:f32[2,3] = multiply a k2",  # the constant gives the result its shape: kept
+    ]
+    assert [type(e.inputs[1].value) for e in out.equations[:2]] == [np.float32, np.float64]
+    assert [n for n, _ in out.consts] == ["k2"]
     assert_same_values(g, out)
 
 
@@ -351,9 +386,9 @@ def test_simplify_leaves_complex_products_with_one():
 
 def test_simplify_drops_einsum_operands_of_ones():
     g = net_grad_graph()
-    assert "j:f64[3,2] = einsum[,li->il] 1.0 h" in body(g)
+    assert body(g)[4:6] == ["j:f64[] = ones_like i", "k:f64[3,2] = einsum[,li->il] j h"]
     out = passes.simplify(g)
-    assert "j:f64[3,2] = einsum[li->il] h" in body(out)
+    assert body(out)[4] == "k:f64[3,2] = einsum[li->il] h"  # a transpose
     assert not any(isinstance(a, Lit) for e in out.equations for a in e.inputs)
     assert_same_values(g, out)
 
@@ -385,23 +420,33 @@ def _einsum(text, optimize="auto"):
 
 
 def test_fold_spreads_adds_two_diagonal_cotangents_on_the_diagonal():
-    """grad of trace(A) + sum(diag(A)**2): two spreads onto the diagonal (one a constant) added densely."""
-    g = passes.simplify(passes.dce(trace_grad_graph()))
+    """grad of trace(A) + sum(diag(A)**2): two spreads onto the diagonal added densely."""
+    g = passes.dce(passes.simplify(trace_grad_graph()))
     assert body(g) == [
         "c:f64[4] = einsum[aa->a] a",
-        "g:f64[4] = multiply 2 c",
-        "i:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] g",
-        "j:f64[4,4] = add i k1",  # k1 = the spread of the seed onto the diagonal, made while tracing
+        "i:f64[4] = multiply 2 c",
+        "k:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] i",  # from sum(diag(A)**2)
+        "l:f64[4,4] = spread[src=, dst=aa, shape=(4,4)] 1.0",  # from trace(A): the seed on the diagonal
+        "m:f64[4,4] = add k l",
     ]
     out = passes.dce(unchanged_by(passes.fold_spreads, g))
     assert body(out) == [
         "c:f64[4] = einsum[aa->a] a",
-        "g:f64[4] = multiply 2 c",
-        "b:f64[4] = add g k0",
-        "j:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] b",
+        "i:f64[4] = multiply 2 c",
+        "b:f64[4] = add i 1.0",  # numpy broadcasts the scalar source along the diagonal
+        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] b",  # one spread of 1 + 2 d
     ]
-    np.testing.assert_array_equal(out.const_values["k0"], np.ones(4))
-    assert body(passes.simplify(out))[2] == "b:f64[4] = add g 1.0"  # one spread of 1 + 2 d
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_reads_a_constant_that_is_a_spread():
+    g = ea.make_graph(lambda a: ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a) + 3 * np.eye(4))(A44)
+    g = passes.dce(passes.simplify(g))
+    assert body(g)[2:] == ["i:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] g", "j:f64[4,4] = add i k0"]
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out)[2:] == ["c:f64[4] = add g k1", "j:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] c"]
+    np.testing.assert_array_equal(out.const_values["k1"], [3.0, 3.0, 3.0, 3.0])  # the diagonal of k0
+    assert body(passes.simplify(out))[2] == "c:f64[4] = add g 3.0"
     assert_same_values(g, out)
 
 
@@ -474,8 +519,8 @@ def test_fold_spreads_folds_a_diagonal_into_the_einsum_that_reads_it():
     b = RNG.standard_normal((4, 4))
     g = ea.make_graph(lambda a: ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a) @ b)(A44)
     out = passes.optimize(g)
-    assert ops(g)["spread"] == 1 and ops(out)["spread"] == 0
-    assert body(out)[-1] == "h:f64[4,4] = einsum[i,ik->ik] e k1"  # the diagonal's i and j read as one i
+    assert ops(g)["spread"] == 2 and ops(out)["spread"] == 0
+    assert body(out)[-1] == "j:f64[4,4] = einsum[i,ik->ik] g k0"  # the diagonal's i and j read as one i
     assert_same_values(g, out)
 
 
@@ -539,28 +584,54 @@ def test_merge_einsums_gives_a_network_back_to_opt_einsum():
 
 
 def test_merge_einsums_does_not_merge_what_two_einsums_read():
-    g = passes.simplify(passes.dce(net_grad_graph()))
-    out = passes.dce(passes.merge_einsums(g))
-    # f, g, h are each read twice: kept; the transposes j, k (and h, g through them) merge
-    assert body(g)[:5] == [
-        "f:f64[4,2] = einsum[jk,kl->jl] b c",
+    g = passes.dce(passes.simplify(net_grad_graph()))
+    out = passes.dce(unchanged_by(passes.merge_einsums, g))
+    assert body(g) == [
+        "f:f64[4,2] = einsum[jk,kl->jl] b c",  # read twice: kept
         "g:f64[3,2] = einsum[ij,jl->il] a f",
         "h:f64[2,3] = einsum[lm,mi->li] d e",
-        "j:f64[3,2] = einsum[li->il] h",
-        "k:f64[2,3] = einsum[il->li] g",
+        "k:f64[3,2] = einsum[li->il] h",  # the seed's transposes (read twice: kept)
+        "l:f64[2,3] = einsum[il->li] g",
+        "m:f64[2,3] = einsum[li,mi->lm] l e",
+        "n:f64[3,3] = einsum[li,lm->mi] l d",
+        "o:f64[3,4] = einsum[il,jl->ij] k f",
+        "p:f64[4,2] = einsum[il,ij->jl] k a",  # read twice: kept
+        "q:f64[4,5] = einsum[jl,kl->jk] p c",
+        "r:f64[5,2] = einsum[jl,jk->kl] p b",
     ]
     assert body(out) == [
         "f:f64[4,2] = einsum[jk,kl->jl] b c",
-        "j:f64[3,2] = einsum[la,ai->il] d e",
-        "k:f64[2,3] = einsum[ia,al->li] a f",
-        "l:f64[2,3] = einsum[li,mi->lm] k e",
-        "m:f64[3,3] = einsum[li,lm->mi] k d",
-        "n:f64[3,4] = einsum[il,jl->ij] j f",
-        "o:f64[4,2] = einsum[il,ij->jl] j a",
-        "p:f64[4,5] = einsum[jl,kl->jk] o c",
-        "q:f64[5,2] = einsum[jl,jk->kl] o b",
+        "k:f64[3,2] = einsum[la,ai->il] d e",  # h, read by the transpose alone, merged into it
+        "l:f64[2,3] = einsum[ia,al->li] a f",
+        "m:f64[2,3] = einsum[li,mi->lm] l e",
+        "n:f64[3,3] = einsum[li,lm->mi] l d",
+        "o:f64[3,4] = einsum[il,jl->ij] k f",
+        "p:f64[4,2] = einsum[il,ij->jl] k a",
+        "q:f64[4,5] = einsum[jl,kl->jk] p c",
+        "r:f64[5,2] = einsum[jl,jk->kl] p b",
     ]
     assert_same_values(g, out, args=[RNG.standard_normal(s) for s in NET_SHAPES])
+
+
+def test_merge_einsums_merges_a_transpose_into_every_einsum_reading_it():
+    a = np.ones((3, 3))
+    g = build(
+        {"a": a, "b": a},
+        [
+            ("c", einsum_p, _einsum("ij,jk->ik"), ["a", "b"]),
+            ("d", einsum_p, _einsum("ik->ki"), ["c"]),  # a transpose of c
+            ("e", einsum_p, _einsum("ij,jk->ik"), ["d", "a"]),
+            ("f", einsum_p, _einsum("ij,ij->"), ["d", "b"]),
+        ],
+        ["c", "e", "f"],  # c is returned: not merged into its transpose
+    )
+    out = passes.dce(passes.merge_einsums(g))
+    assert body(out) == [
+        "c:f64[3,3] = einsum[ij,jk->ik] a b",
+        "e:f64[3,3] = einsum[ji,jk->ik] c a",
+        "f:f64[] = einsum[ji,ij->] c b",
+    ]
+    assert_same_values(g, out)
 
 
 def test_merge_einsums_keeps_an_output_and_a_twice_read_einsum():
@@ -662,13 +733,13 @@ def test_plan_buffers_reuses_dying_elementwise_results_in_place():
     g = passes.optimize(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
     assert body(g) == [
         "b:f64[3] = tanh a",
-        "e:f64[3] = multiply 2 b",
-        "g:f64[3] = multiply b b",
-        "h:f64[3] = subtract 1 g",
-        "i:f64[3] = multiply e h",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
     ]
     plan = passes.plan_buffers(g)
-    assert plan == {2: "b", 3: "g", 4: "e"}  # never the input a; b only once e has read it
+    assert plan == {2: "b", 3: "i", 4: "g"}  # never the input a; b only once g has read it
     x = RNG.standard_normal(3)
     x0 = x.copy()
     seen = []
@@ -754,12 +825,12 @@ def test_plan_buffers_on_optimized_hvp_programs(mode):
 def test_optimize_trace_plus_diagonal_gradient_is_one_spread_of_one_plus_2d():
     g = trace_grad_graph()
     out = unchanged_by(passes.optimize, g)
-    assert (len(g.equations), len(out.equations)) == (9, 4)
+    assert (len(g.equations), len(out.equations)) == (12, 4)
     assert body(out) == [
         "c:f64[4] = einsum[aa->a] a",
-        "g:f64[4] = multiply 2 c",
-        "b:f64[4] = add g 1.0",
-        "j:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] b",
+        "i:f64[4] = multiply 2 c",
+        "g:f64[4] = add i 1.0",
+        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] g",
     ]
     assert out.consts == []
     assert_same_values(g, out)
@@ -768,15 +839,15 @@ def test_optimize_trace_plus_diagonal_gradient_is_one_spread_of_one_plus_2d():
 def test_optimize_logistic_hvp():
     g = hvp_graph()
     out = passes.optimize(g)
-    assert (len(g.equations), len(out.equations)) == (21, 11)
-    assert [n for n, _ in out.consts] == ["k0", "k1"]  # X and -y; the broadcast 1/n became a literal
+    assert (len(g.equations), len(out.equations)) == (24, 11)
+    assert [n for n, _ in out.consts] == ["k0", "k1"]  # X and -y
     assert_same_values(g, out)
 
 
 def test_optimize_five_operand_network_gradient():
     g = net_grad_graph()
     out = passes.optimize(g)
-    assert (len(g.equations), len(out.equations)) == (12, 9)
+    assert (len(g.equations), len(out.equations)) == (13, 9)
     assert_same_values(g, out, args=[RNG.standard_normal(s) for s in NET_SHAPES])
 
 
