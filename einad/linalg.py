@@ -243,20 +243,19 @@ def _rounding(w: Any, size: int) -> Any:
     """``size · eps · max|w|`` for each vector (last axis) of `w`: what rounding leaves of a
     difference (numpy's ``matrix_rank`` tolerance for singular values)."""
     eps = float(np.finfo(dtype_of(w)).eps)
+    if shape_of(w)[-1] == 0:  # no values: nothing to compare
+        return np.zeros(shape_of(w)[:-1], _real_dtype(dtype_of(w)))
     top = bind(max_p, (_abs(stop_gradient(w)),), {"axes": (len(shape_of(w)) - 1,)})
     return top * (size * eps)
 
 
-def _inverse_gaps(d: Any, w: Any) -> Any:
-    """``1 / d`` for ``d[i, j] = f(w[j]) - f(w[i])``, and 0 where ``w[i]`` and ``w[j]`` agree
-    to rounding (the diagonal included): the choice for repeated eigenvalues."""
-    tie = compare("less_equal", _abs(_row(w) - _col(w)), _trailing(_rounding(w, shape_of(w)[-1]), 2))
+def _gaps(w: Any, squares: bool = False) -> Any:
+    """``F[i, j] = 1 / (w[j] - w[i])`` (with `squares`, ``1 / (w[j]² - w[i]²)``), and 0 where
+    ``w[i]`` and ``w[j]`` agree to rounding, the diagonal included: the choice for ties."""
+    gap = _row(w) - _col(w)
+    d = gap * (_row(w) + _col(w)) if squares else gap
+    tie = compare("less_equal", _abs(gap), _trailing(_rounding(w, shape_of(w)[-1]), 2))
     return where_raw(tie, 0, 1 / where_raw(tie, 1, d))
-
-
-def _gaps(w: Any) -> Any:
-    """``F[i, j] = 1 / (w[j] - w[i])``, 0 where the two agree to rounding."""
-    return _inverse_gaps(_row(w) - _col(w), w)
 
 
 def _reciprocal_above(s: Any, tol: Any) -> Any:
@@ -472,8 +471,9 @@ def _eigh_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
 def _eigh_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     w, v = _eigh_parts(ans, vals[0])
     g_w, g_v = _eigh_parts(conj(g), vals[0])
-    k = _diag_embed(g_w) + _gaps(w) * _mm(_mH(v), g_v)
-    return [conj(_hermitian_part_vjp(_mm3(v, k, _mH(v)), p["UPLO"] == "L"))]
+    vh = _mH(v)
+    k = _diag_embed(g_w) + _gaps(w) * _mm(vh, g_v)
+    return [conj(_hermitian_part_vjp(_mm3(v, k, vh), p["UPLO"] == "L"))]
 
 
 eigh_p = rules(
@@ -525,7 +525,7 @@ def _svd_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     u1, v1 = _cols(u, 0, k), _mH(_rows(vh, 0, k))
     e = _mm3(_mH(u1), da, v1)
     ds = real(_diag(e))
-    f = _inverse_gaps(_row(s * s) - _col(s * s), s)  # 1 / (s_j² − s_i²)
+    f = _gaps(s, squares=True)  # 1 / (s_j² − s_i²)
     ed, de = e * _row(s), _col(s) * e
     du = _mm(u1, f * (ed + _mH(ed)))
     dv = _mm(v1, f * (de + _mH(de)))
@@ -559,7 +559,7 @@ def _svd_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool
     if p["full_matrices"] and n > m:
         v2 = _mH(_rows(vh, k, None))
         g_v1 = g_v1 - _mm3(v2, _mH(_cols(g_v, k, None)), v1)
-    f = _inverse_gaps(_row(s * s) - _col(s * s), s)
+    f = _gaps(s, squares=True)
     inv_s = _reciprocal_above(s, _trailing(_rounding(s, max(m, n)), 1))
     ku, kv = _mm(_mH(u1), g_u1), _mm(_mH(v1), g_v1)
     ge = _diag_embed(g_s) + (f * (ku - _mH(ku))) * _row(s) + _col(s) * (f * (kv - _mH(kv)))
