@@ -6,7 +6,7 @@ are built on one small tracing core.
 """
 
 from . import linalg
-from .core import Tensor
+from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
 from .ops import (
@@ -77,6 +77,7 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
+from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 from .util import ArrayLike, DTypeLike
@@ -88,11 +89,16 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
-    call ``y.backward()`` on a result and read ``tensor.grad``.
+    call ``y.backward()`` on a result and read ``tensor.grad``. The derivative
+    transformations (`einad.grad`, `einad.vjp`, ...) take such a tensor as its
+    value and return numpy arrays; `einad.jit` records into the imperative graph,
+    so ``ea.jit(loss)(w).backward()`` works.
 
     Args:
-        data: A number, a nested list, a numpy array or a Tensor (its value is copied
-            out of any trace).
+        data: A number, a nested list, a numpy array or a Tensor. The value is
+            copied (as ``torch.tensor`` does): the Tensor never shares memory with
+            `data`, and in-place updates (``w -= ...`` under `no_grad`) give it a
+            new array, never writing into one.
         dtype: The numpy dtype; numpy's choice for `data` by default.
         requires_grad: Make the tensor a leaf whose gradient `Tensor.backward` accumulates.
             Needs a floating-point or complex dtype.
@@ -162,10 +168,12 @@ __all__ = [
     "moveaxis",
     "multiply",
     "negative",
+    "no_grad",
     "not_equal",
     "outer",
     "power",
     "prod",
+    "register_pytree_node",
     "relu",
     "reshape",
     "sigmoid",
@@ -188,6 +196,9 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
+    "tree_flatten",
+    "tree_map",
+    "tree_unflatten",
     "value_and_grad",
     "var",
     "vjp",

@@ -23,10 +23,12 @@ from .core import (
     box,
     dead_tracer,
     strip,
+    traced,
     tracing,
     value_of,
 )
 from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from .structural import ones_like
 from .util import Array, DTypeLike, Shape, dtype_of, shape_of
 
 ArgNums: TypeAlias = int | Sequence[int]
@@ -38,7 +40,7 @@ ArgNums: TypeAlias = int | Sequence[int]
 def _diff_value(x: Any, what: str) -> Any:
     """The value to box as a differentiable input, or TypeError for non-float input."""
     if type(x) is Tensor:
-        v = x if x._trace is not None else x._value
+        v = x if traced(x) else strip(x)
     elif isinstance(x, (bool, int, np.integer, np.bool_)):
         raise TypeError(
             f"cannot differentiate with respect to {what}, the integer {x!r}: "
@@ -57,13 +59,11 @@ def _diff_value(x: Any, what: str) -> Any:
 
 def _out(v: Any) -> Any:
     """A result as the caller should see it: a Tensor if still traced, else numpy."""
-    if type(v) is Tensor:
-        if v._trace is not None:
-            if v._trace.dead:
-                raise dead_tracer(v._trace)
-            return v
-        v = v._value
-    return np.asarray(v)
+    if traced(v):
+        if v._trace.dead:
+            raise dead_tracer(v._trace)
+        return v
+    return np.asarray(strip(v))
 
 
 def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
@@ -77,7 +77,7 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
         g = np.zeros(shape, dtype=dt)
     elif shape_of(g) != shape:
         g = ops.broadcast_to(g, shape)
-    if type(g) is Tensor and g._trace is not None:
+    if traced(g):
         return ops.astype(g, dt) if g.dtype != dt else g
     g = np.asarray(strip(g))
     if g.dtype != dt:
@@ -121,8 +121,8 @@ def _substitute(args: Sequence[Any], nums: tuple[int, ...], subs: Sequence[Any])
 
 def _seed(ct: Any, value: Any) -> Any:
     if type(ct) is Tensor:
-        if ct._trace is None:
-            ct = ct._value
+        if not traced(ct):
+            ct = strip(ct)
     else:
         ct = np.asarray(ct)
     if shape_of(ct) != shape_of(value):
@@ -177,8 +177,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
         if dtype_of(out).kind == "c":
             raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
         if type(out) is Tensor and out._trace is trace and out._node is not None:
-            seed = np.ones((), dtype=dtype_of(out))
-            cts = {id(n): g for n, g in backward_pass([out._node], [seed], consume=True)}
+            cts = {id(n): g for n, g in backward_pass([out._node], [ones_like(out._value)], consume=True)}
         else:
             cts = {}
         taken: set[int] = set()
@@ -194,10 +193,9 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
-    """Name flat leaf `k` of the differentiated arguments: 'argument 1', or a pytree leaf."""
-    if all(c.kind == "leaf" for c in td.children):
-        return str(nums[k])
-    return f"leaf {k} of argnums {nums}"
+    """Name flat leaf `k` of the differentiated arguments: ``1``, or ``0['w']`` in a pytree."""
+    paths = [p for i, c in zip(nums, td.children) for p in c.leaf_paths(str(i))]
+    return paths[k]
 
 
 def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
@@ -308,7 +306,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
 
 
 def _tangent_in(t: Any, v: Any) -> Any:
-    t = t if type(t) is Tensor and t._trace is not None else np.asarray(strip(t))
+    t = t if traced(t) else np.asarray(strip(t))
     if shape_of(t) != shape_of(v):
         raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
     if dtype_of(t) != dtype_of(v):
