@@ -8,7 +8,7 @@ from conftest import assert_close, check_op, numeric_grad
 
 import einad as ea
 import einad.batching
-from einad.elementwise import conj  # ea.conj is not public on this branch; tests need Vᴴ
+from einad.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 
@@ -140,6 +140,20 @@ def test_results_are_numpys_named_tuples():
     assert L.svd(s).Vh.shape == (3, 3) and L.svd(s).S.shape == (3,) and L.svd(s).U.shape == (3, 3)
     assert L.qr(s).Q.shape == L.qr(s).R.shape == (3, 3)
     assert L.slogdet(s).logabsdet.shape == L.slogdet(s).sign.shape == ()
+
+
+def test_results_are_pytrees_under_jit_and_jacobians():
+    """numpy's result types are namedtuples, so transformations keep their structure."""
+    s = hermitian((3, 3))
+    staged = ea.jit(L.eigh)(s)
+    assert type(staged) is L.EighResult
+    assert_close(staged.eigenvalues, np.linalg.eigh(s).eigenvalues)
+    jac = ea.jacrev(L.slogdet)(s)
+    assert type(jac) is L.SlogdetResult
+    assert_close(jac.logabsdet, np.linalg.inv(s).T)
+    assert_close(jac.sign, np.zeros((3, 3)))
+    jac = ea.jacfwd(lambda a: L.svd(a, full_matrices=False))(_normal((4, 3)))
+    assert type(jac) is L.SVDResult and jac.U.shape == (4, 3, 4, 3) and jac.S.shape == (3, 4, 3)
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -280,10 +294,12 @@ def test_single_precision_stays_single_precision(dtype):
         (lambda a: L.qr(a)[1], m),
         (lambda a: L.norm(a, "nuc"), m),
     ]
+    double = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     for f, x in cases:
-        assert ea.gradcheck(f, x)
         loss = lambda x, f=f: ea.sum(ea.abs(f(x)))
-        assert ea.grad(loss)(x).dtype == dtype
+        g = ea.grad(loss)(x)
+        assert g.dtype == dtype
+        assert_close(g, ea.grad(loss)(x.astype(double)), rtol=1e-3, atol=1e-4)  # single's accuracy
         _, t = ea.jvp(f, (x,), (np.ones_like(x),))
         assert t.dtype == f(x).dtype
 
