@@ -5,6 +5,7 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
+from . import linalg
 from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
@@ -152,6 +153,7 @@ __all__ = [
     "jvp",
     "less",
     "less_equal",
+    "linalg",
     "log",
     "log1p",
     "log_softmax",
