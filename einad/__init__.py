@@ -6,6 +6,7 @@ are built on one small tracing core.
 """
 
 from . import linalg
+from .batching import vmap
 from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
@@ -202,5 +203,6 @@ __all__ = [
     "value_and_grad",
     "var",
     "vjp",
+    "vmap",
     "where",
 ]

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from .core import Staged, Tensor, lower_rules, strip
+from .core import Tensor, lower_rules
 from .einsum import einsum_p, spread_p
 from .errors import TracerError
 from .passes import optimize, plan_buffers
-from .program import ClosedOverTracer, Graph, Lit, run_graph, stage
+from .program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .structural import getitem_p, reshape_p, stop_gradient_p
 
@@ -59,8 +59,8 @@ class Program(Graph):
 
 
 def _raw(x: Any) -> Any:
-    v = strip(x)
-    return v.concrete if type(v) is Staged else v
+    """A leaf's value (for a traced leaf, the example value it stands for)."""
+    return concrete(x)
 
 
 # -- compiling a program to Python ------------------------------------------------------------

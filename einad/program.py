@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Staged, Tensor, Trace, _box, bind, strip, tracing
+from .core import Params, Primitive, Staged, Tensor, Trace, _box, bind, tracing
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .util import DTypeLike, Shape
@@ -317,9 +317,17 @@ def _dtype_of(v: Any) -> np.dtype[Any]:
 
 
 def _concrete(x: Any) -> Any:
-    """The plain value of `x` under every trace, staged ones included."""
-    v = strip(x)
-    return v.concrete if type(v) is Staged else v
+    """The plain value of `x` under every trace, staged ones included.
+
+    A value batched by `vmap` is stored with one leading axis per batching
+    trace; its first example stands for it (a program is staged per example).
+    """
+    batched = 0
+    while type(x) is Tensor:
+        batched += bool(x._trace is not None and x._trace.batched)
+        x = x._value
+    v = x.concrete if type(x) is Staged else x
+    return v[(0,) * batched] if batched else v
 
 
 def concrete(x: Any) -> Any:

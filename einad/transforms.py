@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 
 from . import ops
+from .batching import stacked
 from .core import (
     ForwardTrace,
     Node,
@@ -423,13 +424,11 @@ def _stacked(
     result_dtypes: list[Any] | None = None,
 ) -> list[Any]:
     """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
-    from .batching import vmap
-
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
         dts = result_dtypes or [np.float64] * len(result_shapes)
         return [np.zeros((0,) + tuple(s), dtype=d) for s, d in zip(result_shapes, dts)]
-    return tree_flatten(vmap(fn)(_basis(shape, dtype)))[0]
+    return tree_flatten(stacked(fn)(_basis(shape, dtype)))[0]
 
 
 def _values(tree: Any) -> Any:
@@ -472,12 +471,10 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 ts[j] = t
                 return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts))))
 
-            from .batching import vmap
-
-            primal, tangent = vmap(push)(_basis(shape_of(x), dtype_of(x)))
+            primal, tangent = stacked(push)(_basis(shape_of(x), dtype_of(x)))
             if out_td is None:
-                stacked, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
-                out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in stacked]
+                rows, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
+                out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in rows]
             cols.append(tree_flatten(tangent)[0])
         if out_td is None:  # no input has an element: run f once for the output's structure
             out_flat, out_td = tree_flatten(g(*diff))
