@@ -7,6 +7,7 @@ are built on one small tracing core.
 
 from .core import Tensor
 from .errors import EinsumError, GradcheckError, TracerError
+from .expression import ContractExpression, contract_expression, contract_path
 from .jit import Program, jit
 from .ops import (
     abs,
@@ -106,6 +107,7 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
 
 
 __all__ = [
+    "ContractExpression",
     "EinsumError",
     "GradcheckError",
     "Graph",
@@ -120,6 +122,8 @@ __all__ = [
     "broadcast_to",
     "clip",
     "concatenate",
+    "contract_expression",
+    "contract_path",
     "cos",
     "cosh",
     "diagonal",
