@@ -491,13 +491,14 @@ def _is_looped(s: Schedule, i: int) -> bool:
     return i >= len(s.inputs) and i in s.varies
 
 
-def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequence[Any]) -> Any:
-    """The cotangent of operand `j` of the step ``ins -> out`` (the permuted subscripts)."""
+def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequence[Any], shape: Shape) -> Any:
+    """The cotangent of operand `j` (of `shape`) of the step ``ins -> out``: the permuted
+    subscripts, reading every operand but `j`."""
     spec, kept, target = _vjp_spec(ins, out, j)
     others = list(operands[:j]) + list(operands[j + 1 :])
     r = _einsum_impl(ct, *others, inputs=spec, output=kept)
     if kept != target:
-        r = _spread_impl(r, kept, target, operands[j].shape)
+        r = _spread_impl(r, kept, target, shape)
     return r
 
 
@@ -555,22 +556,31 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
         cot = {final: g[s.index(s.output, ranges)]}
         for t in reversed(s.looped):
             st = s.steps[t]
+            if st.result not in cot:  # no operand below it is differentiated
+                continue
             ct = cot.pop(st.result)
-            operands = [local[a] if a in local else vals[a] for a in st.args]
-            for j, a in enumerate(st.args):
-                if a not in need:
-                    continue
-                r = _pullback(st.ins, st.out, j, ct, operands)
+            operands: list[Any] = [
+                local.pop(a) if _is_looped(s, a) else local.get(a, vals.get(a)) for a in st.args
+            ]
+            shapes = [x.shape for x in operands]
+            # Smallest first: the last pullback does not read its own operand, which is
+            # let go before it runs (a large intermediate and its cotangent never coexist).
+            order = sorted(
+                (j for j, a in enumerate(st.args) if a in need), key=[x.size for x in operands].__getitem__
+            )
+            for i, j in enumerate(order):
+                if i == len(order) - 1:
+                    operands[j] = None
+                a = st.args[j]
+                r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
                 if a < n:
                     grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
                 elif a in s.varies:
                     cot[a] = r
                 else:
                     acc[a] += r
+                del r
             del ct, operands
-            for a in st.args:
-                if _is_looped(s, a):
-                    del local[a]
     for t in reversed(s.hoisted):
         st = s.steps[t]
         if st.result not in acc:
@@ -579,7 +589,7 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
         operands = [vals[a] for a in st.args]
         for j, a in enumerate(st.args):
             if a in need:
-                r = _pullback(st.ins, st.out, j, ct, operands)
+                r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
                 if a < n:
                     grads[a] += r
                 else:
