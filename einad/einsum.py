@@ -853,15 +853,28 @@ def einsum(
         *operands: The arrays or Tensors, one per comma-separated term.
         optimize: An opt_einsum path strategy (``"auto"``, ``"greedy"``,
             ``"optimal"``, ...), True (``"auto"``), False (contract all operands
-            in one step), or an explicit path as numpy and opt_einsum write it.
-        memory_limit: The largest intermediate allowed, in elements (opt_einsum's meaning).
+            in one step), an explicit path as numpy and opt_einsum write it, or a
+            path-optimizer object (opt_einsum's ``RandomGreedy``,
+            ``DynamicProgramming``, ...; cotengra's ``HyperOptimizer``,
+            ``ReusableHyperOptimizer``), which is asked once per contraction and
+            whose plan the gradient reuses.
+        memory_limit: The largest intermediate allowed, in elements (or
+            ``"max_input"``, the largest operand's size). When no pairwise path
+            keeps every intermediate within it, the contraction is sliced: a few
+            indices are cut into chunks, each slice is contracted within the
+            limit and the slices are summed. Its gradient is sliced too (each
+            slice's intermediates are recomputed in the backward pass), so the
+            peak memory of the forward and of the gradient follows the limit.
+            The operands, the result and the gradients are not intermediates.
+            See `contract_path` for the plan.
 
     Returns:
         The contraction, as a Tensor.
 
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
-            shapes, or `optimize` is not a strategy or a valid path.
+            shapes, `optimize` is not a strategy, a valid path or an optimizer, or
+            `memory_limit` is not a positive number of elements.
         TypeError: If `subscripts` is not a string or an operand is not numeric.
     """
     if not isinstance(subscripts, str):

@@ -70,7 +70,8 @@ def explain(
             f"  FLOPs {int(info.opt_cost):,} (naive {int(info.naive_cost):,}), "
             f"largest intermediate {int(info.largest_intermediate):,} elements"
         )
-        lines.extend(info.summary())
+        if len(shapes) > 2 or memory_limit is not None:  # a network: what its gradient costs
+            lines.extend(info.summary())
     else:
         lines.append("contraction path: one operand, one numpy.einsum call")
     names = [chr(ord("A") + k) for k in range(len(shapes))]
