@@ -9,9 +9,9 @@ for an output index, written side by side). Each slice's intermediates are
 smaller by the product of the chunk counts of the sliced letters they hold.
 
 * `plan` chooses a path and the slices: the path the strategy finds when one
-  fits the limit, else slices found by cotengra's `SliceFinder` when cotengra
-  is installed, by `greedy_slices` otherwise; both are then coarsened to the
-  fewest chunks that still fit (`coarsen`).
+  fits the limit, else slices found by `greedy_slices` and, when cotengra is
+  installed, by cotengra's `SliceFinder`, each coarsened to fewer chunks that
+  still fit (`coarsen`); the plan with fewer flops (forward plus gradient) wins.
 * `object_path` asks a path-optimizer object (opt_einsum's ``RandomGreedy``,
   cotengra's ``HyperOptimizer``) for its path once per contraction, keyed by the
   object's identity in a weak table, so the object is never asked twice and
@@ -273,18 +273,26 @@ def coarsen(
     limit: int,
     chunks: dict[str, int],
 ) -> dict[str, int]:
-    """The fewest chunks, letter by letter, with which every intermediate still fits."""
-    chunks = dict(chunks)
-    for c in sorted(chunks, key=lambda c: (chunks[c], c)):
-        lo, hi = 1, chunks[c]  # the smallest m in [lo, hi] that fits (hi fits)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if largest(inputs, output, path, sizes, {**chunks, c: mid}) <= limit:
-                hi = mid
-            else:
-                lo = mid + 1
-        chunks[c] = hi
-    return {c: m for c, m in chunks.items() if m > 1}
+    """Merge chunks back while every intermediate still fits: each round cuts the chunk
+    count of the letter where that removes the most slices (to the fewest chunks that fit)."""
+    chunks = {c: m for c, m in chunks.items() if m > 1}
+    while True:
+        best: tuple[float, str, int] | None = None
+        for c in sorted(chunks):
+            lo, hi = 1, chunks[c]  # the smallest m in [lo, hi] that fits (hi does)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if largest(inputs, output, path, sizes, {**chunks, c: mid}) <= limit:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            gain = chunks[c] / hi
+            if hi < chunks[c] and (best is None or gain > best[0]):
+                best = (gain, c, hi)
+        if best is None:
+            return chunks
+        _, c, m = best
+        chunks = {k: v for k, v in {**chunks, c: m}.items() if v > 1}
 
 
 def _is_pairwise(path: Path) -> bool:
@@ -300,9 +308,10 @@ def plan(
     `optimize` is an opt_einsum strategy name or an explicit path (an optimizer
     object is turned into its path by `object_path` first). Without a limit, or
     when the strategy's path (or opt_einsum's memory-limited one) keeps every
-    intermediate within it, nothing is sliced. Otherwise letters are sliced
-    along the path: cotengra's finder where installed, else `greedy_slices`
-    (re-planning with opt_einsum for a strategy name; an explicit path is kept).
+    intermediate within it, nothing is sliced. Otherwise letters are sliced:
+    by `greedy_slices` (re-planning with opt_einsum for a strategy name; an
+    explicit path is kept) and, where installed, by cotengra's finder along the
+    path; the cheaper of the two plans is taken.
     """
     sizes: dict[str, int] = {}
     for spec, shape in zip(inputs, shapes):
@@ -318,12 +327,24 @@ def plan(
         limited = oe_path(inputs, output, shapes, optimize, limit)
         if _is_pairwise(limited) and largest(inputs, output, limited, sizes, {}) <= limit:
             return limited, ()
+    # the greedy choice, and cotengra's where installed: the cheaper plan wins (on a
+    # tie the greedy one, so that a plan does not depend on cotengra needlessly)
+    replan = None if explicit else _replanner(inputs, output, sizes, optimize, limit)
+    gpath, greedy = greedy_slices(inputs, output, sizes, path, limit, replan)
+    plans = [(gpath, coarsen(inputs, output, sizes, gpath, limit, greedy))]
     found = cotengra_slices(inputs, output, sizes, path, limit)
-    if found is None:
-        replan = None if explicit else _replanner(inputs, output, sizes, optimize, limit)
-        path, found = greedy_slices(inputs, output, sizes, path, limit, replan)
-    chunks = coarsen(inputs, output, sizes, path, limit, found)
+    if found is not None:
+        plans.append((path, coarsen(inputs, output, sizes, path, limit, found)))
+    path, chunks = min(plans, key=lambda pc: _cost(inputs, output, shapes, pc[0], _slices(inputs, pc[1])))
     return path, _slices(inputs, chunks)
+
+
+def _cost(
+    inputs: tuple[str, ...], output: str, shapes: Shapes, path: Path, slices: Slices
+) -> tuple[int, int]:
+    """What a plan costs: the flops of a forward and a gradient, then the number of slices."""
+    c = estimate(schedule(inputs, output, shapes, path, slices))
+    return c.forward_flops + c.gradient_flops, c.n_slices
 
 
 def _replanner(
