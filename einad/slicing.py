@@ -101,26 +101,30 @@ def oe_path(
 
 # -- optimizer objects: asked once per contraction, remembered by identity ----------------
 
-_object_paths: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], Path]] = weakref.WeakKeyDictionary()
+_object_paths: dict[int, dict[tuple[Any, ...], Path]] = {}  # id(optimizer) -> its answers
 _object_lock = threading.Lock()
 
 
 def object_path(optimizer: Any, inputs: tuple[str, ...], output: str, shapes: Shapes) -> Path:
     """The path `optimizer` (a PathOptimizer or any opt_einsum-style callable) gives.
 
-    The answer is remembered per object (by identity, in a weak table: the
-    object is not kept alive) and per contraction, so einad never asks the same
-    object twice about one contraction. Asking it about a second, different
-    contraction is the object's business: opt_einsum's ``RandomGreedy`` refuses,
-    which surfaces as an `EinsumError`.
+    The answer is remembered per object and per contraction, so einad never asks
+    the same object twice about one contraction. The table is keyed by the
+    object's identity (not its equality) and an entry goes when its object is
+    collected, so einad keeps no optimizer alive. Asking an object about a
+    second, different contraction is the object's business: opt_einsum's
+    ``RandomGreedy`` refuses, which surfaces as an `EinsumError`.
     """
     key = (inputs, output, shapes)
-    table: dict[tuple[Any, ...], Path]
     with _object_lock:
-        try:
-            table = _object_paths.setdefault(optimizer, {})
-        except TypeError:  # not weakly referenceable or not hashable: no memory
+        table = _object_paths.get(id(optimizer))
+        if table is None:
             table = {}
+            try:
+                weakref.finalize(optimizer, _object_paths.pop, id(optimizer), None)
+                _object_paths[id(optimizer)] = table
+            except TypeError:  # not weakly referenceable: nothing is remembered
+                pass
         path = table.get(key)
     if path is None:
         path = oe_path(inputs, output, shapes, optimizer)

@@ -117,6 +117,15 @@ def test_jacobians_batch_the_sliced_einsum(finder):
         _close(j, jac(lambda x: ea.einsum(eq, x, *ops[1:]))(ops[0]))
 
 
+def test_imperative_backward(finder):
+    ops = _tetra(4)
+    xs = [ea.tensor(x, requires_grad=True) for x in ops]
+    ea.einsum(TETRA, *xs, memory_limit=64).backward()
+    g0 = ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=(0, 1, 2, 3))(*ops)
+    for x, b in zip(xs, g0):
+        _close(x.grad, b)
+
+
 def test_jit_sees_one_equation_forward_and_one_backward(finder):
     ops = _tetra(4)
     f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=64)
@@ -241,14 +250,27 @@ def test_random_greedy_gives_the_same_values_and_gradients(finder):
         ea.einsum("ij,jk,kl->il", *_ops([(2, 3), (3, 4), (4, 2)]), optimize=rg)
 
 
-def test_the_plan_cache_does_not_keep_optimizers_alive():
+def test_the_plan_cache_keys_on_identity_and_keeps_no_optimizer_alive():
     ops = _tetra(3)
     opt = oe.RandomGreedy(max_repeats=2)
     ea.einsum(TETRA, *ops, optimize=opt)
-    ref = weakref.ref(opt)
+    assert id(opt) in slicing._object_paths
+    ref, key = weakref.ref(opt), id(opt)
     del opt
     gc.collect()
-    assert ref() is None
+    assert ref() is None and key not in slicing._object_paths
+
+    class Equal(CountingGreedy):  # equal to every other instance: still two objects
+        def __eq__(self, other):
+            return isinstance(other, Equal)
+
+        __hash__ = None
+
+    a, b = Equal(), Equal()
+    ea.einsum(TETRA, *ops, optimize=a)
+    ea.einsum(TETRA, *ops, optimize=b)
+    ea.einsum(TETRA, *ops, optimize=b)
+    assert (a.calls, b.calls) == (1, 1)
 
 
 def test_cotengra_optimizers(finder):
