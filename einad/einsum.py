@@ -547,11 +547,13 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
             if a >= n and a not in s.varies and a in need:
                 acc[a] = np.zeros(vals[a].shape, dtype=np.result_type(g, *arrays))
     final = s.steps[-1].result
+    rerun = s.rerun(need)
+    sizes = dict(s.sizes)
     for ranges in s.ranges():
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
             st = s.steps[t]
-            if st.result != final:
+            if t in rerun:
                 local[st.result] = _raw_step(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
         cot = {final: g[s.index(s.output, ranges)]}
         for t in reversed(s.looped):
@@ -559,14 +561,19 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
             if st.result not in cot:  # no operand below it is differentiated
                 continue
             ct = cot.pop(st.result)
+            # (a value that no pullback of this step reads was not recomputed: None)
             operands: list[Any] = [
-                local.pop(a) if _is_looped(s, a) else local.get(a, vals.get(a)) for a in st.args
+                local.pop(a, None) if _is_looped(s, a) else local.get(a, vals.get(a)) for a in st.args
             ]
-            shapes = [x.shape for x in operands]
+            specs = [s.inputs[a] if a < n else s.steps[a - n].out for a in st.args]
+            shapes = [
+                tuple(ranges[c][1] - ranges[c][0] if c in ranges else sizes[c] for c in x) for x in specs
+            ]
             # Smallest first: the last pullback does not read its own operand, which is
             # let go before it runs (a large intermediate and its cotangent never coexist).
             order = sorted(
-                (j for j, a in enumerate(st.args) if a in need), key=[x.size for x in operands].__getitem__
+                (j for j, a in enumerate(st.args) if a in need),
+                key=lambda j: int(np.prod(shapes[j], dtype=np.int64)),
             )
             for i, j in enumerate(order):
                 if i == len(order) - 1:

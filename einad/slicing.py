@@ -418,6 +418,33 @@ class Schedule:
                 need.add(st.result)
         return frozenset(need)
 
+    def rerun(self, need: frozenset[int]) -> frozenset[int]:
+        """The looped steps a gradient sweep (for the ids `need`) recomputes in each slice.
+
+        A step's pullback to one operand reads the values of its other operands, so
+        a value is read when a sibling needs a cotangent; the steps that produce
+        those values, and the steps those read, are rerun. The last step never is
+        (its result is the contraction's), nor, when only some operands are
+        differentiated, the steps no pullback reads.
+        """
+        producer = {st.result: t for t, st in enumerate(self.steps)}
+        looped = set(self.looped)
+        read: set[int] = set()
+        for t in self.looped:
+            st = self.steps[t]
+            if st.result in need:
+                read.update(a for a in st.args if any(b in need for b in st.args if b != a))
+        rerun: set[int] = set()
+        todo = [producer[a] for a in read if a in producer and producer[a] in looped]
+        while todo:
+            t = todo.pop()
+            if t not in rerun:
+                rerun.add(t)
+                todo.extend(
+                    producer[a] for a in self.steps[t].args if a in producer and producer[a] in looped
+                )
+        return frozenset(rerun)
+
 
 def _bounds(d: int, m: int) -> tuple[tuple[int, int], ...]:
     return tuple(((i * d) // m, ((i + 1) * d) // m) for i in range(m))
@@ -504,7 +531,8 @@ def estimate(s: Schedule) -> Costs:
     loop = [(s.steps[t], _flop(s.steps[t].ins, s.steps[t].out, sizes) * repeat(s.steps[t])) for t in s.looped]
     fwd += sum(f for _, f in loop)
     need = s.needs(frozenset(range(n)))
-    grad = sum(f for _, f in loop[:-1]) if s.slices else 0  # a sliced sweep recomputes
+    rerun = s.rerun(need) if s.slices else frozenset()  # a sliced sweep recomputes
+    grad = sum(f for t, (_, f) in zip(s.looped, loop) if t in rerun)
     for st, f in loop:
         grad += f * sum(1 for a in st.args if a in need)
     for t in s.hoisted:
