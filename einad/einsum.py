@@ -530,7 +530,8 @@ def _run_sliced(s: Schedule, arrays: Sequence[Any]) -> Any:
 def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) -> None:
     """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]``.
 
-    Per slice: recompute the slice's intermediates (all but the last), then
+    Per slice: recompute the slice's intermediates that the pullbacks read (all
+    but the last when every operand is differentiated: `Schedule.rerun`), then
     pull the slice of `g` back through the looped steps, adding each operand's
     cotangent into its slice of the gradient; hoisted values get their
     cotangents accumulated over the slices and are pulled back once at the end.
