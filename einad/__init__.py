@@ -9,6 +9,7 @@ from . import linalg
 from .batching import vmap
 from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
+from .expression import ContractExpression, contract_expression, contract_path
 from .jit import Program, jit
 from .ops import (
     abs,
@@ -114,6 +115,7 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
 
 
 __all__ = [
+    "ContractExpression",
     "EinsumError",
     "GradcheckError",
     "Graph",
@@ -128,6 +130,8 @@ __all__ = [
     "broadcast_to",
     "clip",
     "concatenate",
+    "contract_expression",
+    "contract_path",
     "cos",
     "cosh",
     "diagonal",

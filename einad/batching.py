@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
-from .einsum import contract, einsum_p, moveaxis, spread, spread_p
+from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from .pytree import tree_flatten, tree_unflatten
 from .reductions import max_p, min_p, prod_p
@@ -165,6 +165,7 @@ def _register() -> None:
     batch_rules.update(
         {
             einsum_p: _einsum,
+            sliced_einsum_p: _einsum,  # re-planned (and re-sliced) with the batch letter
             spread_p: _spread,
             reshape_p: _reshape,
             astype_p: _same,

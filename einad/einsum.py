@@ -28,13 +28,15 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import opt_einsum as oe
 
 from .core import Params, Primitive, Staged, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
+from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule
+from .slicing import plan as slice_plan
 from .subscripts import (
     Names,
     fresh_symbols,
@@ -61,16 +63,15 @@ from .util import (
     wrap,
 )
 
-Path: TypeAlias = tuple[tuple[int, ...], ...]
-"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
+Optimize: TypeAlias = bool | str | Sequence[Any] | Callable[..., Any] | None
+"""einsum's `optimize`: True/False/None, an opt_einsum strategy name, an explicit path,
+or a path-optimizer object (opt_einsum's ``PathOptimizer``s, cotengra's optimizers)."""
 
-Optimize: TypeAlias = bool | str | Sequence[Any] | None
-"""einsum's `optimize`: True/False/None, an opt_einsum strategy name, or an explicit path."""
+Strategy: TypeAlias = str | Path | Callable[..., Any]
+"""A normalized `optimize`: a strategy name, an explicit path, or an optimizer object."""
 
-MemoryLimit: TypeAlias = int | Literal["max_input"] | None
 # A path's pairwise steps: (positions to pop, their subscripts, the step's output).
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
-"""opt_einsum's `memory_limit`: the largest intermediate's size in elements."""
 
 
 # -- executing a contraction on arrays -------------------------------------------
@@ -341,15 +342,24 @@ def contract(
     inputs: tuple[str, ...],
     output: str,
     operands: Sequence[Value],
-    optimize: str | Path = "auto",
+    optimize: Strategy = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Value:
     """Contract canonical subscripts; returns a raw array when nothing is traced.
 
     This is the internal entry point the rules use; `einsum` parses and wraps.
+    An optimizer object is asked for its path once (`slicing.object_path`); with
+    a `memory_limit` that no pairwise path meets, the contraction is sliced
+    (`slicing.plan`) and bound as one `sliced_einsum_p` equation.
     """
     if len(operands) == 1 and inputs[0] == output:
         return operands[0]
+    shapes = tuple(shape_of(x) for x in operands)
+    if not isinstance(optimize, (str, tuple)):
+        optimize = object_path(optimize, inputs, output, shapes)
+    if memory_limit is not None and len(operands) > 2:
+        path, slices = slice_plan(inputs, output, shapes, optimize, memory_limit)
+        return contract_planned(inputs, output, operands, path, slices, memory_limit)
     traced = any(type(x) is Tensor and x._trace is not None for x in operands)
     if not traced or len(operands) <= 2:
         return bind(
@@ -357,9 +367,34 @@ def contract(
             operands,
             {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
         )
-    steps = _plan(inputs, output, tuple(shape_of(x) for x in operands), optimize, memory_limit)
+    steps = _plan(inputs, output, shapes, optimize, memory_limit)
     result: Value = _follow(steps, operands, _traced_step)
     return result
+
+
+def contract_planned(
+    inputs: tuple[str, ...],
+    output: str,
+    operands: Sequence[Value],
+    path: Path,
+    slices: Slices,
+    memory_limit: MemoryLimit,
+) -> Value:
+    """Contract along a planned `path`: one sliced equation when `slices`, else as `contract`.
+
+    `memory_limit` is kept in a sliced equation's parameters, so the contractions
+    its derivatives make are planned within it too.
+    """
+    if slices:
+        params = {
+            "inputs": inputs,
+            "output": output,
+            "optimize": path,
+            "memory_limit": memory_limit,
+            "slices": slices,
+        }
+        return bind(sliced_einsum_p, operands, params)
+    return contract(inputs, output, operands, path)
 
 
 def _traced_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
@@ -461,6 +496,319 @@ def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 rules(einsum_p, vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
 
 
+# -- sliced contractions: one equation, the gradient one sweep -------------------------------
+#
+# A sliced einsum (`slicing.plan` chose its path and slices) is one equation of
+# ``sliced_einsum_p``: its implementation contracts slice by slice along the
+# path and accumulates. Its VJP is one ``einsum_vjp_p`` equation: per slice, it
+# recomputes that slice's intermediates and pulls the cotangent back through
+# them, adding each operand's gradient into its slice, so the backward pass
+# keeps to the limit too (a checkpoint of each slice, not of the whole). Its
+# result packs the gradients of the operands `wrt` into one flat array that
+# ``unpack_p`` views one by one. The JVP of a sliced einsum is the sum of sliced
+# einsums with a tangent in one operand's place; the rules of ``einsum_vjp_p``
+# are again sliced einsums and sweeps, so the derivative program differentiates
+# again, to any order.
+
+
+def _is_looped(s: Schedule, i: int) -> bool:
+    return i >= len(s.inputs) and i in s.varies
+
+
+def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequence[Any], shape: Shape) -> Any:
+    """The cotangent of operand `j` (of `shape`) of the step ``ins -> out``: the permuted
+    subscripts, reading every operand but `j`."""
+    spec, kept, target = _vjp_spec(ins, out, j)
+    others = list(operands[:j]) + list(operands[j + 1 :])
+    r = _einsum_impl(ct, *others, inputs=spec, output=kept)
+    if kept != target:
+        r = _spread_impl(r, kept, target, shape)
+    return r
+
+
+def _run_sliced(s: Schedule, arrays: Sequence[Any]) -> Any:
+    """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
+    n = len(s.inputs)
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    left = {a for t in s.looped for a in s.steps[t].args}  # hoisted values the loop reads
+    for t in s.hoisted:
+        st = s.steps[t]
+        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+        for a in st.args:
+            if a >= n and a not in left:
+                del vals[a]
+    sizes = dict(s.sizes)
+    result = np.zeros(tuple(sizes[c] for c in s.output), dtype=np.result_type(*arrays))
+    final = s.steps[-1].result
+    for ranges in s.ranges():
+        local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
+        for t in s.looped:
+            st = s.steps[t]
+            picked = [local.pop(a) if a in local else vals[a] for a in st.args]
+            local[st.result] = _raw_step(st.ins, st.out, picked)
+            del picked
+        result[s.index(s.output, ranges)] += local.pop(final)
+    return result
+
+
+def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) -> None:
+    """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]``.
+
+    Per slice: recompute the slice's intermediates that the pullbacks read (all
+    but the last when every operand is differentiated: `Schedule.rerun`), then
+    pull the slice of `g` back through the looped steps, adding each operand's
+    cotangent into its slice of the gradient; hoisted values get their
+    cotangents accumulated over the slices and are pulled back once at the end.
+    """
+    n = len(s.inputs)
+    need = s.needs(frozenset(grads))
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    for t in s.hoisted:
+        st = s.steps[t]
+        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+    acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
+    for t in s.looped:
+        for a in s.steps[t].args:
+            if a >= n and a not in s.varies and a in need:
+                acc[a] = np.zeros(vals[a].shape, dtype=np.result_type(g, *arrays))
+    final = s.steps[-1].result
+    rerun = s.rerun(need)
+    sizes = dict(s.sizes)
+    for ranges in s.ranges():
+        local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
+        for t in s.looped:
+            st = s.steps[t]
+            if t in rerun:
+                local[st.result] = _raw_step(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
+        cot = {final: g[s.index(s.output, ranges)]}
+        for t in reversed(s.looped):
+            st = s.steps[t]
+            if st.result not in cot:  # no operand below it is differentiated
+                continue
+            ct = cot.pop(st.result)
+            # (a value that no pullback of this step reads was not recomputed: None)
+            operands: list[Any] = [
+                local.pop(a, None) if _is_looped(s, a) else local.get(a, vals.get(a)) for a in st.args
+            ]
+            specs = [s.inputs[a] if a < n else s.steps[a - n].out for a in st.args]
+            shapes = [
+                tuple(ranges[c][1] - ranges[c][0] if c in ranges else sizes[c] for c in x) for x in specs
+            ]
+            # Smallest first: the last pullback does not read its own operand, which is
+            # let go before it runs (a large intermediate and its cotangent never coexist).
+            order = sorted(
+                (j for j, a in enumerate(st.args) if a in need),
+                key=lambda j: int(np.prod(shapes[j], dtype=np.int64)),
+            )
+            for i, j in enumerate(order):
+                if i == len(order) - 1:
+                    operands[j] = None
+                a = st.args[j]
+                r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
+                if a < n:
+                    grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
+                elif a in s.varies:
+                    cot[a] = r
+                else:
+                    acc[a] += r
+                del r
+            del ct, operands
+    for t in reversed(s.hoisted):
+        st = s.steps[t]
+        if st.result not in acc:
+            continue
+        ct = acc.pop(st.result)
+        operands = [vals[a] for a in st.args]
+        for j, a in enumerate(st.args):
+            if a in need:
+                r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
+                if a < n:
+                    grads[a] += r
+                else:
+                    acc[a] = r
+
+
+def _sliced_impl(
+    *arrays: Any,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: Path,
+    memory_limit: MemoryLimit,
+    slices: Slices,
+) -> Any:
+    if any(a.size == 0 for a in arrays):
+        return _einsum_impl(*arrays, inputs=inputs, output=output)
+    return _run_sliced(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), arrays)
+
+
+sliced_einsum_p = Primitive("einsum", _sliced_impl)
+
+
+def _einsum_vjp_impl(
+    g: Any,
+    *arrays: Any,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: Path,
+    memory_limit: MemoryLimit,
+    slices: Slices,
+    wrt: tuple[int, ...],
+    zero: tuple[int, ...],
+) -> Array:
+    """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
+    the other into one flat array; the blocks of the operands in `zero` stay zero."""
+    g = np.asarray(g)
+    sizes = [int(np.prod(arrays[k].shape, dtype=np.int64)) for k in wrt]
+    flat = np.zeros(sum(sizes), dtype=np.result_type(g, *arrays))
+    grads: dict[int, Any] = {}
+    offset = 0
+    for k, size in zip(wrt, sizes):
+        if k not in zero:
+            grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
+        offset += size
+    if grads and g.size and all(a.size for a in arrays):
+        _sweep(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), g, arrays, grads)
+    return flat
+
+
+einsum_vjp_p = Primitive("einsum_vjp", _einsum_vjp_impl)
+
+
+def _unpack_impl(flat: Any, offset: int, shape: Shape) -> Any:
+    size = int(np.prod(shape, dtype=np.int64))
+    return flat[offset : offset + size].reshape(shape)
+
+
+def _place_impl(x: Any, offset: int, total: int) -> Array:
+    x = np.asarray(x)
+    out = np.zeros(total, dtype=x.dtype)
+    out[offset : offset + x.size] = x.reshape(-1)
+    return out
+
+
+unpack_p = Primitive("unpack", _unpack_impl)
+"""A block of a flat array, reshaped (a view): how a gradient comes out of `einsum_vjp_p`."""
+place_p = Primitive("place", _place_impl)
+"""A flat array of zeros holding `x`, raveled, at `offset`: the transpose of `unpack_p`."""
+
+rules(
+    unpack_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        bind(place_p, [g], {"offset": p["offset"], "total": shape_of(vals[0])[0]})
+    ],
+    jvp=lambda ts, ans, vals, p: bind(unpack_p, [ts[0]], p),
+    keep=lambda needed: ((False,), False),
+)
+rules(
+    place_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        bind(unpack_p, [g], {"offset": p["offset"], "shape": shape_of(vals[0])})
+    ],
+    jvp=lambda ts, ans, vals, p: bind(place_p, [ts[0]], p),
+    keep=lambda needed: ((False,), False),
+)
+
+
+def _forward_params(params: Params) -> Params:
+    return {k: params[k] for k in ("inputs", "output", "optimize", "memory_limit", "slices")}
+
+
+def _unpack(flat: Any, vals: Sequence[Any], wrt: tuple[int, ...]) -> list[Any]:
+    """Views of each operand's block of `flat` (the layout of `einsum_vjp_p`), cast to its dtype."""
+    out: list[Any] = [None] * len(vals)
+    offset = 0
+    for k in wrt:
+        shape = shape_of(vals[k])
+        r = bind(unpack_p, [flat], {"offset": offset, "shape": shape})
+        dt = dtype_of(vals[k])
+        out[k] = astype(r, dt) if dtype_of(r) != dt else r
+        offset += int(np.prod(shape, dtype=np.int64))
+    return out
+
+
+def _add(a: Any, b: Any) -> Any:
+    return b if a is None else a + b
+
+
+def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    wrt = tuple(k for k, n in enumerate(needed) if n)
+    flat = bind(einsum_vjp_p, [g, *vals], {**params, "wrt": wrt, "zero": ()})
+    return _unpack(flat, vals, wrt)
+
+
+def _sliced_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    out: Any = None
+    for k, t in enumerate(tangents):
+        if t is not None:
+            operands = list(vals)
+            operands[k] = t
+            out = _add(out, bind(sliced_einsum_p, operands, params))
+    return out
+
+
+def _reads_all(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """A sweep recomputes the contraction: it reads every operand (never the result)."""
+    return (any(needed),) * len(needed), False
+
+
+rules(sliced_einsum_p, vjp=_sliced_vjp, jvp=_sliced_jvp, keep=_reads_all)
+
+
+def _einsum_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    # Multilinear: the gradient block of operand k reads the cotangent and every
+    # operand but k, so a tangent in operand j's place leaves block j at zero.
+    g, operands = vals[0], list(vals[1:])
+    out: Any = None
+    if tangents[0] is not None:
+        out = bind(einsum_vjp_p, [tangents[0], *operands], params)
+    for j, t in enumerate(tangents[1:]):
+        if t is None:
+            continue
+        zero = tuple(sorted(set(params["zero"]) | ({j} & set(params["wrt"]))))
+        if set(params["wrt"]) <= set(zero):
+            continue
+        sub = list(operands)
+        sub[j] = t
+        out = _add(out, bind(einsum_vjp_p, [g, *sub], {**params, "zero": zero}))
+    return out
+
+
+def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    # <c, flat> = sum over blocks k of <g, contraction with c_k in operand k's place>:
+    # its gradient in g is that contraction, in operand j (j != k) the block j of a
+    # sweep over the same operands.
+    g, operands = vals[0], list(vals[1:])
+    forward = _forward_params(params)
+    want = tuple(j for j, n in enumerate(needed[1:]) if n)
+    dg: Any = None
+    flat: Any = None
+    offset = 0
+    for k in params["wrt"]:
+        shape = shape_of(operands[k])
+        size = int(np.prod(shape, dtype=np.int64))
+        if k in params["zero"]:
+            offset += size
+            continue
+        sub = list(operands)
+        sub[k] = bind(unpack_p, [c], {"offset": offset, "shape": shape})
+        offset += size
+        if needed[0]:
+            dg = _add(dg, bind(sliced_einsum_p, sub, forward))
+        if set(want) - {k}:
+            zero = (k,) if k in want else ()
+            flat = _add(flat, bind(einsum_vjp_p, [g, *sub], {**forward, "wrt": want, "zero": zero}))
+    out: list[Any] = [None] * len(vals)
+    if dg is not None:
+        dt = dtype_of(g)
+        out[0] = astype(dg, dt) if dtype_of(dg) != dt else dg
+    if flat is not None:
+        out[1:] = _unpack(flat, operands, want)
+    return out
+
+
+rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all)
+
+
 def astype(x: Value, dtype: DTypeLike) -> Value:
     from .structural import astype as _astype
 
@@ -470,12 +818,14 @@ def astype(x: Value, dtype: DTypeLike) -> Value:
 # -- the public einsum ------------------------------------------------------------------
 
 
-def _normalize_optimize(optimize: Optimize) -> str | Path:
+def _normalize_optimize(optimize: Optimize) -> Strategy:
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
         return "auto" if optimize is None else "naive"
     if isinstance(optimize, str):
+        return optimize
+    if callable(optimize):  # a PathOptimizer (opt_einsum, cotengra) or a path function
         return optimize
     if isinstance(optimize, (list, tuple)):
         steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
@@ -484,7 +834,8 @@ def _normalize_optimize(optimize: Optimize) -> str | Path:
         except TypeError:
             pass
     raise EinsumError(
-        f"optimize must be an opt_einsum strategy name or a path (list of index tuples), got {optimize!r}"
+        "optimize must be an opt_einsum strategy name, a path (list of index tuples) or a path "
+        f"optimizer object, got {optimize!r}"
     )
 
 
@@ -572,16 +923,29 @@ def einsum(
             interleaved with their sublists).
         optimize: An opt_einsum path strategy (``"auto"``, ``"greedy"``,
             ``"optimal"``, ...), True (``"auto"``), False (contract all operands
-            in one step), or an explicit path as numpy and opt_einsum write it.
-        memory_limit: The largest intermediate allowed, in elements (opt_einsum's meaning).
+            in one step), an explicit path as numpy and opt_einsum write it, or a
+            path-optimizer object (opt_einsum's ``RandomGreedy``,
+            ``DynamicProgramming``, ...; cotengra's ``HyperOptimizer``,
+            ``ReusableHyperOptimizer``), which is asked once per contraction and
+            whose plan the gradient reuses.
+        memory_limit: The largest intermediate allowed, in elements (or
+            ``"max_input"``, the largest operand's size). When no pairwise path
+            keeps every intermediate within it, the contraction is sliced: a few
+            indices are cut into chunks, each slice is contracted within the
+            limit and the slices are summed. Its gradient is sliced too (each
+            slice's intermediates are recomputed in the backward pass), so the
+            peak memory of the forward and of the gradient follows the limit.
+            The operands, the result and the gradients are not intermediates.
+            See `contract_path` for the plan.
 
     Returns:
         The contraction, as a Tensor.
 
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
-            shapes, or `optimize` is not a strategy or a valid path. Messages
-            name the user's letters, or labels in the interleaved form.
+            shapes, `optimize` is not a strategy, a valid path or an optimizer, or
+            `memory_limit` is not a positive number of elements. Messages name the
+            user's letters, or labels in the interleaved form.
         TypeError: If the arguments are neither subscripts and operands nor
             operands interleaved with lists of hashable labels, or an operand
             is not numeric.

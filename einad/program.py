@@ -176,8 +176,14 @@ class Graph:
 
 
 def _params(e: Equation) -> str:
+    p = e.params
+    sliced = "".join(f" {c}/{m}" for c, m in p.get("slices", ()))
+    sliced = f"; sliced{sliced}" if sliced else ""
     if e.op == "einsum":
-        return f"[{e.subscripts}]"
+        return f"[{e.subscripts}{sliced}]"
+    if e.op == "einsum_vjp":
+        wrt = ",".join(str(k) for k in p["wrt"] if k not in p["zero"])
+        return f"[{','.join(p['inputs'])}->{p['output']}; wrt {wrt}{sliced}]"
     shown = {k: v for k, v in e.params.items() if k not in ("optimize", "memory_limit")}
     if not shown:
         return ""
