@@ -243,7 +243,8 @@ class ForwardTrace(Trace):
             if prim in zero_derivative or all(t is None for t in tangents):
                 return out
             raise _no_rule(prim, "forward-mode (JVP)")
-        tangent = rule(tangents, out, vals, params)
+        with QuietRules():
+            tangent = rule(tangents, out, vals, params)
         if tangent is None:
             return out
         return _box(out, self, None, tangent)
@@ -254,6 +255,36 @@ class ForwardTrace(Trace):
 IMPERATIVE = ReverseTrace(level=0)
 
 _local = threading.local()
+
+
+class QuietRules:
+    """The context derivative rules run in: numpy's floating-point warnings are off.
+
+    A rule may compute a branch that a `where` then masks (``1 / x`` at ``x = 0``,
+    ``log(0)``), or a derivative that is rightly infinite; the user sees its result,
+    never a numpy warning from inside einad. What a rule stages is marked quiet too
+    (`in_rules`), so a compiled program runs those equations under the same errstate.
+    Re-entrant: only the outermost entry touches numpy's error state.
+    """
+
+    __slots__ = ("_errstate",)
+
+    def __enter__(self) -> None:
+        depth = getattr(_local, "quiet", 0)
+        _local.quiet = depth + 1
+        self._errstate = np.errstate(all="ignore") if depth == 0 else None
+        if self._errstate is not None:
+            self._errstate.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.quiet -= 1
+        if self._errstate is not None:
+            self._errstate.__exit__(*exc)
+
+
+def in_rules() -> bool:
+    """Whether a derivative rule is running on this thread (see `QuietRules`)."""
+    return getattr(_local, "quiet", 0) > 0
 
 
 def trace_stack() -> list[Trace]:
@@ -738,22 +769,23 @@ def backward_pass(
     for node, s in zip(outs, seeds):
         send(node, s)
     leaves = []
-    while heap:
-        node = heapq.heappop(heap)[1]
-        g = cts.pop(id(node))
-        prim = node.prim
-        if prim is None:
-            leaves.append((node, g))
-            continue
-        parents = node.parents
-        assert node.params is not None and node.vals is not None
-        needed = [p is not None for p in parents]
-        contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
-        if consume:
-            node.vals = node.ans = None
-        for p, c in zip(parents, contribs):
-            if p is not None and c is not None:
-                send(p, c)
+    with QuietRules():  # the rules run quietly (see QuietRules)
+        while heap:
+            node = heapq.heappop(heap)[1]
+            g = cts.pop(id(node))
+            prim = node.prim
+            if prim is None:
+                leaves.append((node, g))
+                continue
+            parents = node.parents
+            assert node.params is not None and node.vals is not None
+            needed = [p is not None for p in parents]
+            contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
+            if consume:
+                node.vals = node.ans = None
+            for p, c in zip(parents, contribs):
+                if p is not None and c is not None:
+                    send(p, c)
     return leaves
 
 

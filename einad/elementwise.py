@@ -74,7 +74,9 @@ def _abs_slope(x: Any, y: Any) -> Any:
 
 
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
-    return z * log(where_raw(compare("equal", x, 0), 1, x))
+    """d(x**y)/dy = x**y log x; 0 where x = 0 (JAX's convention: 0**y is flat in y there)."""
+    zero = compare("equal", x, 0)
+    return where_raw(zero, 0, z * log(where_raw(zero, 1, x)))
 
 
 # -- the table -------------------------------------------------------------------------
