@@ -35,6 +35,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
@@ -276,10 +277,12 @@ class QuietRules:
         if self._errstate is not None:
             self._errstate.__enter__()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         _local.quiet -= 1
         if self._errstate is not None:
-            self._errstate.__exit__(*exc)
+            self._errstate.__exit__(typ, exc, tb)
 
 
 def in_rules() -> bool:
@@ -559,6 +562,7 @@ class Tensor:
             seed = as_array(cotangent)
             if seed.shape != self.shape:
                 raise ValueError(f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}")
+            check_cotangent(seed.dtype, self.dtype)
         for node, g in backward_pass([root], [seed]):
             leaf = node.tensor() if node.tensor is not None else None
             if leaf is None:
@@ -731,6 +735,15 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None) -> Array:
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")
     return arr
+
+
+def check_cotangent(ct_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> None:
+    """A complex cotangent for a real output is a TypeError: its imaginary part has no meaning there."""
+    if ct_dtype.kind == "c" and out_dtype.kind != "c":
+        raise TypeError(
+            f"a complex cotangent (dtype {ct_dtype}) for a real output (dtype {out_dtype}): "
+            "pass a real cotangent, or make the output complex"
+        )
 
 
 def value_of(x: Any, trace: Trace) -> Any:

@@ -452,6 +452,10 @@ def _normalize_optimize(optimize: Optimize) -> str | Path:
     if optimize is False or optimize is None:
         return "auto" if optimize is None else "naive"
     if isinstance(optimize, str):
+        try:
+            oe.paths.get_path_fn(optimize)  # checked for any number of operands, not only when planning
+        except KeyError as err:  # opt_einsum's message lists the strategies
+            raise EinsumError(f"unknown optimize strategy {optimize!r}: {err.args[0]}") from None
         return optimize
     if isinstance(optimize, (list, tuple)):
         steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
