@@ -21,8 +21,9 @@ import numpy as np
 from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, tracing
 from .einsum import contract, einsum_p, spread, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
+from .indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
 from .pytree import tree_flatten, tree_unflatten
-from .reductions import max_p, min_p, prod_p
+from .reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
 from .structural import (
     astype_p,
     broadcast_raw,
@@ -125,6 +126,20 @@ def _axes(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
     return bind(prim, vals, {**params, "axes": tuple(a + 1 for a in params["axes"])})
 
 
+def _axis(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    return bind(prim, vals, {**params, "axis": params["axis"] + 1})
+
+
+def _along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """take_along_axis and its scatter: an unbatched operand gets a size-1 batch axis, which
+    numpy's broadcasting of the array against the indices lines up."""
+    vals = [v if b else reshape_raw(v, (1,) + _phys(v)) for v, b in zip(vals, batched)]
+    new = {**params, "axis": params["axis"] + 1}
+    if "shape" in params:
+        new["shape"] = (size,) + tuple(params["shape"])
+    return bind(prim, vals, new)
+
+
 def _has_array(index: Any) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return any(isinstance(i, np.ndarray) for i in items)
@@ -157,7 +172,7 @@ def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
 
 def _register() -> None:
 
-    unary = [*UNARY, *CONSTANT, "conj", "real", "isfinite"]
+    unary = [*UNARY, *CONSTANT, "conj", "real", "imag", "isfinite"]
     for name in unary:  # one operand: the batch axis just rides along
         batch_rules[PRIMITIVES[name]] = _same
     for name in [*BINARY, *(p for p in PREDICATES if p not in unary)]:
@@ -177,6 +192,13 @@ def _register() -> None:
             max_p: _axes,
             min_p: _axes,
             prod_p: _axes,
+            cumsum_p: _axis,
+            cumprod_p: _axis,
+            argsort_p: _axis,
+            argmax_p: _axis,
+            argmin_p: _axis,
+            take_along_p: _along,
+            scatter_along_p: _along,
         }
     )
 

@@ -96,6 +96,10 @@ lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., A
 once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
 zero_derivative: set[Primitive] = set()
 """Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
+numpy_functions: dict[Any, Callable[..., Any]] = {}
+"""numpy's functions and ufuncs on Tensors: ``np.sum`` (or ``np.add``, or ``(np.add, "reduce")``
+for a ufunc method) -> a function taking numpy's arguments and running einad's operation.
+Filled by `einad.numpy_api`; what is not here raises a TypeError naming it."""
 
 
 def rules(
@@ -396,7 +400,6 @@ class Tensor:
     """
 
     __slots__ = ("__weakref__", "_node", "_tangent", "_trace", "_value", "grad")
-    __array_ufunc__ = None  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
     __array_priority__ = 1000
 
     _value: Array | np.number[Any] | np.bool_ | Tensor  # a numpy value, or a Tensor one level down
@@ -481,6 +484,23 @@ class Tensor:
         if dtype is not None:
             arr = arr.astype(dtype, copy=False)
         return arr
+
+    # numpy's dispatch protocols: `np.sin(t)`, `ndarray * t`, `np.sum(t, axis=0)` run einad's
+    # operations (see `numpy_functions`), so numpy code stays traced and differentiable.
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        impl = numpy_functions.get(ufunc if method == "__call__" else (ufunc, method))
+        if impl is None:
+            name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+            raise TypeError(_not_implemented(f"numpy.{name}"))
+        return impl(*inputs, **kwargs)
+
+    def __array_function__(
+        self, func: Callable[..., Any], types: Sequence[type], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        impl = numpy_functions.get(func)
+        if impl is None:
+            raise TypeError(_not_implemented(f"{func.__module__}.{func.__name__}"))
+        return impl(*args, **kwargs)
 
     def __repr__(self) -> str:
         v = strip(self)
@@ -694,11 +714,23 @@ class Tensor:
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return ops.squeeze(self, axis)
 
+    @property
+    def at(self) -> ops.IndexUpdate:
+        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
+        return ops.IndexUpdate(self)
+
     def astype(self, dtype: DTypeLike) -> Tensor:
         """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
         from .util import wrap
 
         return wrap(ops.astype(self, dtype))
+
+
+def _not_implemented(name: str) -> str:
+    return (
+        f"einad does not implement {name} for Tensors: use an einad operation instead "
+        "(for a constant tensor, numpy on t.numpy() works)"
+    )
 
 
 def _unbox_bool(t: Tensor) -> Any:
