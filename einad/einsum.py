@@ -313,6 +313,14 @@ def _plan(
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
 
 
+def traced_steps(
+    inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], optimize: str | Path = "auto"
+) -> Steps:
+    """The pairwise steps `contract` binds, one node each, when an operand is traced (3 or more
+    operands; fewer are one node): what the reverse pass differentiates, last step first."""
+    return _plan(inputs, output, shapes, optimize, None)
+
+
 def contract(
     inputs: tuple[str, ...],
     output: str,
