@@ -2,6 +2,8 @@
 float32 and complex where numpy has them, Jacobians through the batch rules, and replay under
 ea.jit (this module runs twice, eager and with every transformation jitted)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from conftest import assert_close, numeric_grad
@@ -420,3 +422,44 @@ def test_pad_refuses_unsupported_modes():
         ea.pad(np.ones(3), 1, mode="linear_ramp")
     with pytest.raises(ValueError, match="negative"):
         ea.pad(np.ones(3), -1)
+
+
+# -- derivative rules never warn, eager or compiled --------------------------------------------------
+
+
+def _masked_sqrt(x):
+    return ea.sum(ea.where(x > 0, ea.sqrt(ea.abs(x)), 0.0) + ea.log(ea.abs(x) + 1.0))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        _masked_sqrt,
+        lambda x: ea.sum(ea.sqrt(x)),  # sqrt'(0) = inf: the number, no warning
+        lambda x: ea.sum(ea.arcsin(x / 4.0) + ea.arctan2(x, x)),  # arcsin'(1) = inf; 0/0 at (0, 0)
+        lambda x: ea.sum(ea.hypot(x, x) + ea.std(x * 0.0)),  # std of a constant: 0 * inf
+    ],
+)
+def test_derivatives_at_masked_and_singular_points_do_not_warn(f):
+    x = np.array([0.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eager = ea.grad(f)(x)
+        compiled = ea.jit(ea.grad(f))
+        np.testing.assert_array_equal(compiled(x), eager)
+        np.testing.assert_array_equal(compiled(x), eager)  # the compiled program, run again
+        ea.hvp(f, (x,), (np.ones(2),))
+        ea.jacfwd(ea.grad(f))(x)
+    assert "errstate" in ea.jit(ea.grad(f)).lower(x).source
+
+
+def test_power_gradient_in_the_exponent_at_a_zero_base_and_negative_exponent():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = ea.grad(lambda y: ea.sum(ea.power(np.array([0.0, 0.0, 2.0]), y)))(np.array([-1.0, 0.5, 3.0]))
+    assert_close(g, [0.0, 0.0, 8.0 * np.log(2.0)])
+
+
+def test_forward_values_warn_as_numpy_does():
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        ea.log(np.zeros(1))
