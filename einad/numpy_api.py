@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import indexing, ops, reductions
-from .core import Tensor, numpy_functions
+from .core import Tensor, _unbox_bool, numpy_functions
 from .util import ArrayLike, Axis, dtype_of, shape_of
 
 Function = Callable[..., Any]
@@ -40,11 +40,6 @@ def _out_refused(name: str, out: Any) -> None:
 _UFUNC_DEFAULTS = {"where": True, "dtype": None, "casting": "same_kind", "order": "K", "subok": True}
 
 
-def _unbox_bool(t: Tensor) -> Any:
-    """A comparison as ``t > 0`` gives it: numpy booleans for a constant, a Tensor when traced."""
-    return t._value if t._trace is None else t
-
-
 def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
     name = f"numpy.{ufunc.__name__}"
 
@@ -56,7 +51,7 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
         if len(inputs) != ufunc.nin:
             raise TypeError(f"{name} takes {ufunc.nin} operand(s), got {len(inputs)}")
         out = op(*inputs)
-        return _unbox_bool(out) if boolean else out
+        return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
 
     numpy_functions[ufunc] = call
 
@@ -303,7 +298,10 @@ def _full_like(
 
 
 def _copy(a: ArrayLike, order: str = "K", subok: bool = False) -> Tensor:
-    return ops.add(a, 0) if not isinstance(a, Tensor) else a  # a Tensor's value is never modified
+    """A new Tensor: a copy of a constant's array, or an identity operation on a traced value."""
+    if isinstance(a, Tensor) and a._trace is None:
+        return Tensor(np.array(a._value))
+    return ops.getitem(a, ...)
 
 
 _FUNCTIONS: dict[Function, Function] = {
