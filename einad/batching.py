@@ -140,14 +140,19 @@ def _along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params
     return bind(prim, vals, new)
 
 
-def _has_array(index: Any) -> bool:
+def _moves_axes(index: Any) -> bool:
+    """Whether a leading batch slice would not stay first: numpy puts the dimensions of
+    advanced indices (arrays, and integers next to arrays) first when they are not adjacent."""
     items = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(i, np.ndarray) for i in items)
+    if not any(isinstance(i, np.ndarray) for i in items):
+        return False
+    advanced = [k for k, i in enumerate(items) if isinstance(i, (np.ndarray, int, np.integer))]
+    return advanced[-1] - advanced[0] + 1 != len(advanced)
 
 
 def _index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     index = params["index"]
-    if _has_array(index):  # advanced indexing may move axes: stay exact with a loop
+    if _moves_axes(index):  # separated advanced indices move axes: stay exact with a loop
         return _loop(prim, vals, batched, params, size)
     index = index if isinstance(index, tuple) else (index,)
     new = dict(params, index=(slice(None),) + index)

@@ -10,6 +10,7 @@ from conftest import assert_close, numeric_grad
 
 import einad as ea
 from einad import indexing, reductions
+from einad.batching import vmap
 from einad.core import batch_rules, zero_derivative
 from einad.elementwise import PRIMITIVES
 
@@ -463,3 +464,25 @@ def test_power_gradient_in_the_exponent_at_a_zero_base_and_negative_exponent():
 def test_forward_values_warn_as_numpy_does():
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         ea.log(np.zeros(1))
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (np.array([2, 0, 2]),),
+        (slice(None), np.array([[1, 0], [3, 3]])),
+        (1, np.array([0, 2])),
+        (np.array([1, 0]), slice(None), np.array([0, 2])),  # separated: numpy moves axes (a loop)
+        (Ellipsis, np.array([0, 5, 5])),
+        (None, np.array([1, 2]), 0),
+        (np.array([True, False, True]),),
+    ],
+    ids=str,
+)
+def test_integer_array_indexing_batches_without_a_loop_where_axes_stay(index):
+    """x[idx] and x.at[idx] under vmap (what jacfwd and jacrev run): the batch axis stays first."""
+    x = RNG.standard_normal((5, 3, 4, 6))
+    got = vmap(lambda t: t[index] * 2.0)(x)
+    np.testing.assert_array_equal(np.asarray(got), np.stack([xi[index] * 2.0 for xi in x]))
+    f = lambda t: t.at[index].add(1.0) * t
+    assert_close(ea.jacfwd(f)(x[0]), ea.jacrev(f)(x[0]))
