@@ -379,6 +379,10 @@ def test_computed_indices_stay_operations_under_jit():
     f = ea.jit(lambda x: ea.take(x, ea.argmax(x)))
     assert f(np.array([1.0, 5.0, 2.0])) == 5.0
     assert f(np.array([7.0, 5.0, 2.0])) == 7.0
+    g = ea.jit(lambda x, i: ea.take(x, i, axis=0))  # indices as a traced argument
+    np.testing.assert_array_equal(g(np.arange(4.0), np.array([3, 3, 0])), [3.0, 3.0, 0.0])
+    np.testing.assert_array_equal(g(np.arange(4.0), np.array([1, 2, 0])), [1.0, 2.0, 0.0])
+    assert g.cache_size() == 1
     program = ea.make_graph(lambda x: ea.sort(x))(np.ones(3))
     assert [e.op for e in program.equations] == ["argsort", "take_along_axis"]
 
