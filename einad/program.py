@@ -18,6 +18,7 @@ new arguments of the same shapes runs it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,10 +374,7 @@ def run_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
         return a.value if isinstance(a, Lit) else env[a]
 
     for e in graph.equations:
-        if e.quiet:
-            with QuietRules():
-                env[e.output] = bind(e.prim, [read(a) for a in e.inputs], e.params)
-        else:
+        with QuietRules() if e.quiet else nullcontext():
             env[e.output] = bind(e.prim, [read(a) for a in e.inputs], e.params)
     return [read(o) for o in graph.outputs]
 
