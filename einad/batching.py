@@ -21,8 +21,9 @@ import numpy as np
 from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
 from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
+from .indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
 from .pytree import tree_flatten, tree_unflatten
-from .reductions import max_p, min_p, prod_p
+from .reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
 from .structural import (
     astype_p,
     broadcast_raw,
@@ -125,14 +126,33 @@ def _axes(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
     return bind(prim, vals, {**params, "axes": tuple(a + 1 for a in params["axes"])})
 
 
-def _has_array(index: Any) -> bool:
+def _axis(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    return bind(prim, vals, {**params, "axis": params["axis"] + 1})
+
+
+def _along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """take_along_axis and its scatter: an unbatched operand gets a size-1 batch axis, which
+    numpy's broadcasting of the array against the indices lines up."""
+    vals = [v if b else reshape_raw(v, (1,) + _phys(v)) for v, b in zip(vals, batched)]
+    new = {**params, "axis": params["axis"] + 1}
+    if "shape" in params:
+        new["shape"] = (size,) + tuple(params["shape"])
+    return bind(prim, vals, new)
+
+
+def _moves_axes(index: Any) -> bool:
+    """Whether a leading batch slice would not stay first: numpy puts the dimensions of
+    advanced indices (arrays, and integers next to arrays) first when they are not adjacent."""
     items = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(i, np.ndarray) for i in items)
+    if not any(isinstance(i, np.ndarray) for i in items):
+        return False
+    advanced = [k for k, i in enumerate(items) if isinstance(i, (np.ndarray, int, np.integer))]
+    return advanced[-1] - advanced[0] + 1 != len(advanced)
 
 
 def _index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     index = params["index"]
-    if _has_array(index):  # advanced indexing may move axes: stay exact with a loop
+    if _moves_axes(index):  # separated advanced indices move axes: stay exact with a loop
         return _loop(prim, vals, batched, params, size)
     index = index if isinstance(index, tuple) else (index,)
     new = dict(params, index=(slice(None),) + index)
@@ -157,7 +177,7 @@ def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
 
 def _register() -> None:
 
-    unary = [*UNARY, *CONSTANT, "conj", "real", "isfinite"]
+    unary = [*UNARY, *CONSTANT, "conj", "real", "imag", "isfinite"]
     for name in unary:  # one operand: the batch axis just rides along
         batch_rules[PRIMITIVES[name]] = _same
     for name in [*BINARY, *(p for p in PREDICATES if p not in unary)]:
@@ -178,6 +198,13 @@ def _register() -> None:
             max_p: _axes,
             min_p: _axes,
             prod_p: _axes,
+            cumsum_p: _axis,
+            cumprod_p: _axis,
+            argsort_p: _axis,
+            argmax_p: _axis,
+            argmin_p: _axis,
+            take_along_p: _along,
+            scatter_along_p: _along,
         }
     )
 

@@ -36,6 +36,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ContextDecorator, contextmanager
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
@@ -96,6 +97,10 @@ lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., A
 once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
 zero_derivative: set[Primitive] = set()
 """Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
+numpy_functions: dict[Any, Callable[..., Any]] = {}
+"""numpy's functions and ufuncs on Tensors: ``np.sum`` (or ``np.add``, or ``(np.add, "reduce")``
+for a ufunc method) -> a function taking numpy's arguments and running einad's operation.
+Filled by `einad.numpy_api`; what is not here raises a TypeError naming it."""
 
 
 def rules(
@@ -244,7 +249,8 @@ class ForwardTrace(Trace):
             if prim in zero_derivative or all(t is None for t in tangents):
                 return out
             raise _no_rule(prim, "forward-mode (JVP)")
-        tangent = rule(tangents, out, vals, params)
+        with QuietRules():
+            tangent = rule(tangents, out, vals, params)
         if tangent is None:
             return out
         return _box(out, self, None, tangent)
@@ -299,6 +305,38 @@ class no_grad(ContextDecorator):
 
     def __exit__(self, *exc: object) -> None:
         _local.no_grad -= 1
+
+
+class QuietRules:
+    """The context derivative rules run in: numpy's floating-point warnings are off.
+
+    A rule may compute a branch that a `where` then masks (``1 / x`` at ``x = 0``,
+    ``log(0)``), or a derivative that is rightly infinite; the user sees its result,
+    never a numpy warning from inside einad. What a rule stages is marked quiet too
+    (`in_rules`), so a compiled program runs those equations under the same errstate.
+    Re-entrant: only the outermost entry touches numpy's error state.
+    """
+
+    __slots__ = ("_errstate",)
+
+    def __enter__(self) -> None:
+        depth = getattr(_local, "quiet", 0)
+        _local.quiet = depth + 1
+        self._errstate = np.errstate(all="ignore") if depth == 0 else None
+        if self._errstate is not None:
+            self._errstate.__enter__()
+
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        _local.quiet -= 1
+        if self._errstate is not None:
+            self._errstate.__exit__(typ, exc, tb)
+
+
+def in_rules() -> bool:
+    """Whether a derivative rule is running on this thread (see `QuietRules`)."""
+    return getattr(_local, "quiet", 0) > 0
 
 
 def trace_stack() -> list[Trace]:
@@ -410,7 +448,6 @@ class Tensor:
     """
 
     __slots__ = ("__weakref__", "_grad", "_node", "_tangent", "_trace", "_value")
-    __array_ufunc__ = None  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
     __array_priority__ = 1000
 
     _value: Array | np.number[Any] | np.bool_ | Tensor  # a numpy value, or a Tensor one level down
@@ -573,6 +610,29 @@ class Tensor:
             arr = arr.astype(dtype, copy=False)
         return arr
 
+    # numpy's dispatch protocols: `np.sin(t)`, `ndarray * t`, `np.sum(t, axis=0)` run einad's
+    # operations (see `numpy_functions`), so numpy code stays traced and differentiable.
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        impl = numpy_functions.get(ufunc if method == "__call__" else (ufunc, method))
+        if impl is None:
+            plain = _plain((inputs, kwargs))
+            if plain is not None:  # only constant Tensors: numpy on their values loses nothing
+                return getattr(ufunc, method)(*plain[0], **plain[1])
+            name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
+            raise TypeError(_not_implemented(f"numpy.{name}"))
+        return impl(*inputs, **kwargs)
+
+    def __array_function__(
+        self, func: Callable[..., Any], types: Sequence[type], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        impl = numpy_functions.get(func)
+        if impl is None:
+            plain = _plain((args, kwargs))
+            if plain is not None:  # only constant Tensors: numpy on their values loses nothing
+                return func(*plain[0], **plain[1])
+            raise TypeError(_not_implemented(f"{func.__module__}.{func.__name__}"))
+        return impl(*args, **kwargs)
+
     def __repr__(self) -> str:
         v = strip(self)
         if type(v) is Staged:
@@ -656,6 +716,7 @@ class Tensor:
             seed = as_array(cotangent)
             if seed.shape != self.shape:
                 raise ValueError(f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}")
+            check_cotangent(seed.dtype, self.dtype)
         for node, g in backward_pass([root], [seed]):
             leaf = node.tensor() if node.tensor is not None else None
             if leaf is None:
@@ -841,11 +902,39 @@ class Tensor:
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return ops.squeeze(self, axis)
 
+    @property
+    def at(self) -> ops.IndexUpdate:
+        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
+        return ops.IndexUpdate(self)
+
     def astype(self, dtype: DTypeLike) -> Tensor:
         """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
         from .util import wrap
 
         return wrap(ops.astype(self, dtype))
+
+
+def _not_implemented(name: str) -> str:
+    return (
+        f"einad does not implement {name} for traced Tensors (numpy would drop their "
+        "derivative): use an einad operation instead"
+    )
+
+
+def _plain(x: Any) -> Any:
+    """`x` (nested tuples, lists, dicts) with each constant Tensor replaced by its array,
+    or None when it holds a traced Tensor (whose derivative numpy would drop)."""
+    if type(x) is Tensor:
+        return None if x._trace is not None else x._value
+    if isinstance(x, (tuple, list)):
+        items = [_plain(v) for v in x]
+        if any(i is None and v is not None for i, v in zip(items, x)):
+            return None
+        return type(x)(items) if type(x) in (tuple, list) else items
+    if isinstance(x, dict):
+        plain = {k: _plain(v) for k, v in x.items()}
+        return None if any(plain[k] is None and x[k] is not None for k in x) else plain
+    return x
 
 
 def _unbox_bool(t: Tensor) -> Any:
@@ -893,6 +982,15 @@ def traced(x: Any) -> bool:
     return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
 
 
+def check_cotangent(ct_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> None:
+    """A complex cotangent for a real output is a TypeError: its imaginary part has no meaning there."""
+    if ct_dtype.kind == "c" and out_dtype.kind != "c":
+        raise TypeError(
+            f"a complex cotangent (dtype {ct_dtype}) for a real output (dtype {out_dtype}): "
+            "pass a real cotangent, or make the output complex"
+        )
+
+
 def value_of(x: Any, trace: Trace) -> Any:
     """Unbox `x` if it belongs to `trace`, else return it unchanged."""
     if type(x) is Tensor and x._trace is trace:
@@ -929,22 +1027,23 @@ def backward_pass(
     for node, s in zip(outs, seeds):
         send(node, s)
     leaves = []
-    while heap:
-        node = heapq.heappop(heap)[1]
-        g = cts.pop(id(node))
-        prim = node.prim
-        if prim is None:
-            leaves.append((node, g))
-            continue
-        parents = node.parents
-        assert node.params is not None and node.vals is not None
-        needed = [p is not None for p in parents]
-        contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
-        if consume:
-            node.vals = node.ans = None
-        for p, c in zip(parents, contribs):
-            if p is not None and c is not None:
-                send(p, c)
+    with QuietRules():  # the rules run quietly (see QuietRules)
+        while heap:
+            node = heapq.heappop(heap)[1]
+            g = cts.pop(id(node))
+            prim = node.prim
+            if prim is None:
+                leaves.append((node, g))
+                continue
+            parents = node.parents
+            assert node.params is not None and node.vals is not None
+            needed = [p is not None for p in parents]
+            contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
+            if consume:
+                node.vals = node.ans = None
+            for p, c in zip(parents, contribs):
+                if p is not None and c is not None:
+                    send(p, c)
     return leaves
 
 

@@ -338,6 +338,14 @@ def _plan(
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
 
 
+def traced_steps(
+    inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], optimize: str | Path = "auto"
+) -> Steps:
+    """The pairwise steps `contract` binds, one node each, when an operand is traced (3 or more
+    operands; fewer are one node): what the reverse pass differentiates, last step first."""
+    return _plan(inputs, output, shapes, optimize, None)
+
+
 def contract(
     inputs: tuple[str, ...],
     output: str,
@@ -824,6 +832,10 @@ def _normalize_optimize(optimize: Optimize) -> Strategy:
     if optimize is False or optimize is None:
         return "auto" if optimize is None else "naive"
     if isinstance(optimize, str):
+        try:
+            oe.paths.get_path_fn(optimize)  # checked for any number of operands, not only when planning
+        except KeyError as err:  # opt_einsum's message lists the strategies
+            raise EinsumError(f"unknown optimize strategy {optimize!r}: {err.args[0]}") from None
         return optimize
     if callable(optimize):  # a PathOptimizer (opt_einsum, cotengra) or a path function
         return optimize

@@ -73,8 +73,19 @@ def _abs_slope(x: Any, y: Any) -> Any:
     return conj(x) / where_raw(compare("equal", y, 0), 1, y)
 
 
+def _nonzero(v: Any) -> Any:
+    """`v` with its zeros replaced by 1: a divisor for a branch a `where` masks at those zeros."""
+    return where_raw(compare("equal", v, 0), 1, v)
+
+
+_LN2 = float(np.log(2.0))
+_LN10 = float(np.log(10.0))
+
+
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
-    return z * log(where_raw(compare("equal", x, 0), 1, x))
+    """d(x**y)/dy = x**y log x; 0 where x = 0 (JAX's convention: 0**y is flat in y there)."""
+    zero = compare("equal", x, 0)
+    return where_raw(zero, 0, z * log(where_raw(zero, 1, x)))
 
 
 # -- the table -------------------------------------------------------------------------
@@ -101,6 +112,12 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "relu": (_relu, lambda x, y: compare("greater", x, 0)),  # subgradient 0 at 0
     "sigmoid": (_sigmoid, lambda x, y: y * (1 - y)),
     "softplus": (_softplus, lambda x, y: sigmoid(x)),
+    "log2": (np.log2, lambda x, y: 1 / (x * _LN2)),
+    "log10": (np.log10, lambda x, y: 1 / (x * _LN10)),
+    "exp2": (np.exp2, lambda x, y: y * _LN2),
+    "arcsinh": (np.arcsinh, lambda x, y: 1 / sqrt(x * x + 1)),
+    "arccosh": (np.arccosh, lambda x, y: 1 / (sqrt(x - 1) * sqrt(x + 1))),  # the principal branch
+    "arctanh": (np.arctanh, lambda x, y: 1 / (1 - x * x)),
 }
 
 # name: (numpy kernel, d/dx, d/dy), each a function of x, y and the result z
@@ -116,6 +133,10 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
         lambda x, y, z: _tie(y, x, z, "greater"),
     ),
     "minimum": (np.minimum, lambda x, y, z: _tie(x, y, z, "less"), lambda x, y, z: _tie(y, x, z, "less")),
+    "arctan2": (np.arctan2, lambda x, y, z: y / (x * x + y * y), lambda x, y, z: -x / (x * x + y * y)),
+    "hypot": (np.hypot, lambda x, y, z: x / _nonzero(z), lambda x, y, z: y / _nonzero(z)),  # 0 at (0, 0)
+    "logaddexp": (np.logaddexp, lambda x, y, z: exp(x - z), lambda x, y, z: exp(y - z)),
+    "mod": (np.mod, 1, lambda x, y, z: -floor(x / y)),  # x - floor(x / y) * y
 }
 
 # Not differentiable: the derivative is zero wherever it exists.
@@ -130,6 +151,8 @@ PREDICATES: dict[str, Kernel] = {
     "greater": np.greater,
     "greater_equal": np.greater_equal,
     "isfinite": np.isfinite,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
 }
 
 
@@ -262,6 +285,22 @@ real_p = PRIMITIVES["real"] = rules(
 )
 
 
+imag_p = PRIMITIVES["imag"] = rules(
+    Primitive("imag", np.imag),
+    # Re(u t) = g Im(t) for every t: u = -i g (the bilinear pairing, JAX's convention)
+    vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0])) * -1j],
+    jvp=lambda ts, ans, vals, p: imag(ts[0]),
+    keep=_no_values,
+)
+
+
+def imag(x: Any) -> Any:
+    """Imaginary part (internal); of a real value, zeros with no derivative."""
+    if dtype_of(x).kind != "c":
+        return zeros_like(x)
+    return bind(imag_p, (x,), {})
+
+
 def conj(x: Any) -> Any:
     """Complex conjugate (internal: a raw array in gives a raw array out)."""
     return x if dtype_of(x).kind != "c" else bind(conj_p, (x,), {})
@@ -287,8 +326,9 @@ sinh: Callable[[Any], Any]
 cosh: Callable[[Any], Any]
 sqrt: Callable[[Any], Any]
 sigmoid: Callable[[Any], Any]
-exp, log, sin, cos, sinh, cosh, sqrt, sigmoid = (
-    _raw1(n) for n in ("exp", "log", "sin", "cos", "sinh", "cosh", "sqrt", "sigmoid")
+floor: Callable[[Any], Any]
+exp, log, sin, cos, sinh, cosh, sqrt, sigmoid, floor = (
+    _raw1(n) for n in ("exp", "log", "sin", "cos", "sinh", "cosh", "sqrt", "sigmoid", "floor")
 )
 
 

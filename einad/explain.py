@@ -1,10 +1,12 @@
 """`einad explain`: what einad does with one einsum, as text.
 
 For subscripts and operand shapes it prints the canonical subscripts, the
-opt_einsum contraction path with its cost, the cost of the gradient (and, under
-a memory limit, the slicing: `slicing.plan`), and for each operand the einsum
-that gives its VJP (the permuted subscripts) and its JVP (the same subscripts
-with the tangent in that operand's place).
+opt_einsum contraction path with its cost and the pairwise steps einad runs, the
+cost of the gradient (and, under a memory limit, the slicing: `slicing.plan`), and
+for each operand the einsum that gives its VJP (the permuted subscripts) and its
+JVP (the same subscripts with the tangent in that operand's place). With three
+operands or more, a traced einsum is bound as its pairwise steps, so the reverse
+pass runs each step's two VJPs, last step first: that backward pass is listed too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from .einsum import traced_steps
 from .errors import EinsumError
 from .slicing import MemoryLimit, describe, plan
 from .subscripts import parse, vjp_spec
@@ -60,12 +63,25 @@ def explain(
                 f"            operand {k}: size-1 axes {list(ax)} broadcast (squeezed before contracting)"
             )
     lines.append("")
+    names = [chr(ord("A") + k) for k in range(len(shapes))]
+    steps: list[tuple[str, tuple[str, ...], tuple[str, ...], str, str]] = []
     if len(shapes) >= 2:
         path, slices = plan(spec.inputs, spec.output, squeezed, optimize, memory_limit)
         info = describe(spec.inputs, spec.output, squeezed, path, slices, memory_limit)
         lines.append(f"contraction path ({optimize!r}): {[tuple(p) for p in path]}")
-        for n, step in enumerate(info.contraction_list, 1):
-            lines.append(f"  step {n}: {step[2]}")
+        if len(shapes) >= 3:  # the steps einad binds, and the names of their operands
+            work = list(names)
+            planned = traced_steps(spec.inputs, spec.output, tuple(squeezed), optimize)
+            for n, (positions, ins, out) in enumerate(planned, 1):
+                picked = tuple(work[p] for p in positions)
+                for p in sorted(positions, reverse=True):
+                    del work[p]
+                result = "out" if n == len(planned) else f"T{n}"
+                work.append(result)
+                steps.append((",".join(ins) + "->" + out, ins, picked, out, result))
+                lines.append(f"  step {n}: {steps[-1][0]:<24} ({', '.join(picked)} -> {result})")
+        else:
+            lines.append(f"  step 1: {spec.text}")
         lines.append(
             f"  FLOPs {int(info.opt_cost):,} (naive {int(info.naive_cost):,}), "
             f"largest intermediate {int(info.largest_intermediate):,} elements"
@@ -74,25 +90,41 @@ def explain(
             lines.extend(info.summary())
     else:
         lines.append("contraction path: one operand, one numpy.einsum call")
-    names = [chr(ord("A") + k) for k in range(len(shapes))]
     for k, (s, name) in enumerate(zip(spec.inputs, names)):
         text, kept, target = vjp_spec(spec.inputs, spec.output, k)
         others = [n for j, n in enumerate(names) if j != k]
         lines.append("")
         lines.append(f"operand {k} ({name}): {s or 'scalar'}  {_shape(squeezed[k])}")
         lines.append(f"  VJP  {text:<24} (cotangent{''.join(', ' + o for o in others)})")
-        if kept != target:
-            notes = []
-            rep = sorted({c for c in target if target.count(c) > 1})
-            only = sorted({c for c in target if c not in kept and c not in rep})
-            if rep:
-                notes.append("onto the diagonal of " + ", ".join(repr(c) for c in rep))
-            if only:
-                notes.append("broadcast along " + ", ".join(repr(c) for c in only))
-            lines.append(f"       then spread {kept or 'scalar'} -> {target}: {'; '.join(notes)}")
+        lines += _spread_note(kept, target, "       ")
         jvp_ops = [("d" + n if j == k else n) for j, n in enumerate(names)]
         lines.append(f"  JVP  {spec.text:<24} ({', '.join(jvp_ops)})")
+    if steps:
+        lines.append("")
+        lines.append("backward pass (traced operands: one node per pairwise step, VJPs last step first;")
+        lines.append("the N-operand VJPs above are the same algebra, run as these pairwise einsums)")
+        for n, (text, ins, picked, out, result) in reversed(list(enumerate(steps, 1))):
+            lines.append(f"  step {n}: {text}")
+            seed = "cotangent" if result == "out" else "d" + result
+            for k, name in enumerate(picked):
+                vjp, kept, target = vjp_spec(ins, out, k)
+                lines.append(f"    d{name:<4} {vjp:<24} ({seed}, {picked[1 - k]})")
+                lines += _spread_note(kept, target, "          ")
     return "\n".join(lines)
+
+
+def _spread_note(kept: str, target: str, indent: str) -> list[str]:
+    """The `spread` a VJP needs after its einsum, as a line (none when it needs none)."""
+    if kept == target:
+        return []
+    notes = []
+    rep = sorted({c for c in target if target.count(c) > 1})
+    only = sorted({c for c in target if c not in kept and c not in rep})
+    if rep:
+        notes.append("onto the diagonal of " + ", ".join(repr(c) for c in rep))
+    if only:
+        notes.append("broadcast along " + ", ".join(repr(c) for c in only))
+    return [f"{indent}then spread {kept or 'scalar'} -> {target}: {'; '.join(notes)}"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

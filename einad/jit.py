@@ -94,7 +94,13 @@ def compile_graph(graph: Graph) -> Program:
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
     buffers = plan_buffers(graph)  # equation index -> a dying operand whose memory the ufunc reuses
+    quiet = False  # inside a `with errstate(...)` block: equations staged by derivative rules
     for i, e in enumerate(graph.equations):
+        if e.quiet != quiet:
+            quiet = e.quiet
+            if quiet:
+                lines.append('    with errstate(all="ignore"):  # derivative rules: no numpy warnings')
+        pad = "        " if quiet else "    "
         fn = f"f{i}"
         shapes = [graph.avals[a][0] if isinstance(a, str) else np.shape(a.value) for a in e.inputs]
         lower = lower_rules.get(e.prim)
@@ -107,11 +113,11 @@ def compile_graph(graph: Graph) -> Program:
         args = ", ".join(atom(a) for a in e.inputs)
         if i in buffers:
             args += f", out={var(buffers[i])}"
-        lines.append(f"    {var(e.output)} = {fn}({args})  # {e.op}")
+        lines.append(f"{pad}{var(e.output)} = {fn}({args})  # {e.op}")
         dead = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
         if dead:
-            lines.append(f"    del {', '.join(var(a) for a in dead)}")
-    namespace["copy"], namespace["owned"] = np.array, _owned
+            lines.append(f"{pad}del {', '.join(var(a) for a in dead)}")
+    namespace["copy"], namespace["owned"], namespace["errstate"] = np.array, _owned, np.errstate
     outs = ", ".join(_returns(graph, [atom(o) for o in graph.outputs]))
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     source = "\n".join(lines) + "\n"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from . import structural
-from .core import Tensor
+import numpy as np
+
+from . import elementwise, structural
+from .core import Tensor, bind
 from .einsum import (
     diagonal,
     dot,
@@ -17,9 +19,10 @@ from .einsum import (
     trace,
     transpose,
 )
-from .elementwise import public_binary, public_unary
+from .elementwise import PRIMITIVES, public_binary, public_unary
 from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
 from .structural import (
+    IndexUpdate,
     astype,
     broadcast_to,
     concatenate,
@@ -32,7 +35,7 @@ from .structural import (
     stack,
     where,
 )
-from .util import ArrayLike, to_operand, wrap
+from .util import ArrayLike, dtype_of, to_operand, wrap
 
 add = public_binary("add")
 subtract = public_binary("subtract")
@@ -65,13 +68,58 @@ softplus = public_unary("softplus")
 sign = public_unary("sign")
 floor = public_unary("floor")
 ceil = public_unary("ceil")
+log2 = public_unary("log2")
+log10 = public_unary("log10")
+exp2 = public_unary("exp2")
+arcsinh = public_unary("arcsinh")
+arccosh = public_unary("arccosh")
+arctanh = public_unary("arctanh")
+arctan2 = public_binary("arctan2")
+hypot = public_binary("hypot")
+logaddexp = public_binary("logaddexp")
+mod = public_binary("mod")
 isfinite = public_unary("isfinite")
+isnan = public_unary("isnan")
+isinf = public_unary("isinf")
 equal = public_binary("equal")
 not_equal = public_binary("not_equal")
 less = public_binary("less")
 less_equal = public_binary("less_equal")
 greater = public_binary("greater")
 greater_equal = public_binary("greater_equal")
+
+
+def round(x: ArrayLike, decimals: int = 0) -> Tensor:
+    """Round to `decimals` decimal places (half to even), as numpy.round; its derivative is zero."""
+    return wrap(bind(PRIMITIVES["round"], (to_operand(x),), {"decimals": int(decimals)}))
+
+
+def conj(x: ArrayLike) -> Tensor:
+    """The complex conjugate, as numpy.conj (a real `x` is returned as it is); linear, differentiable."""
+    return wrap(elementwise.conj(to_operand(x)))
+
+
+def real(x: ArrayLike) -> Tensor:
+    """The real part, as numpy.real (a real `x` is returned as it is); linear, differentiable."""
+    return wrap(elementwise.real(to_operand(x)))
+
+
+def imag(x: ArrayLike) -> Tensor:
+    """The imaginary part, as numpy.imag (zeros for a real `x`); linear, differentiable."""
+    return wrap(elementwise.imag(to_operand(x)))
+
+
+def angle(z: ArrayLike, deg: bool = False) -> Tensor:
+    """The argument of complex values, as numpy.angle: ``arctan2(imag(z), real(z))``.
+
+    Differentiable for complex `z`; for real `z` it is 0 or pi, with derivative zero.
+    """
+    z = to_operand(z)
+    if dtype_of(z).kind == "c":
+        out = bind(PRIMITIVES["arctan2"], (elementwise.imag(z), elementwise.real(z)), {})
+    else:
+        out = bind(PRIMITIVES["arctan2"], (0, structural.stop_gradient(z)), {})
+    return wrap(out * (180 / np.pi) if deg else out)
 
 
 def stop_gradient(x: ArrayLike) -> Tensor:
@@ -84,16 +132,23 @@ def stop_gradient(x: ArrayLike) -> Tensor:
 
 
 __all__ = [
+    "IndexUpdate",
     "abs",
     "add",
+    "angle",
     "arccos",
+    "arccosh",
     "arcsin",
+    "arcsinh",
     "arctan",
+    "arctan2",
+    "arctanh",
     "astype",
     "broadcast_to",
     "ceil",
     "clip",
     "concatenate",
+    "conj",
     "cos",
     "cosh",
     "diagonal",
@@ -102,6 +157,7 @@ __all__ = [
     "einsum",
     "equal",
     "exp",
+    "exp2",
     "expand_dims",
     "expm1",
     "flip",
@@ -109,13 +165,20 @@ __all__ = [
     "getitem",
     "greater",
     "greater_equal",
+    "hypot",
+    "imag",
     "inner",
     "isfinite",
+    "isinf",
+    "isnan",
     "less",
     "less_equal",
     "log",
     "log1p",
+    "log2",
+    "log10",
     "log_softmax",
+    "logaddexp",
     "logsumexp",
     "matmul",
     "max",
@@ -123,6 +186,7 @@ __all__ = [
     "mean",
     "min",
     "minimum",
+    "mod",
     "moveaxis",
     "multiply",
     "negative",
@@ -130,8 +194,10 @@ __all__ = [
     "outer",
     "power",
     "prod",
+    "real",
     "relu",
     "reshape",
+    "round",
     "sigmoid",
     "sign",
     "sin",

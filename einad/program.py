@@ -18,12 +18,13 @@ new arguments of the same shapes runs it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Staged, Tensor, Trace, _box, bind, tracing
+from .core import Params, Primitive, QuietRules, Staged, Tensor, Trace, _box, bind, in_rules, tracing
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .util import DTypeLike, Shape
@@ -72,6 +73,9 @@ class Equation:
     output: str
     shape: Shape
     dtype: np.dtype[Any]
+    quiet: bool = False
+    """Staged by a derivative rule: runs with numpy's floating-point warnings off (see
+    `core.QuietRules`), as it did while tracing."""
 
     @property
     def op(self) -> str:
@@ -313,7 +317,7 @@ class StagingTrace(Trace):
         t = _box(Staged(out), self, None, None)
         name = self._remember(t, next(self._fresh), out)
         shape, dtype = self.graph.avals[name]
-        self.graph.equations.append(Equation(prim, params, inputs, name, shape, dtype))
+        self.graph.equations.append(Equation(prim, params, inputs, name, shape, dtype, in_rules()))
         return t
 
 
@@ -384,7 +388,8 @@ def run_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
         return a.value if isinstance(a, Lit) else env[a]
 
     for e in graph.equations:
-        env[e.output] = bind(e.prim, [read(a) for a in e.inputs], e.params)
+        with QuietRules() if e.quiet else nullcontext():
+            env[e.output] = bind(e.prim, [read(a) for a in e.inputs], e.params)
     return [read(o) for o in graph.outputs]
 
 

@@ -1,8 +1,8 @@
-"""Reductions that are not plain sums, and the numerically stable compositions.
+"""Reductions that are not plain sums, scans, and the numerically stable compositions.
 
-`max`, `min` and `prod` are primitives with one rule each; `mean`, `var`,
-`logsumexp`, `softmax`, `log_softmax` and `clip` are compositions of other
-operations and need no rule of their own.
+`max`, `min`, `prod`, `cumsum` and `cumprod` are primitives with one rule each;
+`mean`, `var`, `std`, `logsumexp`, `softmax`, `log_softmax` and `clip` are
+compositions of other operations and need no rule of their own.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 
 from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
 from .einsum import sum_raw
-from .elementwise import PRIMITIVES, compare, exp, log
-from .structural import astype, broadcast_raw, reshape_raw, stop_gradient, where_raw
+from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
+from .structural import astype, broadcast_raw, getitem_raw, reshape_raw, stop_gradient, where_raw
 from .util import (
     ArrayLike,
     Axis,
@@ -145,8 +145,6 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     shape = shape_of(x)
     n = _count(shape, normalize_axes(axis, len(shape)))
     d = x - mean(x, axis, keepdims=True)
-    from .elementwise import conj, real
-
     return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
 
 
@@ -157,6 +155,12 @@ def _inexact(x: ArrayLike) -> Value:
     """
     x = to_array_operand(x)
     return x if dtype_of(x).kind in "fc" else astype(x, np.float64)
+
+
+def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    """Standard deviation along `axis`, ``sqrt(var(x))`` (its derivative is infinite where
+    the variance is 0, as the square root's)."""
+    return wrap(sqrt(var(x, axis, ddof, keepdims)))
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
@@ -222,3 +226,88 @@ def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tens
         out = where_raw(compare("greater", out, a_max), a_max, out)
     bounds = [shape_of(b) for b in (a_min, a_max) if b is not None]
     return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), *bounds)))
+
+
+# -- scans: cumsum (linear) and cumprod ------------------------------------------------------
+
+
+def _scan_axis(x: Value, axis: int | None) -> tuple[Value, int]:
+    """`x` flattened when `axis` is None (numpy's convention for scans), and the axis as an index."""
+    if axis is None:
+        return reshape_raw(x, (int(np.prod(shape_of(x), dtype=np.int64)),)), 0
+    return x, normalize_axes(axis, len(shape_of(x)))[0]
+
+
+cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis))
+
+
+def cumsum_raw(x: Value, axis: int) -> Value:
+    return bind(cumsum_p, (x,), {"axis": axis})
+
+
+def _reverse_cumsum(g: Value, axis: int) -> Value:
+    """Sums from each position to the end of `axis`: the transpose of `cumsum`."""
+    flip = (slice(None),) * axis + (slice(None, None, -1),)
+    return getitem_raw(cumsum_raw(getitem_raw(g, flip), axis), flip)
+
+
+rules(
+    cumsum_p,
+    vjp=lambda g, ans, vals, p, needed: [astype(_reverse_cumsum(g, p["axis"]), dtype_of(vals[0]))],
+    jvp=lambda ts, ans, vals, p: cumsum_raw(ts[0], p["axis"]),
+    keep=lambda needed: ((False,), False),
+)
+
+
+def cumsum(x: ArrayLike, axis: int | None = None) -> Tensor:
+    """Running sums along `axis` (of the flattened array by default), as numpy.cumsum.
+
+    Linear: its VJP is the running sum from the other end.
+    """
+    v, ax = _scan_axis(to_array_operand(x), axis)
+    return wrap(cumsum_raw(v, ax))
+
+
+cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis))
+
+
+def _cumprod_zeros(x: Any, axis: int) -> tuple[Any, Any, Any, Any]:
+    """Where `x` is zero, where its first zero along `axis` is, `x` with its zeros replaced by 1,
+    and the running product with only the first zero replaced by 1 (all staged operations)."""
+    zero = compare("equal", x, 0)
+    count = astype(zero, np.int64)
+    first = compare("equal", cumsum_raw(count, axis) * count, 1)
+    ones = where_raw(zero, 1, x)
+    skip_first = bind(cumprod_p, (where_raw(first, 1, x),), {"axis": axis})
+    return zero, first, ones, skip_first
+
+
+def _cumprod_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    """d out_k / d x_j = prod_{i <= k, i != j} x_i: out_k / x_j where x_j != 0; at a lane's first
+    zero, the running product without it; after it, zero (another zero is a factor)."""
+    x, axis = vals[0], p["axis"]
+    zero, first, ones, skip_first = _cumprod_zeros(x, axis)
+    away = _reverse_cumsum(g * ans, axis) / ones
+    at_first = _reverse_cumsum(g * skip_first, axis)
+    return [where_raw(zero, where_raw(first, at_first, 0), away)]
+
+
+def _cumprod_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    x, axis = vals[0], p["axis"]
+    zero, first, ones, skip_first = _cumprod_zeros(x, axis)
+    t = ts[0]
+    away = ans * cumsum_raw(where_raw(zero, 0, t / ones), axis)
+    return away + skip_first * cumsum_raw(where_raw(first, t, 0), axis)
+
+
+rules(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp)
+
+
+def cumprod(x: ArrayLike, axis: int | None = None) -> Tensor:
+    """Running products along `axis` (of the flattened array by default), as numpy.cumprod.
+
+    Its derivative is exact where elements are zero (no division by them); second
+    derivatives are exact unless a lane holds two zeros or more.
+    """
+    v, ax = _scan_axis(to_array_operand(x), axis)
+    return wrap(bind(cumprod_p, (v,), {"axis": ax}))

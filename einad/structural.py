@@ -431,3 +431,75 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     if dtype_of(c) != np.bool_:
         c = astype(stop_gradient(c), np.bool_)
     return wrap(where_raw(c, to_operand(x), to_operand(y)))
+
+
+# -- functional index updates: x.at[idx].set(v) / .add(v) -----------------------------------------
+
+
+class IndexUpdate:
+    """What ``x.at`` returns: index it to name the elements to update (JAX's `.at`)."""
+
+    __slots__ = ("_x",)
+
+    def __init__(self, x: ArrayLike) -> None:
+        self._x = x
+
+    def __getitem__(self, index: Any) -> IndexedUpdate:
+        return IndexedUpdate(self._x, index)
+
+
+class IndexedUpdate:
+    """``x.at[index]``: `set`, `add` and `get` return new tensors; `x` is never modified."""
+
+    __slots__ = ("_index", "_x")
+
+    def __init__(self, x: ArrayLike, index: Any) -> None:
+        self._x = x
+        self._index = index
+
+    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value]:
+        x = to_array_operand(self._x)
+        index = _clean_index(self._index)
+        shape = shape_of(x)
+        target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
+        v = to_operand(v)
+        if dtype_of(v).kind == "c" and dtype_of(x).kind != "c":
+            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
+        np.broadcast_shapes(shape_of(v), target)  # numpy's ValueError if v does not fit
+        v = astype(v, dtype_of(x)) if not isinstance(v, (int, float, complex)) else np.asarray(v, dtype_of(x))
+        return x, index, shape, broadcast_raw(v, target)
+
+    def get(self) -> Tensor:
+        """``x[index]``."""
+        return getitem(self._x, self._index)
+
+    def add(self, v: ArrayLike) -> Tensor:
+        """A copy of `x` with `v` added at `index` (repeated indices add repeatedly).
+
+        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent).
+        """
+        x, index, shape, v = self._prepare(v)
+        return wrap(x + scatter_raw(v, index, shape))
+
+    def set(self, v: ArrayLike) -> Tensor:
+        """A copy of `x` with `v` written at `index` (where an index repeats, the last write wins,
+        as numpy's assignment).
+
+        Differentiable in `x` (zero at the written places) and in `v`.
+        """
+        x, index, shape, v = self._prepare(v)
+        keep = np.ones(shape, dtype=bool)
+        keep[index] = False
+        if _has_int_array(index):
+            v = where_raw(_last_writes(shape, index), v, zeros_scalar(v))
+        return wrap(where_raw(keep, x, zeros_scalar(x)) + scatter_raw(v, index, shape))
+
+
+def _last_writes(shape: Shape, index: Any) -> Array:
+    """Over the indexed elements: True where no later element of the index writes the same place."""
+    places: Array = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+    flat = places.ravel()
+    _, first_from_end = np.unique(flat[::-1], return_index=True)
+    last = np.zeros(flat.size, dtype=bool)
+    last[flat.size - 1 - first_from_end] = True
+    return last.reshape(places.shape)

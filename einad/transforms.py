@@ -9,7 +9,7 @@ transformation's Tensors, so they nest to any depth.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .core import (
     Tensor,
     backward_pass,
     box,
+    check_cotangent,
     dead_tracer,
     strip,
     traced,
@@ -103,8 +104,21 @@ def _buffer(a: Any) -> Any:
     return a
 
 
+def _argnums_type(argnums: ArgNums) -> tuple[int, ...]:
+    """`argnums` as a tuple, or TypeError when it is not an int or a tuple (list) of ints."""
+
+    def is_int(i: object) -> bool:
+        return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+    if is_int(argnums):
+        return (int(cast("int", argnums)),)
+    if isinstance(argnums, (tuple, list)) and all(is_int(i) for i in argnums):
+        return tuple(int(i) for i in argnums)
+    raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r} ({type(argnums).__name__})")
+
+
 def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
+    nums = _argnums_type(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
             raise ValueError(
@@ -128,6 +142,7 @@ def _seed(ct: Any, value: Any) -> Any:
         ct = np.asarray(ct)
     if shape_of(ct) != shape_of(value):
         raise ValueError(f"cotangent has shape {shape_of(ct)} but the output has shape {shape_of(value)}")
+    check_cotangent(dtype_of(ct), dtype_of(value))
     return ct
 
 
@@ -153,6 +168,8 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
         A function with `f`'s arguments. It raises TypeError when `f`'s output is
         not a real scalar or a differentiated argument is not floating-point.
     """
+
+    _argnums_type(argnums)  # a wrong type fails here, where the transformation is made
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args))
@@ -310,6 +327,12 @@ def _tangent_in(t: Any, v: Any) -> Any:
     t = t if traced(t) else np.asarray(strip(t))
     if shape_of(t) != shape_of(v):
         raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
+    kind, primal_kind = dtype_of(t).kind, dtype_of(v).kind
+    if kind not in "fc" or (kind == "c" and primal_kind != "c"):
+        raise TypeError(
+            f"a tangent of dtype {dtype_of(t)} for a primal of dtype {dtype_of(v)}: tangents are "
+            "floating-point (complex only for a complex primal), e.g. 1.0 rather than 1"
+        )
     if dtype_of(t) != dtype_of(v):
         t = ops.astype(t, dtype_of(v)) if type(t) is Tensor else t.astype(dtype_of(v))
     return t
@@ -390,6 +413,8 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
     """
 
+    _argnums_type(argnums)
+
     def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
@@ -447,6 +472,8 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         A function with `f`'s arguments returning the Jacobian: for each output
         leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
     """
+
+    _argnums_type(argnums)
 
     def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))

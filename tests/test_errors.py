@@ -280,3 +280,46 @@ def test_gradcheck_names_the_bad_argument():
     f = lambda x, y: ea.sum(x * 2.0) + ea.sum(ea.stop_gradient(y) * y)
     with pytest.raises(ea.GradcheckError, match=r"leaf 1"):
         ea.gradcheck(f, np.ones(2), np.array([1.0, 2.0]))
+
+
+# -- errors at the call (issue 14) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_unknown_optimize_name_for_any_number_of_operands(n):
+    operands = [np.ones((2, 2))] * n
+    spec = ",".join(["ij"] * n) + "->ij"
+    with pytest.raises(ea.EinsumError, match="bogus"):
+        ea.einsum(spec, *operands, optimize="bogus")
+
+
+@pytest.mark.parametrize("argnums", ["0", 0.5, None, (0, "1"), True])
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian"])
+def test_argnums_of_the_wrong_type(transform, argnums):
+    with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints"):
+        getattr(ea, transform)(lambda x: ea.sum(x), argnums=argnums)(np.ones(2))
+
+
+def test_a_complex_cotangent_for_a_real_output():
+    _, pullback = ea.vjp(lambda x: x * 2.0, np.ones(2))
+    with pytest.raises(TypeError, match="complex cotangent"):
+        pullback(np.ones(2) * 1j)
+    y = ea.tensor([1.0, 2.0], requires_grad=True) * 3.0
+    with pytest.raises(TypeError, match="complex cotangent"):
+        y.backward(np.ones(2, dtype=complex))
+    _, pullback = ea.vjp(lambda x: x * 2.0, np.ones(2, dtype=complex))  # complex output: fine
+    assert pullback(np.ones(2) * 1j)[0].dtype == complex
+
+
+@pytest.mark.parametrize("tangent", [np.ones(2, dtype=int), np.ones(2, dtype=bool), np.ones(2) * 1j])
+def test_an_integer_or_complex_tangent_for_a_real_primal(tangent):
+    with pytest.raises(TypeError, match="tangent of dtype"):
+        ea.jvp(lambda x: x * 2.0, (np.ones(2),), (tangent,))
+
+
+def test_a_primitive_without_a_forward_rule_names_it_and_the_mode():
+    prim = ea.core.rules(ea.core.Primitive("no_jvp", np.sin), vjp=lambda g, ans, vals, p, needed: [g])
+    f = lambda x: ea.sum(ea.core.bind(prim, (x,), {}))
+    ea.grad(f)(np.ones(2))
+    with pytest.raises(NotImplementedError, match=r"forward-mode \(JVP\) rule for the primitive 'no_jvp'"):
+        ea.jvp(f, (np.ones(2),), (np.ones(2),))

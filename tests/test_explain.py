@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import einad as ea
@@ -77,3 +78,26 @@ def test_python_dash_m():
         check=True,
     )
     assert "VJP  ij,j->i" in run.stdout
+
+
+def test_the_backward_pass_lists_the_pairwise_vjps_that_run():
+    """With three operands or more a traced einsum is bound as pairwise steps: explain lists each
+    step's two VJP einsums, last step first, and they are the einsums the gradient program runs."""
+    shapes = [(2, 3, 4), (4, 5), (5, 6), (3,)]
+    text = explain("abc,cd,de,b->ae", shapes)
+    backward = text.split("backward pass")[1]
+    listed = [line.split()[1] for line in backward.splitlines() if line.strip().startswith("d")]
+    assert len(listed) == 6  # two per pairwise step
+    assert backward.index("step 3") < backward.index("step 2") < backward.index("step 1")
+    operands = [np.ones(s) for s in shapes]
+    f = lambda *ops: ea.sum(ea.einsum("abc,cd,de,b->ae", *ops))
+    program = ea.make_graph(ea.grad(f, argnums=(0, 1, 2, 3)))(*operands)
+    forward = [line.split()[2] for line in text.splitlines() if line.strip().startswith("step ")][:3]
+    assert program.einsums[:3] == forward
+    assert sorted(listed) == sorted(e for e in program.einsums[3:] if e != "ab->")
+
+
+def test_two_operands_have_no_separate_backward_pass():
+    text = explain("ij,jk->ik", [(3, 4), (4, 5)])
+    assert "backward pass" not in text
+    assert "step 1: ij,jk->ik" in text

@@ -385,6 +385,9 @@ NOT_CONCERNED = {
     *("relu", "sigmoid", "sign", "sin", "sinh", "softplus", "sqrt", "square", "subtract", "tan", "tanh"),
     *("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "where", "clip"),
     *("astype", "broadcast_to", "getitem", "reshape", "stop_gradient", "outer", "einsum"),
+    *("angle", "arccosh", "arcsinh", "arctan2", "arctanh", "conj", "exp2", "hypot", "imag"),
+    *("isinf", "isnan", "log10", "log2", "logaddexp", "mod", "real", "round"),
+    "IndexUpdate",  # the class behind x.at[...], not an operation
 }
 
 

@@ -51,9 +51,9 @@ def same(a, b):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", UNARY)
 def test_unary_values_at_special_points_are_numpys(name, dtype):
-    x = SPECIAL.astype(dtype)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        x = SPECIAL.astype(dtype)  # 1e300 overflows float32: numpy warns
         expected = getattr(np, name)(x)
         got = getattr(ea, name)(x).numpy()
     assert same(got, expected), (name, got, expected)
@@ -224,9 +224,10 @@ def test_products_with_inf_and_nan_follow_the_partials():
     """d(x*y)/dx = y, exactly, even where x is inf or NaN (no division by x)."""
     x = np.array([np.inf, np.nan, 1.0, -np.inf])
     y = np.array([0.0, 2.0, np.inf, 3.0])
-    gx, gy = ea.grad(lambda a, b: ea.sum(a * b), argnums=(0, 1))(x, y)
-    assert same(gx, y) and same(gy, x)
-    gx, gy = ea.grad(lambda a, b: ea.einsum("i,i->", a, b), argnums=(0, 1))(x, y)
+    with np.errstate(invalid="ignore"):  # the forward's inf * 0 warns, as numpy's does
+        gx, gy = ea.grad(lambda a, b: ea.sum(a * b), argnums=(0, 1))(x, y)
+        assert same(gx, y) and same(gy, x)
+        gx, gy = ea.grad(lambda a, b: ea.einsum("i,i->", a, b), argnums=(0, 1))(x, y)
     assert same(gx, y) and same(gy, x)
     # d(x/y)/dx = 1/y -> 0 at y = inf; d(x/y)/dy = -x/y^2 -> -0 at y = inf
     gx, gy = ea.grad(lambda a, b: ea.sum(a / b), argnums=(0, 1))(np.array([1.0]), np.array([np.inf]))

@@ -1,0 +1,322 @@
+"""Operations that select with index arrays: take, take_along_axis, sort and the arg-functions,
+and the moves written with them (pad, roll, tile, repeat).
+
+Two primitives do the work. ``take_along_axis`` gathers the elements an integer
+array names along one axis (numpy's function, with its broadcasting); its
+transpose ``scatter_add_along_axis`` adds a cotangent back into those places
+(``numpy.add.at``, so repeated indices accumulate). Both are linear in their
+array operand, each is the other's VJP, and each is its own JVP. The indices are
+an *operand*, not a static parameter: a value-dependent permutation (``argsort``,
+``argmax``) stays an operation in a staged program, so `sort` is ``argsort``
+followed by a gather and needs no rule of its own.
+
+``argsort``, ``argmax`` and ``argmin`` are primitives with integer results and a
+zero derivative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .core import Primitive, Tensor, bind, rules, zero_derivative
+from .einsum import sum_to_shape
+from .elementwise import PRIMITIVES
+from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
+from .util import Array, ArrayLike, Shape, Value, dtype_of, normalize_axes, shape_of, to_array_operand, wrap
+
+# -- the gather and its transpose ----------------------------------------------------------
+
+
+def _scatter_along_impl(g: Any, index: Any, axis: int, shape: Shape) -> Array:
+    """Zeros of `shape` with `g` added at `index` along `axis` (the transpose of take_along_axis)."""
+    g, index = np.asarray(g), np.asarray(index)
+    both = np.broadcast_shapes(g.shape, index.shape)
+    g, index = np.broadcast_to(g, both), np.broadcast_to(index, both)
+    out = np.zeros(shape, dtype=g.dtype)
+    nd = len(shape)
+    where = tuple(
+        index if d == axis else np.arange(shape[d]).reshape([-1 if k == d else 1 for k in range(nd)])
+        for d in range(nd)
+    )
+    np.add.at(out, where, g)  # repeated indices accumulate
+    return out
+
+
+take_along_p = Primitive("take_along_axis", lambda x, index, axis: np.take_along_axis(x, index, axis=axis))
+scatter_along_p = Primitive("scatter_add_along_axis", _scatter_along_impl)
+
+
+def take_along_raw(x: Value, index: Value, axis: int) -> Value:
+    return bind(take_along_p, (x, index), {"axis": axis})
+
+
+def scatter_along_raw(g: Value, index: Value, axis: int, shape: Sequence[int]) -> Value:
+    return bind(scatter_along_p, (g, index), {"axis": axis, "shape": tuple(shape)})
+
+
+def _indices_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """The rules read the indices, never the array operand or the result."""
+    return (False, True), False
+
+
+rules(
+    take_along_p,
+    vjp=lambda g, ans, vals, p, needed: [scatter_along_raw(g, vals[1], p["axis"], shape_of(vals[0])), None],
+    jvp=lambda ts, ans, vals, p: None if ts[0] is None else take_along_raw(ts[0], vals[1], p["axis"]),
+    keep=_indices_only,
+)
+rules(
+    scatter_along_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        sum_to_shape(take_along_raw(g, vals[1], p["axis"]), shape_of(vals[0])),
+        None,
+    ],
+    jvp=lambda ts, ans, vals, p: (
+        None if ts[0] is None else scatter_along_raw(ts[0], vals[1], p["axis"], p["shape"])
+    ),
+    keep=_indices_only,
+)
+
+
+def _index_operand(indices: ArrayLike) -> Value:
+    """Indices as an operand: a traced integer Tensor stays traced; anything else an integer array."""
+    idx = to_array_operand(indices)
+    if dtype_of(idx).kind not in "iu":
+        raise IndexError(f"indices must be integers, got dtype {dtype_of(idx)}")
+    return idx
+
+
+def _flat(x: Value) -> Value:
+    return reshape_raw(x, (int(np.prod(shape_of(x), dtype=np.int64)),))
+
+
+def _axis(axis: int, nd: int) -> int:
+    return normalize_axes(axis, nd)[0]
+
+
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> Tensor:
+    """The elements of `arr` that `indices` name along `axis`, as numpy.take_along_axis.
+
+    `indices` has `arr`'s number of dimensions and broadcasts against it outside
+    `axis`; with ``axis=None`` both are flattened. Linear in `arr` (its VJP adds
+    the cotangent back at the indices); the indices may be computed (``argsort``)
+    and stay an operation under `einad.jit`.
+
+    Raises:
+        IndexError: If `indices` is not an integer array or an index is out of range.
+        ValueError: If `indices` and `arr` differ in their number of dimensions.
+    """
+    x, idx = to_array_operand(arr), _index_operand(indices)
+    if axis is None:
+        x, idx, axis = _flat(x), _flat(idx), 0
+    nd = len(shape_of(x))
+    if len(shape_of(idx)) != nd:
+        raise ValueError(f"take_along_axis: indices have {len(shape_of(idx))} dimensions, the array has {nd}")
+    return wrap(take_along_raw(x, idx, _axis(axis, nd)))
+
+
+def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = "raise") -> Tensor:
+    """Elements of `a` at `indices` along `axis` (of the flattened `a` by default), as numpy.take.
+
+    The result's shape is ``a.shape[:axis] + indices.shape + a.shape[axis+1:]``.
+    `mode` is numpy's: ``"raise"`` (an index out of range is an IndexError),
+    ``"wrap"`` or ``"clip"``. Linear in `a`: one gather, whose VJP scatters back.
+    """
+    x, idx = to_array_operand(a), _index_operand(indices)
+    if axis is None:
+        x, axis = _flat(x), 0
+    s = shape_of(x)
+    axis = _axis(axis, len(s))
+    n = s[axis]
+    if mode == "wrap":
+        idx = bind(PRIMITIVES["mod"], (idx, n), {})
+    elif mode == "clip":
+        idx = bind(PRIMITIVES["minimum"], (bind(PRIMITIVES["maximum"], (idx, 0), {}), n - 1), {})
+    elif mode != "raise":
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    t = shape_of(idx)
+    rest = s[axis + 1 :]
+    if not t:  # one index: gather a slab of width 1, then drop the axis
+        out = take_along_raw(x, reshape_raw(idx, (1,) * len(s)), axis)
+        return wrap(reshape_raw(out, s[:axis] + rest))
+    # Line the index's dimensions up at `axis`; gather broadcasts the rest.
+    xb = reshape_raw(x, s[: axis + 1] + (1,) * (len(t) - 1) + rest)
+    ib = reshape_raw(idx, (1,) * axis + t + (1,) * len(rest))
+    return wrap(take_along_raw(xb, ib, axis))
+
+
+# -- sorting and the arg-functions: integer results, zero derivative -------------------------
+
+argsort_p = Primitive("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"))
+argmax_p = Primitive("argmax", lambda x, axis: np.argmax(x, axis=axis))
+argmin_p = Primitive("argmin", lambda x, axis: np.argmin(x, axis=axis))
+zero_derivative.update((argsort_p, argmax_p, argmin_p))
+
+
+def argsort(a: ArrayLike, axis: int | None = -1) -> Tensor:
+    """Indices that sort `a` along `axis` (the flattened `a` for None), as numpy.argsort.
+
+    Always a stable sort (ties keep their order). An integer result, not differentiable.
+    """
+    x = to_array_operand(a)
+    if axis is None:
+        x, axis = _flat(x), 0
+    return wrap(bind(argsort_p, (x,), {"axis": _axis(axis, len(shape_of(x)))}))
+
+
+def sort(a: ArrayLike, axis: int | None = -1) -> Tensor:
+    """`a` sorted along `axis` (the flattened `a` for None), as numpy.sort.
+
+    ``take_along_axis(a, argsort(a))``: differentiable, the cotangent goes back to
+    each element's place before sorting.
+    """
+    x = to_array_operand(a)
+    if axis is None:
+        x, axis = _flat(x), 0
+    axis = _axis(axis, len(shape_of(x)))
+    return wrap(take_along_raw(x, bind(argsort_p, (x,), {"axis": axis}), axis))
+
+
+def _arg_extreme(prim: Primitive, a: ArrayLike, axis: int | None, keepdims: bool) -> Tensor:
+    x = to_array_operand(a)
+    shape = shape_of(x)
+    if axis is None:
+        out = bind(prim, (_flat(x),), {"axis": 0})
+        return wrap(reshape_raw(out, (1,) * len(shape)) if keepdims else out)
+    axis = _axis(axis, len(shape))
+    out = bind(prim, (x,), {"axis": axis})
+    if keepdims:
+        out = reshape_raw(out, shape[:axis] + (1,) + shape[axis + 1 :])
+    return wrap(out)
+
+
+def argmax(a: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the largest element along `axis` (of the flattened `a` by default), as numpy.argmax.
+
+    The first one on ties. An integer result, not differentiable.
+    """
+    return _arg_extreme(argmax_p, a, axis, keepdims)
+
+
+def argmin(a: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the smallest element along `axis` (of the flattened `a` by default), as numpy.argmin.
+
+    The first one on ties. An integer result, not differentiable.
+    """
+    return _arg_extreme(argmin_p, a, axis, keepdims)
+
+
+# -- moves: pad, roll, tile, repeat -------------------------------------------------------------
+
+
+def _pairs(width: Any, nd: int, what: str) -> list[tuple[int, int]]:
+    """numpy's (before, after) per axis, from an int, a pair, or one pair per axis."""
+    w = np.asarray(width)
+    if w.dtype.kind not in "iu" or w.ndim > 2:
+        raise TypeError(f"{what} must be integers: an int, a (before, after) pair, or one pair per axis")
+    try:
+        pairs = np.broadcast_to(w, (nd, 2))
+    except ValueError:
+        raise ValueError(f"{what} {width!r} does not fit an array of {nd} dimensions") from None
+    if (pairs < 0).any():
+        raise ValueError(f"{what} cannot be negative, got {width!r}")
+    return [(int(b), int(a)) for b, a in pairs]
+
+
+_INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
+
+
+def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: ArrayLike = 0) -> Tensor:
+    """`array` padded along every axis, as numpy.pad.
+
+    `mode` is ``"constant"`` (with a scalar `constant_values`, which may be a
+    Tensor: the result is differentiable in it too), ``"edge"``, ``"reflect"``,
+    ``"symmetric"`` or ``"wrap"``. Linear in `array`: constant padding is a
+    concatenation with constant blocks, the other modes one gather per axis.
+
+    Raises:
+        NotImplementedError: For numpy's other modes (``"linear_ramp"``, ``"mean"``, ...).
+    """
+    x = to_array_operand(array)
+    s = shape_of(x)
+    pairs = _pairs(pad_width, len(s), "pad_width")
+    if mode == "constant":
+        c = to_array_operand(constant_values)
+        if shape_of(c) != ():
+            raise NotImplementedError("einad.pad takes one scalar constant_values (the same on every side)")
+        c = astype(c, dtype_of(x))  # numpy casts the constant to the array's dtype
+        for axis, (before, after) in enumerate(pairs):
+            if before or after:
+                shape = shape_of(x)
+                side = [shape[:axis] + (w,) + shape[axis + 1 :] for w in (before, after)]
+                x = concatenate([broadcast_raw(c, side[0]), x, broadcast_raw(c, side[1])], axis=axis)
+        return wrap(x)
+    if mode not in _INDEX_MODES:
+        raise NotImplementedError(
+            f"einad.pad: mode {mode!r} is not supported; use 'constant', 'edge', 'reflect', "
+            "'symmetric' or 'wrap'"
+        )
+    for axis, (before, after) in enumerate(pairs):
+        if before or after:
+            source = np.pad(np.arange(shape_of(x)[axis]), (before, after), mode=mode)  # type: ignore[call-overload]
+            x = take(x, source, axis=axis)
+    return wrap(x)
+
+
+def roll(a: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
+    """Elements shifted cyclically by `shift` along `axis` (of the flattened `a` by default),
+    as numpy.roll: two slices joined the other way round (linear)."""
+    x = to_array_operand(a)
+    shape = shape_of(x)
+    if axis is None:
+        return wrap(reshape_raw(roll(_flat(x), shift, 0), shape))
+    shifts, axes = np.broadcast_arrays(np.asarray(shift), np.asarray(axis))
+    out: Value = x
+    for k, ax in zip(shifts.ravel(), axes.ravel()):
+        ax = _axis(int(ax), len(shape))
+        n = shape[ax]
+        k = int(k) % n if n else 0
+        if k:
+            head = (slice(None),) * ax
+            out = concatenate(
+                [getitem(out, head + (slice(n - k, None),)), getitem(out, head + (slice(0, n - k),))], ax
+            )
+    return wrap(out)
+
+
+def tile(a: ArrayLike, reps: int | Sequence[int]) -> Tensor:
+    """`a` repeated `reps` times along each axis, as numpy.tile: a reshape, a broadcast
+    (one `spread`, whose VJP is an einsum summing the copies) and a reshape."""
+    x = to_array_operand(a)
+    r = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(k) for k in reps)
+    s = shape_of(x)
+    nd = max(len(r), len(s))
+    s = (1,) * (nd - len(s)) + s
+    r = (1,) * (nd - len(r)) + r
+    x = reshape_raw(x, tuple(d for n in s for d in (1, n)))
+    x = broadcast_raw(x, tuple(d for k, n in zip(r, s) for d in (k, n)))
+    return wrap(reshape_raw(x, tuple(k * n for k, n in zip(r, s))))
+
+
+def repeat(a: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) -> Tensor:
+    """Each element repeated `repeats` times along `axis` (of the flattened `a` by default),
+    as numpy.repeat. One count for all: a broadcast; one count per element: a gather."""
+    x = to_array_operand(a)
+    if axis is None:
+        x, axis = _flat(x), 0
+    s = shape_of(x)
+    axis = _axis(axis, len(s))
+    counts = np.asarray(repeats)
+    if counts.dtype.kind not in "iu" or (counts < 0).any():
+        raise ValueError(f"repeat: repeats must be non-negative integers, got {repeats!r}")
+    if counts.size == 1:
+        k = int(counts.reshape(()))
+        x = reshape_raw(x, s[: axis + 1] + (1,) + s[axis + 1 :])
+        x = broadcast_raw(x, s[: axis + 1] + (k,) + s[axis + 1 :])
+        return wrap(reshape_raw(x, s[:axis] + (s[axis] * k,) + s[axis + 1 :]))
+    if counts.shape != (s[axis],):
+        raise ValueError(f"repeat: {counts.size} counts for an axis of length {s[axis]}")
+    return take(x, np.repeat(np.arange(s[axis]), counts), axis=axis)

@@ -1,0 +1,371 @@
+"""numpy's functions on Tensors: which einad operation each numpy function and ufunc runs.
+
+`Tensor.__array_ufunc__` and `Tensor.__array_function__` look a numpy callable up
+in `core.numpy_functions`; this module fills that table. Each entry takes numpy's
+arguments and calls the einad operation of the same name, so numpy code run on
+Tensors (``np.sin(t)``, ``np.sum(t, axis=0)``, ``ndarray @ t``) is traced and
+differentiable. An argument einad cannot honour (``out=``, ``where=``, an unknown
+keyword) is a TypeError naming the numpy function; a numpy function missing from
+the table is a TypeError naming it (raised by the Tensor).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import indexing, ops, reductions
+from .core import Tensor, _unbox_bool, numpy_functions
+from .util import ArrayLike, Axis, dtype_of, shape_of
+
+Function = Callable[..., Any]
+
+
+def _out_refused(name: str, out: Any) -> None:
+    """numpy's ``out=``: einad values are immutable, so nothing can be written into an array."""
+    outs = out if isinstance(out, tuple) else (out,)
+    if any(o is not None for o in outs):
+        raise TypeError(
+            f"{name}(..., out=...): einad cannot write into an array (a Tensor's derivative "
+            "would be lost); use the returned Tensor instead, e.g. a = a + t rather than a += t"
+        )
+
+
+# -- ufuncs ------------------------------------------------------------------------------------
+
+# Keyword arguments of a ufunc call that einad accepts at their default value only.
+_UFUNC_DEFAULTS = {"where": True, "dtype": None, "casting": "same_kind", "order": "K", "subok": True}
+
+
+def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
+    name = f"numpy.{ufunc.__name__}"
+
+    def call(*inputs: Any, **kwargs: Any) -> Any:
+        _out_refused(name, kwargs.pop("out", None))
+        for key, value in kwargs.items():
+            if key not in _UFUNC_DEFAULTS or not _is(value, _UFUNC_DEFAULTS[key]):
+                raise TypeError(f"{name} on einad Tensors does not take {key}={value!r}")
+        if len(inputs) != ufunc.nin:
+            raise TypeError(f"{name} takes {ufunc.nin} operand(s), got {len(inputs)}")
+        out = op(*inputs)
+        return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
+
+    numpy_functions[ufunc] = call
+
+
+def _is(value: Any, default: Any) -> bool:
+    return value is default or (
+        default is not None and not isinstance(value, np.ndarray) and value == default
+    )
+
+
+def _reciprocal(x: ArrayLike) -> Tensor:
+    return ops.divide(1, x)
+
+
+def _positive(x: ArrayLike) -> Tensor:
+    return ops.add(x, 0)
+
+
+_ARITHMETIC: dict[np.ufunc, Function] = {
+    np.add: ops.add,
+    np.subtract: ops.subtract,
+    np.multiply: ops.multiply,
+    np.divide: ops.divide,
+    np.power: ops.power,
+    np.negative: ops.negative,
+    np.positive: _positive,
+    np.reciprocal: _reciprocal,
+    np.exp: ops.exp,
+    np.exp2: ops.exp2,
+    np.expm1: ops.expm1,
+    np.log: ops.log,
+    np.log2: ops.log2,
+    np.log10: ops.log10,
+    np.log1p: ops.log1p,
+    np.sin: ops.sin,
+    np.cos: ops.cos,
+    np.tan: ops.tan,
+    np.arcsin: ops.arcsin,
+    np.arccos: ops.arccos,
+    np.arctan: ops.arctan,
+    np.sinh: ops.sinh,
+    np.cosh: ops.cosh,
+    np.tanh: ops.tanh,
+    np.arcsinh: ops.arcsinh,
+    np.arccosh: ops.arccosh,
+    np.arctanh: ops.arctanh,
+    np.sqrt: ops.sqrt,
+    np.square: ops.square,
+    np.absolute: ops.abs,
+    np.sign: ops.sign,
+    np.floor: ops.floor,
+    np.ceil: ops.ceil,
+    np.rint: ops.round,
+    np.maximum: ops.maximum,
+    np.minimum: ops.minimum,
+    np.arctan2: ops.arctan2,
+    np.hypot: ops.hypot,
+    np.logaddexp: ops.logaddexp,
+    np.remainder: ops.mod,
+    np.conjugate: ops.conj,
+    np.matmul: ops.matmul,
+}
+_PREDICATES: dict[np.ufunc, Function] = {
+    np.equal: ops.equal,
+    np.not_equal: ops.not_equal,
+    np.less: ops.less,
+    np.less_equal: ops.less_equal,
+    np.greater: ops.greater,
+    np.greater_equal: ops.greater_equal,
+    np.isfinite: ops.isfinite,
+    np.isnan: ops.isnan,
+    np.isinf: ops.isinf,
+}
+for _uf, _op in _ARITHMETIC.items():
+    _ufunc(_uf, _op)
+for _uf, _op in _PREDICATES.items():
+    _ufunc(_uf, _op, boolean=True)
+
+
+def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False) -> None:
+    """``np.add.reduce`` and friends: numpy's default axis is 0."""
+    name = f"numpy.{ufunc.__name__}.{method}"
+
+    def call(
+        array: ArrayLike, axis: Axis = 0, dtype: Any = None, out: Any = None, keepdims: bool = False
+    ) -> Tensor:
+        _out_refused(name, out)
+        if dtype is not None:
+            raise TypeError(f"{name} on einad Tensors does not take dtype={dtype!r}")
+        if scan:
+            if keepdims:
+                raise TypeError(f"{name} does not take keepdims")
+            return op(array, axis=axis)  # type: ignore[no-any-return]
+        return op(array, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+
+    numpy_functions[(ufunc, method)] = call
+
+
+_ufunc_method(np.add, "reduce", ops.sum)
+_ufunc_method(np.multiply, "reduce", ops.prod)
+_ufunc_method(np.maximum, "reduce", ops.max)
+_ufunc_method(np.minimum, "reduce", ops.min)
+_ufunc_method(np.add, "accumulate", reductions.cumsum, scan=True)
+_ufunc_method(np.multiply, "accumulate", reductions.cumprod, scan=True)
+
+
+# -- array functions ---------------------------------------------------------------------------
+
+
+def _function(func: Function, impl: Function) -> None:
+    """Run `impl` for numpy's `func`, binding numpy's arguments to `impl`'s signature.
+
+    ``out=None`` and ``dtype=None`` are accepted (numpy's defaults); any other
+    argument `impl` does not take is a TypeError naming the numpy function.
+    """
+    name = f"{func.__module__}.{func.__name__}"
+    signature = inspect.signature(impl)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _out_refused(name, kwargs.pop("out", None))
+        if "dtype" in kwargs and kwargs["dtype"] is None and "dtype" not in signature.parameters:
+            del kwargs["dtype"]
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{name} on einad Tensors: {err}") from None
+        return impl(*bound.args, **bound.kwargs)
+
+    call.__name__ = func.__name__
+    numpy_functions[func] = call
+
+
+# Adapters where numpy's signature is not einad's.
+
+
+def _reshape(
+    a: ArrayLike, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
+) -> Tensor:
+    if order != "C":
+        raise TypeError(f"numpy.reshape on einad Tensors: only order='C', got order={order!r}")
+    return ops.reshape(a, shape if shape is not None else newshape)
+
+
+def _ravel(a: ArrayLike, order: str = "C") -> Tensor:
+    return _reshape(a, (-1,), order)
+
+
+def _swap(a: ArrayLike, axis1: int, axis2: int) -> Tensor:
+    nd = len(shape_of(a))
+    order = list(range(nd))
+    i, j = int(axis1) % nd, int(axis2) % nd
+    order[i], order[j] = order[j], order[i]
+    return ops.transpose(a, order)
+
+
+def _concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
+    if axis is None:
+        return ops.concatenate([ops.reshape(a, (-1,)) for a in arrays], axis=0)
+    return ops.concatenate(arrays, axis=axis)
+
+
+def _at_least_2d(a: ArrayLike) -> Tensor:
+    nd = len(shape_of(a))
+    return ops.reshape(a, (1,) * (2 - nd) + shape_of(a)) if nd < 2 else ops.reshape(a, shape_of(a))
+
+
+def _vstack(tup: Sequence[ArrayLike]) -> Tensor:
+    return ops.concatenate([_at_least_2d(a) for a in tup], axis=0)
+
+
+def _hstack(tup: Sequence[ArrayLike]) -> Tensor:
+    items = [a if len(shape_of(a)) else ops.reshape(a, (1,)) for a in tup]
+    return ops.concatenate(items, axis=0 if len(shape_of(items[0])) == 1 else 1)
+
+
+def _clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    return ops.clip(a, a_min if a_min is not None else min, a_max if a_max is not None else max)
+
+
+def _sort(
+    a: ArrayLike, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+) -> Tensor:
+    if order is not None:
+        raise TypeError("numpy.sort on einad Tensors does not take order= (structured arrays)")
+    return indexing.sort(a, axis)  # any kind: the sorted values are the same
+
+
+def _argsort(
+    a: ArrayLike, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = None
+) -> Tensor:
+    if order is not None:
+        raise TypeError("numpy.argsort on einad Tensors does not take order= (structured arrays)")
+    return indexing.argsort(a, axis)  # always stable
+
+
+def _vdot(a: ArrayLike, b: ArrayLike) -> Tensor:
+    return ops.dot(ops.reshape(ops.conj(a), (-1,)), ops.reshape(b, (-1,)))
+
+
+def _round(a: ArrayLike, decimals: int = 0) -> Tensor:
+    return ops.round(a, decimals)
+
+
+def _shape(a: ArrayLike) -> tuple[int, ...]:
+    return shape_of(a)
+
+
+def _ndim(a: ArrayLike) -> int:
+    return len(shape_of(a))
+
+
+def _size(a: ArrayLike, axis: int | None = None) -> int:
+    s = shape_of(a)
+    return int(np.prod(s, dtype=np.int64)) if axis is None else s[axis]
+
+
+def _result_type(*arrays_and_dtypes: Any) -> np.dtype[Any]:
+    return np.result_type(*[dtype_of(a) if isinstance(a, Tensor) else a for a in arrays_and_dtypes])
+
+
+def _iscomplexobj(x: ArrayLike) -> bool:
+    return dtype_of(x).kind == "c"
+
+
+def _isrealobj(x: ArrayLike) -> bool:
+    return dtype_of(x).kind != "c"
+
+
+def _like(fill: Any) -> Function:
+    """``np.zeros_like`` and friends: a numpy array (a constant, with no derivative)."""
+
+    def like(a: ArrayLike, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None) -> Any:
+        return np.full(
+            shape_of(a) if shape is None else shape, fill, dtype=dtype_of(a) if dtype is None else dtype
+        )
+
+    return like
+
+
+def _full_like(
+    a: ArrayLike, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None
+) -> Any:
+    return _like(fill_value)(a, dtype, order, subok, shape)
+
+
+def _copy(a: ArrayLike, order: str = "K", subok: bool = False) -> Tensor:
+    """A new Tensor: a copy of a constant's array, or an identity operation on a traced value."""
+    if isinstance(a, Tensor) and a._trace is None:
+        return Tensor(np.array(a._value))
+    return ops.getitem(a, ...)
+
+
+_FUNCTIONS: dict[Function, Function] = {
+    np.sum: ops.sum,
+    np.mean: ops.mean,
+    np.var: ops.var,
+    np.std: reductions.std,
+    np.prod: ops.prod,
+    np.max: ops.max,
+    np.amax: ops.max,
+    np.min: ops.min,
+    np.amin: ops.min,
+    np.cumsum: reductions.cumsum,
+    np.cumprod: reductions.cumprod,
+    np.einsum: ops.einsum,
+    np.dot: ops.dot,
+    np.vdot: _vdot,
+    np.inner: ops.inner,
+    np.outer: ops.outer,
+    np.tensordot: ops.tensordot,
+    np.trace: ops.trace,
+    np.diagonal: ops.diagonal,
+    np.transpose: ops.transpose,
+    np.moveaxis: ops.moveaxis,
+    np.swapaxes: _swap,
+    np.reshape: _reshape,
+    np.ravel: _ravel,
+    np.squeeze: ops.squeeze,
+    np.expand_dims: ops.expand_dims,
+    np.broadcast_to: ops.broadcast_to,
+    np.concatenate: _concatenate,
+    np.stack: ops.stack,
+    np.vstack: _vstack,
+    np.hstack: _hstack,
+    np.split: ops.split,
+    np.flip: ops.flip,
+    np.where: ops.where,
+    np.clip: _clip,
+    np.sort: _sort,
+    np.argsort: _argsort,
+    np.argmax: indexing.argmax,
+    np.argmin: indexing.argmin,
+    np.take: indexing.take,
+    np.take_along_axis: indexing.take_along_axis,
+    np.pad: indexing.pad,
+    np.roll: indexing.roll,
+    np.tile: indexing.tile,
+    np.repeat: indexing.repeat,
+    np.real: ops.real,
+    np.imag: ops.imag,
+    np.angle: ops.angle,
+    np.round: _round,
+    np.around: _round,
+    np.shape: _shape,
+    np.ndim: _ndim,
+    np.size: _size,
+    np.result_type: _result_type,
+    np.iscomplexobj: _iscomplexobj,
+    np.isrealobj: _isrealobj,
+    np.zeros_like: _like(0),
+    np.ones_like: _like(1),
+    np.empty_like: _like(0),
+    np.full_like: _full_like,
+    np.copy: _copy,
+}
+for _func, _impl in _FUNCTIONS.items():
+    _function(_func, _impl)

@@ -1,0 +1,297 @@
+"""numpy's functions on Tensors (issue 14): every numpy function and ufunc einad dispatches,
+run on a constant Tensor and traced under ea.grad, against numpy itself.
+
+A case is numpy code (``np.sum(np.sin(x), axis=0)``): run on an ndarray it is the reference,
+run on a Tensor it must dispatch to einad. The module runs twice, eager and with every
+transformation jitted.
+"""
+
+import numpy as np
+import pytest
+from conftest import assert_close, numeric_grad
+
+import einad as ea
+from einad.core import numpy_functions
+
+pytestmark = pytest.mark.usefixtures("jit_mode")
+
+RNG = np.random.default_rng(7)
+X = RNG.uniform(0.5, 2.0, (3, 4))  # positive, inside every domain below
+Y = RNG.uniform(0.5, 2.0, (3, 4))
+V = RNG.uniform(0.5, 2.0, (4,))
+I34 = np.array([[2, 0, 3, 1], [1, 1, 0, 2], [3, 3, 2, 0]])
+
+# numpy callable (or (ufunc, method)): a function of x written with numpy, differentiable in x
+DIFFERENTIABLE = {
+    np.add: lambda x: np.add(x, Y),
+    np.subtract: lambda x: np.subtract(Y, x),
+    np.multiply: lambda x: np.multiply(x, x),
+    np.divide: lambda x: np.divide(1.0, x),
+    np.power: lambda x: np.power(x, 2.5),
+    np.negative: lambda x: np.negative(x),
+    np.positive: lambda x: np.positive(x) * 2.0,
+    np.reciprocal: lambda x: np.reciprocal(x),
+    np.exp: lambda x: np.exp(x) * 2,
+    np.exp2: lambda x: np.exp2(x),
+    np.expm1: lambda x: np.expm1(x),
+    np.log: lambda x: np.log(x),
+    np.log2: lambda x: np.log2(x),
+    np.log10: lambda x: np.log10(x),
+    np.log1p: lambda x: np.log1p(x),
+    np.sin: lambda x: np.sin(x),
+    np.cos: lambda x: np.cos(x),
+    np.tan: lambda x: np.tan(x / 2),
+    np.arcsin: lambda x: np.arcsin(x / 3),
+    np.arccos: lambda x: np.arccos(x / 3),
+    np.arctan: lambda x: np.arctan(x),
+    np.sinh: lambda x: np.sinh(x),
+    np.cosh: lambda x: np.cosh(x),
+    np.tanh: lambda x: np.tanh(x),
+    np.arcsinh: lambda x: np.arcsinh(x),
+    np.arccosh: lambda x: np.arccosh(x + 1),
+    np.arctanh: lambda x: np.arctanh(x / 3),
+    np.sqrt: lambda x: np.sqrt(x),
+    np.square: lambda x: np.square(x),
+    np.absolute: lambda x: np.abs(x - 1.25),
+    np.maximum: lambda x: np.maximum(x, Y),
+    np.minimum: lambda x: np.minimum(Y, x),
+    np.arctan2: lambda x: np.arctan2(x, Y - 1),
+    np.hypot: lambda x: np.hypot(x, Y),
+    np.logaddexp: lambda x: np.logaddexp(x, Y),
+    np.remainder: lambda x: np.mod(x + 3.5, 2.25),
+    np.conjugate: lambda x: np.conj(x) * 3,
+    np.matmul: lambda x: np.ones((2, 3)) @ x @ V,
+    (np.add, "reduce"): lambda x: np.add.reduce(x, axis=1),
+    (np.multiply, "reduce"): lambda x: np.multiply.reduce(x),
+    (np.maximum, "reduce"): lambda x: np.maximum.reduce(x, axis=1, keepdims=True),
+    (np.minimum, "reduce"): lambda x: np.minimum.reduce(x),
+    (np.add, "accumulate"): lambda x: np.add.accumulate(x, axis=1),
+    (np.multiply, "accumulate"): lambda x: np.multiply.accumulate(x),
+    np.sum: lambda x: np.sum(x, axis=0),
+    np.mean: lambda x: np.mean(x, axis=1, keepdims=True),
+    np.var: lambda x: np.var(x, axis=0, ddof=1),
+    np.std: lambda x: np.std(x),
+    np.prod: lambda x: np.prod(x, axis=1),
+    np.max: lambda x: np.max(x, axis=0),
+    np.amax: lambda x: np.amax(x),
+    np.min: lambda x: np.min(x, axis=1),
+    np.amin: lambda x: np.amin(x, axis=0, keepdims=True),
+    np.cumsum: lambda x: np.cumsum(x, axis=0),
+    np.cumprod: lambda x: np.cumprod(x, axis=1),
+    np.einsum: lambda x: np.einsum("ij,j->i", x, V) + np.einsum("ij->i", x),
+    np.dot: lambda x: np.dot(x, V),
+    np.vdot: lambda x: np.vdot(x, Y),
+    np.inner: lambda x: np.inner(x, Y),
+    np.outer: lambda x: np.outer(x[0], V),
+    np.tensordot: lambda x: np.tensordot(x, Y, axes=([1], [1])),
+    np.trace: lambda x: np.trace(x, offset=1),
+    np.diagonal: lambda x: np.diagonal(x),
+    np.transpose: lambda x: np.transpose(x),
+    np.moveaxis: lambda x: np.moveaxis(x[None], 0, -1),
+    np.swapaxes: lambda x: np.swapaxes(x, 0, 1),
+    np.reshape: lambda x: np.reshape(x, (2, 6)),
+    np.ravel: lambda x: np.ravel(x),
+    np.squeeze: lambda x: np.squeeze(x[:, :1]),
+    np.expand_dims: lambda x: np.expand_dims(x, 1),
+    np.broadcast_to: lambda x: np.broadcast_to(x[0], (2, 4)),
+    np.concatenate: lambda x: np.concatenate([x, Y, x], axis=1),
+    np.stack: lambda x: np.stack([x, Y], axis=-1),
+    np.vstack: lambda x: np.vstack([x, V]),
+    np.hstack: lambda x: np.hstack([x[0], V]),
+    np.split: lambda x: np.split(x, 2, axis=1)[1],
+    np.flip: lambda x: np.flip(x, axis=0),
+    np.where: lambda x: np.where(Y > 1.2, x, -x),
+    np.clip: lambda x: np.clip(x, 0.8, 1.5),
+    np.sort: lambda x: np.sort(x, axis=0),
+    np.take: lambda x: np.take(x, [1, 1, 0], axis=0),
+    np.take_along_axis: lambda x: np.take_along_axis(x, I34, axis=1),
+    np.pad: lambda x: np.pad(x, 1, mode="edge"),
+    np.roll: lambda x: np.roll(x, 1, axis=1),
+    np.tile: lambda x: np.tile(x, 2),
+    np.repeat: lambda x: np.repeat(x, 2, axis=0),
+    np.real: lambda x: np.real(x),
+    np.imag: lambda x: np.imag(x) + x,
+    np.angle: lambda x: np.angle(x) + x,
+    np.copy: lambda x: np.copy(x),
+}
+
+# numpy callable: a function of x whose result is an integer, boolean or metadata (no derivative)
+CONSTANT = {
+    np.equal: lambda x: np.equal(x, x[0]),
+    np.not_equal: lambda x: np.not_equal(x[0], x),
+    np.less: lambda x: np.less(x, 1.0),
+    np.less_equal: lambda x: np.less_equal(x, Y),
+    np.greater: lambda x: np.greater(x, 1.0),
+    np.greater_equal: lambda x: np.greater_equal(Y, x),
+    np.isfinite: lambda x: np.isfinite(x),
+    np.isnan: lambda x: np.isnan(x),
+    np.isinf: lambda x: np.isinf(x),
+    np.sign: lambda x: np.sign(x - 1),
+    np.floor: lambda x: np.floor(x * 3),
+    np.ceil: lambda x: np.ceil(x * 3),
+    np.rint: lambda x: np.rint(x * 3),
+    np.round: lambda x: np.round(x, 1),
+    np.around: lambda x: np.around(x * 3),
+    np.argsort: lambda x: np.argsort(x, axis=0),
+    np.argmax: lambda x: np.argmax(x, axis=1),
+    np.argmin: lambda x: np.argmin(x),
+    np.shape: lambda x: np.shape(x),
+    np.ndim: lambda x: np.ndim(x),
+    np.size: lambda x: np.size(x, 1),
+    np.result_type: lambda x: np.result_type(x, 1.0),
+    np.iscomplexobj: lambda x: np.iscomplexobj(x),
+    np.isrealobj: lambda x: np.isrealobj(x),
+    np.zeros_like: lambda x: np.zeros_like(x),
+    np.ones_like: lambda x: np.ones_like(x, dtype=np.float32),
+    np.empty_like: lambda x: np.empty_like(x).shape,
+    np.full_like: lambda x: np.full_like(x, 3.0),
+}
+
+
+def _key(k):
+    return f"{k[0].__name__}.{k[1]}" if isinstance(k, tuple) else k.__name__
+
+
+def test_every_dispatched_function_is_tested():
+    assert set(numpy_functions) == set(DIFFERENTIABLE) | set(CONSTANT)
+
+
+@pytest.mark.parametrize("key", list(DIFFERENTIABLE), ids=_key)
+def test_differentiable_numpy_function_on_a_constant_tensor(key):
+    f = DIFFERENTIABLE[key]
+    out = f(ea.tensor(X))
+    assert isinstance(out, ea.Tensor)
+    expected = f(X)
+    assert out.dtype == expected.dtype
+    assert_close(out.numpy(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("key", list(DIFFERENTIABLE), ids=_key)
+def test_differentiable_numpy_function_traced(key):
+    """The numpy code runs traced under ea.grad: its gradient is numpy's by central differences."""
+    f = DIFFERENTIABLE[key]
+    w = np.linspace(0.5, 1.5, np.size(f(X))).reshape(np.shape(f(X)))
+    g = ea.grad(lambda x: np.sum(f(x) * w))(X)
+    assert_close(g, numeric_grad(lambda x: np.sum(f(x) * w), X), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("key", list(CONSTANT), ids=_key)
+def test_non_differentiable_numpy_function(key):
+    f = CONSTANT[key]
+    expected = f(X)
+    got = f(ea.tensor(X))
+    if isinstance(expected, np.ndarray):
+        got = np.asarray(got.numpy() if isinstance(got, ea.Tensor) else got)
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        np.testing.assert_array_equal(got, expected)
+        # traced: under jit it is an equation of the program, replayed on new inputs
+        np.testing.assert_array_equal(ea.jit(f)(Y), f(Y))
+    else:
+        assert got == expected
+    # on a traced Tensor too, inside a differentiated function (which it does not change)
+    assert_close(ea.grad(lambda x: (f(x), np.sum(x * 2.0))[1])(X), np.full_like(X, 2.0))
+
+
+def test_comparisons_give_booleans_as_operators_do():
+    t = ea.tensor(X)
+    for op, fn in ((np.greater, lambda a: a > 1.0), (np.less_equal, lambda a: a <= 1.0)):
+        got, want = op(t, 1.0), fn(t)
+        assert type(got) is type(want) and np.array_equal(got, want)
+    inside = []
+    ea.grad(lambda x: inside.append((np.greater(x, 1.0), x > 1.0)) or np.sum(x))(X)
+    (got, want), *_ = inside
+    assert type(got) is type(want) and got.dtype == bool  # numpy booleans, or a staged Tensor under jit
+
+
+def test_mixed_arithmetic_with_the_ndarray_on_either_side():
+    a = np.arange(4.0)
+    f = lambda x: np.sum(a * x + x * a - a / x + a @ x + np.float64(2.0) * x)
+    ref = lambda x: np.sum(a * x + x * a - a / x + a @ x + 2.0 * x)
+    assert_close(ea.grad(f)(V), numeric_grad(ref, V))
+    assert isinstance(a - ea.tensor(V), ea.Tensor)
+
+
+def test_asarray_of_a_constant_tensor_still_works():
+    t = ea.tensor(X)
+    np.testing.assert_array_equal(np.asarray(t), X)
+    np.testing.assert_array_equal(np.array(t, dtype=np.float32), X.astype(np.float32))
+    with pytest.raises(TypeError, match="traced Tensor"):
+        ea.grad(lambda x: np.sum(np.asarray(x)))(X)
+
+
+def test_float32_stays_float32():
+    x = X.astype(np.float32)
+    f = lambda x: np.sum(np.exp(x) * 2.0 + np.mean(x, axis=0) + np.sort(x, axis=1) * np.float32(3))
+    assert f(ea.tensor(x)).dtype == np.float32
+    assert ea.grad(f)(x).dtype == np.float32
+
+
+def test_a_numpy_program_under_every_transformation():
+    def loss(w, b):
+        h = np.tanh(np.einsum("ij,j->i", X, w) + b)
+        return np.mean(np.square(h - 0.5)) + 0.1 * np.sum(np.abs(w))
+
+    w, b = V, 0.3
+    ref_g = numeric_grad(lambda w: loss(w, b), w)
+    assert_close(ea.grad(loss)(w, b), ref_g)
+    assert_close(ea.jacfwd(loss)(w, b), ref_g)
+    assert_close(ea.jacrev(loss)(w, b), ref_g)
+    h = ea.hessian(loss)(w, b)
+    assert_close(h, h.T)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda t: np.median(t), "numpy.median"),
+        (lambda t: np.linalg.norm(t), "numpy.linalg.norm"),
+        (lambda t: np.fmod(t, 2.0), "numpy.fmod"),
+        (lambda t: np.add.outer(t, t), "numpy.add.outer"),
+        (lambda t: np.subtract.reduce(t), "numpy.subtract.reduce"),
+    ],
+)
+def test_a_numpy_function_einad_does_not_implement_is_a_type_error_naming_it(call, name):
+    with pytest.raises(TypeError, match=rf"einad does not implement {name}\b"):
+        ea.grad(lambda x: np.sum(call(x)))(X)
+    # on a constant Tensor no derivative is at stake: numpy runs on its value
+    np.testing.assert_array_equal(call(ea.tensor(X)), call(X))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: np.sin(t, out=np.zeros((3, 4))),
+        lambda t: np.sum(t, out=np.zeros(())),
+        lambda t: np.add.reduce(t, out=np.zeros(4)),
+        lambda t: np.add(np.zeros((3, 4)), t, out=np.zeros((3, 4))),
+    ],
+)
+def test_out_is_a_type_error(call):
+    with pytest.raises(TypeError, match="out="):
+        call(ea.tensor(X))
+
+
+def test_writing_a_tensor_into_an_ndarray_in_place_is_a_type_error():
+    a = np.zeros(4)
+    with pytest.raises(TypeError, match="a = a \\+ t"):
+        a += ea.tensor(V)
+    np.testing.assert_array_equal(a, np.zeros(4))
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda t: np.sum(t, where=t > 1), "numpy.sum.*where"),
+        (lambda t: np.sin(t, where=np.ones((3, 4), bool)), "numpy.sin.*where"),
+        (lambda t: np.add(t, t, dtype=np.float32), "numpy.add.*dtype"),
+        (lambda t: np.reshape(t, (4, 3), order="F"), "order='C'"),
+        (lambda t: np.sort(t, order="x"), "order"),
+        (lambda t: np.where(t), "numpy.where"),
+    ],
+)
+def test_arguments_einad_cannot_honour_are_type_errors_naming_the_function(call, match):
+    with pytest.raises(TypeError, match=match):
+        call(ea.tensor(X))
