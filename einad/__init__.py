@@ -8,6 +8,7 @@ are built on one small tracing core.
 from . import linalg
 from .batching import vmap
 from .core import Tensor, no_grad
+from .custom import checkpoint, custom_jvp, custom_vjp
 from .errors import EinsumError, GradcheckError, TracerError
 from .jit import Program, jit
 from .ops import (
@@ -126,10 +127,13 @@ __all__ = [
     "arcsin",
     "arctan",
     "broadcast_to",
+    "checkpoint",
     "clip",
     "concatenate",
     "cos",
     "cosh",
+    "custom_jvp",
+    "custom_vjp",
     "diagonal",
     "divide",
     "dot",
