@@ -167,3 +167,75 @@ def test_custom_vjp_errors():
     bad_bwd.defvjp(lambda x: (x, None), lambda r, g: g)
     with pytest.raises(TypeError, match="one per argument"):
         ea.grad(lambda x: ea.sum(bad_bwd(x)))(X)
+
+
+# -- custom_jvp ------------------------------------------------------------------------------
+
+
+@ea.custom_jvp
+def log1pexp(x):
+    return ea.log(1.0 + ea.exp(x))
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * (1.0 - 1.0 / (1.0 + ea.exp(x)))
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@pytest.mark.filterwarnings("ignore:overflow")
+def test_custom_jvp_stable_gradient_at_1000():
+    with np.errstate(over="ignore"):
+        assert_close(ea.grad(log1pexp)(1000.0), 1.0)  # the plain formula gives nan
+        assert_close(ea.jvp(log1pexp, (np.array(1000.0),), (np.array(2.0),))[1], 2.0)
+        assert_close(ea.grad(ea.jit(log1pexp))(1000.0), 1.0)
+
+
+def test_custom_jvp_values_and_all_modes():
+    x = np.array([-2.0, 0.5, 3.0])
+    assert_close(log1pexp(x).numpy(), np.log1p(np.exp(x)))
+    assert_close(ea.jit(log1pexp)(x), np.log1p(np.exp(x)))
+    assert_close(ea.grad(lambda x: ea.sum(log1pexp(x)))(x), _sigmoid(x))
+    assert_close(ea.jacfwd(log1pexp)(x), np.diag(_sigmoid(x)))
+    assert_close(ea.jacrev(log1pexp)(x), np.diag(_sigmoid(x)))
+    assert_close(ea.vmap(ea.grad(log1pexp))(x), _sigmoid(x))
+    assert_close(ea.grad(lambda x: ea.sum(ea.vmap(log1pexp)(x)))(x), _sigmoid(x))
+    ea.gradcheck(lambda x: ea.sum(log1pexp(x) ** 2), x)
+
+
+def test_custom_jvp_second_order_differentiates_the_rule():
+    x = np.array([-2.0, 0.5, 3.0])
+    s = _sigmoid(x)
+    assert_close(ea.hessian(lambda x: ea.sum(log1pexp(x)))(x), np.diag(s * (1 - s)))
+    assert_close(ea.grad(lambda x: ea.sum(ea.grad(lambda x: ea.sum(log1pexp(x)))(x)))(x), s * (1 - s))
+    hv = ea.hvp(lambda x: ea.sum(log1pexp(x)), (x,), (np.ones(3),))[0]
+    assert_close(hv, s * (1 - s))
+
+
+def test_custom_jvp_rule_is_really_used():
+    @ea.custom_jvp
+    def f(x, y):
+        return x * y
+
+    f.defjvp(lambda p, t: (f(*p), 10.0 * t[0] + 100.0 * t[1]))  # not the true derivative
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    assert_close(ea.jvp(f, (x, y), (np.ones(2), np.zeros(2)))[1], [10.0, 10.0])
+    g = ea.grad(lambda x, y: ea.sum(f(x, y)), argnums=(0, 1))(x, y)
+    assert_close(g[0], [10.0, 10.0])
+    assert_close(g[1], [100.0, 100.0])
+    assert_close(ea.grad(ea.jit(lambda x: ea.sum(f(x, y))))(x), [10.0, 10.0])
+    graph = ea.make_graph(lambda x: f(x, y))(x)
+    assert [e.op for e in graph.equations] == ["custom_jvp_call"]
+
+
+def test_custom_jvp_errors():
+    @ea.custom_jvp
+    def no_rule(x):
+        return x
+
+    with pytest.raises(TypeError, match="defjvp"):
+        no_rule(X)
