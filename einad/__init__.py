@@ -11,6 +11,7 @@ from . import (
 )
 from .batching import vmap
 from .core import Tensor, no_grad
+from .custom import checkpoint, custom_jvp, custom_vjp
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
 from .indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
@@ -161,6 +162,7 @@ __all__ = [
     "argsort",
     "broadcast_to",
     "ceil",
+    "checkpoint",
     "clip",
     "concatenate",
     "conj",
@@ -170,6 +172,8 @@ __all__ = [
     "cosh",
     "cumprod",
     "cumsum",
+    "custom_jvp",
+    "custom_vjp",
     "diagonal",
     "divide",
     "dot",

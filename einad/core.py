@@ -65,6 +65,9 @@ KeepRule: TypeAlias = Callable[[list[bool]], tuple[Sequence[bool], bool]]
 BatchRule: TypeAlias = Callable[["Primitive", list[Any], list[bool], Params, int], Any]
 """``rule(prim, vals, batched, params, size)``: `prim` on values with a leading batch axis."""
 
+ResidualRule: TypeAlias = Callable[[Sequence[Any], Params], tuple[Any, Any]]
+"""``residual(vals, params)``: ``(out, saved)``, the result and what the VJP rule reads as `ans`."""
+
 
 class Primitive:
     """A named operation with an implementation on arrays.
@@ -92,6 +95,11 @@ keep_rules: dict[Primitive, KeepRule] = {}
 """``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
 batch_rules: dict[Primitive, BatchRule] = {}
 """How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
+residual_rules: dict[Primitive, ResidualRule] = {}
+"""How a reverse trace computes a primitive whose VJP reads values other than its result
+(`custom_vjp`'s residuals): instead of `bind`, ``residual(vals, params) -> (out, saved)``,
+computed with einad operations on the unboxed values (so lower traces record them); the
+node keeps `saved` in place of the result, and only the operands' `Meta`."""
 lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., Any]]] = {}
 """``lower(params, shapes)``: the primitive as a function of its arrays, with its plans made
 once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
@@ -110,6 +118,7 @@ def rules(
     vjp: VJPRule | None = None,
     keep: KeepRule | None = None,
     batch: BatchRule | None = None,
+    residual: ResidualRule | None = None,
 ) -> Primitive:
     """Enter `prim`'s rules in the tables (the one way rules are registered)."""
     if jvp is not None:
@@ -120,6 +129,8 @@ def rules(
         keep_rules[prim] = keep
     if batch is not None:
         batch_rules[prim] = batch
+    if residual is not None:
+        residual_rules[prim] = residual
     return prim
 
 
@@ -212,6 +223,11 @@ class ReverseTrace(Trace):
             else:
                 vals.append(a)
                 parents.append(None)
+        residual = residual_rules.get(prim)
+        if residual is not None:
+            out, saved = residual(vals, params)
+            node = Node(prim, params, tuple(parents), tuple(Meta(v) for v in vals), saved)
+            return _box(out, self, node, None)
         out = bind(prim, vals, params)
         if prim not in vjp_rules:
             if prim in zero_derivative or not any(p is not None for p in parents):
