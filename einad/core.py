@@ -35,7 +35,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
 
@@ -103,9 +103,14 @@ def rules(
     batch: BatchRule | None = None,
 ) -> Primitive:
     """Enter `prim`'s rules in the tables (the one way rules are registered)."""
-    for table, rule in ((jvp_rules, jvp), (vjp_rules, vjp), (keep_rules, keep), (batch_rules, batch)):
-        if rule is not None:
-            table[prim] = rule  # type: ignore[index]
+    if jvp is not None:
+        jvp_rules[prim] = jvp
+    if vjp is not None:
+        vjp_rules[prim] = vjp
+    if keep is not None:
+        keep_rules[prim] = keep
+    if batch is not None:
+        batch_rules[prim] = batch
     return prim
 
 
@@ -256,8 +261,11 @@ def trace_stack() -> list[Trace]:
     return stack
 
 
+_T = TypeVar("_T", bound=Trace)
+
+
 @contextmanager
-def tracing(trace: Trace) -> Iterator[Trace]:
+def tracing(trace: _T) -> Iterator[_T]:
     """Run a transformation's body under `trace`; the trace is dead once the body returns."""
     stack = trace_stack()
     stack.append(trace)
@@ -593,10 +601,10 @@ class Tensor:
         return _unbox_bool(ops.greater_equal(self, other))
 
     def __eq__(self, other: object) -> Any:
-        return _unbox_bool(ops.equal(self, other))
+        return _unbox_bool(ops.equal(self, cast("ArrayLike", other)))
 
     def __ne__(self, other: object) -> Any:
-        return _unbox_bool(ops.not_equal(self, other))
+        return _unbox_bool(ops.not_equal(self, cast("ArrayLike", other)))
 
     # -- methods mirroring the functions -------------------------------------
     def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
