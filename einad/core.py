@@ -91,6 +91,9 @@ keep_rules: dict[Primitive, KeepRule] = {}
 """``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
 batch_rules: dict[Primitive, BatchRule] = {}
 """How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
+lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., Any]]] = {}
+"""``lower(params, shapes)``: the primitive as a function of its arrays, with its plans made
+once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
 zero_derivative: set[Primitive] = set()
 """Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
 structured_vjp_rules: dict[Primitive, VJPRule] = {}

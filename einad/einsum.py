@@ -35,7 +35,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .core import Params, Primitive, Structured, Tensor, bind, rules
+from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
 from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
 from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
@@ -181,7 +181,11 @@ def _broadcast_view(spec: str, out: str, size: dict[str, int]) -> tuple[tuple[in
 
 def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
     """Contract two arrays by ``sa,sb->so``: one matmul, or one numpy.einsum pass."""
-    plan = _pair_plan(sa, sb, so, a.shape, b.shape)
+    return _run_pair(_pair_plan(sa, sb, so, a.shape, b.shape), a, b)
+
+
+def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
+    """Contract two arrays as `plan` says."""
     if plan.outer:
         if plan.pre_a is not None:
             a = np.einsum(plan.pre_a, a)
@@ -252,6 +256,45 @@ def _expression(text: str, shapes: tuple[Shape, ...], optimize: str | Path, memo
 
 
 einsum_p = Primitive("einsum", _einsum_impl)
+
+
+def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]:
+    """The einsum as a function of its arrays with every plan made now (for `einad.jit`)."""
+    inputs, output = params["inputs"], params["output"]
+    size = {c: d for spec, s in zip(inputs, shapes) for c, d in zip(spec, s)}
+    if any(0 in s for s in shapes) or len(shapes) == 1:
+        return functools.partial(_einsum_impl, **params)
+    if len(shapes) == 2:
+        plan = _pair_plan(inputs[0], inputs[1], output, tuple(shapes[0]), tuple(shapes[1]))
+        return functools.partial(_run_pair, plan)
+    steps = _plan(inputs, output, tuple(tuple(s) for s in shapes), params["optimize"], params["memory_limit"])
+    work = [tuple(s) for s in shapes]
+    runners: list[tuple[tuple[int, ...], Callable[..., Any]]] = []
+    for positions, ins, out in steps:
+        picked = [work[p] for p in positions]
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        work.append(tuple(size[c] for c in out))
+        if len(picked) == 2:
+            runners.append(
+                (positions, functools.partial(_run_pair, _pair_plan(ins[0], ins[1], out, *picked)))
+            )
+        else:
+            runners.append((positions, _expression(",".join(ins) + "->" + out, tuple(picked), "auto", None)))
+
+    def run(*arrays: Any) -> Any:
+        work = list(arrays)
+        for positions, step in runners:
+            picked = [work[p] for p in positions]
+            for p in sorted(positions, reverse=True):
+                del work[p]
+            work.append(step(*picked))
+        return work[0]
+
+    return run
+
+
+lower_rules[einsum_p] = _lower_einsum
 
 
 @functools.lru_cache(maxsize=4096)
@@ -510,6 +553,25 @@ def _check_path(path: Path, n: int) -> None:
         raise EinsumError(f"invalid contraction path {list(path)}: it leaves {left} operands, not 1")
 
 
+def _weak_scalar(x: Any) -> Any:
+    """The Python number `x` is, or holds under every trace (jit traces them weakly typed); else None."""
+    v = x
+    while type(v) is Tensor:
+        v = v._value
+    if type(v) is Staged:
+        v = v.concrete
+    return v if isinstance(v, (int, float, complex)) else None
+
+
+def _as_dtype(x: Any, dtype: Any) -> Any:
+    """A Python number as a 0-d array of `dtype` (a traced one by an `astype` operation)."""
+    if type(x) is not Tensor:
+        return np.asarray(x, dtype=dtype)
+    from .structural import astype_p
+
+    return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
+
+
 def einsum(
     subscripts: str, *operands: ArrayLike, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
 ) -> Tensor:
@@ -538,14 +600,12 @@ def einsum(
     if not isinstance(subscripts, str):
         raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
     ops_ = [to_operand(x) for x in operands]
-    if any(isinstance(x, (int, float, complex)) for x in ops_):
-        # Python numbers become 0-d arrays of the dtype numpy's promotion gives them
-        # next to the array operands (so float32 stays float32).
-        arrays = [dtype_of(x) for x in ops_ if not isinstance(x, (int, float, complex))]
-        ops_ = [
-            np.asarray(x, dtype=np.result_type(x, *arrays)) if isinstance(x, (int, float, complex)) else x
-            for x in ops_
-        ]
+    weak = [_weak_scalar(x) for x in ops_]
+    if any(w is not None for w in weak):
+        # Python numbers (also ones jit traces) take the dtype numpy's promotion gives
+        # them next to the array operands (so float32 stays float32).
+        arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
+        ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
     spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
     for k, axes in enumerate(spec.squeeze):
         if axes:

@@ -344,7 +344,8 @@ def stage(
     values = [concrete(x) for x in flat_args]
     if not weak_scalars:
         values = [np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v for v in values]
-    with tracing(StagingTrace()) as trace:
+    trace = StagingTrace()
+    with tracing(trace):
         boxed = [trace.new_input(v) for v in values]
         out = f(*tree_unflatten(in_tree, boxed))
         out_flat, out_tree = tree_flatten(out)

@@ -31,6 +31,9 @@ class TreeDef:
             and self.children == other.children
         )
 
+    def __hash__(self) -> int:
+        return hash((repr(self.kind), self.keys, self.children))
+
     def __repr__(self) -> str:
         if self.kind == "leaf":
             return "*"

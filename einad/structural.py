@@ -59,6 +59,20 @@ def stop_gradient(x: Any) -> Any:
     return bind(stop_gradient_p, (x,), {}) if type(x) is Tensor and x._trace is not None else x
 
 
+# -- ones_like: the seed of a gradient ------------------------------------------------
+
+ones_like_p = Primitive("ones_like", np.ones_like)
+zero_derivative.add(ones_like_p)
+
+
+def ones_like(x: Any) -> Any:
+    """Ones of `x`'s shape and dtype: an array, or an equation where `x` is staged (a program's
+    gradient seed stays symbolic, so its optimizer sees the ones)."""
+    if type(x) is Tensor and x._trace is not None:
+        return bind(ones_like_p, (x,), {})
+    return np.ones(shape_of(x), dtype=dtype_of(x))
+
+
 # -- reshape ---------------------------------------------------------------------
 
 reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape))

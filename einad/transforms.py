@@ -27,6 +27,7 @@ from .core import (
     value_of,
 )
 from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from .structural import ones_like
 from .util import Array, DTypeLike, Shape, dtype_of, shape_of
 
 ArgNums: TypeAlias = int | Sequence[int]
@@ -177,8 +178,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
         if dtype_of(out).kind == "c":
             raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
         if type(out) is Tensor and out._trace is trace and out._node is not None:
-            seed = np.ones((), dtype=dtype_of(out))
-            cts = {id(n): g for n, g in backward_pass([out._node], [seed], consume=True)}
+            cts = {id(n): g for n, g in backward_pass([out._node], [ones_like(out._value)], consume=True)}
         else:
             cts = {}
         taken: set[int] = set()

@@ -86,3 +86,38 @@ _hsettings.register_profile(
     "long", max_examples=1500, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
 )
 _hsettings.load_profile(_os.environ.get("EINAD_HYPOTHESIS_PROFILE", "ci"))
+
+
+# -- every transformation staged and compiled (issue 9) ----------------------------------------
+# A module that sets ``pytestmark = pytest.mark.usefixtures("jit_mode")`` runs each of its tests
+# twice: as written ("eager"), and with every transformation it calls wrapped in `ea.jit`
+# ("jit"), so the compiled program must give what eager mode gives.
+
+_TRANSFORMS = ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian")
+
+
+def _jitted_vjp(vjp):
+    def staged_vjp(f, *primals):
+        out = ea.jit(lambda *p: vjp(f, *p)[0])(*primals)
+        pull = ea.jit(lambda p, ct: vjp(f, *p)[1](ct))
+        return out, lambda ct: pull(list(primals), ct)
+
+    return staged_vjp
+
+
+@pytest.fixture(params=["eager", "jit"])
+def jit_mode(request, monkeypatch):
+    if request.param == "jit":
+        for name in _TRANSFORMS:
+            original = getattr(ea, name)
+            monkeypatch.setattr(ea, name, lambda f, *a, _t=original, **k: ea.jit(_t(f, *a, **k)))
+        monkeypatch.setattr(ea, "jacobian", ea.jacrev)
+        jvp, hvp = ea.jvp, ea.hvp
+        monkeypatch.setattr(ea, "jvp", lambda f, p, t: ea.jit(lambda p, t: jvp(f, p, t))(tuple(p), tuple(t)))
+        monkeypatch.setattr(
+            ea,
+            "hvp",
+            lambda f, p, t, mode="fwd-over-rev": ea.jit(lambda p, t: hvp(f, p, t, mode))(tuple(p), tuple(t)),
+        )
+        monkeypatch.setattr(ea, "vjp", _jitted_vjp(ea.vjp))
+    return request.param

@@ -11,6 +11,8 @@ from conftest import assert_close, check_op, numeric_grad, numeric_vjp
 
 import einad as ea
 
+pytestmark = pytest.mark.usefixtures("jit_mode")
+
 
 def _operands(shapes, seed=0):
     rng = np.random.default_rng(seed)

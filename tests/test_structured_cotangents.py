@@ -351,9 +351,8 @@ def test_the_staged_gradient_holds_one_dense_value():
     """Staged by make_graph, the cotangents are traced: the two spreads still add their
     sources (a length-n add) and the program makes one n×n value, the final spread.
 
-    Kills: disabling the mechanism (the program then holds the trace's dense spread
-    as an n×n constant, a second n×n spread and an n×n add), or `Spread.plus` returning
-    None (two n×n spreads and an n×n add).
+    Kills: disabling the mechanism, or `Spread.plus` returning None (either way the
+    program has two n×n spreads and an n×n add).
     """
     n = 6
     program = ea.make_graph(ea.grad(_case9))(RNG.standard_normal((n, n)))

@@ -8,6 +8,8 @@ from conftest import assert_close, numeric_grad, readonly
 
 import einad as ea
 
+pytestmark = pytest.mark.usefixtures("jit_mode")
+
 # -- the worked examples ------------------------------------------------------------------------
 
 

@@ -1,0 +1,279 @@
+"""`einad.jit`: stage a function once per signature, optimize it, compile it to Python, replay.
+
+The first call for an input signature (pytree structure, the shape and dtype
+of every array leaf, the type of every Python scalar, the values of the static
+arguments) stages the function into a `Graph` (`program.stage`), optimizes it
+(`passes.optimize`) and compiles it: each equation becomes one line of a
+generated Python function that calls the primitive's lowered form (its
+implementation with every plan, such as an einsum's contraction path and
+pairwise layouts, made at compile time) on plain arrays. No Tensor, node or
+trace exists at call time. Variables are deleted after their last use, so
+intermediates are freed as early as in eager mode.
+
+Called with traced arguments (``grad(jit(f))``, ``vmap(jit(f))``), a jitted
+function runs its cached program through the interpreter, so the enclosing
+transformation sees every equation, and `f`'s Python does not run again.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import linecache
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from .core import Staged, Tensor, lower_rules, strip
+from .einsum import einsum_p, spread_p
+from .errors import TracerError
+from .passes import optimize
+from .program import ClosedOverTracer, Graph, Lit, run_graph, stage
+from .pytree import TreeDef, tree_flatten, tree_unflatten
+from .structural import getitem_p, reshape_p, stop_gradient_p
+
+_programs = itertools.count()
+
+
+@dataclass(eq=False)
+class Program(Graph):
+    """An optimized, compiled program (what `jitted.lower(*args)` returns).
+
+    ``str(program)`` is the optimized listing; ``program.source`` is the Python
+    function it was compiled to; calling it runs the compiled function.
+    """
+
+    source: str = ""
+    fn: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        flat, td = tree_flatten(list(args))
+        if self.in_tree is not None and td != self.in_tree:
+            raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
+        assert self.fn is not None
+        out = self.fn(*[_raw(x) for x in flat])
+        return out if self.out_tree is None else tree_unflatten(self.out_tree, list(out))
+
+
+def _raw(x: Any) -> Any:
+    v = strip(x)
+    return v.concrete if type(v) is Staged else v
+
+
+# -- compiling a program to Python ------------------------------------------------------------
+
+
+def compile_graph(graph: Graph) -> Program:
+    """Generate and compile the straight-line Python function that runs `graph`."""
+    names: dict[str, str] = {}
+    namespace: dict[str, Any] = {}
+
+    def var(n: str) -> str:
+        if n not in names:
+            names[n] = f"v_{n}"
+        return names[n]
+
+    def atom(a: str | Lit) -> str:
+        if isinstance(a, Lit):
+            key = f"c{len(namespace)}"
+            namespace[key] = a.value
+            return key
+        return var(a)
+
+    for n, v in graph.const_values.items():
+        namespace[var(n)] = v
+    last_use: dict[str, int] = {}
+    for i, e in enumerate(graph.equations):
+        for a in e.inputs:
+            if isinstance(a, str):
+                last_use[a] = i
+    kept = {o for o in graph.outputs if isinstance(o, str)} | set(graph.const_values)
+    params = ", ".join(var(n) for n in graph.input_names)
+    lines = [f"def program({params}):"]
+    for i, e in enumerate(graph.equations):
+        fn = f"f{i}"
+        shapes = [graph.avals[a][0] if isinstance(a, str) else np.shape(a.value) for a in e.inputs]
+        lower = lower_rules.get(e.prim)
+        if lower is not None:
+            namespace[fn] = lower(e.params, shapes)
+        elif e.params:
+            namespace[fn] = functools.partial(e.prim.impl, **e.params)
+        else:
+            namespace[fn] = e.prim.impl
+        args = ", ".join(atom(a) for a in e.inputs)
+        lines.append(f"    {var(e.output)} = {fn}({args})  # {e.op}")
+        dead = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
+        if dead:
+            lines.append(f"    del {', '.join(var(a) for a in dead)}")
+    namespace["copy"], namespace["owned"] = np.array, _owned
+    outs = ", ".join(_returns(graph, [atom(o) for o in graph.outputs]))
+    lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
+    source = "\n".join(lines) + "\n"
+    filename = f"<einad program {next(_programs)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
+    base = {f.name: getattr(graph, f.name) for f in fields(Graph)}
+    return Program(**base, source=source, fn=namespace["program"])
+
+
+# Primitives whose result may be a view of their first operand (and so share its memory).
+_VIEWS = {reshape_p, getitem_p, stop_gradient_p, spread_p}
+
+
+def _roots(graph: Graph) -> dict[str, str]:
+    """For each variable, the variable whose memory it may share (itself when fresh)."""
+    root = {n: n for n in graph.input_names} | {n: n for n in graph.const_values}
+    for e in graph.equations:
+        first = e.inputs[0] if e.inputs else None
+        view = e.prim in _VIEWS or (e.prim is einsum_p and len(e.inputs) == 1)
+        root[e.output] = root[first] if view and isinstance(first, str) else e.output
+    return root
+
+
+def _returns(graph: Graph, exprs: list[str]) -> list[str]:
+    """The expressions returning the outputs: a copy where one could share memory with an
+    input, a constant or an earlier output, or be read-only (results are the caller's)."""
+    roots = _roots(graph)
+    external = set(graph.input_names) | set(graph.const_values)
+    seen: set[str] = set()
+    out = []
+    for o, expr in zip(graph.outputs, exprs):
+        root = roots[o] if isinstance(o, str) else None
+        if root is None or root in external or root in seen:
+            out.append(f"copy({expr})")
+        else:
+            out.append(expr if root == o else f"owned({expr})")
+            seen.add(root)
+    return out
+
+
+def _owned(x: Any) -> Any:
+    """`x`, or a copy when it is a read-only view (such as a broadcast)."""
+    return x if getattr(x, "flags", None) is None or x.flags.writeable else np.array(x)
+
+
+# -- jit -----------------------------------------------------------------------------------------
+
+
+def _traced_leaf(x: Any) -> bool:
+    """Whether jit traces this leaf (arrays, Tensors, numbers); other leaves are static."""
+    return type(x) is Tensor or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+
+
+def _leaf_signature(x: Any) -> Hashable:
+    if not _traced_leaf(x):
+        try:
+            hash(x)
+        except TypeError:
+            raise TypeError(
+                f"einad.jit traces arrays and numbers; a {type(x).__name__} argument is taken "
+                "as static and must then be hashable"
+            ) from None
+        return ("static", x)
+    v = _raw(x)
+    if isinstance(v, np.ndarray):
+        return ("array", v.shape, v.dtype.str)
+    if isinstance(v, (bool, int, float, complex)):
+        return ("python", type(v).__name__)  # weakly typed, as numpy's promotion treats it
+    return ("scalar", np.asarray(v).dtype.str)
+
+
+def jit(
+    f: Callable[..., Any],
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Callable[..., Any]:
+    """Compile `f`: trace it once per input signature, optimize, and replay the compiled program.
+
+    Args:
+        f: The function; its arguments and results may be pytrees of arrays.
+        static_argnums: Positional arguments that are not traced: their values
+            (hashable) are part of the signature, and Python may branch on them.
+        static_argnames: Keyword arguments that are not traced, likewise.
+
+    Returns:
+        A function with `f`'s signature, returning numpy arrays (pytrees of them)
+        at top level, and traced Tensors inside another transformation. It has
+        ``lower(*args, **kwargs)`` (the optimized `Program` for that signature)
+        and ``cache_size()`` (the number of compiled signatures).
+
+    Raises:
+        TracerError: When `f` turns a traced value into a Python bool, int or
+            float (an ``if`` on it): mark that argument static, or use `einad.where`.
+    """
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    cache: dict[Hashable, Program] = {}
+
+    def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, list[Any], TreeDef]:
+        pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
+        static = tuple((i, args[i]) for i in sorted(pos)) + tuple(
+            sorted((k, kwargs[k]) for k in names if k in kwargs)
+        )
+        try:
+            hash(static)
+        except TypeError:
+            raise TypeError("einad.jit's static arguments must be hashable") from None
+        dyn = (
+            [a for i, a in enumerate(args) if i not in pos],
+            {k: v for k, v in kwargs.items() if k not in names},
+        )
+        flat, tree = tree_flatten(dyn)
+        sig = tuple(_leaf_signature(x) for x in flat)
+        return (len(args), static, tree, sig), flat, tree
+
+    def build(args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], tree: TreeDef) -> Program:
+        pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
+
+        traced = [k for k, x in enumerate(flat) if _traced_leaf(x)]
+
+        def call(*leaves: Any) -> Any:
+            merged = list(flat)
+            for k, leaf in zip(traced, leaves):
+                merged[k] = leaf
+            dyn_args, dyn_kwargs = tree_unflatten(tree, merged)
+            it = iter(dyn_args)
+            full = [args[i] if i in pos else next(it) for i in range(len(args))]
+            return f(*full, **{**{k: kwargs[k] for k in names if k in kwargs}, **dyn_kwargs})
+
+        leaves = [flat[k] for k in traced]
+        graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
+        return compile_graph(optimize(graph))
+
+    def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Program | None, list[Any]]:
+        key, flat, _ = split(args, kwargs)
+        flat = [x for x in flat if _traced_leaf(x)]
+        program = cache.get(key)
+        if program is None:
+            try:
+                program = build(args, kwargs, *split(args, kwargs)[1:])
+            except ClosedOverTracer:
+                return None, flat  # f closes over an enclosing transformation's tracer: no program
+            cache[key] = program
+        return program, flat
+
+    @functools.wraps(f)
+    def jitted(*args: Any, **kwargs: Any) -> Any:
+        program, flat = program_for(args, kwargs)
+        if program is None:
+            return f(*args, **kwargs)
+        assert program.out_tree is not None
+        if any(type(x) is Tensor and x._trace is not None for x in flat):
+            out = run_graph(program, flat)  # the enclosing transformations see each equation
+            return tree_unflatten(program.out_tree, [o if type(o) is Tensor else np.asarray(o) for o in out])
+        assert program.fn is not None
+        out = program.fn(*[_raw(x) for x in flat])
+        return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
+
+    def lower(*args: Any, **kwargs: Any) -> Program:
+        """The optimized, compiled program for the signature of these arguments."""
+        program, _ = program_for(args, kwargs)
+        if program is None:
+            raise TracerError("this function closes over a value traced by an enclosing transformation")
+        return program
+
+    jitted.lower = lower  # type: ignore[attr-defined]
+    jitted.cache_size = lambda: len(cache)  # type: ignore[attr-defined]
+    return jitted

@@ -1,0 +1,326 @@
+"""ea.jit and staged programs: replay, retracing, static arguments, composition, TracerError.
+
+The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
+fixture in conftest.py); this file tests what is particular to staging.
+"""
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+from conftest import assert_close
+
+import einad as ea
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((4, 5))
+
+
+# -- replay where a frozen constant would be wrong -------------------------------------------------
+
+# losses whose derivative depends on signs, arg-max positions or shifts of the input
+VALUE_DEPENDENT = {
+    "relu": lambda x: ea.sum(ea.relu(x) * x),
+    "abs": lambda x: ea.sum(ea.abs(x) ** 3),
+    "max": lambda x: ea.sum(ea.max(x, axis=1) ** 2),
+    "min": lambda x: ea.min(x) * 3.0,
+    "maximum": lambda x: ea.sum(ea.maximum(x, 0.1 * x)),
+    "clip": lambda x: ea.sum(ea.clip(x, -0.5, 0.5) ** 2),
+    "where": lambda x: ea.sum(ea.where(x > 0, x**2, -x)),
+    "comparison": lambda x: ea.sum(x * (x > 0.2)),
+    "softmax": lambda x: ea.sum(ea.softmax(x, axis=1) * np.arange(5.0)),
+    "log_softmax": lambda x: ea.sum(ea.log_softmax(x) ** 2),
+    "logsumexp": lambda x: ea.logsumexp(x * 3.0, axis=0).sum(),
+    "prod": lambda x: ea.sum(ea.prod(x, axis=0)),
+    "sign": lambda x: ea.sum(ea.sign(x) * x**2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_DEPENDENT))
+def test_a_compiled_gradient_replays_on_inputs_with_other_signs_and_maxima(name):
+    f = VALUE_DEPENDENT[name]
+    g = ea.jit(ea.value_and_grad(f))
+    first = X
+    others = [-X, X[::-1].copy(), np.roll(X, 2, axis=1), X * np.array([1, -1, 1, -1, 1])]
+    g(first)
+    for x in others:
+        value, grad = g(x)
+        want_value, want_grad = ea.value_and_grad(f)(x)
+        assert_close(value, want_value)
+        assert_close(grad, want_grad)
+    assert g.cache_size() == 1
+
+
+@pytest.mark.parametrize("name", ["relu", "max", "where", "softmax", "prod"])
+def test_a_listed_gradient_program_runs_on_new_inputs(name):
+    f = VALUE_DEPENDENT[name]
+    graph = ea.make_graph(ea.grad(f))(X)
+    for x in (-X, X[::-1].copy()):
+        assert_close(graph(x), ea.grad(f)(x))
+
+
+def test_the_relu_gradient_program_stages_its_mask():
+    graph = ea.make_graph(ea.grad(lambda x: ea.sum(ea.relu(x))))(np.array([1.0, -1.0]))
+    assert "greater" in [e.op for e in graph.equations]
+    # no constant at all: the mask is computed from the input, the seed from the output
+    assert graph.consts == []
+    assert_close(graph(np.array([-1.0, 1.0])), [0.0, 1.0])
+
+
+def test_a_hessian_of_a_jitted_max_replays():
+    f = lambda x: ea.max(x) ** 2 + ea.sum(x**3)
+    h = ea.jit(ea.hessian(f))
+    for x in (np.array([1.0, 3.0, 2.0]), np.array([5.0, -1.0, 2.0])):
+        assert_close(h(x), ea.hessian(f)(x))
+
+
+# -- retracing -----------------------------------------------------------------------------------
+
+
+def counting(f):
+    runs = []
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return f(*args, **kwargs)
+
+    return counted, runs
+
+
+def test_f_runs_once_per_signature():
+    f, runs = counting(lambda x, y: ea.sum(x * y))
+    jf = ea.jit(f)
+    for _ in range(3):
+        jf(np.ones(3), np.ones(3))
+    assert len(runs) == 1 and jf.cache_size() == 1
+    jf(np.ones(4), np.ones(4))  # new shape
+    jf(np.ones(3, np.float32), np.ones(3, np.float32))  # new dtype
+    assert len(runs) == 3 and jf.cache_size() == 3
+    jf(np.zeros(3), np.full(3, 2.0))  # same signature, other values
+    assert len(runs) == 3
+
+
+def test_static_arguments_are_part_of_the_signature_and_may_drive_python():
+    def f(x, n, scale=1.0, mode="sum"):
+        y = x**n if n > 1 else x  # Python branches on static values
+        return ea.sum(y) * scale if mode == "sum" else ea.max(y) * scale
+
+    jf = ea.jit(f, static_argnums=1, static_argnames="mode")
+    x = np.array([1.0, 2.0, 3.0])
+    assert_close(jf(x, 2), 14.0)
+    assert_close(jf(x, 3), 36.0)
+    assert_close(jf(x, 1, mode="max"), 3.0)
+    assert_close(jf(x, 2, scale=2.0), 28.0)  # scale is traced: a keyword more is a new structure
+    assert_close(jf(x, 2, scale=3.0), 42.0)
+    assert jf.cache_size() == 4
+    with pytest.raises(TypeError, match="hashable"):
+        ea.jit(f, static_argnums=1)(x, [2])
+
+
+def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
+    f, runs = counting(lambda x, s: x * s)
+    jf = ea.jit(f)
+    x32 = np.ones(3, np.float32)
+    assert jf(x32, 2.0).dtype == np.float32
+    assert_close(jf(x32, 5.0), np.full(3, 5.0))
+    assert len(runs) == 1
+    assert jf(x32, 2).dtype == np.float32  # an int is another signature
+    assert len(runs) == 2
+    assert ea.jit(lambda x, s: ea.einsum("i,->i", x, s))(x32, 2.0).dtype == np.float32
+
+
+def test_float32_stays_float32_through_a_compiled_gradient():
+    x = np.ones((3, 4), np.float32)
+    w = np.ones((4, 2), np.float32)
+    gx, gw = ea.jit(ea.grad(lambda x, w: ea.sum(ea.tanh(x @ w)), (0, 1)))(x, w)
+    assert gx.dtype == np.float32 and gw.dtype == np.float32
+
+
+def test_pytrees_in_and_out():
+    params = {"w": np.ones((3, 2)), "b": np.zeros(2)}
+
+    def f(p, x):
+        return {"y": x @ p["w"] + p["b"], "n": [ea.sum(p["w"]), None]}
+
+    out = ea.jit(f)(params, np.ones((4, 3)))
+    assert set(out) == {"y", "n"} and out["n"][1] is None
+    assert_close(out["y"], np.full((4, 2), 3.0))
+    assert_close(out["n"][0], 6.0)
+    g = ea.jit(ea.grad(lambda p, x: ea.sum(f(p, x)["y"])))(params, np.ones((4, 3)))
+    assert_close(g["w"], np.full((3, 2), 4.0))
+    assert_close(g["b"], np.full(2, 4.0))
+
+
+def test_keyword_arguments_are_traced():
+    jf = ea.jit(lambda x, *, w: ea.sum(x * w))
+    assert_close(jf(np.ones(3), w=np.arange(3.0)), 3.0)
+    assert_close(ea.grad(lambda w: jf(np.ones(3), w=w))(np.arange(3.0)), np.ones(3))
+
+
+# -- composition -------------------------------------------------------------------------------------
+
+
+def loss(w, x):
+    return ea.sum(ea.softplus(x @ w) * ea.tanh(w[0]))
+
+
+W, XX = RNG.standard_normal(3), RNG.standard_normal((5, 3))
+
+
+def test_jit_and_grad_compose_in_both_orders_and_with_itself():
+    want = ea.grad(loss)(W, XX)
+    assert_close(ea.jit(ea.grad(loss))(W, XX), want)
+    assert_close(ea.grad(ea.jit(loss))(W, XX), want)
+    assert_close(ea.jit(ea.grad(ea.jit(loss)))(W, XX), want)
+    assert_close(ea.jit(ea.jit(loss))(W, XX), loss(W, XX).numpy())
+
+
+def test_transforming_a_jitted_function_does_not_rerun_its_python():
+    f, runs = counting(loss)
+    jf = ea.jit(f)
+    jf(W, XX)
+    assert len(runs) == 1
+    for transform in (ea.grad, ea.hessian, ea.jacfwd, ea.jacrev):
+        transform(jf)(W, XX)
+    ea.jvp(lambda w: jf(w, XX), (W,), (np.ones(3),))
+    assert len(runs) == 1
+
+
+@pytest.mark.parametrize("mode", ["fwd-over-rev", "rev-over-fwd", "rev-over-rev"])
+def test_hvp_under_jit_in_every_mode(mode):
+    v = RNG.standard_normal(3)
+    want = ea.hessian(loss)(W, XX) @ v
+    hv = ea.jit(lambda w, v: ea.hvp(loss, (w, XX), (v, np.zeros_like(XX)), mode=mode)[0])
+    assert_close(hv(W, v), want)
+    (inner,) = ea.hvp(ea.jit(lambda w: loss(w, XX)), (W,), (v,), mode=mode)
+    assert_close(inner, want)
+
+
+def test_jacobians_and_hessian_of_and_under_jit():
+    f = lambda w: ea.tanh(XX @ w) * w[1]
+    assert_close(ea.jit(ea.jacfwd(f))(W), ea.jacrev(f)(W))
+    assert_close(ea.jacrev(ea.jit(f))(W), ea.jacfwd(f)(W))
+    assert_close(ea.hessian(ea.jit(lambda w: loss(w, XX)))(W), ea.hessian(loss)(W, XX))
+
+
+def test_jit_inside_imperative_backward():
+    w = ea.tensor(W, requires_grad=True)
+    ea.jit(loss)(w, XX).backward()
+    assert_close(w.grad, ea.grad(loss)(W, XX))
+
+
+def test_a_closure_over_an_enclosing_tracer_still_differentiates():
+    def outer(w):
+        inner = ea.jit(lambda x: ea.sum(x @ w))  # closes over grad's tracer
+        return inner(XX)
+
+    assert_close(ea.grad(outer)(W), XX.sum(axis=0))
+
+
+# -- lower, source, results --------------------------------------------------------------------------
+
+
+def test_lower_gives_the_optimized_program_and_its_source():
+    jf = ea.jit(ea.grad(lambda x: ea.sum(ea.sin(x))))
+    program = jf.lower(np.ones(3))
+    assert isinstance(program, ea.Program) and isinstance(program, ea.Graph)
+    assert str(program).startswith("{ lambda")
+    assert "def program(" in program.source and "cos" in str(program)
+    assert_close(program(np.zeros(3)), np.ones(3))
+    assert jf.cache_size() == 1
+
+
+def test_results_are_fresh_writable_numpy_arrays():
+    x, C = np.arange(3.0), np.ones(2)
+    y, same, const = ea.jit(lambda x: (x, x, C))(x)
+    assert isinstance(y, np.ndarray)
+    assert not np.shares_memory(y, x) and not np.shares_memory(y, same)
+    assert not np.shares_memory(const, C)
+    y[0] = 7.0
+    assert x[0] == 0.0
+    g = ea.jit(ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (2, 3)))))(x)
+    g[0] = 1.0  # writable
+
+
+def test_compiled_program_frees_intermediates_after_their_last_use():
+    """The generated code deletes a variable after its last use: a chain of 12 steps on a
+    large array peaks at a few arrays, not twelve (fails if the `del` lines are dropped)."""
+    n = 1 << 17
+    x = np.ones(n)
+
+    def chain(x):
+        for _ in range(12):
+            x = ea.sin(x) + 1.0
+        return ea.sum(x)
+
+    jf = ea.jit(chain)
+    jf(x)
+    gc.collect()
+    tracemalloc.start()
+    jf(x)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * x.nbytes, peak / x.nbytes
+
+
+# -- TracerError -----------------------------------------------------------------------------------
+
+
+def branchy(x):
+    if ea.sum(x) > 0:
+        return ea.sum(x**2)
+    return ea.sum(-x)
+
+
+def test_python_control_flow_on_traced_values_raises_under_jit_but_works_under_grad():
+    x = np.array([1.0, 2.0])
+    assert_close(ea.grad(branchy)(x), 2 * x)  # eager: the value is known
+    assert_close(ea.grad(branchy)(-x), -np.ones(2))
+    with pytest.raises(ea.TracerError, match="static_argnums") as info:
+        ea.jit(branchy)(x)
+    assert isinstance(info.value, TypeError)
+    with pytest.raises(ea.TracerError):
+        ea.jit(lambda x: float(ea.sum(x)))(x)
+    with pytest.raises(ea.TracerError):
+        ea.jit(ea.grad(branchy))(x)
+    with pytest.raises(ea.TracerError):
+        ea.make_graph(branchy)(x)
+
+
+def test_a_leaked_tracer_raises_where_it_is_used():
+    saved = []
+
+    def f(x):
+        saved.append(x * 2.0)
+        return ea.sum(x)
+
+    ea.grad(f)(np.ones(3))
+    with pytest.raises(ea.TracerError, match="after that transformation returned"):
+        ea.grad(lambda y: ea.sum(saved[0] * y))(np.ones(3))
+    with pytest.raises(ea.TracerError):
+        ea.sum(saved[0])
+    with pytest.raises(ea.TracerError):
+        np.asarray(saved[0])
+    with pytest.raises(ea.TracerError):  # returned from another transformation
+        ea.jvp(lambda y: saved[0], (np.ones(3),), (np.ones(3),))
+
+
+def test_a_leaked_staged_value_raises_too():
+    saved = []
+    ea.jit(lambda x: saved.append(x) or ea.sum(x))(np.ones(2))
+    with pytest.raises(ea.TracerError):
+        ea.exp(saved[0])
+    ea.jvp(lambda x: saved.append(x) or x, (np.ones(2),), (np.ones(2),))
+    with pytest.raises(ea.TracerError):
+        ea.exp(saved[-1])
+
+
+def test_a_primitive_without_a_rule_for_a_mode_says_so():
+    from einad.core import Primitive, bind, rules
+
+    prim = rules(Primitive("half_rule", np.sin), jvp=lambda ts, ans, vals, p: ts[0] * np.cos(vals[0]))
+    f = lambda x: ea.sum(bind(prim, (x,), {}))
+    ea.jvp(f, (np.ones(2),), (np.ones(2),))
+    with pytest.raises(NotImplementedError, match="reverse-mode.*half_rule"):
+        ea.grad(f)(np.ones(2))
