@@ -816,7 +816,7 @@ def backward_pass(
         node = heapq.heappop(heap)[1]
         k = id(node)
         g = dense(cts.pop(k))
-        owned.discard(k)  # handed on: a rule may pass it to several parents
+        owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
         prim = node.prim
         if prim is None:
             leaves.append((node, g))
@@ -875,8 +875,6 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
         ct = ct.dense()
     c = _untraced(ct)
     if a is None or c is None:
-        from . import ops
-
         return ops.add(acc, ct), False
     if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
         np.add(a, c, out=a)
