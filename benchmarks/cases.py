@@ -1,4 +1,4 @@
-"""The cases of issues 4 and 9 (float64, fixed seeds).
+"""The cases of issues 4, 9 and 11 (float64, fixed seeds).
 
 Each case builds a `Problem`: its inputs (read-only arrays, so an engine that
 writes into them fails loudly), which of them are differentiated, the loss
@@ -11,6 +11,7 @@ Case 5 and case 6 have two parts each (5a/5b, 6a/6b); ``--cases 5`` picks both.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -343,6 +344,68 @@ def _trace_diag_case(quick: bool) -> Problem:
     return Problem(f"{n}x{n}", (A,), (0,), loss, fwd, vag)
 
 
+# -- 10: a network larger than memory, sliced (issue 11) -------------------------------------
+
+SLICED_EQ = "abc,ade,bdf,cef->"  # a tetrahedron: every pairwise path has a 4-index intermediate
+
+
+def _sliced_sizes(quick: bool) -> tuple[int, int]:
+    """(n, memory limit in elements). Full: n = 150, a 3.8 GiB unsliced intermediate under a
+    256 MiB limit; `EINAD_BENCH_SLICED_N` and `EINAD_BENCH_SLICED_LIMIT_MIB` override both."""
+    if quick:
+        return 12, 12**4 // 8
+    n = int(os.environ.get("EINAD_BENCH_SLICED_N", "150"))
+    mib = float(os.environ.get("EINAD_BENCH_SLICED_LIMIT_MIB", "256"))
+    return n, int(mib * 2**20) // 8
+
+
+def _sliced_case(quick: bool) -> Problem:
+    n, limit = _sliced_sizes(quick)
+    rng = np.random.default_rng(10)
+    ops = tuple(readonly(rng.standard_normal((n, n, n)) / n) for _ in range(4))
+    # manual: opt_einsum's path for the tetrahedron, (abc, ade) -> bcde first, sliced by hand
+    # along b into chunks whose bcde fits the limit; each chunk is a PairwiseContraction (its
+    # value and gradient keep only that chunk's intermediates), gradients added into the chunk.
+    width = max(1, limit // n**3)
+    chunks = [(lo, min(lo + width, n)) for lo in range(0, n, width)]
+    path = [(0, 1), (0, 2), (0, 1)]
+    plans: dict = {}
+
+    def plan(w: int) -> PairwiseContraction:
+        if w not in plans:
+            plans[w] = PairwiseContraction(SLICED_EQ, [(n, w, n), (n, n, n), (w, n, n), (n, n, n)], path)
+        return plans[w]
+
+    def loss(ns, *ops):
+        return ns.einsum(SLICED_EQ, *ops, memory_limit=limit)
+
+    def fwd(A, B, C, D):
+        return sum(plan(hi - lo).value(A[:, lo:hi], B, C[lo:hi], D) for lo, hi in chunks)
+
+    def vag(A, B, C, D):
+        grads = [np.zeros_like(x) for x in (A, B, C, D)]
+        value = 0.0
+        for lo, hi in chunks:
+            v, (ga, gb, gc, gd) = plan(hi - lo).value_and_grad(A[:, lo:hi], B, C[lo:hi], D)
+            value += v
+            grads[0][:, lo:hi] += ga
+            grads[1] += gb
+            grads[2][lo:hi] += gc
+            grads[3] += gd
+        return value, tuple(grads)
+
+    gib = n**4 * 8 / 2**30
+    mib = 4 * n**3 * 8 / 2**20
+    size = (
+        f"n={n}: unsliced intermediate {gib:.3g} GiB, memory_limit {limit:,} elements "
+        f"({limit * 8 / 2**20:.3g} MiB), inputs {mib:.3g} MiB + gradients {mib:.3g} MiB; "
+        f"manual: {len(chunks)} slices of b"
+    )
+    why = "no sliced contraction: the unsliced intermediate alone is the size in the title"
+    skip = {e: why for e in ("opt_einsum", "autograd", "jax", "jax-jit", "torch")}
+    return Problem(size, ops, (0, 1, 2, 3), loss, fwd, vag, skip=skip, notes=SLICED_EQ)
+
+
 CASES = [
     Case("1", "matmul ij,jk->ik", _matmul_case),
     Case("2", "batch matmul bij,bjk->bik", _bmm_case),
@@ -355,6 +418,7 @@ CASES = [
     Case("7", "200 small ops (µs per op)", _chain_case),
     Case("8", "logistic-regression HVP", _hvp_case),
     Case("9", "trace(A) + Σ diagonal(A)²", _trace_diag_case),
+    Case("10", "sliced tensor network (memory_limit)", _sliced_case),
 ]
 
 

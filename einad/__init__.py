@@ -5,8 +5,11 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-from .core import Tensor
+from . import linalg
+from .batching import vmap
+from .core import Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
+from .expression import ContractExpression, contract_expression, contract_path
 from .jit import Program, jit
 from .ops import (
     abs,
@@ -76,6 +79,7 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
+from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .testing import gradcheck
 from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
 from .util import ArrayLike, DTypeLike
@@ -87,11 +91,16 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
     """Make a Tensor from array-like `data` (float64 for Python floats, as numpy).
 
     With ``requires_grad=True`` the tensor is a leaf of the imperative graph:
-    call ``y.backward()`` on a result and read ``tensor.grad``.
+    call ``y.backward()`` on a result and read ``tensor.grad``. The derivative
+    transformations (`einad.grad`, `einad.vjp`, ...) take such a tensor as its
+    value and return numpy arrays; `einad.jit` records into the imperative graph,
+    so ``ea.jit(loss)(w).backward()`` works.
 
     Args:
-        data: A number, a nested list, a numpy array or a Tensor (its value is copied
-            out of any trace).
+        data: A number, a nested list, a numpy array or a Tensor. The value is
+            copied (as ``torch.tensor`` does): the Tensor never shares memory with
+            `data`, and in-place updates (``w -= ...`` under `no_grad`) give it a
+            new array, never writing into one.
         dtype: The numpy dtype; numpy's choice for `data` by default.
         requires_grad: Make the tensor a leaf whose gradient `Tensor.backward` accumulates.
             Needs a floating-point or complex dtype.
@@ -106,6 +115,7 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
 
 
 __all__ = [
+    "ContractExpression",
     "EinsumError",
     "GradcheckError",
     "Graph",
@@ -120,6 +130,8 @@ __all__ = [
     "broadcast_to",
     "clip",
     "concatenate",
+    "contract_expression",
+    "contract_path",
     "cos",
     "cosh",
     "diagonal",
@@ -146,6 +158,7 @@ __all__ = [
     "jvp",
     "less",
     "less_equal",
+    "linalg",
     "log",
     "log1p",
     "log_softmax",
@@ -160,10 +173,12 @@ __all__ = [
     "moveaxis",
     "multiply",
     "negative",
+    "no_grad",
     "not_equal",
     "outer",
     "power",
     "prod",
+    "register_pytree_node",
     "relu",
     "reshape",
     "sigmoid",
@@ -186,8 +201,12 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
+    "tree_flatten",
+    "tree_map",
+    "tree_unflatten",
     "value_and_grad",
     "var",
     "vjp",
+    "vmap",
     "where",
 ]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, tracing
-from .einsum import contract, einsum_p, spread, spread_p
+from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
+from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from .pytree import tree_flatten, tree_unflatten
 from .reductions import max_p, min_p, prod_p
@@ -37,7 +37,7 @@ from .structural import (
     where_p,
 )
 from .subscripts import fresh_symbols
-from .util import Shape, shape_of
+from .util import Shape, normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 
@@ -165,6 +165,7 @@ def _register() -> None:
     batch_rules.update(
         {
             einsum_p: _einsum,
+            sliced_einsum_p: _einsum,  # re-planned (and re-sliced) with the batch letter
             spread_p: _spread,
             reshape_p: _reshape,
             astype_p: _same,
@@ -187,33 +188,107 @@ _register()
 # -- vmap -------------------------------------------------------------------------------------
 
 
-def vmap(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Map `f` over the leading axis of every argument, in one traced run.
+def stacked(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`f` mapped over the leading axis of every argument; results are raw stacked values.
 
-    Every argument (a pytree of arrays) must have the same leading length.
-    Outputs get that leading axis too (an output that does not depend on the
-    inputs is broadcast along it).
+    The Jacobians use it to push a whole basis through the rules at once.
     """
+    return _vmap(f, 0, 0, raw=True)
 
+
+def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
+    """One axis (int or None) per leaf of `tree`, from `spec`: an int/None for a whole
+    subtree, or a container of the same kind as `tree` (JAX's prefix rule)."""
+    if spec is None or isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        return [spec] * len(tree_flatten(tree)[0])
+    if isinstance(spec, (tuple, list)) and isinstance(tree, (tuple, list)) and len(spec) == len(tree):
+        return [a for s, t in zip(spec, tree) for a in _leaf_axes(s, t, what)]
+    if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
+        flat_keys = tree_flatten({k: k for k in tree})[0]  # the order tree_flatten gives the values
+        return [a for k in flat_keys for a in _leaf_axes(spec[k], tree[k], what)]
+    raise ValueError(f"vmap {what}={spec!r} does not match the structure of {what[:-5]} {tree!r}")
+
+
+def _result(v: Any) -> Any:
+    """A result as the caller should see it: a traced Tensor, or a numpy array."""
+    if type(v) is Tensor:
+        return v if v._trace is not None else np.asarray(v._value)
+    return np.asarray(v)
+
+
+def vmap(
+    f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, *, raw: bool = False
+) -> Callable[..., Any]:
+    """Map `f` over an axis of its arguments, in one traced run (JAX's `vmap`).
+
+    Batching an einsum is adding one letter to its subscripts, so a mapped
+    contraction is one contraction; every other primitive has a batching rule
+    too (a loop over the batch is the fallback for ones without).
+
+    Args:
+        f: The function; its arguments and results may be pytrees of arrays.
+        in_axes: The axis to map of each argument: an int or None (not mapped)
+            for all, or a tuple with one entry per positional argument, each an
+            int, None, or a pytree of them matching that argument.
+        out_axes: Where the mapped axis goes in each result, likewise (None: the
+            result must not depend on the mapped arguments).
+
+    Returns:
+        The mapped function. At top level its results are numpy arrays; inside
+        another transformation, traced Tensors. It composes with `grad` (per-example
+        gradients: ``vmap(grad(loss), in_axes=(None, 0))``), `jit` and itself.
+
+    Raises:
+        ValueError: If the mapped axes have different lengths, or no argument is mapped.
+    """
+    return _vmap(f, in_axes, out_axes, raw=False)
+
+
+def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Callable[..., Any]:
     def mapped(*args: Any) -> Any:
+        spec = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        axes = _leaf_axes(tuple(spec), tuple(args), "in_axes")
         flat, td = tree_flatten(list(args))
-        sizes = {shape_of(x)[0] for x in flat}
+        sizes: set[int] = set()
+        values: list[Any] = []
+        for x, ax in zip(flat, axes):
+            v: Any = x if type(x) is Tensor and x._trace is not None else np.asarray(strip(x))
+            if ax is not None:
+                a = normalize_axis(ax, len(shape_of(v)), "in_axes")
+                sizes.add(shape_of(v)[a])
+                if a:
+                    v = moveaxis(v, a, 0)
+                    v = v if v._trace is not None else v._value
+            values.append(v)
+        if not sizes:
+            raise ValueError("vmap needs at least one mapped argument (in_axes is None for all)")
         if len(sizes) != 1:
-            raise ValueError(f"vmap needs one leading length across arguments, got {sorted(sizes)}")
+            raise ValueError(f"vmap needs one length along the mapped axes, got {sorted(sizes)}")
         size = sizes.pop()
         with tracing(BatchTrace(size)) as trace:
-            boxed = [_box(x if type(x) is Tensor else np.asarray(x), trace, None, None) for x in flat]
+            boxed = [v if ax is None else _box(v, trace, None, None) for v, ax in zip(values, axes)]
             out = f(*tree_unflatten(td, boxed))
             out_flat, out_td = tree_flatten(out)
+            oaxes = [0] * len(out_flat) if raw else _leaf_axes(out_axes, out, "out_axes")
             results: list[Any] = []
-            for o in out_flat:
-                if type(o) is Tensor and o._trace is trace:
-                    results.append(o._value)
+            for o, ax in zip(out_flat, oaxes):
+                batched = type(o) is Tensor and o._trace is trace
+                if ax is None:
+                    if batched:
+                        raise ValueError(
+                            "vmap: out_axes is None for a result that depends on the mapped arguments"
+                        )
+                    results.append(o)
+                    continue
+                if batched:
+                    v = o._value
                 else:
-                    from .structural import broadcast_raw
-
-                    v = o if type(o) is Tensor and o._trace is not None else np.asarray(o)
-                    results.append(broadcast_raw(v, (size,) + shape_of(v)))
-        return tree_unflatten(out_td, results)
+                    v = o if type(o) is Tensor and o._trace is not None else np.asarray(strip(o))
+                    v = broadcast_raw(v, (size,) + shape_of(v))
+                a = normalize_axis(ax, len(shape_of(v)), "out_axes")
+                if a:
+                    v = moveaxis(v, 0, a)
+                results.append(v)
+        return tree_unflatten(out_td, results if raw else [_result(r) for r in results])
 
     return mapped

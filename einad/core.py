@@ -33,9 +33,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ContextDecorator, contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
@@ -313,11 +314,55 @@ class ForwardTrace(Trace):
         return _box(out, self, None, tangent)
 
 
-# The imperative (PyTorch-style) graph: tensors made with requires_grad=True
-# live in this one reverse trace, the lowest of all levels. It never ends.
-IMPERATIVE = ReverseTrace(level=0)
+class ImperativeTrace(ReverseTrace):
+    """The imperative (PyTorch-style) graph that `Tensor.backward` differentiates.
+
+    Like any reverse trace, except that it records nothing while `no_grad` is
+    on: operations then see its Tensors as their values, and give constants.
+    """
+
+    __slots__ = ()
+
+    def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
+        if not grad_enabled():
+            return bind(prim, [value_of(a, self) for a in args], params)
+        return super().process(prim, args, params)
+
+
+# Tensors made with requires_grad=True live in this one trace, the lowest of all
+# levels. It never ends. grad, vjp, jvp and the Jacobians take its Tensors as their
+# values; ea.jit runs its program through it, so a jitted loss still backpropagates.
+IMPERATIVE = ImperativeTrace(level=0)
 
 _local = threading.local()
+
+
+def grad_enabled() -> bool:
+    """Whether the imperative graph records operations (False inside `no_grad`, on this thread)."""
+    return not getattr(_local, "no_grad", 0)
+
+
+class no_grad(ContextDecorator):
+    """Stop recording the imperative graph, as ``torch.no_grad``: a context manager or a decorator.
+
+    Inside, operations on tensors that require grad record nothing: their
+    results are constants. Use it to update parameters in place::
+
+        with ea.no_grad():
+            w -= lr * w.grad  # w stays a leaf that requires grad
+        w.grad = None
+
+    It concerns the imperative graph only (`Tensor.backward`), on the current
+    thread: transformations (`einad.grad`, `einad.jit`, ...) called inside it
+    work as anywhere else, and inside a transformed function it does not stop
+    that transformation's derivative (use `einad.stop_gradient` there).
+    """
+
+    def __enter__(self) -> None:
+        _local.no_grad = getattr(_local, "no_grad", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _local.no_grad -= 1
 
 
 def trace_stack() -> list[Trace]:
@@ -422,13 +467,16 @@ class Tensor:
     Make one with `einad.tensor`. Operators and methods call einad operations,
     so everything a Tensor does is differentiable.
 
-    Attributes:
-        grad: For a tensor made with ``requires_grad=True``, the gradient
-            accumulated by `backward` (a numpy array of the tensor's shape);
-            None until then.
+    Imperative use, as in PyTorch: a tensor made with ``requires_grad=True``
+    is a leaf of the imperative graph; `backward` accumulates into its
+    `grad`. In-place operators (``-=``, ``+=``, ``*=``, ``/=``, ``**=``,
+    ``@=``) give the tensor a new array (never writing into one); on a leaf
+    that requires grad they are allowed only under `einad.no_grad`, where the
+    tensor stays the same leaf. Inside a transformation ``x -= y`` is
+    ``x = x - y``.
     """
 
-    __slots__ = ("__weakref__", "_node", "_tangent", "_trace", "_value", "grad")
+    __slots__ = ("__weakref__", "_grad", "_node", "_tangent", "_trace", "_value")
     __array_ufunc__ = None  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
     __array_priority__ = 1000
 
@@ -436,22 +484,16 @@ class Tensor:
     _trace: Trace | None
     _node: Node | None
     _tangent: Any
-    grad: Array | None
+    _grad: Array | None
 
     def __init__(self, data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> None:
-        value = as_array(data, dtype)
-        if requires_grad and not np.issubdtype(value.dtype, np.inexact):
-            raise TypeError(
-                f"only floating-point or complex tensors can require gradients, got dtype {value.dtype}"
-            )
-        self._value = value
-        self._trace = IMPERATIVE if requires_grad else None
+        self._value = as_array(data, dtype, copy=True)  # the Tensor's own array, as torch.tensor's
+        self._trace = None
         self._node = None
         self._tangent = None
-        self.grad = None
+        self._grad = None
         if requires_grad:
-            self._node = leaf_node()
-            self._node.tensor = weakref.ref(self)
+            self.requires_grad_()
 
     # -- attributes -----------------------------------------------------
     @property
@@ -478,8 +520,89 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        """Whether the tensor belongs to the imperative graph that `backward` differentiates."""
+        """Whether the tensor belongs to the imperative graph that `backward` differentiates.
+
+        Setting it is `requires_grad_`.
+        """
         return self._trace is IMPERATIVE
+
+    @requires_grad.setter
+    def requires_grad(self, requires_grad: bool) -> None:
+        self.requires_grad_(requires_grad)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make this tensor a leaf of the imperative graph (or a constant again), in place.
+
+        As PyTorch's: it returns the tensor itself, so ``w = ea.tensor(a).requires_grad_()``
+        works, and ``h.detach().requires_grad_()`` makes an intermediate result a leaf.
+
+        Args:
+            requires_grad: Whether `backward` should accumulate a gradient into it.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            TypeError: If the dtype is not floating-point or complex.
+            RuntimeError: If the tensor is traced by a transformation, or is a
+                computed (non-leaf) result and `requires_grad` is False.
+        """
+        trace = self._trace
+        if trace is not None and trace is not IMPERATIVE:
+            raise RuntimeError(
+                "requires_grad_() on a value traced by a transformation (einad.grad, jit, ...): "
+                "the transformation already differentiates its inputs"
+            )
+        if requires_grad == self.requires_grad:
+            return self
+        if not self.is_leaf:
+            raise RuntimeError(
+                "requires_grad_(False) on a tensor computed from tensors that require grad: "
+                "only leaves can change it; use detach() for a constant with this value"
+            )
+        if requires_grad:
+            if not np.issubdtype(self.dtype, np.inexact):
+                raise TypeError(
+                    f"only floating-point or complex tensors can require gradients, got dtype {self.dtype}"
+                )
+            self._trace = IMPERATIVE
+            self._node = leaf_node()
+            self._node.tensor = weakref.ref(self)
+        else:
+            if self._node is not None:
+                self._node.tensor = None  # a graph recorded before no longer fills its .grad
+            self._trace = self._node = None
+        return self
+
+    @property
+    def grad(self) -> Array | None:
+        """The gradient `backward` accumulated into this leaf: a numpy array of its shape, or None.
+
+        None until the first `backward` reaching the tensor, and on tensors that
+        do not require grad. Set it to None to start accumulating afresh. On a
+        computed (non-leaf) tensor it is None, with a `UserWarning`: `backward`
+        fills leaves only.
+        """
+        if self._trace is IMPERATIVE and not self.is_leaf:
+            warnings.warn(
+                "the .grad of a tensor that is not a leaf is None: backward() accumulates gradients "
+                "into leaves only (tensors made with requires_grad=True). For the gradient of an "
+                "intermediate result h, make it a leaf (h = h.detach().requires_grad_()) before "
+                "using it, or use einad.grad / einad.vjp",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: ArrayLike | None) -> None:
+        if value is None:
+            self._grad = None
+            return
+        g = as_array(value)
+        if g.shape != self.shape:
+            raise ValueError(f"a gradient of shape {g.shape} for a tensor of shape {self.shape}")
+        self._grad = g.astype(self.dtype, copy=False)
 
     @property
     def is_leaf(self) -> bool:
@@ -489,8 +612,6 @@ class Tensor:
     @property
     def T(self) -> Tensor:
         """The transpose (axes reversed), as `einad.transpose`."""
-        from . import ops
-
         return ops.transpose(self)
 
     def numpy(self) -> Array:
@@ -498,8 +619,12 @@ class Tensor:
         return np.asarray(strip(self))
 
     def detach(self) -> Tensor:
-        """A new constant Tensor with this value and no derivative."""
-        return Tensor(strip(self))
+        """A new Tensor with this value (sharing its memory) and no derivative.
+
+        Outside transformations it is a constant that requires no grad, as
+        PyTorch's ``detach``; on a traced value it is `einad.stop_gradient`.
+        """
+        return ops.stop_gradient(self)
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
         if self._trace is not None and self._trace is not IMPERATIVE:
@@ -561,7 +686,7 @@ class Tensor:
         return bool(self._number())
 
     def item(self) -> Any:
-        """The value of a one-element tensor as a Python number."""
+        """The value of a one-element tensor as a Python number (ValueError for more elements)."""
         v = self._number()
         return np.asarray(v).item() if type(v) is not Staged else float(v)
 
@@ -583,7 +708,10 @@ class Tensor:
         """
         root = self._node
         if self._trace is not IMPERATIVE or root is None:
-            raise RuntimeError("backward() needs a tensor computed from tensors made with requires_grad=True")
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn: backward() "
+                "needs a tensor computed, outside no_grad, from tensors made with requires_grad=True"
+            )
         if cotangent is None:
             if self.shape != ():
                 raise TypeError(
@@ -602,7 +730,7 @@ class Tensor:
             g = np.asarray(strip(g)).astype(leaf.dtype, copy=False)
             if g.shape != leaf.shape:
                 g = np.broadcast_to(g, leaf.shape)
-            leaf.grad = np.array(g) if leaf.grad is None else leaf.grad + g
+            leaf._grad = np.array(g) if leaf._grad is None else leaf._grad + g
 
     # -- operators ----------------------------------------------------------
     def __add__(self, other: ArrayLike) -> Tensor:
@@ -640,6 +768,60 @@ class Tensor:
 
     def __rmatmul__(self, other: ArrayLike) -> Tensor:
         return ops.matmul(other, self)
+
+    # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
+    # tensor takes the new value and stays the same leaf. Traced by a transformation,
+    # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
+    def __iadd__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.add, other, "+=")
+
+    def __isub__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.subtract, other, "-=")
+
+    def __imul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.multiply, other, "*=")
+
+    def __itruediv__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.divide, other, "/=")
+
+    def __ipow__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.power, other, "**=")
+
+    def __imatmul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
+        return self._inplace(ops.matmul, other, "@=")
+
+    def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:
+        """``self op= other``: this tensor takes the result's value, never writing into an array.
+
+        The new value is a new array (the old one, perhaps the user's, and every
+        graph that recorded it are left as they were). Under `no_grad` the tensor
+        keeps its place in the imperative graph; otherwise it becomes the result
+        (a constant updated by a tensor that requires grad then requires grad).
+        """
+        trace = self._trace
+        if trace is not None and trace is not IMPERATIVE:
+            return op(self, other)
+        recording = grad_enabled()
+        if recording and trace is IMPERATIVE and self.is_leaf:
+            raise RuntimeError(
+                f"a leaf tensor that requires grad is being used in an in-place operation ({symbol}): "
+                "update parameters inside `with einad.no_grad():`"
+            )
+        out = op(self, other)
+        if out._trace is not None and out._trace is not IMPERATIVE:
+            return out  # `other` is traced by a transformation: a new value, `self` untouched
+        if out.shape != self.shape:
+            raise ValueError(
+                f"in-place {symbol} would change the tensor's shape from {self.shape} to {out.shape}"
+            )
+        if out.dtype != self.dtype:
+            if not np.can_cast(out.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"in-place {symbol} cannot cast the result's {out.dtype} to {self.dtype}")
+            out = out.astype(self.dtype)
+        self._value = out._value
+        if recording:
+            self._trace, self._node = out._trace, out._node
+        return self
 
     def __neg__(self) -> Tensor:
         return ops.negative(self)
@@ -743,7 +925,7 @@ def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Te
     t._trace = trace
     t._node = node
     t._tangent = tangent
-    t.grad = None
+    t._grad = None
     return t
 
 
@@ -759,14 +941,23 @@ def strip(x: Any) -> Any:
     return x
 
 
-def as_array(data: ArrayLike, dtype: DTypeLike | None = None) -> Array:
-    """Convert user data to a numeric numpy array, or raise TypeError."""
+def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False) -> Array:
+    """Convert user data to a numeric numpy array (a new one with `copy`), or raise TypeError."""
     if type(data) is Tensor:
         data = strip(data)
-    arr = np.asarray(data, dtype=dtype)
+    arr = np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")
     return arr
+
+
+def traced(x: Any) -> bool:
+    """Whether `x` is a Tensor of a transformation (not a constant, not of the imperative graph).
+
+    The differentiating transformations take the other Tensors as their values:
+    they return numpy arrays at top level even for inputs that require grad.
+    """
+    return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
 
 
 def value_of(x: Any, trace: Trace) -> Any:

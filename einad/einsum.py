@@ -30,28 +30,50 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import opt_einsum as oe
 
 from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
-from .subscripts import fresh_symbols, pairwise_steps, parse, unique, vjp_spec
-from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value, dtype_of, shape_of, to_operand, wrap
+from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule
+from .slicing import plan as slice_plan
+from .subscripts import (
+    Names,
+    fresh_symbols,
+    from_sublists,
+    numpy_subscripts,
+    pairwise_steps,
+    parse,
+    unique,
+    vjp_spec,
+)
+from .util import (
+    Array,
+    ArrayLike,
+    Axis,
+    DTypeLike,
+    Shape,
+    Value,
+    dtype_of,
+    integer,
+    normalize_axes,
+    normalize_axis,
+    shape_of,
+    to_operand,
+    wrap,
+)
 
-Path: TypeAlias = tuple[tuple[int, ...], ...]
-"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
+Optimize: TypeAlias = bool | str | Sequence[Any] | Callable[..., Any] | None
+"""einsum's `optimize`: True/False/None, an opt_einsum strategy name, an explicit path,
+or a path-optimizer object (opt_einsum's ``PathOptimizer``s, cotengra's optimizers)."""
 
-Optimize: TypeAlias = bool | str | Sequence[Any] | None
-"""einsum's `optimize`: True/False/None, an opt_einsum strategy name, or an explicit path."""
+Strategy: TypeAlias = str | Path | Callable[..., Any]
+"""A normalized `optimize`: a strategy name, an explicit path, or an optimizer object."""
 
-MemoryLimit: TypeAlias = int | Literal["max_input"] | None
 # A path's pairwise steps: (positions to pop, their subscripts, the step's output).
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
-"""opt_einsum's `memory_limit`: the largest intermediate's size in elements."""
-
-_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 # -- executing a contraction on arrays -------------------------------------------
@@ -83,7 +105,7 @@ class _PairPlan:
         "view_b",
     )
 
-    text: str  # the step as "sa,sb->so"
+    text: str  # the step as "sa,sb->so" (in letters numpy.einsum knows, as pre_a and pre_b)
     outer: bool  # nothing contracted: a broadcast multiply
     view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
     view_b: tuple[tuple[int, ...], Shape]
@@ -112,7 +134,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     right = [c for c in so if c in rb and c not in ra]
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
-    plan.text = f"{sa},{sb}->{so}"
+    plan.text = numpy_subscripts(f"{sa},{sb}->{so}")
     # Nothing contracted: a broadcast multiply writes the output in its own layout.
     plan.outer = not inner
     if plan.outer:
@@ -125,8 +147,8 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     )
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
-    plan.pre_a = f"{sa}->{ra}" if ra != sa else None
-    plan.pre_b = f"{sb}->{rb}" if rb != sb else None
+    plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
+    plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
 
     def prod(cs: list[str]) -> int:
         return int(np.prod([size[c] for c in cs], dtype=np.int64))
@@ -224,7 +246,7 @@ def _einsum_impl(
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
             return np.zeros(tuple(size[c] for c in output), dtype=np.result_type(*arrays))
     if len(arrays) == 1:
-        return np.einsum(inputs[0] + "->" + output, arrays[0])
+        return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
@@ -309,7 +331,10 @@ def _plan(
     try:
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
     except (ValueError, KeyError, TypeError) as err:
-        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+        # not naming `text`: its letters may be einad's, not the user's
+        raise EinsumError(
+            f"cannot plan a contraction of {len(inputs)} operands with optimize={optimize!r}: {err}"
+        ) from None
     except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=memory_limit)
     return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
@@ -319,15 +344,24 @@ def contract(
     inputs: tuple[str, ...],
     output: str,
     operands: Sequence[Value],
-    optimize: str | Path = "auto",
+    optimize: Strategy = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Value:
     """Contract canonical subscripts; returns a raw array when nothing is traced.
 
     This is the internal entry point the rules use; `einsum` parses and wraps.
+    An optimizer object is asked for its path once (`slicing.object_path`); with
+    a `memory_limit` that no pairwise path meets, the contraction is sliced
+    (`slicing.plan`) and bound as one `sliced_einsum_p` equation.
     """
     if len(operands) == 1 and inputs[0] == output:
         return operands[0]
+    shapes = tuple(shape_of(x) for x in operands)
+    if not isinstance(optimize, (str, tuple)):
+        optimize = object_path(optimize, inputs, output, shapes)
+    if memory_limit is not None and len(operands) > 2:
+        path, slices = slice_plan(inputs, output, shapes, optimize, memory_limit)
+        return contract_planned(inputs, output, operands, path, slices, memory_limit)
     traced = any(type(x) is Tensor and x._trace is not None for x in operands)
     if not traced or len(operands) <= 2:
         return bind(
@@ -335,9 +369,34 @@ def contract(
             operands,
             {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
         )
-    steps = _plan(inputs, output, tuple(shape_of(x) for x in operands), optimize, memory_limit)
+    steps = _plan(inputs, output, shapes, optimize, memory_limit)
     result: Value = _follow(steps, operands, _traced_step)
     return result
+
+
+def contract_planned(
+    inputs: tuple[str, ...],
+    output: str,
+    operands: Sequence[Value],
+    path: Path,
+    slices: Slices,
+    memory_limit: MemoryLimit,
+) -> Value:
+    """Contract along a planned `path`: one sliced equation when `slices`, else as `contract`.
+
+    `memory_limit` is kept in a sliced equation's parameters, so the contractions
+    its derivatives make are planned within it too.
+    """
+    if slices:
+        params = {
+            "inputs": inputs,
+            "output": output,
+            "optimize": path,
+            "memory_limit": memory_limit,
+            "slices": slices,
+        }
+        return bind(sliced_einsum_p, operands, params)
+    return contract(inputs, output, operands, path)
 
 
 def _traced_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
@@ -362,7 +421,7 @@ def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Array:
     if u == dst:
         return np.broadcast_to(x, shape)
     out = np.zeros(shape, dtype=x.dtype)
-    np.einsum(dst + "->" + u, out)[...] = x  # a writable view of the diagonal
+    np.einsum(numpy_subscripts(dst + "->" + u), out)[...] = x  # a writable view of the diagonal
     return out
 
 
@@ -371,7 +430,7 @@ def _spread_source(x: Any, src: str, dst: str, shape: Shape) -> tuple[str, Array
     u, present, view = _spread_layout(src, dst, shape)
     x = np.asarray(x)
     if present != src:
-        x = np.einsum(src + "->" + present, x)
+        x = np.einsum(numpy_subscripts(src + "->" + present), x)
     return u, x.reshape(view)
 
 
@@ -458,7 +517,7 @@ class Spread(Structured):
 
     def add_into(self, buf: Array) -> None:
         u, x = _spread_source(_plain(self.x), self.src, self.dst, self.shape)
-        view = buf if u == self.dst else np.einsum(self.dst + "->" + u, buf)  # writable
+        view = buf if u == self.dst else np.einsum(numpy_subscripts(self.dst + "->" + u), buf)  # writable
         np.add(view, x, out=view)
 
 
@@ -513,6 +572,319 @@ def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 rules(einsum_p, structured_vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
 
 
+# -- sliced contractions: one equation, the gradient one sweep -------------------------------
+#
+# A sliced einsum (`slicing.plan` chose its path and slices) is one equation of
+# ``sliced_einsum_p``: its implementation contracts slice by slice along the
+# path and accumulates. Its VJP is one ``einsum_vjp_p`` equation: per slice, it
+# recomputes that slice's intermediates and pulls the cotangent back through
+# them, adding each operand's gradient into its slice, so the backward pass
+# keeps to the limit too (a checkpoint of each slice, not of the whole). Its
+# result packs the gradients of the operands `wrt` into one flat array that
+# ``unpack_p`` views one by one. The JVP of a sliced einsum is the sum of sliced
+# einsums with a tangent in one operand's place; the rules of ``einsum_vjp_p``
+# are again sliced einsums and sweeps, so the derivative program differentiates
+# again, to any order.
+
+
+def _is_looped(s: Schedule, i: int) -> bool:
+    return i >= len(s.inputs) and i in s.varies
+
+
+def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequence[Any], shape: Shape) -> Any:
+    """The cotangent of operand `j` (of `shape`) of the step ``ins -> out``: the permuted
+    subscripts, reading every operand but `j`."""
+    spec, kept, target = _vjp_spec(ins, out, j)
+    others = list(operands[:j]) + list(operands[j + 1 :])
+    r = _einsum_impl(ct, *others, inputs=spec, output=kept)
+    if kept != target:
+        r = _spread_impl(r, kept, target, shape)
+    return r
+
+
+def _run_sliced(s: Schedule, arrays: Sequence[Any]) -> Any:
+    """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
+    n = len(s.inputs)
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    left = {a for t in s.looped for a in s.steps[t].args}  # hoisted values the loop reads
+    for t in s.hoisted:
+        st = s.steps[t]
+        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+        for a in st.args:
+            if a >= n and a not in left:
+                del vals[a]
+    sizes = dict(s.sizes)
+    result = np.zeros(tuple(sizes[c] for c in s.output), dtype=np.result_type(*arrays))
+    final = s.steps[-1].result
+    for ranges in s.ranges():
+        local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
+        for t in s.looped:
+            st = s.steps[t]
+            picked = [local.pop(a) if a in local else vals[a] for a in st.args]
+            local[st.result] = _raw_step(st.ins, st.out, picked)
+            del picked
+        result[s.index(s.output, ranges)] += local.pop(final)
+    return result
+
+
+def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) -> None:
+    """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]``.
+
+    Per slice: recompute the slice's intermediates that the pullbacks read (all
+    but the last when every operand is differentiated: `Schedule.rerun`), then
+    pull the slice of `g` back through the looped steps, adding each operand's
+    cotangent into its slice of the gradient; hoisted values get their
+    cotangents accumulated over the slices and are pulled back once at the end.
+    """
+    n = len(s.inputs)
+    need = s.needs(frozenset(grads))
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    for t in s.hoisted:
+        st = s.steps[t]
+        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+    acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
+    for t in s.looped:
+        for a in s.steps[t].args:
+            if a >= n and a not in s.varies and a in need:
+                acc[a] = np.zeros(vals[a].shape, dtype=np.result_type(g, *arrays))
+    final = s.steps[-1].result
+    rerun = s.rerun(need)
+    sizes = dict(s.sizes)
+    for ranges in s.ranges():
+        local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
+        for t in s.looped:
+            st = s.steps[t]
+            if t in rerun:
+                local[st.result] = _raw_step(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
+        cot = {final: g[s.index(s.output, ranges)]}
+        for t in reversed(s.looped):
+            st = s.steps[t]
+            if st.result not in cot:  # no operand below it is differentiated
+                continue
+            ct = cot.pop(st.result)
+            # (a value that no pullback of this step reads was not recomputed: None)
+            operands: list[Any] = [
+                local.pop(a, None) if _is_looped(s, a) else local.get(a, vals.get(a)) for a in st.args
+            ]
+            specs = [s.inputs[a] if a < n else s.steps[a - n].out for a in st.args]
+            shapes = [
+                tuple(ranges[c][1] - ranges[c][0] if c in ranges else sizes[c] for c in x) for x in specs
+            ]
+            # Smallest first: the last pullback does not read its own operand, which is
+            # let go before it runs (a large intermediate and its cotangent never coexist).
+            order = sorted(
+                (j for j, a in enumerate(st.args) if a in need),
+                key=lambda j: int(np.prod(shapes[j], dtype=np.int64)),
+            )
+            for i, j in enumerate(order):
+                if i == len(order) - 1:
+                    operands[j] = None
+                a = st.args[j]
+                r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
+                if a < n:
+                    grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
+                elif a in s.varies:
+                    cot[a] = r
+                else:
+                    acc[a] += r
+                del r
+            del ct, operands
+    for t in reversed(s.hoisted):
+        st = s.steps[t]
+        if st.result not in acc:
+            continue
+        ct = acc.pop(st.result)
+        operands = [vals[a] for a in st.args]
+        for j, a in enumerate(st.args):
+            if a in need:
+                r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
+                if a < n:
+                    grads[a] += r
+                else:
+                    acc[a] = r
+
+
+def _sliced_impl(
+    *arrays: Any,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: Path,
+    memory_limit: MemoryLimit,
+    slices: Slices,
+) -> Any:
+    if any(a.size == 0 for a in arrays):
+        return _einsum_impl(*arrays, inputs=inputs, output=output)
+    return _run_sliced(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), arrays)
+
+
+sliced_einsum_p = Primitive("einsum", _sliced_impl)
+
+
+def _einsum_vjp_impl(
+    g: Any,
+    *arrays: Any,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: Path,
+    memory_limit: MemoryLimit,
+    slices: Slices,
+    wrt: tuple[int, ...],
+    zero: tuple[int, ...],
+) -> Array:
+    """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
+    the other into one flat array; the blocks of the operands in `zero` stay zero."""
+    g = np.asarray(g)
+    sizes = [int(np.prod(arrays[k].shape, dtype=np.int64)) for k in wrt]
+    flat = np.zeros(sum(sizes), dtype=np.result_type(g, *arrays))
+    grads: dict[int, Any] = {}
+    offset = 0
+    for k, size in zip(wrt, sizes):
+        if k not in zero:
+            grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
+        offset += size
+    if grads and g.size and all(a.size for a in arrays):
+        _sweep(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), g, arrays, grads)
+    return flat
+
+
+einsum_vjp_p = Primitive("einsum_vjp", _einsum_vjp_impl)
+
+
+def _unpack_impl(flat: Any, offset: int, shape: Shape) -> Any:
+    size = int(np.prod(shape, dtype=np.int64))
+    return flat[offset : offset + size].reshape(shape)
+
+
+def _place_impl(x: Any, offset: int, total: int) -> Array:
+    x = np.asarray(x)
+    out = np.zeros(total, dtype=x.dtype)
+    out[offset : offset + x.size] = x.reshape(-1)
+    return out
+
+
+unpack_p = Primitive("unpack", _unpack_impl)
+"""A block of a flat array, reshaped (a view): how a gradient comes out of `einsum_vjp_p`."""
+place_p = Primitive("place", _place_impl)
+"""A flat array of zeros holding `x`, raveled, at `offset`: the transpose of `unpack_p`."""
+
+rules(
+    unpack_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        bind(place_p, [g], {"offset": p["offset"], "total": shape_of(vals[0])[0]})
+    ],
+    jvp=lambda ts, ans, vals, p: bind(unpack_p, [ts[0]], p),
+    keep=lambda needed: ((False,), False),
+)
+rules(
+    place_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        bind(unpack_p, [g], {"offset": p["offset"], "shape": shape_of(vals[0])})
+    ],
+    jvp=lambda ts, ans, vals, p: bind(place_p, [ts[0]], p),
+    keep=lambda needed: ((False,), False),
+)
+
+
+def _forward_params(params: Params) -> Params:
+    return {k: params[k] for k in ("inputs", "output", "optimize", "memory_limit", "slices")}
+
+
+def _unpack(flat: Any, vals: Sequence[Any], wrt: tuple[int, ...]) -> list[Any]:
+    """Views of each operand's block of `flat` (the layout of `einsum_vjp_p`), cast to its dtype."""
+    out: list[Any] = [None] * len(vals)
+    offset = 0
+    for k in wrt:
+        shape = shape_of(vals[k])
+        r = bind(unpack_p, [flat], {"offset": offset, "shape": shape})
+        dt = dtype_of(vals[k])
+        out[k] = astype(r, dt) if dtype_of(r) != dt else r
+        offset += int(np.prod(shape, dtype=np.int64))
+    return out
+
+
+def _add(a: Any, b: Any) -> Any:
+    return b if a is None else a + b
+
+
+def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    wrt = tuple(k for k, n in enumerate(needed) if n)
+    flat = bind(einsum_vjp_p, [g, *vals], {**params, "wrt": wrt, "zero": ()})
+    return _unpack(flat, vals, wrt)
+
+
+def _sliced_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    out: Any = None
+    for k, t in enumerate(tangents):
+        if t is not None:
+            operands = list(vals)
+            operands[k] = t
+            out = _add(out, bind(sliced_einsum_p, operands, params))
+    return out
+
+
+def _reads_all(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """A sweep recomputes the contraction: it reads every operand (never the result)."""
+    return (any(needed),) * len(needed), False
+
+
+rules(sliced_einsum_p, vjp=_sliced_vjp, jvp=_sliced_jvp, keep=_reads_all)
+
+
+def _einsum_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    # Multilinear: the gradient block of operand k reads the cotangent and every
+    # operand but k, so a tangent in operand j's place leaves block j at zero.
+    g, operands = vals[0], list(vals[1:])
+    out: Any = None
+    if tangents[0] is not None:
+        out = bind(einsum_vjp_p, [tangents[0], *operands], params)
+    for j, t in enumerate(tangents[1:]):
+        if t is None:
+            continue
+        zero = tuple(sorted(set(params["zero"]) | ({j} & set(params["wrt"]))))
+        if set(params["wrt"]) <= set(zero):
+            continue
+        sub = list(operands)
+        sub[j] = t
+        out = _add(out, bind(einsum_vjp_p, [g, *sub], {**params, "zero": zero}))
+    return out
+
+
+def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    # <c, flat> = sum over blocks k of <g, contraction with c_k in operand k's place>:
+    # its gradient in g is that contraction, in operand j (j != k) the block j of a
+    # sweep over the same operands.
+    g, operands = vals[0], list(vals[1:])
+    forward = _forward_params(params)
+    want = tuple(j for j, n in enumerate(needed[1:]) if n)
+    dg: Any = None
+    flat: Any = None
+    offset = 0
+    for k in params["wrt"]:
+        shape = shape_of(operands[k])
+        size = int(np.prod(shape, dtype=np.int64))
+        if k in params["zero"]:
+            offset += size
+            continue
+        sub = list(operands)
+        sub[k] = bind(unpack_p, [c], {"offset": offset, "shape": shape})
+        offset += size
+        if needed[0]:
+            dg = _add(dg, bind(sliced_einsum_p, sub, forward))
+        if set(want) - {k}:
+            zero = (k,) if k in want else ()
+            flat = _add(flat, bind(einsum_vjp_p, [g, *sub], {**forward, "wrt": want, "zero": zero}))
+    out: list[Any] = [None] * len(vals)
+    if dg is not None:
+        dt = dtype_of(g)
+        out[0] = astype(dg, dt) if dtype_of(dg) != dt else dg
+    if flat is not None:
+        out[1:] = _unpack(flat, operands, want)
+    return out
+
+
+rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all)
+
+
 def astype(x: Value, dtype: DTypeLike) -> Value:
     from .structural import astype as _astype
 
@@ -522,12 +894,14 @@ def astype(x: Value, dtype: DTypeLike) -> Value:
 # -- the public einsum ------------------------------------------------------------------
 
 
-def _normalize_optimize(optimize: Optimize) -> str | Path:
+def _normalize_optimize(optimize: Optimize) -> Strategy:
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
         return "auto" if optimize is None else "naive"
     if isinstance(optimize, str):
+        return optimize
+    if callable(optimize):  # a PathOptimizer (opt_einsum, cotengra) or a path function
         return optimize
     if isinstance(optimize, (list, tuple)):
         steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
@@ -536,7 +910,8 @@ def _normalize_optimize(optimize: Optimize) -> str | Path:
         except TypeError:
             pass
     raise EinsumError(
-        f"optimize must be an opt_einsum strategy name or a path (list of index tuples), got {optimize!r}"
+        "optimize must be an opt_einsum strategy name, a path (list of index tuples) or a path "
+        f"optimizer object, got {optimize!r}"
     )
 
 
@@ -572,41 +947,98 @@ def _as_dtype(x: Any, dtype: Any) -> Any:
     return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
 
 
+def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
+    """numpy's interleaved arguments ``a, [0, 1], b, [1, 2], [0, 2]``: (subscripts, names, operands)."""
+    n = len(args) // 2 * 2
+    if n == 0:
+        raise TypeError(
+            "einsum takes the subscripts as a string first, or operands interleaved with "
+            "sublists of labels, as in einsum(a, [0, 1], b, [1, 2], [0, 2])"
+        )
+    operands, sublists = args[0:n:2], args[1:n:2]
+    output = args[n] if len(args) > n else None
+    for k, sub in enumerate(sublists):
+        if not isinstance(sub, (list, tuple)):
+            raise TypeError(
+                "einsum takes the subscripts as a string first, or operands interleaved with sublists "
+                f"of labels: the argument after operand {k} is a {type(sub).__name__}, not a list of labels"
+            )
+    if output is not None and not isinstance(output, (list, tuple)):
+        raise TypeError(
+            "in einsum's interleaved form the last argument, when there is one more than the "
+            f"operand and sublist pairs, is the output sublist: got a {type(output).__name__}, not a list"
+        )
+    for sub in [*sublists, *([] if output is None else [output])]:
+        if any(type(label) is Tensor for label in sub):
+            raise TypeError(
+                "einsum labels are static Python values (ints, strings), not Tensors; under ea.jit "
+                "pass the sublists as static arguments (static_argnums), as tuples"
+            )
+    text, names = from_sublists(sublists, output)
+    return text, names, operands
+
+
 def einsum(
-    subscripts: str, *operands: ArrayLike, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
+    subscripts: str | ArrayLike, *operands: Any, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
 ) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
     Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
     (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
-    dimensions, repeated indices inside an operand (``"ii->i"``), spaces.
+    dimensions, repeated indices inside an operand (``"ii->i"``), spaces. Also,
+    as opt_einsum: any Unicode letter as an index (``"αβ,βγ->αγ"``), a ``...``
+    that the output leaves out (summed), and numpy's interleaved form
+    ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: each operand followed by a list of
+    labels for its axes (any hashable: ints, strings such as ``"left"``;
+    ``Ellipsis`` for ``...``), then optionally the output's list.
 
     Args:
-        subscripts: The contraction in numpy's einsum notation.
-        *operands: The arrays or Tensors, one per comma-separated term.
+        subscripts: The contraction in numpy's einsum notation, or the first
+            operand of the interleaved form.
+        *operands: The arrays or Tensors, one per comma-separated term (or
+            interleaved with their sublists).
         optimize: An opt_einsum path strategy (``"auto"``, ``"greedy"``,
             ``"optimal"``, ...), True (``"auto"``), False (contract all operands
-            in one step), or an explicit path as numpy and opt_einsum write it.
-        memory_limit: The largest intermediate allowed, in elements (opt_einsum's meaning).
+            in one step), an explicit path as numpy and opt_einsum write it, or a
+            path-optimizer object (opt_einsum's ``RandomGreedy``,
+            ``DynamicProgramming``, ...; cotengra's ``HyperOptimizer``,
+            ``ReusableHyperOptimizer``), which is asked once per contraction and
+            whose plan the gradient reuses.
+        memory_limit: The largest intermediate allowed, in elements (or
+            ``"max_input"``, the largest operand's size). When no pairwise path
+            keeps every intermediate within it, the contraction is sliced: a few
+            indices are cut into chunks, each slice is contracted within the
+            limit and the slices are summed. Its gradient is sliced too (each
+            slice's intermediates are recomputed in the backward pass), so the
+            peak memory of the forward and of the gradient follows the limit.
+            The operands, the result and the gradients are not intermediates.
+            See `contract_path` for the plan.
 
     Returns:
         The contraction, as a Tensor.
 
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
-            shapes, or `optimize` is not a strategy or a valid path.
-        TypeError: If `subscripts` is not a string or an operand is not numeric.
+            shapes, `optimize` is not a strategy, a valid path or an optimizer, or
+            `memory_limit` is not a positive number of elements. Messages name the
+            user's letters, or labels in the interleaved form.
+        TypeError: If the arguments are neither subscripts and operands nor
+            operands interleaved with lists of hashable labels, or an operand
+            is not numeric.
     """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
-    ops_ = [to_operand(x) for x in operands]
+    names: Names = ()
+    if isinstance(subscripts, str):
+        text, raw = subscripts, operands
+    else:
+        text, names, raw = _interleaved((subscripts, *operands))
+    ops_ = [to_operand(x) for x in raw]
     weak = [_weak_scalar(x) for x in ops_]
     if any(w is not None for w in weak):
         # Python numbers (also ones jit traces) take the dtype numpy's promotion gives
         # them next to the array operands (so float32 stays float32).
         arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
         ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
-    spec = parse(subscripts, tuple(shape_of(x) for x in ops_))
+    spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             from .structural import reshape
@@ -622,10 +1054,27 @@ def einsum(
 
 
 # -- the linear helpers: each ONE einsum ----------------------------------------------
+#
+# Each helper checks its arguments the way numpy does (axes in range, contracted
+# sizes equal) before building its subscripts, so that no message names a letter
+# the user never wrote, and einsum's size-1 broadcasting of a label cannot stand
+# in for numpy's refusal of a mismatched contraction.
 
 
 def _letters(n: int, skip: str = "") -> str:
     return "".join(fresh_symbols(set(skip), n))
+
+
+@functools.cache
+def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype numpy sums `dtype` in: booleans and small integers widen to the platform's integer."""
+    summed: np.dtype[Any] = np.sum(np.zeros(0, dtype)).dtype
+    return summed
+
+
+def _accumulate(x: Value) -> Value:
+    """`x` cast to the dtype numpy sums it in (unchanged for floats and wide integers)."""
+    return astype(x, accumulator(dtype_of(x)))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
@@ -633,20 +1082,23 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
     x = to_operand(x)
     nd = len(shape_of(x))
     if axes is None:
-        axes = tuple(range(nd))[::-1]
-    axes = tuple(int(a) % nd if nd else int(a) for a in axes)
-    if sorted(axes) != list(range(nd)):
-        raise ValueError(f"axes {axes} are not a permutation of a {nd}-d array's axes")
+        perm = tuple(range(nd))[::-1]
+    else:
+        perm = normalize_axes(axes, nd, "axes")
+        if len(perm) != nd:
+            raise ValueError(f"transpose: axes {axes!r} do not match an array of {nd} dimension(s)")
     s = _letters(nd)
-    return wrap(contract((s,), "".join(s[a] for a in axes), [x]))
+    return wrap(contract((s,), "".join(s[a] for a in perm), [x]))
 
 
 def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     """Move axes to new positions (numpy.moveaxis), as a transpose einsum."""
     x = to_operand(x)
     nd = len(shape_of(x))
-    src = [int(a) % nd for a in np.atleast_1d(source)]
-    dst = [int(a) % nd for a in np.atleast_1d(destination)]
+    if source is None or destination is None:
+        raise TypeError("moveaxis: source and destination must be integers or sequences of integers")
+    src = normalize_axes(source, nd, "source")
+    dst = normalize_axes(destination, nd, "destination")
     if len(src) != len(dst):
         raise ValueError("moveaxis: source and destination must have the same number of axes")
     order = [a for a in range(nd) if a not in src]
@@ -655,12 +1107,29 @@ def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Seque
     return transpose(x, order)
 
 
+def _mismatch(what: str, sa: Shape, ia: int, sb: Shape, ib: int) -> EinsumError:
+    return EinsumError(
+        f"{what}: axis {ia} of the first operand (size {sa[ia]}) and axis {ib} of the second "
+        f"(size {sb[ib]}) are contracted but differ in size (shapes {sa} and {sb})"
+    )
+
+
 def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     """Matrix product with numpy's 1-D, batch and broadcasting rules."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa, sb = shape_of(a), shape_of(b)
+    na, nb = len(sa), len(sb)
     if na == 0 or nb == 0:
         raise EinsumError("matmul does not take 0-d operands (use multiply)")
+    kb = nb - 2 if nb >= 2 else 0
+    if sa[-1] != sb[kb]:
+        raise _mismatch("matmul", sa, na - 1, sb, kb)
+    try:
+        np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise EinsumError(
+            f"matmul: the batch dimensions {sa[:-2]} and {sb[:-2]} of shapes {sa} and {sb} do not broadcast"
+        ) from None
     if na == 1 and nb == 1:
         return einsum("j,j->", a, b)
     if na == 1:
@@ -673,9 +1142,13 @@ def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
 def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.dot: inner product of vectors, matmul of matrices, last-by-second-last otherwise."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
     if na == 0 or nb == 0:
         return einsum(",".join([_letters(na), _letters(nb, _letters(na))]), a, b)
+    kb = nb - 2 if nb >= 2 else 0
+    if sa_[-1] != sb_[kb]:
+        raise _mismatch("dot", sa_, na - 1, sb_, kb)
     sa = _letters(na)
     sb = _letters(nb, sa)
     j = sa[-1]
@@ -687,10 +1160,13 @@ def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
 def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.inner: sum over the last axes."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
     sa = _letters(na)
     sb = _letters(nb, sa)
     if na and nb:
+        if sa_[-1] != sb_[-1]:
+            raise _mismatch("inner", sa_, na - 1, sb_, nb - 1)
         sb = sb[:-1] + sa[-1]
         return einsum(f"{sa},{sb}->{sa[:-1]}{sb[:-1]}", a, b)
     return einsum(f"{sa},{sb}->{sa}{sb}", a, b)
@@ -704,26 +1180,37 @@ def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
 
 
+def _tensordot_axes(axes: Any, nd: int) -> list[int]:
+    """One operand's side of tensordot's `axes`: an axis or a sequence of them, each in range."""
+    items = list(axes) if isinstance(axes, (list, tuple, range, np.ndarray)) else [axes]
+    return [normalize_axis(i, nd, "tensordot axes") for i in items]
+
+
 def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
     """numpy.tensordot: contract `axes` of `a` with `axes` of `b`."""
     a, b = to_operand(a), to_operand(b)
-    na, nb = len(shape_of(a)), len(shape_of(b))
-    if isinstance(axes, (int, np.integer)):
+    sa_, sb_ = shape_of(a), shape_of(b)
+    na, nb = len(sa_), len(sb_)
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
         n = int(axes)
         if n < 0 or n > min(na, nb):
             raise EinsumError(f"tensordot axes={n} does not fit operands of rank {na} and {nb}")
         ax_a, ax_b = list(range(na - n, na)), list(range(n))
     else:
         try:
-            pair_a, pair_b = axes
+            pair_a, pair_b = axes  # type: ignore[misc]
         except (TypeError, ValueError):
             raise EinsumError(
                 f"tensordot axes must be an int or a pair of axis lists, got {axes!r}"
             ) from None
-        ax_a = [int(i) % na for i in np.atleast_1d(pair_a)]
-        ax_b = [int(i) % nb for i in np.atleast_1d(pair_b)]
+        ax_a, ax_b = _tensordot_axes(pair_a, na), _tensordot_axes(pair_b, nb)
         if len(ax_a) != len(ax_b):
             raise EinsumError("tensordot: the two axis lists must have the same length")
+        if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+            raise EinsumError(f"tensordot: duplicate axes are not allowed, got {axes!r}")
+    for i, j in zip(ax_a, ax_b):
+        if sa_[i] != sb_[j]:
+            raise _mismatch("tensordot", sa_, i, sb_, j)
     sa = _letters(na)
     letters_b = list(_letters(nb, sa))
     for i, j in zip(ax_a, ax_b):
@@ -764,18 +1251,21 @@ def _diag_letters(nd: int, axis1: int, axis2: int) -> tuple[str, str, str]:
 
 def _check_axes(nd: int, axis1: int, axis2: int, what: str) -> tuple[int, int]:
     if nd < 2:
-        raise ValueError(f"{what} needs an array of at least 2 dimensions")
-    a1, a2 = int(axis1) % nd, int(axis2) % nd
+        raise ValueError(f"{what} needs an array of at least 2 dimensions, got {nd}")
+    a1, a2 = normalize_axis(axis1, nd, "axis1"), normalize_axis(axis2, nd, "axis2")
     if a1 == a2:
         raise ValueError(f"{what}: axis1 and axis2 cannot be the same")
     return a1, a2
 
 
 def trace(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
-    """Sum along a diagonal (numpy.trace): one einsum with a repeated index."""
+    """Sum along a diagonal (numpy.trace): one einsum with a repeated index.
+
+    Booleans and small integers are summed in numpy's accumulator dtype (int64 here).
+    """
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
-    x = _diagonal_block(x, int(offset), a1, a2)
+    x = _diagonal_block(_accumulate(x), integer(offset, "offset"), a1, a2)
     s, rest, _ = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}", x)
 
@@ -784,32 +1274,17 @@ def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> T
     """A diagonal as the last axis (numpy.diagonal): one einsum with a repeated index."""
     x = to_operand(x)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "diagonal")
-    x = _diagonal_block(x, int(offset), a1, a2)
+    x = _diagonal_block(x, integer(offset, "offset"), a1, a2)
     s, rest, d = _diag_letters(len(shape_of(x)), a1, a2)
     return einsum(f"{s}->{rest}{d}", x)
-
-
-def _axes(axis: Axis, nd: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(nd))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out: list[int] = []
-    for a in axes:
-        a = int(a)
-        if not -nd <= a < nd:
-            raise ValueError(f"axis {a} is out of bounds for an array of dimension {nd}")
-        out.append(a % nd)
-    if len(set(out)) != len(out):
-        raise ValueError(f"repeated axis in {axis!r}")
-    return tuple(out)
 
 
 def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     """`sum` for internal use: returns a raw array when `x` is not traced."""
     shape = shape_of(x)
-    axes = _axes(axis, len(shape))
+    axes = normalize_axes(axis, len(shape))
     s = _letters(len(shape))
-    out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [x])
+    out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [_accumulate(x)])
     if keepdims:
         from .structural import reshape_raw
 
@@ -818,7 +1293,11 @@ def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
 
 
 def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Sum over `axis` (all by default), as one einsum."""
+    """Sum over `axis` (all by default), as one einsum.
+
+    Booleans and small integers are summed in numpy's accumulator dtype: a boolean
+    array's sum counts (int64 here), an int8 sum does not overflow.
+    """
     return wrap(sum_raw(to_operand(x), axis, keepdims))
 
 

@@ -1,9 +1,10 @@
 """`einad explain`: what einad does with one einsum, as text.
 
 For subscripts and operand shapes it prints the canonical subscripts, the
-opt_einsum contraction path with its cost, and for each operand the einsum that
-gives its VJP (the permuted subscripts) and its JVP (the same subscripts with
-the tangent in that operand's place).
+opt_einsum contraction path with its cost, the cost of the gradient (and, under
+a memory limit, the slicing: `slicing.plan`), and for each operand the einsum
+that gives its VJP (the permuted subscripts) and its JVP (the same subscripts
+with the tangent in that operand's place).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import opt_einsum as oe
-
 from .errors import EinsumError
+from .slicing import MemoryLimit, describe, plan
 from .subscripts import parse, vjp_spec
 
 
@@ -40,11 +40,13 @@ def _shape(s: Sequence[int]) -> str:
     return "(" + ", ".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
 
 
-def explain(subscripts: str, shapes: Sequence[Sequence[int]], optimize: str = "auto") -> str:
+def explain(
+    subscripts: str, shapes: Sequence[Sequence[int]], optimize: str = "auto", memory_limit: MemoryLimit = None
+) -> str:
     """The explanation as a string; raises `EinsumError` for bad subscripts or shapes."""
     shapes = tuple(tuple(int(d) for d in s) for s in shapes)
     spec = parse(subscripts, shapes)
-    squeezed = [tuple(d for a, d in enumerate(s) if a not in ax) for s, ax in zip(shapes, spec.squeeze)]
+    squeezed = tuple(tuple(d for a, d in enumerate(s) if a not in ax) for s, ax in zip(shapes, spec.squeeze))
     sizes = dict(spec.sizes)
     out_shape = tuple(sizes[c] for c in spec.output)
     lines = [
@@ -59,7 +61,8 @@ def explain(subscripts: str, shapes: Sequence[Sequence[int]], optimize: str = "a
             )
     lines.append("")
     if len(shapes) >= 2:
-        path, info = oe.contract_path(spec.text, *squeezed, shapes=True, optimize=optimize)
+        path, slices = plan(spec.inputs, spec.output, squeezed, optimize, memory_limit)
+        info = describe(spec.inputs, spec.output, squeezed, path, slices, memory_limit)
         lines.append(f"contraction path ({optimize!r}): {[tuple(p) for p in path]}")
         for n, step in enumerate(info.contraction_list, 1):
             lines.append(f"  step {n}: {step[2]}")
@@ -67,6 +70,8 @@ def explain(subscripts: str, shapes: Sequence[Sequence[int]], optimize: str = "a
             f"  FLOPs {int(info.opt_cost):,} (naive {int(info.naive_cost):,}), "
             f"largest intermediate {int(info.largest_intermediate):,} elements"
         )
+        if len(shapes) > 2 or memory_limit is not None:  # a network: what its gradient costs
+            lines.extend(info.summary())
     else:
         lines.append("contraction path: one operand, one numpy.einsum call")
     names = [chr(ord("A") + k) for k in range(len(shapes))]
@@ -98,9 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("subscripts", help='einsum subscripts, e.g. "ij,jk->ik"')
     ex.add_argument("--shapes", required=True, help="operand shapes, e.g. 3x4,4x5 (empty item: a scalar)")
     ex.add_argument("--optimize", default="auto", help="opt_einsum path strategy (default: auto)")
+    ex.add_argument(
+        "--memory-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest intermediate allowed, in elements: slice the contraction when no path fits",
+    )
     args = parser.parse_args(argv)
     try:
-        print(explain(args.subscripts, parse_shapes(args.shapes), args.optimize))
+        print(explain(args.subscripts, parse_shapes(args.shapes), args.optimize, args.memory_limit))
     except EinsumError as err:
         print(f"einad explain: error: {err}", file=sys.stderr)
         return 2

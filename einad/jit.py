@@ -8,7 +8,8 @@ generated Python function that calls the primitive's lowered form (its
 implementation with every plan, such as an einsum's contraction path and
 pairwise layouts, made at compile time) on plain arrays. No Tensor, node or
 trace exists at call time. Variables are deleted after their last use, so
-intermediates are freed as early as in eager mode.
+intermediates are freed as early as in eager mode, and an elementwise step
+writes into the memory of an operand that dies there (`passes.plan_buffers`).
 
 Called with traced arguments (``grad(jit(f))``, ``vmap(jit(f))``), a jitted
 function runs its cached program through the interpreter, so the enclosing
@@ -26,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from .core import Staged, Tensor, lower_rules, strip
+from .core import Tensor, lower_rules
 from .einsum import einsum_p, spread_p
 from .errors import TracerError
-from .passes import optimize
-from .program import ClosedOverTracer, Graph, Lit, run_graph, stage
+from .passes import optimize, plan_buffers
+from .program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .structural import getitem_p, reshape_p, stop_gradient_p
 
@@ -58,8 +59,8 @@ class Program(Graph):
 
 
 def _raw(x: Any) -> Any:
-    v = strip(x)
-    return v.concrete if type(v) is Staged else v
+    """A leaf's value (for a traced leaf, the example value it stands for)."""
+    return concrete(x)
 
 
 # -- compiling a program to Python ------------------------------------------------------------
@@ -92,6 +93,7 @@ def compile_graph(graph: Graph) -> Program:
     kept = {o for o in graph.outputs if isinstance(o, str)} | set(graph.const_values)
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
+    buffers = plan_buffers(graph)  # equation index -> a dying operand whose memory the ufunc reuses
     for i, e in enumerate(graph.equations):
         fn = f"f{i}"
         shapes = [graph.avals[a][0] if isinstance(a, str) else np.shape(a.value) for a in e.inputs]
@@ -103,6 +105,8 @@ def compile_graph(graph: Graph) -> Program:
         else:
             namespace[fn] = e.prim.impl
         args = ", ".join(atom(a) for a in e.inputs)
+        if i in buffers:
+            args += f", out={var(buffers[i])}"
         lines.append(f"    {var(e.output)} = {fn}({args})  # {e.op}")
         dead = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
         if dead:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import Params, Primitive, Staged, Tensor, Trace, _box, bind, strip, tracing
+from .core import Params, Primitive, Staged, Tensor, Trace, _box, bind, tracing
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .util import DTypeLike, Shape
@@ -176,8 +176,14 @@ class Graph:
 
 
 def _params(e: Equation) -> str:
+    p = e.params
+    sliced = "".join(f" {c}/{m}" for c, m in p.get("slices", ()))
+    sliced = f"; sliced{sliced}" if sliced else ""
     if e.op == "einsum":
-        return f"[{e.subscripts}]"
+        return f"[{e.subscripts}{sliced}]"
+    if e.op == "einsum_vjp":
+        wrt = ",".join(str(k) for k in p["wrt"] if k not in p["zero"])
+        return f"[{','.join(p['inputs'])}->{p['output']}; wrt {wrt}{sliced}]"
     shown = {k: v for k, v in e.params.items() if k not in ("optimize", "memory_limit")}
     if not shown:
         return ""
@@ -317,9 +323,17 @@ def _dtype_of(v: Any) -> np.dtype[Any]:
 
 
 def _concrete(x: Any) -> Any:
-    """The plain value of `x` under every trace, staged ones included."""
-    v = strip(x)
-    return v.concrete if type(v) is Staged else v
+    """The plain value of `x` under every trace, staged ones included.
+
+    A value batched by `vmap` is stored with one leading axis per batching
+    trace; its first example stands for it (a program is staged per example).
+    """
+    batched = 0
+    while type(x) is Tensor:
+        batched += bool(x._trace is not None and x._trace.batched)
+        x = x._value
+    v = x.concrete if type(x) is Staged else x
+    return v[(0,) * batched] if batched else v
 
 
 def concrete(x: Any) -> Any:

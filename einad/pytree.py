@@ -1,95 +1,298 @@
-"""Pytrees: nested tuples, lists and dicts of leaves, flattened and rebuilt."""
+"""Pytrees, as in JAX: nested containers of leaves, flattened to a list and rebuilt.
+
+The nodes are tuples, lists, dicts (leaves in sorted key order), ``None`` (a
+node with no children), namedtuples (rebuilt as their own class), dict
+subclasses (rebuilt as their own class: `OrderedDict` keeps its insertion
+order, `defaultdict` its ``default_factory``; any other subclass sorts its keys
+and is rebuilt as ``cls(mapping)``), and every type registered with
+`register_pytree_node`. Everything else is a leaf.
+
+A `TreeDef` (the structure) compares and hashes by node type, auxiliary data
+(a dict's keys, a registered node's ``aux``) and children, so `einad.jit` can
+key its cache on it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+
+class _Handler(NamedTuple):
+    """How one kind of node comes apart and goes back together."""
+
+    flatten: Callable[[Any], tuple[Iterable[Any], Any]]
+    """``flatten(node) -> (children, aux)``."""
+    unflatten: Callable[[type, Any, tuple[Any, ...]], Any]
+    """``unflatten(cls, aux, children) -> node``."""
+
+
+def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
+    """A dict's keys in a fixed order: sorted, or sorted by `repr` when they do not compare."""
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        return tuple(sorted(d, key=repr))
+
+
+def _flatten_dict(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], keys
+
+
+def _unflatten_dict(cls: type, keys: tuple[Any, ...], children: tuple[Any, ...]) -> Any:
+    d = dict(zip(keys, children))
+    return d if cls is dict else cls(d)
+
+
+def _flatten_ordered(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    keys = tuple(d)  # an OrderedDict's order is part of its value (its == compares it)
+    return [d[k] for k in keys], keys
+
+
+def _flatten_defaultdict(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
+    children, keys = _flatten_dict(d)
+    return children, (d.default_factory, keys)
+
+
+def _unflatten_defaultdict(cls: type, aux: tuple[Any, tuple[Any, ...]], children: tuple[Any, ...]) -> Any:
+    factory, keys = aux
+    return cls(factory, zip(keys, children))
+
+
+_TUPLE = _Handler(lambda t: (t, None), lambda cls, aux, children: tuple(children))
+_LIST = _Handler(lambda t: (t, None), lambda cls, aux, children: list(children))
+_NONE = _Handler(lambda t: ((), None), lambda cls, aux, children: None)
+_NAMEDTUPLE = _Handler(lambda t: (t, None), lambda cls, aux, children: cls(*children))
+_DICT = _Handler(_flatten_dict, _unflatten_dict)
+_ORDERED_DICT = _Handler(_flatten_ordered, _unflatten_dict)
+_DEFAULTDICT = _Handler(_flatten_defaultdict, _unflatten_defaultdict)
+
+_BUILTIN: dict[type, _Handler] = {tuple: _TUPLE, list: _LIST, dict: _DICT, type(None): _NONE}
+_registry: dict[type, _Handler] = {OrderedDict: _ORDERED_DICT, defaultdict: _DEFAULTDICT}
+
+
+def _handler(cls: type) -> _Handler | None:
+    """The handler of nodes of type `cls`, or None for a leaf (looked up by exact type first)."""
+    h = _BUILTIN.get(cls) or _registry.get(cls)
+    if h is not None:
+        return h
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return _NAMEDTUPLE
+    if issubclass(cls, defaultdict):
+        return _DEFAULTDICT
+    if issubclass(cls, OrderedDict):
+        return _ORDERED_DICT
+    if issubclass(cls, dict):
+        return _DICT
+    return None
+
+
+def _fields(cls: Any) -> tuple[str, ...]:
+    """A namedtuple class's field names."""
+    fields: tuple[str, ...] = cls._fields
+    return fields
+
+
+def register_pytree_node(
+    nodetype: type,
+    flatten_func: Callable[[Any], tuple[Iterable[Any], Hashable]],
+    unflatten_func: Callable[[Any, tuple[Any, ...]], Any],
+) -> None:
+    """Make instances of `nodetype` pytree nodes, with JAX's convention.
+
+    Every transformation (and `einad.jit`) then looks inside such objects:
+    gradients, tangents and Jacobians come back as `nodetype` objects of the
+    same structure. A registration applies to `nodetype` exactly, not to its
+    subclasses, and takes precedence over the built-in handling of a namedtuple
+    or dict subclass.
+
+    Args:
+        nodetype: The class.
+        flatten_func: ``flatten_func(obj) -> (children, aux)``: the children (an
+            iterable of pytrees) and auxiliary data, the part of the structure
+            that is not a child. `aux` must be hashable and comparable with
+            ``==``: `einad.jit` keys its cache on it, and trees with unequal
+            `aux` have different structures.
+        unflatten_func: ``unflatten_func(aux, children) -> obj``: the object
+            rebuilt from `aux` and a tuple of children (which may hold other
+            leaves than the original, such as gradients).
+
+    Raises:
+        ValueError: If `nodetype` is tuple, list, dict or NoneType, or is
+            registered already.
+    """
+    if nodetype in _BUILTIN or nodetype in _registry:
+        raise ValueError(f"{nodetype.__name__} is already a pytree node type")
+    _registry[nodetype] = _Handler(flatten_func, lambda cls, aux, children: unflatten_func(aux, children))
 
 
 class TreeDef:
-    """The structure of a pytree: ``kind`` is 'leaf', 'none', tuple, list or dict."""
+    """The structure of a pytree: node types, auxiliary data and children (leaves: no type).
 
-    __slots__ = ("children", "keys", "kind")
+    Equal structures compare equal and hash alike, whatever leaves they held.
+    """
 
-    def __init__(self, kind: Any, keys: Any = None, children: tuple[TreeDef, ...] = ()) -> None:
-        self.kind = kind
-        self.keys = keys
+    __slots__ = ("_hash", "aux", "children", "node_type")
+
+    def __init__(self, node_type: type | None, aux: Any = None, children: tuple[TreeDef, ...] = ()) -> None:
+        self.node_type = node_type
+        self.aux = aux
         self.children = children
+        self._hash: int | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        """Whether this is a leaf rather than a node."""
+        return self.node_type is None
 
     @property
     def num_leaves(self) -> int:
         """How many leaves the structure holds."""
-        if self.kind == "leaf":
+        if self.node_type is None:
             return 1
         return sum(c.num_leaves for c in self.children)
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, TreeDef)
-            and self.kind == other.kind
-            and self.keys == other.keys
+            and self.node_type is other.node_type
+            and bool(self.aux == other.aux)
             and self.children == other.children
         )
 
     def __hash__(self) -> int:
-        return hash((repr(self.kind), self.keys, self.children))
+        if self._hash is None:
+            try:
+                aux = hash(self.aux)
+            except TypeError:
+                name = getattr(self.node_type, "__name__", "?")
+                raise TypeError(
+                    f"the auxiliary data of a pytree node of type {name} is not hashable "
+                    f"({self.aux!r}); flatten functions must return hashable aux data"
+                ) from None
+            self._hash = hash((self.node_type, aux, self.children))
+        return self._hash
+
+    def labels(self) -> list[str]:
+        """How each child is reached: ``[0]`` for sequences, ``['key']`` for dicts, ``.field``."""
+        cls = self.node_type
+        h = None if cls is None else _handler(cls)
+        if h is _NAMEDTUPLE:
+            return [f".{name}" for name in _fields(cls)]
+        if h in (_DICT, _ORDERED_DICT, _DEFAULTDICT):
+            return [f"[{k!r}]" for k in self._keys()]
+        return [f"[{i}]" for i in range(len(self.children))]
+
+    def _keys(self) -> tuple[Any, ...]:
+        """A dict node's keys, in the children's order."""
+        is_default = self.node_type is not None and _handler(self.node_type) is _DEFAULTDICT
+        keys: tuple[Any, ...] = self.aux[1] if is_default else self.aux
+        return keys
+
+    def leaf_paths(self, prefix: str = "") -> list[str]:
+        """A name per leaf, in flattening order: ``prefix['w'][0]``, ``prefix.bias``, ..."""
+        if self.node_type is None:
+            return [prefix]
+        return [
+            path for c, label in zip(self.children, self.labels()) for path in c.leaf_paths(prefix + label)
+        ]
 
     def __repr__(self) -> str:
-        if self.kind == "leaf":
+        cls = self.node_type
+        if cls is None:
             return "*"
-        if self.kind == "none":
+        if cls is type(None):
             return "None"
-        inner = ", ".join(repr(c) for c in self.children)
-        if self.kind is dict:
-            inner = ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.keys, self.children))
-            return "{" + inner + "}"
-        return ("(" + inner + ")") if self.kind is tuple else ("[" + inner + "]")
+        kids = [repr(c) for c in self.children]
+        if cls is tuple:
+            return "(" + ", ".join(kids) + ("," if len(kids) == 1 else "") + ")"
+        if cls is list:
+            return "[" + ", ".join(kids) + "]"
+        h = _handler(cls)
+        if h is _NAMEDTUPLE:
+            return f"{cls.__name__}(" + ", ".join(f"{n}={k}" for n, k in zip(_fields(cls), kids)) + ")"
+        if h in (_DICT, _ORDERED_DICT, _DEFAULTDICT):
+            body = "{" + ", ".join(f"{key!r}: {k}" for key, k in zip(self._keys(), kids)) + "}"
+            return body if cls is dict else f"{cls.__name__}({body})"
+        return f"{cls.__name__}[{self.aux!r}](" + ", ".join(kids) + ")"
+
+
+_LEAF = TreeDef(None)
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
-    """Leaves in a fixed order (dict keys sorted), and the structure to rebuild."""
+    """The leaves of `tree` in a fixed order (dict keys sorted), and its structure.
+
+    Args:
+        tree: A pytree: nested tuples, lists, dicts, namedtuples, None and
+            registered nodes, with anything else as leaves.
+
+    Returns:
+        ``(leaves, treedef)``; ``tree_unflatten(treedef, leaves)`` rebuilds `tree`.
+    """
     leaves: list[Any] = []
     return leaves, _walk(tree, leaves)
 
 
 def _walk(node: Any, leaves: list[Any]) -> TreeDef:
-    if node is None:
-        return TreeDef("none")
-    if type(node) is tuple or type(node) is list:
-        return TreeDef(type(node), None, tuple(_walk(c, leaves) for c in node))
-    if type(node) is dict:
-        keys = sorted(node, key=repr) if not _sortable(node) else sorted(node)
-        return TreeDef(dict, tuple(keys), tuple(_walk(node[k], leaves) for k in keys))
-    leaves.append(node)
-    return TreeDef("leaf")
-
-
-def _sortable(d: dict[Any, Any]) -> bool:
-    try:
-        sorted(d)
-        return True
-    except TypeError:
-        return False
+    cls = type(node)
+    h = _handler(cls)
+    if h is None:
+        leaves.append(node)
+        return _LEAF
+    children, aux = h.flatten(node)
+    return TreeDef(cls, aux, tuple(_walk(c, leaves) for c in children))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
-    """The pytree of structure `treedef` holding `leaves` (in `tree_flatten` order)."""
+    """The pytree of structure `treedef` holding `leaves` (in `tree_flatten` order).
+
+    Args:
+        treedef: A structure, from `tree_flatten`.
+        leaves: One value per leaf of `treedef`.
+
+    Returns:
+        The rebuilt tree: its nodes of the original types, its leaves `leaves`.
+
+    Raises:
+        ValueError: If the number of leaves is not the structure's.
+    """
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"the structure {treedef} has {treedef.num_leaves} leaves, got {len(leaves)}")
     return _build(treedef, iter(leaves))
 
 
-def _build(td: TreeDef, it: Any) -> Any:
+def _build(td: TreeDef, it: Iterator[Any]) -> Any:
     # a module-level function: a recursive closure would be a reference cycle holding `leaves`
-    if td.kind == "leaf":
+    cls = td.node_type
+    if cls is None:
         return next(it)
-    if td.kind == "none":
-        return None
-    kids = [_build(c, it) for c in td.children]
-    if td.kind is dict:
-        return dict(zip(td.keys, kids))
-    return td.kind(kids)
+    h = _handler(cls)
+    assert h is not None  # `cls` was a node type when the structure was made, and stays one
+    return h.unflatten(cls, td.aux, tuple(_build(c, it) for c in td.children))
 
 
-def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    """The pytree of the same structure holding ``fn(leaf)`` for each leaf."""
+def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """The pytree of `tree`'s structure holding ``fn(leaf, *others)`` for each leaf.
+
+    Args:
+        fn: A function of one leaf of `tree` and the corresponding leaves of `rest`.
+        tree: A pytree.
+        *rest: Pytrees of the same structure as `tree`.
+
+    Returns:
+        A pytree of `tree`'s structure.
+
+    Raises:
+        ValueError: If a tree in `rest` has another structure.
+    """
     leaves, td = tree_flatten(tree)
-    return tree_unflatten(td, [fn(x) for x in leaves])
+    others = []
+    for r in rest:
+        r_leaves, r_td = tree_flatten(r)
+        if r_td != td:
+            raise ValueError(f"tree_map: the structure {r_td} does not match {td}")
+        others.append(r_leaves)
+    return tree_unflatten(td, [fn(*xs) for xs in zip(leaves, *others)])

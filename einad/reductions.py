@@ -13,10 +13,21 @@ from typing import Any
 import numpy as np
 
 from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
-from .einsum import _axes, sum_raw
+from .einsum import sum_raw
 from .elementwise import PRIMITIVES, compare, exp, log
 from .structural import astype, broadcast_raw, reshape_raw, stop_gradient, where_raw
-from .util import ArrayLike, Axis, Shape, Value, dtype_of, shape_of, to_array_operand, to_operand, wrap
+from .util import (
+    ArrayLike,
+    Axis,
+    Shape,
+    Value,
+    dtype_of,
+    normalize_axes,
+    shape_of,
+    to_array_operand,
+    to_operand,
+    wrap,
+)
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 
@@ -55,7 +66,7 @@ min_p = _extreme_prim("min", np.min)
 def _reduce(prim: Primitive, x: ArrayLike, axis: Axis, keepdims: bool) -> Tensor:
     x = to_array_operand(x)
     shape = shape_of(x)
-    axes = _axes(axis, len(shape))
+    axes = normalize_axes(axis, len(shape))
     out = bind(prim, (x,), {"axes": axes})
     if keepdims:
         out = _keep(out, shape, axes)
@@ -124,7 +135,7 @@ def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean along `axis` (a sum, then a division)."""
     x = to_array_operand(x)
     shape = shape_of(x)
-    n = _count(shape, _axes(axis, len(shape)))
+    n = _count(shape, normalize_axes(axis, len(shape)))
     return wrap(sum_raw(x, axis, keepdims) / n)
 
 
@@ -132,11 +143,20 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
     x = to_array_operand(x)
     shape = shape_of(x)
-    n = _count(shape, _axes(axis, len(shape)))
+    n = _count(shape, normalize_axes(axis, len(shape)))
     d = x - mean(x, axis, keepdims=True)
     from .elementwise import conj, real
 
     return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
+
+
+def _inexact(x: ArrayLike) -> Value:
+    """`x` as an array operand; booleans and integers in float64, as numpy's `mean` computes them.
+
+    (Shifting an int8 array by its maximum would wrap around, and numpy subtracts no booleans.)
+    """
+    x = to_array_operand(x)
+    return x if dtype_of(x).kind in "fc" else astype(x, np.float64)
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
@@ -157,9 +177,12 @@ def _logsumexp(x: Value, axes: tuple[int, ...], keepdims: bool) -> Any:
 
 
 def logsumexp(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """log(sum(exp(x))) along `axis` (all axes by default), stable at any magnitude."""
-    x = to_array_operand(x)
-    return wrap(_logsumexp(x, _axes(axis, len(shape_of(x))), keepdims))
+    """log(sum(exp(x))) along `axis` (all axes by default), stable at any magnitude.
+
+    Booleans and integers are computed in float64.
+    """
+    x = _inexact(x)
+    return wrap(_logsumexp(x, normalize_axes(axis, len(shape_of(x))), keepdims))
 
 
 def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
@@ -168,15 +191,18 @@ def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:
 
 
 def log_softmax(x: ArrayLike, axis: int = -1) -> Tensor:
-    """x - logsumexp(x) along `axis` (the last by default)."""
-    x = to_array_operand(x)
-    return wrap(_log_softmax(x, _axes(axis, len(shape_of(x)))))
+    """x - logsumexp(x) along `axis` (the last by default); booleans and integers in float64."""
+    x = _inexact(x)
+    return wrap(_log_softmax(x, normalize_axes(axis, len(shape_of(x)))))
 
 
 def softmax(x: ArrayLike, axis: int = -1) -> Tensor:
-    """exp(x - max) / sum(exp(x - max)) along `axis` (the last by default)."""
-    x = to_array_operand(x)
-    axes = _axes(axis, len(shape_of(x)))
+    """exp(x - max) / sum(exp(x - max)) along `axis` (the last by default).
+
+    Booleans and integers are computed in float64.
+    """
+    x = _inexact(x)
+    axes = normalize_axes(axis, len(shape_of(x)))
     e = exp(x - _stable_shift(x, axes))
     return wrap(e / sum_raw(e, axes, keepdims=True))
 

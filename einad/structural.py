@@ -24,6 +24,9 @@ from .util import (
     Shape,
     Value,
     dtype_of,
+    integer,
+    normalize_axes,
+    normalize_axis,
     shape_of,
     to_array_operand,
     to_operand,
@@ -97,7 +100,7 @@ def _ghost(shape: int | Sequence[int]) -> Array:
 
 
 def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(integer(d, "a shape's size") for d in shape)
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative size")
     known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
@@ -128,13 +131,24 @@ def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
     """Insert size-1 axes at the positions `axis`, as numpy.expand_dims."""
     x = to_array_operand(x)
-    return reshape(x, np.expand_dims(_ghost(shape_of(x)), axis).shape)
+    if axis is None:
+        raise TypeError("expand_dims: axis must be an integer or a tuple of integers, not None")
+    n = len(axis) if isinstance(axis, (list, tuple, range, np.ndarray)) else 1
+    axes = normalize_axes(axis, len(shape_of(x)) + n)  # positions in the result
+    rest = iter(shape_of(x))
+    return reshape(x, tuple(1 if a in axes else next(rest) for a in range(len(shape_of(x)) + n)))
 
 
 def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
     """Drop size-1 axes (those in `axis`, or all of them), as numpy.squeeze."""
     x = to_array_operand(x)
-    return reshape(x, np.squeeze(_ghost(shape_of(x)), axis).shape)
+    axes = normalize_axes(axis, len(shape_of(x)))
+    if axis is None:
+        axes = tuple(a for a in axes if shape_of(x)[a] == 1)
+    for a in axes:
+        if shape_of(x)[a] != 1:
+            raise ValueError(f"squeeze: axis {a} has size {shape_of(x)[a]}, not 1")
+    return reshape(x, tuple(d for a, d in enumerate(shape_of(x)) if a not in axes))
 
 
 # -- broadcast_to ----------------------------------------------------------------------
@@ -275,10 +289,9 @@ def flip(x: ArrayLike, axis: Axis = None) -> Tensor:
     """Reverse the order of elements along `axis` (all axes by default), as numpy.flip."""
     x = to_array_operand(x)
     nd = len(shape_of(x))
-    axes = range(nd) if axis is None else np.atleast_1d(axis)
     idx = [slice(None)] * nd
-    for a in axes:
-        idx[int(a) % nd] = slice(None, None, -1)
+    for a in normalize_axes(axis, nd):
+        idx[a] = slice(None, None, -1)
     return getitem(x, tuple(idx))
 
 
@@ -308,20 +321,24 @@ concat_p = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=ax
 rules(concat_p, vjp=_concat_vjp, jvp=_concat_jvp, keep=_shape_only)
 
 
-def concatenate(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
-    """Join arrays along an existing axis, as numpy.concatenate.
+def concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
+    """Join arrays along an existing axis, as numpy.concatenate (flattened first for ``axis=None``).
 
     Raises:
         ValueError: If there are no arrays, they are 0-d, or their shapes differ
             outside `axis`.
+        numpy.exceptions.AxisError: If `axis` is out of range.
     """
     xs = [to_array_operand(a) for a in arrays]
     if not xs:
         raise ValueError("need at least one array to concatenate")
+    if axis is None:
+        xs = [reshape(x, (-1,)) for x in xs]
+        axis = 0
     nd = len(shape_of(xs[0]))
     if nd == 0:
         raise ValueError("zero-dimensional arrays cannot be concatenated")
-    axis = int(axis) % nd
+    axis = normalize_axis(axis, nd)
     first = shape_of(xs[0])
     for k, x in enumerate(xs):
         s = shape_of(x)
@@ -347,7 +364,7 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
     if len(shapes) != 1:
         raise ValueError(f"all input arrays must have the same shape, got {sorted(shapes)}")
     nd = len(shape_of(xs[0])) + 1
-    axis = int(axis) % nd
+    axis = normalize_axis(axis, nd)
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
 
@@ -355,7 +372,7 @@ def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0)
     """Split `x` along `axis` into equal sections or at the given indices, as numpy.split."""
     x = to_array_operand(x)
     nd = len(shape_of(x))
-    axis = int(axis) % nd
+    axis = normalize_axis(axis, nd)
     pieces = np.split(_ghost(shape_of(x)[axis]), indices_or_sections)
     out: list[Tensor] = []
     start = 0

@@ -2,23 +2,32 @@
 permutations that give an einsum's derivatives.
 
 Nothing here touches an array. `parse` turns numpy's grammar (implicit output,
-``...``, spaces, size-1 broadcasting) into a canonical `Spec`: one string of
-index letters per operand and one for the output, no ellipsis, every index of
-one size. `vjp_spec` and `pairwise_steps` derive new specs from old ones.
+``...``, spaces, size-1 broadcasting), widened as opt_einsum widens it (any
+Unicode letter is an index, a ``...`` the output leaves out is summed), into a
+canonical `Spec`: one string of index letters per operand and one for the
+output, no ellipsis, every index of one size. `from_sublists` writes numpy's
+interleaved form (operands with lists of labels) as subscripts. `vjp_spec` and
+`pairwise_steps` derive new specs from old ones; `numpy_subscripts` renames a
+spec's letters into the 52 that numpy.einsum knows.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from opt_einsum.parser import get_symbol
 
 from .errors import EinsumError
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The letters numpy.einsum knows, in opt_einsum's order."""
+
+Names: TypeAlias = tuple[tuple[str, str], ...]
+"""``(letter, how the user wrote it)`` pairs, for messages about interleaved sublists."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +70,10 @@ def _split_term(term: str, position: str) -> list[str]:
             items.append("...")
             i += 3
             continue
-        if c not in _LETTERS:
+        if not c.isalpha():
             raise EinsumError(
                 f"invalid character {c!r} in the subscripts for {position}: "
-                "only letters a-z, A-Z and '...' are allowed"
+                "only letters (a-z, A-Z or any other Unicode letter) and '...' are allowed"
             )
         items.append(c)
         i += 1
@@ -75,9 +84,46 @@ def _ordinal(k: int) -> str:
     return f"operand {k}"
 
 
+class _Shown:
+    """How messages show the user's indices: as letters, or as the labels of interleaved sublists.
+
+    `fresh` are the letters that stand for the '...' (known once the ranks are checked).
+    """
+
+    def __init__(self, subscripts: str, names: Names) -> None:
+        self.subscripts = subscripts
+        self.names = dict(names)
+        self.fresh: Collection[str] = ()
+
+    def index(self, c: str) -> str:
+        """``index 'j'``, ``index '...'``, or ``label 'left'`` for a label of a sublist."""
+        if c == "..." or c in self.fresh:
+            return "index '...'"
+        if c in self.names:
+            return f"label {self.names[c]}"
+        return f"index {c!r}"
+
+    def term(self, items: list[str], text: str) -> str:
+        """One operand's subscripts `text` (split into `items`), or its sublist."""
+        if not self.names:
+            return repr(text)
+        return "[" + ", ".join("..." if c == "..." else self.names[c] for c in items) + "]"
+
+    def spec(self, items: list[list[str]], out_items: list[str]) -> str:
+        """The whole subscripts, or the sublists ``[0, 1], [1, 2] -> [0, 2]``."""
+        if not self.names:
+            return repr(self.subscripts)
+        return ", ".join(self.term(its, "") for its in items) + " -> " + self.term(out_items, "")
+
+
 @functools.lru_cache(maxsize=4096)
-def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
+def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], names: Names = ()) -> Spec:
     """Normalize numpy-style `subscripts` for operands of the given shapes.
+
+    Any Unicode letter is an index. A ``...`` that an explicit output leaves out
+    is summed, as opt_einsum and PyTorch do (numpy refuses it). `names` says how
+    the user wrote each letter when `subscripts` come from interleaved sublists
+    (`from_sublists`), so that messages show the user's labels.
 
     Raises `EinsumError` with a message naming the problem.
     """
@@ -100,6 +146,8 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
         )
     items = [_split_term(t, _ordinal(k)) for k, t in enumerate(terms)]
     out_items = _split_term(rhs, "the output") if explicit else []
+    used = {c for its in items for c in its} | set(out_items)
+    show = _Shown(subscripts, names)
 
     # Ranks: each operand's letters plus its ellipsis must match its ndim.
     ell_ranks = []
@@ -109,20 +157,20 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
             if n_letters > len(shape):
                 raise EinsumError(
                     f"{_ordinal(k)} has {len(shape)} dimension(s) but its subscripts "
-                    f"{terms[k]!r} name {n_letters} besides the ellipsis"
+                    f"{show.term(its, terms[k])} name {n_letters} besides the ellipsis"
                 )
             ell_ranks.append(len(shape) - n_letters)
         else:
             if n_letters != len(shape):
                 raise EinsumError(
                     f"{_ordinal(k)} has {len(shape)} dimension(s) but its subscripts "
-                    f"{terms[k]!r} name {n_letters}"
+                    f"{show.term(its, terms[k])} name {n_letters}"
                 )
             ell_ranks.append(0)
 
-    used = {c for its in items for c in its} | set(out_items)
     n_ell = max(ell_ranks, default=0)
     fresh = fresh_symbols(used, n_ell)
+    show.fresh = fresh
 
     # Expand the ellipses into fresh letters, right-aligned as in broadcasting.
     inputs: list[str] = []
@@ -138,8 +186,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
         for c, d in zip(spec, shape):
             if c in local and local[c] != d:
                 raise EinsumError(
-                    f"index {_show(c, fresh)} is repeated in {_ordinal(k)} with different sizes "
-                    f"{local[c]} and {d}"
+                    f"{show.index(c)} is repeated in {_ordinal(k)} with different sizes {local[c]} and {d}"
                 )
             local[c] = d
             if c not in sizes or (sizes[c] == 1 and d != 1):
@@ -147,27 +194,23 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
                 where[c] = k
             elif d != 1 and d != sizes[c]:
                 raise EinsumError(
-                    f"index {_show(c, fresh)} has size {sizes[c]} in {_ordinal(where[c])} "
+                    f"{show.index(c)} has size {sizes[c]} in {_ordinal(where[c])} "
                     f"and size {d} in {_ordinal(k)}"
                 )
 
     ell_letters = "".join(fresh)
     if explicit:
+        whole = show.spec(items, out_items)
         out_letters = []
         for c in out_items:
             if c == "...":
-                out_letters.extend(fresh)
+                out_letters.extend(fresh)  # a '...' the output leaves out is summed
                 continue
             if c not in sizes:
-                raise EinsumError(f"output index {c!r} in {subscripts!r} does not appear in the inputs")
+                raise EinsumError(f"output {show.index(c)} in {whole} does not appear in the inputs")
             if c in out_letters:
-                raise EinsumError(f"index {c!r} is repeated in the output of {subscripts!r}")
+                raise EinsumError(f"{show.index(c)} is repeated in the output of {whole}")
             out_letters.append(c)
-        if "..." not in out_items and fresh:
-            # numpy refuses to sum broadcast ellipsis dimensions away silently.
-            raise EinsumError(
-                f"the inputs of {subscripts!r} have '...' dimensions but the output has no '...'"
-            )
         output = "".join(out_letters)
     else:
         counts: dict[str, int] = {}
@@ -192,20 +235,106 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...]) -> Spec:
     )
 
 
-def _show(c: str, fresh: list[str]) -> str:
-    return "'...'" if c in fresh else repr(c)
+class _Sortable:
+    """A label compared by its own ``<``, for sorting labels of any (comparable) type."""
+
+    __slots__ = ("label",)
+
+    def __init__(self, label: Hashable) -> None:
+        self.label = label
+
+    def __lt__(self, other: _Sortable) -> bool:
+        return bool(self.label < other.label)  # type: ignore[operator]
+
+
+def from_sublists(
+    sublists: Sequence[Sequence[Hashable]], output: Sequence[Hashable] | None = None
+) -> tuple[str, Names]:
+    """numpy's interleaved form as subscripts: ``([[0, 1], [1, 2]], [0, 2])`` gives ``"ab,bc->ac"``.
+
+    Labels are any hashable values, as opt_einsum allows (ints, strings such as
+    bond names ``"left"``); ``Ellipsis`` stands for ``...``. A label that is one
+    letter keeps it; the others get fresh letters in order of first appearance.
+    Without an output sublist the output is ``...`` (when an operand has one)
+    then the labels that appear once, sorted, which is numpy's rule for its
+    integer labels. Also returns `names`, each letter with its label's repr, so
+    that `parse` can show the user's labels in its messages.
+
+    Raises:
+        TypeError: If a label is not hashable, or the output is implicit and the
+            labels that appear once cannot be sorted.
+    """
+    labels: list[Hashable] = []
+    for sub in [*sublists, *([] if output is None else [output])]:
+        for label in sub:
+            if label is Ellipsis:
+                continue
+            try:
+                hash(label)
+            except TypeError:
+                raise TypeError(
+                    f"einsum labels must be hashable (ints, strings, ...), got {label!r}"
+                ) from None
+            labels.append(label)
+    distinct = list(dict.fromkeys(labels))
+    own = {x for x in distinct if isinstance(x, str) and len(x) == 1 and x.isalpha()}
+    fresh = iter(fresh_symbols(own, len(distinct) - len(own)))
+    letter = {x: x if x in own else next(fresh) for x in distinct}
+
+    def write(sub: Iterable[Hashable]) -> str:
+        return "".join("..." if x is Ellipsis else letter[x] for x in sub)
+
+    terms = [write(sub) for sub in sublists]
+    if output is None:
+        counts: dict[Hashable, int] = {}
+        for sub in sublists:
+            for x in sub:
+                if x is not Ellipsis:
+                    counts[x] = counts.get(x, 0) + 1
+        once = [x for x, n in counts.items() if n == 1]
+        try:
+            once = sorted(once, key=_Sortable)
+        except TypeError:
+            raise TypeError(
+                f"einsum without an output sublist sorts the labels that appear once (as numpy does), "
+                f"but {once!r} cannot be sorted: give the output sublist"
+            ) from None
+        ellipsis = any(x is Ellipsis for sub in sublists for x in sub)
+        out = ("..." if ellipsis else "") + write(once)
+    else:
+        out = write(output)
+    names = tuple((letter[x], repr(x)) for x in distinct)
+    return ",".join(terms) + "->" + out, names
 
 
 def fresh_symbols(used: Collection[str], n: int) -> list[str]:
-    """`n` index symbols not in `used`: letters first, then opt_einsum's unicode symbols."""
+    """`n` index letters not in `used`: a-z, A-Z, then opt_einsum's Unicode symbols that are letters."""
     out: list[str] = []
     i = 0
     while len(out) < n:
-        s = _LETTERS[i] if i < len(_LETTERS) else get_symbol(i)
-        if s not in used:
+        s = get_symbol(i)
+        if s not in used and s.isalpha():
             out.append(s)
         i += 1
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def numpy_subscripts(text: str) -> str:
+    """`text` with every letter numpy.einsum does not know renamed to an unused one it knows.
+
+    numpy.einsum takes only a-z and A-Z; einad's specs may hold any letter.
+    ``numpy_subscripts("αβ,βγ->αγ") == "ab,bc->ac"``.
+    """
+    odd = unique("".join(c for c in text if c not in _LETTERS and c not in ",->. "))
+    if not odd:
+        return text
+    spare = [c for c in _LETTERS if c not in text]
+    if len(spare) < len(odd):
+        n = len(unique("".join(c for c in text if c not in ",->. ")))
+        raise EinsumError(f"a contraction step needs {n} distinct indices; numpy.einsum takes at most 52")
+    table: dict[str, str | int | None] = dict(zip(odd, spare))
+    return text.translate(str.maketrans(table))
 
 
 def unique(spec: str) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .core import strip
 from .errors import GradcheckError
-from .pytree import _sortable, tree_flatten, tree_unflatten
+from .pytree import tree_flatten, tree_unflatten
 from .transforms import _out, jvp, vjp
 from .util import Array
 
@@ -34,24 +34,7 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> Arr
 
 def _leaf_names(args: tuple[Any, ...]) -> list[str]:
     """A readable name per leaf, in `tree_flatten` order: ``argument 1``, ``argument 0['w']``."""
-    names: list[str] = []
-
-    def walk(node: Any, path: str) -> None:
-        if node is None:
-            return
-        if type(node) is tuple or type(node) is list:
-            for i, c in enumerate(node):
-                walk(c, f"{path}[{i}]")
-        elif type(node) is dict:
-            keys = sorted(node) if _sortable(node) else sorted(node, key=repr)
-            for key in keys:
-                walk(node[key], f"{path}[{key!r}]")
-        else:
-            names.append(path)
-
-    for i, a in enumerate(args):
-        walk(a, f"argument {i}")
-    return names
+    return [p for i, a in enumerate(args) for p in tree_flatten(a)[1].leaf_paths(f"argument {i}")]
 
 
 def gradcheck(

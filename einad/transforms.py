@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 
 from . import ops
+from .batching import stacked
 from .core import (
     ForwardTrace,
     Node,
@@ -23,6 +24,7 @@ from .core import (
     box,
     dead_tracer,
     strip,
+    traced,
     tracing,
     value_of,
 )
@@ -39,7 +41,7 @@ ArgNums: TypeAlias = int | Sequence[int]
 def _diff_value(x: Any, what: str) -> Any:
     """The value to box as a differentiable input, or TypeError for non-float input."""
     if type(x) is Tensor:
-        v = x if x._trace is not None else x._value
+        v = x if traced(x) else strip(x)
     elif isinstance(x, (bool, int, np.integer, np.bool_)):
         raise TypeError(
             f"cannot differentiate with respect to {what}, the integer {x!r}: "
@@ -58,13 +60,11 @@ def _diff_value(x: Any, what: str) -> Any:
 
 def _out(v: Any) -> Any:
     """A result as the caller should see it: a Tensor if still traced, else numpy."""
-    if type(v) is Tensor:
-        if v._trace is not None:
-            if v._trace.dead:
-                raise dead_tracer(v._trace)
-            return v
-        v = v._value
-    return np.asarray(v)
+    if traced(v):
+        if v._trace.dead:
+            raise dead_tracer(v._trace)
+        return v
+    return np.asarray(strip(v))
 
 
 def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
@@ -78,7 +78,7 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
         g = np.zeros(shape, dtype=dt)
     elif shape_of(g) != shape:
         g = ops.broadcast_to(g, shape)
-    if type(g) is Tensor and g._trace is not None:
+    if traced(g):
         return ops.astype(g, dt) if g.dtype != dt else g
     g = np.asarray(strip(g))
     if g.dtype != dt:
@@ -122,8 +122,8 @@ def _substitute(args: Sequence[Any], nums: tuple[int, ...], subs: Sequence[Any])
 
 def _seed(ct: Any, value: Any) -> Any:
     if type(ct) is Tensor:
-        if ct._trace is None:
-            ct = ct._value
+        if not traced(ct):
+            ct = strip(ct)
     else:
         ct = np.asarray(ct)
     if shape_of(ct) != shape_of(value):
@@ -194,10 +194,9 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
-    """Name flat leaf `k` of the differentiated arguments: 'argument 1', or a pytree leaf."""
-    if all(c.kind == "leaf" for c in td.children):
-        return str(nums[k])
-    return f"leaf {k} of argnums {nums}"
+    """Name flat leaf `k` of the differentiated arguments: ``1``, or ``0['w']`` in a pytree."""
+    paths = [p for i, c in zip(nums, td.children) for p in c.leaf_paths(str(i))]
+    return paths[k]
 
 
 def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
@@ -308,7 +307,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
 
 
 def _tangent_in(t: Any, v: Any) -> Any:
-    t = t if type(t) is Tensor and t._trace is not None else np.asarray(strip(t))
+    t = t if traced(t) else np.asarray(strip(t))
     if shape_of(t) != shape_of(v):
         raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
     if dtype_of(t) != dtype_of(v):
@@ -425,13 +424,11 @@ def _stacked(
     result_dtypes: list[Any] | None = None,
 ) -> list[Any]:
     """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
-    from .batching import vmap
-
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
         dts = result_dtypes or [np.float64] * len(result_shapes)
         return [np.zeros((0,) + tuple(s), dtype=d) for s, d in zip(result_shapes, dts)]
-    return tree_flatten(vmap(fn)(_basis(shape, dtype)))[0]
+    return tree_flatten(stacked(fn)(_basis(shape, dtype)))[0]
 
 
 def _values(tree: Any) -> Any:
@@ -474,12 +471,10 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 ts[j] = t
                 return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts))))
 
-            from .batching import vmap
-
-            primal, tangent = vmap(push)(_basis(shape_of(x), dtype_of(x)))
+            primal, tangent = stacked(push)(_basis(shape_of(x), dtype_of(x)))
             if out_td is None:
-                stacked, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
-                out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in stacked]
+                rows, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
+                out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in rows]
             cols.append(tree_flatten(tangent)[0])
         if out_td is None:  # no input has an element: run f once for the output's structure
             out_flat, out_td = tree_flatten(g(*diff))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+from numpy.exceptions import AxisError
 
 from .core import Tensor, _box, as_array
 
@@ -76,3 +78,60 @@ def wrap(x: Value) -> Tensor:
     if not isinstance(x, (np.ndarray, np.generic)):
         x = np.asarray(x)
     return _box(x, None, None, None)
+
+
+# -- axes, as numpy checks them ------------------------------------------------------------
+
+
+def integer(value: Any, what: str) -> int:
+    """`value` as a Python int (ints, numpy integers, anything with ``__index__``; not bools).
+
+    Raises:
+        TypeError: Naming `what`, for a float, a string, a bool or any other non-integer.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError as err:
+            if type(err) is not TypeError:  # e.g. a TracerError: it says more than we would
+                raise
+    raise TypeError(f"{what} must be an integer, got {value!r} ({type(value).__name__})")
+
+
+def normalize_axis(axis: Any, ndim: int, what: str = "axis") -> int:
+    """One axis of an `ndim`-dimensional array, in ``range(ndim)``.
+
+    Raises:
+        numpy.exceptions.AxisError: If it is out of range (no wrapping modulo `ndim`).
+        TypeError: If it is not an integer.
+    """
+    a = integer(axis, what)
+    if not -ndim <= a < ndim:
+        raise AxisError(a, ndim, None if what == "axis" else what)
+    return a % ndim
+
+
+def normalize_axes(axis: Any, ndim: int, what: str = "axis") -> tuple[int, ...]:
+    """An axis or a sequence of distinct axes (all of them for None), each in ``range(ndim)``.
+
+    Raises:
+        numpy.exceptions.AxisError: If an axis is out of range.
+        ValueError: If an axis is repeated.
+        TypeError: If `axis` is not an integer, a sequence of them, or None.
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple, range)) or (isinstance(axis, np.ndarray) and axis.ndim == 1):
+        items = list(axis)
+    else:
+        try:
+            items = [integer(axis, what)]
+        except TypeError:
+            raise TypeError(
+                f"{what} must be an integer, a tuple of integers or None, "
+                f"got {axis!r} ({type(axis).__name__})"
+            ) from None
+    out = tuple(normalize_axis(a, ndim, what) for a in items)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {what} {axis!r}")
+    return out

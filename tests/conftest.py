@@ -32,6 +32,33 @@ def numeric_vjp(f, args, cotangent, argnum=0, eps=1e-6):
     return numeric_grad(lambda *a: np.sum(u * _value(f(*a))), *args, argnum=argnum, eps=eps)
 
 
+_ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def reference_einsum(spec, *operands):
+    """numpy.einsum, widened by the two things einad accepts beyond numpy (as opt_einsum
+    and PyTorch do), written without einad: letters outside a-z, A-Z are renamed to unused
+    ASCII ones, and a '...' that an explicit output leaves out is kept by numpy, then summed.
+    Raises whatever numpy raises for anything else."""
+    odd = [c for c in dict.fromkeys(spec) if c.isalpha() and c not in _ASCII]
+    spare = [c for c in _ASCII if c not in spec]
+    if odd and len(spare) >= len(odd):
+        if (
+            "-" not in spec and ">" not in spec
+        ):  # implicit output: '...', then letters used once by code point
+            letters = [c for c in spec if c.isalpha()]
+            once = sorted(c for c in set(letters) if letters.count(c) == 1)
+            spec += "->" + ("..." if "..." in spec else "") + "".join(once)
+        spec = spec.translate(str.maketrans(dict(zip(odd, spare))))
+    if spec.count("->") == 1:
+        lhs, rhs = spec.split("->")
+        if "." in lhs and "." not in rhs:
+            out = np.einsum(lhs + "->..." + rhs, *operands)
+            n_ell = out.ndim - len(rhs.replace(" ", ""))
+            return np.sum(out, axis=tuple(range(n_ell)), dtype=out.dtype)
+    return np.einsum(spec, *operands)
+
+
 def assert_close(actual, expected, rtol=1e-6, atol=1e-8):
     actual = np.asarray(actual)
     expected = np.asarray(expected)

@@ -7,7 +7,7 @@ trusts einad to check einad.
 
 import numpy as np
 import pytest
-from conftest import assert_close, check_op, numeric_grad, numeric_vjp
+from conftest import assert_close, check_op, numeric_grad, numeric_vjp, reference_einsum
 
 import einad as ea
 
@@ -19,17 +19,22 @@ def _operands(shapes, seed=0):
     return [rng.standard_normal(s) for s in shapes]
 
 
-def check_einsum(spec, *args, **kwargs):
-    """Value against numpy; VJP of every operand and the JVP against central differences."""
+def check_einsum(spec, *args, f=None, **kwargs):
+    """Value against numpy; VJP of every operand and the JVP against central differences.
+
+    `f` computes `spec` in another spelling (interleaved sublists); numpy's value of
+    `spec` (`reference_einsum`: also Unicode letters and a summed '...') is the reference.
+    """
     rng = np.random.default_rng(1)
-    expected = np.einsum(spec, *args)
-    out = ea.einsum(spec, *args, **kwargs)
+    expected = reference_einsum(spec, *args)
+    if f is None:
+        f = lambda *a: ea.einsum(spec, *a, **kwargs)
+    out = f(*args)
     assert isinstance(out, ea.Tensor)
     assert_close(out.numpy(), expected)
     assert out.dtype == expected.dtype
 
-    f = lambda *a: ea.einsum(spec, *a, **kwargs)
-    ref = lambda *a: np.einsum(spec, *a)
+    ref = lambda *a: reference_einsum(spec, *a)
     u = rng.standard_normal(expected.shape)
     value, pullback = ea.vjp(f, *args)
     assert_close(value, expected)
@@ -42,7 +47,7 @@ def check_einsum(spec, *args, **kwargs):
     tangents = tuple(rng.standard_normal(np.shape(a)) for a in args)
     _, tangent_out = ea.jvp(f, tuple(args), tangents)
     expected_tangent = sum(
-        np.einsum(spec, *(args[:k] + (t,) + args[k + 1 :])) for k, t in enumerate(tangents)
+        reference_einsum(spec, *(args[:k] + (t,) + args[k + 1 :])) for k, t in enumerate(tangents)
     )
     assert_close(tangent_out, expected_tangent)
 
@@ -100,6 +105,17 @@ GRAMMAR = {
     "mixed case implicit": ("aB,Bc", [(2, 3), (3, 4)]),
     "spaces": (" i j , j k -> i k ", [(2, 3), (3, 4)]),
     "spaces around ellipsis": ("... i j , ... j -> ... i", [(2, 3, 4), (4,)]),
+    # beyond numpy, as opt_einsum: any Unicode letter, and a '...' the output leaves out is summed
+    "greek": ("αβ,βγ->αγ", [(2, 3), (3, 4)]),
+    "cjk, implicit": ("甲乙,乙丙", [(2, 3), (3, 4)]),
+    "accented trace": ("éé->", [(3, 3)]),
+    "latin and greek, implicit order by code point": ("aα,αB", [(2, 3), (3, 4)]),
+    "greek with ellipsis": ("...αβ,...βγ->...αγ", [(2, 2, 3), (3, 4)]),
+    "greek repeated and broadcast": ("ωω,ω->ω", [(3, 3), (1,)]),
+    "ellipsis summed away": ("...ij->ij", [(4, 2, 3)]),
+    "ellipsis summed away, two operands": ("...i,...i->i", [(2, 3), (1, 3)]),
+    "ellipsis summed away, to a scalar": ("i...,...->", [(2, 3), (3,)]),
+    "ellipsis summed away, explicit empty ellipsis": ("...ij->ji", [(2, 3)]),
 }
 
 
@@ -107,6 +123,99 @@ GRAMMAR = {
 def test_einsum_grammar(name):
     spec, shapes = GRAMMAR[name]
     check_einsum(spec, *_operands(shapes))
+
+
+# numpy's interleaved form: (call, the same contraction as a string, shapes)
+INTERLEAVED = {
+    "int labels": (lambda a, b: ea.einsum(a, [0, 1], b, [1, 2], [0, 2]), "ij,jk->ik", [(2, 3), (3, 4)]),
+    "implicit output: labels sorted": (
+        lambda a, b: ea.einsum(a, [2, 1], b, [1, 0]),
+        "cb,ba->ac",
+        [(2, 3), (3, 4)],
+    ),
+    "bond names": (
+        lambda a, b: ea.einsum(a, ["left", "bond"], b, ["bond", "right"], ["right", "left"]),
+        "ab,bc->ca",
+        [(2, 3), (3, 4)],
+    ),
+    "labels of mixed types, tuples as sublists": (
+        lambda a, b: ea.einsum(a, (0, "k"), b, ("k", (1, 2)), ((1, 2), 0)),
+        "ik,kj->ji",
+        [(2, 3), (3, 4)],
+    ),
+    "ellipsis": (
+        lambda a, b: ea.einsum(a, [..., 0, 1], b, [1, 2], [..., 0, 2]),
+        "...ij,jk->...ik",
+        [(5, 2, 3), (3, 4)],
+    ),
+    "ellipsis, implicit output": (
+        lambda a, b: ea.einsum(a, [Ellipsis, 0, 1], b, [Ellipsis, 1]),
+        "...ij,...j",
+        [(5, 2, 3), (1, 3)],
+    ),
+    "ellipsis summed away": (lambda a: ea.einsum(a, [Ellipsis, 0], [0]), "...i->i", [(4, 2, 3)]),
+    "trace": (lambda a: ea.einsum(a, [7, 7]), "ii", [(3, 3)]),
+    "scalar operand": (lambda a, b: ea.einsum(a, [], b, [0], [0]), ",i->i", [(), (3,)]),
+    "one-letter labels": (
+        lambda a, b: ea.einsum(a, ["j", "k"], b, ["k", "i"]),
+        "jk,ki->ij",
+        [(2, 3), (3, 4)],
+    ),
+    "three operands": (
+        lambda a, b, c: ea.einsum(a, [0, 1], b, [1, 2], c, [2, 3], [3, 0]),
+        "ij,jk,kl->li",
+        [(2, 3), (3, 4), (4, 2)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTERLEAVED))
+def test_einsum_interleaved_form(name):
+    f, spec, shapes = INTERLEAVED[name]
+    check_einsum(spec, *_operands(shapes), f=f)
+
+
+@pytest.mark.parametrize(
+    "sublists",
+    [
+        ([0, 1, 2], [2, 1]),
+        ([5, 3, 1], [1, 3]),
+        ([0, 1, 2], [2, 1], [0]),
+        ([Ellipsis, 2], [2, 1]),
+        ([Ellipsis, 2], [2, 1], [1, Ellipsis]),
+        ([51, 26, 25], [25, 0]),  # numpy's labels run from 0 to 51
+    ],
+    ids=str,
+)
+def test_interleaved_form_matches_numpy_for_its_int_labels(sublists):
+    a, b = _operands([(2, 3, 4), (4, 3)])
+    args = [a, sublists[0], b, sublists[1], *sublists[2:]]
+    expected = np.einsum(*args)
+    out = ea.einsum(*args)
+    assert out.shape == expected.shape
+    assert_close(out.numpy(), expected)
+
+
+def test_einsum_optimize_and_memory_limit_apply_to_the_interleaved_form():
+    a, b, c = _operands([(2, 3), (3, 4), (4, 2)])
+    for optimize in ("greedy", "optimal", [(1, 2), (0, 1)], False):
+        check_einsum(
+            "ij,jk,kl->il",
+            a,
+            b,
+            c,
+            f=lambda a, b, c, o=optimize: ea.einsum(a, [0, 1], b, [1, 2], c, [2, 3], [0, 3], optimize=o),
+        )
+
+
+def test_gradient_program_keeps_the_users_unicode_letters():
+    a, b = _operands([(2, 3), (3, 4)])
+    graph = ea.make_graph(ea.grad(lambda a, b: ea.sum(ea.einsum("αβ,βγ->αγ", a, b) ** 2), (0, 1)))(a, b)
+    assert "einsum[αβ,βγ->αγ]" in str(graph)
+    assert any(s.endswith("->αβ") for s in graph.einsums), graph.einsums
+    assert any(s.endswith("->βγ") for s in graph.einsums), graph.einsums
+    graph = ea.make_graph(lambda a, b: ea.einsum(a, ["i", "j"], b, ["j", "k"]))(a, b)
+    assert graph.einsums == ["ij,jk->ik"]  # one-letter labels are the letters the listing shows
 
 
 def test_implicit_output_puts_upper_case_before_lower_case():

@@ -1,14 +1,64 @@
 """Random einsum specs: value against numpy.einsum, every operand's VJP against
-float64 central differences of numpy.einsum."""
+float64 central differences of numpy.einsum.
+
+Each drawn spec also runs in the grammar's other spellings (issue 12): with its
+letters mapped to Greek and to CJK letters, and rewritten in numpy's interleaved
+form with int labels, string labels (bond names) and labels of mixed types. All
+must give the string spec's value and gradients.
+"""
+
+import re
 
 import numpy as np
-from conftest import assert_close, numeric_vjp
+from conftest import assert_close, numeric_vjp, reference_einsum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import einad as ea
 
 LETTERS = "abcdAB"  # upper case too, to exercise numpy's implicit output order
+
+# Renamings that keep the letters' order (an implicit output sorts by code point, upper case first).
+GREEK = str.maketrans(dict(zip("ABabcd", "ΑΒαβγδ")))
+CJK = str.maketrans(dict(zip("ABabcd", "一丁七万丈三")))
+FORMS = ["string", "greek", "cjk", "interleaved ints", "interleaved names", "interleaved mixed"]
+
+
+def _tokens(term):
+    return re.findall(r"\.\.\.|[A-Za-z]", term)
+
+
+def _implicit_output(terms):
+    """numpy's output for subscripts without '->': '...' first, then the letters used once, sorted."""
+    letters = [c for t in terms for c in _tokens(t) if c != "..."]
+    ellipsis = ["..."] if any("..." in t for t in terms) else []
+    return ellipsis + sorted(c for c in set(letters) if letters.count(c) == 1)
+
+
+def spelled(form, spec):
+    """`f(*operands)` computing the einsum `spec` written in the grammar's spelling `form`."""
+    if form == "string":
+        return lambda *ops: ea.einsum(spec, *ops)
+    if form in ("greek", "cjk"):
+        text = spec.translate(GREEK if form == "greek" else CJK)
+        return lambda *ops: ea.einsum(text, *ops)
+    label = {
+        "interleaved ints": ord,  # order-preserving, so an implicit output comes out the same
+        "interleaved names": lambda c: f"{c}_bond",
+        "interleaved mixed": lambda c: ord(c) if c in "aA" else f"{c}_bond",  # cannot be sorted
+    }[form]
+    lhs, arrow, rhs = spec.partition("->")
+    terms = lhs.split(",")
+    if not arrow and form == "interleaved mixed":
+        arrow, rhs = "->", "".join(_implicit_output(terms))  # unsortable labels need their output
+    sublists = [[Ellipsis if c == "..." else label(c) for c in _tokens(t)] for t in terms]
+    output = [[Ellipsis if c == "..." else label(c) for c in _tokens(rhs)]] if arrow else []
+
+    def f(*ops):
+        args = [x for pair in zip(ops, sublists) for x in pair]
+        return ea.einsum(*args, *output)
+
+    return f
 
 
 @st.composite
@@ -19,7 +69,8 @@ def einsum_cases(draw):
     dimension may be 1 where the letter is larger elsewhere; an operand may
     carry '...' (anywhere in its subscripts) covering a suffix of a common
     broadcast shape, with some of those dimensions 1; the output is implicit
-    or an explicit random subset of the letters in random order.
+    or an explicit random subset of the letters in random order, which may
+    leave out the '...' (its dimensions are then summed).
     """
     sizes = {c: draw(st.integers(1, 4)) for c in LETTERS}
     pool = draw(st.permutations(LETTERS))[: draw(st.integers(1, len(LETTERS)))]  # small pools repeat
@@ -49,7 +100,7 @@ def einsum_cases(draw):
     if draw(st.booleans()):  # explicit output: a random subset, in random order
         used = sorted({c for t in terms for c in t if c != "."})
         out = list(draw(st.permutations(used)))[: draw(st.integers(0, len(used)))]
-        if any_ellipsis:
+        if any_ellipsis and draw(st.integers(0, 3)) > 0:
             out.insert(draw(st.integers(0, len(out))), "...")
         spec += "->" + "".join(out)
     seed = draw(st.integers(0, 2**16))
@@ -62,32 +113,34 @@ def test_random_einsum_value_and_vjp(case):
     spec, shapes, seed = case
     rng = np.random.default_rng(seed)
     args = tuple(rng.standard_normal(s) for s in shapes)
-    expected = np.einsum(spec, *args)
-
-    out = ea.einsum(spec, *args)
-    assert out.shape == expected.shape, (spec, shapes)
-    assert_close(out.numpy(), expected, rtol=1e-10, atol=1e-12)
-
+    expected = reference_einsum(spec, *args)
     u = rng.standard_normal(expected.shape)
-    value, pullback = ea.vjp(lambda *a: ea.einsum(spec, *a), *args)
-    assert_close(value, expected, rtol=1e-10, atol=1e-12)
-    grads = pullback(u)
-    assert len(grads) == len(args)
-    for k, g in enumerate(grads):
-        assert g.shape == args[k].shape, (spec, shapes, k)
-        # einsum is linear in each operand, so a large step is exact and well conditioned
-        assert_close(
-            g, numeric_vjp(lambda *a: np.einsum(spec, *a), args, u, argnum=k, eps=1.0), rtol=1e-8, atol=1e-10
-        )
+    # einsum is linear in each operand, so a large step is exact and well conditioned
+    ref = lambda *a: reference_einsum(spec, *a)
+    numeric = [numeric_vjp(ref, args, u, argnum=k, eps=1.0) for k in range(len(args))]
+
+    for form in FORMS:
+        f = spelled(form, spec)
+        out = f(*args)
+        assert out.shape == expected.shape, (form, spec, shapes)
+        assert_close(out.numpy(), expected, rtol=1e-10, atol=1e-12)
+
+        value, pullback = ea.vjp(f, *args)
+        assert_close(value, expected, rtol=1e-10, atol=1e-12)
+        grads = pullback(u)
+        assert len(grads) == len(args)
+        for k, g in enumerate(grads):
+            assert g.shape == args[k].shape, (form, spec, shapes, k)
+            assert_close(g, numeric[k], rtol=1e-8, atol=1e-10)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(einsum_cases())
-def test_random_einsum_jvp(case):
+@given(einsum_cases(), st.sampled_from(FORMS))
+def test_random_einsum_jvp(case, form):
     spec, shapes, seed = case
     rng = np.random.default_rng(seed)
     args = tuple(rng.standard_normal(s) for s in shapes)
     tangents = tuple(rng.standard_normal(s) for s in shapes)
-    _, tangent_out = ea.jvp(lambda *a: ea.einsum(spec, *a), args, tangents)
-    expected = sum(np.einsum(spec, *(args[:k] + (t,) + args[k + 1 :])) for k, t in enumerate(tangents))
+    _, tangent_out = ea.jvp(spelled(form, spec), args, tangents)
+    expected = sum(reference_einsum(spec, *(args[:k] + (t,) + args[k + 1 :])) for k, t in enumerate(tangents))
     assert_close(tangent_out, expected, rtol=1e-10, atol=1e-12)

@@ -264,6 +264,24 @@ def test_compiled_program_frees_intermediates_after_their_last_use():
     assert peak < 4 * x.nbytes, peak / x.nbytes
 
 
+def test_compiled_elementwise_steps_write_into_operands_that_die():
+    """A ufunc step whose operand dies there writes into that operand's memory
+    (passes.plan_buffers): the chain holds one array at a time, not two (fails if
+    the generated code stops passing out=)."""
+    n = 1 << 17
+    x = np.ones(n)
+    jf = ea.jit(lambda x: ea.sum(ea.tanh(ea.sin(x) * 2.0 + 1.0) ** 2))
+    jf(x)
+    assert "out=" in jf.lower(x).source
+    gc.collect()
+    tracemalloc.start()
+    jf(x)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1.5 * x.nbytes, peak / x.nbytes
+    assert_close(jf(x), np.sum(np.tanh(np.sin(x) * 2.0 + 1.0) ** 2))
+
+
 # -- TracerError -----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,974 @@
+"""Linear algebra: numpy.linalg's functions, differentiable in both modes to any order.
+
+``inv, solve, det, slogdet, cholesky, eigh, svd, qr`` are primitives whose
+implementation is numpy.linalg's own (so values, dtypes and errors are numpy's)
+and whose derivative rules are einad operations: einsums for every matrix
+product, transpose and diagonal, elementwise operations, and the linear
+algebra primitives themselves (``solve`` wherever a rule applies an inverse to
+something; ``inv`` only where the inverse itself is the derivative, as the
+gradient ``det · A⁻ᵀ`` of ``det``). A rule therefore differentiates again,
+batches and stages under `einad.jit` like any other code, and reads no value
+in Python.
+``norm`` is a composition of einad operations (and ``svd`` for the spectral
+and nuclear norms).
+
+Several results, one primitive. A primitive has one result, so a
+decomposition (``eigh``'s eigenvalues and eigenvectors, ``svd``'s U, S, Vh,
+``qr``'s Q, R, ``slogdet``'s sign and log) returns its parts packed side by
+side along a last axis (each part flattened behind the batch axes), and the
+public function slices them apart. A slice's VJP puts the cotangent back in
+its place, so the rules receive the parts' cotangents packed the same way.
+
+Conventions.
+
+* Batches: every function takes ``(..., m, n)`` stacks, as numpy.linalg does;
+  the batch axes ride along through the rules, and under `vmap` (so `jacfwd`,
+  `jacrev`, `hessian`) the mapped axis is one more batch axis: one call, no loop.
+* Complex values: a VJP is the transpose of the JVP under the pairing
+  ``Re sum(a * b)`` (no conjugation: JAX's convention, which `einad.gradcheck`
+  checks). The rules of the decompositions are written in the textbook
+  convention (``Re tr(aᴴ b)``) and conjugate their cotangent in and out.
+* What numpy reads: ``cholesky`` and ``eigh`` read one triangle of the matrix
+  (and only the real part of its diagonal); their derivatives are those of the
+  function numpy computes, so the upper triangle gets a zero gradient (the
+  lower one with ``UPLO="U"`` / ``upper=True``). For a symmetric (Hermitian)
+  matrix built from parameters, the chain rule gives the usual result.
+* Degenerate spectra. The derivatives of ``eigh``'s eigenvectors and ``svd``'s
+  singular vectors divide by gaps: ``F[i, j] = 1 / (λ_j − λ_i)`` (for the SVD
+  ``1 / (s_j² − s_i²)``). Where two eigenvalues are equal the decomposition has
+  no derivative: the vectors of a repeated eigenvalue are any basis of its
+  eigenspace, and a perturbation splits the eigenvalue along directions that
+  depend on the perturbation. einad sets ``F`` to zero on its diagonal and
+  wherever two eigenvalues agree to rounding (``|λ_i − λ_j| <= n·eps·max|λ|``,
+  the tolerance numpy's ``matrix_rank`` uses), which keeps every result finite and gives
+  the exact derivative of the losses that are differentiable there through
+  eigenvalues and eigenspaces: sums of functions of the eigenvalues (``Σ λ²``,
+  ``log det``, the nuclear norm), and projectors onto whole eigenspaces
+  (``V₁ V₁ᴴ`` over all the vectors of the repeated eigenvalue). It is not the
+  limit for matrix functions rebuilt from the factors (``V f(Λ) Vᴴ``), whose
+  divided differences it drops, nor for second derivatives at a tie. Away
+  from ties everything is exact, to any order; only gauge-invariant losses
+  (not the sign or the complex phase of a vector, which einad fixes by
+  ``Im diag(Vᴴ dV) = 0``) have derivatives; near-equal eigenvalues give large
+  ones. The extra columns of ``svd(full_matrices=True)`` and
+  ``qr(mode="complete")`` (any basis of a complement) likewise turn with the
+  reduced columns; a loss should use them only through their span.
+* Singular matrices: the derivatives of ``inv``, ``solve``, ``det``, ``slogdet``
+  and ``qr`` need an invertible matrix (``qr``: full rank); at a singular one
+  numpy's ``LinAlgError`` comes from the rule that solves with it. The singular
+  vectors of a zero singular value are a gauge like those of a repeated one:
+  their ``1 / s`` is set to 0 (below the same rounding tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from .core import Params, Primitive, Tensor, bind, rules
+from .einsum import _letters, contract, spread, sum_raw
+from .elementwise import PRIMITIVES, compare, conj, real
+from .reductions import max as _max
+from .reductions import max_p
+from .reductions import min as _min
+from .structural import (
+    astype,
+    broadcast_raw,
+    concat_p,
+    getitem_raw,
+    reshape_raw,
+    stop_gradient,
+    where_raw,
+)
+from .util import Array, ArrayLike, Shape, Value, dtype_of, shape_of, to_array_operand, wrap
+
+LinAlgError = np.linalg.LinAlgError
+
+__all__ = [
+    "EighResult",
+    "LinAlgError",
+    "QRResult",
+    "SVDResult",
+    "SlogdetResult",
+    "cholesky",
+    "det",
+    "eigh",
+    "inv",
+    "norm",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+]
+
+
+class SlogdetResult(NamedTuple):
+    """``slogdet``'s result, as numpy's: the sign (or phase) and log |det|."""
+
+    sign: Tensor
+    logabsdet: Tensor
+
+
+class EighResult(NamedTuple):
+    """``eigh``'s result, as numpy's: ascending eigenvalues, eigenvectors as columns."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class SVDResult(NamedTuple):
+    """``svd``'s result, as numpy's: ``a = U @ (S[..., None] * Vh)``."""
+
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+class QRResult(NamedTuple):
+    """``qr``'s result, as numpy's: ``a = Q @ R``."""
+
+    Q: Tensor
+    R: Tensor
+
+
+# -- matrix helpers in einad operations (what the rules are written with) --------------------
+
+
+def _mT(x: Any) -> Any:
+    """Swap the last two axes (a transpose einsum)."""
+    s = _letters(len(shape_of(x)))
+    return contract((s,), s[:-2] + s[-1] + s[-2], [x])
+
+
+def _mH(x: Any) -> Any:
+    """The conjugate transpose of the last two axes."""
+    return conj(_mT(x))
+
+
+def _mm(a: Any, b: Any) -> Any:
+    """The matrix product of stacks with the same batch axes (or a plain 2-D matrix)."""
+    na, nb = len(shape_of(a)), len(shape_of(b))
+    nbatch = max(na, nb) - 2
+    s = _letters(nbatch + 3)
+    batch, i, j, k = s[:nbatch], s[nbatch], s[nbatch + 1], s[nbatch + 2]
+    sa = batch[nbatch - (na - 2) :] + i + j
+    sb = batch[nbatch - (nb - 2) :] + j + k
+    return contract((sa, sb), batch + i + k, [a, b])
+
+
+def _mm3(a: Any, b: Any, c: Any) -> Any:
+    return _mm(_mm(a, b), c)
+
+
+def _diag(x: Any) -> Any:
+    """The diagonal of each matrix, as the last axis."""
+    s = _letters(len(shape_of(x)) - 1)
+    return contract((s + s[-1],), s, [x])
+
+
+def _diag_embed(d: Any) -> Any:
+    """Matrices with `d` (last axis) on the diagonal and zeros elsewhere."""
+    shape = shape_of(d)
+    s = _letters(len(shape))
+    return spread(d, s, s + s[-1], shape + shape[-1:])
+
+
+def _trace(x: Any) -> Any:
+    s = _letters(len(shape_of(x)) - 1)
+    return contract((s + s[-1],), s[:-1], [x])
+
+
+def _row(v: Any) -> Any:
+    """A vector (last axis) as a row that broadcasts down a matrix's columns."""
+    s = shape_of(v)
+    return reshape_raw(v, s[:-1] + (1, s[-1]))
+
+
+def _col(v: Any) -> Any:
+    s = shape_of(v)
+    return reshape_raw(v, s[:-1] + (s[-1], 1))
+
+
+def _trailing(v: Any, k: int) -> Any:
+    """`v` with `k` size-1 axes appended: a stack of scalars that broadcasts against a
+    stack of vectors (k = 1) or matrices (k = 2)."""
+    return reshape_raw(v, shape_of(v) + (1,) * k)
+
+
+def _real_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    return np.zeros((), dtype).real.dtype
+
+
+def _abs(x: Any) -> Any:
+    return bind(PRIMITIVES["abs"], (x,), {})
+
+
+def _imag(z: Any) -> Any:
+    return real(-1j * z)
+
+
+def _complex(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind == "c"
+
+
+def _mask(n: int, dtype: np.dtype[Any], lower: bool, diagonal: float) -> Array:
+    """An n×n constant: ones strictly below (or above) the diagonal, `diagonal` on it."""
+    ones = np.ones((n, n), dtype=_real_dtype(dtype))
+    strict = np.tril(ones, -1) if lower else np.triu(ones, 1)
+    return strict + diagonal * np.eye(n, dtype=strict.dtype)
+
+
+def _solve(a: Any, b: Any) -> Any:
+    """``a⁻¹ b`` for a matrix right-hand side (the solve primitive)."""
+    return bind(solve_p, (a, b), {})
+
+
+def _rsolve(x: Any, r: Any) -> Any:
+    """``x r⁻¹``, by a solve with the transposes."""
+    return _mT(_solve(_mT(r), _mT(x)))
+
+
+def _inv(a: Any) -> Any:
+    return bind(inv_p, (a,), {})
+
+
+def _like(ct: Any, x: Any) -> Any:
+    """A cotangent in the dtype of its operand."""
+    return astype(ct, dtype_of(x))
+
+
+def _rounding(w: Any, size: int) -> Any:
+    """``size · eps · max|w|`` for each vector (last axis) of `w`: what rounding leaves of a
+    difference (numpy's ``matrix_rank`` tolerance for singular values)."""
+    eps = float(np.finfo(dtype_of(w)).eps)
+    if shape_of(w)[-1] == 0:  # no values: nothing to compare
+        return np.zeros(shape_of(w)[:-1], _real_dtype(dtype_of(w)))
+    top = bind(max_p, (_abs(stop_gradient(w)),), {"axes": (len(shape_of(w)) - 1,)})
+    return top * (size * eps)
+
+
+def _gaps(w: Any, squares: bool = False) -> Any:
+    """``F[i, j] = 1 / (w[j] - w[i])`` (with `squares`, ``1 / (w[j]² - w[i]²)``), and 0 where
+    ``w[i]`` and ``w[j]`` agree to rounding, the diagonal included: the choice for ties."""
+    gap = _row(w) - _col(w)
+    d = gap * (_row(w) + _col(w)) if squares else gap
+    tie = compare("less_equal", _abs(gap), _trailing(_rounding(w, shape_of(w)[-1]), 2))
+    return where_raw(tie, 0, 1 / where_raw(tie, 1, d))
+
+
+def _reciprocal_above(s: Any, tol: Any) -> Any:
+    """``1 / s``, and 0 where ``s <= tol`` (a singular value lost to rounding)."""
+    small = compare("less_equal", s, tol)
+    return where_raw(small, 0, 1 / where_raw(small, 1, s))
+
+
+def _hermitian_part(t: Any, lower: bool) -> Any:
+    """The Hermitian matrix numpy reads from `t`: one triangle, mirrored, real diagonal."""
+    w = _mask(shape_of(t)[-1], dtype_of(t), lower, 0.5)
+    half = t * w
+    return half + _mH(half)
+
+
+def _hermitian_part_vjp(p: Any, lower: bool) -> Any:
+    """The transpose of `_hermitian_part` (the same in both complex conventions)."""
+    w = _mask(shape_of(p)[-1], dtype_of(p), lower, 0.5)
+    return (p + _mH(p)) * w
+
+
+# -- several results in one array -------------------------------------------------------------
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _pack_np(parts: Sequence[Any], nbatch: int) -> Array:
+    """numpy: the parts flattened behind their `nbatch` batch axes, side by side."""
+    dtype = np.result_type(*parts)
+    flat = [np.asarray(p, dtype).reshape(p.shape[:nbatch] + (_size(p.shape[nbatch:]),)) for p in parts]
+    return np.concatenate(flat, axis=-1)
+
+
+def _pack(parts: Sequence[Any], batch: Shape, dtype: np.dtype[Any]) -> Any:
+    """The same packing in einad operations (for the JVP rules)."""
+    nb = len(batch)
+    flat = [reshape_raw(astype(p, dtype), batch + (_size(shape_of(p)[nb:]),)) for p in parts]
+    return bind(concat_p, flat, {"axis": nb})
+
+
+def _unpack(packed: Any, shapes: Sequence[Shape]) -> list[Any]:
+    """The parts of a packed value, each shaped ``batch + shape``."""
+    batch = shape_of(packed)[:-1]
+    out = []
+    start = 0
+    for shape in shapes:
+        size = _size(shape)
+        piece = getitem_raw(packed, (slice(None),) * len(batch) + (slice(start, start + size),))
+        out.append(reshape_raw(piece, batch + tuple(shape)))
+        start += size
+    return out
+
+
+def _ride_along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """Batch rule: numpy.linalg maps over leading axes, so the batch axis is one more."""
+    return bind(prim, vals, params)
+
+
+def _only_result(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """Keep rule of a decomposition: its VJP reads the result, not the operand."""
+    return (False,) * len(needed), True
+
+
+# -- inv ----------------------------------------------------------------------------------------
+
+inv_p = rules(
+    Primitive("inv", np.linalg.inv),
+    # d(A⁻¹) = -A⁻¹ dA A⁻¹; the VJP is its transpose, -A⁻ᵀ g A⁻ᵀ
+    jvp=lambda ts, x, vals, p: -_mm3(x, ts[0], x),
+    vjp=lambda g, x, vals, p, needed: [-_mm3(_mT(x), g, _mT(x))],
+    keep=_only_result,
+    batch=_ride_along,
+)
+
+# -- solve --------------------------------------------------------------------------------------
+
+
+def _solve_jvp(ts: list[Any], x: Any, vals: Sequence[Any], p: Params) -> Any:
+    a, _ = vals
+    ta, tb = ts
+    rhs = tb if ta is None else (-_mm(ta, x) if tb is None else tb - _mm(ta, x))
+    return _solve(a, rhs)  # dx = A⁻¹ (db - dA x)
+
+
+def _solve_vjp(g: Any, x: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a, b = vals
+    gb = _solve(_mT(a), g)  # A⁻ᵀ g
+    return [_like(-_mm(gb, _mT(x)), a) if needed[0] else None, _like(gb, b) if needed[1] else None]
+
+
+def _solve_batch(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    a, b = vals
+    if batched[0]:
+        if not batched[1]:
+            b = broadcast_raw(b, (size,) + shape_of(b))
+        return bind(prim, (a, b), params)
+    # One matrix, a stack of right-hand sides (jacrev's cotangents, jacfwd's
+    # tangents): the stack joins b's columns, so the matrix is factored once.
+    shape = shape_of(b)  # (size, *batch, n, k)
+    s = _letters(len(shape))
+    z, batch, i, j = s[0], s[1:-2], s[-2], s[-1]
+    cols = contract((s,), batch + i + z + j, [b])
+    cols = reshape_raw(cols, shape[1:-1] + (size * shape[-1],))
+    x = bind(prim, (a, cols), params)
+    x = reshape_raw(x, shape[1:-1] + (size, shape[-1]))
+    return contract((batch + i + z + j,), s, [x])
+
+
+solve_p = rules(
+    Primitive("solve", np.linalg.solve),
+    jvp=_solve_jvp,
+    vjp=_solve_vjp,
+    keep=lambda needed: ((True, False), True),
+    batch=_solve_batch,
+)
+
+# -- det and slogdet ----------------------------------------------------------------------------
+
+
+def _inv_T(a: Any) -> Any:
+    """A⁻ᵀ (what d log det / dA is)."""
+    return _mT(_inv(a))
+
+
+det_p = rules(
+    Primitive("det", np.linalg.det),
+    # d det = det tr(A⁻¹ dA); the VJP is g det A⁻ᵀ
+    jvp=lambda ts, d, vals, p: d * _trace(_solve(vals[0], ts[0])),
+    vjp=lambda g, d, vals, p, needed: [_like(_trailing(g * d, 2) * _inv_T(vals[0]), vals[0])],
+    batch=_ride_along,
+)
+
+
+def _slogdet_impl(a: Array) -> Array:
+    sign, logabsdet = np.linalg.slogdet(a)
+    return _pack_np([sign, logabsdet], np.ndim(sign))
+
+
+def _slogdet_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    a = vals[0]
+    sign, _ = _unpack(ans, [(), ()])
+    tau = _trace(_solve(a, ts[0]))  # tr(A⁻¹ dA): its real part moves the log, its imaginary part the phase
+    dsign = sign * (1j * _imag(tau)) if _complex(dtype_of(a)) else np.zeros(shape_of(sign), dtype_of(sign))
+    return _pack([dsign, real(tau)], shape_of(sign), dtype_of(ans))
+
+
+def _slogdet_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    g_sign, g_log = _unpack(g, [(), ()])
+    c = real(g_log)  # the log is real: only the real part of its cotangent pairs with it
+    if _complex(dtype_of(a)):  # (a real sign has derivative zero)
+        c = c + 1j * _imag(g_sign * _unpack(ans, [(), ()])[0])
+    return [_like(_trailing(c, 2) * _inv_T(a), a)]
+
+
+slogdet_p = rules(Primitive("slogdet", _slogdet_impl), jvp=_slogdet_jvp, vjp=_slogdet_vjp, batch=_ride_along)
+
+# -- cholesky -----------------------------------------------------------------------------------
+#
+# A = L Lᴴ gives L⁻¹ dA L⁻ᴴ = L⁻¹dL + (L⁻¹dL)ᴴ with L⁻¹dL lower triangular and a real
+# diagonal, so dL = L Φ(L⁻¹ dA L⁻ᴴ), Φ keeping the lower triangle and half the diagonal.
+# dA is the Hermitian matrix numpy reads from the tangent's lower triangle.
+
+
+def _cholesky_jvp(ts: list[Any], chol: Any, vals: Sequence[Any], p: Params) -> Any:
+    ds = _hermitian_part(ts[0], lower=True)
+    x = _solve(chol, _mH(_solve(chol, ds)))  # L⁻¹ dS L⁻ᴴ (dS is Hermitian)
+    return _mm(chol, x * _mask(shape_of(x)[-1], dtype_of(x), True, 0.5))
+
+
+def _cholesky_vjp(g: Any, chol: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    g = conj(g)
+    phi = _mm(_mH(chol), g) * _mask(shape_of(g)[-1], dtype_of(g), True, 0.5)
+    p_ = _rsolve(_solve(_mH(chol), phi), chol)  # L⁻ᴴ Φ(Lᴴ Ḡ) L⁻¹
+    return [conj(_hermitian_part_vjp(p_, lower=True))]
+
+
+cholesky_p = rules(
+    Primitive("cholesky", np.linalg.cholesky),
+    jvp=_cholesky_jvp,
+    vjp=_cholesky_vjp,
+    keep=_only_result,
+    batch=_ride_along,
+)
+
+# -- eigh ---------------------------------------------------------------------------------------
+#
+# A V = V Λ gives Vᴴ dA V = Vᴴ dV Λ − Λ Vᴴ dV + dΛ: dλ = diag(Vᴴ dA V) and
+# dV = V (F ∘ Vᴴ dA V) with F[i, j] = 1 / (λ_j − λ_i) (see the module docstring).
+
+
+def _eigh_impl(a: Array, UPLO: Literal["L", "U"]) -> Array:
+    w, v = np.linalg.eigh(a, UPLO)
+    return _pack_np([w, v], w.ndim - 1)
+
+
+def _eigh_parts(ans: Any, a: Any) -> tuple[Any, Any]:
+    n = shape_of(a)[-1]
+    w, v = _unpack(ans, [(n,), (n, n)])
+    return real(w), v
+
+
+def _eigh_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    w, v = _eigh_parts(ans, vals[0])
+    e = _mm3(_mH(v), _hermitian_part(ts[0], p["UPLO"] == "L"), v)
+    dw = real(_diag(e))
+    dv = _mm(v, _gaps(w) * e)
+    return _pack([dw, dv], shape_of(w)[:-1], dtype_of(ans))
+
+
+def _eigh_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    w, v = _eigh_parts(ans, vals[0])
+    g_w, g_v = _eigh_parts(conj(g), vals[0])
+    vh = _mH(v)
+    k = _diag_embed(g_w) + _gaps(w) * _mm(vh, g_v)
+    return [conj(_hermitian_part_vjp(_mm3(v, k, vh), p["UPLO"] == "L"))]
+
+
+eigh_p = rules(
+    Primitive("eigh", _eigh_impl), jvp=_eigh_jvp, vjp=_eigh_vjp, keep=_only_result, batch=_ride_along
+)
+
+# -- svd ----------------------------------------------------------------------------------------
+#
+# With E = Uᴴ dA V and D = diag(s) (k = min(m, n) singular values):
+#   ds = Re diag(E)
+#   dU = U (F ∘ (E D + D Eᴴ) + i Im diag(E) / s) + (I − U Uᴴ) dA V D⁻¹      (the last term if m > n)
+#   dV = V (F ∘ (D E + Eᴴ D))                   + (I − V Vᴴ) dAᴴ U D⁻¹     (the last term if n > m)
+# with F[i, j] = 1 / (s_j² − s_i²). The VJP is the transpose of this map. For
+# full_matrices, the extra columns U₂ of U (or V₂ of V) turn with the rest:
+# dU₂ = −U₁ (dU₁ᴴ U₂), which keeps [U₁ U₂] unitary.
+
+
+def _svd_impl(a: Array, full_matrices: bool, hermitian: bool) -> Array:
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices, hermitian=hermitian)
+    return _pack_np([u, s, vh], s.ndim - 1)
+
+
+def _svd_shapes(m: int, n: int, full: bool) -> tuple[Shape, Shape, Shape]:
+    k = min(m, n)
+    return ((m, m if full else k), (k,), (n if full else k, n))
+
+
+def _svd_parts(ans: Any, vals: Sequence[Any], p: Params) -> tuple[Any, Any, Any]:
+    m, n = shape_of(vals[0])[-2:]
+    u, s, vh = _unpack(ans, _svd_shapes(m, n, p["full_matrices"]))
+    return u, real(s), vh
+
+
+def _cols(x: Any, start: int, stop: int | None) -> Any:
+    return getitem_raw(x, (slice(None),) * (len(shape_of(x)) - 1) + (slice(start, stop),))
+
+
+def _rows(x: Any, start: int, stop: int | None) -> Any:
+    return getitem_raw(x, (slice(None),) * (len(shape_of(x)) - 2) + (slice(start, stop), slice(None)))
+
+
+def _svd_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    a, da = vals[0], ts[0]
+    if p["hermitian"]:
+        da = _hermitian_part(da, lower=True)
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    u, s, vh = _svd_parts(ans, vals, p)
+    u1, v1 = _cols(u, 0, k), _mH(_rows(vh, 0, k))
+    e = _mm3(_mH(u1), da, v1)
+    ds = real(_diag(e))
+    f = _gaps(s, squares=True)  # 1 / (s_j² − s_i²)
+    ed, de = e * _row(s), _col(s) * e
+    du = _mm(u1, f * (ed + _mH(ed)))
+    dv = _mm(v1, f * (de + _mH(de)))
+    inv_s = _reciprocal_above(s, _trailing(_rounding(s, max(m, n)), 1))
+    if _complex(dtype_of(a)):
+        du = du + _mm(u1, _diag_embed(1j * _imag(_diag(e)) * inv_s))
+    if m > n:
+        du = du + (_mm(da, v1) - _mm(u1, e)) * _row(inv_s)
+    if n > m:
+        dv = dv + (_mm(_mH(da), u1) - _mm(v1, _mH(e))) * _row(inv_s)
+    if p["full_matrices"] and m > n:
+        u2 = _cols(u, k, None)
+        du = bind(concat_p, [du, -_mm3(u1, _mH(du), u2)], {"axis": len(shape_of(du)) - 1})
+    if p["full_matrices"] and n > m:
+        v2 = _mH(_rows(vh, k, None))
+        dv = bind(concat_p, [dv, -_mm3(v1, _mH(dv), v2)], {"axis": len(shape_of(dv)) - 1})
+    return _pack([du, ds, _mH(dv)], shape_of(s)[:-1], dtype_of(ans))
+
+
+def _svd_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    u, s, vh = _svd_parts(ans, vals, p)
+    g_u, g_s, g_vh = _svd_parts(conj(g), vals, p)  # the textbook convention: conjugate in and out
+    u1, v1, g_v = _cols(u, 0, k), _mH(_rows(vh, 0, k)), _mH(g_vh)
+    g_u1, g_v1 = _cols(g_u, 0, k), _cols(g_v, 0, k)
+    if p["full_matrices"] and m > n:
+        u2 = _cols(u, k, None)
+        g_u1 = g_u1 - _mm3(u2, _mH(_cols(g_u, k, None)), u1)
+    if p["full_matrices"] and n > m:
+        v2 = _mH(_rows(vh, k, None))
+        g_v1 = g_v1 - _mm3(v2, _mH(_cols(g_v, k, None)), v1)
+    f = _gaps(s, squares=True)
+    inv_s = _reciprocal_above(s, _trailing(_rounding(s, max(m, n)), 1))
+    ku, kv = _mm(_mH(u1), g_u1), _mm(_mH(v1), g_v1)
+    ge = _diag_embed(g_s) + (f * (ku - _mH(ku))) * _row(s) + _col(s) * (f * (kv - _mH(kv)))
+    if _complex(dtype_of(a)):
+        ge = ge + _diag_embed(1j * _imag(_diag(ku)) * inv_s)
+    ga = _mm3(u1, ge, _mH(v1))
+    if m > n:
+        ga = ga + _mm((g_u1 - _mm(u1, ku)) * _row(inv_s), _mH(v1))
+    if n > m:
+        ga = ga + _mm(u1, _col(inv_s) * (_mH(g_v1) - _mm(_mH(kv), _mH(v1))))
+    if p["hermitian"]:
+        ga = _hermitian_part_vjp(ga, lower=True)
+    return [_like(conj(ga), a)]
+
+
+svd_p = rules(Primitive("svd", _svd_impl), jvp=_svd_jvp, vjp=_svd_vjp, keep=_only_result, batch=_ride_along)
+
+# -- qr -----------------------------------------------------------------------------------------
+#
+# Write A = [X Y] with X its first k = min(m, n) columns, so X = Q R₁ is square or
+# tall and Y = Q R₂. With C = Qᴴ dX R₁⁻¹, the skew-Hermitian Ω = Qᴴ dQ is C's
+# strictly lower part mirrored (plus i Im diag C: LAPACK's R has a real diagonal),
+# and then dR₁ = (C − Ω) R₁, dQ = dX R₁⁻¹ − Q (C − Ω), dR₂ = Qᴴ dY − Ω R₂.
+
+
+def _qr_impl(a: Array, complete: bool) -> Array:
+    q, r = np.linalg.qr(a, mode="complete" if complete else "reduced")
+    return _pack_np([q, r], q.ndim - 2)
+
+
+def _qr_parts(ans: Any, vals: Sequence[Any], p: Params) -> tuple[Any, Any]:
+    m, n = shape_of(vals[0])[-2:]
+    k = m if p["complete"] else min(m, n)
+    q, r = _unpack(ans, [(m, k), (k, n)])
+    return q, r
+
+
+def _omega(c: Any) -> Any:
+    low = c * _mask(shape_of(c)[-1], dtype_of(c), True, 0.0)
+    om = low - _mH(low)
+    if _complex(dtype_of(c)):
+        om = om + _diag_embed(1j * _imag(_diag(c)))
+    return om
+
+
+def _qr_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    a, da = vals[0], ts[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    q, r = _qr_parts(ans, vals, p)
+    q1, r1 = _cols(q, 0, k), _rows(_cols(r, 0, k), 0, k)
+    dx_r = _rsolve(_cols(da, 0, k), r1)  # dX R₁⁻¹
+    c = _mm(_mH(q1), dx_r)
+    om = _omega(c)
+    dq = dx_r - _mm(q1, c - om)
+    dr = _mm(c - om, r1)
+    axis = len(shape_of(dr)) - 1
+    if n > m:
+        dr2 = _mm(_mH(q1), _cols(da, m, None)) - _mm(om, _cols(r, m, None))
+        dr = bind(concat_p, [dr, dr2], {"axis": axis})
+    if p["complete"] and m > n:
+        q2 = _cols(q, k, None)
+        dq = bind(concat_p, [dq, -_mm3(q1, _mH(dq), q2)], {"axis": axis})
+        dr = bind(concat_p, [dr, np.zeros(shape_of(dr)[:-2] + (m - n, n), dtype_of(dr))], {"axis": axis - 1})
+    return _pack([dq, dr], shape_of(q)[:-2], dtype_of(ans))
+
+
+def _qr_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    q, r = _qr_parts(ans, vals, p)
+    g_q, g_r = _qr_parts(conj(g), vals, p)  # the textbook convention: conjugate in and out
+    q1, r1 = _cols(q, 0, k), _rows(_cols(r, 0, k), 0, k)
+    g_q1, g_r1 = _cols(g_q, 0, k), _rows(_cols(g_r, 0, k), 0, k)
+    if p["complete"] and m > n:
+        g_q1 = g_q1 - _mm3(_cols(q, k, None), _mH(_cols(g_q, k, None)), q1)
+    if n > m:
+        r2, g_r2 = _cols(r, m, None), _cols(g_r, m, None)
+        g_q1 = g_q1 - _mm3(q1, g_r2, _mH(r2))
+    mm = _mm(g_r1, _mH(r1)) - _mm(_mH(q1), g_q1)
+    upper = mm * _mask(k, dtype_of(mm), False, 0.0)
+    sym = upper + _mH(upper) + _diag_embed(real(_diag(mm)))
+    ga = _rsolve(g_q1 + _mm(q1, sym), _mH(r1))  # (Q̄ + Q sym(M)) R₁⁻ᴴ
+    if n > m:
+        ga = bind(concat_p, [ga, _mm(q1, g_r2)], {"axis": len(shape_of(ga)) - 1})
+    return [_like(conj(ga), a)]
+
+
+qr_p = rules(Primitive("qr", _qr_impl), jvp=_qr_jvp, vjp=_qr_vjp, keep=_only_result, batch=_ride_along)
+
+
+# -- the public functions -----------------------------------------------------------------------
+
+_SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
+
+
+def _linalg_dtype(x: Value) -> Value:
+    """numpy.linalg's dtype rule: integers and booleans become float64; float16 is refused."""
+    dt = dtype_of(x)
+    if dt.kind in "biu":
+        return astype(x, np.float64)
+    if dt not in _SUPPORTED:
+        raise TypeError(f"array type {dt} is unsupported in linalg")
+    return x
+
+
+def _matrix(a: ArrayLike, square: bool = True) -> Value:
+    """A stack of matrices as numpy.linalg checks it, at the call."""
+    x = _linalg_dtype(to_array_operand(a))
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise LinAlgError(f"{len(shape)}-dimensional array given. Array must be at least two-dimensional")
+    if square and shape[-1] != shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+    return x
+
+
+def inv(a: ArrayLike) -> Tensor:
+    """The inverse of a matrix (or of each matrix of a stack ``(..., n, n)``), as numpy.linalg.inv.
+
+    Its derivative is ``-A⁻¹ dA A⁻¹``; the VJP ``-A⁻ᵀ g A⁻ᵀ``.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices, or is singular.
+    """
+    return wrap(bind(inv_p, (_matrix(a),), {}))
+
+
+def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
+    """The solution x of ``a @ x = b``, as numpy.linalg.solve (numpy 2's shapes).
+
+    `a` is ``(..., n, n)``. `b` is a vector ``(n,)`` (the same right-hand side for
+    every matrix of the stack; the result is ``(..., n)``) or a stack of matrices
+    ``(..., n, k)``; batch axes broadcast. Derivatives: ``dx = a⁻¹ (db - da x)``;
+    the VJP solves once with ``aᵀ``.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices, or is singular.
+        ValueError: If `b`'s shape does not fit `a`'s.
+    """
+    x, y = _matrix(a), _linalg_dtype(to_array_operand(b))
+    dtype = np.result_type(dtype_of(x), dtype_of(y))
+    x, y = astype(x, dtype), astype(y, dtype)
+    n = shape_of(x)[-1]
+    vector = len(shape_of(y)) == 1
+    if len(shape_of(y)) == 0:
+        raise ValueError("solve: b must be a vector (n,) or a stack of matrices (..., n, k), got a scalar")
+    rows = shape_of(y)[0] if vector else shape_of(y)[-2]
+    if rows != n:
+        sig = "(m,m),(m)->(m)" if vector else "(m,m),(m,n)->(m,n)"
+        raise ValueError(
+            f"solve: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+            f"signature {sig} (size {rows} is different from {n})"
+        )
+    if vector:
+        y = reshape_raw(y, (n, 1))
+    batch = tuple(np.broadcast_shapes(shape_of(x)[:-2], shape_of(y)[:-2]))
+    x = broadcast_raw(x, batch + (n, n))
+    y = broadcast_raw(y, batch + shape_of(y)[-2:])
+    out = bind(solve_p, (x, y), {})
+    return wrap(reshape_raw(out, batch + (n,)) if vector else out)
+
+
+def det(a: ArrayLike) -> Tensor:
+    """The determinant of a matrix (or of each of a stack), as numpy.linalg.det.
+
+    Its derivative is ``det(a) · tr(a⁻¹ da)``, so the gradient is ``det(a) · a⁻ᵀ``.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices (and, for a
+            derivative, if `a` is singular).
+    """
+    return wrap(bind(det_p, (_matrix(a),), {}))
+
+
+def slogdet(a: ArrayLike) -> SlogdetResult:
+    """The sign (or complex phase) and the log of the absolute value of the determinant.
+
+    As numpy.linalg.slogdet: ``det(a) = sign * exp(logabsdet)``, stable where the
+    determinant itself would overflow. The gradient of ``logabsdet`` is ``a⁻ᵀ``;
+    a real sign has derivative zero, a complex phase moves with ``Im tr(a⁻¹ da)``.
+
+    Returns:
+        ``SlogdetResult(sign, logabsdet)``, a named tuple of Tensors.
+    """
+    x = _matrix(a)
+    sign, logabsdet = _unpack(bind(slogdet_p, (x,), {}), [(), ()])
+    return SlogdetResult(wrap(sign), wrap(real(logabsdet)))
+
+
+def cholesky(a: ArrayLike, /, *, upper: bool = False) -> Tensor:
+    """The Cholesky factor of a Hermitian positive-definite matrix, as numpy.linalg.cholesky.
+
+    ``a = L @ Lᴴ`` with L lower triangular (with ``upper=True``, ``a = Uᴴ @ U``).
+    As numpy, only the lower (upper) triangle of `a` is read, so the other
+    triangle gets a zero gradient.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices, or not positive definite.
+    """
+    x = _matrix(a)
+    if upper:
+        return wrap(_mH(bind(cholesky_p, (_mH(x),), {})))
+    return wrap(bind(cholesky_p, (x,), {}))
+
+
+def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
+    """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix, as numpy.linalg.eigh.
+
+    Only the lower (``UPLO="L"``) or upper (``"U"``) triangle of `a` is read.
+    Derivatives: ``dλ = diag(Vᴴ dA V)``, ``dV = V (F ∘ Vᴴ dA V)`` with
+    ``F[i, j] = 1 / (λ_j − λ_i)``, set to 0 where two eigenvalues are equal (to
+    rounding). They hold for distinct eigenvalues and losses that do not depend
+    on the sign or phase of a vector; at a repeated eigenvalue, for sums over the
+    eigenvalues and projectors onto whole eigenspaces (see `einad.linalg`).
+
+    Returns:
+        ``EighResult(eigenvalues, eigenvectors)``; the eigenvectors are the columns.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices.
+        ValueError: If `UPLO` is not "L" or "U".
+    """
+    uplo = str(UPLO).upper()
+    if uplo not in ("L", "U"):
+        raise ValueError("UPLO argument must be 'L' or 'U'")
+    x = _matrix(a)
+    w, v = _eigh_parts(bind(eigh_p, (x,), {"UPLO": uplo}), x)
+    return EighResult(wrap(w), wrap(v))
+
+
+def svd(
+    a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False
+) -> SVDResult | Tensor:
+    """The singular value decomposition ``a = U @ (S[..., None] * Vh)``, as numpy.linalg.svd.
+
+    Singular values are descending. Their derivative is ``ds = Re diag(Uᴴ dA V)``;
+    the singular vectors' involves ``1 / (s_j² − s_i²)``, set to 0 where two
+    singular values are equal (to rounding), and ``1 / s`` (0 for a singular
+    value lost to rounding, as numpy's ``matrix_rank`` counts them). Exact for
+    distinct nonzero singular values and losses that do not depend on the sign
+    or phase of a vector; at a repeated one, for sums over singular values (the
+    nuclear norm) and projectors onto whole singular subspaces (see
+    `einad.linalg`). With ``full_matrices`` (numpy's default) the extra columns
+    of U or rows of Vh are a basis of a complement; they turn with the rest.
+
+    Args:
+        a: A matrix or a stack ``(..., m, n)``.
+        full_matrices: U is ``(..., m, m)`` and Vh ``(..., n, n)``; else
+            ``(..., m, k)`` and ``(..., k, n)`` with ``k = min(m, n)``.
+        compute_uv: When False, return only S.
+        hermitian: `a` is Hermitian (numpy then uses ``eigh``, reading its lower triangle).
+
+    Returns:
+        ``SVDResult(U, S, Vh)``, or S alone when `compute_uv` is False.
+
+    Raises:
+        LinAlgError: If `a` has fewer than 2 dimensions (or is not square with ``hermitian``).
+    """
+    x = _matrix(a, square=hermitian)
+    m, n = shape_of(x)[-2:]
+    if not compute_uv:
+        return wrap(_singular_values(x, hermitian))
+    params = {"full_matrices": bool(full_matrices) and m != n, "hermitian": bool(hermitian)}
+    u, s, vh = _svd_parts(bind(svd_p, (x,), params), (x,), params)
+    return SVDResult(wrap(u), wrap(s), wrap(vh))
+
+
+def _singular_values(x: Value, hermitian: bool = False) -> Any:
+    """S of the reduced SVD (the primitive computes U and Vh too: its derivative needs them)."""
+    params = {"full_matrices": False, "hermitian": hermitian}
+    return _svd_parts(bind(svd_p, (x,), params), (x,), params)[1]
+
+
+def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
+    """The QR decomposition ``a = Q @ R``, as numpy.linalg.qr.
+
+    Needs `a` of full rank for derivatives (R's diagonal nonzero). The signs are
+    LAPACK's (R's diagonal is real, of either sign), which the derivative keeps.
+
+    Args:
+        a: A matrix or a stack ``(..., m, n)``.
+        mode: "reduced" (Q is ``(..., m, k)``, R ``(..., k, n)``, k = min(m, n)),
+            "complete" (Q is ``(..., m, m)``; its extra columns turn with the rest)
+            or "r" (R only).
+
+    Returns:
+        ``QRResult(Q, R)``, or R alone for ``mode="r"``.
+
+    Raises:
+        LinAlgError: If `a` has fewer than 2 dimensions.
+        ValueError: If `mode` is not one of these three ("raw" is not differentiable).
+    """
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr mode {mode!r} is not supported: use 'reduced', 'complete' or 'r'")
+    x = _matrix(a, square=False)
+    m, n = shape_of(x)[-2:]
+    params = {"complete": mode == "complete" and m > n}
+    q, r = _qr_parts(bind(qr_p, (x,), params), (x,), params)
+    if mode == "r":
+        return wrap(r)
+    return QRResult(wrap(q), wrap(r))
+
+
+# -- norm: a composition of einad operations --------------------------------------------------
+
+
+def _sqrt_sum_squares(x: Any, axes: tuple[int, ...], keepdims: bool) -> Any:
+    """sqrt(Σ |x|²) over `axes`, with the subgradient 0 at x = 0 (not sqrt's infinite slope)."""
+    sq = sum_raw(real(x * conj(x)), axes, keepdims)
+    zero = compare("equal", sq, 0)
+    return where_raw(zero, 0, bind(PRIMITIVES["sqrt"], (where_raw(zero, 1, sq),), {}))
+
+
+def _axis_tuple(axis: Any, nd: int) -> tuple[int, ...]:
+    if not isinstance(axis, tuple):
+        try:
+            axis = (int(axis),)
+        except (TypeError, ValueError):
+            raise TypeError("'axis' must be None, an integer or a tuple of integers") from None
+    out = []
+    for a in axis:
+        a = int(a)
+        if not -nd <= a < nd:
+            raise np.exceptions.AxisError(a, nd)
+        out.append(a % nd)
+    return tuple(out)
+
+
+def _keep_shape(shape: Shape, axes: tuple[int, ...]) -> Shape:
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A002
+    """A vector or matrix norm, as numpy.linalg.norm.
+
+    Vector norms (`axis` an int, or a 1-D `x`): ``ord`` None or 2 (Euclidean),
+    1, ``inf``, ``-inf``, 0 (the count of nonzeros, derivative zero) and any
+    other number p (``sum(|x|^p)^(1/p)``). Matrix norms (`axis` a pair, or a 2-D
+    `x`): None or "fro" (Frobenius), "nuc" (nuclear: the sum of singular
+    values), 2 and -2 (largest and smallest singular value), 1 and -1 (max / min
+    column sum), ``inf`` and ``-inf`` (max / min row sum). With ``axis=None`` and
+    ``ord=None``, the 2-norm of all elements, whatever `x`'s rank.
+
+    Derivatives: the Euclidean and Frobenius norms use the subgradient 0 at
+    ``x = 0``; max/min norms share the gradient among tied elements; the
+    singular-value norms differentiate through `svd` (tied singular values of
+    the 2-norm share the gradient).
+
+    Raises:
+        ValueError: For an unknown `ord`, repeated axes, or a rank the norm does not fit.
+    """
+    v = to_array_operand(x)
+    if dtype_of(v).kind in "biu":
+        v = astype(v, np.float64)
+    shape = shape_of(v)
+    nd = len(shape)
+    if axis is None:
+        if ord is None or (ord in ("f", "fro") and nd == 2) or (ord == 2 and nd == 1):
+            out = _sqrt_sum_squares(v, tuple(range(nd)), False)
+            return wrap(reshape_raw(out, (1,) * nd) if keepdims else out)
+        axes = tuple(range(nd))
+    else:
+        axes = _axis_tuple(axis, nd)
+    if len(axes) == 1:
+        return wrap(_vector_norm(v, ord, axes, keepdims))
+    if len(axes) == 2:
+        if axes[0] == axes[1]:
+            raise ValueError("Duplicate axes given.")
+        out = _matrix_norm(v, ord, axes)
+        return wrap(reshape_raw(out, _keep_shape(shape, axes)) if keepdims else out)
+    raise ValueError("Improper number of dimensions to norm.")
+
+
+def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:  # noqa: A002
+    if ord is None or (not isinstance(ord, str) and ord == 2):
+        return _sqrt_sum_squares(x, axes, keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")  # noqa: TRY004  (numpy's error)
+    if ord == np.inf:
+        return _max(_abs(x), axes, keepdims)
+    if ord == -np.inf:
+        return _min(_abs(x), axes, keepdims)
+    if ord == 0:
+        nonzero = astype(compare("not_equal", x, 0), _real_dtype(dtype_of(x)))
+        return sum_raw(nonzero, axes, keepdims)
+    if ord == 1:
+        return sum_raw(_abs(x), axes, keepdims)
+    total = sum_raw(_abs(x) ** ord, axes, keepdims)
+    return total ** (1.0 / ord)
+
+
+def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int]) -> Any:  # noqa: A002
+    row, col = axes
+    if ord is None or ord in ("fro", "f"):
+        return _sqrt_sum_squares(x, axes, False)
+    if ord in (2, -2, "nuc"):
+        nd = len(shape_of(x))
+        rest = [i for i in range(nd) if i not in axes]
+        s = _letters(nd)
+        moved = contract((s,), "".join(s[i] for i in rest) + s[row] + s[col], [x])
+        sv = _singular_values(moved)
+        if ord == "nuc":
+            return sum_raw(sv, -1)
+        return (_max if ord == 2 else _min)(sv, -1)
+    if ord in (1, -1, np.inf, -np.inf):
+        reduce_over, then = (row, col) if ord in (1, -1) else (col, row)
+        sums = sum_raw(_abs(x), reduce_over)
+        then -= then > reduce_over
+        return (_max if ord > 0 else _min)(sums, then)
+    raise ValueError("Invalid norm order for matrices.")

@@ -1,0 +1,680 @@
+"""Planning contractions larger than memory: paths, slices, schedules and their costs.
+
+Pure planning on letters and sizes; nothing here touches an array.
+
+A contraction is *sliced* when its path has an intermediate larger than the
+memory limit: a few indices are cut into chunks, every combination of chunks
+(a *slice*) is contracted along the same path, and the results are summed (or,
+for an output index, written side by side). Each slice's intermediates are
+smaller by the product of the chunk counts of the sliced letters they hold.
+
+* `plan` chooses a path and the slices: the path the strategy finds when one
+  fits the limit, else slices found by `greedy_slices` and, when cotengra is
+  installed, by cotengra's `SliceFinder`, each coarsened to fewer chunks that
+  still fit (`coarsen`); the plan with fewer flops (forward plus gradient) wins.
+* `object_path` asks a path-optimizer object (opt_einsum's ``RandomGreedy``,
+  cotengra's ``HyperOptimizer``) for its path once per contraction, keyed by the
+  object's identity in a weak table, so the object is never asked twice and
+  never kept alive by einad.
+* `schedule` turns a path and its slices into the steps an executor runs: the
+  steps that no sliced letter reaches are *hoisted* (computed once), the others
+  are run once per slice. `estimate` counts the flops and the peak memory of the
+  forward and of the gradient sweep (which recomputes each slice's
+  intermediates) on that schedule.
+* `describe` bundles it for `einad.contract_path` and `einad explain`.
+
+"The memory limit" counts elements of intermediates: the operands, the result
+and the gradients are the caller's and are not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal, TypeAlias
+
+import opt_einsum as oe
+from opt_einsum.contract import PathInfo
+
+from .errors import EinsumError
+from .subscripts import pairwise_steps
+
+try:  # optional: pip install 'einad[tn]'
+    import cotengra
+except ImportError:  # pragma: no cover - depends on the environment
+    cotengra = None
+
+Path: TypeAlias = tuple[tuple[int, ...], ...]
+"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
+
+Slices: TypeAlias = tuple[tuple[str, int], ...]
+"""The sliced letters with their number of chunks, in order of first appearance."""
+
+MemoryLimit: TypeAlias = int | Literal["max_input"] | None
+"""The largest intermediate allowed, in elements; ``"max_input"``: the largest operand's size."""
+
+Shapes: TypeAlias = tuple[tuple[int, ...], ...]
+
+
+def _prod(xs: Iterator[int] | Sequence[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def resolve_limit(memory_limit: MemoryLimit, shapes: Shapes) -> int | None:
+    """The limit in elements (``"max_input"`` is the largest operand's size)."""
+    if memory_limit is None:
+        return None
+    if memory_limit == "max_input":
+        return max((_prod(s) for s in shapes), default=1)
+    if isinstance(memory_limit, bool) or not isinstance(memory_limit, int):
+        raise EinsumError(f"memory_limit must be a number of elements or 'max_input', got {memory_limit!r}")
+    if memory_limit < 1:
+        raise EinsumError(f"memory_limit must be at least 1 element, got {memory_limit}")
+    return memory_limit
+
+
+def _text(inputs: tuple[str, ...], output: str) -> str:
+    return ",".join(inputs) + "->" + output
+
+
+def oe_path(
+    inputs: tuple[str, ...], output: str, shapes: Shapes, optimize: Any, limit: int | None = None
+) -> Path:
+    """opt_einsum's path for the contraction (an `EinsumError` when it cannot plan it)."""
+    text = _text(inputs, output)
+    try:
+        path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=limit)
+    except (ValueError, KeyError, TypeError) as err:
+        raise EinsumError(f"cannot plan the contraction {text!r} with optimize={optimize!r}: {err}") from None
+    except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
+        path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=limit)
+    return tuple(tuple(int(i) for i in step) for step in path)
+
+
+# -- optimizer objects: asked once per contraction, remembered by identity ----------------
+
+_object_paths: dict[int, dict[tuple[Any, ...], Path]] = {}  # id(optimizer) -> its answers
+_object_lock = threading.Lock()
+
+
+def object_path(optimizer: Any, inputs: tuple[str, ...], output: str, shapes: Shapes) -> Path:
+    """The path `optimizer` (a PathOptimizer or any opt_einsum-style callable) gives.
+
+    The answer is remembered per object and per contraction, so einad never asks
+    the same object twice about one contraction. The table is keyed by the
+    object's identity (not its equality) and an entry goes when its object is
+    collected, so einad keeps no optimizer alive. Asking an object about a
+    second, different contraction is the object's business: opt_einsum's
+    ``RandomGreedy`` refuses, which surfaces as an `EinsumError`.
+    """
+    key = (inputs, output, shapes)
+    with _object_lock:
+        table = _object_paths.get(id(optimizer))
+        if table is None:
+            table = {}
+            try:
+                weakref.finalize(optimizer, _object_paths.pop, id(optimizer), None)
+                _object_paths[id(optimizer)] = table
+            except TypeError:  # not weakly referenceable: nothing is remembered
+                pass
+        path = table.get(key)
+    if path is None:
+        path = oe_path(inputs, output, shapes, optimizer)
+        with _object_lock:
+            table[key] = path
+    return path
+
+
+# -- sizes along a path ---------------------------------------------------------------------
+
+
+def _part(c: str, sizes: dict[str, int], chunks: dict[str, int]) -> int:
+    """The size of letter `c` in the largest chunk."""
+    m = chunks.get(c, 1)
+    return -(-sizes[c] // m)
+
+
+def _size(spec: str, sizes: dict[str, int], chunks: dict[str, int]) -> int:
+    return _prod(_part(c, sizes, chunks) for c in spec)
+
+
+def _steps(
+    inputs: tuple[str, ...], output: str, path: Path
+) -> tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]:
+    return pairwise_steps(inputs, output, path)
+
+
+def largest(
+    inputs: tuple[str, ...], output: str, path: Path, sizes: dict[str, int], chunks: dict[str, int]
+) -> int:
+    """The largest intermediate (every step's result but the last) of one slice, in elements."""
+    steps = _steps(inputs, output, path)
+    return max((_size(out, sizes, chunks) for _, _, out in steps[:-1]), default=0)
+
+
+def _flop(ins: tuple[str, ...], out: str, sizes: dict[str, int]) -> int:
+    letters = set("".join(ins)) | set(out)
+    inner = bool(set("".join(ins)) - set(out))
+    return int(oe.helpers.flop_count(letters, inner, len(ins), sizes))
+
+
+def _forward_flops(
+    inputs: tuple[str, ...], output: str, path: Path, sizes: dict[str, int], chunks: dict[str, int]
+) -> int:
+    """Total forward flops of the sliced contraction (hoisted steps counted once)."""
+    return estimate(
+        schedule(inputs, output, _shapes(inputs, sizes), path, _slices(inputs, chunks))
+    ).forward_flops
+
+
+def _shapes(inputs: tuple[str, ...], sizes: dict[str, int]) -> Shapes:
+    return tuple(tuple(sizes[c] for c in s) for s in inputs)
+
+
+def _slices(inputs: tuple[str, ...], chunks: dict[str, int]) -> Slices:
+    order = dict.fromkeys("".join(inputs))
+    return tuple((c, chunks[c]) for c in order if chunks.get(c, 1) > 1)
+
+
+# -- finding slices ---------------------------------------------------------------------------
+
+
+def greedy_slices(
+    inputs: tuple[str, ...],
+    output: str,
+    sizes: dict[str, int],
+    path: Path,
+    limit: int,
+    replan: Callable[[dict[str, int]], Path | None] | None = None,
+) -> tuple[Path, dict[str, int]]:
+    """Slice until every intermediate of one slice fits `limit`.
+
+    Each round halves the chunk size of the letter that most reduces the
+    largest intermediate (ties: the smallest total excess over the limit, then
+    the fewest flops, then the first letter). `replan(chunks)`, when given,
+    may return a better path for the sliced sizes (re-planning with
+    opt_einsum), which is adopted when its largest intermediate is smaller.
+    """
+    chunks: dict[str, int] = {}
+    order = list(dict.fromkeys("".join(inputs)))
+    while True:
+        steps = _steps(inputs, output, path)
+        big = [out for _, _, out in steps[:-1] if _size(out, sizes, chunks) > limit]
+        if not big:
+            return path, chunks
+        cands = [c for c in order if any(c in out for out in big) and _part(c, sizes, chunks) > 1]
+        if not cands:  # cannot happen for limit >= 1: every letter can be cut to size 1
+            raise EinsumError(
+                f"no slicing fits the contraction {_text(inputs, output)!r} in {limit} elements"
+            )
+
+        scores = {
+            c: _score(inputs, output, sizes, path, limit, _halve(c, sizes, chunks), order.index(c))
+            for c in cands
+        }
+        chunks = _halve(min(cands, key=scores.__getitem__), sizes, chunks)
+        if replan is not None:
+            better = replan(chunks)
+            if better is not None and largest(inputs, output, better, sizes, chunks) < largest(
+                inputs, output, path, sizes, chunks
+            ):
+                path = better
+
+
+def _halve(c: str, sizes: dict[str, int], chunks: dict[str, int]) -> dict[str, int]:
+    """`chunks` with letter `c` cut into chunks of half the size."""
+    t = -(-_part(c, sizes, chunks) // 2)
+    return {**chunks, c: -(-sizes[c] // t)}
+
+
+def _score(
+    inputs: tuple[str, ...],
+    output: str,
+    sizes: dict[str, int],
+    path: Path,
+    limit: int,
+    chunks: dict[str, int],
+    rank: int,
+) -> tuple[int, int, int, int]:
+    """How good slicing `chunks` is: its largest intermediate, its total excess over the
+    limit, its flops (then the letter's rank, to break ties)."""
+    outs = [_size(out, sizes, chunks) for _, _, out in _steps(inputs, output, path)[:-1]]
+    excess = sum(max(0, s - limit) for s in outs)
+    return max(outs, default=0), excess, _forward_flops(inputs, output, path, sizes, chunks), rank
+
+
+def cotengra_slices(
+    inputs: tuple[str, ...], output: str, sizes: dict[str, int], path: Path, limit: int
+) -> dict[str, int] | None:
+    """cotengra's `SliceFinder` on the contraction tree of `path` (each sliced letter cut to
+    size 1; `coarsen` merges chunks back). None when cotengra is absent or fails."""
+    if cotengra is None:
+        return None
+    try:
+        tree = cotengra.ContractionTree.from_path(
+            list(inputs), output, dict(sizes), path=[list(p) for p in path]
+        )
+        sliced = tree.slice(target_size=max(limit, 1), seed=0)
+        letters = list(sliced.sliced_inds)
+    except (ValueError, KeyError, TypeError, RuntimeError, IndexError, AssertionError):
+        return None
+    return {c: sizes[c] for c in letters if sizes[c] > 1}
+
+
+def coarsen(
+    inputs: tuple[str, ...],
+    output: str,
+    sizes: dict[str, int],
+    path: Path,
+    limit: int,
+    chunks: dict[str, int],
+) -> dict[str, int]:
+    """Merge chunks back while every intermediate still fits: each round cuts the chunk
+    count of the letter where that removes the most slices (to the fewest chunks that fit)."""
+    chunks = {c: m for c, m in chunks.items() if m > 1}
+    while True:
+        best: tuple[float, str, int] | None = None
+        for c in sorted(chunks):
+            lo, hi = 1, chunks[c]  # the smallest m in [lo, hi] that fits (hi does)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if largest(inputs, output, path, sizes, {**chunks, c: mid}) <= limit:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            gain = chunks[c] / hi
+            if hi < chunks[c] and (best is None or gain > best[0]):
+                best = (gain, c, hi)
+        if best is None:
+            return chunks
+        _, c, m = best
+        chunks = {k: v for k, v in {**chunks, c: m}.items() if v > 1}
+
+
+def _is_pairwise(path: Path) -> bool:
+    return all(len(step) <= 2 for step in path)
+
+
+@functools.lru_cache(maxsize=1024)
+def plan(
+    inputs: tuple[str, ...], output: str, shapes: Shapes, optimize: str | Path, memory_limit: MemoryLimit
+) -> tuple[Path, Slices]:
+    """The path and the slices for a contraction under `memory_limit`.
+
+    `optimize` is an opt_einsum strategy name or an explicit path (an optimizer
+    object is turned into its path by `object_path` first). Without a limit, or
+    when the strategy's path (or opt_einsum's memory-limited one) keeps every
+    intermediate within it, nothing is sliced. Otherwise letters are sliced:
+    by `greedy_slices` (re-planning with opt_einsum for a strategy name; an
+    explicit path is kept) and, where installed, by cotengra's finder along the
+    path; the cheaper of the two plans is taken.
+    """
+    sizes: dict[str, int] = {}
+    for spec, shape in zip(inputs, shapes):
+        sizes.update(zip(spec, shape))
+    explicit = isinstance(optimize, tuple)
+    path = optimize if isinstance(optimize, tuple) else oe_path(inputs, output, shapes, optimize)
+    limit = resolve_limit(memory_limit, shapes)
+    if limit is None or len(inputs) <= 2 or 0 in sizes.values():
+        return path, ()
+    if largest(inputs, output, path, sizes, {}) <= limit:
+        return path, ()
+    if not explicit:
+        limited = oe_path(inputs, output, shapes, optimize, limit)
+        if _is_pairwise(limited) and largest(inputs, output, limited, sizes, {}) <= limit:
+            return limited, ()
+    # the greedy choice, and cotengra's where installed: the cheaper plan wins (on a
+    # tie the greedy one, so that a plan does not depend on cotengra needlessly)
+    replan = None if explicit else _replanner(inputs, output, sizes, optimize, limit)
+    gpath, greedy = greedy_slices(inputs, output, sizes, path, limit, replan)
+    plans = [(gpath, coarsen(inputs, output, sizes, gpath, limit, greedy))]
+    found = cotengra_slices(inputs, output, sizes, path, limit)
+    if found is not None:
+        plans.append((path, coarsen(inputs, output, sizes, path, limit, found)))
+    path, chunks = min(plans, key=lambda pc: _cost(inputs, output, shapes, pc[0], _slices(inputs, pc[1])))
+    return path, _slices(inputs, chunks)
+
+
+def _cost(
+    inputs: tuple[str, ...], output: str, shapes: Shapes, path: Path, slices: Slices
+) -> tuple[int, int]:
+    """What a plan costs: the flops of a forward and a gradient, then the number of slices."""
+    c = estimate(schedule(inputs, output, shapes, path, slices))
+    return c.forward_flops + c.gradient_flops, c.n_slices
+
+
+def _replanner(
+    inputs: tuple[str, ...], output: str, sizes: dict[str, int], strategy: Any, limit: int
+) -> Callable[[dict[str, int]], Path | None]:
+    def replan(chunks: dict[str, int]) -> Path | None:
+        shapes = tuple(tuple(_part(c, sizes, chunks) for c in s) for s in inputs)
+        return oe_path(inputs, output, shapes, strategy)
+
+    return replan
+
+
+# -- the schedule an executor runs ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a schedule: contract the values `args` (ids) by ``ins -> out`` into id `result`."""
+
+    args: tuple[int, ...]
+    result: int
+    ins: tuple[str, ...]
+    out: str
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How to run a sliced contraction.
+
+    Ids ``0..n-1`` are the operands, ``n + t`` is the result of step t.
+    `hoisted` steps depend on no sliced letter and run once; `looped` steps run
+    once per slice. `bounds` holds, per sliced letter, its chunks as
+    ``(start, stop)`` ranges; a slice is one chunk of every sliced letter.
+    """
+
+    inputs: tuple[str, ...]
+    output: str
+    sizes: tuple[tuple[str, int], ...]
+    slices: Slices
+    steps: tuple[Step, ...]
+    hoisted: tuple[int, ...]
+    looped: tuple[int, ...]
+    varies: frozenset[int]
+    bounds: tuple[tuple[tuple[int, int], ...], ...]
+
+    @property
+    def n_slices(self) -> int:
+        """The number of slices."""
+        return _prod(len(b) for b in self.bounds)
+
+    def ranges(self) -> Iterator[dict[str, tuple[int, int]]]:
+        """Each slice as ``{letter: (start, stop)}``."""
+        letters = [c for c, _ in self.slices]
+        for combo in itertools.product(*self.bounds):
+            yield dict(zip(letters, combo))
+
+    @staticmethod
+    def index(spec: str, ranges: dict[str, tuple[int, int]]) -> tuple[slice, ...]:
+        """The basic index that cuts an array indexed by `spec` to the slice `ranges`."""
+        return tuple(slice(*ranges[c]) if c in ranges else slice(None) for c in spec)
+
+    def needs(self, leaves: frozenset[int]) -> frozenset[int]:
+        """The ids whose value depends on one of the operands `leaves`."""
+        need = set(leaves)
+        for st in self.steps:
+            if any(a in need for a in st.args):
+                need.add(st.result)
+        return frozenset(need)
+
+    def rerun(self, need: frozenset[int]) -> frozenset[int]:
+        """The looped steps a gradient sweep (for the ids `need`) recomputes in each slice.
+
+        A step's pullback to one operand reads the values of its other operands, so
+        a value is read when a sibling needs a cotangent; the steps that produce
+        those values, and the steps those read, are rerun. The last step never is
+        (its result is the contraction's), nor, when only some operands are
+        differentiated, the steps no pullback reads.
+        """
+        producer = {st.result: t for t, st in enumerate(self.steps)}
+        looped = set(self.looped)
+        read: set[int] = set()
+        for t in self.looped:
+            st = self.steps[t]
+            if st.result in need:
+                read.update(a for a in st.args if any(b in need for b in st.args if b != a))
+        rerun: set[int] = set()
+        todo = [producer[a] for a in read if a in producer and producer[a] in looped]
+        while todo:
+            t = todo.pop()
+            if t not in rerun:
+                rerun.add(t)
+                todo.extend(
+                    producer[a] for a in self.steps[t].args if a in producer and producer[a] in looped
+                )
+        return frozenset(rerun)
+
+
+def _bounds(d: int, m: int) -> tuple[tuple[int, int], ...]:
+    return tuple(((i * d) // m, ((i + 1) * d) // m) for i in range(m))
+
+
+@functools.lru_cache(maxsize=1024)
+def schedule(inputs: tuple[str, ...], output: str, shapes: Shapes, path: Path, slices: Slices) -> Schedule:
+    """The schedule of the contraction along `path` with `slices` (no slices: one pass)."""
+    sizes: dict[str, int] = {}
+    for spec, shape in zip(inputs, shapes):
+        sizes.update(zip(spec, shape))
+    n = len(inputs)
+    sliced = {c for c, _ in slices}
+    varies = {k for k, s in enumerate(inputs) if sliced & set(s)} if slices else set(range(n))
+    work = list(range(n))
+    steps: list[Step] = []
+    for t, (positions, ins, out) in enumerate(pairwise_steps(inputs, output, path)):
+        args = tuple(work[p] for p in positions)
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        work.append(n + t)
+        steps.append(Step(args, n + t, ins, out))
+        if any(a in varies for a in args):
+            varies.add(n + t)
+    hoisted = tuple(t for t, st in enumerate(steps) if st.result not in varies)
+    looped = tuple(t for t, st in enumerate(steps) if st.result in varies)
+    return Schedule(
+        inputs=inputs,
+        output=output,
+        sizes=tuple(sorted(sizes.items())),
+        slices=slices,
+        steps=tuple(steps),
+        hoisted=hoisted,
+        looped=looped,
+        varies=frozenset(varies),
+        bounds=tuple(_bounds(sizes[c], m) for c, m in slices),
+    )
+
+
+# -- what a schedule costs --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Flops and peak memory (in elements) of the forward and of the gradient sweep."""
+
+    n_slices: int
+    largest: int  # the largest intermediate of one slice
+    forward_flops: int
+    gradient_flops: int
+    forward_peak: int
+    gradient_peak: int
+
+
+def _spec_of(s: Schedule, i: int) -> str:
+    n = len(s.inputs)
+    return s.inputs[i] if i < n else s.steps[i - n].out
+
+
+@functools.lru_cache(maxsize=1024)
+def estimate(s: Schedule) -> Costs:
+    """Count the schedule: the forward (hoisted steps once, looped steps per slice) and the
+    gradient sweep for every operand (per slice: recompute the looped intermediates but the
+    last, then pull the cotangent back through each step; then the hoisted steps once).
+
+    Peaks count the intermediates and cotangents alive at once, not the operands, the
+    result or the gradients, nor the copies a matrix product may make.
+    """
+    sizes = dict(s.sizes)
+    chunks = dict(s.slices)
+    n = len(s.inputs)
+
+    def full(i: int) -> int:
+        return _prod(sizes[c] for c in _spec_of(s, i))
+
+    def part(i: int) -> int:  # its size in one slice
+        return _size(_spec_of(s, i), sizes, chunks) if i in s.varies else full(i)
+
+    def repeat(st: Step) -> int:  # how often a looped step's full work is done
+        letters = set("".join(st.ins)) | set(st.out)
+        return _prod(m for c, m in chunks.items() if c not in letters)
+
+    fwd = sum(_flop(s.steps[t].ins, s.steps[t].out, sizes) for t in s.hoisted)
+    loop = [(s.steps[t], _flop(s.steps[t].ins, s.steps[t].out, sizes) * repeat(s.steps[t])) for t in s.looped]
+    fwd += sum(f for _, f in loop)
+    need = s.needs(frozenset(range(n)))
+    rerun = s.rerun(need) if s.slices else frozenset()  # a sliced sweep recomputes
+    grad = sum(f for t, (_, f) in zip(s.looped, loop) if t in rerun)
+    for st, f in loop:
+        grad += f * sum(1 for a in st.args if a in need)
+    for t in s.hoisted:
+        st = s.steps[t]
+        grad += _flop(st.ins, st.out, sizes) * sum(1 for a in st.args if a in need)
+
+    def looped_value(a: int) -> bool:
+        return a >= n and a in s.varies
+
+    # forward peak: the hoisted values the loop reads, plus one slice's live values
+    consumer = {a: st.result for st in s.steps for a in st.args}
+    feeds_loop = [s.steps[t].result for t in s.hoisted if consumer[s.steps[t].result] in s.varies]
+    live = peak = 0
+    for t in s.hoisted:
+        st = s.steps[t]
+        live += full(st.result)
+        peak = max(peak, live)
+        live -= sum(full(a) for a in st.args if a >= n)
+    kept = sum(full(a) for a in feeds_loop)
+    live = 0
+    for t in s.looped:
+        st = s.steps[t]
+        live += part(st.result)
+        peak = max(peak, kept + live)
+        live -= sum(part(a) for a in st.args if looped_value(a))
+    forward_peak = peak
+
+    # gradient peak: every hoisted value and the cotangent accumulators of those the
+    # loop reads stay; in a slice, its recomputed values, then the cotangents as
+    # each step is pulled back (a step's value and cotangent go once it is done)
+    base = sum(full(s.steps[t].result) for t in s.hoisted)
+    base += sum(full(a) for a in feeds_loop if a in need)
+    final = s.looped[-1] if s.looped else -1
+    live = sum(part(s.steps[t].result) for t in s.looped if t != final)
+    peak = live
+    for t in reversed(s.looped):
+        st = s.steps[t]
+        peak = max(peak, live + sum(part(a) for a in st.args if a in need))
+        if t != final:
+            live -= part(st.result)
+        for a in st.args:
+            if looped_value(a):
+                live -= part(a) if a not in need else 0
+    live = 0
+    for t in reversed(s.hoisted):
+        st = s.steps[t]
+        if st.result not in need:
+            continue
+        peak = max(peak, live + sum(full(a) for a in st.args if a in need))
+        live += sum(full(a) for a in st.args if a in need and a >= n)
+    gradient_peak = base + peak
+    largest_part = max((part(st.result) for st in s.steps[:-1]), default=0)
+    return Costs(
+        n_slices=s.n_slices,
+        largest=largest_part,
+        forward_flops=fwd,
+        gradient_flops=grad,
+        forward_peak=forward_peak,
+        gradient_peak=gradient_peak,
+    )
+
+
+# -- the report of einad.contract_path -----------------------------------------------------
+
+
+class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
+    """opt_einsum's `PathInfo` for the chosen path (on the full shapes), plus the slicing
+    and the cost of the gradient.
+
+    Attributes:
+        sliced_indices: The letters sliced, in the subscripts' letters (empty: none).
+        slices: ``{letter: number of chunks}`` for each sliced letter.
+        n_slices: The number of slices (1 when nothing is sliced).
+        memory_limit: The limit in elements, or None.
+        slice_largest_intermediate: The largest intermediate of one slice, in elements.
+        forward_flops: Flops of the (sliced) forward.
+        gradient_flops: Flops of the gradient of every operand, after the forward
+            (for a sliced contraction, the sweep that recomputes each slice).
+        forward_peak: The most elements held in intermediates at once in the forward.
+        gradient_peak: The same for the gradient (intermediates kept for it and
+            cotangents; not the operands, the result or the gradients).
+    """
+
+    sliced_indices: tuple[str, ...]
+    slices: dict[str, int]
+    n_slices: int
+    memory_limit: int | None
+    slice_largest_intermediate: int
+    forward_flops: int
+    gradient_flops: int
+    forward_peak: int
+    gradient_peak: int
+
+    def __repr__(self) -> str:
+        return str(super().__repr__()) + "\n" + "\n".join(self.summary())
+
+    def summary(self) -> list[str]:
+        """The slicing and gradient lines, as `einad explain` prints them."""
+        lines = []
+        if self.memory_limit is not None:
+            if self.sliced_indices:
+                cut = ", ".join(f"{c!r} into {m}" for c, m in self.slices.items())
+                lines.append(
+                    f"memory limit {self.memory_limit:,} elements: no pairwise path fits; "
+                    f"sliced {cut} ({self.n_slices} slices)"
+                )
+            else:
+                lines.append(f"memory limit {self.memory_limit:,} elements: fits, nothing sliced")
+        if self.sliced_indices:
+            lines.append(f"  largest intermediate per slice {self.slice_largest_intermediate:,} elements")
+        lines.append(f"  forward   FLOPs {self.forward_flops:,}, peak {self.forward_peak:,} elements")
+        lines.append(f"  gradient  FLOPs {self.gradient_flops:,}, peak {self.gradient_peak:,} elements")
+        if self.sliced_indices:
+            lines.append(
+                "  (the gradient of every operand is one sweep over the slices: each slice's "
+                "intermediates are recomputed and the cotangent pulled back through them)"
+            )
+        return lines
+
+
+def describe(
+    inputs: tuple[str, ...],
+    output: str,
+    shapes: Shapes,
+    path: Path,
+    slices: Slices,
+    memory_limit: MemoryLimit,
+) -> ContractionInfo:
+    """The `ContractionInfo` of a planned contraction."""
+    _, base = oe.contract_path(_text(inputs, output), *shapes, shapes=True, optimize=[list(p) for p in path])
+    info: ContractionInfo = ContractionInfo.__new__(ContractionInfo)
+    info.__dict__.update(base.__dict__)
+    costs = estimate(schedule(inputs, output, shapes, path, slices))
+    info.sliced_indices = tuple(c for c, _ in slices)
+    info.slices = dict(slices)
+    info.n_slices = costs.n_slices
+    info.memory_limit = resolve_limit(memory_limit, shapes)
+    info.slice_largest_intermediate = costs.largest
+    info.forward_flops = costs.forward_flops
+    info.gradient_flops = costs.gradient_flops
+    info.forward_peak = costs.forward_peak
+    info.gradient_peak = costs.gradient_peak
+    if info.largest_intermediate is None:  # pragma: no cover - opt_einsum always sets it
+        info.largest_intermediate = Decimal(0)
+    return info

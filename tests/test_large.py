@@ -1,0 +1,428 @@
+"""Contractions larger than memory (issue 11): sliced forward and backward, optimizer
+objects, reusable expressions, `contract_path`, and the memory they take.
+
+Slicing is forced by a small `memory_limit`; every value and gradient is compared
+with the same contraction unsliced. Each test that plans runs with both slice
+finders: einad's greedy one and, where installed, cotengra's.
+"""
+
+import gc
+import subprocess
+import sys
+import tracemalloc
+import weakref
+
+import numpy as np
+import opt_einsum as oe
+import pytest
+
+import einad as ea
+from einad import slicing
+from einad.einsum import contract_planned
+from einad.explain import explain
+from einad.util import wrap
+
+TETRA = "abc,ade,bdf,cef->"  # every pairwise path goes through a 4-index intermediate
+
+
+def _ops(shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def _tetra(n, seed=0):
+    return _ops([(n, n, n)] * 4, seed)
+
+
+@pytest.fixture(params=["greedy", "cotengra"])
+def finder(request, monkeypatch):
+    """Plan with einad's greedy slice finder, or with cotengra's (skipped when absent)."""
+    if request.param == "cotengra" and slicing.cotengra is None:
+        pytest.skip("cotengra is not installed (pip install 'einad[tn]')")
+    if request.param == "greedy":
+        monkeypatch.setattr(slicing, "cotengra", None)
+    slicing.plan.cache_clear()
+    yield request.param
+    slicing.plan.cache_clear()
+
+
+def _close(a, b, rtol=1e-10, atol=1e-10):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+# Networks where a small limit forces slicing: (subscripts, shapes, limit).
+NETWORKS = [
+    (TETRA, [(4, 4, 4)] * 4, 64),  # scalar result
+    ("abc,ade,bdf->cef", [(4, 3, 5), (4, 2, 3), (3, 2, 4)], 20),  # output letters may be sliced
+    ("abc,ade,bdf,cef,g->g", [(3, 4, 2), (3, 3, 4), (4, 3, 2), (2, 4, 2), (5,)], 12),  # a lone operand
+    ("aabc,ade,bdf,cef->f", [(3, 3, 4, 2), (3, 3, 4), (4, 3, 2), (2, 4, 2)], 10),  # a repeated index
+    ("ab,bc,cd,de,ea,af->f", [(4, 5), (5, 3), (3, 4), (4, 5), (5, 4), (4, 3)], 6),  # a ring
+]
+
+
+@pytest.mark.parametrize("eq, shapes, limit", NETWORKS)
+def test_sliced_values_and_gradients_equal_the_unsliced(finder, eq, shapes, limit):
+    ops = _ops(shapes)
+    _, info = ea.contract_path(eq, *ops, memory_limit=limit)
+    assert info.sliced_indices, "the limit should force slicing"
+    assert info.slice_largest_intermediate <= limit
+    sliced = lambda *xs: ea.sum(ea.einsum(eq, *xs, memory_limit=limit) ** 2)
+    whole = lambda *xs: ea.sum(ea.einsum(eq, *xs) ** 2)
+    _close(ea.einsum(eq, *ops, memory_limit=limit), np.einsum(eq, *ops))
+    argnums = tuple(range(len(ops)))
+    v, g = ea.value_and_grad(sliced, argnums=argnums)(*ops)
+    v0, g0 = ea.value_and_grad(whole, argnums=argnums)(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        _close(a, b, rtol=1e-9)
+    assert ea.gradcheck(sliced, *ops)  # reverse and forward mode against differences
+
+
+def test_one_operand_gradient_and_float32(finder):
+    ops = [x.astype(np.float32) for x in _tetra(4)]
+    f = lambda x: ea.einsum(TETRA, x, *ops[1:], memory_limit=64)
+    g = ea.grad(f)(ops[0])
+    assert g.dtype == np.float32
+    _close(g, ea.grad(lambda x: ea.einsum(TETRA, x, *ops[1:]))(ops[0]), rtol=1e-4, atol=1e-4)
+
+
+def test_second_order(finder):
+    ops = _tetra(3)
+    sliced = lambda x, y: ea.sum(ea.grad(lambda u: ea.einsum(TETRA, u, y, *ops[2:], memory_limit=20))(x) ** 2)
+    whole = lambda x, y: ea.sum(ea.grad(lambda u: ea.einsum(TETRA, u, y, *ops[2:]))(x) ** 2)
+    gg = ea.grad(sliced, argnums=(0, 1))(*ops[:2])
+    gg0 = ea.grad(whole, argnums=(0, 1))(*ops[:2])
+    for a, b in zip(gg, gg0):
+        _close(a, b, rtol=1e-9)
+    assert ea.gradcheck(sliced, *ops[:2])  # grad of grad, in both modes
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=20)
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):
+        hv = ea.hvp(f, tuple(ops), tuple(ops[::-1]), mode=mode)
+        hv0 = ea.hvp(lambda *xs: ea.einsum(TETRA, *xs), tuple(ops), tuple(ops[::-1]), mode=mode)
+        for a, b in zip(hv, hv0):
+            _close(a, b, rtol=1e-9)
+    h = ea.hessian(lambda x: ea.sum(ea.einsum("abc,ade,bdf->cef", x, *ops[1:3], memory_limit=20) ** 2))(
+        ops[0]
+    )
+    h0 = ea.hessian(lambda x: ea.sum(ea.einsum("abc,ade,bdf->cef", x, *ops[1:3]) ** 2))(ops[0])
+    _close(h, h0, rtol=1e-9)
+
+
+def test_jacobians_batch_the_sliced_einsum(finder):
+    eq, shapes, limit = NETWORKS[1]
+    ops = _ops(shapes)
+    for jac in (ea.jacrev, ea.jacfwd):
+        j = jac(lambda x: ea.einsum(eq, x, *ops[1:], memory_limit=limit))(ops[0])
+        _close(j, jac(lambda x: ea.einsum(eq, x, *ops[1:]))(ops[0]))
+
+
+def test_imperative_backward(finder):
+    ops = _tetra(4)
+    xs = [ea.tensor(x, requires_grad=True) for x in ops]
+    ea.einsum(TETRA, *xs, memory_limit=64).backward()
+    g0 = ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=(0, 1, 2, 3))(*ops)
+    for x, b in zip(xs, g0):
+        _close(x.grad, b)
+
+
+def test_jit_sees_one_equation_forward_and_one_backward(finder):
+    ops = _tetra(4)
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=64)
+    vg = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)))
+    for seed in (0, 1):  # traced once, replayed on new operands
+        xs = _tetra(4, seed)
+        v, g = vg(*xs)
+        v0, g0 = ea.value_and_grad(lambda *a: ea.einsum(TETRA, *a), argnums=(0, 1, 2, 3))(*xs)
+        _close(v, v0)
+        for a, b in zip(g, g0):
+            _close(a, b)
+    assert vg.cache_size() == 1
+    text = str(vg.lower(*ops))
+    assert text.count("= einsum[abc,ade,bdf,cef->; sliced") == 1
+    assert text.count("= einsum_vjp[abc,ade,bdf,cef->; wrt 0,1,2,3; sliced") == 1
+    assert "unpack" in text
+    _close(ea.jit(f)(*ops), np.einsum(TETRA, *ops))
+    _close(ea.grad(ea.jit(f), argnums=1)(*ops), ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=1)(*ops))
+    graph = ea.make_graph(f)(*ops)
+    assert len(graph.equations) == 1 and graph.einsums == ["abc,ade,bdf,cef->"]
+
+
+def test_unsliced_when_a_path_fits():
+    ops = _tetra(4)
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=4**4)
+    assert info.sliced_indices == () and info.n_slices == 1
+    _, info = ea.contract_path("ij,jk->ik", (3, 4), (4, 5), shapes=True, memory_limit=1)
+    assert info.sliced_indices == ()  # two operands: no intermediate, only the result
+    graph = ea.make_graph(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=4**4))(*ops)
+    assert "sliced" not in str(graph)
+
+
+def test_memory_limit_is_validated():
+    ops = _tetra(3)
+    with pytest.raises(ea.EinsumError, match="memory_limit"):
+        ea.einsum(TETRA, *ops, memory_limit=0)
+    with pytest.raises(ea.EinsumError, match="memory_limit"):
+        ea.contract_path(TETRA, *ops, memory_limit="lots")
+    _, info = ea.contract_path(TETRA, *ops, memory_limit="max_input")  # 27 elements: sliced
+    assert info.sliced_indices and info.memory_limit == 27
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+
+def _peak(fn, *args):
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = fn(*args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del out
+    return peak
+
+
+def test_peak_memory_of_value_and_gradient_follows_the_limit():
+    n = 24  # inputs 4 x 108 KiB; the unsliced intermediate 2.5 MiB
+    ops = _tetra(n)
+    full = n**4
+    grads = sum(x.nbytes for x in ops)
+    peaks = {}
+    for limit in (None, full // 4, full // 8):
+        vg = ea.value_and_grad(
+            lambda *xs, lim=limit: ea.einsum(TETRA, *xs, memory_limit=lim), argnums=(0, 1, 2, 3)
+        )
+        vg(*ops)  # plan outside the measurement
+        peaks[limit] = _peak(vg, *ops)
+    assert peaks[full // 4] < peaks[None] / 2
+    assert peaks[full // 8] < peaks[full // 4]  # halving the limit lowers the peak
+    for limit in (full // 4, full // 8):
+        # inputs (allocated before, so not counted) + gradients + a small multiple of the limit
+        assert peaks[limit] <= grads + 4 * 8 * limit, (limit, peaks)
+
+
+# -- optimizer objects -----------------------------------------------------------------------
+
+
+class CountingGreedy(oe.paths.PathOptimizer):
+    """A path optimizer that refuses a second contraction and counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+        self.first = None
+
+    def __call__(self, inputs, output, size_dict, memory_limit=None):
+        key = (tuple(map(frozenset, inputs)), frozenset(output), tuple(sorted(size_dict.items())))
+        assert self.first in (None, key), "asked about a second contraction"
+        self.first = key
+        self.calls += 1
+        return oe.paths.greedy(inputs, output, size_dict)
+
+
+@pytest.mark.parametrize("limit", [None, 64])
+def test_a_path_optimizer_plans_once_and_the_gradient_reuses_it(finder, limit):
+    ops = _tetra(4)
+    opt = CountingGreedy()
+    f = lambda *xs: ea.einsum(TETRA, *xs, optimize=opt, memory_limit=limit)
+    v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        _close(a, b)
+    assert ea.gradcheck(f, *ops)
+    ea.jit(ea.grad(f))(*ops)
+    ea.hvp(f, tuple(ops), tuple(ops))
+    assert opt.calls == 1
+
+
+def test_random_greedy_gives_the_same_values_and_gradients(finder):
+    ops = _tetra(4)
+    rg = oe.RandomGreedy(max_repeats=8)
+    for limit in (None, 64):
+        f = lambda *xs, lim=limit: ea.einsum(TETRA, *xs, optimize=rg, memory_limit=lim)
+        v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+        _close(v, np.einsum(TETRA, *ops))
+        for a, b in zip(g, ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)):
+            _close(a, b)
+    with pytest.raises(ea.EinsumError, match="cannot plan"):  # RandomGreedy's own rule
+        ea.einsum("ij,jk,kl->il", *_ops([(2, 3), (3, 4), (4, 2)]), optimize=rg)
+
+
+def test_the_plan_cache_keys_on_identity_and_keeps_no_optimizer_alive():
+    ops = _tetra(3)
+    opt = oe.RandomGreedy(max_repeats=2)
+    ea.einsum(TETRA, *ops, optimize=opt)
+    assert id(opt) in slicing._object_paths
+    ref, key = weakref.ref(opt), id(opt)
+    del opt
+    gc.collect()
+    assert ref() is None and key not in slicing._object_paths
+
+    class Equal(CountingGreedy):  # equal to every other instance: still two objects
+        def __eq__(self, other):
+            return isinstance(other, Equal)
+
+        __hash__ = None
+
+    a, b = Equal(), Equal()
+    ea.einsum(TETRA, *ops, optimize=a)
+    ea.einsum(TETRA, *ops, optimize=b)
+    ea.einsum(TETRA, *ops, optimize=b)
+    assert (a.calls, b.calls) == (1, 1)
+
+
+def test_cotengra_optimizers(finder):
+    ctg = pytest.importorskip("cotengra", reason="cotengra is not installed (pip install 'einad[tn]')")
+    ops = _tetra(4)
+    g0 = ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    for opt in (
+        ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False, seed=0),
+        ctg.ReusableHyperOptimizer(max_repeats=4, methods=["greedy"], progbar=False, seed=0),
+    ):
+        for limit in (None, 64):
+            f = lambda *xs, o=opt, lim=limit: ea.einsum(TETRA, *xs, optimize=o, memory_limit=lim)
+            v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+            _close(v, np.einsum(TETRA, *ops))
+            for a, b in zip(g, g0):
+                _close(a, b)
+
+
+# -- contract_path and contract_expression ------------------------------------------------------
+
+
+def test_contract_path_names_the_sliced_indices(finder):
+    ops = _tetra(6)
+    path, info = ea.contract_path(TETRA, *ops, memory_limit=6**4 // 4)
+    assert isinstance(path, list) and all(isinstance(p, tuple) for p in path)
+    assert info.sliced_indices and set(info.sliced_indices) <= set("abcdef")
+    assert set(info.slices) == set(info.sliced_indices)
+    assert info.n_slices == int(np.prod(list(info.slices.values())))
+    assert info.slice_largest_intermediate <= 6**4 // 4 < info.largest_intermediate
+    assert info.gradient_flops > info.forward_flops > 0
+    assert 0 < info.forward_peak < info.gradient_peak
+    text = repr(info)
+    assert "Complete contraction:  abc,ade,bdf,cef->" in text and "no pairwise path fits" in text
+    same = ea.contract_path(TETRA, *[x.shape for x in ops], shapes=True, memory_limit=6**4 // 4)
+    assert same[0] == path and same[1].sliced_indices == info.sliced_indices
+    # the user's letters, also with implicit output and spaces
+    _, info = ea.contract_path("xyz, xuv, yuw, zvw", *ops, memory_limit=6**4 // 4)
+    assert info.sliced_indices and set(info.sliced_indices) <= set("xyzuvw")
+
+
+def test_contract_expression_is_reusable_and_differentiable(finder):
+    n = 4
+    expr = ea.contract_expression(TETRA, *[(n, n, n)] * 4, memory_limit=64)
+    assert expr.sliced_indices and expr.path
+    for seed in range(3):
+        ops = _tetra(n, seed)
+        _close(expr(*ops), np.einsum(TETRA, *ops))
+        g = ea.grad(lambda *xs: expr(*xs), argnums=(0, 1, 2, 3))(*ops)
+        g0 = ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+        for a, b in zip(g, g0):
+            _close(a, b)
+    jitted = ea.jit(ea.value_and_grad(lambda *xs: expr(*xs), argnums=2))
+    v, g2 = jitted(*ops)
+    _close(v, np.einsum(TETRA, *ops))
+    _close(g2, g0[2])
+    _, t = ea.jvp(lambda x: expr(x, *ops[1:]), (ops[0],), (ops[1],))
+    _close(t, np.einsum(TETRA, ops[1], *ops[1:]))
+    with pytest.raises(ea.EinsumError, match="planned for shapes"):
+        expr(np.ones((n, n, n + 1)), *ops[1:])
+    with pytest.raises(ea.EinsumError, match="4 operand"):
+        expr(*ops[:3])
+    plain = ea.contract_expression("ij,jk,kl->il", (2, 3), (3, 4), (4, 5), optimize=oe.DynamicProgramming())
+    a, b, c = _ops([(2, 3), (3, 4), (4, 5)])
+    _close(plain(a, b, c), a @ b @ c)
+    _close(plain(ea.tensor(a), b, c).numpy(), a @ b @ c)
+    one = ea.contract_expression("ii->i", (3, 3))
+    _close(one(np.eye(3) * 2), np.full(3, 2.0))
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def test_greedy_finder_fits_the_limit_and_reports_costs():
+    inputs, sizes = ("abc", "ade", "bdf", "cef"), dict.fromkeys("abcdef", 8)
+    path = ((0, 1), (0, 2), (0, 1))
+    for limit in (2048, 512, 64, 1):
+        _, chunks = slicing.greedy_slices(inputs, "", sizes, path, limit)
+        chunks = slicing.coarsen(inputs, "", sizes, path, limit, chunks)
+        assert slicing.largest(inputs, "", path, sizes, chunks) <= limit
+        assert chunks and all(1 < m <= 8 for m in chunks.values())
+    s = slicing.schedule(inputs, "", ((8, 8, 8),) * 4, path, (("e", 2),))
+    assert s.n_slices == 2 and s.hoisted == () and len(s.looped) == 3
+    costs = slicing.estimate(s)
+    whole = slicing.estimate(slicing.schedule(inputs, "", ((8, 8, 8),) * 4, path, ()))
+    assert costs.largest == 8**4 // 2 and whole.largest == 8**4
+    assert costs.forward_flops == whole.forward_flops  # 'e' is in every step: no repeated work
+    assert costs.forward_peak < whole.forward_peak and costs.gradient_peak < whole.gradient_peak
+
+
+def test_a_partial_gradient_recomputes_only_what_its_pullbacks_read(finder):
+    n = 5
+    ops = _tetra(n)
+    s = slicing.schedule(
+        ("abc", "ade", "bdf", "cef"), "", ((n,) * 3,) * 4, ((0, 1), (0, 2), (0, 1)), (("c", 5),)
+    )
+    # steps: abc,ade -> debc; debc,bdf -> ecf; ecf,cef -> (the last is never rerun)
+    assert s.rerun(s.needs(frozenset({0}))) == frozenset()  # its pullbacks read only operands
+    assert s.rerun(s.needs(frozenset({2}))) == {0}
+    assert s.rerun(s.needs(frozenset({3}))) == s.rerun(s.needs(frozenset(range(4)))) == {0, 1}
+    for k in range(4):
+        g = ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=30), argnums=k)(*ops)
+        _close(g, ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=k)(*ops))
+
+
+def test_steps_no_sliced_letter_reaches_are_hoisted():
+    # sliced along 'x': ab,bc -> ac is computed once, its cotangent summed over the slices
+    inputs, output = ("ab", "bc", "cx", "xd", "dy"), "ay"
+    path = ((0, 1), (0, 3), (0, 2), (0, 1))
+    ops = _ops([(2, 3), (3, 2), (2, 8), (8, 3), (3, 2)])
+    s = slicing.schedule(inputs, output, tuple(x.shape for x in ops), path, (("x", 3),))
+    assert s.hoisted == (0,) and s.looped == (1, 2, 3) and s.n_slices == 3
+    assert [r["x"] for r in s.ranges()] == [(0, 2), (2, 5), (5, 8)]
+
+    def f(*xs):
+        return ea.sum(wrap(contract_planned(inputs, output, xs, path, (("x", 3),), 8)) ** 2)
+
+    eq = ",".join(inputs) + "->" + output
+    assert "sliced x/3" in str(ea.make_graph(f)(*ops))
+    _close(f(*ops), np.sum(np.einsum(eq, *ops) ** 2))
+    g = ea.grad(f, argnums=(0, 1, 2, 3, 4))(*ops)
+    g0 = ea.grad(lambda *xs: ea.sum(ea.einsum(eq, *xs) ** 2), argnums=(0, 1, 2, 3, 4))(*ops)
+    for a, b in zip(g, g0):
+        _close(a, b, rtol=1e-9)
+    assert ea.gradcheck(f, *ops)
+
+
+def test_explain_reports_the_slicing_and_the_gradient(capsys):
+    text = explain(TETRA, [(8, 8, 8)] * 4, memory_limit=1024)
+    assert "memory limit 1,024 elements: no pairwise path fits; sliced" in text
+    assert "largest intermediate per slice" in text
+    assert "forward   FLOPs" in text and "gradient  FLOPs" in text
+    text = explain(TETRA, [(8, 8, 8)] * 4)
+    assert "sliced" not in text and "gradient  FLOPs" in text
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "einad",
+            "explain",
+            TETRA,
+            "--shapes",
+            "6x6x6,6x6x6,6x6x6,6x6x6",
+            "--memory-limit",
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "no pairwise path fits" in run.stdout
+
+
+@pytest.mark.skip(reason="sliced gradients of dask arrays are for a later issue")
+def test_dask_sliced_gradients():
+    pass  # pragma: no cover

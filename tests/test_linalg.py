@@ -1,0 +1,518 @@
+"""ea.linalg: values against numpy.linalg, derivatives against central differences and
+closed forms, to second order, batched, complex, float32, staged under ea.jit, and through
+the batched Jacobian path."""
+
+import numpy as np
+import pytest
+from conftest import assert_close, check_op, numeric_grad
+
+import einad as ea
+import einad.batching
+from einad.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
+
+pytestmark = pytest.mark.usefixtures("jit_mode")
+
+L = ea.linalg
+RNG = np.random.default_rng(12)
+
+
+def _normal(shape, dtype=np.float64):
+    x = RNG.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * RNG.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _mH(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def general(shape, dtype=np.float64):
+    """A well-conditioned square matrix (stack)."""
+    n = shape[-1]
+    return (_normal(shape, dtype) + 3 * np.eye(n)).astype(dtype)
+
+
+def hermitian(shape, dtype=np.float64):
+    """A Hermitian positive-definite matrix (stack), M Mᴴ + n I (its eigenvalues are distinct)."""
+    m = _normal(shape, dtype)
+    return (m @ _mH(m) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def _herm_out(x):
+    return ea.einsum("...ij,...kj->...ik", x, conj(x))
+
+
+def _tuple(out):
+    return tuple(out) if isinstance(out, tuple) else out
+
+
+REAL, COMPLEX = np.float64, np.complex128
+
+# -- values ---------------------------------------------------------------------------------------
+
+SQUARE = [(3, 3), (2, 4, 4), (2, 1, 3, 3)]
+RECT = [(5, 3), (3, 5), (2, 4, 2), (2, 2, 4)]
+DTYPES = [np.float64, np.float32, np.complex128, np.complex64]
+
+
+def _close(ours, theirs, dtype):
+    ours = _tuple(ours)
+    if isinstance(ours, tuple):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            _close(a, b, dtype)
+        return
+    assert isinstance(ours, ea.Tensor)
+    assert ours.dtype == np.asarray(theirs).dtype, f"dtype {ours.dtype} != numpy's {np.asarray(theirs).dtype}"
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    assert_close(ours.numpy(), theirs, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SQUARE)
+def test_square_functions_match_numpy(shape, dtype):
+    a, s = general(shape, dtype), hermitian(shape, dtype)
+    n = shape[-1]
+    b = _normal(shape[:-1] + (2,), dtype)
+    _close(L.inv(a), np.linalg.inv(a), dtype)
+    _close(L.det(a), np.linalg.det(a), dtype)
+    _close(L.slogdet(a), np.linalg.slogdet(a), dtype)
+    _close(L.solve(a, b), np.linalg.solve(a, b), dtype)
+    # numpy 2: a 1-D b is one vector for every matrix; a 2-D b is one matrix for every matrix
+    for rhs in (_normal((n,), dtype), _normal((n, 3), dtype)):
+        _close(L.solve(a, rhs), np.linalg.solve(a, rhs), dtype)
+    _close(L.cholesky(s), np.linalg.cholesky(s), dtype)
+    _close(L.cholesky(s, upper=True), np.linalg.cholesky(s, upper=True), dtype)
+    for uplo in "LU":
+        _close(L.eigh(s, uplo), np.linalg.eigh(s, uplo), dtype)
+    _close(L.svd(s, hermitian=True), np.linalg.svd(s, hermitian=True), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", RECT)
+def test_rectangular_functions_match_numpy(shape, dtype):
+    a = _normal(shape, dtype)
+    for full in (True, False):
+        _close(L.svd(a, full_matrices=full), np.linalg.svd(a, full_matrices=full), dtype)
+    _close(L.svd(a, compute_uv=False), np.linalg.svd(a, compute_uv=False), dtype)
+    for mode in ("reduced", "complete"):
+        _close(L.qr(a, mode), np.linalg.qr(a, mode), dtype)
+    _close(L.qr(a, "r"), np.linalg.qr(a, "r"), dtype)
+    for ord_ in (None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        _close(L.norm(a, ord_, axis=(-2, -1)), np.linalg.norm(a, ord_, axis=(-2, -1)), dtype)
+    _close(L.norm(a), np.linalg.norm(a), dtype)
+
+
+def test_norm_matches_numpy_for_every_order_axis_and_keepdims():
+    x = _normal((3, 4))
+    for ord_ in (None, 1, 2, 3, 0.5, 0, -1, np.inf, -np.inf):
+        for axis in (0, 1, -1, (1,)):
+            for keep in (False, True):
+                _close(L.norm(x, ord_, axis, keep), np.linalg.norm(x, ord_, axis, keep), REAL)
+        _close(L.norm(x[0], ord_), np.linalg.norm(x[0], ord_), REAL)
+    for ord_ in (None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf):
+        _close(L.norm(x, ord_), np.linalg.norm(x, ord_), REAL)
+        _close(L.norm(x, ord_, (1, 0), True), np.linalg.norm(x, ord_, (1, 0), True), REAL)
+    y = _normal((2, 3, 4))
+    _close(L.norm(y, keepdims=True), np.linalg.norm(y, keepdims=True), REAL)
+    _close(L.norm(y, "nuc", axis=(2, 0)), np.linalg.norm(y, "nuc", axis=(2, 0)), REAL)
+    ours, theirs = L.norm(y, np.inf, (2, 0), keepdims=True), np.linalg.norm(y, np.inf, (2, 0), keepdims=True)
+    _close(ours, theirs, REAL)
+
+
+def test_dtype_rules_follow_numpy():
+    ints = np.array([[2, 1], [1, 3]])
+    for f in (L.inv, L.det, L.cholesky, L.norm):
+        assert f(ints).dtype == np.float64
+    for f in (L.eigh, L.svd, L.qr):
+        assert f(ints)[0].dtype == np.float64
+    assert L.solve(np.eye(2, dtype=np.float32), np.array([1, 2])).dtype == np.float64  # as numpy
+    assert L.solve(np.eye(2, dtype=np.float32), np.ones(2, np.float32)).dtype == np.float32
+    assert L.inv(np.eye(2, dtype=bool)).dtype == np.float64
+    with pytest.raises(TypeError, match="float16 is unsupported"):
+        L.inv(np.eye(2, dtype=np.float16))
+
+
+def test_results_are_numpys_named_tuples():
+    s = hermitian((3, 3))
+    assert L.eigh(s).eigenvalues.shape == (3,) and L.eigh(s).eigenvectors.shape == (3, 3)
+    assert L.svd(s).Vh.shape == (3, 3) and L.svd(s).S.shape == (3,) and L.svd(s).U.shape == (3, 3)
+    assert L.qr(s).Q.shape == L.qr(s).R.shape == (3, 3)
+    assert L.slogdet(s).logabsdet.shape == L.slogdet(s).sign.shape == ()
+
+
+def test_results_are_pytrees_under_jit_and_jacobians():
+    """numpy's result types are namedtuples, so transformations keep their structure."""
+    s = hermitian((3, 3))
+    staged = ea.jit(L.eigh)(s)
+    assert type(staged) is L.EighResult
+    assert_close(staged.eigenvalues, np.linalg.eigh(s).eigenvalues)
+    jac = ea.jacrev(L.slogdet)(s)
+    assert type(jac) is L.SlogdetResult
+    assert_close(jac.logabsdet, np.linalg.inv(s).T)
+    assert_close(jac.sign, np.zeros((3, 3)))
+    jac = ea.jacfwd(lambda a: L.svd(a, full_matrices=False))(_normal((4, 3)))
+    assert type(jac) is L.SVDResult and jac.U.shape == (4, 3, 4, 3) and jac.S.shape == (3, 4, 3)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("f", [L.inv, L.det, L.slogdet, L.cholesky, L.eigh], ids=lambda f: f.__name__)
+def test_shape_errors_are_numpys(f):
+    with pytest.raises(L.LinAlgError, match="1-dimensional array given"):
+        f(np.ones(3))
+    with pytest.raises(L.LinAlgError, match="must be square"):
+        f(np.ones((2, 3)))
+
+
+def test_other_errors_come_at_the_call():
+    with pytest.raises(L.LinAlgError, match="not positive definite"):
+        L.cholesky(-np.eye(2))
+    with pytest.raises(L.LinAlgError, match="Singular"):
+        L.inv(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"size 4 is different from 3"):
+        L.solve(np.eye(3), np.ones(4))
+    with pytest.raises(ValueError, match=r"size 4 is different from 3"):
+        L.solve(np.eye(3), np.ones((4, 2)))
+    with pytest.raises(ValueError):
+        L.solve(np.ones((2, 3, 3)), np.ones((3, 3, 1)))
+    with pytest.raises(L.LinAlgError):
+        L.svd(np.ones(3))
+    with pytest.raises(ValueError, match="UPLO"):
+        L.eigh(np.eye(2), "X")
+    with pytest.raises(ValueError, match="raw"):
+        L.qr(np.eye(2), "raw")
+    with pytest.raises(ValueError, match="Improper number of dimensions"):
+        L.norm(np.ones((2, 2, 2)), 2)
+    with pytest.raises(ValueError, match="Invalid norm order 'fro' for vectors"):
+        L.norm(np.ones(3), "fro")
+    with pytest.raises(ValueError, match="Invalid norm order for matrices"):
+        L.norm(np.ones((2, 2)), 3)
+    with pytest.raises(ValueError, match="Duplicate axes"):
+        L.norm(np.ones((2, 2)), axis=(0, 0))
+
+
+# -- first derivatives: both modes against central differences ------------------------------------
+
+
+def _eigh_gauge_free(a):
+    w, v = L.eigh(a)
+    return w, _herm_out(v[..., :2]), ea.abs(v)  # eigenvalues, a projector, |entries| (phase-free)
+
+
+def _svd_gauge_free(a, full=False):
+    u, s, vh = L.svd(a, full_matrices=full)
+    k = s.shape[-1]
+    u1, vh1 = u[..., :k], vh[..., :k, :]
+    out = [s, ea.abs(u1), ea.abs(vh1), ea.abs((u1 * s[..., None, :]) @ vh1)]
+    if full:  # the extra columns only through their span
+        out += [_herm_out(u[..., k:]), _herm_out(_mH_t(vh[..., k:, :]))]
+    return tuple(out)
+
+
+def _mH_t(x):
+    return conj(ea.moveaxis(x, -1, -2))
+
+
+def _qr_gauge_free(a, mode="reduced"):
+    q, r = L.qr(a, mode)
+    k = min(a.shape[-2:])
+    return q[..., :k], r, _herm_out(q[..., k:])
+
+
+GRADS = {
+    "inv": (L.inv, general),
+    "det": (L.det, general),
+    "slogdet": (lambda a: tuple(L.slogdet(a)), general),
+    "solve_matrix": (lambda a: L.solve(a, np.arange(8.0).reshape(4, 2)), general),
+    "cholesky": (L.cholesky, hermitian),
+    "cholesky_upper": (lambda a: L.cholesky(a, upper=True), hermitian),
+    "eigh": (_eigh_gauge_free, hermitian),
+    "eigh_upper": (lambda a: L.eigh(a, "U")[0], hermitian),
+    "svd_hermitian": (lambda a: L.svd(a, hermitian=True)[1], hermitian),
+    "norm_nuc": (lambda a: L.norm(a, "nuc", axis=(-2, -1)), general),
+    "norm_2": (lambda a: L.norm(a, 2, axis=(-2, -1)), general),
+    "norm_fro": (lambda a: L.norm(a, axis=(-1, -2), keepdims=True), general),
+    "norm_inf": (lambda a: L.norm(a, np.inf, axis=(-2, -1)), general),
+    "norm_vec": (lambda a: (L.norm(a, axis=-1), L.norm(a, 1, axis=-2), L.norm(a, 3, axis=-1)), general),
+}
+
+
+@pytest.mark.parametrize("dtype", [REAL, COMPLEX])
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_gradients_of_square_functions(name, dtype):
+    f, make = GRADS[name]
+    assert ea.gradcheck(f, make((2, 4, 4), dtype))
+    assert ea.gradcheck(f, make((4, 4), dtype))
+
+
+@pytest.mark.parametrize("dtype", [REAL, COMPLEX])
+@pytest.mark.parametrize("shape", RECT)
+def test_gradients_of_svd_and_qr(shape, dtype):
+    a = _normal(shape, dtype)
+    assert ea.gradcheck(_svd_gauge_free, a)
+    assert ea.gradcheck(lambda a: _svd_gauge_free(a, full=True), a)
+    assert ea.gradcheck(lambda a: L.svd(a, compute_uv=False), a)
+    assert ea.gradcheck(_qr_gauge_free, a)
+    assert ea.gradcheck(lambda a: _qr_gauge_free(a, "complete"), a)
+    assert ea.gradcheck(lambda a: L.qr(a, "r"), a)
+
+
+def test_solve_in_both_operands_with_broadcast_batches():
+    a, b = general((2, 1, 3, 3)), _normal((4, 3, 2))
+    assert ea.gradcheck(lambda a, b: L.solve(a, b), a, b)
+    assert ea.gradcheck(lambda a, b: L.solve(a, b), a, _normal(3))  # one vector for every matrix
+    ac, bc = general((3, 3), COMPLEX), _normal((3,), COMPLEX)
+    assert ea.gradcheck(lambda a, b: L.solve(a, b), ac, bc)
+
+
+def test_real_matrices_differentiate_their_vectors_too():
+    """For real input the sign convention of LAPACK is locally constant: the vectors
+    themselves have derivatives, checked against numpy's own by central differences."""
+    s = hermitian((4, 4))
+    check_op(lambda a: L.eigh(a)[1], lambda a: np.linalg.eigh(a)[1], s, rtol=1e-5, atol=1e-7)
+    m = _normal((5, 3))
+    check_op(lambda a: L.svd(a, full_matrices=False)[0], lambda a: np.linalg.svd(a, False)[0], m, rtol=1e-5)
+    check_op(lambda a: L.svd(a)[2], lambda a: np.linalg.svd(a)[2], m, rtol=1e-5)
+    check_op(lambda a: L.qr(a)[0], lambda a: np.linalg.qr(a)[0], m, rtol=1e-5)
+    check_op(L.inv, np.linalg.inv, general((3, 3)))
+    check_op(L.cholesky, np.linalg.cholesky, s)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_single_precision_stays_single_precision(dtype):
+    a, s, m = general((3, 3), dtype), hermitian((3, 3), dtype), _normal((4, 3), dtype)
+    cases = [
+        (L.inv, a),
+        (L.det, a),
+        (lambda a: L.solve(a, np.ones((3, 1), dtype)), a),
+        (L.cholesky, s),
+        (lambda a: L.eigh(a)[0], s),
+        (lambda a: L.svd(a)[1], m),
+        (lambda a: L.qr(a)[1], m),
+        (lambda a: L.norm(a, "nuc"), m),
+    ]
+    double = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+    for f, x in cases:
+        loss = lambda x, f=f: ea.sum(ea.abs(f(x)))
+        g = ea.grad(loss)(x)
+        assert g.dtype == dtype
+        assert_close(g, ea.grad(loss)(x.astype(double)), rtol=1e-3, atol=1e-4)  # single's accuracy
+        _, t = ea.jvp(f, (x,), (np.ones_like(x),))
+        assert t.dtype == f(x).dtype
+
+
+# -- closed forms ---------------------------------------------------------------------------------
+
+
+def test_determinant_closed_forms():
+    a = general((2, 3, 3))
+    inv_t = np.swapaxes(np.linalg.inv(a), -1, -2)
+    assert_close(ea.grad(lambda a: ea.sum(L.det(a)))(a), np.linalg.det(a)[:, None, None] * inv_t)
+    assert_close(ea.grad(lambda a: ea.sum(L.slogdet(a)[1]))(a), inv_t)
+    assert_close(ea.grad(lambda a: ea.sum(L.slogdet(a)[0]))(a), np.zeros_like(a))  # a real sign is flat
+    # d tr(A⁻¹) = -tr(A⁻¹ dA A⁻¹): the gradient is -(A⁻²)ᵀ
+    assert_close(ea.grad(lambda a: ea.trace(L.inv(a)))(a[0]), -(inv_t[0] @ inv_t[0]))
+    c = _normal((3, 2))
+    x = np.linalg.solve(a[0], c)
+    ga, gc = ea.grad(lambda a, c: ea.sum(L.solve(a, c) * c), argnums=(0, 1))(a[0], c)
+    lam = np.linalg.solve(a[0].T, c)
+    assert_close(gc, lam + x)
+    assert_close(ga, -lam @ x.T)
+
+
+def test_complex_determinant_is_holomorphic():
+    a = general((3, 3), COMPLEX)
+    _, t = ea.jvp(L.det, (a,), (np.eye(3, dtype=COMPLEX),))
+    assert_close(t, np.linalg.det(a) * np.trace(np.linalg.inv(a)))
+
+
+def test_symmetric_closed_forms_read_one_triangle():
+    s = hermitian((4, 4))
+    lower = np.tril(np.ones((4, 4)), -1)
+    # Σλ = tr(S): only the diagonal counts
+    assert_close(ea.grad(lambda a: ea.sum(L.eigh(a)[0]))(s), np.eye(4))
+    # Σλ² = ‖S‖²_F with S mirrored from the lower triangle: 2 on the diagonal, 4 below, 0 above
+    assert_close(ea.grad(lambda a: ea.sum(L.eigh(a)[0] ** 2))(s), s * (2 * np.eye(4) + 4 * lower))
+    assert_close(ea.grad(lambda a: ea.sum(L.eigh(a, "U")[0] ** 2))(s), s * (2 * np.eye(4) + 4 * lower.T))
+    # log det S = 2 Σ log diag(L): the gradient is S⁻¹ folded onto the lower triangle
+    logdet = lambda a: 2 * ea.sum(ea.log(ea.diagonal(L.cholesky(a))))
+    si = np.linalg.inv(s)
+    assert_close(ea.grad(logdet)(s), si * (np.eye(4) + 2 * lower))
+
+
+def test_norm_closed_forms():
+    m = _normal((4, 3))
+    u, _, vh = np.linalg.svd(m, full_matrices=False)
+    assert_close(ea.grad(lambda a: L.norm(a, "nuc"))(m), u @ vh)
+    assert_close(ea.grad(lambda a: L.norm(a, 2))(m), np.outer(u[:, 0], vh[0]))
+    assert_close(ea.grad(lambda a: L.norm(a, -2))(m), np.outer(u[:, -1], vh[-1]))
+    assert_close(ea.grad(lambda a: L.norm(a))(m), m / np.linalg.norm(m))
+    # the Euclidean norm's subgradient at zero is zero, not NaN
+    assert_close(ea.grad(lambda a: L.norm(a))(np.zeros(3)), np.zeros(3))
+    assert_close(ea.grad(lambda a: ea.sum(L.norm(a, axis=1)))(np.zeros((2, 2))), np.zeros((2, 2)))
+
+
+# -- second order ---------------------------------------------------------------------------------
+
+C4 = RNG.standard_normal((4, 4))
+SECOND = {
+    "inv": (lambda a: ea.sum(L.inv(a) * C4), general),
+    "solve": (lambda a: ea.sum(L.solve(a, C4[:, :2]) ** 2), general),
+    "det": (L.det, general),
+    "logabsdet": (lambda a: L.slogdet(a)[1], general),
+    "cholesky": (lambda a: ea.sum(L.cholesky(a) * C4), hermitian),
+    "eigenvalues": (lambda a: ea.sum(L.eigh(a)[0] ** 3), hermitian),
+    "eigenvectors": (lambda a: ea.sum(_herm_out(L.eigh(a)[1][:, :2]) * C4), hermitian),
+    "svd": (lambda a: ea.sum(ea.abs(L.svd(a)[0] * C4)) + ea.sum(L.svd(a)[1] ** 2), general),
+    "qr": (lambda a: ea.sum(L.qr(a)[0] * C4) + ea.sum(L.qr(a)[1] ** 2), general),
+    "nuclear": (lambda a: L.norm(a, "nuc"), general),
+    "spectral": (lambda a: L.norm(a, 2), general),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_second_order(name):
+    f, make = SECOND[name]
+    a = make((4, 4))
+    assert ea.gradcheck(ea.grad(f), a, atol=1e-5, rtol=1e-4)
+    h = ea.hessian(f)(a)
+    assert h.shape == (4, 4, 4, 4)
+    flat = h.reshape(16, 16)
+    assert_close(flat, flat.T, atol=1e-6)
+    g = ea.grad(f)
+    assert_close(h[1, 2], numeric_grad(lambda x: g(x)[1, 2], a, eps=1e-5), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4)])
+def test_second_order_rectangular(shape):
+    a = _normal(shape)
+    c = RNG.standard_normal(shape)
+    k = min(shape)
+
+    def f_svd(a):
+        u, s, vh = L.svd(a)
+        return ea.sum(ea.abs(u[:, :k] @ (s[:, None] * vh[:k]) * c))
+
+    f_qr = lambda a: ea.sum(L.qr(a)[1] ** 2) + ea.sum(L.qr(a)[0][:, :1])
+    for f in (f_svd, f_qr):
+        assert ea.gradcheck(ea.grad(f), a, atol=1e-5, rtol=1e-4)
+
+
+def test_second_order_complex():
+    s = hermitian((3, 3), COMPLEX)
+    c = RNG.standard_normal((3, 3))
+    assert ea.gradcheck(ea.grad(lambda a: ea.sum(ea.abs(_herm_out(L.eigh(a)[1][:, :1])) ** 2 * c)), s)
+    f = lambda a: L.slogdet(a)[1] + ea.sum(ea.abs(L.inv(a)) ** 2)
+    assert ea.gradcheck(ea.grad(f), general((3, 3), COMPLEX))
+
+
+# -- degenerate spectra ---------------------------------------------------------------------------
+
+
+def test_repeated_eigenvalues_give_finite_gauge_invariant_gradients():
+    q = np.linalg.qr(RNG.standard_normal((4, 4)))[0]
+    s = q @ np.diag([1.0, 1.0, 3.0, 5.0]) @ q.T
+    c = RNG.standard_normal((4, 4))
+    proj = lambda a: ea.sum(_herm_out(L.eigh(a)[1][:, :2]) * c)  # the whole eigenspace of 1
+    g = ea.grad(proj)(s)
+    assert np.all(np.isfinite(g))
+    assert_close(g, numeric_grad(proj, s, eps=1e-6), rtol=1e-5, atol=1e-6)
+    assert_close(ea.grad(lambda a: ea.sum(L.eigh(a)[0] ** 2))(np.eye(3)), 2 * np.eye(3))
+    # a repeated singular value: the nuclear norm's gradient U Vh, and the projector onto
+    # the left singular vectors of the repeated value, are still defined
+    p = np.linalg.qr(RNG.standard_normal((4, 4)))[0]
+    m = q @ np.diag([2.0, 2.0, 1.0, 0.5]) @ p
+    assert_close(ea.grad(lambda a: L.norm(a, "nuc"))(m), q @ p, atol=1e-10)
+    top = lambda a: ea.sum(_herm_out(L.svd(a)[0][:, :2]) * c)
+    assert_close(ea.grad(top)(m), numeric_grad(top, m), rtol=1e-5, atol=1e-6)
+
+
+# -- staged programs and the batched Jacobian path ------------------------------------------------
+
+PROGRAMS = {
+    "inv": (L.inv, general),
+    "solve": (lambda a: L.solve(a, np.ones(3)), general),
+    "det": (L.det, general),
+    "slogdet": (lambda a: L.slogdet(a)[1] * L.slogdet(a)[0], general),
+    "cholesky": (L.cholesky, hermitian),
+    "eigh": (lambda a: L.eigh(a)[0] + ea.sum(L.eigh(a)[1] ** 3, axis=0), hermitian),
+    "svd": (lambda a: L.svd(a)[1] + ea.sum(ea.abs(L.svd(a)[0]), axis=0), general),
+    "qr": (lambda a: L.qr(a)[1] + L.qr(a)[0], general),
+    "norm": (lambda a: L.norm(a, "nuc") + L.norm(a, 1) + L.norm(a, axis=0), general),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_staged_derivative_programs_replay_on_new_inputs(name):
+    """The VJP and JVP rules stage operations only (no value read in Python, nothing
+    frozen): the derivative programs traced at one matrix run correctly at another."""
+    f, make = PROGRAMS[name]
+    a, a2 = make((3, 3)), make((3, 3))
+    u = RNG.standard_normal(np.shape(f(a)))
+    loss = lambda a: ea.sum(f(a) * u)
+    grad_program = ea.make_graph(ea.grad(loss))(a)
+    assert_close(grad_program(a2), ea.grad(loss)(a2))
+    jvp_program = ea.make_graph(lambda a, t: ea.jvp(f, (a,), (t,))[1])(a, a)
+    t = RNG.standard_normal((3, 3))
+    assert_close(jvp_program(a2, t), ea.jvp(f, (a2,), (t,))[1])
+    jitted = ea.jit(ea.grad(loss))
+    assert_close(jitted(a2), ea.grad(loss)(a2))
+    assert ea.gradcheck(ea.jit(f), a2)
+
+
+def test_programs_list_the_linalg_primitives():
+    a = general((3, 3))
+    assert "slogdet a" in str(ea.make_graph(lambda a: L.slogdet(a)[1])(a))
+    assert "inv a" in str(ea.make_graph(ea.grad(lambda a: L.slogdet(a)[1]))(a))
+    text = str(ea.jit(ea.grad(lambda a: ea.sum(L.solve(a, np.ones((3, 2)))))).lower(a))
+    assert "solve" in text
+
+
+@pytest.fixture
+def no_loops(monkeypatch):
+    """Fail if a batch rule is missing (vmap would fall back to a loop over the batch)."""
+
+    def refuse(prim, *args):
+        raise AssertionError(f"{prim} has no batch rule: vmap fell back to a loop")
+
+    monkeypatch.setattr(einad.batching, "_loop", refuse)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_jacobians_take_the_batched_path(name, no_loops):
+    f, make = PROGRAMS[name]
+    a = make((2, 3, 3))[0]
+    jf, jr = ea.jacfwd(f)(a), ea.jacrev(f)(a)
+    assert_close(jf, jr, atol=1e-8)
+    u = RNG.standard_normal(np.shape(f(a)))
+    assert_close(np.tensordot(u, jr, axes=u.ndim), numeric_grad(lambda x: np.sum(u * np.asarray(f(x))), a))
+
+
+def test_solve_jacobians_in_both_operands(no_loops):
+    a, b = general((2, 3, 3)), _normal(3)
+    for argnums in (0, 1):
+        jf = ea.jacfwd(lambda a, b: L.solve(a, b), argnums)(a, b)
+        jr = ea.jacrev(lambda a, b: L.solve(a, b), argnums)(a, b)
+        assert_close(jf, jr)
+    h = ea.hessian(lambda a: ea.sum(L.solve(a, b) ** 2))(a[0])
+    assert_close(h.reshape(9, 9), h.reshape(9, 9).T)
+
+
+def test_hessians_of_decompositions_take_the_batched_path(no_loops):
+    s = hermitian((3, 3))
+    losses = (
+        lambda a: ea.sum(L.eigh(a)[0] ** 3),
+        lambda a: L.norm(a, "nuc"),
+        lambda a: ea.sum(L.cholesky(a)),
+    )
+    for f in losses:
+        assert_close(ea.hessian(f)(s), ea.jacrev(ea.grad(f))(s), atol=1e-8)
+
+
+def test_imperative_backward():
+    x = ea.tensor(general((3, 3)), requires_grad=True)
+    L.slogdet(x)[1].backward()
+    assert_close(x.grad, np.linalg.inv(x.numpy()).T)

@@ -1,0 +1,397 @@
+"""The helpers around einsum take their inputs as numpy does (issue 12).
+
+One test per class of input, swept over every public operation of `einad.ops`
+that the class concerns (a test below checks that the tables name them all):
+
+* integer and boolean reductions use numpy's accumulator dtypes;
+* a contracted dimension of size 1 against size n is refused, as numpy refuses it
+  (einsum's size-1 broadcasting of a label must not leak into the helpers);
+* an axis out of range is numpy's ``AxisError`` (never wrapped modulo ndim), a
+  repeated axis a ``ValueError``, an axis that is not an integer a ``TypeError``;
+* no message names an index letter the user did not write.
+
+Each test runs eagerly and under ``ea.jit`` (the ``jit_mode`` fixture), which
+decides everything from shapes and dtypes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+from numpy.exceptions import AxisError
+
+import einad as ea
+from einad import ops
+
+pytestmark = pytest.mark.usefixtures("jit_mode")
+
+
+def run(jit_mode, f, *args):
+    """`f(*args)` as a numpy array, eagerly or compiled by ea.jit."""
+    if jit_mode == "jit":
+        return np.asarray(ea.jit(f)(*args))
+    return np.asarray(f(*args))
+
+
+# A quoted single letter ('j'), or subscripts ("ab,bc->ac"): what a helper's own einsum would show.
+INTERNAL = re.compile(r"'[^\W\d_]'|\b[^\W\d_]+(,[^\W\d_]*)*->")
+
+
+def assert_no_internal_letters(err, written=""):
+    """`err` has a message, which names no index letter but those in `written` (the user's)."""
+    msg = str(err)
+    assert msg.strip(), f"{type(err).__name__} without a message"
+    for c in written:
+        msg = msg.replace(repr(c), "")
+    assert not INTERNAL.search(msg), f"the message names einad's own index letters: {err}"
+    assert "invalid literal for int()" not in msg, msg
+
+
+# -- integer and boolean reductions -------------------------------------------------------------
+
+
+def _tensor(x):
+    """`x` as a Tensor (under ea.jit it already is one), to call its methods."""
+    return x if isinstance(x, ea.Tensor) else ea.tensor(x)
+
+
+# name: (einad call, numpy reference); numpy's dtype is the reference dtype.
+REDUCTIONS = {
+    "sum": (lambda x: ea.sum(x), np.sum),
+    "sum axis": (lambda x: ea.sum(x, axis=0), lambda x: np.sum(x, axis=0)),
+    "sum keepdims": (lambda x: ea.sum(x, axis=1, keepdims=True), lambda x: np.sum(x, 1, keepdims=True)),
+    "mean": (lambda x: ea.mean(x), np.mean),
+    "mean axis": (lambda x: ea.mean(x, axis=1), lambda x: np.mean(x, axis=1)),
+    "var": (lambda x: ea.var(x), np.var),
+    "var ddof": (lambda x: ea.var(x, axis=0, ddof=1), lambda x: np.var(x, axis=0, ddof=1)),
+    "trace": (lambda x: ea.trace(x), np.trace),
+    "trace offset": (lambda x: ea.trace(x, offset=1), lambda x: np.trace(x, offset=1)),
+    "prod": (lambda x: ea.prod(x, axis=0), lambda x: np.prod(x, axis=0)),
+    "max": (lambda x: ea.max(x, axis=1), lambda x: np.max(x, axis=1)),
+    "min": (lambda x: ea.min(x), np.min),
+    "Tensor.sum": (lambda x: _tensor(x).sum(axis=0), lambda x: np.sum(x, axis=0)),
+    "Tensor.mean": (lambda x: _tensor(x).mean(), np.mean),
+}
+
+
+# numpy has none of these; integers and booleans are computed in float64, as numpy's mean does.
+def _shifted(x, axis):
+    """x minus its maximum along `axis`, and the log of the sum of its exponentials."""
+    s = x - np.max(x, axis=axis, keepdims=True)
+    return s, np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+
+
+STABLE = {
+    "logsumexp": (lambda x: ea.logsumexp(x, axis=0), lambda x: np.max(x, 0) + _shifted(x, 0)[1][0]),
+    "softmax": (lambda x: ea.softmax(x), lambda x: np.exp(np.subtract(*_shifted(x, -1)))),
+    "log_softmax": (lambda x: ea.log_softmax(x), lambda x: np.subtract(*_shifted(x, -1))),
+}
+
+
+def _integers(dtype):
+    """A 3x3 array of `dtype` whose sums overflow `dtype` (for int8 and uint8) and whose extremes tie."""
+    if dtype == np.bool_:
+        return np.array([[True, False, True], [True, True, False], [False, True, True]])
+    info = np.iinfo(dtype)
+    hi, lo = info.max, info.min
+    return np.array([[hi, hi - 1, 0], [1, hi, lo + 1], [hi, 2, 1]], dtype=dtype)
+
+
+DTYPES = [np.int8, np.int32, np.uint8, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_integer_and_boolean_reductions_use_numpy_accumulator_dtypes(name, dtype, jit_mode):
+    f, ref = REDUCTIONS[name]
+    x = _integers(dtype)
+    expected = np.asarray(ref(x))
+    out = run(jit_mode, lambda x: f(x), x)
+    assert out.dtype == expected.dtype, (
+        f"{name}({np.dtype(dtype).name}): {out.dtype}, numpy: {expected.dtype}"
+    )
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def test_boolean_sum_counts_and_int8_sums_do_not_overflow(jit_mode):
+    mask = np.array([True, True, False, True])
+    assert run(jit_mode, ea.sum, mask).dtype == np.int64
+    assert run(jit_mode, ea.sum, mask) == 3
+    big = np.full((4, 4), 100, dtype=np.int8)
+    assert run(jit_mode, ea.trace, big) == 400
+    assert run(jit_mode, ea.sum, big) == 1600
+    assert run(jit_mode, ea.mean, big).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(STABLE))
+def test_stable_reductions_of_integers_are_float64(name, dtype, jit_mode):
+    f, ref = STABLE[name]
+    x = _integers(dtype)
+    out = run(jit_mode, f, x)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=1e-12)
+
+
+def test_float_reductions_keep_their_dtype(jit_mode):
+    for dtype in (np.float16, np.float32, np.complex64):
+        x = np.ones((3, 3), dtype)
+        for name in ("sum", "mean", "trace", "prod"):
+            expected = getattr(np, name)(x).dtype
+            assert run(jit_mode, getattr(ea, name), x).dtype == expected, (name, dtype)
+
+
+# -- contracted dimensions of size 1 -------------------------------------------------------------
+
+CONTRACTIONS = {
+    "matmul": (ea.matmul, np.matmul, [((2, 1), (3, 4)), ((2, 3), (1, 4)), ((1,), (3,)), ((5, 2, 1), (3,))]),
+    "@": (lambda a, b: _tensor(a) @ b, lambda a, b: a @ b, [((2, 1), (3, 4))]),
+    "dot": (ea.dot, np.dot, [((2, 1), (3, 4)), ((3,), (1,)), ((2, 2, 1), (4, 3, 5))]),
+    "inner": (ea.inner, np.inner, [((2, 1), (4, 3)), ((3,), (1,))]),
+    "tensordot": (
+        lambda a, b: ea.tensordot(a, b, 1),
+        lambda a, b: np.tensordot(a, b, 1),
+        [((2, 1), (3, 4)), ((2, 3), (1, 4))],
+    ),
+    "tensordot pairs": (
+        lambda a, b: ea.tensordot(a, b, ([0, 1], [1, 0])),
+        lambda a, b: np.tensordot(a, b, ([0, 1], [1, 0])),
+        [((2, 3), (3, 1)), ((1, 3), (3, 2))],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name, shapes",
+    [(name, shapes) for name, (_, _, cases) in CONTRACTIONS.items() for shapes in cases],
+    ids=str,
+)
+def test_contracted_size_one_against_size_n_is_refused_like_numpy(name, shapes, jit_mode):
+    f, ref, _ = CONTRACTIONS[name]
+    a, b = (np.ones(s) for s in shapes)
+    with pytest.raises(ValueError):
+        ref(a, b)
+    with pytest.raises(ValueError) as info:
+        run(jit_mode, f, a, b)
+    assert_no_internal_letters(info.value)
+    msg = str(info.value)
+    assert str(shapes[0]) in msg and str(shapes[1]) in msg, msg
+
+
+def test_matmul_batch_dimensions_still_broadcast_size_one(jit_mode):
+    a, b = np.ones((1, 2, 3)), np.ones((5, 3, 4))
+    np.testing.assert_allclose(run(jit_mode, ea.matmul, a, b), np.matmul(a, b))
+    with pytest.raises(ValueError) as info:
+        run(jit_mode, ea.matmul, np.ones((2, 2, 3)), np.ones((3, 3, 4)))
+    assert_no_internal_letters(info.value)
+
+
+# -- axes ------------------------------------------------------------------------------------------
+
+X = np.arange(24.0).reshape(2, 3, 4)
+
+
+def _with_axis(name, axis):
+    """A call of `name` on x (X, or X traced) that puts `axis` where the function takes an axis."""
+    calls = {
+        "sum": lambda x: ops.sum(x, axis=axis),
+        "mean": lambda x: ops.mean(x, axis=axis),
+        "var": lambda x: ops.var(x, axis=axis),
+        "max": lambda x: ops.max(x, axis=axis),
+        "min": lambda x: ops.min(x, axis=axis),
+        "prod": lambda x: ops.prod(x, axis=axis),
+        "logsumexp": lambda x: ops.logsumexp(x, axis=axis),
+        "softmax": lambda x: ops.softmax(x, axis=axis),
+        "log_softmax": lambda x: ops.log_softmax(x, axis=axis),
+        "squeeze": lambda x: ops.squeeze(x[:1], axis=axis),
+        "expand_dims": lambda x: ops.expand_dims(x, axis=axis),
+        "moveaxis source": lambda x: ops.moveaxis(x, axis, 0),
+        "moveaxis destination": lambda x: ops.moveaxis(x, 0, axis),
+        "transpose": lambda x: ops.transpose(x, (0, 1, axis)),
+        "trace axis1": lambda x: ops.trace(x, axis1=axis),
+        "trace axis2": lambda x: ops.trace(x, axis2=axis),
+        "diagonal axis1": lambda x: ops.diagonal(x, axis1=axis),
+        "diagonal axis2": lambda x: ops.diagonal(x, axis2=axis),
+        "concatenate": lambda x: ops.concatenate([x, x], axis=axis),
+        "stack": lambda x: ops.stack([x, x], axis=axis),
+        "split": lambda x: ops.split(x, 1, axis=axis),
+        "flip": lambda x: ops.flip(x, axis=axis),
+        "tensordot axes": lambda x: ops.tensordot(x, X, ([axis], [0])),
+    }
+    return calls[name]
+
+
+AXIS_CALLS = [
+    "sum",
+    "mean",
+    "var",
+    "max",
+    "min",
+    "prod",
+    "logsumexp",
+    "softmax",
+    "log_softmax",
+    "squeeze",
+    "expand_dims",
+    "moveaxis source",
+    "moveaxis destination",
+    "transpose",
+    "trace axis1",
+    "trace axis2",
+    "diagonal axis1",
+    "diagonal axis2",
+    "concatenate",
+    "stack",
+    "split",
+    "flip",
+    "tensordot axes",
+]
+# The rank an axis is checked against: the result's for expand_dims and stack.
+RANK = {"expand_dims": 4, "stack": 4}
+AXIS_PARAMETERS = {"axis", "axes", "axis1", "axis2", "source", "destination"}
+
+
+def test_every_operation_taking_an_axis_is_swept():
+    takes_axis = {
+        name
+        for name in ops.__all__
+        if AXIS_PARAMETERS & set(inspect.signature(getattr(ops, name)).parameters)
+    }
+    swept = {call.split()[0] for call in AXIS_CALLS}
+    assert takes_axis == swept, f"not swept: {takes_axis - swept}; not operations: {swept - takes_axis}"
+
+
+def _staged(jit_mode, call):
+    """`call(X)`, eagerly or traced by ea.jit (where X is a staged value: only its shape is known)."""
+    if jit_mode == "jit":
+        return ea.jit(call)(X)
+    return call(X)
+
+
+@pytest.mark.parametrize("offset", [0, 1], ids=["ndim", "-ndim-1"])
+@pytest.mark.parametrize("name", AXIS_CALLS)
+def test_axis_out_of_range_is_numpy_axis_error(name, offset, jit_mode):
+    nd = RANK.get(name, 3)
+    axis = nd if offset == 0 else -nd - 1
+    with pytest.raises(AxisError) as info:
+        _staged(jit_mode, _with_axis(name, axis))
+    assert_no_internal_letters(info.value)
+    assert str(axis) in str(info.value)
+
+
+@pytest.mark.parametrize("name", AXIS_CALLS)
+def test_last_axis_in_range_is_accepted(name, jit_mode):
+    """The boundary the test above checks from the other side: -ndim and ndim-1 are valid axes."""
+    if name in ("squeeze",):
+        pytest.skip("squeeze needs a size-1 axis: covered by the test of repeated axes")
+    nd = RANK.get(name, 3)
+    for axis in (nd - 1, -nd):
+        try:
+            _staged(jit_mode, _with_axis(name, axis))
+        except AxisError as err:  # pragma: no cover - the failure is the point
+            raise AssertionError(f"{name} refused axis {axis}: {err}") from err
+        except ValueError as err:  # e.g. trace with axis1 == axis2: a different refusal
+            assert re.search("same|size|match|repeated", str(err)), err
+
+
+@pytest.mark.parametrize(
+    "bad", ["a", 1.0, True, [0.5], object()], ids=["str", "float", "bool", "list", "object"]
+)
+@pytest.mark.parametrize("name", AXIS_CALLS)
+def test_an_axis_that_is_not_an_integer_is_a_clear_type_error(name, bad, jit_mode):
+    if name == "transpose" and isinstance(bad, list):
+        pytest.skip("transpose takes the list itself as its axes")
+    with pytest.raises(TypeError) as info:
+        _staged(jit_mode, _with_axis(name, bad))
+    assert_no_internal_letters(info.value, written="a")
+    assert re.search(r"ax[ie]s|source|destination", str(info.value)), str(info.value)
+
+
+REPEATED = {
+    "sum": (lambda x: ea.sum(x, axis=(0, -3)), lambda: np.sum(X, axis=(0, -3))),
+    "mean": (lambda x: ea.mean(x, axis=(1, 1)), lambda: np.mean(X, axis=(1, 1))),
+    "max": (lambda x: ea.max(x, axis=(2, 2)), lambda: np.max(X, axis=(2, 2))),
+    "transpose": (lambda x: ea.transpose(x, (0, 0, 1)), lambda: np.transpose(X, (0, 0, 1))),
+    "moveaxis": (lambda x: ea.moveaxis(x, (0, 0), (1, 2)), lambda: np.moveaxis(X, (0, 0), (1, 2))),
+    "flip": (lambda x: ea.flip(x, (0, 0)), lambda: np.flip(X, (0, 0))),
+    "expand_dims": (lambda x: ea.expand_dims(x, (0, 0)), lambda: np.expand_dims(X, (0, 0))),
+    "squeeze": (lambda x: ea.squeeze(x[:1, :1], (0, 0)), lambda: np.squeeze(X[:1, :1], (0, 0))),
+    "trace": (lambda x: ea.trace(x, axis1=1, axis2=-2), lambda: np.trace(X, axis1=1, axis2=-2)),
+    "diagonal": (lambda x: ea.diagonal(x, axis1=0, axis2=0), lambda: np.diagonal(X, axis1=0, axis2=0)),
+    "tensordot": (
+        lambda x: ea.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
+        lambda: np.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED))
+def test_repeated_axes_are_refused_like_numpy(name, jit_mode):
+    call, ref = REPEATED[name]
+    with pytest.raises(ValueError):
+        ref()
+    with pytest.raises(ValueError) as info:
+        _staged(jit_mode, call)
+    assert_no_internal_letters(info.value)
+
+
+def test_concatenate_with_axis_none_flattens_like_numpy(jit_mode):
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(4.0)
+    np.testing.assert_array_equal(
+        run(jit_mode, lambda a, b: ea.concatenate([a, b], axis=None), a, b), np.concatenate([a, b], axis=None)
+    )
+
+
+# -- no internal letters in the other refusals of the helpers ---------------------------------------
+
+REFUSALS = {
+    "trace of a vector": lambda x: ea.trace(np.ones(3)),
+    "diagonal of a vector": lambda x: ea.diagonal(np.ones(3)),
+    "matmul of a scalar": lambda x: ea.matmul(2.0, np.ones(3)),
+    "matmul batch": lambda x: ea.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 4))),
+    "tensordot too many axes": lambda x: ea.tensordot(np.ones(3), np.ones(3), 2),
+    "tensordot unequal lists": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 1], [0])),
+    "tensordot sizes": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((2, 3)), ([0, 1], [1, 0])),
+    "transpose too few axes": lambda x: ea.transpose(x, (0, 1)),
+    "moveaxis unequal": lambda x: ea.moveaxis(x, (0, 1), 2),
+    "trace offset": lambda x: ea.trace(np.ones((2, 2)), offset="1"),
+    "unknown optimize": lambda x: (
+        ea.dot(np.ones((2, 3)), np.ones((3, 4)))
+        @ ea.einsum("ij,jk,kl->il", np.ones((4, 2)), np.ones((2, 2)), np.ones((2, 2)), optimize="nonsense")
+    ),
+    "reshape with a string": lambda x: ea.reshape(x, ("a", 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_helper_refusals_name_axes_not_letters(name, jit_mode):
+    with pytest.raises((ValueError, TypeError)) as info:
+        _staged(jit_mode, REFUSALS[name])
+    assert_no_internal_letters(info.value, written="a")
+
+
+# -- the sweep is complete ----------------------------------------------------------------------------
+
+# The operations none of the classes above concerns: elementwise ones (numpy's ufunc dtypes, no
+# axis, nothing contracted), the ones whose shapes are their arguments, `outer` (it flattens and
+# contracts nothing) and `einsum` itself, whose size-1 broadcasting of a label is its documented
+# grammar (tests/test_einsum.py, tests/test_errors.py).
+NOT_CONCERNED = {
+    *("abs", "add", "arccos", "arcsin", "arctan", "ceil", "cos", "cosh", "divide", "exp", "expm1"),
+    *("floor", "isfinite", "log", "log1p", "maximum", "minimum", "multiply", "negative", "power"),
+    *("relu", "sigmoid", "sign", "sin", "sinh", "softplus", "sqrt", "square", "subtract", "tan", "tanh"),
+    *("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "where", "clip"),
+    *("astype", "broadcast_to", "getitem", "reshape", "stop_gradient", "outer", "einsum"),
+}
+
+
+def test_every_public_operation_is_swept_or_named_as_not_concerned():
+    reduces = {name.split()[0] for name in [*REDUCTIONS, *STABLE] if not name.startswith("Tensor.")}
+    contracts = {name.split()[0] for name in CONTRACTIONS if name != "@"}
+    takes_axis = {call.split()[0] for call in AXIS_CALLS}
+    swept = reduces | contracts | takes_axis
+    assert not swept & NOT_CONCERNED
+    assert swept | NOT_CONCERNED == set(ops.__all__), set(ops.__all__) ^ (swept | NOT_CONCERNED)

@@ -1,0 +1,948 @@
+"""Optimization passes on programs (issue 9): each pass's before/after listing, its values, its savings.
+
+Every pass is checked three ways: its listing (or op counts) before and after
+on a small program, ``run_graph`` of the result against ``run_graph`` of the
+original on random inputs, and a count that fails if the pass did nothing
+(or, for `optimize`, if that pass were left out of the pipeline).
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_einsum_hypothesis import einsum_cases
+
+import einad as ea
+from einad import passes
+from einad.einsum import einsum_p, spread_p
+from einad.elementwise import PRIMITIVES
+from einad.program import Equation, Graph, Lit, run_graph, stage
+from einad.pytree import tree_flatten
+from einad.structural import reshape_p, where_p
+
+RNG = np.random.default_rng(11)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def ops(graph):
+    """How many equations of each primitive the program has."""
+    return Counter(e.op for e in graph.equations)
+
+
+def random_args(graph, rng=RNG):
+    return [rng.standard_normal(graph.avals[n][0]).astype(graph.avals[n][1]) for n in graph.input_names]
+
+
+def assert_types_hold(graph, args):
+    """Every equation's value has the shape and dtype its listing says."""
+    env = dict(graph.const_values)
+    env.update(zip(graph.input_names, args))
+    for e in graph.equations:
+        v = e.prim.impl(*[a.value if isinstance(a, Lit) else env[a] for a in e.inputs], **e.params)
+        assert (np.shape(v), np.asarray(v).dtype) == (e.shape, e.dtype), str(e)
+        env[e.output] = v
+
+
+def assert_same_values(original, optimized, args=None, rtol=1e-10, atol=1e-12):
+    """The optimized program computes what the original does, with the same inputs and output types."""
+    args = random_args(original) if args is None else args
+    assert_types_hold(optimized, args)
+    assert optimized.inputs == original.inputs
+    assert len(optimized.outputs) == len(original.outputs)
+    expected, got = run_graph(original, args), run_graph(optimized, args)
+    for e, g in zip(expected, got):
+        assert np.shape(g) == np.shape(e)
+        assert np.asarray(g).dtype == np.asarray(e).dtype
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+def unchanged_by(pass_, graph):
+    """Run `pass_` and check it left its argument alone (passes are pure)."""
+    before = (str(graph), [list(e.inputs) for e in graph.equations], dict(graph.const_values))
+    out = pass_(graph)
+    assert (str(graph), [list(e.inputs) for e in graph.equations]) == before[:2]
+    assert graph.const_values.keys() == before[2].keys()
+    return out
+
+
+def build(inputs, equations, outputs, consts=None):
+    """A hand-written program: ``inputs`` {name: example array}, equations ``(out, prim, params, operands)``.
+
+    Shapes and dtypes come from running each primitive on the examples.
+    """
+    consts = consts or {}
+    env = {**inputs, **consts}
+    avals = {n: (np.shape(v), np.asarray(v).dtype) for n, v in env.items()}
+    eqs = []
+    for out, prim, params, operands in equations:
+        value = np.asarray(
+            prim.impl(*[a.value if isinstance(a, Lit) else env[a] for a in operands], **params)
+        )
+        env[out] = value
+        avals[out] = (value.shape, value.dtype)
+        eqs.append(Equation(prim, params, list(operands), out, value.shape, value.dtype))
+
+    def typ(n):
+        return Equation(spread_p, {}, [], n, *avals[n]).type
+
+    return Graph(
+        inputs=[(n, typ(n)) for n in inputs],
+        consts=[(n, typ(n)) for n in consts],
+        equations=eqs,
+        outputs=list(outputs),
+        const_values=dict(consts),
+        avals=avals,
+    )
+
+
+def body(graph):
+    """The listing's equation lines, without the header and the outputs."""
+    return [line.strip() for line in str(graph).splitlines()[1:-1]]
+
+
+# -- the motivating programs -----------------------------------------------------------------------
+
+A44 = RNG.standard_normal((4, 4))
+X = RNG.standard_normal((6, 3))
+Y = np.sign(RNG.standard_normal(6))
+NET_SHAPES = [(3, 4), (4, 5), (5, 2), (2, 3), (3, 3)]
+
+
+def trace_loss(a):
+    return ea.trace(a) + ea.sum(ea.diagonal(a) ** 2)
+
+
+def logistic(w):
+    return ea.mean(ea.softplus(-Y * (X @ w)))
+
+
+def net(a, b, c, d, e):
+    return ea.einsum("ij,jk,kl,lm,mi->", a, b, c, d, e)
+
+
+def trace_grad_graph():
+    return ea.make_graph(ea.grad(trace_loss))(A44)
+
+
+def two_grads_graph():
+    """grad(trace) + grad(Σ diag²): one reverse pass each, so two dense spreads onto the
+    diagonal and a dense add (inside one pass, the reverse pass already sums the two
+    cotangents small: see tests/test_structured_cotangents.py)."""
+    return ea.make_graph(lambda a: ea.grad(ea.trace)(a) + ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a))(
+        A44
+    )
+
+
+def hvp_graph(mode="fwd-over-rev"):
+    w = RNG.standard_normal(3)
+    return ea.make_graph(lambda w, v: ea.hvp(logistic, (w,), (v,), mode=mode)[0])(w, w)
+
+
+def net_grad_graph():
+    return ea.make_graph(ea.grad(net, argnums=(0, 1, 2, 3, 4)))(*[np.ones(s) for s in NET_SHAPES])
+
+
+# -- dce -------------------------------------------------------------------------------------------
+
+
+def test_dce_drops_the_primal_of_a_gradient_program():
+    """Once the seed is a literal (`simplify`), nothing reads the loss value: it is dead."""
+    g = passes.simplify(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
+    assert body(g) == [
+        "b:f64[3] = tanh a",
+        "c:f64[3] = power b 2",
+        "d:f64[] = einsum[a->] c",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] 1.0",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
+    ]
+    out = unchanged_by(passes.dce, g)
+    assert body(out) == [
+        "b:f64[3] = tanh a",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
+    ]
+    assert_same_values(g, out)
+
+
+def test_dce_drops_the_primal_gradient_of_forward_over_reverse_hvp():
+    """jvp(grad f) computes f, grad f and the tangent of grad f; only the last is returned."""
+    g = hvp_graph()
+    out = unchanged_by(passes.dce, g)
+    assert len(g.equations) == 24 and len(out.equations) == 17
+    assert ops(g)["einsum"] == 6 and ops(out)["einsum"] == 4  # the primal gradient and d loss
+    assert ops(passes.dce(passes.simplify(g)))["softplus"] == 0  # the loss, once the seed is 1.0
+    assert_same_values(g, out)
+
+
+def test_dce_keeps_every_input_and_drops_unread_constants():
+    k = np.arange(3.0)
+    g = ea.make_graph(lambda x, y: (ea.sum(x * k), ea.exp(y))[1])(np.ones(3), np.ones(2))
+    assert [n for n, _ in g.consts] == ["k0"] and len(g.equations) == 3
+    out = passes.dce(g)
+    assert out.inputs == g.inputs and out.consts == [] and out.const_values == {}
+    assert body(out) == ["e:f64[2] = exp b"]
+    assert set(out.avals) == {"a", "b", "e"}
+    assert_same_values(g, out)
+
+
+# -- cse -------------------------------------------------------------------------------------------
+
+
+def test_cse_computes_a_repeated_subexpression_once():
+    g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.sigmoid(x) * ea.sigmoid(x))))(np.ones(4))
+    assert ops(g)["sigmoid"] == 2 and len(g.equations) == 15
+    out = unchanged_by(passes.cse, g)
+    assert body(out) == [
+        "b:f64[4] = sigmoid a",
+        "d:f64[4] = multiply b b",
+        "e:f64[] = einsum[a->] d",
+        "f:f64[] = ones_like e",
+        "g:f64[4] = spread[src=, dst=a, shape=(4,)] f",
+        "h:f64[4] = multiply g b",
+        "j:f64[4] = subtract 1 b",
+        "k:f64[4] = multiply b j",
+        "l:f64[4] = multiply h k",
+        "p:f64[4] = add l l",  # the two product-rule terms were the same expression
+    ]
+    assert_same_values(g, out)
+
+
+def test_cse_compares_index_arrays_by_value_and_literals_by_type():
+    f = lambda x: (
+        x[np.array([0, 2])] + x[np.array([0, 2])] * x[np.array([1, 2])] + (x[1:] * 2) * (x[1:] * 2.0)
+    )
+    g = ea.make_graph(f)(np.arange(3.0))
+    out = passes.cse(g)
+    assert ops(g)["getitem"] == 5 and ops(out)["getitem"] == 3  # [0, 2] twice, [1, 2], and 1: once
+    assert ops(g)["multiply"] == 4 and ops(out)["multiply"] == 4  # 2 and 2.0 are different literals
+    assert_same_values(g, out)
+
+
+def test_cse_sorts_the_operands_of_commutative_ops_only():
+    x, y = np.ones(3), np.ones(3)
+    g = build(
+        {"a": x, "b": y},
+        [
+            ("c", PRIMITIVES["multiply"], {}, ["a", "b"]),
+            ("d", PRIMITIVES["multiply"], {}, ["b", "a"]),
+            ("e", PRIMITIVES["subtract"], {}, ["a", "b"]),
+            ("f", PRIMITIVES["subtract"], {}, ["b", "a"]),
+            ("g", PRIMITIVES["add"], {}, ["c", "d"]),
+            ("h", PRIMITIVES["add"], {}, ["e", "f"]),
+        ],
+        ["g", "h"],
+    )
+    out = passes.cse(g)
+    assert body(out) == [
+        "c:f64[3] = multiply a b",
+        "e:f64[3] = subtract a b",
+        "f:f64[3] = subtract b a",
+        "g:f64[3] = add c c",
+        "h:f64[3] = add e f",
+    ]
+    assert_same_values(g, out)
+
+
+def test_cse_stores_equal_constants_once():
+    k1, k2 = np.arange(3.0), np.arange(3.0)
+    g = ea.make_graph(lambda x: ea.exp(x * k1) + ea.exp(x * k2) + x * np.arange(3, dtype=np.float32))(
+        np.ones(3)
+    )
+    assert len(g.consts) == 3
+    out = passes.cse(g)
+    assert [n for n, _ in out.consts] == ["k0", "k2"]  # the float32 copy stays apart
+    assert ops(out)["exp"] == 1
+    assert_same_values(g, out)
+
+
+def test_params_key_tells_apart_what_numpy_tells_apart():
+    key = passes.params_key
+    assert key({"index": (slice(1, None), np.array([0, 2]))}) == key(
+        {"index": (slice(1, None), np.array([0, 2]))}
+    )
+    assert key(np.array([0, 2])) != key(np.array([0, 2], dtype=np.int32))
+    assert key(np.array([True, False])) != key(np.array([1, 0]))
+    assert key(np.array([[0, 1]])) != key(np.array([0, 1]))
+    assert key(True) != key(1) and key(0.0) != key(-0.0) and key(float("nan")) == key(float("nan"))
+    assert key(np.dtype("float32")) != key(np.dtype("float64"))
+    assert key((1,)) != key([1]) and key(slice(None)) != key(None)
+    obj = object()
+    assert key(obj) == key(obj) and key(obj) != key(object())
+
+
+# -- simplify --------------------------------------------------------------------------------------
+
+
+def test_simplify_removes_the_seed_of_ones():
+    """The seed ones_like(loss), broadcast to the loss's operand, multiplies by one."""
+    g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3))
+    assert body(g) == [
+        "b:f64[3] = tanh a",
+        "c:f64[3] = power b 2",
+        "d:f64[] = einsum[a->] c",
+        "e:f64[] = ones_like d",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] e",
+        "g:f64[3] = multiply 2 b",
+        "h:f64[3] = multiply f g",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply h j",
+    ]
+    out = unchanged_by(passes.simplify, g)
+    assert body(out) == [
+        "b:f64[3] = tanh a",
+        "c:f64[3] = power b 2",
+        "d:f64[] = einsum[a->] c",
+        "f:f64[3] = spread[src=, dst=a, shape=(3,)] 1.0",  # dead: dce drops it, and d
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
+    ]
+    assert_same_values(g, out)
+
+
+def test_simplify_folds_the_scaled_seed_of_a_mean_into_a_literal():
+    g = passes.dce(hvp_graph())
+    assert body(g)[7:11] == [
+        "n:f64[] = ones_like l",
+        "o:f64[] = multiply n 0.16666666666666666",  # d mean / d sum
+        "p:f64[6] = spread[src=, dst=a, shape=(6,)] o",
+        "q:f64[6] = sigmoid e",
+    ]
+    out = passes.simplify(g)
+    assert "v:f64[6] = multiply t 0.16666666666666666" in body(out)
+    assert not {"ones_like", "spread"} & set(ops(passes.dce(out)))
+    assert_same_values(g, out)
+
+
+def test_simplify_turns_a_uniform_constant_into_a_literal_of_its_dtype():
+    x = np.ones(3, dtype=np.float32)
+    f = lambda x: (x * np.full(3, 0.5, np.float32), x * np.full(3, 0.5), x * np.full((2, 3), 0.5, np.float32))
+    g = ea.make_graph(f)(x)
+    out = unchanged_by(passes.simplify, g)
+    assert body(out) == [
+        "b:f32[3] = multiply a 0.5",
+        "c:f64[3] = multiply a 0.5",  # a float64 literal: the result stays float64
+        "d:f32[2,3] = multiply a k2",  # the constant gives the result its shape: kept
+    ]
+    assert [type(e.inputs[1].value) for e in out.equations[:2]] == [np.float32, np.float64]
+    assert [n for n, _ in out.consts] == ["k2"]
+    assert_same_values(g, out)
+
+
+def test_simplify_keeps_the_type_of_the_result():
+    x32 = np.ones(3, dtype=np.float32)
+    g = build(
+        {"a": x32, "b": np.ones((2, 3), dtype=np.float32)},
+        [
+            ("c", PRIMITIVES["multiply"], {}, ["a", Lit(1)]),  # weak 1: float32 stays
+            ("d", PRIMITIVES["multiply"], {}, ["c", Lit(np.float64(1.0))]),  # a float64 one: a cast
+            ("e", PRIMITIVES["add"], {}, ["c", "k0"]),  # zeros (2, 3): a broadcast, kept
+            ("f", PRIMITIVES["add"], {}, ["b", "k0"]),  # zeros of b's type: b
+            ("g", PRIMITIVES["subtract"], {}, [Lit(0.0), "c"]),  # 0 - c: -c
+            ("h", PRIMITIVES["divide"], {}, ["g", Lit(1.0)]),
+            ("i", PRIMITIVES["multiply"], {}, ["e", "f"]),
+        ],
+        ["d", "h", "i"],
+        consts={"k0": np.zeros((2, 3), dtype=np.float32)},
+    )
+    out = unchanged_by(passes.simplify, g)
+    assert body(out) == [
+        "d:f64[3] = astype[dtype=f64] a",
+        "e:f32[2,3] = add a k0",
+        "g:f32[3] = negative a",
+        "i:f32[2,3] = multiply e b",
+    ]
+    assert out.outputs == ["d", "g", "i"]
+    assert_same_values(g, out, args=[np.arange(3, dtype=np.float32), np.ones((2, 3), np.float32)])
+
+
+def test_passes_never_put_a_scalar_input_where_a_numpy_value_was():
+    """Under jit a 0-d input may be a Python float, which numpy promotes weakly: ``x * 1.0`` is a
+    float64 numpy scalar but ``x`` next to a float32 array gives float32, so neither ``x * 1.0``
+    nor a broadcast of x is replaced by x."""
+
+    def f(x, y):
+        return (x * 1.0) * y, ea.broadcast_to(x, (3,)) * y, x * y
+
+    args = [2.0, np.ones(3, np.float32)]
+    g, _ = stage(f, args, tree_flatten(args)[1], weak_scalars=True)
+    out = passes.optimize(g)
+    assert ops(out) == ops(g)
+    assert [np.asarray(v).dtype for v in run_graph(out, args)] == [np.float64, np.float64, np.float32]
+
+
+def test_simplify_leaves_complex_products_with_one():
+    """(inf + 0j) * (1 + 0j) is inf + nanj: a complex multiplication by one is not the identity."""
+    z = np.array([np.inf + 0j, 1 + 2j])
+    g = build({"a": z}, [("b", PRIMITIVES["multiply"], {}, ["a", Lit(1.0)])], ["b"])
+    assert passes.simplify(g).equations == g.equations
+
+
+def test_simplify_drops_einsum_operands_of_ones():
+    g = net_grad_graph()
+    assert body(g)[4:6] == ["j:f64[] = ones_like i", "k:f64[3,2] = einsum[,li->il] j h"]
+    out = passes.simplify(g)
+    assert body(out)[4] == "k:f64[3,2] = einsum[li->il] h"  # a transpose
+    assert not any(isinstance(a, Lit) for e in out.equations for a in e.inputs)
+    assert_same_values(g, out)
+
+
+def test_simplify_keeps_a_ones_operand_that_broadcasts_or_counts():
+    ones = np.ones((3, 4))
+    g = build(
+        {"a": np.ones(3)},
+        [
+            ("b", einsum_p, _einsum("i,ij->ij"), ["a", "k0"]),  # j only in the ones: a broadcast
+            ("c", einsum_p, _einsum("i,ij->i"), ["a", "k0"]),  # j summed: a count
+            ("d", einsum_p, _einsum("ij,ij->ij"), ["b", "k0"]),  # ones read like b: dropped
+        ],
+        ["c", "d"],
+        consts={"k0": ones},
+    )
+    out = passes.simplify(g)
+    assert body(out) == ["b:f64[3,4] = einsum[i,ij->ij] a k0", "c:f64[3] = einsum[i,ij->i] a k0"]
+    assert out.outputs == ["c", "b"]
+    assert_same_values(g, out)
+
+
+def _einsum(text, optimize="auto"):
+    ins, out = text.split("->")
+    return {"inputs": tuple(ins.split(",")), "output": out, "optimize": optimize, "memory_limit": None}
+
+
+# -- fold_spreads ----------------------------------------------------------------------------------
+
+
+def test_fold_spreads_adds_two_diagonal_cotangents_on_the_diagonal():
+    """grad(trace(A)) + grad(sum(diag(A)**2)): two spreads onto the diagonal added densely."""
+    g = passes.dce(passes.simplify(two_grads_graph()))
+    assert body(g) == [
+        "d:f64[4,4] = spread[src=, dst=aa, shape=(4,4)] 1.0",  # grad of trace(A): the seed on the diagonal
+        "e:f64[4] = einsum[aa->a] a",
+        "j:f64[4] = multiply 2 e",
+        "l:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] j",  # grad of sum(diag(A)**2)
+        "m:f64[4,4] = add d l",
+    ]
+    out = passes.dce(unchanged_by(passes.fold_spreads, g))
+    assert body(out) == [
+        "e:f64[4] = einsum[aa->a] a",
+        "j:f64[4] = multiply 2 e",
+        "b:f64[4] = add 1.0 j",  # numpy broadcasts the scalar source along the diagonal
+        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] b",  # one spread of 1 + 2 d
+    ]
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_reads_a_constant_that_is_a_spread():
+    g = ea.make_graph(lambda a: ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a) + 3 * np.eye(4))(A44)
+    g = passes.dce(passes.simplify(g))
+    assert body(g)[2:] == ["i:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] g", "j:f64[4,4] = add i k0"]
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out)[2:] == ["c:f64[4] = add g k1", "j:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] c"]
+    np.testing.assert_array_equal(out.const_values["k1"], [3.0, 3.0, 3.0, 3.0])  # the diagonal of k0
+    assert body(passes.simplify(out))[2] == "c:f64[4] = add g 3.0"
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_needs_a_constant_that_really_is_a_spread():
+    almost = np.eye(4)
+    almost[0, 1] = 1e-300
+    g = ea.make_graph(lambda a: ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a) + almost)(A44)
+    assert ops(passes.optimize(g))["add"] == 1
+    assert [e.shape for e in passes.optimize(g).equations if e.op == "add"] == [(4, 4)]
+    assert_same_values(g, passes.optimize(g))
+
+
+def test_fold_spreads_pushes_unary_ops_and_products_to_the_source():
+    g = build(
+        {"a": np.arange(1.0, 4.0), "b": np.arange(2.0, 5.0)},
+        [
+            ("c", spread_p, {"src": "i", "dst": "ii", "shape": (3, 3)}, ["a"]),
+            ("d", PRIMITIVES["sin"], {}, ["c"]),  # sin 0 = 0: stays diagonal
+            ("e", spread_p, {"src": "i", "dst": "ii", "shape": (3, 3)}, ["b"]),
+            ("f", PRIMITIVES["multiply"], {}, ["d", "e"]),
+            ("g", PRIMITIVES["multiply"], {}, ["f", Lit(3.0)]),
+            ("h", spread_p, {"src": "i", "dst": "ii", "shape": (3, 3)}, ["a"]),
+            ("i", PRIMITIVES["exp"], {}, ["h"]),  # exp 0 = 1: not a diagonal
+            ("j", PRIMITIVES["add"], {}, ["g", "i"]),
+        ],
+        ["j"],
+    )
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out) == [
+        "k:f64[3] = sin a",
+        "l:f64[3] = multiply k b",
+        "m:f64[3] = multiply l 3.0",
+        "g:f64[3,3] = spread[src=i, dst=ii, shape=(3,3)] m",
+        "h:f64[3,3] = spread[src=i, dst=ii, shape=(3,3)] a",
+        "i:f64[3,3] = exp h",
+        "j:f64[3,3] = add g i",
+    ]
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_lets_numpy_broadcast_a_trailing_source():
+    g = build(
+        {"a": np.arange(3.0), "b": np.ones((2, 3))},
+        [
+            ("z", einsum_p, _einsum("ij->"), ["b"]),
+            ("c", spread_p, {"src": "j", "dst": "ij", "shape": (2, 3)}, ["a"]),  # a[None, :]
+            ("d", PRIMITIVES["multiply"], {}, ["c", "b"]),
+            ("f", einsum_p, _einsum("ij->i"), ["b"]),
+            ("g", spread_p, {"src": "i", "dst": "ij", "shape": (2, 3)}, ["f"]),  # f[:, None]: kept
+            ("h", spread_p, {"src": "", "dst": "ij", "shape": (2, 3)}, ["z"]),  # a scalar
+            ("i", where_p, {}, [Lit(True), "g", "h"]),  # both broadcast: the result needs g
+            ("j", PRIMITIVES["add"], {}, ["d", "i"]),
+        ],
+        ["j"],
+    )
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out) == [
+        "z:f64[] = einsum[ij->] b",
+        "d:f64[2,3] = multiply a b",
+        "f:f64[2] = einsum[ij->i] b",
+        "g:f64[2,3] = spread[src=i, dst=ij, shape=(2,3)] f",
+        "i:f64[2,3] = where True g z",
+        "j:f64[2,3] = add d i",
+    ]
+    assert_same_values(g, out)
+
+
+def test_fold_spreads_folds_a_diagonal_into_the_einsum_that_reads_it():
+    """grad(sum(diag(A)**2)) @ B: the diagonal cotangent meets a matrix product."""
+    b = RNG.standard_normal((4, 4))
+    g = ea.make_graph(lambda a: ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a) @ b)(A44)
+    out = passes.optimize(g)
+    assert ops(g)["spread"] == 2 and ops(out)["spread"] == 0
+    assert body(out)[-1] == "j:f64[4,4] = einsum[i,ik->ik] g k0"  # the diagonal's i and j read as one i
+    assert_same_values(g, out)
+
+
+def test_fold_spread_spec_broadcast_diagonal_and_counts():
+    fold = passes.fold_spread_spec
+    # a broadcast along j: j is absent from the operand
+    assert fold(("ij", "jk"), "ik", 0, "i", "ij") == (("i", "jk"), "ik", "")
+    # a diagonal read by a matrix product: the two letters become one
+    assert fold(("ij", "jk"), "ik", 0, "i", "ii") == (("i", "ik"), "ik", "")
+    # the einsum sums the broadcast letter j: its size is a factor
+    assert fold(("ij",), "i", 0, "i", "ij") == (("i",), "i", "j")
+    # the einsum reads the diagonal of a broadcast: the source's letters collapse
+    assert fold(("ii",), "i", 0, "ab", "ab") == (("ii",), "i", "")
+    # a diagonal the einsum returns in two output letters: no fold
+    assert fold(("ij",), "ij", 0, "a", "aa") is None
+
+
+def _spread_cases():
+    """A spread (src, dst with repeats and broadcasts), an einsum reading it, and the other operand."""
+    letters = "abcd"
+
+    @st.composite
+    def case(draw):
+        dst = "".join(draw(st.lists(st.sampled_from("pqr"), min_size=1, max_size=3)))
+        src = "".join(draw(st.permutations(sorted(set(dst)))))[: draw(st.integers(0, len(set(dst))))]
+        spec = "".join(draw(st.lists(st.sampled_from(letters), min_size=len(dst), max_size=len(dst))))
+        other = "".join(draw(st.lists(st.sampled_from(letters), max_size=3)))
+        used = sorted(set(spec + other))
+        out = "".join(draw(st.permutations(used))[: draw(st.integers(0, len(used)))])
+        return src, dst, spec, other, out
+
+    return case()
+
+
+@given(_spread_cases())
+def test_fold_spread_spec_matches_numpy(case):
+    src, dst, spec, other, out = case
+    n = 3  # one size for every letter keeps every pairing consistent
+    x, y = RNG.standard_normal((n,) * len(src)), RNG.standard_normal((n,) * len(other))
+    dense = spread_p.impl(x, src=src, dst=dst, shape=(n,) * len(dst))
+    expected = np.einsum(f"{spec},{other}->{out}", dense, y)
+    folded = passes.fold_spread_spec((spec, other), out, 0, src, dst)
+    if folded is None:
+        return  # the result is itself a diagonal, in two output letters: not folded
+    (sx, sy), so, vanished = folded
+    got = np.einsum(f"{sx},{sy}->{so}", x, y) * n ** len(vanished)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+# -- merge_einsums ---------------------------------------------------------------------------------
+
+
+def test_merge_einsums_gives_a_network_back_to_opt_einsum():
+    g = ea.make_graph(net)(*[np.ones(s) for s in NET_SHAPES])
+    assert g.einsums == ["jk,kl->jl", "ij,jl->il", "lm,mi->li", "il,li->"]  # pairwise, as traced
+    out = unchanged_by(passes.merge_einsums, g)
+    out = passes.dce(out)
+    assert body(out) == ["i:f64[] = einsum[ia,ab,bl,lc,ci->] a b c d e"]
+    assert out.equations[0].params["optimize"] == "auto"
+    assert_same_values(g, out)
+
+
+def test_merge_einsums_does_not_merge_what_two_einsums_read():
+    g = passes.dce(passes.simplify(net_grad_graph()))
+    out = passes.dce(unchanged_by(passes.merge_einsums, g))
+    assert body(g) == [
+        "f:f64[4,2] = einsum[jk,kl->jl] b c",  # read twice: kept
+        "g:f64[3,2] = einsum[ij,jl->il] a f",
+        "h:f64[2,3] = einsum[lm,mi->li] d e",
+        "k:f64[3,2] = einsum[li->il] h",  # the seed's transposes (read twice: kept)
+        "l:f64[2,3] = einsum[il->li] g",
+        "m:f64[2,3] = einsum[li,mi->lm] l e",
+        "n:f64[3,3] = einsum[li,lm->mi] l d",
+        "o:f64[3,4] = einsum[il,jl->ij] k f",
+        "p:f64[4,2] = einsum[il,ij->jl] k a",  # read twice: kept
+        "q:f64[4,5] = einsum[jl,kl->jk] p c",
+        "r:f64[5,2] = einsum[jl,jk->kl] p b",
+    ]
+    assert body(out) == [
+        "f:f64[4,2] = einsum[jk,kl->jl] b c",
+        "k:f64[3,2] = einsum[la,ai->il] d e",  # h, read by the transpose alone, merged into it
+        "l:f64[2,3] = einsum[ia,al->li] a f",
+        "m:f64[2,3] = einsum[li,mi->lm] l e",
+        "n:f64[3,3] = einsum[li,lm->mi] l d",
+        "o:f64[3,4] = einsum[il,jl->ij] k f",
+        "p:f64[4,2] = einsum[il,ij->jl] k a",
+        "q:f64[4,5] = einsum[jl,kl->jk] p c",
+        "r:f64[5,2] = einsum[jl,jk->kl] p b",
+    ]
+    assert_same_values(g, out, args=[RNG.standard_normal(s) for s in NET_SHAPES])
+
+
+def test_merge_einsums_merges_a_transpose_into_every_einsum_reading_it():
+    a = np.ones((3, 3))
+    g = build(
+        {"a": a, "b": a},
+        [
+            ("c", einsum_p, _einsum("ij,jk->ik"), ["a", "b"]),
+            ("d", einsum_p, _einsum("ik->ki"), ["c"]),  # a transpose of c
+            ("e", einsum_p, _einsum("ij,jk->ik"), ["d", "a"]),
+            ("f", einsum_p, _einsum("ij,ij->"), ["d", "b"]),
+        ],
+        ["c", "e", "f"],  # c is returned: not merged into its transpose
+    )
+    out = passes.dce(passes.merge_einsums(g))
+    assert body(out) == [
+        "c:f64[3,3] = einsum[ij,jk->ik] a b",
+        "e:f64[3,3] = einsum[ji,jk->ik] c a",
+        "f:f64[] = einsum[ji,ij->] c b",
+    ]
+    assert_same_values(g, out)
+
+
+def test_merge_einsums_keeps_an_output_and_a_twice_read_einsum():
+    a = np.ones((3, 3))
+    g = build(
+        {"a": a},
+        [
+            ("b", einsum_p, _einsum("ij,jk->ik"), ["a", "a"]),
+            ("c", einsum_p, _einsum("ij->"), ["b"]),  # b is also an output
+            ("d", einsum_p, _einsum("ij,jk->ik"), ["a", "a"]),
+            ("e", einsum_p, _einsum("ij,ji->"), ["d", "d"]),  # d read twice
+        ],
+        ["b", "c", "e"],
+    )
+    assert passes.merge_einsums(g).equations == g.equations
+
+
+def test_merge_einsums_renames_summed_letters_and_reads_diagonals():
+    g = build(
+        {"a": np.ones((3, 3)), "b": np.ones((3, 3))},
+        [
+            ("c", einsum_p, _einsum("ij,jk->ik"), ["a", "b"]),  # j summed inside
+            ("d", einsum_p, _einsum("jj,ij->i"), ["c", "a"]),  # reads c's diagonal, uses j itself
+        ],
+        ["d"],
+    )
+    out = passes.dce(passes.merge_einsums(g))
+    assert body(out) == ["d:f64[3] = einsum[ja,aj,ij->i] a b a"]
+    assert_same_values(g, out)
+
+
+def test_merge_einsums_leaves_boolean_sums_apart():
+    """A boolean einsum sums by OR; inside a float einsum its terms would be counted."""
+    m = np.array([[True, False], [True, True]])
+    g = build(
+        {"a": m, "f": np.ones(2)},
+        [("b", einsum_p, _einsum("ij,jk->ik"), ["a", "a"]), ("c", einsum_p, _einsum("ik,k->i"), ["b", "f"])],
+        ["c"],
+    )
+    assert passes.merge_einsums(g).equations == g.equations
+
+
+@st.composite
+def _chain_cases(draw):
+    """An inner einsum (repeats, summed letters) whose result an outer einsum reads, maybe diagonally."""
+    pool = "abcde"
+    n_in = draw(st.integers(1, 3))
+    inner = ["".join(draw(st.lists(st.sampled_from(pool), min_size=0, max_size=3))) for _ in range(n_in)]
+    letters = sorted(set("".join(inner)))
+    inner_out = "".join(draw(st.permutations(letters))[: draw(st.integers(0, len(letters)))])
+    k_spec = "".join(draw(st.sampled_from("pqa")) for _ in inner_out)
+    other = "".join(draw(st.lists(st.sampled_from("pqab"), max_size=3)))
+    used = sorted(set(k_spec + other))
+    out = "".join(draw(st.permutations(used))[: draw(st.integers(0, len(used)))])
+    return tuple(inner), inner_out, (k_spec, other), out
+
+
+@given(_chain_cases())
+def test_merge_spec_matches_numpy(case):
+    inner, inner_out, outer, out = case
+    n = 2
+    xs = [RNG.standard_normal((n,) * len(s)) for s in inner]
+    y = RNG.standard_normal((n,) * len(outer[1]))
+    mid = np.einsum(",".join(inner) + "->" + inner_out, *xs)
+    expected = np.einsum(",".join(outer) + "->" + out, mid, y)
+    merged = passes.merge_spec(outer, out, 0, inner, inner_out)
+    got = np.einsum(",".join(merged) + "->" + out, *xs, y)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+# -- plan_buffers ----------------------------------------------------------------------------------
+
+
+def run_planned(graph, plan, args, seen=None):
+    """Run `graph` as generated code would: ``out=`` the planned operand; variables die at their last read.
+
+    `seen` collects, per planned equation, whether the result is the donor's memory.
+    """
+    last = {a: i for i, e in enumerate(graph.equations) for a in e.inputs if isinstance(a, str)}
+    env = dict(graph.const_values)
+    env.update(zip(graph.input_names, args))
+    for i, e in enumerate(graph.equations):
+        vals = [a.value if isinstance(a, Lit) else env[a] for a in e.inputs]
+        if i in plan:
+            donor = env[plan[i]]
+            out = e.prim.impl(*vals, out=donor, **e.params)
+            if seen is not None:
+                seen.append(out is donor)
+        else:
+            out = e.prim.impl(*vals, **e.params)
+        env[e.output] = out
+        for a in {a for a in e.inputs if isinstance(a, str)}:
+            if last.get(a) == i and a not in graph.const_values and a not in graph.input_names:
+                del env[a]
+    return [o.value if isinstance(o, Lit) else env[o] for o in graph.outputs]
+
+
+def test_plan_buffers_reuses_dying_elementwise_results_in_place():
+    g = passes.optimize(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
+    assert body(g) == [
+        "b:f64[3] = tanh a",
+        "g:f64[3] = multiply 2 b",
+        "i:f64[3] = multiply b b",
+        "j:f64[3] = subtract 1 i",
+        "k:f64[3] = multiply g j",
+    ]
+    plan = passes.plan_buffers(g)
+    assert plan == {2: "b", 3: "i", 4: "g"}  # never the input a; b only once g has read it
+    x = RNG.standard_normal(3)
+    x0 = x.copy()
+    seen = []
+    got = run_planned(g, plan, [x], seen)
+    assert seen == [True, True, True]
+    np.testing.assert_allclose(got[0], run_graph(g, [x])[0], rtol=1e-14)
+    np.testing.assert_array_equal(x, x0)  # the input was not written
+
+
+def test_plan_buffers_never_writes_memory_a_live_view_reads():
+    def f(x):
+        b = ea.exp(x)
+        c = ea.reshape(b, (6,))  # a view of b, read after sin(b)
+        d = ea.sin(b)
+        return d + ea.reshape(c, (2, 3))
+
+    g = ea.make_graph(f)(np.ones((2, 3)))
+    assert [e.op for e in g.equations] == ["exp", "reshape", "sin", "reshape", "add"]
+    plan = passes.plan_buffers(g)
+    assert plan == {4: "d"}  # not {2: "b"}: c still reads b's memory
+    x = RNG.standard_normal((2, 3))
+    expected = run_graph(g, [x])[0]
+    np.testing.assert_allclose(run_planned(g, plan, [x])[0], expected, rtol=1e-14)
+    wrong = run_planned(g, {2: "b"}, [x])[0]  # what ignoring the view would do
+    assert not np.allclose(wrong, expected)
+
+
+def test_plan_buffers_skips_outputs_inputs_views_scalars_and_other_types():
+    g = build(
+        {"a": np.ones(3), "s": np.ones(())},
+        [
+            ("b", PRIMITIVES["exp"], {}, ["a"]),  # a is an input
+            ("c", PRIMITIVES["sin"], {}, ["b"]),  # b is an output
+            ("d", einsum_p, _einsum("i->i"), ["c"]),  # a view of c
+            ("e", PRIMITIVES["cos"], {}, ["d"]),  # d is a view
+            ("f", PRIMITIVES["less"], {}, ["e", Lit(0.5)]),  # bool result, f64 operand
+            ("g", PRIMITIVES["exp"], {}, ["s"]),
+            ("h", PRIMITIVES["sin"], {}, ["g"]),  # 0-d: numpy returns scalars
+        ],
+        ["b", "f", "h"],
+    )
+    assert passes.plan_buffers(g) == {}
+
+
+def _peak(fn):
+    fn()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_plan_buffers_halves_the_peak_of_an_elementwise_chain():
+    n = 200_000
+    g = ea.make_graph(lambda x: ea.exp(ea.sin(ea.cos(x) * 2.0) + 1.0))(np.ones(n))
+    plan = passes.plan_buffers(g)
+    assert len(plan) == len(g.equations) - 1
+    x = RNG.standard_normal(n)
+    nbytes = x.nbytes
+    with_plan = _peak(lambda: run_planned(g, plan, [x]))
+    without = _peak(lambda: run_planned(g, {}, [x]))
+    assert with_plan < 1.5 * nbytes < without, (with_plan / nbytes, without / nbytes)
+    np.testing.assert_allclose(run_planned(g, plan, [x])[0], run_graph(g, [x])[0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["fwd-over-rev", "rev-over-fwd", "rev-over-rev"])
+def test_plan_buffers_on_optimized_hvp_programs(mode):
+    g = passes.optimize(hvp_graph(mode))
+    plan = passes.plan_buffers(g)
+    assert plan
+    args = random_args(g)
+    np.testing.assert_allclose(run_planned(g, plan, args)[0], run_graph(g, args)[0], rtol=1e-12)
+
+
+# -- optimize --------------------------------------------------------------------------------------
+
+
+def test_optimize_trace_plus_diagonal_gradient_is_one_spread_of_one_plus_2d():
+    g = trace_grad_graph()
+    out = unchanged_by(passes.optimize, g)
+    assert (len(g.equations), len(out.equations)) == (12, 4)
+    assert body(out) == [
+        "c:f64[4] = einsum[aa->a] a",
+        "i:f64[4] = multiply 2 c",
+        "l:f64[4] = add i 1.0",
+        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] l",
+    ]
+    assert out.consts == []
+    assert_same_values(g, out)
+
+
+def test_optimize_logistic_hvp():
+    g = hvp_graph()
+    out = passes.optimize(g)
+    assert (len(g.equations), len(out.equations)) == (24, 11)
+    assert [n for n, _ in out.consts] == ["k0", "k1"]  # X and -y
+    assert_same_values(g, out)
+
+
+def test_optimize_five_operand_network_gradient():
+    g = net_grad_graph()
+    out = passes.optimize(g)
+    assert (len(g.equations), len(out.equations)) == (13, 9)
+    assert_same_values(g, out, args=[RNG.standard_normal(s) for s in NET_SHAPES])
+
+
+def _dense_elementwise_work(graph):
+    """Elements written by equations other than spreads and reshapes (which write views or one pass)."""
+    return sum(int(np.prod(e.shape)) for e in graph.equations if e.prim not in (spread_p, reshape_p))
+
+
+PROGRAMS = {
+    "trace": trace_grad_graph,
+    "two grads": two_grads_graph,
+    "hvp": hvp_graph,
+    "net": net_grad_graph,
+    "net forward": lambda: ea.make_graph(net)(*[np.ones(s) for s in NET_SHAPES]),
+    "sigmoid twice": lambda: ea.make_graph(ea.grad(lambda x: ea.sum(ea.sigmoid(x) * ea.sigmoid(x))))(
+        np.ones(4)
+    ),
+    "mlp hessian": lambda: ea.make_graph(ea.hessian(lambda x: ea.sum(ea.tanh(X @ x) ** 2)))(np.ones(3)),
+}
+
+
+@pytest.mark.parametrize(
+    "pass_, program, measure",
+    [
+        ("dce", "hvp", "equations"),
+        ("simplify", "trace", "equations"),
+        ("cse", "sigmoid twice", "equations"),
+        ("cse", "mlp hessian", "equations"),
+        ("fold_spreads", "two grads", "work"),
+        ("merge_einsums", "net", "equations"),
+        ("merge_einsums", "net forward", "equations"),
+    ],
+)
+def test_optimize_needs_each_pass(monkeypatch, pass_, program, measure):
+    """Leaving `pass_` out of the pipeline leaves a bigger program: each pass earns its place."""
+    g = PROGRAMS[program]()
+    cost = (lambda h: len(h.equations)) if measure == "equations" else _dense_elementwise_work
+    full = passes.optimize(g)
+    monkeypatch.setattr(passes, "PIPELINE", tuple(p for p in passes.PIPELINE if p.__name__ != pass_))
+    without = passes.optimize(g)
+    assert cost(full) < cost(without)
+    assert_same_values(g, full)
+    assert_same_values(g, without)
+
+
+def test_optimize_reaches_a_fixed_point():
+    for make in PROGRAMS.values():
+        once = passes.optimize(make())
+        assert str(passes.optimize(once)) == str(once)
+
+
+def test_optimized_programs_still_differentiate():
+    """run_graph binds every primitive again: the optimized program is a function einad can differentiate."""
+    g = passes.optimize(trace_grad_graph())
+    a, t = RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4))
+    _, tangent = ea.jvp(lambda a: run_graph(g, [a])[0], (a,), (t,))
+    _, expected = ea.jvp(ea.grad(trace_loss), (a,), (t,))
+    np.testing.assert_allclose(tangent, expected, rtol=1e-12)
+
+
+# -- random einsum losses --------------------------------------------------------------------------
+
+
+@given(einsum_cases(), st.sampled_from(["grad", "hvp", "forward"]), st.sampled_from([np.float64, np.float32]))
+def test_optimize_preserves_values_of_random_einsum_losses(case, kind, dtype):
+    spec, shapes, seed = case
+    rng = np.random.default_rng(seed)
+    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    tol = 1e-9 if dtype == np.float64 else 2e-4
+
+    def loss(*ops):
+        y = ea.einsum(spec, *ops)
+        return ea.sum(ea.tanh(y) ** 2) + ea.sum(y) * 0.5
+
+    nums = tuple(range(len(args)))
+    if kind == "grad":
+        g = ea.make_graph(ea.grad(loss, argnums=nums))(*args)
+    elif kind == "hvp":
+        tangents = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        g = ea.make_graph(lambda p, t: ea.hvp(loss, p, t))(args, tangents)
+    else:
+        g = ea.make_graph(lambda *ops: ea.einsum(spec, *ops))(*args)
+    out = passes.optimize(g)
+    assert len(out.equations) <= len(g.equations)
+    flat = random_args(g, rng)
+    assert_same_values(g, out, args=flat, rtol=tol, atol=tol)
+    plan = passes.plan_buffers(out)
+    for got, expected in zip(run_planned(out, plan, flat), run_graph(out, flat)):
+        np.testing.assert_array_equal(got, expected)  # the same operations, in place
