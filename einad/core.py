@@ -13,7 +13,8 @@ perturbations of two transformations never mix.
 
 Derivative rules live in tables keyed by the primitive object (`jvp_rules`,
 `vjp_rules`, `keep_rules`, `batch_rules`; `zero_derivative` lists the
-primitives whose derivative is zero by definition). Rules are written with
+primitives whose derivative is zero by definition; `structured_vjp_rules` holds
+the VJPs that may hand `backward_pass` a `Structured` cotangent). Rules are written with
 einad operations, so the derivative program is traced by any enclosing
 transformation like any other code. A primitive that has no rule for a mode
 raises `NotImplementedError` there, never a silent zero.
@@ -37,7 +38,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ContextDecorator, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
 
@@ -111,6 +112,13 @@ for a ufunc method) -> a function taking numpy's arguments and running einad's o
 Filled by `einad.numpy_api`; what is not here raises a TypeError naming it."""
 
 
+structured_vjp_rules: dict[Primitive, VJPRule] = {}
+"""VJPs that may return `Structured` cotangents; only `backward_pass` calls them.
+
+The same primitive's `vjp_rules` entry gives the same cotangents made dense.
+"""
+
+
 def rules(
     prim: Primitive,
     *,
@@ -119,8 +127,17 @@ def rules(
     keep: KeepRule | None = None,
     batch: BatchRule | None = None,
     residual: ResidualRule | None = None,
+    structured_vjp: VJPRule | None = None,
 ) -> Primitive:
-    """Enter `prim`'s rules in the tables (the one way rules are registered)."""
+    """Enter `prim`'s rules in the tables (the one way rules are registered).
+
+    A `structured_vjp` may return `Structured` cotangents; without a `vjp`, the
+    plain VJP is that rule with its results made dense.
+    """
+    if structured_vjp is not None:
+        structured_vjp_rules[prim] = structured_vjp
+        if vjp is None:
+            vjp = _densified(structured_vjp)
     if jvp is not None:
         jvp_rules[prim] = jvp
     if vjp is not None:
@@ -132,6 +149,55 @@ def rules(
     if residual is not None:
         residual_rules[prim] = residual
     return prim
+
+
+def _densified(rule: VJPRule) -> VJPRule:
+    """`rule` with every `Structured` cotangent it returns made dense."""
+
+    def vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> Sequence[Any]:
+        return [dense(c) for c in rule(g, ans, vals, params, needed)]
+
+    return vjp
+
+
+class Structured:
+    """A cotangent held in a cheaper form than its dense value while `backward_pass` sums it.
+
+    A `structured_vjp_rules` entry may return one (einsum's VJP returns a
+    `Spread`: the small array its dense cotangent would be written from). The
+    pass adds two of a kind without densifying (`plus`); when nothing is traced
+    it adds one into a buffer it owns in place (`add_into`); and it makes the
+    value dense (`dense`: einad operations, so an enclosing trace records them)
+    only where a rule or a leaf needs it. No rule ever receives one.
+    """
+
+    __slots__ = ()
+
+    shape: Shape
+    dtype: np.dtype[Any]
+
+    @property
+    def traced(self) -> bool:
+        """Whether the value depends on a Tensor of some trace (then only `plus` and `dense` apply)."""
+        raise NotImplementedError
+
+    def dense(self) -> Any:
+        """The value as an einad value (a plain array when nothing is traced)."""
+        raise NotImplementedError
+
+    def plus(self, other: Structured) -> Structured | None:
+        """The sum with `other` in this form, or None if the sum does not have it."""
+        raise NotImplementedError
+
+    def add_into(self, buf: Array) -> None:
+        """``buf += self`` in place; only when not `traced`, into `buf` of this shape
+        whose dtype holds the sum."""
+        raise NotImplementedError
+
+
+def dense(c: Any) -> Any:
+    """`c` as an einad value: a `Structured` cotangent made dense, anything else unchanged."""
+    return c.dense() if isinstance(c, Structured) else c
 
 
 def _no_rule(prim: Primitive, mode: str) -> NotImplementedError:
@@ -363,8 +429,11 @@ def trace_stack() -> list[Trace]:
     return stack
 
 
+_T = TypeVar("_T", bound=Trace)
+
+
 @contextmanager
-def tracing(trace: Trace) -> Iterator[Trace]:
+def tracing(trace: _T) -> Iterator[_T]:
     """Run a transformation's body under `trace`; the trace is dead once the body returns."""
     stack = trace_stack()
     stack.append(trace)
@@ -1026,16 +1095,23 @@ def backward_pass(
     cotangent reaches are visited; the walk is iterative. With `consume`, each
     node lets go of its saved values once its rule has run, so forward
     intermediates are freed as the pass moves back.
-    """
-    from . import ops
 
+    The cotangents a node receives are summed as they arrive (`_accumulate`):
+    `Structured` ones stay structured while they can, and are made dense only
+    when the node's rule runs or the node is a leaf.
+    """
     cts: dict[int, Any] = {}
+    owned: set[int] = set()  # nodes whose sum so far is a buffer only this pass has seen
     heap: list[tuple[int, Node]] = []
 
     def send(node: Node, ct: Any) -> None:  # add `ct` to what `node` has received
         k = id(node)
         if k in cts:
-            cts[k] = ops.add(cts[k], ct)
+            cts[k], mine = _accumulate(cts[k], k in owned, ct)
+            if mine:
+                owned.add(k)
+            else:
+                owned.discard(k)
         else:
             cts[k] = ct
             heapq.heappush(heap, (-node.seq, node))
@@ -1046,7 +1122,9 @@ def backward_pass(
     with QuietRules():  # the rules run quietly (see QuietRules)
         while heap:
             node = heapq.heappop(heap)[1]
-            g = cts.pop(id(node))
+            k = id(node)
+            g = dense(cts.pop(k))
+            owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
             prim = node.prim
             if prim is None:
                 leaves.append((node, g))
@@ -1054,13 +1132,63 @@ def backward_pass(
             parents = node.parents
             assert node.params is not None and node.vals is not None
             needed = [p is not None for p in parents]
-            contribs = vjp_rules[prim](g, node.ans, node.vals, node.params, needed)
+            rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
+            contribs = rule(g, node.ans, node.vals, node.params, needed)
             if consume:
                 node.vals = node.ans = None
             for p, c in zip(parents, contribs):
                 if p is not None and c is not None:
                     send(p, c)
     return leaves
+
+
+def _untraced(x: Any) -> Any:
+    """The plain value of `x` if no trace holds it, else None."""
+    if type(x) is Tensor:
+        return x._value if x._trace is None else None
+    return x
+
+
+def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
+    """``acc + ct``, and whether the sum is a buffer the reverse pass owns.
+
+    `mine` says that `acc` is such a buffer: allocated by the pass and handed to
+    no one (no rule, user or node holds it), so it may be added into in place.
+    Any other array is never written. Two `Structured` cotangents of a kind add
+    their small sources; one added to a plain dense array is added into an owned
+    copy (or into `acc` itself when `mine`), which costs one buffer where a dense
+    spread and a sum would cost two. Traced values are added with einad
+    operations, the structured one made dense first.
+    """
+    if isinstance(acc, Structured):
+        if isinstance(ct, Structured):
+            s = acc.plus(ct)
+            if s is not None:
+                return s, False
+            if acc.traced or ct.traced:
+                acc, mine = acc.dense(), False
+            else:  # two kinds: both into one fresh buffer (ct joins below)
+                buf = np.zeros(acc.shape, np.result_type(acc.dtype, ct.dtype))
+                acc.add_into(buf)
+                acc, mine = buf, True
+        else:
+            acc, mine, ct = ct, False, acc
+    a = _untraced(acc)
+    if isinstance(ct, Structured):
+        if type(a) is np.ndarray and a.shape == ct.shape and not ct.traced:
+            dt = np.result_type(a.dtype, ct.dtype)
+            buf = a if mine and a.dtype == dt else np.array(a, dtype=dt)
+            ct.add_into(buf)
+            return buf, True
+        ct = ct.dense()
+    c = _untraced(ct)
+    if a is None or c is None:
+        return ops.add(acc, ct), False
+    if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
+        np.add(a, c, out=a)
+        return a, True
+    out = np.add(a, c)
+    return out, type(out) is np.ndarray
 
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's operators need ops)

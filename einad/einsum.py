@@ -7,7 +7,9 @@ calculus:
 * VJP for operand k: contract the cotangent with the other operands to operand
   k's subscripts (`subscripts.vjp_spec`), then `spread` the result back over
   the letters only operand k has (broadcast) and its repeated letters (the
-  diagonal), since numpy cannot write ``"i->ii"``.
+  diagonal), since numpy cannot write ``"i->ii"``. The reverse pass gets that
+  last step as a `Spread` (the small result and where it goes), so cotangents
+  landing on one diagonal are summed small and written out once.
 * JVP: the sum over operands with a tangent of the same einsum with that
   operand replaced by its tangent.
 
@@ -33,7 +35,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .core import Params, Primitive, Staged, Tensor, bind, lower_rules, rules
+from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
 from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule
 from .slicing import plan as slice_plan
@@ -423,18 +425,30 @@ def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Array:
     Letters of `dst` missing from `src` are broadcast; letters repeated in `dst`
     put `x` on that diagonal, zeros elsewhere. Costs one pass over the result.
     """
-    x = np.asarray(x)
-    u = unique(dst)
-    present = "".join(c for c in u if c in src)
-    if present != src:
-        x = np.einsum(numpy_subscripts(src + "->" + present), x)
-    dims = {c: d for c, d in zip(dst, shape)}
-    x = x.reshape(tuple(dims[c] if c in src else 1 for c in u))
+    u, x = _spread_source(x, src, dst, shape)
     if u == dst:
         return np.broadcast_to(x, shape)
     out = np.zeros(shape, dtype=x.dtype)
     np.einsum(numpy_subscripts(dst + "->" + u), out)[...] = x  # a writable view of the diagonal
     return out
+
+
+def _spread_source(x: Any, src: str, dst: str, shape: Shape) -> tuple[str, Array]:
+    """`dst`'s distinct letters, and `x` laid out along them (size 1 where broadcast)."""
+    u, present, view = _spread_layout(src, dst, shape)
+    x = np.asarray(x)
+    if present != src:
+        x = np.einsum(numpy_subscripts(src + "->" + present), x)
+    return u, x.reshape(view)
+
+
+@functools.lru_cache(maxsize=4096)
+def _spread_layout(src: str, dst: str, shape: Shape) -> tuple[str, str, Shape]:
+    """`dst`'s distinct letters, `src`'s letters in their order, and the shape that lays
+    an array indexed by those along them."""
+    u = unique(dst)
+    dims = dict(zip(dst, shape))
+    return u, "".join(c for c in u if c in src), tuple(dims[c] if c in src else 1 for c in u)
 
 
 spread_p = Primitive("spread", _spread_impl)
@@ -454,6 +468,67 @@ rules(
 )
 
 
+def _plain(x: Value) -> Any:
+    """The array inside an untraced value."""
+    return x._value if type(x) is Tensor else x
+
+
+class Spread(Structured):
+    """The cotangent ``spread(x, src, dst, shape)``, kept as its small source `x`.
+
+    Einsum's VJP gives an operand with repeated letters (a trace's, a
+    diagonal's) its cotangent this way. Two spreads to the same place add their
+    sources; added to a dense array the pass owns, `x` is added onto that
+    array's diagonal (or broadcast over it) in place; `dense` is one `spread`.
+    """
+
+    __slots__ = ("dst", "dtype", "shape", "src", "x")
+
+    def __init__(self, x: Value, src: str, dst: str, shape: Shape) -> None:
+        self.x = x
+        self.src = src
+        self.dst = dst
+        self.shape = shape
+        self.dtype = dtype_of(x)
+
+    def __repr__(self) -> str:
+        return f"Spread({self.src or 'scalar'} -> {self.dst}, {self.shape}, {self.dtype})"
+
+    @property
+    def traced(self) -> bool:
+        return type(self.x) is Tensor and self.x._trace is not None
+
+    def dense(self) -> Value:
+        return spread(self.x, self.src, self.dst, self.shape)
+
+    def plus(self, other: Structured) -> Structured | None:
+        """Spreads to the same place add in the space of their sources' letters.
+
+        ``spread(x, "", "ii") + spread(y, "i", "ii")`` is ``spread(x + y, "i", "ii")``:
+        each source is first spread (broadcast) to the union of the letters.
+        """
+        if type(other) is not Spread or (other.dst, other.shape) != (self.dst, self.shape):
+            return None
+        src = "".join(c for c in unique(self.dst) if c in self.src or c in other.src)
+        dims = dict(zip(self.dst, self.shape))
+        shape = tuple(dims[c] for c in src)
+        if self.traced or other.traced:
+            from .elementwise import PRIMITIVES
+
+            x = spread(self.x, self.src, src, shape)
+            y = spread(other.x, other.src, src, shape)
+            return Spread(bind(PRIMITIVES["add"], (x, y), {}), src, self.dst, self.shape)
+        # plain arrays: laid out along `src` with size-1 axes, numpy broadcasts them
+        x = _spread_source(_plain(self.x), self.src, src, shape)[1]
+        y = _spread_source(_plain(other.x), other.src, src, shape)[1]
+        return Spread(np.add(x, y), src, self.dst, self.shape)
+
+    def add_into(self, buf: Array) -> None:
+        u, x = _spread_source(_plain(self.x), self.src, self.dst, self.shape)
+        view = buf if u == self.dst else np.einsum(numpy_subscripts(self.dst + "->" + u), buf)  # writable
+        np.add(view, x, out=view)
+
+
 # -- the rules ------------------------------------------------------------------------
 
 
@@ -465,6 +540,8 @@ def _vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[tuple[str, 
 
 
 def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    """Operand k's cotangent: the contraction to its kept letters, cast to its dtype,
+    then spread to its subscripts (returned as a `Spread`, see `Structured`)."""
     inputs, output = params["inputs"], params["output"]
     opt, mem = params["optimize"], params["memory_limit"]
     grads: list[Any] = []
@@ -475,11 +552,10 @@ def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         ins, kept, target = _vjp_spec(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
         r = contract(ins, kept, [g] + others, opt, mem)
-        r = spread(r, kept, target, shape_of(vals[k]))
         dt = dtype_of(vals[k])
         if dtype_of(r) != dt:
-            r = astype(r, dt)
-        grads.append(r)
+            r = astype(r, dt)  # on the small array: the cast commutes with the spread
+        grads.append(r if kept == target else Spread(r, kept, target, shape_of(vals[k])))
     return grads
 
 
@@ -501,7 +577,7 @@ def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     return tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))), False
 
 
-rules(einsum_p, vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
+rules(einsum_p, structured_vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
 
 
 # -- sliced contractions: one equation, the gradient one sweep -------------------------------

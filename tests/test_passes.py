@@ -132,6 +132,15 @@ def trace_grad_graph():
     return ea.make_graph(ea.grad(trace_loss))(A44)
 
 
+def two_grads_graph():
+    """grad(trace) + grad(Σ diag²): one reverse pass each, so two dense spreads onto the
+    diagonal and a dense add (inside one pass, the reverse pass already sums the two
+    cotangents small: see tests/test_structured_cotangents.py)."""
+    return ea.make_graph(lambda a: ea.grad(ea.trace)(a) + ea.grad(lambda a: ea.sum(ea.diagonal(a) ** 2))(a))(
+        A44
+    )
+
+
 def hvp_graph(mode="fwd-over-rev"):
     w = RNG.standard_normal(3)
     return ea.make_graph(lambda w, v: ea.hvp(logistic, (w,), (v,), mode=mode)[0])(w, w)
@@ -421,20 +430,20 @@ def _einsum(text, optimize="auto"):
 
 
 def test_fold_spreads_adds_two_diagonal_cotangents_on_the_diagonal():
-    """grad of trace(A) + sum(diag(A)**2): two spreads onto the diagonal added densely."""
-    g = passes.dce(passes.simplify(trace_grad_graph()))
+    """grad(trace(A)) + grad(sum(diag(A)**2)): two spreads onto the diagonal added densely."""
+    g = passes.dce(passes.simplify(two_grads_graph()))
     assert body(g) == [
-        "c:f64[4] = einsum[aa->a] a",
-        "i:f64[4] = multiply 2 c",
-        "k:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] i",  # from sum(diag(A)**2)
-        "l:f64[4,4] = spread[src=, dst=aa, shape=(4,4)] 1.0",  # from trace(A): the seed on the diagonal
-        "m:f64[4,4] = add k l",
+        "d:f64[4,4] = spread[src=, dst=aa, shape=(4,4)] 1.0",  # grad of trace(A): the seed on the diagonal
+        "e:f64[4] = einsum[aa->a] a",
+        "j:f64[4] = multiply 2 e",
+        "l:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] j",  # grad of sum(diag(A)**2)
+        "m:f64[4,4] = add d l",
     ]
     out = passes.dce(unchanged_by(passes.fold_spreads, g))
     assert body(out) == [
-        "c:f64[4] = einsum[aa->a] a",
-        "i:f64[4] = multiply 2 c",
-        "b:f64[4] = add i 1.0",  # numpy broadcasts the scalar source along the diagonal
+        "e:f64[4] = einsum[aa->a] a",
+        "j:f64[4] = multiply 2 e",
+        "b:f64[4] = add 1.0 j",  # numpy broadcasts the scalar source along the diagonal
         "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] b",  # one spread of 1 + 2 d
     ]
     assert_same_values(g, out)
@@ -830,8 +839,8 @@ def test_optimize_trace_plus_diagonal_gradient_is_one_spread_of_one_plus_2d():
     assert body(out) == [
         "c:f64[4] = einsum[aa->a] a",
         "i:f64[4] = multiply 2 c",
-        "g:f64[4] = add i 1.0",
-        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] g",
+        "l:f64[4] = add i 1.0",
+        "m:f64[4,4] = spread[src=a, dst=aa, shape=(4,4)] l",
     ]
     assert out.consts == []
     assert_same_values(g, out)
@@ -859,6 +868,7 @@ def _dense_elementwise_work(graph):
 
 PROGRAMS = {
     "trace": trace_grad_graph,
+    "two grads": two_grads_graph,
     "hvp": hvp_graph,
     "net": net_grad_graph,
     "net forward": lambda: ea.make_graph(net)(*[np.ones(s) for s in NET_SHAPES]),
@@ -876,7 +886,7 @@ PROGRAMS = {
         ("simplify", "trace", "equations"),
         ("cse", "sigmoid twice", "equations"),
         ("cse", "mlp hessian", "equations"),
-        ("fold_spreads", "trace", "work"),
+        ("fold_spreads", "two grads", "work"),
         ("merge_einsums", "net", "equations"),
         ("merge_einsums", "net forward", "equations"),
     ],
