@@ -138,6 +138,8 @@ def _roots(graph: Graph) -> dict[str, str]:
     for e in graph.equations:
         first = e.inputs[0] if e.inputs else None
         view = e.prim in _VIEWS or (e.prim is einsum_p and len(e.inputs) == 1)
+        if e.prim is spread_p and len(set(e.params["dst"])) < len(e.params["dst"]):
+            view = False  # a spread onto a diagonal writes a fresh array of zeros
         root[e.output] = root[first] if view and isinstance(first, str) else e.output
     return root
 

@@ -282,6 +282,23 @@ def test_compiled_elementwise_steps_write_into_operands_that_die():
     assert_close(jf(x), np.sum(np.tanh(np.sin(x) * 2.0 + 1.0) ** 2))
 
 
+def test_a_fresh_diagonal_spread_is_returned_without_a_copy():
+    """A spread onto a diagonal writes a new array (only a broadcast spread is a view of
+    its source), so a gradient that is one is returned as it is: one n x n buffer at the
+    peak, not two (fails if every spread counts as a view of a program input)."""
+    A, g = np.ones((512, 512)), np.arange(512.0)
+    vg = ea.jit(ea.value_and_grad(lambda A, g: ea.sum(ea.einsum("ii->i", A) * g)))
+    vg(A, g)
+    gc.collect()
+    tracemalloc.start()
+    _, grad = vg(A, g)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1.5 * A.nbytes, peak / A.nbytes
+    assert_close(np.diagonal(grad), g)
+    assert not np.shares_memory(grad, g)
+
+
 # -- TracerError -----------------------------------------------------------------------------------
 
 
