@@ -1,5 +1,8 @@
 """Shared helpers: float64 central differences, independent of einad."""
 
+import gc
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -69,6 +72,27 @@ def assert_close(actual, expected, rtol=1e-6, atol=1e-8):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def peak_bytes(fn, *args):
+    """Bytes allocated at the peak of one call ``fn(*args)``, above what was allocated before it.
+
+    A first call warms the caches (contraction plans, compiled programs), so only the
+    call's own arrays are measured; tracemalloc starts after the inputs exist.
+    """
+    fn(*args)
+    gc.collect()
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        fn(*args)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
 
 
 def readonly(a):

@@ -4,12 +4,9 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
-import gc
-import tracemalloc
-
 import numpy as np
 import pytest
-from conftest import assert_close
+from conftest import assert_close, peak_bytes
 
 import einad as ea
 
@@ -255,12 +252,7 @@ def test_compiled_program_frees_intermediates_after_their_last_use():
         return ea.sum(x)
 
     jf = ea.jit(chain)
-    jf(x)
-    gc.collect()
-    tracemalloc.start()
-    jf(x)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    peak = peak_bytes(jf, x)
     assert peak < 4 * x.nbytes, peak / x.nbytes
 
 
@@ -271,13 +263,8 @@ def test_compiled_elementwise_steps_write_into_operands_that_die():
     n = 1 << 17
     x = np.ones(n)
     jf = ea.jit(lambda x: ea.sum(ea.tanh(ea.sin(x) * 2.0 + 1.0) ** 2))
-    jf(x)
     assert "out=" in jf.lower(x).source
-    gc.collect()
-    tracemalloc.start()
-    jf(x)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    peak = peak_bytes(jf, x)
     assert peak < 1.5 * x.nbytes, peak / x.nbytes
     assert_close(jf(x), np.sum(np.tanh(np.sin(x) * 2.0 + 1.0) ** 2))
 
@@ -288,12 +275,8 @@ def test_a_fresh_diagonal_spread_is_returned_without_a_copy():
     peak, not two (fails if every spread counts as a view of a program input)."""
     A, g = np.ones((512, 512)), np.arange(512.0)
     vg = ea.jit(ea.value_and_grad(lambda A, g: ea.sum(ea.einsum("ii->i", A) * g)))
-    vg(A, g)
-    gc.collect()
-    tracemalloc.start()
+    peak = peak_bytes(vg, A, g)
     _, grad = vg(A, g)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
     assert peak < 1.5 * A.nbytes, peak / A.nbytes
     assert_close(np.diagonal(grad), g)
     assert not np.shares_memory(grad, g)

@@ -14,36 +14,13 @@ they survive a move of the derivative rules into tables.
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-
 import numpy as np
 import pytest
+from conftest import peak_bytes
 
 import einad as ea
 
 RNG = np.random.default_rng(9)
-
-
-def _peak(fn, *args):
-    """Bytes allocated at the peak of one call ``fn(*args)``, above what was allocated before it.
-
-    A first call warms the caches (contraction plans, rule answers), so only the
-    call's own arrays are measured; tracemalloc starts after the inputs exist.
-    """
-    fn(*args)
-    gc.collect()
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if not tracing:
-            tracemalloc.stop()
 
 
 # -- the einsum batching rule ---------------------------------------------------------------
@@ -98,7 +75,7 @@ def test_a_linear_chain_frees_its_intermediates_during_the_forward_pass():
             y = ea.reshape(y, (512, -1) if y.ndim == 1 else (-1,))
         return ea.sum(y)
 
-    peak = _peak(ea.value_and_grad(chain), x) / x.nbytes
+    peak = peak_bytes(ea.value_and_grad(chain), x) / x.nbytes
     assert 1 <= peak < 5, f"peak {peak:.2f} arrays for a 10-step chain"
 
 
@@ -124,7 +101,7 @@ def test_a_ones_cotangent_multiplies_nothing():
     g = ea.grad(f)(x)
     np.testing.assert_allclose(g, k * np.exp(x), rtol=1e-12)
     unit = k * m * x.itemsize
-    peak = _peak(ea.value_and_grad(f), x) / unit
+    peak = peak_bytes(ea.value_and_grad(f), x) / unit
     assert 0.9 < peak < 1.5, f"peak {peak:.2f} times the broadcast result"
 
 
@@ -157,5 +134,5 @@ def test_the_reverse_pass_frees_saved_values_as_it_goes():
     grads = ea.grad(branches)(xs)
     for x, g in zip(xs, grads):
         np.testing.assert_allclose(g, 2.0 * np.cos(2.0 * x), rtol=1e-12)
-    peak = _peak(ea.value_and_grad(branches), xs) / xs[0].nbytes
+    peak = peak_bytes(ea.value_and_grad(branches), xs) / xs[0].nbytes
     assert n_inputs <= peak < 1.5 * n_inputs, f"peak {peak:.2f} arrays for {n_inputs} branches"

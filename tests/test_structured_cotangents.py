@@ -13,11 +13,9 @@ into an array it did not allocate.
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-
 import numpy as np
 import pytest
+from conftest import peak_bytes
 
 import einad as ea
 
@@ -283,23 +281,6 @@ def test_a_staged_gradient_program_runs_and_differentiates():
 # -- the saving, observed --------------------------------------------------------------------
 
 
-def _peak(fn, *args):
-    """Bytes numpy allocates at the peak of one call ``fn(*args)`` (after a warm-up call)."""
-    fn(*args)
-    gc.collect()
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if not tracing:
-            tracemalloc.stop()
-
-
 N = 800  # one N×N float64 buffer is 5 MB: far above everything else the call allocates
 
 
@@ -312,7 +293,7 @@ def test_case9_gradient_writes_one_dense_buffer():
     Measured: 1.00 buffer with it, 3.00 without.
     """
     A = RNG.standard_normal((N, N))
-    buffers = _peak(ea.value_and_grad(_case9), A) / A.nbytes
+    buffers = peak_bytes(ea.value_and_grad(_case9), A) / A.nbytes
     assert buffers < 1.5, f"value_and_grad allocated {buffers:.2f} N×N buffers at its peak"
 
 
@@ -327,7 +308,7 @@ def test_a_spread_meeting_a_dense_cotangent_is_added_into_one_copy():
     A, B = RNG.standard_normal((N, N)), RNG.standard_normal((N, N))
     B_before = B.copy()
     f = ea.value_and_grad(lambda A: ea.trace(A) + ea.sum(A * B))
-    buffers = _peak(f, A) / A.nbytes
+    buffers = peak_bytes(f, A) / A.nbytes
     assert buffers < 1.5, f"value_and_grad allocated {buffers:.2f} N×N buffers at its peak"
     np.testing.assert_array_equal(B, B_before)
     np.testing.assert_array_equal(f(A)[1], B + np.eye(N))
@@ -342,7 +323,7 @@ def test_dense_cotangents_of_a_reused_input_are_summed_in_place():
     """
     A, B, C, D = (RNG.standard_normal((N, N)) for _ in range(4))
     f = ea.value_and_grad(lambda A: ea.sum(A * B) + ea.sum(A * C) + ea.sum(A * D))
-    buffers = _peak(f, A) / A.nbytes
+    buffers = peak_bytes(f, A) / A.nbytes
     assert buffers < 1.5, f"value_and_grad allocated {buffers:.2f} N×N buffers at its peak"
     np.testing.assert_allclose(f(A)[1], B + C + D, rtol=1e-13, atol=1e-14)
 
