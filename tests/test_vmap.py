@@ -87,3 +87,59 @@ def test_errors():
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
+
+
+# -- every function issues 12 and 14 added, mapped: vmap equals a loop over the examples ----------
+
+XS = RNG.uniform(0.5, 1.5, (4, 3, 3)) + 2 * np.eye(3)  # 4 well-conditioned 3x3 examples
+YS = RNG.uniform(0.5, 1.5, (4, 3, 3))
+
+MAPPED = {
+    "less": lambda x, y: ea.less(x, y),
+    "equal": lambda x, y: ea.equal(x, x * (y > 1)),
+    "isfinite": lambda x, y: ea.isfinite(ea.where(y > 1, np.inf, x)),
+    "cumsum": lambda x, y: ea.cumsum(x * y, axis=1),
+    "cumprod": lambda x, y: ea.cumprod(x, axis=0) * y,
+    "std": lambda x, y: ea.std(x * y, axis=0),
+    "sort": lambda x, y: ea.sort(x * y, axis=-1),
+    "argsort": lambda x, y: ea.argsort(x - y, axis=0),
+    "argmax": lambda x, y: ea.argmax(x * y),
+    "take": lambda x, y: ea.take(x * y, np.array([2, 0, 2]), axis=1),
+    "take_along_axis": lambda x, y: ea.take_along_axis(x, ea.argsort(y, axis=1), axis=1),
+    "roll": lambda x, y: ea.roll(x * y, 1, axis=0),
+    "tile": lambda x, y: ea.tile(x + y, (1, 2)),
+    "repeat": lambda x, y: ea.repeat(x * y, 2, axis=0),
+    "pad": lambda x, y: ea.pad(x * y, 1),
+    "arctan2": lambda x, y: ea.arctan2(x, y),
+    "hypot": lambda x, y: ea.hypot(x, y),
+    "logaddexp": lambda x, y: ea.logaddexp(x, y),
+    "log2 exp2 arcsinh": lambda x, y: ea.log2(x) + ea.exp2(y) + ea.arcsinh(x * y),
+    "mod floor": lambda x, y: ea.mod(x * 3, y) + ea.floor(x * y),
+    "complex parts": lambda x, y: (
+        ea.real(ea.conj(x + 1j * y) * 2) + ea.imag(x + 1j * y) + ea.angle(x + 1j * y)
+    ),
+    "at": lambda x, y: x.at[0, 1].add(y[2, 2]),
+    "cumsum no axis": lambda x, y: ea.cumsum(x * y),
+    "linalg.inv": lambda x, y: ea.linalg.inv(x) * y,
+    "linalg.solve": lambda x, y: ea.linalg.solve(x, y),
+    "linalg.det": lambda x, y: ea.linalg.det(x) * y,
+    "linalg.slogdet": lambda x, y: ea.linalg.slogdet(x).logabsdet + y,
+    "linalg.cholesky": lambda x, y: ea.linalg.cholesky(x @ x.T) * y,
+    "linalg.eigh": lambda x, y: ea.linalg.eigh(x + x.T).eigenvalues * y[0],
+    "linalg.svd": lambda x, y: ea.linalg.svd(x, compute_uv=False) * y[0],
+    "linalg.qr": lambda x, y: ea.abs(ea.linalg.qr(x).R) * y,
+    "linalg.norm": lambda x, y: ea.linalg.norm(x * y, axis=0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAPPED))
+def test_vmap_equals_a_loop_over_examples(name):
+    f = MAPPED[name]
+    want = np.stack([np.asarray(f(ea.tensor(x), ea.tensor(y)).numpy()) for x, y in zip(XS, YS)])
+    got = ea.vmap(f)(XS, YS)
+    assert got.dtype == want.dtype
+    assert_close(got, want)
+    if np.issubdtype(want.dtype, np.floating):  # and the per-example gradients
+        loss = lambda x, y: ea.sum(f(x, y) ** 2)
+        want_g = np.stack([ea.grad(loss)(x, y) for x, y in zip(XS, YS)])
+        assert_close(ea.vmap(ea.grad(loss))(XS, YS), want_g, rtol=1e-6, atol=1e-9)
