@@ -421,8 +421,3 @@ def test_explain_reports_the_slicing_and_the_gradient(capsys):
         check=True,
     )
     assert "no pairwise path fits" in run.stdout
-
-
-@pytest.mark.skip(reason="sliced gradients of dask arrays are for a later issue")
-def test_dask_sliced_gradients():
-    pass  # pragma: no cover
