@@ -753,9 +753,9 @@ class Tensor:
 
     def __index__(self) -> int:
         v = self._number()
-        if type(v) is Staged or np.dtype(v.dtype).kind not in "biu":
-            return int(v)  # refused by Staged, or numpy's TypeError for a float
-        return int(v)
+        if type(v) is not Staged and np.dtype(v.dtype).kind not in "biu":
+            raise TypeError(f"only an integer tensor can be an index, got dtype {v.dtype}")
+        return int(v)  # a Staged value refuses with TracerError
 
     def __complex__(self) -> complex:
         return complex(self._number())

@@ -342,3 +342,12 @@ def test_a_primitive_without_a_rule_for_a_mode_says_so():
     ea.jvp(f, (np.ones(2),), (np.ones(2),))
     with pytest.raises(NotImplementedError, match="reverse-mode.*half_rule"):
         ea.grad(f)(np.ones(2))
+
+
+def test_a_tensor_as_a_python_index():
+    items = [10, 20, 30]
+    assert items[ea.tensor(1)] == 20  # an integer tensor is an index, as numpy's integers are
+    with pytest.raises(TypeError, match="integer"):
+        items[ea.tensor(1.0)]
+    with pytest.raises(ea.TracerError):  # under jit its value is not known
+        ea.jit(lambda i, x: x * items[i])(np.int64(1), np.ones(2))
