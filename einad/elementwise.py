@@ -197,7 +197,7 @@ def _reads(d: Partial) -> tuple[int, ...]:
 
 
 def _keeper(partials: Sequence[Partial]) -> KeepRule:
-    """`Primitive.keep` for an elementwise op with these partials (arguments: operands, then result)."""
+    """The `keep_rules` entry of an elementwise op with these partials (operands, then result)."""
     reads = [_reads(d) for d in partials]
     n = len(partials)
     answers: dict[tuple[bool, ...], tuple[tuple[bool, ...], bool]] = {}

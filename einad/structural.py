@@ -35,7 +35,7 @@ from .util import (
 
 
 def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
-    """`Primitive.keep` of a linear op: its rule reads only shapes and dtypes."""
+    """The `keep_rules` entry of a linear op: its rule reads only shapes and dtypes."""
     return (False,) * len(needed), False
 
 

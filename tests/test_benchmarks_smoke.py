@@ -29,10 +29,21 @@ from benchmarks.engines import PairwiseContraction  # noqa: E402
 from benchmarks.runner import Runner  # noqa: E402
 
 
-def test_quick_run_prints_every_case(tmp_path):
-    record = tmp_path / "bench.json"
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One `--quick` run of einad, manual and einad-jit: (stdout, the JSON record)."""
+    record = tmp_path_factory.mktemp("bench") / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--engines", "einad,manual", "--json", str(record)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--quick",
+            "--engines",
+            "einad,manual,einad-jit",
+            "--json",
+            str(record),
+        ],
         check=False,
         cwd=ROOT,
         capture_output=True,
@@ -40,9 +51,13 @@ def test_quick_run_prints_every_case(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, json.loads(record.read_text())
+
+
+def test_quick_run_prints_every_case(quick_run):
+    stdout, data = quick_run
     for case in CASES:
-        assert f"case {case.key}:" in proc.stdout, case.key
-    data = json.loads(record.read_text())
+        assert f"case {case.key}:" in stdout, case.key
     assert data["errors"] == []
     for case in CASES:
         engines = {
@@ -60,23 +75,9 @@ def test_einad_jit_is_absent_without_ea_jit(monkeypatch, capsys):
     assert "absent: einad-jit" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(
-    not hasattr(einad, "jit"),
-    reason="einad has no ea.jit yet (issue 9): the einad-jit engine is reported absent until it lands",
-)
-def test_quick_run_einad_jit(tmp_path):
-    record = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--engines", "einad-jit", "--json", str(record)],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    data = json.loads(record.read_text())
-    assert data["errors"] == [] and "einad-jit" not in data["absent"]
+def test_quick_run_einad_jit(quick_run):
+    stdout, data = quick_run
+    assert "einad-jit" not in data["absent"]
     for case in CASES:
         rows = [r for r in data["rows"] if r["case"] == case.key and r["engine"].startswith("einad-jit")]
         assert rows and all(r["status"] == "ok" for r in rows), (case.key, rows)
@@ -84,7 +85,7 @@ def test_quick_run_einad_jit(tmp_path):
             assert r["first_forward"] > 0 and r["first_vg"] > 0 and r["vg"] > 0, r
             assert r["peak"] is not None, r
     assert len([r for r in data["rows"] if r["case"] == "8" and r["engine"].startswith("einad-jit")]) == 3
-    assert "1st fwd" in proc.stdout
+    assert "1st fwd" in stdout
 
 
 def test_unknown_engine_is_refused():
