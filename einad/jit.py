@@ -54,13 +54,8 @@ class Program(Graph):
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
         assert self.fn is not None
-        out = self.fn(*[_raw(x) for x in flat])
+        out = self.fn(*[concrete(x) for x in flat])
         return out if self.out_tree is None else tree_unflatten(self.out_tree, list(out))
-
-
-def _raw(x: Any) -> Any:
-    """A leaf's value (for a traced leaf, the example value it stands for)."""
-    return concrete(x)
 
 
 # -- compiling a program to Python ------------------------------------------------------------
@@ -184,7 +179,7 @@ def _leaf_signature(x: Any) -> Hashable:
                 "as static and must then be hashable"
             ) from None
         return ("static", x)
-    v = _raw(x)
+    v = concrete(x)
     if isinstance(v, np.ndarray):
         return ("array", v.shape, v.dtype.str)
     if isinstance(v, (bool, int, float, complex)):
@@ -255,12 +250,12 @@ def jit(
         return compile_graph(optimize(graph))
 
     def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Program | None, list[Any]]:
-        key, flat, _ = split(args, kwargs)
-        flat = [x for x in flat if _traced_leaf(x)]
+        key, leaves, tree = split(args, kwargs)
+        flat = [x for x in leaves if _traced_leaf(x)]
         program = cache.get(key)
         if program is None:
             try:
-                program = build(args, kwargs, *split(args, kwargs)[1:])
+                program = build(args, kwargs, leaves, tree)
             except ClosedOverTracer:
                 return None, flat  # f closes over an enclosing transformation's tracer: no program
             cache[key] = program
@@ -276,7 +271,7 @@ def jit(
             out = run_graph(program, flat)  # the enclosing transformations see each equation
             return tree_unflatten(program.out_tree, [o if type(o) is Tensor else np.asarray(o) for o in out])
         assert program.fn is not None
-        out = program.fn(*[_raw(x) for x in flat])
+        out = program.fn(*[concrete(x) for x in flat])
         return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
 
     def lower(*args: Any, **kwargs: Any) -> Program:
