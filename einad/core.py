@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
 
+from . import arrays
+from .arrays import np_dtype, to_numpy
 from .errors import TracerError
 
 if TYPE_CHECKING:
@@ -238,9 +240,7 @@ class Meta:
 
     def __init__(self, v: Any) -> None:
         self.shape: Shape = tuple(getattr(v, "shape", ()))
-        self.dtype: np.dtype[Any] | None = (
-            getattr(v, "dtype", None) if hasattr(v, "dtype") else np.result_type(v)
-        )
+        self.dtype: np.dtype[Any] | None = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
 
     def __repr__(self) -> str:
         return f"Meta({self.shape}, {self.dtype})"
@@ -464,7 +464,8 @@ class Staged:
     def __init__(self, concrete: Any) -> None:
         self.concrete = concrete
         self.shape: Shape = tuple(getattr(concrete, "shape", ()))
-        self.dtype: np.dtype[Any] = getattr(concrete, "dtype", None) or np.result_type(concrete)
+        d = getattr(concrete, "dtype", None)
+        self.dtype: np.dtype[Any] = np.result_type(concrete) if d is None else np_dtype(d)
 
     @property
     def ndim(self) -> int:
@@ -570,8 +571,8 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        """The numpy dtype."""
-        return self._value.dtype
+        """The dtype, described by numpy's dtype object whatever library holds the value."""
+        return np_dtype(self._value.dtype)
 
     @property
     def requires_grad(self) -> bool:
@@ -670,8 +671,9 @@ class Tensor:
         return ops.transpose(self)
 
     def numpy(self) -> Array:
-        """The value as a numpy array, detached from every trace."""
-        return np.asarray(strip(self))
+        """The value as a numpy array, detached from every trace (copied off its device)."""
+        out: Array = to_numpy(strip(self))
+        return out
 
     def detach(self) -> Tensor:
         """A new Tensor with this value (sharing its memory) and no derivative.
@@ -690,7 +692,7 @@ class Tensor:
                 "(numpy functions would silently drop its derivative): use einad operations, "
                 "or einad.stop_gradient(x) to take the value without its derivative"
             )
-        arr = np.asarray(strip(self))
+        arr: Array = to_numpy(strip(self))
         if dtype is not None:
             arr = arr.astype(dtype, copy=False)
         return arr
@@ -722,7 +724,7 @@ class Tensor:
         v = strip(self)
         if type(v) is Staged:
             return f"tensor(<staged {v.dtype}{list(v.shape)}>, traced by {self._trace!r})"
-        body = np.array2string(np.asarray(v), separator=", ", prefix="tensor(")
+        body = np.array2string(to_numpy(v), separator=", ", prefix="tensor(")
         extra = ""
         if self._trace is IMPERATIVE:
             extra = ", requires_grad=True"
@@ -753,7 +755,7 @@ class Tensor:
 
     def __index__(self) -> int:
         v = self._number()
-        if type(v) is not Staged and np.dtype(v.dtype).kind not in "biu":
+        if type(v) is not Staged and np_dtype(v.dtype).kind not in "biu":
             raise TypeError(f"only an integer tensor can be an index, got dtype {v.dtype}")
         return int(v)  # a Staged value refuses with TracerError
 
@@ -766,7 +768,7 @@ class Tensor:
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number (ValueError for more elements)."""
         v = self._number()
-        return np.asarray(v).item() if type(v) is not Staged else float(v)
+        return to_numpy(v).item() if type(v) is not Staged else float(v)
 
     __hash__ = object.__hash__
 
@@ -796,20 +798,28 @@ class Tensor:
                     f"backward() without a cotangent needs a scalar, got shape {self.shape}; "
                     "pass backward(cotangent) with the output's shape"
                 )
-            seed = np.ones((), dtype=self.dtype)
+            seed = arrays.ones(strip(self), (), self.dtype)
         else:
             seed = as_array(cotangent)
             if seed.shape != self.shape:
                 raise ValueError(f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}")
-            check_cotangent(seed.dtype, self.dtype)
+            check_cotangent(np_dtype(seed.dtype), self.dtype)
         for node, g in backward_pass([root], [seed]):
             leaf = node.tensor() if node.tensor is not None else None
             if leaf is None:
                 continue
-            g = np.asarray(strip(g)).astype(leaf.dtype, copy=False)
-            if g.shape != leaf.shape:
-                g = np.broadcast_to(g, leaf.shape)
-            leaf._grad = np.array(g) if leaf._grad is None else leaf._grad + g
+            g = strip(g)
+            xp = arrays.xp_of(strip(leaf))
+            if xp is np:
+                g = np.asarray(g).astype(leaf.dtype, copy=False)
+            elif np_dtype(g.dtype) != leaf.dtype:
+                g = xp.astype(g, arrays.lib_dtype(xp, leaf.dtype))
+            if tuple(g.shape) != leaf.shape:
+                g = xp.broadcast_to(g, leaf.shape)
+            if leaf._grad is not None:
+                leaf._grad = leaf._grad + g
+            else:
+                leaf._grad = np.array(g) if xp is np else xp.asarray(g, copy=True)
 
     # -- operators ----------------------------------------------------------
     def __add__(self, other: ArrayLike) -> Tensor:
@@ -1052,10 +1062,17 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
     """Convert user data to a numeric numpy array (a new one with `copy`), or raise TypeError."""
     if type(data) is Tensor:
         data = strip(data)
-    arr = np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
-    if arr.dtype.kind not in "biufc":
+    arr: Any
+    if arrays.is_array(data) and not arrays.is_numpy(data):
+        xp = arrays.xp_of(data)
+        arr = data if dtype is None else xp.astype(data, arrays.lib_dtype(xp, dtype))
+        arr = xp.asarray(arr, copy=True) if copy else arr
+    else:
+        arr = np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
+    if np_dtype(arr.dtype).kind not in "biufc":
         raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")
-    return arr
+    out: Array = arr  # an array of numpy or of another library (typed as numpy's)
+    return out
 
 
 def traced(x: Any) -> bool:
@@ -1187,7 +1204,7 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
     if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
         np.add(a, c, out=a)
         return a, True
-    out = np.add(a, c)
+    out = np.add(a, c) if type(a) is np.ndarray or type(c) is np.ndarray else a + c
     return out, type(out) is np.ndarray
 
 

@@ -35,6 +35,8 @@ from typing import Any, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
+from . import executor
+from .arrays import namespace, zeros
 from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
 from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule
@@ -241,10 +243,17 @@ def _einsum_impl(
     optimize: str | Path = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Any:
+    xp = namespace(*arrays)
     for a in arrays:
-        if a.size == 0:  # an empty sum is exactly zero, whatever the other operands hold
+        if 0 in a.shape:  # an empty sum is exactly zero, whatever the other operands hold
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
-            return np.zeros(tuple(size[c] for c in output), dtype=np.result_type(*arrays))
+            dt = np.result_type(*(dtype_of(x) for x in arrays))
+            return zeros(arrays[0], tuple(size[c] for c in output), dt)
+    if xp is not np:
+        if len(arrays) <= 2:
+            return executor.step(xp, inputs, output, arrays)
+        steps = _plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, memory_limit)
+        return _follow(steps, arrays, functools.partial(executor.step, xp))
     if len(arrays) == 1:
         return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:

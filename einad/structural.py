@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
 from .core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
 from .einsum import _letters, spread, sum_to_shape
 from .errors import TracerError
@@ -64,7 +65,7 @@ def stop_gradient(x: Any) -> Any:
 
 # -- ones_like: the seed of a gradient ------------------------------------------------
 
-ones_like_p = Primitive("ones_like", np.ones_like)
+ones_like_p = Primitive("ones_like", lambda x: arrays.ones(x, shape_of(x), dtype_of(x)))
 zero_derivative.add(ones_like_p)
 
 
@@ -73,7 +74,7 @@ def ones_like(x: Any) -> Any:
     gradient seed stays symbolic, so its optimizer sees the ones)."""
     if type(x) is Tensor and x._trace is not None:
         return bind(ones_like_p, (x,), {})
-    return np.ones(shape_of(x), dtype=dtype_of(x))
+    return arrays.ones(x, shape_of(x), dtype_of(x))
 
 
 # -- reshape ---------------------------------------------------------------------

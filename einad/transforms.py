@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
-from . import ops
+from . import arrays, ops
 from .batching import stacked
 from .core import (
     ForwardTrace,
@@ -49,7 +49,7 @@ def _diff_value(x: Any, what: str) -> Any:
             f"pass a float (e.g. {float(x)!r}) or a floating-point array"
         )
     else:
-        v = np.asarray(x)
+        v = x if arrays.is_array(x) else np.asarray(x)
     dt = dtype_of(v)
     if dt.kind not in "fc":
         raise TypeError(
@@ -65,7 +65,8 @@ def _out(v: Any) -> Any:
         if v._trace.dead:
             raise dead_tracer(v._trace)
         return v
-    return np.asarray(strip(v))
+    v = strip(v)
+    return v if arrays.is_array(v) and not arrays.is_numpy(v) else np.asarray(v)
 
 
 def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
@@ -76,12 +77,20 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     """
     shape, dt = shape_of(like), dtype_of(like)
     if g is None:
-        g = np.zeros(shape, dtype=dt)
+        g = arrays.zeros(strip(like), shape, dt)
     elif shape_of(g) != shape:
         g = ops.broadcast_to(g, shape)
     if traced(g):
         return ops.astype(g, dt) if g.dtype != dt else g
-    g = np.asarray(strip(g))
+    g = strip(g)
+    xp = arrays.xp_of(g)
+    if xp is not np:
+        if dtype_of(g) != dt:
+            g = xp.astype(
+                xp.real(g) if dtype_of(g).kind == "c" and dt.kind != "c" else g, arrays.lib_dtype(xp, dt)
+            )
+        return g
+    g = np.asarray(g)
     if g.dtype != dt:
         g = (g.real if g.dtype.kind == "c" and dt.kind != "c" else g).astype(dt)
     if not g.flags.writeable or id(_buffer(g)) in taken:

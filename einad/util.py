@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.exceptions import AxisError
 
+from .arrays import is_array, np_dtype
 from .core import Tensor, _box, as_array
 
 Array: TypeAlias = npt.NDArray[Any]
@@ -40,7 +41,7 @@ def shape_of(x: Any) -> Shape:
 def dtype_of(x: Any) -> np.dtype[Any]:
     """Dtype of an array, Tensor, numpy scalar or Python number (numpy's promotion for numbers)."""
     d = getattr(x, "dtype", None)
-    return d if d is not None else np.result_type(x)
+    return np_dtype(d) if d is not None else np.result_type(x)
 
 
 def to_operand(x: ArrayLike) -> Value:
@@ -60,6 +61,11 @@ def to_operand(x: ArrayLike) -> Value:
         if not isinstance(x, (np.number, np.bool_)) or np.dtype(type(x)).kind not in "biufc":
             raise TypeError(f"einad works on numbers; got {type(x).__name__}")
         return x
+    if is_array(x):  # another library's array (torch, dask, ...)
+        foreign: Any = x
+        if np_dtype(foreign.dtype).kind not in "biufc":
+            raise TypeError(f"einad works on numeric arrays; got an array of dtype {foreign.dtype}")
+        return foreign  # type: ignore[no-any-return]
     return as_array(x)
 
 
@@ -75,7 +81,7 @@ def wrap(x: Value) -> Tensor:
     """Box a raw result as a constant Tensor (traced Tensors pass through)."""
     if type(x) is Tensor:
         return x
-    if not isinstance(x, (np.ndarray, np.generic)):
+    if not isinstance(x, (np.ndarray, np.generic)) and not is_array(x):
         x = np.asarray(x)
     return _box(x, None, None, None)
 

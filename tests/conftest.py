@@ -172,3 +172,20 @@ def jit_mode(request, monkeypatch):
         )
         monkeypatch.setattr(ea, "vjp", _jitted_vjp(ea.vjp))
     return request.param
+
+
+# -- array libraries (issue 10): the `lib` fixture runs a test on each ------------------
+
+from arraylibs import NAMES, load  # noqa: E402
+
+
+@pytest.fixture(params=NAMES)
+def lib(request):
+    """One array library (`tests.arraylibs.Lib`); skipped with the reason when not installed."""
+    found = load(request.param)
+    if found is None:
+        pytest.skip(f"{request.param} is not installed (pip install einad[test] brings it)")
+    if found.name == "array_api_strict":
+        # report the standard's full version, so the tests see what its latest libraries offer
+        found.module.set_array_api_strict_flags(api_version="2024.12")
+    return found

@@ -1,0 +1,187 @@
+"""The one boundary between einad and array libraries.
+
+einad computes on whatever array library its inputs come from: numpy (the default,
+and the fast path), or any library that follows the Python array API standard —
+PyTorch, CuPy, dask.array, array-api-strict — reached through `array-api-compat`'s
+`array_namespace` (an optional dependency: numpy arrays never need it).
+
+Every implementation gets its library here: ``xp = namespace(x, y)``. numpy arrays
+give the `numpy` module itself (numpy 2 speaks the standard's names), so numpy code
+pays one type check. Python numbers and numpy scalars belong to no library: they
+combine with arrays of any one library. Arrays of two libraries in one call are a
+TypeError naming both.
+
+Dtypes: einad describes every dtype with numpy's `numpy.dtype` (``np_dtype``), whatever
+library holds the data, so promotion and kind checks are written once; `lib_dtype`
+turns one back into the library's own dtype object.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+_compat: Any
+try:  # an optional dependency: only arrays of other libraries need it
+    import array_api_compat as _compat
+except ImportError:  # pragma: no cover - exercised where the extra is absent
+    _compat = None
+
+_SCALARS = (bool, int, float, complex, np.generic)
+_namespaces: dict[type, ModuleType] = {np.ndarray: np}
+_dtypes: dict[Any, np.dtype[Any]] = {}
+
+
+def is_numpy(x: Any) -> bool:
+    """Whether `x` is a numpy array or scalar."""
+    return isinstance(x, (np.ndarray, np.generic))
+
+
+def is_array(x: Any) -> bool:
+    """Whether `x` is an array of some library (numpy arrays included; Python numbers not)."""
+    if isinstance(x, np.ndarray):
+        return True
+    if isinstance(x, _SCALARS) or x is None:
+        return False
+    if hasattr(x, "__array_namespace__"):
+        return True
+    return _compat is not None and _compat.is_array_api_obj(x)
+
+
+def library(x: Any) -> str:
+    """The name of the library an array belongs to ("numpy", "torch", "dask", ...)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return "numpy"
+    return type(x).__module__.split(".")[0]
+
+
+def _foreign_namespace(t: type, x: Any) -> ModuleType:
+    xp = _namespaces.get(t)
+    if xp is None:
+        if hasattr(x, "concrete"):  # a value staged by `ea.jit`: the library of what it stands for
+            return xp_of(x.concrete)
+        if hasattr(x, "__array_namespace__") and library(x) == "array_api_strict":
+            xp = x.__array_namespace__()
+        elif _compat is None:
+            raise TypeError(
+                f"einad needs array-api-compat to compute on {library(x)} arrays: "
+                "pip install array-api-compat (or einad[torch], einad[dask], einad[cupy])"
+            )
+        else:
+            xp = _compat.array_namespace(x)
+        _namespaces[t] = xp
+    return xp
+
+
+def namespace(*xs: Any) -> ModuleType:
+    """The array library of the arrays among `xs` (numpy when there are none).
+
+    Raises:
+        TypeError: If `xs` hold arrays of two libraries, naming both.
+    """
+    found: Any = None
+    for x in xs:
+        if isinstance(x, _SCALARS) or x is None:
+            continue
+        if found is None:
+            found = x
+        elif type(x) is not type(found) and library(x) != library(found):
+            raise TypeError(
+                f"arrays of two libraries in one call: {library(found)} ({type(found).__name__}) and "
+                f"{library(x)} ({type(x).__name__}); convert one of them first"
+            )
+    if found is None or type(found) is np.ndarray:
+        return np
+    return _foreign_namespace(type(found), found)
+
+
+def xp_of(x: Any) -> ModuleType:
+    """The library of one value (numpy for numbers): the fast form of `namespace` for one argument."""
+    t = type(x)
+    if t is np.ndarray or isinstance(x, _SCALARS):
+        return np
+    return _foreign_namespace(t, x)
+
+
+def np_dtype(d: Any) -> np.dtype[Any]:
+    """`d`, any library's dtype object, as the numpy dtype of the same name.
+
+    Raises:
+        TypeError: For a dtype numpy has no match for (bfloat16, say).
+    """
+    if isinstance(d, np.dtype):
+        return d
+    out = _dtypes.get(d)
+    if out is None:
+        name = str(d).rsplit(".", 1)[-1]
+        try:
+            out = np.dtype(name)
+        except TypeError:
+            raise TypeError(f"einad has no numpy match for the dtype {d}") from None
+        _dtypes[d] = out
+    return out
+
+
+def lib_dtype(xp: ModuleType, dtype: Any) -> Any:
+    """The dtype object of library `xp` that matches `dtype` (a numpy dtype or anything it names)."""
+    dt = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    if xp is np:
+        return dt
+    return getattr(xp, dt.name)
+
+
+def device(x: Any) -> Any:
+    """The device an array lives on (None for numpy arrays and numbers)."""
+    if isinstance(x, (np.ndarray, *_SCALARS)) or _compat is None:
+        return None
+    return _compat.device(x)
+
+
+def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """Zeros of `shape` and (numpy-described) `dtype` in the library and on the device of `like`."""
+    xp = xp_of(like)
+    if xp is np:
+        return np.zeros(shape, dtype=dtype)
+    return xp.zeros(shape, dtype=lib_dtype(xp, dtype), device=device(like))
+
+
+def ones(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """Ones of `shape` and `dtype` in the library and on the device of `like`."""
+    xp = xp_of(like)
+    if xp is np:
+        return np.ones(shape, dtype=dtype)
+    return xp.ones(shape, dtype=lib_dtype(xp, dtype), device=device(like))
+
+
+def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
+    """`value` (numbers, numpy data) as an array of `like`'s library and device."""
+    xp = xp_of(like)
+    if xp is np:
+        return np.asarray(value, dtype=dtype)
+    if isinstance(value, np.ndarray) and value.ndim:
+        value = value.tolist() if value.dtype.kind != "c" else value
+    dt = None if dtype is None else lib_dtype(xp, dtype)
+    return xp.asarray(value, dtype=dt, device=device(like))
+
+
+def to_numpy(x: Any) -> Any:
+    """A numpy copy of an array of any library (dask arrays are computed): for tests and printing."""
+    if isinstance(x, (np.ndarray, np.generic, *_SCALARS)):
+        return np.asarray(x)
+    lib = library(x)
+    if lib == "torch":
+        return x.detach().cpu().resolve_conj().numpy()
+    if lib == "dask":
+        return np.asarray(x.compute())
+    if lib == "cupy":
+        return x.get()
+    if lib == "array_api_strict":
+        return np.from_dlpack(x) if x.dtype != x.__array_namespace__().bool else _strict_bool(x)
+    return np.asarray(x)
+
+
+def _strict_bool(x: Any) -> Any:
+    xp = x.__array_namespace__()
+    return np.from_dlpack(xp.astype(x, xp.uint8)).astype(bool)
