@@ -68,8 +68,9 @@ KeepRule: TypeAlias = Callable[[list[bool]], tuple[Sequence[bool], bool]]
 BatchRule: TypeAlias = Callable[["Primitive", list[Any], list[bool], Params, int], Any]
 """``rule(prim, vals, batched, params, size)``: `prim` on values with a leading batch axis."""
 
-ResidualRule: TypeAlias = Callable[[Sequence[Any], Params], tuple[Any, Any]]
-"""``residual(vals, params)``: ``(out, saved)``, the result and what the VJP rule reads as `ans`."""
+ResidualRule: TypeAlias = Callable[[Sequence[Any], Params, list[bool]], tuple[Any, Any]]
+"""``residual(vals, params, needed)``: ``(out, saved)``, the result and what the VJP rule reads
+as `ans` (`needed`: which operands the reverse pass will ask a cotangent for)."""
 
 
 class Primitive:
@@ -100,7 +101,8 @@ batch_rules: dict[Primitive, BatchRule] = {}
 """How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
 residual_rules: dict[Primitive, ResidualRule] = {}
 """How a reverse trace computes a primitive whose VJP reads values other than its result
-(`custom_vjp`'s residuals): instead of `bind`, ``residual(vals, params) -> (out, saved)``,
+(`custom_vjp`'s residuals, a scalar sliced einsum's gradient made with its forward): instead
+of `bind`, ``residual(vals, params, needed) -> (out, saved)``,
 computed with einad operations on the unboxed values (so lower traces record them); the
 node keeps `saved` in place of the result, and only the operands' `Meta`."""
 lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., Any]]] = {}
@@ -291,7 +293,7 @@ class ReverseTrace(Trace):
                 parents.append(None)
         residual = residual_rules.get(prim)
         if residual is not None:
-            out, saved = residual(vals, params)
+            out, saved = residual(vals, params, [p is not None for p in parents])
             node = Node(prim, params, tuple(parents), tuple(Meta(v) for v in vals), saved)
             return _box(out, self, node, None)
         out = bind(prim, vals, params)

@@ -145,7 +145,7 @@ def _pullback_of(f: Callable[..., Any], vals: Sequence[Any], g: Any, needed: lis
 # -- custom_vjp ----------------------------------------------------------------------------------
 
 
-def _vjp_residuals(vals: Sequence[Any], params: Params) -> tuple[Any, Any]:
+def _vjp_residuals(vals: Sequence[Any], params: Params, needed: list[bool]) -> tuple[Any, Any]:
     call: _Call = params["call"]
     assert call.fwd is not None
     pair = call.fwd(*call.args(vals))

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -39,7 +41,7 @@ from . import executor
 from .arrays import namespace, zeros
 from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
-from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule
+from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
 from .slicing import plan as slice_plan
 from .subscripts import (
     Names,
@@ -619,32 +621,77 @@ def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequenc
     return r
 
 
-def _run_sliced(s: Schedule, arrays: Sequence[Any]) -> Any:
-    """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
+def _over_slices(s: Schedule, memory_limit: MemoryLimit, gradient: bool, body: Callable[..., None]) -> None:
+    """Run ``body(ranges)`` for every slice: one after the other, or spread over a pool of
+    `slicing.workers` threads (numpy's matrix products release the GIL). Each thread takes
+    every w-th slice; `body` adds into shared arrays under `_add_lock`."""
+    todo = list(s.ranges())
+    w = workers(s, memory_limit, gradient)
+    if w <= 1:
+        for ranges in todo:
+            body(ranges)
+        return
+
+    def run(share: list[dict[str, tuple[int, int]]]) -> None:
+        for ranges in share:
+            body(ranges)
+
+    with ThreadPoolExecutor(max_workers=w, thread_name_prefix="einad-slice") as pool:
+        for f in [pool.submit(run, todo[i::w]) for i in range(w)]:
+            f.result()
+
+
+_add_lock = threading.Lock()
+"""Serializes the additions of slices into shared results and gradients (a small part of a
+slice's work; the contractions themselves run in parallel)."""
+
+
+def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, Any]:
+    """The operands and the hoisted steps' values (only those the loop reads unless `keep_all`)."""
     n = len(s.inputs)
     vals: dict[int, Any] = dict(enumerate(arrays))
     left = {a for t in s.looped for a in s.steps[t].args}  # hoisted values the loop reads
     for t in s.hoisted:
         st = s.steps[t]
         vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
-        for a in st.args:
-            if a >= n and a not in left:
-                del vals[a]
+        if not keep_all:
+            for a in st.args:
+                if a >= n and a not in left:
+                    del vals[a]
+    return vals
+
+
+def _run_sliced(s: Schedule, arrays: Sequence[Any], memory_limit: MemoryLimit = None) -> Any:
+    """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
+    n = len(s.inputs)
+    vals = _hoisted(s, arrays, keep_all=False)
     sizes = dict(s.sizes)
     result = np.zeros(tuple(sizes[c] for c in s.output), dtype=np.result_type(*arrays))
     final = s.steps[-1].result
-    for ranges in s.ranges():
+
+    def body(ranges: dict[str, tuple[int, int]]) -> None:
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
             st = s.steps[t]
             picked = [local.pop(a) if a in local else vals[a] for a in st.args]
             local[st.result] = _raw_step(st.ins, st.out, picked)
             del picked
-        result[s.index(s.output, ranges)] += local.pop(final)
+        part = local.pop(final)
+        with _add_lock:
+            result[s.index(s.output, ranges)] += part
+
+    _over_slices(s, memory_limit, False, body)
     return result
 
 
-def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) -> None:
+def _sweep(
+    s: Schedule,
+    g: Any,
+    arrays: Sequence[Any],
+    grads: dict[int, Any],
+    memory_limit: MemoryLimit = None,
+    fused: bool = False,
+) -> Any:
     """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]``.
 
     Per slice: recompute the slice's intermediates that the pullbacks read (all
@@ -652,27 +699,41 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
     pull the slice of `g` back through the looped steps, adding each operand's
     cotangent into its slice of the gradient; hoisted values get their
     cotangents accumulated over the slices and are pulled back once at the end.
+
+    `fused` (a scalar contraction, `g` = 1): each slice runs its whole forward
+    first, so the same pass also returns the contraction's value; the values no
+    pullback reads are let go as soon as the forward has used them.
     """
     n = len(s.inputs)
     need = s.needs(frozenset(grads))
-    vals: dict[int, Any] = dict(enumerate(arrays))
-    for t in s.hoisted:
-        st = s.steps[t]
-        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+    vals = _hoisted(s, arrays, keep_all=True)
+    dt = np.result_type(g, *arrays)
     acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
     for t in s.looped:
         for a in s.steps[t].args:
             if a >= n and a not in s.varies and a in need:
-                acc[a] = np.zeros(vals[a].shape, dtype=np.result_type(g, *arrays))
+                acc[a] = np.zeros(vals[a].shape, dtype=dt)
     final = s.steps[-1].result
     rerun = s.rerun(need)
+    producer = {st.result: t for t, st in enumerate(s.steps)}
     sizes = dict(s.sizes)
-    for ranges in s.ranges():
+    total = np.zeros((), dtype=dt)
+
+    def body(ranges: dict[str, tuple[int, int]]) -> None:
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
             st = s.steps[t]
-            if t in rerun:
+            if fused or t in rerun:
                 local[st.result] = _raw_step(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
+            if fused:  # drop what no pullback reads (the operands' slices are views)
+                for a in st.args:
+                    if _is_looped(s, a) and producer[a] not in rerun:
+                        local.pop(a, None)
+        if fused:
+            part = local.pop(final)
+            with _add_lock:
+                total[()] += part
+            del part
         cot = {final: g[s.index(s.output, ranges)]}
         for t in reversed(s.looped):
             st = s.steps[t]
@@ -699,13 +760,17 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
                 a = st.args[j]
                 r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
                 if a < n:
-                    grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
+                    with _add_lock:
+                        grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
                 elif a in s.varies:
                     cot[a] = r
                 else:
-                    acc[a] += r
+                    with _add_lock:
+                        acc[a] += r
                 del r
             del ct, operands
+
+    _over_slices(s, memory_limit, True, body)
     for t in reversed(s.hoisted):
         st = s.steps[t]
         if st.result not in acc:
@@ -719,6 +784,7 @@ def _sweep(s: Schedule, g: Any, arrays: Sequence[Any], grads: dict[int, Any]) ->
                     grads[a] += r
                 else:
                     acc[a] = r
+    return total
 
 
 def _sliced_impl(
@@ -731,10 +797,30 @@ def _sliced_impl(
 ) -> Any:
     if any(a.size == 0 for a in arrays):
         return _einsum_impl(*arrays, inputs=inputs, output=output)
-    return _run_sliced(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), arrays)
+    s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
+    return _run_sliced(s, arrays, memory_limit)
 
 
 sliced_einsum_p = Primitive("einsum", _sliced_impl)
+
+
+def _grad_blocks(
+    flat: Any, arrays: Sequence[Any], wrt: tuple[int, ...], skip: tuple[int, ...], start: int
+) -> dict[int, Any]:
+    """Views of the gradient blocks of the operands `wrt` in `flat` from `start` (not `skip`'s)."""
+    grads: dict[int, Any] = {}
+    offset = start
+    for k in wrt:
+        size = int(np.prod(arrays[k].shape, dtype=np.int64))
+        if k not in skip:
+            grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
+        offset += size
+    return grads
+
+
+def _block_total(vals: Sequence[Any], wrt: tuple[int, ...]) -> int:
+    """The elements of the gradient blocks of the operands `wrt`."""
+    return int(np.sum([np.prod(shape_of(vals[k]), dtype=np.int64) for k in wrt], dtype=np.int64))
 
 
 def _einsum_vjp_impl(
@@ -751,20 +837,43 @@ def _einsum_vjp_impl(
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
     g = np.asarray(g)
-    sizes = [int(np.prod(arrays[k].shape, dtype=np.int64)) for k in wrt]
-    flat = np.zeros(sum(sizes), dtype=np.result_type(g, *arrays))
-    grads: dict[int, Any] = {}
-    offset = 0
-    for k, size in zip(wrt, sizes):
-        if k not in zero:
-            grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
-        offset += size
+    total = _block_total(arrays, wrt)
+    flat = np.zeros(total, dtype=np.result_type(g, *arrays))
+    grads = _grad_blocks(flat, arrays, wrt, zero, 0)
     if grads and g.size and all(a.size for a in arrays):
-        _sweep(schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices), g, arrays, grads)
+        s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
+        _sweep(s, g, arrays, grads, memory_limit)
     return flat
 
 
 einsum_vjp_p = Primitive("einsum_vjp", _einsum_vjp_impl)
+
+
+def _sliced_vg_impl(
+    *arrays: Any,
+    inputs: tuple[str, ...],
+    output: str,
+    optimize: Path,
+    memory_limit: MemoryLimit,
+    slices: Slices,
+    wrt: tuple[int, ...],
+) -> Array:
+    """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
+    the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
+    total = _block_total(arrays, wrt)
+    dt = np.result_type(*arrays)
+    flat = np.zeros(1 + total, dtype=dt)
+    if all(a.size for a in arrays):
+        s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
+        flat[0] = _sweep(
+            s, np.ones((), dt), arrays, _grad_blocks(flat, arrays, wrt, (), 1), memory_limit, True
+        )
+    return flat
+
+
+sliced_vg_p = Primitive("einsum_vg", _sliced_vg_impl)
+"""A scalar sliced einsum with its unit-cotangent gradients (what a reverse trace computes for
+a scalar `sliced_einsum_p`, so that value and gradient take one pass over the slices)."""
 
 
 def _unpack_impl(flat: Any, offset: int, shape: Shape) -> Any:
@@ -806,10 +915,9 @@ def _forward_params(params: Params) -> Params:
     return {k: params[k] for k in ("inputs", "output", "optimize", "memory_limit", "slices")}
 
 
-def _unpack(flat: Any, vals: Sequence[Any], wrt: tuple[int, ...]) -> list[Any]:
+def _unpack(flat: Any, vals: Sequence[Any], wrt: tuple[int, ...], offset: int = 0) -> list[Any]:
     """Views of each operand's block of `flat` (the layout of `einsum_vjp_p`), cast to its dtype."""
     out: list[Any] = [None] * len(vals)
-    offset = 0
     for k in wrt:
         shape = shape_of(vals[k])
         r = bind(unpack_p, [flat], {"offset": offset, "shape": shape})
@@ -823,7 +931,75 @@ def _add(a: Any, b: Any) -> Any:
     return b if a is None else a + b
 
 
+class _Unit:
+    """What a reverse trace keeps of a scalar sliced einsum: its `sliced_vg_p` result `flat`
+    (value and gradients for a cotangent of 1, of the operands `wrt`) and the operands."""
+
+    __slots__ = ("flat", "vals", "wrt")
+
+    def __init__(self, flat: Any, vals: list[Any], wrt: tuple[int, ...]) -> None:
+        self.flat: Any = flat
+        self.vals, self.wrt = vals, wrt
+
+
+def _sliced_residual(vals: Sequence[Any], params: Params, needed: list[bool]) -> tuple[Any, Any]:
+    """A reverse trace's forward of a sliced einsum. A scalar one computes its gradients
+    along with its value, in one pass over the slices (`sliced_vg_p`): the VJP then only
+    scales them by the cotangent, where a sweep would recompute every slice. Otherwise the
+    forward alone, keeping the operands for the sweep."""
+    wrt = tuple(k for k, n in enumerate(needed) if n)
+    if params["output"] or not wrt or not vg_fusion:
+        return bind(sliced_einsum_p, vals, params), list(vals)
+    flat = bind(sliced_vg_p, vals, {**params, "wrt": wrt})
+    out = bind(unpack_p, [flat], {"offset": 0, "shape": ()})
+    return out, _Unit(flat, list(vals), wrt)
+
+
+vg_fusion = True
+"""Whether a reverse trace computes a scalar sliced einsum's gradients with its value (one
+pass over the slices); False: the forward, then a sweep that recomputes each slice."""
+
+
+def _scaled_blocks(unit: _Unit, g: Any, needed: list[bool]) -> list[Any] | None:
+    """The unit gradients times a concrete `g`, in place in the buffer, which is handed out
+    (so the gradients cost no second buffer); None when `g` is traced, or the buffer
+    cannot hold the product, or it was handed out already."""
+    flat = unit.flat
+    if flat is None or not isinstance(flat, np.ndarray) or not isinstance(g, (np.ndarray, np.generic)):
+        return None
+    g = np.asarray(g)
+    if g.shape != () or not np.can_cast(g.dtype, flat.dtype, "same_kind"):
+        return None
+    unit.flat = None  # a second VJP call sweeps
+    if g != 1:
+        np.multiply(flat[1:], g, out=flat[1:])
+    out: list[Any] = [None] * len(needed)
+    for k, block in _grad_blocks(flat, unit.vals, unit.wrt, (), 1).items():
+        if needed[k]:
+            dt = dtype_of(unit.vals[k])
+            out[k] = block if block.dtype == dt else block.astype(dt)
+    return out
+
+
 def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    if isinstance(ans, _Unit) and ans.flat is not None:  # gradients for a cotangent of 1: times g
+        done = _scaled_blocks(ans, g, needed)
+        if done is not None:
+            return done
+        grads = _unpack(ans.flat, ans.vals, ans.wrt, offset=1)
+        out: list[Any] = [None] * len(needed)
+        for k in ans.wrt:
+            if needed[k]:
+                letters = _letters(len(shape_of(grads[k])))
+                out[k] = contract(("", letters), letters, [g, grads[k]])
+                dt = dtype_of(ans.vals[k])
+                if dtype_of(out[k]) != dt:
+                    out[k] = astype(out[k], dt)
+        return out
+    if isinstance(ans, _Unit):
+        vals = ans.vals
+    if isinstance(ans, list):  # a residual: the operands themselves
+        vals = ans
     wrt = tuple(k for k, n in enumerate(needed) if n)
     flat = bind(einsum_vjp_p, [g, *vals], {**params, "wrt": wrt, "zero": ()})
     return _unpack(flat, vals, wrt)
@@ -844,7 +1020,41 @@ def _reads_all(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     return (any(needed),) * len(needed), False
 
 
-rules(sliced_einsum_p, vjp=_sliced_vjp, jvp=_sliced_jvp, keep=_reads_all)
+rules(sliced_einsum_p, vjp=_sliced_vjp, jvp=_sliced_jvp, keep=_reads_all, residual=_sliced_residual)
+
+
+def _vg_parts(params: Params, vals: Sequence[Any]) -> tuple[Params, Params, Any]:
+    """`sliced_vg_p`'s parameters as the forward's and as its sweep's, and the cotangent 1."""
+    forward = _forward_params(params)
+    dt = np.result_type(*(dtype_of(v) for v in vals))
+    return forward, {**forward, "wrt": params["wrt"], "zero": ()}, np.ones((), dt)
+
+
+def _sliced_vg_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    # [value; gradients for g = 1]: the value's tangent, then the sweep's with g fixed at 1
+    forward, sweep, one = _vg_parts(params, vals)
+    total = 1 + _block_total(vals, params["wrt"])
+    out: Any = None
+    tv = _sliced_jvp(tangents, None, vals, forward)
+    if tv is not None:
+        out = bind(place_p, [tv], {"offset": 0, "total": total})
+    tg = _einsum_vjp_jvp([None, *tangents], None, [one, *vals], sweep)
+    if tg is not None:
+        out = _add(out, bind(place_p, [tg], {"offset": 1, "total": total}))
+    return out
+
+
+def _sliced_vg_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    forward, sweep, one = _vg_parts(params, vals)
+    total = 1 + _block_total(vals, params["wrt"])
+    c0 = bind(unpack_p, [c], {"offset": 0, "shape": ()})
+    out = _sliced_vjp(c0, None, vals, forward, needed)
+    cg = bind(unpack_p, [c], {"offset": 1, "shape": (total - 1,)})
+    more = _einsum_vjp_vjp(cg, None, [one, *vals], sweep, [False, *needed])[1:]
+    return [b if a is None else a if b is None else a + b for a, b in zip(out, more)]
+
+
+rules(sliced_vg_p, vjp=_sliced_vg_vjp, jvp=_sliced_vg_jvp, keep=_reads_all)
 
 
 def _einsum_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from .einsum import traced_steps
 from .errors import EinsumError
 from .slicing import MemoryLimit, describe, plan
-from .subscripts import parse, vjp_spec
+from .subscripts import ellipsis_labels, parse, vjp_spec
 
 
 def parse_shapes(text: str) -> tuple[tuple[int, ...], ...]:
@@ -67,7 +67,9 @@ def explain(
     steps: list[tuple[str, tuple[str, ...], tuple[str, ...], str, str]] = []
     if len(shapes) >= 2:
         path, slices = plan(spec.inputs, spec.output, squeezed, optimize, memory_limit)
-        info = describe(spec.inputs, spec.output, squeezed, path, slices, memory_limit)
+        info = describe(
+            spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(subscripts, spec)
+        )
         lines.append(f"contraction path ({optimize!r}): {[tuple(p) for p in path]}")
         if len(shapes) >= 3:  # the steps einad binds, and the names of their operands
             work = list(names)

@@ -28,7 +28,7 @@ from .errors import EinsumError
 from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, object_path
 from .slicing import plan as slice_plan
 from .structural import reshape
-from .subscripts import Spec, parse
+from .subscripts import Spec, ellipsis_labels, parse
 from .util import ArrayLike, Shape, dtype_of, shape_of, to_operand, wrap
 
 
@@ -94,7 +94,9 @@ def contract_path(
     spec = parse(subscripts, dims)
     squeezed = _squeezed(spec, dims)
     path, slices = _plan(spec, squeezed, optimize, memory_limit)
-    info = describe(spec.inputs, spec.output, squeezed, path, slices, memory_limit)
+    info = describe(
+        spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(subscripts, spec)
+    )
     return [tuple(step) for step in path], info
 
 
@@ -126,6 +128,7 @@ class ContractExpression:
         self.shapes = shapes
         self.memory_limit = memory_limit
         self._spec = parse(subscripts, shapes)
+        self._labels = ellipsis_labels(subscripts, self._spec)
         self._path, self._slices = _plan(self._spec, _squeezed(self._spec, shapes), optimize, memory_limit)
 
     @property
@@ -135,11 +138,11 @@ class ContractExpression:
 
     @property
     def sliced_indices(self) -> tuple[str, ...]:
-        """The letters sliced (an empty tuple when none)."""
-        return tuple(c for c, _ in self._slices)
+        """The letters sliced (an empty tuple when none; ``"...[i]"``: an ellipsis dimension)."""
+        return tuple(self._labels.get(c, c) for c, _ in self._slices)
 
     def __repr__(self) -> str:
-        sliced = f", sliced {''.join(self.sliced_indices)}" if self._slices else ""
+        sliced = f", sliced {', '.join(self.sliced_indices)}" if self._slices else ""
         return f"<ContractExpression({self.subscripts!r}) for shapes {list(self.shapes)}{sliced}>"
 
     def __call__(self, *operands: ArrayLike) -> Any:

@@ -185,6 +185,8 @@ def _params(e: Equation) -> str:
     sliced = f"; sliced{sliced}" if sliced else ""
     if e.op == "einsum":
         return f"[{e.subscripts}{sliced}]"
+    if e.op == "einsum_vg":
+        return f"[{','.join(p['inputs'])}->{p['output']}; wrt {','.join(map(str, p['wrt']))}{sliced}]"
     if e.op == "einsum_vjp":
         wrt = ",".join(str(k) for k in p["wrt"] if k not in p["zero"])
         return f"[{','.join(p['inputs'])}->{p['output']}; wrt {wrt}{sliced}]"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -42,7 +43,7 @@ import opt_einsum as oe
 from opt_einsum.contract import PathInfo
 
 from .errors import EinsumError
-from .subscripts import pairwise_steps
+from .subscripts import pairwise_steps, vjp_spec
 
 try:  # optional: pip install 'einad[tn]'
     import cotengra
@@ -489,7 +490,12 @@ def schedule(inputs: tuple[str, ...], output: str, shapes: Shapes, path: Path, s
 
 @dataclass(frozen=True)
 class Costs:
-    """Flops and peak memory (in elements) of the forward and of the gradient sweep."""
+    """Flops and peak memory (in elements) of the forward and of the gradient.
+
+    The peaks count intermediates, cotangents and the transposing copies a matrix product
+    makes of its operands, with `workers` slices in flight at once; `slice_forward_peak`
+    and `slice_gradient_peak` are one slice's share.
+    """
 
     n_slices: int
     largest: int  # the largest intermediate of one slice
@@ -497,6 +503,9 @@ class Costs:
     gradient_flops: int
     forward_peak: int
     gradient_peak: int
+    slice_forward_peak: int = 0
+    slice_gradient_peak: int = 0
+    workers: int = 1
 
 
 def _spec_of(s: Schedule, i: int) -> str:
@@ -504,18 +513,93 @@ def _spec_of(s: Schedule, i: int) -> str:
     return s.inputs[i] if i < n else s.steps[i - n].out
 
 
-@functools.lru_cache(maxsize=1024)
-def estimate(s: Schedule) -> Costs:
-    """Count the schedule: the forward (hoisted steps once, looped steps per slice) and the
-    gradient sweep for every operand (per slice: recompute the looped intermediates but the
-    last, then pull the cotangent back through each step; then the hoisted steps once).
+Strides: TypeAlias = dict[str, int]
+"""Where each letter steps in memory, in elements (the layout of a value)."""
 
-    Peaks count the intermediates and cotangents alive at once, not the operands, the
-    result or the gradients, nor the copies a matrix product may make.
+
+def _c_strides(order: str, parts: dict[str, int]) -> Strides:
+    """The strides of a C-contiguous array whose axes are the letters `order`."""
+    out: Strides = {}
+    step = 1
+    for c in reversed(order):
+        out[c] = step
+        step *= parts[c]
+    return out
+
+
+def _viewable(
+    spec: str, strides: Strides, order: list[str], groups: list[int], parts: dict[str, int]
+) -> bool:
+    """Whether the axes `order` of a value laid out as `strides` merge into `groups` (axis
+    counts per merged dimension) without a copy, as numpy's reshape of a transpose."""
+    pos = 0
+    for g in groups:
+        axes = [c for c in order[pos : pos + g] if parts[c] != 1]
+        pos += g
+        for x, y in itertools.pairwise(axes):
+            if strides[x] != strides[y] * parts[y]:
+                return False
+    return True
+
+
+def _step_copies(
+    ins: tuple[str, ...], out: str, parts: dict[str, int], layouts: tuple[Strides, ...]
+) -> tuple[int, Strides]:
+    """The elements a pairwise step allocates besides its result (the sums of letters only
+    one operand has, and the copies that lay an operand out for one matrix product, as
+    einsum's executor makes them), and the layout of its result."""
+    if len(ins) != 2:
+        return 0, _c_strides(out, parts)
+    from .einsum import _pair_plan  # the executor's own plan (einsum imports this module)
+
+    shapes = [tuple(parts[c] for c in spec) for spec in ins]
+    plan = _pair_plan(ins[0], ins[1], out, shapes[0], shapes[1])
+    (sa, sb), (la, lb) = ins, layouts
+    if plan.swap:
+        sa, sb, la, lb = sb, sa, lb, la
+    ra = "".join(c for c in dict.fromkeys(sa) if c in sb or c in out)
+    rb = "".join(c for c in dict.fromkeys(sb) if c in sa or c in out)
+    extra = 0
+    if plan.pre_a is not None:
+        extra += _prod(parts[c] for c in ra)
+        la = _c_strides(ra, parts)
+    if plan.pre_b is not None:
+        extra += _prod(parts[c] for c in rb)
+        lb = _c_strides(rb, parts)
+    if plan.outer or not plan.gemm:
+        return extra, _c_strides(out, parts)  # a broadcast product, or one numpy.einsum pass
+    batch = [c for c in out if c in ra and c in rb]
+    inner = [c for c in ra if c in rb and c not in out]
+    left = [c for c in out if c in ra and c not in rb]
+    right = [c for c in out if c in rb and c not in ra]
+    if plan.matvec and not (
+        _viewable(ra, la, list(ra), [len(ra)], parts) and _viewable(rb, lb, list(rb), [len(rb)], parts)
+    ):
+        return extra, _c_strides(out, parts)  # not contiguous: numpy.einsum, no copy
+    lead = [len(batch)] if batch else []
+    if not _viewable(ra, la, batch + left + inner, lead + [len(left), len(inner)], parts):
+        extra += _prod(parts[c] for c in ra)
+    if not _viewable(rb, lb, batch + inner + right, lead + [len(inner), len(right)], parts):
+        extra += _prod(parts[c] for c in rb)
+    return extra, _c_strides("".join(batch + left + right), parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def estimate(s: Schedule, workers: int = 1) -> Costs:
+    """Count the schedule: the forward (hoisted steps once, looped steps per slice) and the
+    gradient of every operand (per slice: recompute the looped intermediates but the last,
+    then pull the cotangent back through each step; then the hoisted steps once). For a
+    scalar contraction a reverse pass computes the gradients with the value, in the
+    forward's pass over the slices (`einsum.sliced_vg_p`): nothing is recomputed.
+
+    Peaks count the intermediates and cotangents alive at once and the copies the matrix
+    products make, with `workers` slices in flight; not the operands, the result or the
+    gradients.
     """
     sizes = dict(s.sizes)
     chunks = dict(s.slices)
     n = len(s.inputs)
+    parts = {c: _part(c, sizes, chunks) for c in sizes}
 
     def full(i: int) -> int:
         return _prod(sizes[c] for c in _spec_of(s, i))
@@ -527,11 +611,12 @@ def estimate(s: Schedule) -> Costs:
         letters = set("".join(st.ins)) | set(st.out)
         return _prod(m for c, m in chunks.items() if c not in letters)
 
+    fused = bool(s.slices) and s.output == ""
     fwd = sum(_flop(s.steps[t].ins, s.steps[t].out, sizes) for t in s.hoisted)
     loop = [(s.steps[t], _flop(s.steps[t].ins, s.steps[t].out, sizes) * repeat(s.steps[t])) for t in s.looped]
     fwd += sum(f for _, f in loop)
     need = s.needs(frozenset(range(n)))
-    rerun = s.rerun(need) if s.slices else frozenset()  # a sliced sweep recomputes
+    rerun = s.rerun(need) if s.slices and not fused else frozenset()  # a sliced sweep recomputes
     grad = sum(f for t, (_, f) in zip(s.looped, loop) if t in rerun)
     for st, f in loop:
         grad += f * sum(1 for a in st.args if a in need)
@@ -542,23 +627,33 @@ def estimate(s: Schedule) -> Costs:
     def looped_value(a: int) -> bool:
         return a >= n and a in s.varies
 
-    # forward peak: the hoisted values the loop reads, plus one slice's live values
+    # layouts: an operand's slice keeps the operand's strides; a step's result is laid
+    # out as its matrix product leaves it
+    layout: dict[int, Strides] = {k: _c_strides(spec, sizes) for k, spec in enumerate(s.inputs)}
+    copies: dict[int, int] = {}
+    for t, st in enumerate(s.steps):
+        step_parts = parts if st.result in s.varies else sizes
+        copies[t], layout[st.result] = _step_copies(
+            st.ins, st.out, step_parts, tuple(layout[a] for a in st.args)
+        )
+
+    # forward peak: the hoisted values the loop reads, plus one slice's live values per worker
     consumer = {a: st.result for st in s.steps for a in st.args}
     feeds_loop = [s.steps[t].result for t in s.hoisted if consumer[s.steps[t].result] in s.varies]
-    live = peak = 0
+    live = hoisted_peak = 0
     for t in s.hoisted:
         st = s.steps[t]
+        hoisted_peak = max(hoisted_peak, live + copies[t] + full(st.result))
         live += full(st.result)
-        peak = max(peak, live)
         live -= sum(full(a) for a in st.args if a >= n)
     kept = sum(full(a) for a in feeds_loop)
-    live = 0
+    live = slice_fwd = 0
     for t in s.looped:
         st = s.steps[t]
+        slice_fwd = max(slice_fwd, live + copies[t] + part(st.result))
         live += part(st.result)
-        peak = max(peak, kept + live)
         live -= sum(part(a) for a in st.args if looped_value(a))
-    forward_peak = peak
+    forward_peak = max(hoisted_peak, kept + workers * slice_fwd)
 
     # gradient peak: every hoisted value and the cotangent accumulators of those the
     # loop reads stay; in a slice, its recomputed values, then the cotangents as
@@ -567,23 +662,31 @@ def estimate(s: Schedule) -> Costs:
     base += sum(full(a) for a in feeds_loop if a in need)
     final = s.looped[-1] if s.looped else -1
     live = sum(part(s.steps[t].result) for t in s.looped if t != final)
-    peak = live
+    slice_grad = slice_fwd if fused else live
     for t in reversed(s.looped):
         st = s.steps[t]
-        peak = max(peak, live + sum(part(a) for a in st.args if a in need))
+        cots = sum(part(a) for a in st.args if a in need)
+        pull = 0  # the copies of the largest pullback of this step
+        for j, a in enumerate(st.args):
+            if a in need and len(st.args) == 2:
+                spec, kept_j, _ = _vjp_spec(st.ins, st.out, j)
+                other = st.args[1 - j]
+                pulled, _ = _step_copies(spec, kept_j, parts, (_c_strides(st.out, parts), layout[other]))
+                pull = max(pull, pulled)
+        slice_grad = max(slice_grad, live + cots + pull)
         if t != final:
             live -= part(st.result)
         for a in st.args:
             if looped_value(a):
                 live -= part(a) if a not in need else 0
-    live = 0
+    live = peak = 0
     for t in reversed(s.hoisted):
         st = s.steps[t]
         if st.result not in need:
             continue
-        peak = max(peak, live + sum(full(a) for a in st.args if a in need))
+        peak = max(peak, live + sum(full(a) for a in st.args if a in need) + copies[t])
         live += sum(full(a) for a in st.args if a in need and a >= n)
-    gradient_peak = base + peak
+    gradient_peak = base + max(workers * slice_grad, peak)
     largest_part = max((part(st.result) for st in s.steps[:-1]), default=0)
     return Costs(
         n_slices=s.n_slices,
@@ -592,7 +695,38 @@ def estimate(s: Schedule) -> Costs:
         gradient_flops=grad,
         forward_peak=forward_peak,
         gradient_peak=gradient_peak,
+        slice_forward_peak=slice_fwd,
+        slice_gradient_peak=slice_grad,
+        workers=workers,
     )
+
+
+def _vjp_spec(ins: tuple[str, ...], out: str, j: int) -> tuple[tuple[str, ...], str, str]:
+    text, kept, target = vjp_spec(ins, out, j)
+    return tuple(text.split("->")[0].split(",")), kept, target
+
+
+threads: int | None = None
+"""How many threads run the slices of a sliced contraction (forward and gradient sweep).
+
+None (the default): as many as there are cores, but no more than keep ``threads`` slices'
+intermediates within the memory limit together (so usually 1 when the slices were cut to
+the limit); an int: that many, whatever the memory (each thread holds one slice's
+intermediates). Set it as ``einad.slicing.threads = 2``."""
+
+
+def workers(s: Schedule, memory_limit: MemoryLimit, gradient: bool = False) -> int:
+    """The number of threads that run the slices of `s` (see `threads`)."""
+    if s.n_slices <= 1:
+        return 1
+    if threads is not None:
+        return max(1, min(int(threads), s.n_slices))
+    sizes = dict(s.sizes)
+    limit = resolve_limit(memory_limit, _shapes(s.inputs, sizes))
+    c = estimate(s)
+    per = c.slice_gradient_peak if gradient else c.slice_forward_peak
+    fit = limit // max(per, 1) if limit is not None else 1
+    return max(1, min(os.cpu_count() or 1, s.n_slices, fit))
 
 
 # -- the report of einad.contract_path -----------------------------------------------------
@@ -603,7 +737,9 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
     and the cost of the gradient.
 
     Attributes:
-        sliced_indices: The letters sliced, in the subscripts' letters (empty: none).
+        sliced_indices: The letters sliced, in the subscripts' letters (empty: none); a
+            dimension of a ``...`` shows as ``"...[i]"``, the ellipsis's i-th dimension
+            (from the left).
         slices: ``{letter: number of chunks}`` for each sliced letter.
         n_slices: The number of slices (1 when nothing is sliced).
         memory_limit: The limit in elements, or None.
@@ -614,6 +750,10 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
         forward_peak: The most elements held in intermediates at once in the forward.
         gradient_peak: The same for the gradient (intermediates kept for it and
             cotangents; not the operands, the result or the gradients).
+        threads: The threads the slices run on (`threads`); the peaks count one
+            slice's intermediates per thread.
+        scalar: Whether the result is a scalar (then a reverse pass computes the
+            gradients with the value, and `gradient_flops` holds no recomputation).
     """
 
     sliced_indices: tuple[str, ...]
@@ -625,6 +765,8 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
     gradient_flops: int
     forward_peak: int
     gradient_peak: int
+    threads: int
+    scalar: bool
 
     def __repr__(self) -> str:
         return str(super().__repr__()) + "\n" + "\n".join(self.summary())
@@ -645,11 +787,18 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
             lines.append(f"  largest intermediate per slice {self.slice_largest_intermediate:,} elements")
         lines.append(f"  forward   FLOPs {self.forward_flops:,}, peak {self.forward_peak:,} elements")
         lines.append(f"  gradient  FLOPs {self.gradient_flops:,}, peak {self.gradient_peak:,} elements")
-        if self.sliced_indices:
+        if self.sliced_indices and self.scalar:
+            lines.append(
+                "  (a scalar contraction: a reverse pass computes the gradients with the value, "
+                "in one pass over the slices, recomputing nothing)"
+            )
+        elif self.sliced_indices:
             lines.append(
                 "  (the gradient of every operand is one sweep over the slices: each slice's "
                 "intermediates are recomputed and the cotangent pulled back through them)"
             )
+        if self.sliced_indices and self.threads > 1:
+            lines.append(f"  slices run on {self.threads} threads (peaks: one slice per thread)")
         return lines
 
 
@@ -660,21 +809,27 @@ def describe(
     path: Path,
     slices: Slices,
     memory_limit: MemoryLimit,
+    labels: dict[str, str] | None = None,
 ) -> ContractionInfo:
-    """The `ContractionInfo` of a planned contraction."""
+    """The `ContractionInfo` of a planned contraction (`labels`: how to show letters the
+    user did not write, such as an ellipsis's dimensions)."""
+    show = labels or {}
     _, base = oe.contract_path(_text(inputs, output), *shapes, shapes=True, optimize=[list(p) for p in path])
     info: ContractionInfo = ContractionInfo.__new__(ContractionInfo)
     info.__dict__.update(base.__dict__)
-    costs = estimate(schedule(inputs, output, shapes, path, slices))
-    info.sliced_indices = tuple(c for c, _ in slices)
-    info.slices = dict(slices)
+    s = schedule(inputs, output, shapes, path, slices)
+    costs = estimate(s, workers(s, memory_limit, False))
+    info.gradient_peak = estimate(s, workers(s, memory_limit, True)).gradient_peak
+    info.threads = workers(s, memory_limit, True)
+    info.scalar = output == ""
+    info.sliced_indices = tuple(show.get(c, c) for c, _ in slices)
+    info.slices = {show.get(c, c): m for c, m in slices}
     info.n_slices = costs.n_slices
     info.memory_limit = resolve_limit(memory_limit, shapes)
     info.slice_largest_intermediate = costs.largest
     info.forward_flops = costs.forward_flops
     info.gradient_flops = costs.gradient_flops
     info.forward_peak = costs.forward_peak
-    info.gradient_peak = costs.gradient_peak
     if info.largest_intermediate is None:  # pragma: no cover - opt_einsum always sets it
         info.largest_intermediate = Decimal(0)
     return info

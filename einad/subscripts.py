@@ -383,3 +383,13 @@ def pairwise_steps(
         steps.append((tuple(positions), tuple(picked), out))
         work.append(out)
     return tuple(steps)
+
+
+def ellipsis_labels(subscripts: str, spec: Spec) -> dict[str, str]:
+    """How to show the letters `parse` gave the dimensions of a ``...``: ``"...[i]"``, the
+    i-th dimension the ellipsis stands for, counted from the left of the broadcast
+    (numpy's alignment: from the right). Letters the user wrote are not in the table."""
+    written = set(subscripts)
+    fresh = [[c for c in s if c not in written] for s in spec.inputs + (spec.output,)]
+    longest = max(fresh, key=len, default=[])
+    return {c: f"...[{i}]" for i, c in enumerate(longest)}

@@ -7,8 +7,12 @@ finders: einad's greedy one and, where installed, cotengra's.
 """
 
 import gc
+import os
+import re
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 import weakref
 
@@ -22,6 +26,7 @@ from einad.einsum import contract_planned
 from einad.explain import explain
 from einad.util import wrap
 
+EINSUM = sys.modules["einad.einsum"]  # the module (einad.einsum is the function)
 TETRA = "abc,ade,bdf,cef->"  # every pairwise path goes through a 4-index intermediate
 
 
@@ -139,9 +144,15 @@ def test_jit_sees_one_equation_forward_and_one_backward(finder):
             _close(a, b)
     assert vg.cache_size() == 1
     text = str(vg.lower(*ops))
-    assert text.count("= einsum[abc,ade,bdf,cef->; sliced") == 1
-    assert text.count("= einsum_vjp[abc,ade,bdf,cef->; wrt 0,1,2,3; sliced") == 1
-    assert "unpack" in text
+    # a scalar contraction: value and gradients in one equation, one pass over the slices
+    assert text.count("= einsum_vg[abc,ade,bdf,cef->; wrt 0,1,2,3; sliced") == 1
+    assert "einsum_vjp" not in text and "unpack" in text
+    eq, shapes, limit = NETWORKS[1]  # not scalar: the forward, then one sweep
+    xs = _ops(shapes)
+    g = lambda *a: ea.sum(ea.einsum(eq, *a, memory_limit=limit) ** 2)
+    text = str(ea.jit(ea.value_and_grad(g, argnums=(0, 1, 2))).lower(*xs))
+    assert text.count("= einsum[abc,ade,bdf->cef; sliced") == 1
+    assert text.count("= einsum_vjp[abc,ade,bdf->cef; wrt 0,1,2; sliced") == 1
     _close(ea.jit(f)(*ops), np.einsum(TETRA, *ops))
     _close(ea.grad(ea.jit(f), argnums=1)(*ops), ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=1)(*ops))
     graph = ea.make_graph(f)(*ops)
@@ -421,3 +432,143 @@ def test_explain_reports_the_slicing_and_the_gradient(capsys):
         check=True,
     )
     assert "no pairwise path fits" in run.stdout
+
+
+# -- value and gradient in one pass, threads, the estimate's copies, ellipsis letters ---------
+
+
+def _count_steps(monkeypatch, delay=0.0):
+    """Record each forward step a sliced contraction runs (with its thread)."""
+    calls = []
+    raw = EINSUM._raw_step
+
+    def step(ins, out, picked):
+        calls.append(threading.get_ident())
+        if delay:
+            time.sleep(delay)  # so that the pool's threads overlap
+        return raw(ins, out, picked)
+
+    monkeypatch.setattr(EINSUM, "_raw_step", step)
+    return calls
+
+
+def test_scalar_value_and_gradient_take_one_pass_over_the_slices(monkeypatch):
+    ops = _tetra(5)
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40)
+    vg = ea.value_and_grad(f, argnums=(0, 1, 2, 3))
+    v, g = vg(*ops)  # plan outside the count
+    calls = _count_steps(monkeypatch)
+    f(*ops)
+    forward = len(calls)
+    assert forward > 3  # sliced: every step once per slice
+    calls.clear()
+    v, g = vg(*ops)
+    assert len(calls) == forward  # the gradient recomputed nothing
+    monkeypatch.setattr(EINSUM, "vg_fusion", False)
+    calls.clear()
+    v1, g1 = vg(*ops)
+    assert len(calls) > forward  # the sweep recomputes each slice's intermediates
+    g0 = ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v1)
+    for a, b, c in zip(g, g1, g0):
+        _close(a, c)
+        _close(b, c)
+
+
+def test_the_unit_gradients_are_scaled_by_the_cotangent_and_reusable():
+    ops = _tetra(4)
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=64)
+    whole = lambda *xs: ea.einsum(TETRA, *xs)
+    y, pull = ea.vjp(f, *ops)
+    y0, pull0 = ea.vjp(whole, *ops)
+    _close(y, y0)
+    for ct in (np.float64(2.5), np.float64(-1.0), np.float64(1.0)):  # the buffer is handed out once
+        for a, b in zip(pull(ct), pull0(ct)):
+            _close(a, b)
+    # mixed dtypes: the gradient has its operand's dtype
+    a32 = ops[0].astype(np.float32)
+    g = ea.grad(f)(a32, *ops[1:])
+    assert g.dtype == np.float32
+    _close(g, ea.grad(whole)(a32, *ops[1:]), rtol=1e-5, atol=1e-5)
+    # a partial gradient, under jit and in second order, through the one-pass equation
+    _close(ea.jit(ea.grad(f, argnums=2))(*ops), ea.grad(whole, argnums=2)(*ops))
+    h = ea.hessian(lambda x: f(x, *ops[1:]) ** 2)(ops[0])
+    _close(h, ea.hessian(lambda x: whole(x, *ops[1:]) ** 2)(ops[0]), rtol=1e-9)
+
+
+@pytest.mark.parametrize("eq, shapes, limit", NETWORKS[:2])
+def test_slices_run_on_a_thread_pool(monkeypatch, eq, shapes, limit):
+    ops = _ops(shapes)
+    loss = lambda *xs: ea.sum(ea.einsum(eq, *xs, memory_limit=limit) ** 2)
+    argnums = tuple(range(len(ops)))
+    monkeypatch.setattr(slicing, "threads", 1)
+    v1, g1 = ea.value_and_grad(loss, argnums=argnums)(*ops)
+    _, one = ea.contract_path(eq, *ops, memory_limit=limit)
+    monkeypatch.setattr(slicing, "threads", 2)
+    _, two = ea.contract_path(eq, *ops, memory_limit=limit)
+    assert (one.threads, two.threads) == (1, 2)
+    assert two.forward_peak > one.forward_peak and two.gradient_peak > one.gradient_peak  # a slice per thread
+    calls = _count_steps(monkeypatch, delay=0.002)
+    _close(ea.einsum(eq, *ops, memory_limit=limit), np.einsum(eq, *ops))
+    assert len(set(calls)) == 2 and threading.get_ident() not in calls  # the forward's slices
+    calls.clear()
+    v2, g2 = ea.value_and_grad(loss, argnums=argnums)(*ops)
+    assert len(set(calls)) == 2 and threading.get_ident() not in calls  # the gradient's
+    _close(v1, v2, rtol=1e-12)
+    for a, b in zip(g1, g2):
+        _close(a, b, rtol=1e-12)
+
+
+def test_the_default_thread_count_keeps_the_slices_within_the_limit(monkeypatch):
+    monkeypatch.setattr(slicing, "threads", None)
+    s = slicing.schedule(
+        ("abc", "ade", "bdf", "cef"), "", ((8, 8, 8),) * 4, ((0, 1), (0, 2), (0, 1)), (("e", 8),)
+    )
+    per = slicing.estimate(s).slice_gradient_peak
+    assert slicing.workers(s, per, gradient=True) == 1  # the limit holds one slice
+    assert slicing.workers(s, 10**9, gradient=True) == min(os.cpu_count() or 1, 8)
+    assert slicing.estimate(s, 2).gradient_peak == 2 * per  # each thread holds a slice
+
+
+def _forward_peak(eq, ops, limit):
+    f = lambda *xs: ea.einsum(eq, *xs, memory_limit=limit)
+    f(*ops)
+    return _peak(f, *ops) - np.einsum(eq, *ops).nbytes
+
+
+@pytest.mark.parametrize(
+    "eq, n, limit",
+    [(TETRA, 24, 24**4 // 8), ("ab,bc,cd,da->", 300, 300**2 // 3)],
+)
+def test_the_peak_estimate_counts_the_transposing_copies(monkeypatch, eq, n, limit):
+    monkeypatch.setattr(slicing, "cotengra", None)
+    monkeypatch.setattr(slicing, "threads", 1)
+    slicing.plan.cache_clear()
+    ops = _ops([(n,) * len(s) for s in eq.split("->")[0].split(",")])
+    _, info = ea.contract_path(eq, *ops, memory_limit=limit)
+    assert info.sliced_indices
+    # the matrix products copy an operand laid out the wrong way: the copy is as large as
+    # a slice's intermediate here, so the peak is well above the largest intermediate
+    assert info.forward_peak >= 1.5 * info.slice_largest_intermediate
+    measured = _forward_peak(eq, ops, limit)
+    assert 0.9 <= measured / (8 * info.forward_peak) <= 1.1, (measured, 8 * info.forward_peak)
+    slicing.plan.cache_clear()
+
+
+def test_an_ellipsis_dimension_is_reported_as_the_user_wrote_it(monkeypatch):
+    monkeypatch.setattr(slicing, "cotengra", None)
+    slicing.plan.cache_clear()
+    eq, shapes = "x...,xy...,y...->", [(4, 6, 6), (4, 4, 6, 6), (4, 6, 6)]
+    _, info = ea.contract_path(eq, *shapes, shapes=True, memory_limit=10)
+    label = re.compile(r"\.\.\.\[\d\]")
+    assert info.sliced_indices and any(label.fullmatch(c) for c in info.sliced_indices)
+    assert all(c in "xy" or label.fullmatch(c) for c in info.sliced_indices)
+    assert set(info.slices) == set(info.sliced_indices)
+    assert "...[0]" in info.sliced_indices and "...[1]" in info.sliced_indices
+    expr = ea.contract_expression(eq, *shapes, memory_limit=10)
+    assert expr.sliced_indices == info.sliced_indices
+    text = explain(eq, shapes, memory_limit=10)
+    assert "'...[0]' into" in text
+    ops = _ops(shapes)
+    _close(expr(*ops), np.einsum("xab,xyab,yab->", *ops))  # numpy refuses a summed '...'
+    slicing.plan.cache_clear()
