@@ -659,7 +659,10 @@ class Tensor:
         if tuple(g.shape) != self.shape:
             raise ValueError(f"a gradient of shape {tuple(g.shape)} for a tensor of shape {self.shape}")
         xp = arrays.xp_of(g)
-        self._grad = g.astype(self.dtype, copy=False) if xp is np else xp.astype(g, arrays.lib_dtype(xp, self.dtype))
+        if xp is np:
+            self._grad = g.astype(self.dtype, copy=False)
+        else:
+            self._grad = xp.astype(g, arrays.lib_dtype(xp, self.dtype))
 
     def _in_my_library(self, value: Any) -> Any:
         """`value` (a gradient or cotangent the user gives) as an array of this tensor's library.

@@ -74,7 +74,8 @@ def _arg(v: Any) -> Any:
 
 def _result(out: Any, name: str, what: str = "function") -> Any:
     """The one array a custom function returned, as a value one level down (or TypeError)."""
-    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, *_NUMBERS)) or arrays.is_array(out)):
+    array = isinstance(out, (np.ndarray, np.generic, *_NUMBERS)) or arrays.is_array(out)
+    if not (type(out) is Tensor or array):
         raise TypeError(
             f"the custom {what} {name!r} must return one array, got {type(out).__name__}: "
             "custom_vjp, custom_jvp and checkpoint functions have a single array output"

@@ -60,7 +60,11 @@ class Program(Graph):
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
         assert self.fn is not None
         out = self.fn(*[concrete(x) for x in flat])
-        return out if self.out_tree is None else tree_unflatten(self.out_tree, [_result(o, self.xp) for o in out])
+        return (
+            out
+            if self.out_tree is None
+            else tree_unflatten(self.out_tree, [_result(o, self.xp) for o in out])
+        )
 
 
 # -- compiling a program to Python ------------------------------------------------------------
@@ -101,7 +105,8 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     kept = {o for o in graph.outputs if isinstance(o, str)} | set(graph.const_values)
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
-    buffers = plan_buffers(graph) if native else {}  # equation index -> a dying operand whose memory the ufunc reuses
+    # equation index -> a dying operand whose memory the ufunc reuses (numpy programs only)
+    buffers = plan_buffers(graph) if native else {}
     quiet = False  # inside a `with errstate(...)` block: equations staged by derivative rules
     for i, e in enumerate(graph.equations):
         if e.quiet != quiet:
@@ -326,7 +331,8 @@ def jit(
         leaves = [flat[k] for k in traced]
         values = [concrete(x) for x in leaves]
         xp = arrays.namespace(*values)  # a TypeError naming both for two libraries
-        device = next((arrays.device(v) for v in values if arrays.is_array(v) and not arrays.is_numpy(v)), None)
+        foreign = [v for v in values if arrays.is_array(v) and not arrays.is_numpy(v)]
+        device = arrays.device(foreign[0]) if foreign else None
         graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
         return compile_graph(to_library(optimize(graph), xp, device), xp, device)
 
