@@ -270,7 +270,7 @@ def vmap(
             result must not depend on the mapped arguments).
 
     Returns:
-        The mapped function. At top level its results are numpy arrays; inside
+        The mapped function. At top level its results are arrays of the inputs' library; inside
         another transformation, traced Tensors. It composes with `grad` (per-example
         gradients: ``vmap(grad(loss), in_axes=(None, 0))``), `jit` and itself.
 

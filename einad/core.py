@@ -632,7 +632,8 @@ class Tensor:
 
     @property
     def grad(self) -> Array | None:
-        """The gradient `backward` accumulated into this leaf: a numpy array of its shape, or None.
+        """The gradient `backward` accumulated into this leaf, or None: an array of its shape, of the
+        tensor's library and on its device (a numpy array for a numpy tensor).
 
         None until the first `backward` reaching the tensor, and on tensors that
         do not require grad. Set it to None to start accumulating afresh. On a
@@ -1105,7 +1106,7 @@ def traced(x: Any) -> bool:
     """Whether `x` is a Tensor of a transformation (not a constant, not of the imperative graph).
 
     The differentiating transformations take the other Tensors as their values:
-    they return numpy arrays at top level even for inputs that require grad.
+    they return plain arrays at top level even for inputs that require grad.
     """
     return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
 

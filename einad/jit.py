@@ -11,6 +11,13 @@ trace exists at call time. Variables are deleted after their last use, so
 intermediates are freed as early as in eager mode, and an elementwise step
 writes into the memory of an operand that dies there (`passes.plan_buffers`).
 
+A program runs on the array library of its inputs, on their device: both are part
+of the signature, so ``jit(f)`` called on numpy arrays and then on torch tensors
+compiles two programs. A numpy program calls the lowered forms and writes into
+dying buffers; another library's program calls the primitives' implementations
+(which reach the library through `einad.arrays`), writes nothing in place, and
+holds its constants and literals as that library's arrays (`to_library`).
+
 Called with traced arguments (``grad(jit(f))``, ``vmap(jit(f))``), a jitted
 function runs its cached program through the interpreter, so the enclosing
 transformation sees every equation, and `f`'s Python does not run again.
@@ -284,12 +291,13 @@ def jit(
         static_argnames: Keyword arguments that are not traced, likewise.
 
     Returns:
-        A function with `f`'s signature, returning numpy arrays (pytrees of them)
+        A function with `f`'s signature, returning arrays of its inputs' library (pytrees of them)
         at top level, and traced Tensors inside another transformation. It has
         ``lower(*args, **kwargs)`` (the optimized `Program` for that signature)
         and ``cache_size()`` (the number of compiled signatures).
 
     Raises:
+        TypeError: When the traced arguments are arrays of two libraries (naming both).
         TracerError: When `f` turns a traced value into a Python bool, int or
             float (an ``if`` on it): mark that argument static, or use `einad.where`.
     """

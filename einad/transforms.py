@@ -275,7 +275,7 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> 
     Returns:
         A function with `f`'s arguments returning the gradient, shaped like the
         differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
-        level the gradient is numpy arrays; inside another transformation, Tensors.
+        level the gradient is arrays of the inputs' library; inside another transformation, Tensors.
     """
     vg = value_and_grad(f, argnums, has_aux)
 
