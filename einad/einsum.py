@@ -17,9 +17,11 @@ calculus:
 is a one-operand einsum and its JVP is itself.
 
 opt_einsum chooses the contraction path (cached per subscripts, shapes,
-`optimize` and `memory_limit`); einad executes it, one pairwise step at a time,
-each step one ``numpy.matmul`` or one memory-bound pass (`_pair`). With no
-trace involved the whole einsum is one primitive call. When any operand is
+`optimize` and `memory_limit`); einad executes it, one pairwise step at a time
+(`executor`): on numpy arrays each step is one ``numpy.matmul`` or one
+memory-bound pass, on any other library's arrays the library's einsum or the
+array API standard's operations. With no trace involved the whole einsum is one
+primitive call. When any operand is
 traced, the contraction is bound as its pairwise steps, so a reverse pass keeps
 the intermediates and gets all N gradients for about twice the forward's work,
 and the derivative program is pairwise too.
