@@ -88,7 +88,11 @@ def _einsum_impl(
     optimize: str | Path = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Any:
-    xp = namespace(*arrays)
+    try:
+        xp = namespace(*arrays)
+    except TypeError:  # 0-d numpy arrays (a number jit cast) among another library's: numbers
+        arrays = tuple(a[()] if type(a) is np.ndarray and a.ndim == 0 else a for a in arrays)
+        xp = namespace(*arrays)
     if xp is not np:
         arrays = tuple(_adopt(xp, arrays))
     for a in arrays:
@@ -139,10 +143,10 @@ einsum_p = Primitive("einsum", _einsum_impl)
 def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]:
     """The einsum as a function of its arrays with every plan made now (for `einad.jit`).
 
-    The plans are numpy's (`executor._pair_plan`); a program compiled for one signature
-    may be called on arrays of another library (or on a numpy scalar an earlier step
-    returned), which the lowered function hands to `_einsum_impl`: one type check per
-    call on numpy's path.
+    The plans are numpy's (`executor._pair_plan`): `einad.jit` lowers the programs of numpy
+    arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
+    meet anything but numpy arrays (another library's, or a numpy scalar an earlier step
+    returned), it hands them to `_einsum_impl`: one type check per call.
     """
     inputs, output = params["inputs"], params["output"]
     size = {c: d for spec, s in zip(inputs, shapes) for c, d in zip(spec, s)}

@@ -274,6 +274,10 @@ def test_jit(lib):
     want = ea.grad(loss, argnums=argnums)(*ops)
     for got, w in zip(ea.jit(ea.grad(loss, argnums=argnums))(*xs), want):
         _check(lib, got, w)
+    # a Python number operand, traced weakly: float32 stays float32
+    x = ops[0].astype(np.float32)
+    scale = ea.jit(lambda x, s: ea.einsum(",ij->ij", s, x))
+    _check(lib, scale(lib.asarray(x), 2.0), 2 * x, rtol=1e-6)
 
 
 # -- the executor's standard-only path, and what einsum refuses -----------------------------------
