@@ -429,6 +429,12 @@ def _boxed(*vals: Any) -> tuple[Any, ...]:
     return tuple(wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals)
 
 
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b``: through the add primitive unless `a` is numpy's (a plain array of
+    array-api-strict refuses a Tensor on its right)."""
+    return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
+
+
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, _impl(name, kernel))
     partials = (dx, dy)
@@ -450,7 +456,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
         for t, d in zip(ts, partials):
             if t is not None:
                 term = _scale(t, d, x, y, z)
-                out = term if out is None else out + term
+                out = term if out is None else _plus(out, term)
         if out is not None and shape_of(out) != shape_of(z):
             out = broadcast_raw(out, shape_of(z))
         return out
