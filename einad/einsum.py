@@ -474,7 +474,8 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
         operands = list(vals)
         operands[k] = t
         term = contract(inputs, output, operands, params["optimize"], params["memory_limit"])
-        out = term if out is None else out + term
+        # a Tensor on the left: array-api-strict's operators refuse a Tensor on their right
+        out = term if out is None else (term + out if type(term) is Tensor else out + term)
     return out
 
 
