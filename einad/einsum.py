@@ -474,8 +474,12 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
         operands = list(vals)
         operands[k] = t
         term = contract(inputs, output, operands, params["optimize"], params["memory_limit"])
-        # a Tensor on the left: array-api-strict's operators refuse a Tensor on their right
-        out = term if out is None else (term + out if type(term) is Tensor else out + term)
+        if out is None:
+            out = term
+        elif type(term) is Tensor and type(out) is not Tensor:
+            out = term.__radd__(out)  # array-api-strict's operators refuse a Tensor on their right
+        else:
+            out = out + term
     return out
 
 
