@@ -8,4 +8,16 @@
 
 # the engines, in running order (`engines.all_engines` builds them; kept here so the
 # command line can list them without importing numpy)
-ENGINE_NAMES = ["manual", "opt_einsum", "einad", "einad-jit", "autograd", "jax", "jax-jit", "torch"]
+ENGINE_NAMES = [
+    "manual",
+    "opt_einsum",
+    "einad",
+    "einad-jit",
+    "autograd",
+    "jax",
+    "jax-jit",
+    "torch",
+    "einad-torch",
+    "einad-dask-1",
+    "einad-dask-2",
+]

@@ -19,6 +19,14 @@ outside the timed region (the first call of a staged engine is timed apart).
   the backward of a contraction runs through the same pairwise path as the
   forward (`PairwiseContraction`). The speed limit and the reference every
   other engine is checked against.
+* ``einad-torch`` — einad on torch CPU tensors (issue 10): the same calls as ``einad``,
+  the inputs copied into float64 torch tensors as for the ``torch`` engine, which is its
+  yardstick (the contractions run in the same torch kernels, so the gap is einad's
+  overhead). Absent without torch.
+* ``einad-dask-1``, ``einad-dask-2`` — einad on dask arrays (issue 10), case 5a only: each
+  operand chunked in halves along the network's largest index, the lazy value and
+  gradients built by einad and computed by dask's threaded scheduler with 1 or 2 workers;
+  the yardstick is ``einad`` on numpy. Absent without dask.
 * ``autograd``, ``jax``, ``jax-jit``, ``torch`` — the peers. Each is imported
   lazily, when its block starts, and reported as absent when not installed.
 
@@ -319,6 +327,7 @@ class Engine:
     name = "?"
     module: str | None = None  # the import that decides availability
     grad = True  # computes derivatives (opt_einsum does not)
+    only: frozenset[str] | None = None  # the case keys it runs (None: all); others get no row
     staged = False  # compiles on the first call of each callable: the runner times that call
 
     def __init__(self):
@@ -645,6 +654,124 @@ class TorchEngine(Engine):
         return {"rev-over-rev": double_backward, "fwd-over-rev": func_jvp_of_grad}
 
 
+class EinadTorchEngine(EinadEngine):
+    """einad on torch CPU tensors: `EinadEngine`'s calls, with the inputs (and the HVP's
+    tangent) copied into torch tensors as `TorchEngine` does. Results and gradients are
+    torch tensors (the check converts them); the contractions run in torch's kernels."""
+
+    name = "einad-torch"
+    module = "torch"
+
+    def check_installed(self):
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed (pip install -e '.[torch]' or '.[bench]')"
+        return None
+
+    def load(self):
+        super().load()
+        try:
+            import torch
+        except Exception as err:  # pragma: no cover
+            raise EngineAbsent(f"torch fails to import: {err}") from None
+        self.torch = torch
+        self.version += f" on torch {torch.__version__} ({torch.get_num_threads()} threads)"
+
+    def convert(self, a):
+        return self.torch.tensor(np.array(a))
+
+    def to_numpy(self, x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        if isinstance(x, self.ea.Tensor):
+            return x.numpy()
+        if isinstance(x, self.torch.Tensor):
+            return x.detach().numpy()
+        return np.asarray(x)
+
+
+class EinadDaskEngine(EinadEngine):
+    """einad on chunked dask arrays, computed by dask's threaded scheduler with `workers`
+    threads. Case 5a (the 12-operand network) only.
+
+    Each operand is chunked in halves along the network's largest index (the other axes
+    whole). Every call builds the lazy value (and gradients) with einad and computes them
+    with ``dask.compute(..., scheduler="threads", num_workers=workers)``: the timings are
+    graph building plus computing, what a user pays per call. dask's einsum would rechunk
+    the inputs of every pairwise step whose output block outgrows its largest input block
+    (``array.chunk-size-tolerance``), which on this network multiplies the task count by
+    about 60; the engine raises that tolerance so that the chunks stay as given."""
+
+    module = "dask"
+    only = frozenset({"5a"})
+
+    def __init__(self, workers: int):
+        super().__init__()
+        self.workers = workers
+        self.name = f"einad-dask-{workers}"
+
+    def check_installed(self):
+        if importlib.util.find_spec("dask") is None:
+            return "dask is not installed (pip install -e '.[dask]')"
+        return None
+
+    def load(self):
+        super().load()
+        try:
+            import dask
+            import dask.array as da
+        except Exception as err:  # pragma: no cover
+            raise EngineAbsent(f"dask.array fails to import: {err}") from None
+        self.dask, self.da = dask, da
+        self.version += f" on dask {dask.__version__} (threads scheduler, {self.workers} workers)"
+        self.config = {
+            "scheduler": "threads",
+            "num_workers": self.workers,
+            "array.chunk-size-tolerance": 1e9,
+        }
+
+    def _args(self, problem):
+        """The case's operands as dask arrays, in halves along the largest index (the first
+        of equal ones) and whole along the others."""
+        subs = problem.notes.split("->")[0].split(",")
+        sizes: dict = {}
+        for s, a in zip(subs, problem.arrays):
+            sizes.update(zip(s, a.shape))
+        split = max(sizes, key=lambda c: sizes[c])
+        return tuple(
+            self.da.from_array(a, chunks=tuple((d + 1) // 2 if c == split else d for c, d in zip(s, a.shape)))
+            for s, a in zip(subs, problem.arrays)
+        )
+
+    def forward(self, problem, args):
+        ea, dask, config = self.ea, self.dask, self.config
+        args = self._args(problem)
+
+        def run():  # Tensor.numpy() computes a dask value, with the scheduler configured here
+            with dask.config.set(config):
+                return problem.loss(ea, *args).numpy()
+
+        return run
+
+    def value_and_grad(self, problem, args):
+        ea, dask, config = self.ea, self.dask, self.config
+        args = self._args(problem)
+        vg = ea.value_and_grad(lambda *a: problem.loss(ea, *a), argnums=tuple(problem.argnums))
+
+        def run():
+            with dask.config.set(config):
+                value, grads = vg(*args)
+                return dask.compute(value, tuple(grads))
+
+        return run
+
+    def to_numpy(self, x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        if isinstance(x, self.ea.Tensor):
+            return x.numpy()
+        return np.asarray(x)
+
+
 def all_engines() -> list[Engine]:
     """In running order: `manual` first, since it gives the references."""
     return [
@@ -656,6 +783,9 @@ def all_engines() -> list[Engine]:
         JaxEngine(jit=False),
         JaxEngine(jit=True),
         TorchEngine(),
+        EinadTorchEngine(),
+        EinadDaskEngine(1),
+        EinadDaskEngine(2),
     ]
 
 

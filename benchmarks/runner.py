@@ -26,9 +26,17 @@ from . import cases as cases_mod
 from .engines import ENGINE_NAMES, EngineAbsent, all_engines
 from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_memory
 
-OURS = {"einad", "einad-jit", "manual", "opt_einsum"}  # a crash of one of these is an error, not a row
+# a crash of one of these is an error, not a row
+OURS = {"einad", "einad-jit", "manual", "opt_einsum", "einad-torch", "einad-dask-1", "einad-dask-2"}
 TRACEMALLOC = {"einad", "einad-jit", "manual", "autograd"}  # engines whose memory numpy reports
 RTOL = 1e-6  # relative (2-norm) tolerance of every check against manual
+# engine -> the engines it is measured against, besides manual: its table rows end in
+# "vg/<other> r, fwd/<other> r" (the same HVP mode where there are several)
+YARDSTICKS = {
+    "einad-torch": ("torch",),
+    "einad-dask-1": ("einad",),
+    "einad-dask-2": ("einad", "einad-dask-1"),
+}
 
 
 @dataclass
@@ -148,6 +156,8 @@ class Runner:
         p = self.problems[case.key]
         ref_fwd, ref = self.refs[case.key]
         scale = 1.0 / p.ops if p.ops else 1.0
+        if engine.only is not None and case.key not in engine.only:
+            return  # an engine for some cases only (the dask rows): no row elsewhere
         if engine.name in p.skip:
             self._add(Row(case.key, engine.name, "skipped", p.skip[engine.name]))
             return
@@ -349,6 +359,7 @@ class Runner:
                     lines.append(f"  {r.engine:<24}{r.status}: {r.detail}")
                     continue
                 peak = f"{r.peak / 2**20:.1f}" if r.peak is not None else "-"
+                note = ", ".join(filter(None, [r.detail, *self._against(r, rows)]))
                 lines.append(
                     "  "
                     + f"{r.engine:<24}{_fmt_time(r.forward, per_op):>11}{_fmt_time(r.vg, per_op):>11}"
@@ -364,7 +375,7 @@ class Runner:
                         if staged
                         else ""
                     )
-                    + (f"  ({r.detail})" if r.detail else "")
+                    + (f"  ({note})" if note else "")
                 )
             lines.append("")
         for name, reason in self.absent.items():
@@ -378,6 +389,19 @@ class Runner:
         if self.errors:
             lines.append(f"{len(self.errors)} error(s): see stderr")
         return "\n".join(lines)
+
+    @staticmethod
+    def _against(r: Row, rows: list) -> list:
+        """The ratios of row `r` to its engine's yardsticks (`YARDSTICKS`) in the same case."""
+        name, _, mode = r.engine.partition(" ")
+        out = []
+        for other in YARDSTICKS.get(name, ()):
+            label = f"{other} {mode}".strip()
+            o = next((x for x in rows if x.engine == label and x.status == "ok"), None)
+            if o is None:
+                continue
+            out.append(f"vg/{other} {_ratio(r.vg, o.vg)}, fwd/{other} {_ratio(r.forward, o.forward)}")
+        return out
 
     def write_json(self, path: str) -> None:
         record = {
@@ -429,6 +453,9 @@ class Runner:
             "jax": "#e377c2",
             "jax-jit": "#bcbd22",
             "torch": "#ff7f0e",
+            "einad-torch": "#d62728",
+            "einad-dask-1": "#2ca02c",
+            "einad-dask-2": "#98df8a",
         }
         hatches = {"": "", "fwd-over-rev": "", "rev-over-fwd": "//", "rev-over-rev": ".."}
         panels = [

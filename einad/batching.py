@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import is_array
 from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
 from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
 from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
@@ -236,11 +237,19 @@ def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
     raise ValueError(f"vmap {what}={spec!r} does not match the structure of {what[:-5]} {tree!r}")
 
 
+def _plain(x: Any) -> Any:
+    """An untraced value as an array: another library's array stays in its library."""
+    x = strip(x)
+    return x if is_array(x) else np.asarray(x)
+
+
 def _result(v: Any) -> Any:
-    """A result as the caller should see it: a traced Tensor, or a numpy array."""
+    """A result as the caller should see it: a traced Tensor, or an array of the inputs' library."""
     if type(v) is Tensor:
-        return v if v._trace is not None else np.asarray(v._value)
-    return np.asarray(v)
+        if v._trace is not None:
+            return v
+        v = v._value
+    return v if is_array(v) else np.asarray(v)
 
 
 def vmap(
@@ -261,7 +270,7 @@ def vmap(
             result must not depend on the mapped arguments).
 
     Returns:
-        The mapped function. At top level its results are numpy arrays; inside
+        The mapped function. At top level its results are arrays of the inputs' library; inside
         another transformation, traced Tensors. It composes with `grad` (per-example
         gradients: ``vmap(grad(loss), in_axes=(None, 0))``), `jit` and itself.
 
@@ -279,7 +288,7 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
         sizes: set[int] = set()
         values: list[Any] = []
         for x, ax in zip(flat, axes):
-            v: Any = x if type(x) is Tensor and x._trace is not None else np.asarray(strip(x))
+            v: Any = x if type(x) is Tensor and x._trace is not None else _plain(x)
             if ax is not None:
                 a = normalize_axis(ax, len(shape_of(v)), "in_axes")
                 sizes.add(shape_of(v)[a])
@@ -310,7 +319,7 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
                 if batched:
                     v = o._value
                 else:
-                    v = o if type(o) is Tensor and o._trace is not None else np.asarray(strip(o))
+                    v = o if type(o) is Tensor and o._trace is not None else _plain(o)
                     v = broadcast_raw(v, (size,) + shape_of(v))
                 a = normalize_axis(ax, len(shape_of(v)), "out_axes")
                 if a:

@@ -634,7 +634,8 @@ class Tensor:
 
     @property
     def grad(self) -> Array | None:
-        """The gradient `backward` accumulated into this leaf: a numpy array of its shape, or None.
+        """The gradient `backward` accumulated into this leaf, or None: an array of its shape, of the
+        tensor's library and on its device (a numpy array for a numpy tensor).
 
         None until the first `backward` reaching the tensor, and on tensors that
         do not require grad. Set it to None to start accumulating afresh. On a
@@ -657,10 +658,31 @@ class Tensor:
         if value is None:
             self._grad = None
             return
+        g = self._in_my_library(value)
+        if tuple(g.shape) != self.shape:
+            raise ValueError(f"a gradient of shape {tuple(g.shape)} for a tensor of shape {self.shape}")
+        xp = arrays.xp_of(g)
+        if xp is np:
+            self._grad = g.astype(self.dtype, copy=False)
+        else:
+            self._grad = xp.astype(g, arrays.lib_dtype(xp, self.dtype))
+
+    def _in_my_library(self, value: Any) -> Any:
+        """`value` (a gradient or cotangent the user gives) as an array of this tensor's library.
+
+        Numbers and lists become arrays of the library, on the tensor's device; an array of
+        another library is a TypeError naming both.
+        """
+        mine = strip(self)
+        if type(mine) is Staged:
+            mine = mine.concrete
         g = as_array(value)
-        if g.shape != self.shape:
-            raise ValueError(f"a gradient of shape {g.shape} for a tensor of shape {self.shape}")
-        self._grad = g.astype(self.dtype, copy=False)
+        if arrays.xp_of(mine) is np and arrays.is_numpy(g):
+            return g
+        if arrays.is_array(value) or type(value) is Tensor:
+            arrays.namespace(g, mine)  # TypeError for two libraries
+            return g
+        return arrays.asarray(mine, g, g.dtype)
 
     @property
     def is_leaf(self) -> bool:
@@ -726,7 +748,10 @@ class Tensor:
         v = strip(self)
         if type(v) is Staged:
             return f"tensor(<staged {v.dtype}{list(v.shape)}>, traced by {self._trace!r})"
-        body = np.array2string(to_numpy(v), separator=", ", prefix="tensor(")
+        if arrays.library(v) == "dask":  # printing does not compute a lazy array
+            body = repr(v)
+        else:
+            body = np.array2string(to_numpy(v), separator=", ", prefix="tensor(")
         extra = ""
         if self._trace is IMPERATIVE:
             extra = ", requires_grad=True"
@@ -802,9 +827,11 @@ class Tensor:
                 )
             seed = arrays.ones(strip(self), (), self.dtype)
         else:
-            seed = as_array(cotangent)
-            if seed.shape != self.shape:
-                raise ValueError(f"cotangent has shape {seed.shape} but the tensor has shape {self.shape}")
+            seed = self._in_my_library(cotangent)
+            if tuple(seed.shape) != self.shape:
+                raise ValueError(
+                    f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}"
+                )
             check_cotangent(np_dtype(seed.dtype), self.dtype)
         for node, g in backward_pass([root], [seed]):
             leaf = node.tensor() if node.tensor is not None else None
@@ -1081,7 +1108,7 @@ def traced(x: Any) -> bool:
     """Whether `x` is a Tensor of a transformation (not a constant, not of the imperative graph).
 
     The differentiating transformations take the other Tensors as their values:
-    they return numpy arrays at top level even for inputs that require grad.
+    they return plain arrays at top level even for inputs that require grad.
     """
     return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
 
@@ -1161,6 +1188,12 @@ def backward_pass(
     return leaves
 
 
+def _numpy_source(s: Structured) -> bool:
+    """Whether a structured cotangent holds numpy data (only those are added into numpy buffers)."""
+    x = strip(getattr(s, "x", None))
+    return x is None or not arrays.is_array(x) or arrays.is_numpy(x)
+
+
 def _untraced(x: Any) -> Any:
     """The plain value of `x` if no trace holds it, else None."""
     if type(x) is Tensor:
@@ -1184,8 +1217,8 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
             s = acc.plus(ct)
             if s is not None:
                 return s, False
-            if acc.traced or ct.traced:
-                acc, mine = acc.dense(), False
+            if acc.traced or ct.traced or not _numpy_source(acc):
+                acc, mine = acc.dense(), False  # (another library's arrays: dense, then added)
             else:  # two kinds: both into one fresh buffer (ct joins below)
                 buf = np.zeros(acc.shape, np.result_type(acc.dtype, ct.dtype))
                 acc.add_into(buf)
@@ -1206,8 +1239,12 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
     if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
         np.add(a, c, out=a)
         return a, True
-    out = np.add(a, c) if type(a) is np.ndarray or type(c) is np.ndarray else a + c
-    return out, type(out) is np.ndarray
+    if type(a) is np.ndarray or type(c) is np.ndarray:
+        out = np.add(a, c)
+        return out, type(out) is np.ndarray
+    if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its own add, never in place
+        return arrays.namespace(a, c).add(a, c), False
+    return a + c, False
 
 
 from . import ops  # noqa: E402  (ops needs Tensor; Tensor's operators need ops)

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from . import transforms
-from .core import Params, Primitive, Tensor, bind, rules
+from . import arrays, transforms
+from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .structural import broadcast_to
@@ -74,7 +74,8 @@ def _arg(v: Any) -> Any:
 
 def _result(out: Any, name: str, what: str = "function") -> Any:
     """The one array a custom function returned, as a value one level down (or TypeError)."""
-    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, *_NUMBERS))):
+    array = isinstance(out, (np.ndarray, np.generic, *_NUMBERS)) or arrays.is_array(out)
+    if not (type(out) is Tensor or array):
         raise TypeError(
             f"the custom {what} {name!r} must return one array, got {type(out).__name__}: "
             "custom_vjp, custom_jvp and checkpoint functions have a single array output"
@@ -95,14 +96,23 @@ def _impl(*vals: Any, call: _Call) -> Any:
             f"the custom function {call.name!r} closes over a value traced by {out._trace!r}: "
             "pass that value as an argument instead"
         )
-    out = np.asarray(out)
+    if not arrays.is_array(out):
+        out = np.asarray(out)
+    elif not arrays.is_numpy(out):
+        return out  # another library's array: einad never writes into those
     if any(isinstance(v, np.ndarray) and np.may_share_memory(out, v) for v in vals):
         out = out.copy()  # a program may hand the result on or write into it
     return out
 
 
 def _zeros_like(v: Any) -> Any:
-    return np.zeros(shape_of(v), dtype=dtype_of(v))
+    return arrays.zeros(_concrete(v), shape_of(v), dtype_of(v))
+
+
+def _concrete(v: Any) -> Any:
+    """The plain array under every trace (a staged value's concrete one): its library and device."""
+    v = strip(v)
+    return v.concrete if type(v) is Staged else v
 
 
 def _like(t: Any, ans: Any, name: str) -> Any:

@@ -17,9 +17,11 @@ calculus:
 is a one-operand einsum and its JVP is itself.
 
 opt_einsum chooses the contraction path (cached per subscripts, shapes,
-`optimize` and `memory_limit`); einad executes it, one pairwise step at a time,
-each step one ``numpy.matmul`` or one memory-bound pass (`_pair`). With no
-trace involved the whole einsum is one primitive call. When any operand is
+`optimize` and `memory_limit`); einad executes it, one pairwise step at a time
+(`executor`): on numpy arrays each step is one ``numpy.matmul`` or one
+memory-bound pass, on any other library's arrays the library's einsum or the
+array API standard's operations. With no trace involved the whole einsum is one
+primitive call. When any operand is
 traced, the contraction is bound as its pairwise steps, so a reverse pass keeps
 the intermediates and gets all N gradients for about twice the forward's work,
 and the derivative program is pairwise too.
@@ -28,19 +30,20 @@ and the derivative program is pairwise too.
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from typing import Any, TypeAlias
 
 import numpy as np
 import opt_einsum as oe
 
 from . import executor
-from .arrays import namespace, zeros
+from .arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
 from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
 from .errors import EinsumError
+from .executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
 from .slicing import plan as slice_plan
 from .subscripts import (
@@ -80,164 +83,6 @@ Strategy: TypeAlias = str | Path | Callable[..., Any]
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
 
 
-# -- executing a contraction on arrays -------------------------------------------
-#
-# opt_einsum chooses the path; each pairwise step runs as one `numpy.matmul`
-# (batched where the step has batch indices, which opt_einsum would hand to the
-# slower `numpy.einsum`), with the operands ordered so the result comes out in
-# the requested layout whenever a swap can achieve it.
-
-
-class _PairPlan:
-    """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
-
-    __slots__ = (
-        "dims",
-        "gemm",
-        "matvec",
-        "outer",
-        "perm_a",
-        "perm_b",
-        "perm_out",
-        "pre_a",
-        "pre_b",
-        "shape_a",
-        "shape_b",
-        "swap",
-        "text",
-        "view_a",
-        "view_b",
-    )
-
-    text: str  # the step as "sa,sb->so" (in letters numpy.einsum knows, as pre_a and pre_b)
-    outer: bool  # nothing contracted: a broadcast multiply
-    view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
-    view_b: tuple[tuple[int, ...], Shape]
-    swap: bool  # exchange the operands so the product comes out in the output's layout
-    pre_a: str | None  # one-operand einsum summing (or diagonalizing) letters only it has
-    pre_b: str | None
-    perm_a: tuple[int, ...]  # axes to (batch, left, inner) and (batch, inner, right)
-    perm_b: tuple[int, ...]
-    shape_a: Shape  # the matmul operands' shapes
-    shape_b: Shape
-    matvec: bool  # one side keeps no letter: memory bound
-    gemm: bool  # whether matmul runs the step (else numpy.einsum does)
-    dims: Shape  # the matmul result's shape before the final transpose
-    perm_out: tuple[int, ...]
-
-
-@functools.lru_cache(maxsize=8192)
-def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _PairPlan:
-    size = dict(zip(sa, shape_a))
-    size.update(zip(sb, shape_b))
-    # Letters only one operand needs are summed (and repeated ones diagonalized) first.
-    ra = "".join(c for c in unique(sa) if c in sb or c in so)
-    rb = "".join(c for c in unique(sb) if c in sa or c in so)
-    batch = [c for c in so if c in ra and c in rb]
-    left = [c for c in so if c in ra and c not in rb]
-    right = [c for c in so if c in rb and c not in ra]
-    inner = [c for c in ra if c in rb and c not in so]
-    plan = _PairPlan()
-    plan.text = numpy_subscripts(f"{sa},{sb}->{so}")
-    # Nothing contracted: a broadcast multiply writes the output in its own layout.
-    plan.outer = not inner
-    if plan.outer:
-        plan.view_a = _broadcast_view(ra, so, size)
-        plan.view_b = _broadcast_view(rb, so, size)
-    plan.swap = (
-        bool(inner and left and right)
-        and "".join(batch + right + left) == so
-        and "".join(batch + left + right) != so
-    )
-    if plan.swap:
-        sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
-    plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
-    plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
-
-    def prod(cs: list[str]) -> int:
-        return int(np.prod([size[c] for c in cs], dtype=np.int64))
-
-    nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
-    plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
-    plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
-    if batch:
-        plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
-    else:
-        plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
-    # A true (batched) matrix product pays for its transposing copies. A product
-    # that keeps nothing on one side is memory bound: it goes to matmul (BLAS
-    # gemv) only when neither operand needs a copy, else numpy.einsum does it
-    # in one pass.
-    plan.matvec = not (left and right)
-    if plan.matvec:
-        lead = [len(batch)] if batch else []
-        plan.gemm = (
-            bool(inner)
-            and _view_ok(ra, plan.perm_a, lead + [len(left), len(inner)], size)
-            and _view_ok(rb, plan.perm_b, lead + [len(inner), len(right)], size)
-        )
-    else:
-        plan.gemm = True
-    plan.dims = tuple(size[c] for c in batch + left + right)
-    order = batch + left + right
-    plan.perm_out = tuple(order.index(c) for c in so)
-    return plan
-
-
-def _view_ok(spec: str, perm: tuple[int, ...], groups: list[int], size: dict[str, int]) -> bool:
-    """Whether a C-contiguous array indexed by `spec`, transposed by `perm`, can be
-    reshaped into `groups` (axis counts per merged dimension) without a copy."""
-    shape = [size[c] for c in spec]
-    strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
-    pos = 0
-    for g in groups:
-        axes = [a for a in perm[pos : pos + g] if shape[a] != 1]
-        pos += g
-        for x, y in itertools.pairwise(axes):
-            if strides[x] != strides[y] * shape[y]:
-                return False
-    return True
-
-
-def _broadcast_view(spec: str, out: str, size: dict[str, int]) -> tuple[tuple[int, ...], Shape]:
-    """(perm, shape) that show an array indexed by `spec` along the axes of `out`."""
-    perm = tuple(spec.index(c) for c in out if c in spec)
-    return perm, tuple(size[c] if c in spec else 1 for c in out)
-
-
-def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
-    """Contract two arrays by ``sa,sb->so``: one matmul, or one numpy.einsum pass."""
-    return _run_pair(_pair_plan(sa, sb, so, a.shape, b.shape), a, b)
-
-
-def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
-    """Contract two arrays as `plan` says."""
-    if plan.outer:
-        if plan.pre_a is not None:
-            a = np.einsum(plan.pre_a, a)
-        if plan.pre_b is not None:
-            b = np.einsum(plan.pre_b, b)
-        perm, shape = plan.view_a
-        a = a.transpose(perm).reshape(shape)
-        perm, shape = plan.view_b
-        return np.multiply(a, b.transpose(perm).reshape(shape))
-    if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
-        return np.einsum(plan.text, a, b)
-    if plan.swap:
-        a, b = b, a
-    if plan.pre_a is not None:
-        a = np.einsum(plan.pre_a, a)
-    if plan.pre_b is not None:
-        b = np.einsum(plan.pre_b, b)
-    a = a.transpose(plan.perm_a).reshape(plan.shape_a)
-    b = b.transpose(plan.perm_b).reshape(plan.shape_b)
-    out = np.matmul(a, b)
-    out = out.reshape(plan.dims)
-    if plan.perm_out != tuple(range(len(plan.perm_out))):
-        out = out.transpose(plan.perm_out)
-    return out
-
-
 def _einsum_impl(
     *arrays: Array,
     inputs: tuple[str, ...],
@@ -245,7 +90,13 @@ def _einsum_impl(
     optimize: str | Path = "auto",
     memory_limit: MemoryLimit = None,
 ) -> Any:
-    xp = namespace(*arrays)
+    try:
+        xp = namespace(*arrays)
+    except TypeError:  # 0-d numpy arrays (a number jit cast) among another library's: numbers
+        arrays = tuple(a[()] if type(a) is np.ndarray and a.ndim == 0 else a for a in arrays)
+        xp = namespace(*arrays)
+    if xp is not np:
+        arrays = tuple(_adopt(xp, arrays))
     for a in arrays:
         if 0 in a.shape:  # an empty sum is exactly zero, whatever the other operands hold
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
@@ -255,7 +106,7 @@ def _einsum_impl(
         if len(arrays) <= 2:
             return executor.step(xp, inputs, output, arrays)
         steps = _plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, memory_limit)
-        return _follow(steps, arrays, functools.partial(executor.step, xp))
+        return _follow(steps, arrays, executor.runner(xp))
     if len(arrays) == 1:
         return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
@@ -264,12 +115,17 @@ def _einsum_impl(
     return _follow(steps, arrays, _raw_step)
 
 
-def _raw_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
-    """One step of a path on plain arrays."""
-    if len(picked) == 2:
-        return _pair(picked[0], picked[1], ins[0], ins[1], out)
-    text = ",".join(ins) + "->" + out  # an explicit path's N-operand step
-    return _expression(text, tuple(x.shape for x in picked), "auto", None)(*picked)
+def _adopt(xp: ModuleType, arrays: Sequence[Any]) -> Sequence[Any]:
+    """`arrays` with the numbers among arrays of library `xp` (numpy scalars, Python numbers,
+    weakly typed as numpy promotes them) made arrays of `xp` on the arrays' device."""
+    if all(is_array(a) and not isinstance(a, np.generic) for a in arrays):
+        return arrays
+    like = next(a for a in arrays if is_array(a) and not isinstance(a, np.generic))
+    dts = [dtype_of(a) for a in arrays if is_array(a)]
+    return [
+        a if is_array(a) and not isinstance(a, np.generic) else asarray(like, a, np.result_type(a, *dts))
+        for a in arrays
+    ]
 
 
 def _follow(steps: Steps, operands: Sequence[Any], step: Callable[..., Any]) -> Any:
@@ -283,23 +139,31 @@ def _follow(steps: Steps, operands: Sequence[Any], step: Callable[..., Any]) -> 
     return work[0]
 
 
-@functools.lru_cache(maxsize=1024)
-def _expression(text: str, shapes: tuple[Shape, ...], optimize: str | Path, memory_limit: MemoryLimit) -> Any:
-    return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
-
-
 einsum_p = Primitive("einsum", _einsum_impl)
 
 
 def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]:
-    """The einsum as a function of its arrays with every plan made now (for `einad.jit`)."""
+    """The einsum as a function of its arrays with every plan made now (for `einad.jit`).
+
+    The plans are numpy's (`executor._pair_plan`): `einad.jit` lowers the programs of numpy
+    arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
+    meet anything but numpy arrays (another library's, or a numpy scalar an earlier step
+    returned), it hands them to `_einsum_impl`: one type check per call.
+    """
     inputs, output = params["inputs"], params["output"]
     size = {c: d for spec, s in zip(inputs, shapes) for c, d in zip(spec, s)}
+    generic = functools.partial(_einsum_impl, **params)
     if any(0 in s for s in shapes) or len(shapes) == 1:
-        return functools.partial(_einsum_impl, **params)
+        return generic
     if len(shapes) == 2:
         plan = _pair_plan(inputs[0], inputs[1], output, tuple(shapes[0]), tuple(shapes[1]))
-        return functools.partial(_run_pair, plan)
+
+        def pair(a: Any, b: Any) -> Any:
+            if type(a) is np.ndarray and type(b) is np.ndarray:
+                return _run_pair(plan, a, b)
+            return generic(a, b)
+
+        return pair
     steps = _plan(inputs, output, tuple(tuple(s) for s in shapes), params["optimize"], params["memory_limit"])
     work = [tuple(s) for s in shapes]
     runners: list[tuple[tuple[int, ...], Callable[..., Any]]] = []
@@ -316,6 +180,8 @@ def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]
             runners.append((positions, _expression(",".join(ins) + "->" + out, tuple(picked), "auto", None)))
 
     def run(*arrays: Any) -> Any:
+        if not all(type(a) is np.ndarray for a in arrays):
+            return generic(*arrays)
         work = list(arrays)
         for positions, step in runners:
             picked = [work[p] for p in positions]
@@ -430,12 +296,14 @@ def _traced_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
 # -- spread: the inverse shape of a one-operand einsum ------------------------------
 
 
-def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Array:
+def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Any:
     """An array indexed by `dst` (shape `shape`) holding `x` (indexed by `src`).
 
     Letters of `dst` missing from `src` are broadcast; letters repeated in `dst`
     put `x` on that diagonal, zeros elsewhere. Costs one pass over the result.
     """
+    if xp_of(x) is not np:
+        return _spread_any(x, src, dst, shape)
     u, x = _spread_source(x, src, dst, shape)
     if u == dst:
         return np.broadcast_to(x, shape)
@@ -451,6 +319,29 @@ def _spread_source(x: Any, src: str, dst: str, shape: Shape) -> tuple[str, Array
     if present != src:
         x = np.einsum(numpy_subscripts(src + "->" + present), x)
     return u, x.reshape(view)
+
+
+def _spread_any(x: Any, src: str, dst: str, shape: Shape) -> Any:
+    """`_spread_impl` on a library other than numpy, with the standard's operations and no
+    writes (dask stays lazy): `x` laid along `dst` (size 1 at a repeated letter's later
+    places), masked by the identity of each repeated letter, broadcast."""
+    xp = xp_of(x)
+    u, present, view = _spread_layout(src, dst, shape)
+    if present != src:
+        x = executor.step(xp, (src,), present, [x])
+    if u == dst:
+        return xp.broadcast_to(xp.reshape(x, view), shape)
+    first = {c: dst.index(c) for c in u}
+    x = xp.reshape(x, tuple(view[u.index(c)] if i == first[c] else 1 for i, c in enumerate(dst)))
+    mask: Any = None
+    for i, c in enumerate(dst):
+        if i != first[c]:
+            n = shape[i]
+            eye = xp.eye(n, dtype=xp.bool, device=device(x))
+            eye = xp.reshape(eye, tuple(n if k in (first[c], i) else 1 for k in range(len(dst))))
+            mask = eye if mask is None else mask & eye
+    zero = xp.zeros((), dtype=x.dtype, device=device(x))
+    return xp.broadcast_to(xp.where(mask, x, zero), shape)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -566,7 +457,13 @@ def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         dt = dtype_of(vals[k])
         if dtype_of(r) != dt:
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
-        grads.append(r if kept == target else Spread(r, kept, target, shape_of(vals[k])))
+        if kept == target:
+            grads.append(r)
+        elif type(r) is not Tensor and xp_of(r) is not np:
+            # another library's plain array: dense (`Spread`'s in-place sums are numpy's)
+            grads.append(_spread_any(r, kept, target, shape_of(vals[k])))
+        else:
+            grads.append(Spread(r, kept, target, shape_of(vals[k])))
     return grads
 
 
@@ -579,7 +476,12 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
         operands = list(vals)
         operands[k] = t
         term = contract(inputs, output, operands, params["optimize"], params["memory_limit"])
-        out = term if out is None else out + term
+        if out is None:
+            out = term
+        elif type(term) is Tensor and type(out) is not Tensor:
+            out = term.__radd__(out)  # array-api-strict's operators refuse a Tensor on their right
+        else:
+            out = out + term
     return out
 
 
@@ -649,11 +551,13 @@ slice's work; the contractions themselves run in parallel)."""
 def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, Any]:
     """The operands and the hoisted steps' values (only those the loop reads unless `keep_all`)."""
     n = len(s.inputs)
+    xp = namespace(*arrays)
+    run = executor.runner(xp)
     vals: dict[int, Any] = dict(enumerate(arrays))
     left = {a for t in s.looped for a in s.steps[t].args}  # hoisted values the loop reads
     for t in s.hoisted:
         st = s.steps[t]
-        vals[st.result] = _raw_step(st.ins, st.out, [vals[a] for a in st.args])
+        vals[st.result] = run(st.ins, st.out, [vals[a] for a in st.args])
         if not keep_all:
             for a in st.args:
                 if a >= n and a not in left:
@@ -664,9 +568,13 @@ def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, An
 def _run_sliced(s: Schedule, arrays: Sequence[Any], memory_limit: MemoryLimit = None) -> Any:
     """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
     n = len(s.inputs)
+    xp = namespace(*arrays)
+    run = executor.runner(xp)
     vals = _hoisted(s, arrays, keep_all=False)
     sizes = dict(s.sizes)
-    result = np.zeros(tuple(sizes[c] for c in s.output), dtype=np.result_type(*arrays))
+    shape = tuple(sizes[c] for c in s.output)
+    dtype = np.result_type(*(dtype_of(a) for a in arrays))
+    result: Any = np.zeros(shape, dtype=dtype) if xp is np else _Blocks(arrays[0], shape, dtype)
     final = s.steps[-1].result
 
     def body(ranges: dict[str, tuple[int, int]]) -> None:
@@ -674,14 +582,66 @@ def _run_sliced(s: Schedule, arrays: Sequence[Any], memory_limit: MemoryLimit = 
         for t in s.looped:
             st = s.steps[t]
             picked = [local.pop(a) if a in local else vals[a] for a in st.args]
-            local[st.result] = _raw_step(st.ins, st.out, picked)
+            local[st.result] = run(st.ins, st.out, picked)
             del picked
         part = local.pop(final)
         with _add_lock:
-            result[s.index(s.output, ranges)] += part
+            _add_at(result, s.index(s.output, ranges), part)
 
     _over_slices(s, memory_limit, False, body)
-    return result
+    return _total(result)
+
+
+class _Blocks:
+    """An array summed from blocks, for libraries other than numpy, never written into (dask
+    stays lazy): `add` sums what lands on one block; `value` lays the blocks side by side
+    (concatenation), zeros where nothing landed."""
+
+    def __init__(self, like: Any, shape: Shape, dtype: np.dtype[Any]) -> None:
+        self.like, self.shape, self.dtype = like, shape, dtype
+        self.parts: dict[tuple[tuple[int, int], ...], Any] = {}
+
+    def add(self, index: tuple[slice, ...], x: Any) -> None:
+        """``self[index] += x``; `index` cuts every axis (``()``: `x` is the whole array)."""
+        key = tuple(sl.indices(n)[:2] for sl, n in zip(index, self.shape)) if index else ()
+        self.parts[key] = x if key not in self.parts else self.parts[key] + x
+
+    def value(self) -> Any:
+        xp = xp_of(self.like)
+        nd = len(self.shape)
+        if () in self.parts:
+            out = self.parts[()]
+        elif not self.parts:
+            out = zeros(self.like, self.shape, self.dtype)
+        else:
+            cuts = [sorted({k[axis] for k in self.parts}) for axis in range(nd)]
+
+            def build(axis: int, key: tuple[tuple[int, int], ...]) -> Any:
+                if axis == nd:
+                    found = self.parts.get(key)
+                    if found is None:  # a block no slice reaches (off a repeated letter's diagonal)
+                        found = zeros(self.like, tuple(b - a for a, b in key), self.dtype)
+                    return found
+                blocks = [build(axis + 1, (*key, r)) for r in cuts[axis]]
+                return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=axis)
+
+            out = build(0, ())
+        if dtype_of(out) != self.dtype:
+            out = xp.astype(out, lib_dtype(xp, self.dtype))
+        return out
+
+
+def _add_at(buf: Any, index: tuple[slice, ...], x: Any) -> None:
+    """``buf[index] += x``: in place into a numpy array, recorded by a `_Blocks`."""
+    if type(buf) is _Blocks:
+        buf.add(index, x)
+    else:
+        buf[index] += x
+
+
+def _total(buf: Any) -> Any:
+    """The array a buffer of `_add_at` holds."""
+    return buf.value() if type(buf) is _Blocks else buf
 
 
 def _sweep(
@@ -705,14 +665,19 @@ def _sweep(
     pullback reads are let go as soon as the forward has used them.
     """
     n = len(s.inputs)
+    xp = namespace(g, *arrays)
+    run = executor.runner(xp)
     need = s.needs(frozenset(grads))
     vals = _hoisted(s, arrays, keep_all=True)
-    dt = np.result_type(g, *arrays)
+    dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
     acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
     for t in s.looped:
         for a in s.steps[t].args:
             if a >= n and a not in s.varies and a in need:
-                acc[a] = np.zeros(vals[a].shape, dtype=dt)
+                if xp is np:
+                    acc[a] = np.zeros(vals[a].shape, dtype=dt)
+                else:
+                    acc[a] = _Blocks(g, tuple(vals[a].shape), dt)
     final = s.steps[-1].result
     rerun = s.rerun(need)
     producer = {st.result: t for t, st in enumerate(s.steps)}
@@ -724,7 +689,7 @@ def _sweep(
         for t in s.looped:
             st = s.steps[t]
             if fused or t in rerun:
-                local[st.result] = _raw_step(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
+                local[st.result] = run(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
             if fused:  # drop what no pullback reads (the operands' slices are views)
                 for a in st.args:
                     if _is_looped(s, a) and producer[a] not in rerun:
@@ -761,12 +726,12 @@ def _sweep(
                 r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
                 if a < n:
                     with _add_lock:
-                        grads[a][s.index(s.inputs[a], ranges) if a in s.varies else ()] += r
+                        _add_at(grads[a], s.index(s.inputs[a], ranges) if a in s.varies else (), r)
                 elif a in s.varies:
                     cot[a] = r
                 else:
                     with _add_lock:
-                        acc[a] += r
+                        _add_at(acc[a], (), r)
                 del r
             del ct, operands
 
@@ -775,13 +740,13 @@ def _sweep(
         st = s.steps[t]
         if st.result not in acc:
             continue
-        ct = acc.pop(st.result)
+        ct = _total(acc.pop(st.result))
         operands = [vals[a] for a in st.args]
         for j, a in enumerate(st.args):
             if a in need:
                 r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
                 if a < n:
-                    grads[a] += r
+                    _add_at(grads[a], (), r)
                 else:
                     acc[a] = r
     return total
@@ -795,7 +760,7 @@ def _sliced_impl(
     memory_limit: MemoryLimit,
     slices: Slices,
 ) -> Any:
-    if any(a.size == 0 for a in arrays):
+    if any(0 in a.shape for a in arrays):
         return _einsum_impl(*arrays, inputs=inputs, output=output)
     s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
     return _run_sliced(s, arrays, memory_limit)
@@ -833,17 +798,34 @@ def _einsum_vjp_impl(
     slices: Slices,
     wrt: tuple[int, ...],
     zero: tuple[int, ...],
-) -> Array:
+) -> Any:
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
-    g = np.asarray(g)
-    total = _block_total(arrays, wrt)
-    flat = np.zeros(total, dtype=np.result_type(g, *arrays))
-    grads = _grad_blocks(flat, arrays, wrt, zero, 0)
-    if grads and g.size and all(a.size for a in arrays):
+    xp = namespace(g, *arrays)
+    sizes = [int(np.prod(arrays[k].shape, dtype=np.int64)) for k in wrt]
+    grads: dict[int, Any] = {}
+    if xp is np:
+        g = np.asarray(g)
+        flat = np.zeros(sum(sizes), dtype=np.result_type(g, *arrays))
+        offset = 0
+        for k, size in zip(wrt, sizes):
+            if k not in zero:
+                grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
+            offset += size
+    else:  # the gradients summed block by block, then raveled and laid end to end
+        g = _adopt(xp, (g, *arrays))[0]
+        dt = np.result_type(dtype_of(g), *(dtype_of(a) for a in arrays))
+        grads = {k: _Blocks(g, tuple(arrays[k].shape), dt) for k in wrt if k not in zero}
+    if grads and 0 not in g.shape and all(0 not in a.shape for a in arrays):
         s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
         _sweep(s, g, arrays, grads, memory_limit)
-    return flat
+    if xp is np:
+        return flat
+    blocks = [
+        xp.reshape(_total(grads[k]), (-1,)) if k in grads else zeros(g, (size,), dt)
+        for k, size in zip(wrt, sizes)
+    ]
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks) if blocks else zeros(g, (0,), dt)
 
 
 einsum_vjp_p = Primitive("einsum_vjp", _einsum_vjp_impl)
@@ -860,6 +842,25 @@ def _sliced_vg_impl(
 ) -> Array:
     """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
     the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
+    xp = namespace(*arrays)
+    if xp is not np:  # another library: the forward, then the sweep, laid end to end
+        value = _sliced_impl(
+            *arrays, inputs=inputs, output=output, optimize=optimize, memory_limit=memory_limit, slices=slices
+        )
+        g = xp.ones_like(value)
+        grads = _einsum_vjp_impl(
+            g,
+            *arrays,
+            inputs=inputs,
+            output=output,
+            optimize=optimize,
+            memory_limit=memory_limit,
+            slices=slices,
+            wrt=wrt,
+            zero=(),
+        )
+        joined: Array = xp.concat([xp.reshape(value, (1,)), xp.astype(grads, value.dtype)])
+        return joined
     total = _block_total(arrays, wrt)
     dt = np.result_type(*arrays)
     flat = np.zeros(1 + total, dtype=dt)
@@ -878,10 +879,19 @@ a scalar `sliced_einsum_p`, so that value and gradient take one pass over the sl
 
 def _unpack_impl(flat: Any, offset: int, shape: Shape) -> Any:
     size = int(np.prod(shape, dtype=np.int64))
+    xp = xp_of(flat)
+    if xp is not np:
+        return xp.reshape(flat[offset : offset + size], shape)
     return flat[offset : offset + size].reshape(shape)
 
 
-def _place_impl(x: Any, offset: int, total: int) -> Array:
+def _place_impl(x: Any, offset: int, total: int) -> Any:
+    xp = xp_of(x)
+    if xp is not np:  # zeros, x, zeros laid end to end: no writes
+        x = xp.reshape(x, (-1,))
+        dt = dtype_of(x)
+        rest = total - offset - x.shape[0]
+        return xp.concat([zeros(x, (offset,), dt), x, zeros(x, (rest,), dt)])
     x = np.asarray(x)
     out = np.zeros(total, dtype=x.dtype)
     out[offset : offset + x.size] = x.reshape(-1)
@@ -1169,13 +1179,33 @@ def _weak_scalar(x: Any) -> Any:
     return v if isinstance(v, (int, float, complex)) else None
 
 
-def _as_dtype(x: Any, dtype: Any) -> Any:
-    """A Python number as a 0-d array of `dtype` (a traced one by an `astype` operation)."""
+def _as_dtype(x: Any, dtype: Any, like: Any = None) -> Any:
+    """A Python number as a 0-d array of `dtype` (a traced one by an `astype` operation), of
+    the library of the array `like` (numpy when None)."""
     if type(x) is not Tensor:
-        return np.asarray(x, dtype=dtype)
+        return np.asarray(x, dtype=dtype) if like is None else asarray(like, x, dtype)
     from .structural import astype_p
 
     return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
+
+
+def _promote_weak(ops_: list[Any]) -> list[Any]:
+    """Python numbers among the operands (also ones jit traces) as 0-d arrays of the dtype
+    numpy's promotion gives them next to the array operands (so float32 stays float32), in
+    the arrays' library."""
+    weak = [_weak_scalar(x) for x in ops_]
+    if all(w is None for w in weak):
+        return ops_
+    arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
+    like = next((_concrete(x) for x, w in zip(ops_, weak) if w is None), None)
+    return [x if w is None else _as_dtype(x, np.result_type(w, *arrays), like) for x, w in zip(ops_, weak)]
+
+
+def _concrete(x: Any) -> Any:
+    """The array a value holds (through Tensors and jit's staged values)."""
+    while type(x) is Tensor:
+        x = x._value
+    return x.concrete if type(x) is Staged else x
 
 
 def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
@@ -1262,13 +1292,7 @@ def einsum(
         text, raw = subscripts, operands
     else:
         text, names, raw = _interleaved((subscripts, *operands))
-    ops_ = [to_operand(x) for x in raw]
-    weak = [_weak_scalar(x) for x in ops_]
-    if any(w is not None for w in weak):
-        # Python numbers (also ones jit traces) take the dtype numpy's promotion gives
-        # them next to the array operands (so float32 stays float32).
-        arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
-        ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
+    ops_ = _promote_weak([to_operand(x) for x in raw])
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:

@@ -5,21 +5,33 @@ written in einad operations (so it differentiates again). One entry gives both
 modes: the JVP is ``tangent * f'`` and the VJP is ``cotangent * f'`` summed back
 to the operand's shape. The constants 1 and -1 mark linear entries, which skip
 the multiplication.
+
+Other array libraries: `STANDARD` gives each operation its name in the Python
+array API standard (``arcsin`` is ``asin``, ``power`` is ``pow``, ``mod`` is
+``remainder``), and `GENERIC` a kernel written with the library's standard
+functions for the few the standard lacks (``relu``, ``sigmoid``, ``softplus``,
+``exp2``). A primitive's implementation runs the numpy kernel on numpy arrays and
+numbers (one type check), and the library's function otherwise, with its operands
+first cast as numpy would (the result dtype is numpy's, Python numbers are weak: a
+float32 tensor times 0.5 stays float32).
 """
 
 from __future__ import annotations
 
 import dis
+import functools
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
-from .core import KeepRule, Primitive, Tensor, bind, rules, zero_derivative
+from . import arrays
+from .core import KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
 from .einsum import sum_to_shape
 from .structural import astype, broadcast_raw, where_raw
-from .util import Array, ArrayLike, dtype_of, shape_of, to_operand, wrap
+from .util import ArrayLike, dtype_of, shape_of, to_operand, wrap
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""
@@ -156,7 +168,182 @@ PREDICATES: dict[str, Kernel] = {
 }
 
 
+# The name of each operation in the Python array API standard (2024.12), which other
+# libraries are reached by; `GENERIC` below gives the few the standard lacks.
+STANDARD: dict[str, str] = {
+    "negative": "negative",
+    "exp": "exp",
+    "log": "log",
+    "log1p": "log1p",
+    "expm1": "expm1",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "sqrt": "sqrt",
+    "square": "square",
+    "abs": "abs",
+    "log2": "log2",
+    "log10": "log10",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+    "add": "add",
+    "subtract": "subtract",
+    "multiply": "multiply",
+    "divide": "divide",
+    "power": "pow",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "arctan2": "atan2",
+    "hypot": "hypot",
+    "logaddexp": "logaddexp",
+    "mod": "remainder",  # both take the sign of the divisor
+    "sign": "sign",
+    "floor": "floor",
+    "ceil": "ceil",
+    "round": "round",
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "isfinite": "isfinite",
+    "isnan": "isnan",
+    "isinf": "isinf",
+    "conj": "conj",
+    "real": "real",
+    "imag": "imag",
+}
+
+
+def _sigmoid_xp(xp: ModuleType, x: Any) -> Any:
+    if dtype_of(x).kind == "c":
+        return 1 / (1 + xp.exp(-x))
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _softplus_xp(xp: ModuleType, x: Any) -> Any:
+    if dtype_of(x).kind == "c":
+        return xp.log1p(xp.exp(x))
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def _exp2_xp(xp: ModuleType, x: Any) -> Any:
+    exp2 = getattr(xp, "exp2", None)  # not in the standard; torch and dask have it
+    return exp2(x) if exp2 is not None else xp.pow(arrays.asarray(x, 2, dtype_of(x)), x)
+
+
+def _round_xp(xp: ModuleType, x: Any, decimals: int = 0) -> Any:
+    if decimals == 0 or dtype_of(x).kind not in "fc":
+        return xp.round(x)
+    scale = 10.0**decimals  # numpy's own method: round(x * 10**d) / 10**d
+    return xp.round(x * scale) / scale
+
+
+# Kernels written with the standard's functions, for the operations it lacks (or whose
+# numpy keyword arguments it lacks), as ``kernel(xp, *arrays, **params)``.
+GENERIC: dict[str, Callable[..., Any]] = {
+    "relu": lambda xp, x: xp.maximum(x, 0),
+    "sigmoid": _sigmoid_xp,
+    "softplus": _softplus_xp,
+    "exp2": _exp2_xp,
+    "round": _round_xp,
+}
+
+
 # -- turning the table into primitives -------------------------------------------------
+
+# The types whose values the numpy kernel takes as they are: numpy arrays and scalars, Python numbers.
+_NUMPY_TYPES = frozenset({np.ndarray, bool, int, float, complex, *np.sctypeDict.values()})
+_NUMBERS = (bool, int, float, complex)
+
+
+def _impl(name: str, kernel: Kernel) -> Kernel:
+    """The primitive implementation of `name`: `kernel` on numpy values, the library's function otherwise.
+
+    Keyword arguments pass on to the kernel (``out=`` from `einad.jit`, ``decimals`` for round).
+    """
+    if getattr(kernel, "nin", 1) == 2:
+
+        def impl2(x: Any, y: Any, **kw: Any) -> Any:
+            if type(x) in _NUMPY_TYPES and type(y) in _NUMPY_TYPES:
+                return kernel(x, y, **kw)
+            return _foreign(name, kernel, (x, y), kw)
+
+        return impl2
+
+    def impl1(x: Any, **kw: Any) -> Any:
+        if type(x) is np.ndarray:
+            return kernel(x, **kw)
+        return _foreign(name, kernel, (x,), kw)
+
+    return impl1
+
+
+_targets: dict[tuple[Any, ...], np.dtype[Any]] = {}
+_library_kernels: dict[tuple[ModuleType, str], Kernel] = {}
+
+
+def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]) -> np.dtype[Any]:
+    """The dtype numpy computes `name` in for operands of these dtypes (a type for a Python number).
+
+    numpy's rules, worked out by numpy on 0-d stand-ins: Python numbers are weak (they
+    take the array's dtype), and integers go to floating point for a floating result.
+    """
+    key = (name, *keys)
+    out = _targets.get(key)
+    if out is None:
+        probes = [k(1) if isinstance(k, type) else np.ones((), k) for k in keys]
+        with np.errstate(all="ignore"):
+            result = np.result_type(kernel(*probes, **kw))
+        common = np.result_type(*probes)
+        out = result if result.kind in "fc" and common.kind in "biu" else common
+        _targets[key] = out
+    return out
+
+
+def _library_kernel(xp: ModuleType, name: str) -> Kernel:
+    fn = _library_kernels.get((xp, name))
+    if fn is None:
+        generic = GENERIC.get(name)
+        if generic is not None:
+            fn = functools.partial(generic, xp)
+        else:
+            fn = getattr(xp, STANDARD[name])
+        _library_kernels[(xp, name)] = fn
+    return fn
+
+
+def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
+    """`name` on operands that are not all numpy: through their library's standard function.
+
+    The operands are cast to the dtype numpy would compute in first, and numbers
+    become 0-d arrays of it on the arrays' device, so every library gives numpy's
+    result dtype.
+    """
+    xp = arrays.namespace(*xs)
+    if xp is np:  # numpy scalars, numbers, subclasses of numpy arrays
+        return kernel(*xs, **kw)
+    kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
+    keys = tuple(type(v) if isinstance(v, _NUMBERS) else dtype_of(v) for v in xs)
+    target = _target(name, kernel, keys, kw)
+    like = next(v for v in xs if arrays.is_array(v) and not arrays.is_numpy(v))
+    operands = []
+    for v, k in zip(xs, keys):
+        if isinstance(k, type) or arrays.is_numpy(v):  # a number
+            v = arrays.asarray(like, v.item() if isinstance(v, np.generic) else v, target)
+        elif k != target:
+            v = xp.astype(v, arrays.lib_dtype(xp, target))
+        operands.append(v)
+    return _library_kernel(xp, name)(*operands, **kw)
 
 
 def _scale(g: Any, d: Partial, *args: Any) -> Any:
@@ -164,6 +351,10 @@ def _scale(g: Any, d: Partial, *args: Any) -> Any:
     if not callable(d):
         return g if d == 1 else -g
     r = d(*args)
+    if type(r) not in _NUMPY_TYPES:
+        # Another library's array, or a Tensor (of one): the multiply primitive applies numpy's
+        # promotion on every library (a boolean slope times a float32 cotangent is float32).
+        return bind(_multiply, (g, r), {})
     if _is_ones(g) and type(r) is np.ndarray and r.shape == g.shape and r.dtype == g.dtype:
         # A cotangent of ones (the seed of a sum): the product is `r` itself. A
         # read-only view lets it flow on without a copy, and makes any top-level
@@ -214,7 +405,7 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
 
 def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
     return rules(
-        Primitive(name, kernel),
+        Primitive(name, _impl(name, kernel)),
         vjp=lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)],
         jvp=lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y)),
         keep=_keeper((d,)),
@@ -228,12 +419,30 @@ def _real_if(ans: Any, tangent: Any) -> Any:
     return tangent
 
 
+def _boxed(*vals: Any) -> tuple[Any, ...]:
+    """`vals` with plain arrays of libraries other than numpy boxed as constant Tensors.
+
+    For a derivative mixing a traced operand with a plain one: array-api-strict's
+    operators refuse einad's Tensors (``plain * traced`` raises where numpy, torch and
+    dask hand the operation to the Tensor), so the plain one is made a Tensor first.
+    """
+    return tuple(wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals)
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b``: through the add primitive unless `a` is numpy's (a plain array of
+    array-api-strict refuses a Tensor on its right)."""
+    return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
+
+
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
-    prim = Primitive(name, kernel)
+    prim = Primitive(name, _impl(name, kernel))
     partials = (dx, dy)
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
+        if (type(x) is Tensor) is not (type(y) is Tensor):
+            x, y, z = _boxed(x, y, z)
         out: list[Any] = []
         for v, need, d in zip(vals, needed, partials):
             out.append(sum_to_shape(_scale(g, d, x, y, z), shape_of(v), dtype_of(v)) if need else None)
@@ -241,11 +450,13 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
 
     def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:
         x, y = vals
+        if (type(x) is Tensor) is not (type(y) is Tensor):
+            x, y, z = _boxed(x, y, z)
         out = None
         for t, d in zip(ts, partials):
             if t is not None:
                 term = _scale(t, d, x, y, z)
-                out = term if out is None else out + term
+                out = term if out is None else _plus(out, term)
         if out is not None and shape_of(out) != shape_of(z):
             out = broadcast_raw(out, shape_of(z))
         return out
@@ -259,8 +470,11 @@ for _name, (_kernel, _d) in UNARY.items():
 for _name, (_kernel, _dx, _dy) in BINARY.items():
     PRIMITIVES[_name] = _binary_prim(_name, _kernel, _dx, _dy)
 for _name, _kernel in {**CONSTANT, **PREDICATES}.items():
-    PRIMITIVES[_name] = Primitive(_name, _kernel)
+    PRIMITIVES[_name] = Primitive(_name, _impl(_name, _kernel))
     zero_derivative.add(PRIMITIVES[_name])
+
+
+_multiply = PRIMITIVES["multiply"]
 
 
 def compare(name: str, x: Any, y: Any) -> Any:
@@ -272,13 +486,13 @@ def compare(name: str, x: Any, y: Any) -> Any:
 
 _no_values = lambda needed: ((False,), False)
 conj_p = PRIMITIVES["conj"] = rules(
-    Primitive("conj", np.conj),
+    Primitive("conj", _impl("conj", np.conj)),
     vjp=lambda g, ans, vals, p, needed: [conj(g)],
     jvp=lambda ts, ans, vals, p: conj(ts[0]),
     keep=_no_values,
 )
 real_p = PRIMITIVES["real"] = rules(
-    Primitive("real", np.real),
+    Primitive("real", _impl("real", np.real)),
     vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0]))],
     jvp=lambda ts, ans, vals, p: real(ts[0]),
     keep=_no_values,
@@ -286,7 +500,7 @@ real_p = PRIMITIVES["real"] = rules(
 
 
 imag_p = PRIMITIVES["imag"] = rules(
-    Primitive("imag", np.imag),
+    Primitive("imag", _impl("imag", np.imag)),
     # Re(u t) = g Im(t) for every t: u = -i g (the bilinear pairing, JAX's convention)
     vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0])) * -1j],
     jvp=lambda ts, ans, vals, p: imag(ts[0]),
@@ -332,8 +546,9 @@ exp, log, sin, cos, sinh, cosh, sqrt, sigmoid, floor = (
 )
 
 
-def zeros_like(x: Any) -> Array:
-    return np.zeros(shape_of(x), dtype=dtype_of(x))
+def zeros_like(x: Any) -> Any:
+    """Zeros of `x`'s shape and dtype, in its library and on its device."""
+    return arrays.zeros(strip(x), shape_of(x), dtype_of(x))
 
 
 # One-line docstrings of the public operations that are not numpy functions, or not differentiable.

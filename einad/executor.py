@@ -1,46 +1,257 @@
-"""One step of a contraction on any array library (the array API standard's operations).
+"""Executing a contraction, one step at a time, on any array library.
 
-numpy arrays take einsum.py's tuned pairwise executor; arrays of other libraries
-(PyTorch, CuPy, dask, array-api-strict) take `step`: the library's own ``einsum``
-where it has one, else a contraction written with the standard's ``permute_dims``,
-``reshape``, ``matmul`` and ``sum`` alone (no strides assumed).
+einsum.py plans a contraction (opt_einsum's path, `slicing`'s slices) and runs it
+step by step; this module runs one step. Two executors, chosen by the arrays'
+library (`arrays.namespace`):
+
+* **numpy** (the default, benchmarked against opt_einsum): a pairwise step gets a
+  `_PairPlan`, made once per subscripts and shapes (`_pair_plan`, cached), that runs
+  it as one ``numpy.matmul`` on transposed views reshaped without copies where the
+  strides allow (batched where the step has batch letters, which opt_einsum hands to
+  the slower ``numpy.einsum``), with the operands swapped when that makes the
+  product come out in the output's layout; a memory-bound step (nothing kept on
+  one side, or nothing contracted) is one ``numpy.einsum`` or broadcast multiply
+  pass. `_run_pair` executes a plan, `_pair` plans and executes, `_raw_step` runs
+  one step of a path (opt_einsum's expression for an explicit path's N-operand step).
+* **any other library** (PyTorch, CuPy, dask.array, array-api-strict): `step`, the
+  library's own ``einsum`` where it has one, else the contraction written with the
+  array API standard's ``permute_dims``, ``reshape``, ``matmul``, ``sum`` and basic
+  slicing alone: no strides assumed and nothing written in place (dask stays lazy).
+  It takes what the grammar produces: letters repeated inside an operand
+  (diagonals), letters only one operand has (summed first), outer products, batch
+  letters, 0-d operands, any number of operands, and any dtype numpy's einsum
+  takes, with numpy's result dtype (operands of two dtypes are promoted first;
+  integers narrower than 64 bits are contracted in int64 and cast back, which
+  wraps as numpy does, since libraries sum them in a wider type or refuse).
+
+`runner(xp)` is the step function for library `xp`: ``runner(xp)(ins, out, picked)``.
+This module sits below einsum.py and never imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import itertools
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+import opt_einsum as oe
+
+from .arrays import lib_dtype, np_dtype
+from .slicing import MemoryLimit, Path
+from .subscripts import numpy_subscripts, unique
+from .util import Array, Shape
+
+# -- numpy: tuned pairwise plans ------------------------------------------------------------
+#
+# opt_einsum chooses the path; each pairwise step runs as one `numpy.matmul`
+# (batched where the step has batch indices, which opt_einsum would hand to the
+# slower `numpy.einsum`), with the operands ordered so the result comes out in
+# the requested layout whenever a swap can achieve it.
+
+
+class _PairPlan:
+    """How to contract two arrays as ``matmul((B, L, K), (B, K, R))``."""
+
+    __slots__ = (
+        "dims",
+        "gemm",
+        "matvec",
+        "outer",
+        "perm_a",
+        "perm_b",
+        "perm_out",
+        "pre_a",
+        "pre_b",
+        "shape_a",
+        "shape_b",
+        "swap",
+        "text",
+        "view_a",
+        "view_b",
+    )
+
+    text: str  # the step as "sa,sb->so" (in letters numpy.einsum knows, as pre_a and pre_b)
+    outer: bool  # nothing contracted: a broadcast multiply
+    view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
+    view_b: tuple[tuple[int, ...], Shape]
+    swap: bool  # exchange the operands so the product comes out in the output's layout
+    pre_a: str | None  # one-operand einsum summing (or diagonalizing) letters only it has
+    pre_b: str | None
+    perm_a: tuple[int, ...]  # axes to (batch, left, inner) and (batch, inner, right)
+    perm_b: tuple[int, ...]
+    shape_a: Shape  # the matmul operands' shapes
+    shape_b: Shape
+    matvec: bool  # one side keeps no letter: memory bound
+    gemm: bool  # whether matmul runs the step (else numpy.einsum does)
+    dims: Shape  # the matmul result's shape before the final transpose
+    perm_out: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=8192)
+def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _PairPlan:
+    size = dict(zip(sa, shape_a))
+    size.update(zip(sb, shape_b))
+    # Letters only one operand needs are summed (and repeated ones diagonalized) first.
+    ra = "".join(c for c in unique(sa) if c in sb or c in so)
+    rb = "".join(c for c in unique(sb) if c in sa or c in so)
+    batch = [c for c in so if c in ra and c in rb]
+    left = [c for c in so if c in ra and c not in rb]
+    right = [c for c in so if c in rb and c not in ra]
+    inner = [c for c in ra if c in rb and c not in so]
+    plan = _PairPlan()
+    plan.text = numpy_subscripts(f"{sa},{sb}->{so}")
+    # Nothing contracted: a broadcast multiply writes the output in its own layout.
+    plan.outer = not inner
+    if plan.outer:
+        plan.view_a = _broadcast_view(ra, so, size)
+        plan.view_b = _broadcast_view(rb, so, size)
+    plan.swap = (
+        bool(inner and left and right)
+        and "".join(batch + right + left) == so
+        and "".join(batch + left + right) != so
+    )
+    if plan.swap:
+        sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
+    plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
+    plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
+
+    def prod(cs: list[str]) -> int:
+        return int(np.prod([size[c] for c in cs], dtype=np.int64))
+
+    nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
+    plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
+    plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
+    if batch:
+        plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
+    else:
+        plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
+    # A true (batched) matrix product pays for its transposing copies. A product
+    # that keeps nothing on one side is memory bound: it goes to matmul (BLAS
+    # gemv) only when neither operand needs a copy, else numpy.einsum does it
+    # in one pass.
+    plan.matvec = not (left and right)
+    if plan.matvec:
+        lead = [len(batch)] if batch else []
+        plan.gemm = (
+            bool(inner)
+            and _view_ok(ra, plan.perm_a, lead + [len(left), len(inner)], size)
+            and _view_ok(rb, plan.perm_b, lead + [len(inner), len(right)], size)
+        )
+    else:
+        plan.gemm = True
+    plan.dims = tuple(size[c] for c in batch + left + right)
+    order = batch + left + right
+    plan.perm_out = tuple(order.index(c) for c in so)
+    return plan
+
+
+def _view_ok(spec: str, perm: tuple[int, ...], groups: list[int], size: dict[str, int]) -> bool:
+    """Whether a C-contiguous array indexed by `spec`, transposed by `perm`, can be
+    reshaped into `groups` (axis counts per merged dimension) without a copy."""
+    shape = [size[c] for c in spec]
+    strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
+    pos = 0
+    for g in groups:
+        axes = [a for a in perm[pos : pos + g] if shape[a] != 1]
+        pos += g
+        for x, y in itertools.pairwise(axes):
+            if strides[x] != strides[y] * shape[y]:
+                return False
+    return True
+
+
+def _broadcast_view(spec: str, out: str, size: dict[str, int]) -> tuple[tuple[int, ...], Shape]:
+    """(perm, shape) that show an array indexed by `spec` along the axes of `out`."""
+    perm = tuple(spec.index(c) for c in out if c in spec)
+    return perm, tuple(size[c] if c in spec else 1 for c in out)
+
+
+def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
+    """Contract two arrays by ``sa,sb->so``: one matmul, or one numpy.einsum pass."""
+    return _run_pair(_pair_plan(sa, sb, so, a.shape, b.shape), a, b)
+
+
+def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
+    """Contract two arrays as `plan` says."""
+    if plan.outer:
+        if plan.pre_a is not None:
+            a = np.einsum(plan.pre_a, a)
+        if plan.pre_b is not None:
+            b = np.einsum(plan.pre_b, b)
+        perm, shape = plan.view_a
+        a = a.transpose(perm).reshape(shape)
+        perm, shape = plan.view_b
+        return np.multiply(a, b.transpose(perm).reshape(shape))
+    if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
+        return np.einsum(plan.text, a, b)
+    if plan.swap:
+        a, b = b, a
+    if plan.pre_a is not None:
+        a = np.einsum(plan.pre_a, a)
+    if plan.pre_b is not None:
+        b = np.einsum(plan.pre_b, b)
+    a = a.transpose(plan.perm_a).reshape(plan.shape_a)
+    b = b.transpose(plan.perm_b).reshape(plan.shape_b)
+    out = np.matmul(a, b)
+    out = out.reshape(plan.dims)
+    if plan.perm_out != tuple(range(len(plan.perm_out))):
+        out = out.transpose(plan.perm_out)
+    return out
+
+
+def _raw_step(ins: tuple[str, ...], out: str, picked: list[Any]) -> Any:
+    """One step of a path on numpy arrays."""
+    if len(picked) == 2:
+        return _pair(picked[0], picked[1], ins[0], ins[1], out)
+    text = ",".join(ins) + "->" + out  # an explicit path's N-operand step
+    return _expression(text, tuple(x.shape for x in picked), "auto", None)(*picked)
+
+
+@functools.lru_cache(maxsize=1024)
+def _expression(text: str, shapes: tuple[Shape, ...], optimize: str | Path, memory_limit: MemoryLimit) -> Any:
+    return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
+
+
+def runner(xp: ModuleType) -> Callable[[tuple[str, ...], str, list[Any]], Any]:
+    """The function running one step ``(ins, out, picked)`` of a path on arrays of library `xp`."""
+    return _raw_step if xp is np else functools.partial(step, xp)
+
+
+# -- any other library: the library's einsum, or the standard's operations -------------------
+
 _ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_WIDE = frozenset({np.dtype(np.int64), np.dtype(np.uint64)})
 
 
-def _rename(ins: Sequence[str], out: str) -> str:
-    """``ins->out`` in the letters a-z, A-Z (a library's einsum may accept no others)."""
+def _rename(ins: Sequence[str], out: str) -> str | None:
+    """``ins->out`` in the letters a-z, A-Z (a library's einsum may accept no others);
+    None for a step of more than 52 distinct letters."""
     letters = dict.fromkeys("".join(ins) + out)
     if len(letters) > len(_ASCII):
-        raise ValueError(f"a contraction step with {len(letters)} distinct indices (at most 52 here)")
+        return None
     table = str.maketrans(dict(zip(letters, _ASCII)))
     return ",".join(s.translate(table) for s in ins) + "->" + out.translate(table)
 
 
 def _diagonal(xp: ModuleType, x: Any, spec: str) -> tuple[Any, str]:
-    """`x` with each repeated letter of `spec` reduced to its diagonal: (array, letters once)."""
+    """`x` with each repeated letter of `spec` reduced to its diagonal: (array, letters once).
+
+    The two axes go last and are merged; the diagonal is every (n+1)-th element.
+    """
     while len(set(spec)) < len(spec):
         c = next(c for c in spec if spec.count(c) > 1)
         i = spec.index(c)
         j = spec.index(c, i + 1)
         n = x.shape[i]
-        shape = [1] * len(spec)
-        shape[i] = shape[j] = n
-        eye = xp.reshape(xp.eye(n, dtype=x.dtype, device=_device(x)), tuple(shape))
-        x = xp.sum(x * eye, axis=j)
-        spec = spec[:j] + spec[j + 1 :]
+        rest = [k for k in range(len(spec)) if k not in (i, j)]
+        x = xp.permute_dims(x, (*rest, i, j))
+        x = xp.reshape(x, (*(x.shape[k] for k in range(len(rest))), n * n))
+        x = x[..., :: n + 1]
+        spec = "".join(spec[k] for k in rest) + c
     return x, spec
-
-
-def _device(x: Any) -> Any:
-    return getattr(x, "device", None)
 
 
 def _prepare(xp: ModuleType, x: Any, spec: str, keep: str) -> tuple[Any, str]:
@@ -48,7 +259,7 @@ def _prepare(xp: ModuleType, x: Any, spec: str, keep: str) -> tuple[Any, str]:
     x, spec = _diagonal(xp, x, spec)
     drop = tuple(i for i, c in enumerate(spec) if c not in keep)
     if drop:
-        x = xp.sum(x, axis=drop)
+        x = xp.sum(x, axis=drop, dtype=x.dtype)
         spec = "".join(c for c in spec if c in keep)
     return x, spec
 
@@ -93,9 +304,34 @@ def _standard(xp: ModuleType, ins: Sequence[str], out: str, picked: Sequence[Any
     return _arrange(xp, c, batch + free_a + free_b, out)
 
 
+def _aligned(x: Any, spec: str) -> Any:
+    """`x` with the axes of a letter it repeats chunked alike, for a chunked library
+    (dask.array), whose einsum pairs those axes' blocks one for one."""
+    chunks = getattr(x, "chunks", None)
+    if chunks is None or len(set(spec)) == len(spec):
+        return x
+    want = {i: chunks[spec.index(c)] for i, c in enumerate(spec) if chunks[i] != chunks[spec.index(c)]}
+    return x.rechunk(want) if want else x
+
+
 def step(xp: ModuleType, ins: Sequence[str], out: str, picked: Sequence[Any]) -> Any:
-    """``einsum(",".join(ins) + "->" + out, *picked)`` on the arrays of library `xp`."""
-    einsum = getattr(xp, "einsum", None)
-    if einsum is not None:
-        return einsum(_rename(ins, out), *picked)
-    return _standard(xp, ins, out, picked)
+    """``einsum(",".join(ins) + "->" + out, *picked)`` on the arrays of library `xp` (not numpy).
+
+    The result has numpy's einsum dtype: the operands' promoted dtype.
+    """
+    dts = [np_dtype(x.dtype) for x in picked]
+    dt = dts[0] if len(set(dts)) == 1 else np.result_type(*dts)
+    work = dt
+    if dt.kind in "biu" and dt not in _WIDE:
+        work = np.dtype(np.int64)  # libraries sum these in int64 or refuse to mix them
+    if any(d != work for d in dts):
+        target = lib_dtype(xp, work)
+        picked = [x if d == work else xp.astype(x, target) for x, d in zip(picked, dts)]
+    einsum: Callable[..., Any] | None = getattr(xp, "einsum", None)
+    text = None if einsum is None else _rename(ins, out)
+    if text is not None:
+        picked = [_aligned(x, s) for x, s in zip(picked, ins)]
+    r = _standard(xp, ins, out, picked) if einsum is None or text is None else einsum(text, *picked)
+    if np_dtype(r.dtype) != dt:
+        r = xp.astype(r, lib_dtype(xp, dt))
+    return r

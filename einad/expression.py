@@ -13,15 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from .einsum import (
     Optimize,
     Strategy,
-    _as_dtype,
     _check_path,
     _normalize_optimize,
-    _weak_scalar,
+    _promote_weak,
     contract_planned,
 )
 from .errors import EinsumError
@@ -29,7 +26,7 @@ from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, objec
 from .slicing import plan as slice_plan
 from .structural import reshape
 from .subscripts import Spec, ellipsis_labels, parse
-from .util import ArrayLike, Shape, dtype_of, shape_of, to_operand, wrap
+from .util import ArrayLike, Shape, shape_of, to_operand, wrap
 
 
 def _plan(
@@ -160,10 +157,7 @@ class ContractExpression:
                     f"operand {k} has shape {shape_of(x)}, but this expression was planned for "
                     f"shapes {list(self.shapes)}: make a new expression for other shapes"
                 )
-        weak = [_weak_scalar(x) for x in ops_]
-        if any(w is not None for w in weak):
-            arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
-            ops_ = [x if w is None else _as_dtype(x, np.result_type(w, *arrays)) for x, w in zip(ops_, weak)]
+        ops_ = _promote_weak(ops_)
         for k, axes in enumerate(self._spec.squeeze):
             if axes:
                 shape = shape_of(ops_[k])

@@ -21,17 +21,33 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
+from .arrays import is_array
 from .core import Primitive, Tensor, bind, rules, zero_derivative
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
 from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
-from .util import Array, ArrayLike, Shape, Value, dtype_of, normalize_axes, shape_of, to_array_operand, wrap
+from .util import (
+    Array,
+    ArrayLike,
+    Shape,
+    Value,
+    dtype_of,
+    lib_array,
+    normalize_axes,
+    shape_of,
+    to_array_operand,
+    wrap,
+)
 
 # -- the gather and its transpose ----------------------------------------------------------
 
 
 def _scatter_along_impl(g: Any, index: Any, axis: int, shape: Shape) -> Array:
     """Zeros of `shape` with `g` added at `index` along `axis` (the transpose of take_along_axis)."""
+    xp = arrays.namespace(g, index)
+    if xp is not np:
+        return _scatter_along_any(xp, g, index, axis, shape)  # type: ignore[no-any-return]
     g, index = np.asarray(g), np.asarray(index)
     both = np.broadcast_shapes(g.shape, index.shape)
     g, index = np.broadcast_to(g, both), np.broadcast_to(index, both)
@@ -45,7 +61,63 @@ def _scatter_along_impl(g: Any, index: Any, axis: int, shape: Shape) -> Array:
     return out
 
 
-take_along_p = Primitive("take_along_axis", lambda x, index, axis: np.take_along_axis(x, index, axis=axis))
+# On other libraries than numpy the indices are an array of that library, maybe computed (an
+# `argsort`) and lazy (dask): no numpy bookkeeping on them. The gather is the library's
+# `take_along_axis` (the standard's, 2024.12), or where it has none (dask) one `take` from the
+# flattened array at the flat positions. The scatter-add compares the indices with each place
+# (a one-hot array of ``indices.size * shape[axis]`` elements, summed over the indices' axis):
+# exact and deterministic on every library, repeated indices included, with the standard's
+# operations only -- its memory and work grow with the axis' length squared.
+
+
+def _nonnegative(xp: Any, index: Any, n: int) -> Any:
+    """numpy's negative indices (counted from the end) as non-negative ones."""
+    return xp.where(index < 0, index + n, index)
+
+
+def _take_along_impl(x: Any, index: Any, axis: int) -> Any:
+    xp = arrays.namespace(x, index)
+    if xp is np:
+        return np.take_along_axis(x, index, axis=axis)
+    xs, js = shape_of(x), shape_of(index)
+    both = np.broadcast_shapes(xs[:axis] + (1,) + xs[axis + 1 :], js[:axis] + (1,) + js[axis + 1 :])
+    x = _broadcast_any(xp, x, both[:axis] + (xs[axis],) + both[axis + 1 :])
+    index = _nonnegative(
+        xp, _broadcast_any(xp, index, both[:axis] + (js[axis],) + both[axis + 1 :]), xs[axis]
+    )
+    along = getattr(xp, "take_along_axis", None)
+    if along is not None:
+        return along(x, index, axis=axis)
+    # the flat position of each element named: index * stride(axis) + the other coordinates'
+    xs, js = shape_of(x), shape_of(index)
+    strides = [int(np.prod(xs[d + 1 :], dtype=np.int64)) for d in range(len(xs))]
+    flat = index * strides[axis]
+    for d, n in enumerate(js):
+        if d != axis and n > 1:
+            at = xp.arange(n, dtype=index.dtype, device=arrays.device(index))
+            flat = flat + xp.reshape(at * strides[d], tuple(n if k == d else 1 for k in range(len(js))))
+    return xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0), js)
+
+
+def _broadcast_any(xp: Any, x: Any, shape: Shape) -> Any:
+    return x if shape_of(x) == tuple(shape) else xp.broadcast_to(x, tuple(shape))
+
+
+def _scatter_along_any(xp: Any, g: Any, index: Any, axis: int, shape: Shape) -> Any:
+    both = np.broadcast_shapes(shape_of(g), shape_of(index))
+    g, index = _broadcast_any(xp, g, both), _broadcast_any(xp, index, both)
+    n = shape[axis]
+    index = _nonnegative(xp, index, n)
+    places = xp.arange(n, dtype=index.dtype, device=arrays.device(index))
+    hot = xp.astype(xp.expand_dims(index, axis=-1) == places, g.dtype)  # both + (n,)
+    out = xp.sum(xp.expand_dims(g, axis=-1) * hot, axis=axis, dtype=g.dtype)
+    nd = len(shape)
+    out = xp.permute_dims(out, tuple(range(axis)) + (nd - 1,) + tuple(range(axis, nd - 1)))
+    summed = tuple(d for d in range(nd) if d != axis and shape[d] != both[d])  # broadcast axes of x
+    return xp.sum(out, axis=summed, keepdims=True, dtype=g.dtype) if summed else out
+
+
+take_along_p = Primitive("take_along_axis", _take_along_impl)
 scatter_along_p = Primitive("scatter_add_along_axis", _scatter_along_impl)
 
 
@@ -81,11 +153,14 @@ rules(
 )
 
 
-def _index_operand(indices: ArrayLike) -> Value:
-    """Indices as an operand: a traced integer Tensor stays traced; anything else an integer array."""
+def _index_operand(indices: ArrayLike, like: Value) -> Value:
+    """Indices as an operand: a traced integer Tensor stays traced; anything else an integer array,
+    of the library of `like` (the indexed array) when given as numbers, a list or numpy's array."""
     idx = to_array_operand(indices)
     if dtype_of(idx).kind not in "iu":
         raise IndexError(f"indices must be integers, got dtype {dtype_of(idx)}")
+    if isinstance(idx, np.ndarray):
+        idx = lib_array(like, idx)
     return idx
 
 
@@ -109,7 +184,8 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1) -
         IndexError: If `indices` is not an integer array or an index is out of range.
         ValueError: If `indices` and `arr` differ in their number of dimensions.
     """
-    x, idx = to_array_operand(arr), _index_operand(indices)
+    x = to_array_operand(arr)
+    idx = _index_operand(indices, x)
     if axis is None:
         x, idx, axis = _flat(x), _flat(idx), 0
     nd = len(shape_of(x))
@@ -125,18 +201,25 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
     `mode` is numpy's: ``"raise"`` (an index out of range is an IndexError),
     ``"wrap"`` or ``"clip"``. Linear in `a`: one gather, whose VJP scatters back.
     """
-    x, idx = to_array_operand(a), _index_operand(indices)
+    x = to_array_operand(a)
     if axis is None:
         x, axis = _flat(x), 0
     s = shape_of(x)
     axis = _axis(axis, len(s))
     n = s[axis]
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    if mode != "raise" and (
+        isinstance(indices, np.ndarray) or not (type(indices) is Tensor or is_array(indices))
+    ):
+        plain = np.asarray(indices)  # numbers, a list, numpy's array: wrapped or clipped here
+        if plain.dtype.kind in "iu":
+            indices, mode = (np.mod(plain, n) if mode == "wrap" else np.clip(plain, 0, n - 1)), "raise"
+    idx = _index_operand(indices, x)
     if mode == "wrap":
         idx = bind(PRIMITIVES["mod"], (idx, n), {})
     elif mode == "clip":
         idx = bind(PRIMITIVES["minimum"], (bind(PRIMITIVES["maximum"], (idx, 0), {}), n - 1), {})
-    elif mode != "raise":
-        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     t = shape_of(idx)
     rest = s[axis + 1 :]
     if not t:  # one index: gather a slab of width 1, then drop the axis
@@ -150,9 +233,25 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
 
 # -- sorting and the arg-functions: integer results, zero derivative -------------------------
 
-argsort_p = Primitive("argsort", lambda x, axis: np.argsort(x, axis=axis, kind="stable"))
-argmax_p = Primitive("argmax", lambda x, axis: np.argmax(x, axis=axis))
-argmin_p = Primitive("argmin", lambda x, axis: np.argmin(x, axis=axis))
+
+def _argsort_impl(x: Any, axis: int) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return np.argsort(x, axis=axis, kind="stable")
+    return xp.argsort(x, axis=axis, stable=True)
+
+
+def _arg_impl(name: str) -> Any:
+    def impl(x: Any, axis: int) -> Any:
+        return getattr(arrays.xp_of(x), name)(x, axis=axis)
+
+    impl.__name__ = f"_{name}_impl"
+    return impl
+
+
+argsort_p = Primitive("argsort", _argsort_impl)
+argmax_p = Primitive("argmax", _arg_impl("argmax"))
+argmin_p = Primitive("argmin", _arg_impl("argmin"))
 zero_derivative.update((argsort_p, argmax_p, argmin_p))
 
 
@@ -244,7 +343,7 @@ def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_value
     s = shape_of(x)
     pairs = _pairs(pad_width, len(s), "pad_width")
     if mode == "constant":
-        c = to_array_operand(constant_values)
+        c = to_array_operand(constant_values, like=x)
         if shape_of(c) != ():
             raise NotImplementedError("einad.pad takes one scalar constant_values (the same on every side)")
         c = astype(c, dtype_of(x))  # numpy casts the constant to the array's dtype

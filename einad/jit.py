@@ -11,6 +11,13 @@ trace exists at call time. Variables are deleted after their last use, so
 intermediates are freed as early as in eager mode, and an elementwise step
 writes into the memory of an operand that dies there (`passes.plan_buffers`).
 
+A program runs on the array library of its inputs, on their device: both are part
+of the signature, so ``jit(f)`` called on numpy arrays and then on torch tensors
+compiles two programs. A numpy program calls the lowered forms and writes into
+dying buffers; another library's program calls the primitives' implementations
+(which reach the library through `einad.arrays`), writes nothing in place, and
+holds its constants and literals as that library's arrays (`to_library`).
+
 Called with traced arguments (``grad(jit(f))``, ``vmap(jit(f))``), a jitted
 function runs its cached program through the interpreter, so the enclosing
 transformation sees every equation, and `f`'s Python does not run again.
@@ -18,6 +25,7 @@ transformation sees every equation, and `f`'s Python does not run again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import linecache
@@ -27,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
 from .core import Tensor, lower_rules
 from .einsum import einsum_p, spread_p
 from .errors import TracerError
@@ -34,6 +43,7 @@ from .passes import optimize, plan_buffers
 from .program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .structural import getitem_p, reshape_p, stop_gradient_p
+from .util import shape_of
 
 _programs = itertools.count()
 
@@ -48,6 +58,8 @@ class Program(Graph):
 
     source: str = ""
     fn: Callable[..., Any] | None = None
+    xp: Any = np
+    """The array library the program computes with (the module `einad.arrays.namespace` gives)."""
 
     def __call__(self, *args: Any) -> Any:
         flat, td = tree_flatten(list(args))
@@ -55,14 +67,26 @@ class Program(Graph):
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
         assert self.fn is not None
         out = self.fn(*[concrete(x) for x in flat])
-        return out if self.out_tree is None else tree_unflatten(self.out_tree, list(out))
+        return (
+            out
+            if self.out_tree is None
+            else tree_unflatten(self.out_tree, [_result(o, self.xp) for o in out])
+        )
 
 
 # -- compiling a program to Python ------------------------------------------------------------
 
 
-def compile_graph(graph: Graph) -> Program:
-    """Generate and compile the straight-line Python function that runs `graph`."""
+def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
+    """Generate and compile the straight-line Python function that runs `graph`.
+
+    `xp` is the array library the program runs on (numpy by default; `graph`'s constants
+    and literals are then of that library, see `to_library`). numpy programs call each
+    primitive's lowered form (its plans made now) and write elementwise results into dying
+    operands (``out=``); other libraries call the primitives' implementations, which reach
+    the library through its namespace, and never write in place.
+    """
+    native = xp is np
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
 
@@ -88,7 +112,8 @@ def compile_graph(graph: Graph) -> Program:
     kept = {o for o in graph.outputs if isinstance(o, str)} | set(graph.const_values)
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
-    buffers = plan_buffers(graph)  # equation index -> a dying operand whose memory the ufunc reuses
+    # equation index -> a dying operand whose memory the ufunc reuses (numpy programs only)
+    buffers = plan_buffers(graph) if native else {}
     quiet = False  # inside a `with errstate(...)` block: equations staged by derivative rules
     for i, e in enumerate(graph.equations):
         if e.quiet != quiet:
@@ -97,8 +122,8 @@ def compile_graph(graph: Graph) -> Program:
                 lines.append('    with errstate(all="ignore"):  # derivative rules: no numpy warnings')
         pad = "        " if quiet else "    "
         fn = f"f{i}"
-        shapes = [graph.avals[a][0] if isinstance(a, str) else np.shape(a.value) for a in e.inputs]
-        lower = lower_rules.get(e.prim)
+        shapes = [graph.avals[a][0] if isinstance(a, str) else shape_of(a.value) for a in e.inputs]
+        lower = lower_rules.get(e.prim) if native else None
         if lower is not None:
             namespace[fn] = lower(e.params, shapes)
         elif e.params:
@@ -112,7 +137,11 @@ def compile_graph(graph: Graph) -> Program:
         dead = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
         if dead:
             lines.append(f"{pad}del {', '.join(var(a) for a in dead)}")
-    namespace["copy"], namespace["owned"], namespace["errstate"] = np.array, _owned, np.errstate
+    namespace["errstate"] = np.errstate
+    if native:
+        namespace["copy"], namespace["owned"] = np.array, _owned
+    else:  # arrays of other libraries: a copy in the library, and no read-only flags to check
+        namespace["copy"], namespace["owned"] = functools.partial(_library_copy, xp, device), _same
     outs = ", ".join(_returns(graph, [atom(o) for o in graph.outputs]))
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     source = "\n".join(lines) + "\n"
@@ -120,7 +149,7 @@ def compile_graph(graph: Graph) -> Program:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
     base = {f.name: getattr(graph, f.name) for f in fields(Graph)}
-    return Program(**base, source=source, fn=namespace["program"])
+    return Program(**base, source=source, fn=namespace["program"], xp=xp)
 
 
 # Primitives whose result may be a view of their first operand (and so share its memory).
@@ -161,12 +190,70 @@ def _owned(x: Any) -> Any:
     return x if getattr(x, "flags", None) is None or x.flags.writeable else np.array(x)
 
 
+def _same(x: Any) -> Any:
+    return x
+
+
+def _library_copy(xp: Any, device: Any, x: Any) -> Any:
+    """A copy of `x` in library `xp` (a number, such as a literal output, becomes a 0-d array)."""
+    if arrays.is_array(x) and not arrays.is_numpy(x):
+        return xp.asarray(x, copy=True)
+    return _convert(xp, device, x)
+
+
+def _convert(xp: Any, device: Any, x: Any) -> Any:
+    """A numpy array or number as an array of library `xp` on `device`, its dtype kept."""
+    a = np.asarray(x)
+    dt = arrays.lib_dtype(xp, a.dtype)
+    value = a.item() if a.ndim == 0 else (a if a.dtype.kind == "c" else a.tolist())
+    return xp.asarray(value, dtype=dt, device=device)
+
+
+def to_library(graph: Graph, xp: Any, device: Any) -> Graph:
+    """`graph` with its numpy constants and numpy literals as arrays of library `xp`, once.
+
+    Staging on another library's arrays records that library's arrays, but literals
+    (numpy scalars) and constants the passes make (`passes.simplify`) are numpy's; a
+    library such as array-api-strict refuses numpy values mixed into its own. Python
+    numbers stay Python numbers (weakly typed in every library).
+    """
+    if xp is np:
+        return graph
+
+    def lit(a: Any) -> Any:
+        if isinstance(a, Lit) and isinstance(a.value, (np.ndarray, np.generic)):
+            return Lit(_convert(xp, device, a.value))
+        return a
+
+    consts = {
+        n: _convert(xp, device, v) if isinstance(v, (np.ndarray, np.generic)) else v
+        for n, v in graph.const_values.items()
+    }
+    equations = [dataclasses.replace(e, inputs=[lit(a) for a in e.inputs]) for e in graph.equations]
+    return dataclasses.replace(
+        graph, equations=equations, outputs=[lit(o) for o in graph.outputs], const_values=consts
+    )
+
+
+def _result(o: Any, xp: Any) -> Any:
+    """A program's output as the caller sees it: numpy for numpy programs, else the library's."""
+    if type(o) is Tensor:
+        return o
+    if xp is np:
+        return np.asarray(o)
+    return o
+
+
 # -- jit -----------------------------------------------------------------------------------------
 
 
 def _traced_leaf(x: Any) -> bool:
     """Whether jit traces this leaf (arrays, Tensors, numbers); other leaves are static."""
-    return type(x) is Tensor or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+    return (
+        type(x) is Tensor
+        or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+        or arrays.is_array(x)
+    )
 
 
 def _leaf_signature(x: Any) -> Hashable:
@@ -184,7 +271,10 @@ def _leaf_signature(x: Any) -> Hashable:
         return ("array", v.shape, v.dtype.str)
     if isinstance(v, (bool, int, float, complex)):
         return ("python", type(v).__name__)  # weakly typed, as numpy's promotion treats it
-    return ("scalar", np.asarray(v).dtype.str)
+    if isinstance(v, np.generic):
+        return ("scalar", v.dtype.str)
+    # another library's array: a program runs on one library, on one device
+    return ("array", type(v), str(arrays.device(v)), tuple(v.shape), arrays.np_dtype(v.dtype).str)
 
 
 def jit(
@@ -201,12 +291,13 @@ def jit(
         static_argnames: Keyword arguments that are not traced, likewise.
 
     Returns:
-        A function with `f`'s signature, returning numpy arrays (pytrees of them)
+        A function with `f`'s signature, returning arrays of its inputs' library (pytrees of them)
         at top level, and traced Tensors inside another transformation. It has
         ``lower(*args, **kwargs)`` (the optimized `Program` for that signature)
         and ``cache_size()`` (the number of compiled signatures).
 
     Raises:
+        TypeError: When the traced arguments are arrays of two libraries (naming both).
         TracerError: When `f` turns a traced value into a Python bool, int or
             float (an ``if`` on it): mark that argument static, or use `einad.where`.
     """
@@ -246,8 +337,12 @@ def jit(
             return f(*full, **{**{k: kwargs[k] for k in names if k in kwargs}, **dyn_kwargs})
 
         leaves = [flat[k] for k in traced]
+        values = [concrete(x) for x in leaves]
+        xp = arrays.namespace(*values)  # a TypeError naming both for two libraries
+        foreign = [v for v in values if arrays.is_array(v) and not arrays.is_numpy(v)]
+        device = arrays.device(foreign[0]) if foreign else None
         graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
-        return compile_graph(optimize(graph))
+        return compile_graph(to_library(optimize(graph), xp, device), xp, device)
 
     def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Program | None, list[Any]]:
         key, leaves, tree = split(args, kwargs)
@@ -269,10 +364,12 @@ def jit(
         assert program.out_tree is not None
         if any(type(x) is Tensor and x._trace is not None for x in flat):
             out = run_graph(program, flat)  # the enclosing transformations see each equation
-            return tree_unflatten(program.out_tree, [o if type(o) is Tensor else np.asarray(o) for o in out])
+            return tree_unflatten(program.out_tree, [_result(o, program.xp) for o in out])
         assert program.fn is not None
         out = program.fn(*[concrete(x) for x in flat])
-        return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
+        if program.xp is np:
+            return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
+        return tree_unflatten(program.out_tree, list(out))
 
     def lower(*args: Any, **kwargs: Any) -> Program:
         """The optimized, compiled program for the signature of these arguments."""

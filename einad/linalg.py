@@ -1,8 +1,11 @@
 """Linear algebra: numpy.linalg's functions, differentiable in both modes to any order.
 
 ``inv, solve, det, slogdet, cholesky, eigh, svd, qr`` are primitives whose
-implementation is numpy.linalg's own (so values, dtypes and errors are numpy's)
-and whose derivative rules are einad operations: einsums for every matrix
+implementation is numpy.linalg's own on numpy arrays (so values, dtypes and errors are
+numpy's), the array API ``linalg`` extension of the array's library on others (torch,
+array-api-strict, CuPy), and numpy.linalg block by block, lazily, on dask arrays;
+their derivative rules are einad operations (no library call of their own:
+constant masks are made in the operand's library): einsums for every matrix
 product, transpose and diagonal, elementwise operations, and the linear
 algebra primitives themselves (``solve`` wherever a rule applies an inverse to
 something; ``inv`` only where the inverse itself is the derivative, as the
@@ -62,12 +65,17 @@ Conventions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from functools import partial
+from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from .core import Params, Primitive, Tensor, bind, rules
+from . import arrays
+from .arrays import library, xp_of
+from .core import Params, Primitive, Tensor, bind, rules, strip
 from .einsum import _letters, contract, spread, sum_raw
 from .elementwise import PRIMITIVES, compare, conj, real
 from .reductions import max as _max
@@ -205,19 +213,73 @@ def _abs(x: Any) -> Any:
     return bind(PRIMITIVES["abs"], (x,), {})
 
 
+# Arithmetic between values of different sources (a cotangent and a result, say) goes through
+# the primitives, not Python's operators: one of them may be a plain array of a library whose
+# operators refuse an einad Tensor on their right (array-api-strict's do).
+_MULTIPLY, _ADD, _SUBTRACT = PRIMITIVES["multiply"], PRIMITIVES["add"], PRIMITIVES["subtract"]
+
+
+def _mul(x: Any, y: Any) -> Any:
+    return bind(_MULTIPLY, (x, y), {})
+
+
+def _add(x: Any, *ys: Any) -> Any:
+    for y in ys:
+        x = bind(_ADD, (x, y), {})
+    return x
+
+
+def _sub(x: Any, y: Any) -> Any:
+    return bind(_SUBTRACT, (x, y), {})
+
+
 def _imag(z: Any) -> Any:
-    return real(-1j * z)
+    return real(_mul(z, -1j))
+
+
+def _i_times(x: Any) -> Any:
+    """``1j · x`` for a real `x` (made complex first: the standard has no complex scalar times a
+    real array)."""
+    return _mul(astype(x, np.result_type(dtype_of(x), np.complex64)), 1j)
 
 
 def _complex(dtype: np.dtype[Any]) -> bool:
     return dtype.kind == "c"
 
 
-def _mask(n: int, dtype: np.dtype[Any], lower: bool, diagonal: float) -> Array:
-    """An n×n constant: ones strictly below (or above) the diagonal, `diagonal` on it."""
+def _base(x: Any) -> Any:
+    """The plain array behind `x` (a Tensor's value; what a value staged by `ea.jit` stands
+    for): what tells the library and device of a constant built for `x`."""
+    x = strip(x)
+    return getattr(x, "concrete", x)
+
+
+def _np_mask(n: int, dtype: np.dtype[Any], lower: bool, diagonal: float) -> Array:
     ones = np.ones((n, n), dtype=_real_dtype(dtype))
     strict = np.tril(ones, -1) if lower else np.triu(ones, 1)
     return strict + diagonal * np.eye(n, dtype=strict.dtype)
+
+
+def _constant(like: Any, value: Array) -> Any:
+    """Static numpy data as a constant in the library and on the device of `like`."""
+    base = _base(like)
+    return value if arrays.is_numpy(base) else arrays.asarray(base, value, value.dtype)
+
+
+def _mask(like: Any, lower: bool, diagonal: float) -> Any:
+    """A constant n×n matrix for `like` (..., n, n), of its real dtype: ones strictly below
+    (or above) the diagonal, `diagonal` on it."""
+    return _constant(like, _np_mask(shape_of(like)[-1], dtype_of(like), lower, diagonal))
+
+
+def _eye(like: Any) -> Any:
+    """The n×n identity for `like` (..., n, n), of its real dtype."""
+    return _constant(like, np.eye(shape_of(like)[-1], dtype=_real_dtype(dtype_of(like))))
+
+
+def _zeros(like: Any, shape: Shape, dtype: np.dtype[Any]) -> Any:
+    """Constant zeros in the library and on the device of `like`."""
+    return arrays.zeros(_base(like), tuple(shape), dtype)
 
 
 def _solve(a: Any, b: Any) -> Any:
@@ -244,7 +306,7 @@ def _rounding(w: Any, size: int) -> Any:
     difference (numpy's ``matrix_rank`` tolerance for singular values)."""
     eps = float(np.finfo(dtype_of(w)).eps)
     if shape_of(w)[-1] == 0:  # no values: nothing to compare
-        return np.zeros(shape_of(w)[:-1], _real_dtype(dtype_of(w)))
+        return _zeros(w, shape_of(w)[:-1], _real_dtype(dtype_of(w)))
     top = bind(max_p, (_abs(stop_gradient(w)),), {"axes": (len(shape_of(w)) - 1,)})
     return top * (size * eps)
 
@@ -266,22 +328,73 @@ def _reciprocal_above(s: Any, tol: Any) -> Any:
 
 def _hermitian_part(t: Any, lower: bool) -> Any:
     """The Hermitian matrix numpy reads from `t`: one triangle, mirrored, real diagonal."""
-    w = _mask(shape_of(t)[-1], dtype_of(t), lower, 0.5)
+    w = _mask(t, lower, 0.5)
     half = t * w
     return half + _mH(half)
 
 
 def _hermitian_part_vjp(p: Any, lower: bool) -> Any:
     """The transpose of `_hermitian_part` (the same in both complex conventions)."""
-    w = _mask(shape_of(p)[-1], dtype_of(p), lower, 0.5)
+    w = _mask(p, lower, 0.5)
     return (p + _mH(p)) * w
+
+
+# -- the implementations on every array library --------------------------------------------
+#
+# numpy arrays go to numpy.linalg, as they always did. Other libraries are reached through
+# their array API `linalg` extension (array-api-compat's namespace: torch.linalg,
+# array-api-strict's, CuPy's), whose errors become einad's LinAlgError. dask.array has no
+# stacked linear algebra (its linalg works on one 2-D matrix, blockwise algorithms that need
+# particular chunks, and has no det, slogdet or eigh): on dask arrays each function runs
+# numpy.linalg on every block, lazily, after putting each matrix whole in one block (the
+# batch axes keep their chunks).
+
+
+def _is_dask(x: Any) -> bool:
+    return library(x) == "dask"
+
+
+def _call(xp: ModuleType, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``xp.linalg.<name>(*args, **kwargs)``, its singular-matrix errors as einad's LinAlgError."""
+    fn = getattr(getattr(xp, "linalg", None), name, None)
+    if fn is None:
+        raise NotImplementedError(
+            f"einad.linalg.{name}: the array library {xp.__name__} has no linalg.{name} "
+            "(the array API standard's linalg extension)"
+        )
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        if "LinAlgError" in type(e).__name__ and not isinstance(e, LinAlgError):
+            raise LinAlgError(str(e)) from e
+        raise
+
+
+def _on_blocks(
+    impl: Callable[..., Any], xs: Sequence[Any], core: Shape, dtype: np.dtype[Any], **params: Any
+) -> Any:
+    """dask: `impl` (numpy) on each block of the stacks `xs` (..., m, n), lazily. The matrix
+    axes are rechunked into one block; the result is (..., *core) with the batch chunks of xs[0]."""
+    nb = len(shape_of(xs[0])) - 2
+    first = xs[0].rechunk({nb: -1, nb + 1: -1})
+    batch = first.chunks[:nb]
+    rest = [x.rechunk(batch + (-1, -1)) for x in xs[1:]]
+    drop = list(range(nb + len(core), nb + 2))
+    return first.map_blocks(
+        partial(impl, **params),
+        *rest,
+        dtype=dtype,
+        chunks=batch + tuple((c,) for c in core),
+        drop_axis=drop or None,
+        meta=np.empty((0,) * (nb + len(core)), dtype),
+    )
 
 
 # -- several results in one array -------------------------------------------------------------
 
 
 def _size(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _pack_np(parts: Sequence[Any], nbatch: int) -> Array:
@@ -289,6 +402,17 @@ def _pack_np(parts: Sequence[Any], nbatch: int) -> Array:
     dtype = np.result_type(*parts)
     flat = [np.asarray(p, dtype).reshape(p.shape[:nbatch] + (_size(p.shape[nbatch:]),)) for p in parts]
     return np.concatenate(flat, axis=-1)
+
+
+def _pack_xp(xp: ModuleType, parts: Sequence[Any], nbatch: int) -> Any:
+    """`_pack_np` in the array API standard's names (any library)."""
+    dtype = xp.result_type(*parts)
+    flat = []
+    for p in parts:
+        shape = tuple(p.shape)
+        p = p if p.dtype == dtype else xp.astype(p, dtype)
+        flat.append(xp.reshape(p, shape[:nbatch] + (_size(shape[nbatch:]),)))
+    return xp.concat(flat, axis=-1)
 
 
 def _pack(parts: Sequence[Any], batch: Shape, dtype: np.dtype[Any]) -> Any:
@@ -323,8 +447,18 @@ def _only_result(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 
 # -- inv ----------------------------------------------------------------------------------------
 
+
+def _inv_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        return np.linalg.inv(a)
+    if _is_dask(a):
+        return _on_blocks(_inv_impl, [a], shape_of(a)[-2:], dtype_of(a))
+    return _call(xp, "inv", a)
+
+
 inv_p = rules(
-    Primitive("inv", np.linalg.inv),
+    Primitive("inv", _inv_impl),
     # d(A⁻¹) = -A⁻¹ dA A⁻¹; the VJP is its transpose, -A⁻ᵀ g A⁻ᵀ
     jvp=lambda ts, x, vals, p: -_mm3(x, ts[0], x),
     vjp=lambda g, x, vals, p, needed: [-_mm3(_mT(x), g, _mT(x))],
@@ -338,7 +472,7 @@ inv_p = rules(
 def _solve_jvp(ts: list[Any], x: Any, vals: Sequence[Any], p: Params) -> Any:
     a, _ = vals
     ta, tb = ts
-    rhs = tb if ta is None else (-_mm(ta, x) if tb is None else tb - _mm(ta, x))
+    rhs = tb if ta is None else (-_mm(ta, x) if tb is None else _sub(tb, _mm(ta, x)))
     return _solve(a, rhs)  # dx = A⁻¹ (db - dA x)
 
 
@@ -366,8 +500,18 @@ def _solve_batch(prim: Primitive, vals: list[Any], batched: list[bool], params: 
     return contract((batch + i + z + j,), s, [x])
 
 
+def _solve_impl(a: Any, b: Any) -> Any:
+    """a (..., n, n), b (..., n, k) with the same batch axes (the public `solve` broadcasts)."""
+    xp = arrays.namespace(a, b)
+    if xp is np:
+        return np.linalg.solve(a, b)
+    if _is_dask(a) or _is_dask(b):
+        return _on_blocks(_solve_impl, [a, b], shape_of(b)[-2:], np.result_type(dtype_of(a), dtype_of(b)))
+    return _call(xp, "solve", a, b)  # b has 2 or more axes: the standard's stack of matrices
+
+
 solve_p = rules(
-    Primitive("solve", np.linalg.solve),
+    Primitive("solve", _solve_impl),
     jvp=_solve_jvp,
     vjp=_solve_vjp,
     keep=lambda needed: ((True, False), True),
@@ -382,25 +526,44 @@ def _inv_T(a: Any) -> Any:
     return _mT(_inv(a))
 
 
+def _det_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        return np.linalg.det(a)
+    if _is_dask(a):
+        return _on_blocks(_det_impl, [a], (), dtype_of(a))
+    return _call(xp, "det", a)
+
+
 det_p = rules(
-    Primitive("det", np.linalg.det),
+    Primitive("det", _det_impl),
     # d det = det tr(A⁻¹ dA); the VJP is g det A⁻ᵀ
-    jvp=lambda ts, d, vals, p: d * _trace(_solve(vals[0], ts[0])),
-    vjp=lambda g, d, vals, p, needed: [_like(_trailing(g * d, 2) * _inv_T(vals[0]), vals[0])],
+    jvp=lambda ts, d, vals, p: _mul(d, _trace(_solve(vals[0], ts[0]))),
+    vjp=lambda g, d, vals, p, needed: [_like(_mul(_trailing(_mul(g, d), 2), _inv_T(vals[0])), vals[0])],
     batch=_ride_along,
 )
 
 
-def _slogdet_impl(a: Array) -> Array:
-    sign, logabsdet = np.linalg.slogdet(a)
-    return _pack_np([sign, logabsdet], np.ndim(sign))
+def _slogdet_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        sign, logabsdet = np.linalg.slogdet(a)
+        return _pack_np([sign, logabsdet], np.ndim(sign))
+    if _is_dask(a):
+        return _on_blocks(_slogdet_impl, [a], (2,), dtype_of(a))
+    sign, logabsdet = _call(xp, "slogdet", a)
+    return _pack_xp(xp, [sign, logabsdet], len(shape_of(a)) - 2)
 
 
 def _slogdet_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     a = vals[0]
     sign, _ = _unpack(ans, [(), ()])
     tau = _trace(_solve(a, ts[0]))  # tr(A⁻¹ dA): its real part moves the log, its imaginary part the phase
-    dsign = sign * (1j * _imag(tau)) if _complex(dtype_of(a)) else np.zeros(shape_of(sign), dtype_of(sign))
+    dsign = (
+        _mul(sign, _i_times(_imag(tau)))
+        if _complex(dtype_of(a))
+        else _zeros(sign, shape_of(sign), dtype_of(sign))
+    )
     return _pack([dsign, real(tau)], shape_of(sign), dtype_of(ans))
 
 
@@ -409,8 +572,8 @@ def _slogdet_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[
     g_sign, g_log = _unpack(g, [(), ()])
     c = real(g_log)  # the log is real: only the real part of its cotangent pairs with it
     if _complex(dtype_of(a)):  # (a real sign has derivative zero)
-        c = c + 1j * _imag(g_sign * _unpack(ans, [(), ()])[0])
-    return [_like(_trailing(c, 2) * _inv_T(a), a)]
+        c = _add(c, _i_times(_imag(_mul(g_sign, _unpack(ans, [(), ()])[0]))))
+    return [_like(_mul(_trailing(c, 2), _inv_T(a)), a)]
 
 
 slogdet_p = rules(Primitive("slogdet", _slogdet_impl), jvp=_slogdet_jvp, vjp=_slogdet_vjp, batch=_ride_along)
@@ -425,18 +588,27 @@ slogdet_p = rules(Primitive("slogdet", _slogdet_impl), jvp=_slogdet_jvp, vjp=_sl
 def _cholesky_jvp(ts: list[Any], chol: Any, vals: Sequence[Any], p: Params) -> Any:
     ds = _hermitian_part(ts[0], lower=True)
     x = _solve(chol, _mH(_solve(chol, ds)))  # L⁻¹ dS L⁻ᴴ (dS is Hermitian)
-    return _mm(chol, x * _mask(shape_of(x)[-1], dtype_of(x), True, 0.5))
+    return _mm(chol, x * _mask(x, True, 0.5))
 
 
 def _cholesky_vjp(g: Any, chol: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     g = conj(g)
-    phi = _mm(_mH(chol), g) * _mask(shape_of(g)[-1], dtype_of(g), True, 0.5)
+    phi = _mm(_mH(chol), g) * _mask(g, True, 0.5)
     p_ = _rsolve(_solve(_mH(chol), phi), chol)  # L⁻ᴴ Φ(Lᴴ Ḡ) L⁻¹
     return [conj(_hermitian_part_vjp(p_, lower=True))]
 
 
+def _cholesky_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        return np.linalg.cholesky(a)
+    if _is_dask(a):
+        return _on_blocks(_cholesky_impl, [a], shape_of(a)[-2:], dtype_of(a))
+    return _call(xp, "cholesky", a)
+
+
 cholesky_p = rules(
-    Primitive("cholesky", np.linalg.cholesky),
+    Primitive("cholesky", _cholesky_impl),
     jvp=_cholesky_jvp,
     vjp=_cholesky_vjp,
     keep=_only_result,
@@ -449,9 +621,22 @@ cholesky_p = rules(
 # dV = V (F ∘ Vᴴ dA V) with F[i, j] = 1 / (λ_j − λ_i) (see the module docstring).
 
 
-def _eigh_impl(a: Array, UPLO: Literal["L", "U"]) -> Array:
-    w, v = np.linalg.eigh(a, UPLO)
-    return _pack_np([w, v], w.ndim - 1)
+def _mH_xp(xp: ModuleType, a: Any) -> Any:
+    t = xp.matrix_transpose(a)
+    return xp.conj(t) if _complex(dtype_of(a)) else t
+
+
+def _eigh_impl(a: Any, UPLO: Literal["L", "U"]) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        w, v = np.linalg.eigh(a, UPLO)
+        return _pack_np([w, v], w.ndim - 1)
+    n = shape_of(a)[-1]
+    if _is_dask(a):
+        return _on_blocks(_eigh_impl, [a], (n + n * n,), dtype_of(a), UPLO=UPLO)
+    # The standard's eigh reads the lower triangle; the upper one of `a` is the lower one of aᴴ.
+    w, v = _call(xp, "eigh", a if UPLO == "L" else _mH_xp(xp, a))
+    return _pack_xp(xp, [w, v], len(shape_of(a)) - 2)
 
 
 def _eigh_parts(ans: Any, a: Any) -> tuple[Any, Any]:
@@ -464,7 +649,7 @@ def _eigh_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     w, v = _eigh_parts(ans, vals[0])
     e = _mm3(_mH(v), _hermitian_part(ts[0], p["UPLO"] == "L"), v)
     dw = real(_diag(e))
-    dv = _mm(v, _gaps(w) * e)
+    dv = _mm(v, _mul(_gaps(w), e))
     return _pack([dw, dv], shape_of(w)[:-1], dtype_of(ans))
 
 
@@ -472,7 +657,7 @@ def _eigh_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[boo
     w, v = _eigh_parts(ans, vals[0])
     g_w, g_v = _eigh_parts(conj(g), vals[0])
     vh = _mH(v)
-    k = _diag_embed(g_w) + _gaps(w) * _mm(vh, g_v)
+    k = _add(_diag_embed(g_w), _mul(_gaps(w), _mm(vh, g_v)))
     return [conj(_hermitian_part_vjp(_mm3(v, k, vh), p["UPLO"] == "L"))]
 
 
@@ -491,9 +676,22 @@ eigh_p = rules(
 # dU₂ = −U₁ (dU₁ᴴ U₂), which keeps [U₁ U₂] unitary.
 
 
-def _svd_impl(a: Array, full_matrices: bool, hermitian: bool) -> Array:
-    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices, hermitian=hermitian)
-    return _pack_np([u, s, vh], s.ndim - 1)
+def _svd_impl(a: Any, full_matrices: bool, hermitian: bool) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        u, s, vh = np.linalg.svd(a, full_matrices=full_matrices, hermitian=hermitian)
+        return _pack_np([u, s, vh], s.ndim - 1)
+    m, n = shape_of(a)[-2:]
+    if _is_dask(a):
+        size = sum(_size(s) for s in _svd_shapes(m, n, full_matrices))
+        return _on_blocks(
+            _svd_impl, [a], (size,), dtype_of(a), full_matrices=full_matrices, hermitian=hermitian
+        )
+    if hermitian:  # the standard has no `hermitian`: the SVD of the matrix numpy reads (its lower triangle)
+        half = a * arrays.asarray(a, _np_mask(n, dtype_of(a), True, 0.5))
+        a = half + _mH_xp(xp, half)
+    u, s, vh = _call(xp, "svd", a, full_matrices=full_matrices)
+    return _pack_xp(xp, [u, s, vh], len(shape_of(a)) - 2)
 
 
 def _svd_shapes(m: int, n: int, full: bool) -> tuple[Shape, Shape, Shape]:
@@ -526,16 +724,16 @@ def _svd_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     e = _mm3(_mH(u1), da, v1)
     ds = real(_diag(e))
     f = _gaps(s, squares=True)  # 1 / (s_j² − s_i²)
-    ed, de = e * _row(s), _col(s) * e
-    du = _mm(u1, f * (ed + _mH(ed)))
-    dv = _mm(v1, f * (de + _mH(de)))
+    ed, de = _mul(e, _row(s)), _mul(_col(s), e)
+    du = _mm(u1, _mul(f, ed + _mH(ed)))
+    dv = _mm(v1, _mul(f, de + _mH(de)))
     inv_s = _reciprocal_above(s, _trailing(_rounding(s, max(m, n)), 1))
     if _complex(dtype_of(a)):
-        du = du + _mm(u1, _diag_embed(1j * _imag(_diag(e)) * inv_s))
+        du = _add(du, _mm(u1, _diag_embed(_mul(_i_times(_imag(_diag(e))), inv_s))))
     if m > n:
-        du = du + (_mm(da, v1) - _mm(u1, e)) * _row(inv_s)
+        du = _add(du, _mul(_sub(_mm(da, v1), _mm(u1, e)), _row(inv_s)))
     if n > m:
-        dv = dv + (_mm(_mH(da), u1) - _mm(v1, _mH(e))) * _row(inv_s)
+        dv = _add(dv, _mul(_sub(_mm(_mH(da), u1), _mm(v1, _mH(e))), _row(inv_s)))
     if p["full_matrices"] and m > n:
         u2 = _cols(u, k, None)
         du = bind(concat_p, [du, -_mm3(u1, _mH(du), u2)], {"axis": len(shape_of(du)) - 1})
@@ -555,21 +753,21 @@ def _svd_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool
     g_u1, g_v1 = _cols(g_u, 0, k), _cols(g_v, 0, k)
     if p["full_matrices"] and m > n:
         u2 = _cols(u, k, None)
-        g_u1 = g_u1 - _mm3(u2, _mH(_cols(g_u, k, None)), u1)
+        g_u1 = _sub(g_u1, _mm3(u2, _mH(_cols(g_u, k, None)), u1))
     if p["full_matrices"] and n > m:
         v2 = _mH(_rows(vh, k, None))
-        g_v1 = g_v1 - _mm3(v2, _mH(_cols(g_v, k, None)), v1)
+        g_v1 = _sub(g_v1, _mm3(v2, _mH(_cols(g_v, k, None)), v1))
     f = _gaps(s, squares=True)
     inv_s = _reciprocal_above(s, _trailing(_rounding(s, max(m, n)), 1))
     ku, kv = _mm(_mH(u1), g_u1), _mm(_mH(v1), g_v1)
-    ge = _diag_embed(g_s) + (f * (ku - _mH(ku))) * _row(s) + _col(s) * (f * (kv - _mH(kv)))
+    ge = _add(_diag_embed(g_s), _mul(_mul(f, ku - _mH(ku)), _row(s)), _mul(_col(s), _mul(f, kv - _mH(kv))))
     if _complex(dtype_of(a)):
-        ge = ge + _diag_embed(1j * _imag(_diag(ku)) * inv_s)
+        ge = _add(ge, _diag_embed(_mul(_i_times(_imag(_diag(ku))), inv_s)))
     ga = _mm3(u1, ge, _mH(v1))
     if m > n:
-        ga = ga + _mm((g_u1 - _mm(u1, ku)) * _row(inv_s), _mH(v1))
+        ga = _add(ga, _mm(_mul(_sub(g_u1, _mm(u1, ku)), _row(inv_s)), _mH(v1)))
     if n > m:
-        ga = ga + _mm(u1, _col(inv_s) * (_mH(g_v1) - _mm(_mH(kv), _mH(v1))))
+        ga = _add(ga, _mm(u1, _mul(_col(inv_s), _sub(_mH(g_v1), _mm(_mH(kv), _mH(v1))))))
     if p["hermitian"]:
         ga = _hermitian_part_vjp(ga, lower=True)
     return [_like(conj(ga), a)]
@@ -585,9 +783,18 @@ svd_p = rules(Primitive("svd", _svd_impl), jvp=_svd_jvp, vjp=_svd_vjp, keep=_onl
 # and then dR₁ = (C − Ω) R₁, dQ = dX R₁⁻¹ − Q (C − Ω), dR₂ = Qᴴ dY − Ω R₂.
 
 
-def _qr_impl(a: Array, complete: bool) -> Array:
-    q, r = np.linalg.qr(a, mode="complete" if complete else "reduced")
-    return _pack_np([q, r], q.ndim - 2)
+def _qr_impl(a: Any, complete: bool) -> Any:
+    xp = xp_of(a)
+    mode: Literal["complete", "reduced"] = "complete" if complete else "reduced"
+    if xp is np:
+        q, r = np.linalg.qr(a, mode=mode)
+        return _pack_np([q, r], q.ndim - 2)
+    if _is_dask(a):
+        m, n = shape_of(a)[-2:]
+        k = m if complete else min(m, n)
+        return _on_blocks(_qr_impl, [a], (m * k + k * n,), dtype_of(a), complete=complete)
+    q, r = _call(xp, "qr", a, mode=mode)
+    return _pack_xp(xp, [q, r], len(shape_of(a)) - 2)
 
 
 def _qr_parts(ans: Any, vals: Sequence[Any], p: Params) -> tuple[Any, Any]:
@@ -598,10 +805,10 @@ def _qr_parts(ans: Any, vals: Sequence[Any], p: Params) -> tuple[Any, Any]:
 
 
 def _omega(c: Any) -> Any:
-    low = c * _mask(shape_of(c)[-1], dtype_of(c), True, 0.0)
+    low = c * _mask(c, True, 0.0)
     om = low - _mH(low)
     if _complex(dtype_of(c)):
-        om = om + _diag_embed(1j * _imag(_diag(c)))
+        om = _add(om, _diag_embed(_i_times(_imag(_diag(c)))))
     return om
 
 
@@ -614,16 +821,18 @@ def _qr_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     dx_r = _rsolve(_cols(da, 0, k), r1)  # dX R₁⁻¹
     c = _mm(_mH(q1), dx_r)
     om = _omega(c)
-    dq = dx_r - _mm(q1, c - om)
+    dq = _sub(dx_r, _mm(q1, c - om))
     dr = _mm(c - om, r1)
     axis = len(shape_of(dr)) - 1
     if n > m:
-        dr2 = _mm(_mH(q1), _cols(da, m, None)) - _mm(om, _cols(r, m, None))
+        dr2 = _sub(_mm(_mH(q1), _cols(da, m, None)), _mm(om, _cols(r, m, None)))
         dr = bind(concat_p, [dr, dr2], {"axis": axis})
     if p["complete"] and m > n:
         q2 = _cols(q, k, None)
         dq = bind(concat_p, [dq, -_mm3(q1, _mH(dq), q2)], {"axis": axis})
-        dr = bind(concat_p, [dr, np.zeros(shape_of(dr)[:-2] + (m - n, n), dtype_of(dr))], {"axis": axis - 1})
+        dr = bind(
+            concat_p, [dr, _zeros(dr, shape_of(dr)[:-2] + (m - n, n), dtype_of(dr))], {"axis": axis - 1}
+        )
     return _pack([dq, dr], shape_of(q)[:-2], dtype_of(ans))
 
 
@@ -636,14 +845,14 @@ def _qr_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     q1, r1 = _cols(q, 0, k), _rows(_cols(r, 0, k), 0, k)
     g_q1, g_r1 = _cols(g_q, 0, k), _rows(_cols(g_r, 0, k), 0, k)
     if p["complete"] and m > n:
-        g_q1 = g_q1 - _mm3(_cols(q, k, None), _mH(_cols(g_q, k, None)), q1)
+        g_q1 = _sub(g_q1, _mm3(_cols(q, k, None), _mH(_cols(g_q, k, None)), q1))
     if n > m:
         r2, g_r2 = _cols(r, m, None), _cols(g_r, m, None)
-        g_q1 = g_q1 - _mm3(q1, g_r2, _mH(r2))
-    mm = _mm(g_r1, _mH(r1)) - _mm(_mH(q1), g_q1)
-    upper = mm * _mask(k, dtype_of(mm), False, 0.0)
-    sym = upper + _mH(upper) + _diag_embed(real(_diag(mm)))
-    ga = _rsolve(g_q1 + _mm(q1, sym), _mH(r1))  # (Q̄ + Q sym(M)) R₁⁻ᴴ
+        g_q1 = _sub(g_q1, _mm3(q1, g_r2, _mH(r2)))
+    mm = _sub(_mm(g_r1, _mH(r1)), _mm(_mH(q1), g_q1))
+    upper = mm * _mask(mm, False, 0.0)
+    sym = upper + _mH(upper) + real(mm) * _eye(mm)  # Re diag(M) on the diagonal
+    ga = _rsolve(_add(g_q1, _mm(q1, sym)), _mH(r1))  # (Q̄ + Q sym(M)) R₁⁻ᴴ
     if n > m:
         ga = bind(concat_p, [ga, _mm(q1, g_r2)], {"axis": len(shape_of(ga)) - 1})
     return [_like(conj(ga), a)]

@@ -195,8 +195,13 @@ class _Rewriter:
         return name
 
     def const_value(self, a: Atom) -> Any:
-        """The array a constant's name stands for (None for variables and literals)."""
-        return self.const_values.get(a) if isinstance(a, str) else None
+        """The numpy array a constant's name stands for (None for variables and literals).
+
+        Another library's constant (a program staged on torch or dask arrays) is opaque to
+        the passes: they read no values out of it (a dask array would have to be computed).
+        """
+        v = self.const_values.get(a) if isinstance(a, str) else None
+        return v if isinstance(v, np.ndarray) else None
 
     def uniform(self, a: Atom) -> Any:
         """The one value `a` holds everywhere, as a scalar (of `a`'s dtype where it is a variable); else None.
@@ -374,7 +379,10 @@ def _same_consts(graph: Graph) -> dict[str, Atom]:
     first: dict[Hashable, str] = {}
     rename: dict[str, Atom] = {}
     for name, _ in graph.consts:
-        v = np.asarray(graph.const_values[name])
+        v = graph.const_values[name]
+        if not isinstance(v, (np.ndarray, np.generic)):
+            continue  # another library's array: its contents are not read (a dask array stays lazy)
+        v = np.asarray(v)
         key = (v.dtype.str, v.shape, v.tobytes())
         rename_to = first.setdefault(key, name)
         if rename_to != name:

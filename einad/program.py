@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
 from .core import Params, Primitive, QuietRules, Staged, Tensor, Trace, _box, bind, in_rules, tracing
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
-from .util import DTypeLike, Shape
+from .util import DTypeLike, Shape, shape_of
 
 # -- the IR ---------------------------------------------------------------------------
 
@@ -43,7 +44,7 @@ class Lit:
     def key(self) -> tuple[str, str, str]:
         """Equal for literals that are interchangeable (same type, dtype and value)."""
         v = self.value
-        return (type(v).__name__, str(getattr(v, "dtype", "")), repr(np.asarray(v).item()))
+        return (type(v).__name__, str(getattr(v, "dtype", "")), repr(arrays.to_numpy(v).item()))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
@@ -54,7 +55,7 @@ class Lit:
         return hash(self.key())
 
     def __str__(self) -> str:
-        return repr(np.asarray(self.value).item())
+        return repr(arrays.to_numpy(self.value).item())
 
     __repr__ = __str__
 
@@ -278,7 +279,7 @@ class StagingTrace(Trace):
     def _remember(self, x: Any, name: str, value: Any) -> str:
         self._names[id(x)] = name
         self._alive.append(x)
-        self.graph.avals[name] = (tuple(np.shape(value)), _dtype_of(value))
+        self.graph.avals[name] = (shape_of(value), _dtype_of(value))
         return name
 
     def new_input(self, value: Any) -> Tensor:
@@ -303,7 +304,7 @@ class StagingTrace(Trace):
             return self._names[id(x)]
         if _is_literal(x):
             return Lit(x)
-        v = np.asarray(x)
+        v = x if arrays.is_array(x) else np.asarray(x)  # another library's constant stays in it
         name = f"k{len(self.graph.consts)}"
         while name in self.graph.avals:
             name += "_"
@@ -325,7 +326,7 @@ class StagingTrace(Trace):
 
 def _dtype_of(v: Any) -> np.dtype[Any]:
     d = getattr(v, "dtype", None)
-    return np.dtype(d) if d is not None else np.result_type(v)
+    return arrays.np_dtype(d) if d is not None else np.result_type(v)
 
 
 def _concrete(x: Any) -> Any:
@@ -345,11 +346,9 @@ def _concrete(x: Any) -> Any:
 def concrete(x: Any) -> Any:
     """A user's leaf as a program input: its value under every trace (Python scalars kept)."""
     v = _concrete(x)
-    if isinstance(v, (bool, int, float, complex)):
-        return v
-    if not isinstance(v, (np.ndarray, np.generic)):
-        v = np.asarray(v)
-    return v
+    if isinstance(v, (bool, int, float, complex, np.ndarray, np.generic)) or arrays.is_array(v):
+        return v  # another library's array stays in its library (and on its device)
+    return np.asarray(v)
 
 
 def stage(

@@ -3,6 +3,10 @@
 `max`, `min`, `prod`, `cumsum` and `cumprod` are primitives with one rule each;
 `mean`, `var`, `std`, `logsumexp`, `softmax`, `log_softmax` and `clip` are
 compositions of other operations and need no rule of their own.
+
+The primitives run numpy's function on numpy arrays and the array API standard's
+(``max``, ``min``, ``prod``, ``cumulative_sum``, ``cumulative_prod``) on other
+libraries' arrays, in numpy's result dtype; their rules are einad operations.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
 from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
 from .einsum import sum_raw
 from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
@@ -44,8 +49,43 @@ def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> Any:
     return hit / sum_raw(hit, axes, keepdims=True)
 
 
+_result_dtypes: dict[tuple[str, np.dtype[Any]], np.dtype[Any]] = {}
+
+
+def _numpy_dtype(name: str, kernel: Callable[..., Any], dt: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype numpy's `kernel` gives for an operand of dtype `dt` (int32 -> int64 for prod)."""
+    out = _result_dtypes.get((name, dt))
+    if out is None:
+        out = _result_dtypes[name, dt] = np.result_type(kernel(np.ones(1, dt), axis=0))
+    return out
+
+
+def _impl(name: str, kernel: Callable[..., Any], standard: str, param: str) -> Callable[..., Any]:
+    """numpy's `kernel` on numpy values; the standard's function `standard` on other arrays.
+
+    `param` is the primitive's parameter ("axes" or "axis"); ``dtype=`` asks the
+    library for numpy's result dtype where it differs from the operand's.
+    """
+
+    def impl(x: Any, **p: Any) -> Any:
+        axis = p[param]
+        if type(x) is np.ndarray:
+            return kernel(x, axis=axis)
+        xp = arrays.xp_of(x)
+        if xp is np:
+            return kernel(x, axis=axis)
+        dt = dtype_of(x)
+        out = _numpy_dtype(name, kernel, dt)
+        fn = getattr(xp, standard)
+        if out == dt or standard in ("max", "min"):
+            return fn(x, axis=axis)
+        return fn(x, axis=axis, dtype=arrays.lib_dtype(xp, out))
+
+    return impl
+
+
 def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
-    prim = Primitive(name, lambda x, axes: kernel(x, axis=axes))
+    prim = Primitive(name, _impl(name, kernel, name, "axes"))
 
     def vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
         x = vals[0]
@@ -98,8 +138,7 @@ def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
     count = sum_raw(astype(zero, np.int64), axes, keepdims=True)
     nonzero = where_raw(zero, 1, x)
     p = _keep(bind(prod_p, (nonzero,), {"axes": axes}), shape, axes)
-    seen = strip(count)
-    if type(seen) is not Staged and not np.any(seen):  # known here, not in a program: no zeros
+    if _known_zero(strip(count)):  # no zeros
         return p / nonzero
     z = sum_raw(where_raw(zero, x, 0), axes, keepdims=True)
     one = where_raw(zero, p, z * p / nonzero)
@@ -109,7 +148,20 @@ def _prod_others(x: Any, axes: tuple[int, ...]) -> Any:
     return where_raw(compare("equal", count, 0), p / nonzero, by_count)
 
 
-prod_p = Primitive("prod", lambda x, axes: np.prod(x, axis=axes))
+def _known_zero(v: Any) -> bool:
+    """Whether `v` is known here to be all zeros: never inside a program, nor on dask (reading
+    a dask array would compute it: einad stays lazy)."""
+    if type(v) is Staged:
+        return False
+    xp = arrays.xp_of(v)
+    if xp is np:
+        return not np.any(v)
+    if arrays.library(v) == "dask":
+        return False
+    return not bool(xp.any(v))
+
+
+prod_p = Primitive("prod", _impl("prod", np.prod, "prod", "axes"))
 rules(
     prod_p,
     vjp=lambda g, ans, vals, p, needed: [
@@ -132,19 +184,21 @@ def _count(shape: Shape, axes: tuple[int, ...]) -> int:
 
 
 def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Arithmetic mean along `axis` (a sum, then a division)."""
-    x = to_array_operand(x)
+    """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64."""
+    return wrap(_mean_raw(_inexact(x), axis, keepdims))
+
+
+def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
-    n = _count(shape, normalize_axes(axis, len(shape)))
-    return wrap(sum_raw(x, axis, keepdims) / n)
+    return sum_raw(x, axis, keepdims) / _count(shape, normalize_axes(axis, len(shape)))
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
-    x = to_array_operand(x)
+    x = _inexact(x)
     shape = shape_of(x)
     n = _count(shape, normalize_axes(axis, len(shape)))
-    d = x - mean(x, axis, keepdims=True)
+    d = x - _mean_raw(x, axis, True)
     return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
 
 
@@ -167,9 +221,9 @@ def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
     """The max along `axes` (kept dims) with zero derivative; 0 where it is not finite."""
     shape = shape_of(x)
     if 0 in shape:
-        return np.zeros([1] * len(shape), dtype_of(x))
+        return arrays.zeros(strip(x), (1,) * len(shape), dtype_of(x))
     m = _keep(bind(max_p, (stop_gradient(x),), {"axes": axes}), shape, axes)
-    return where_raw(bind(PRIMITIVES["isfinite"], (m,), {}), m, np.zeros((), dtype_of(x)))
+    return where_raw(bind(PRIMITIVES["isfinite"], (m,), {}), m, 0)  # 0 takes m's dtype
 
 
 def _logsumexp(x: Value, axes: tuple[int, ...], keepdims: bool) -> Any:
@@ -238,7 +292,7 @@ def _scan_axis(x: Value, axis: int | None) -> tuple[Value, int]:
     return x, normalize_axes(axis, len(shape_of(x)))[0]
 
 
-cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis))
+cumsum_p = Primitive("cumsum", _impl("cumsum", np.cumsum, "cumulative_sum", "axis"))
 
 
 def cumsum_raw(x: Value, axis: int) -> Value:
@@ -268,7 +322,7 @@ def cumsum(x: ArrayLike, axis: int | None = None) -> Tensor:
     return wrap(cumsum_raw(v, ax))
 
 
-cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis))
+cumprod_p = Primitive("cumprod", _impl("cumprod", np.cumprod, "cumulative_prod", "axis"))
 
 
 def _cumprod_zeros(x: Any, axis: int) -> tuple[Any, Any, Any, Any]:

@@ -550,7 +550,7 @@ def _step_copies(
     einsum's executor makes them), and the layout of its result."""
     if len(ins) != 2:
         return 0, _c_strides(out, parts)
-    from .einsum import _pair_plan  # the executor's own plan (einsum imports this module)
+    from .executor import _pair_plan  # the executor's own plan
 
     shapes = [tuple(parts[c] for c in spec) for spec in ins]
     plan = _pair_plan(ins[0], ins[1], out, shapes[0], shapes[1])

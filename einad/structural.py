@@ -26,8 +26,10 @@ from .util import (
     Value,
     dtype_of,
     integer,
+    lib_array,
     normalize_axes,
     normalize_axis,
+    raw,
     shape_of,
     to_array_operand,
     to_operand,
@@ -79,7 +81,18 @@ def ones_like(x: Any) -> Any:
 
 # -- reshape ---------------------------------------------------------------------
 
-reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape))
+
+def _reshape_impl(x: Any, shape: Shape) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return np.reshape(x, shape)
+    try:
+        return xp.reshape(x, shape)
+    except NotImplementedError:  # dask reshapes only by merging or splitting axes: merge all, then split
+        return xp.reshape(xp.reshape(x, (-1,)), shape)
+
+
+reshape_p = Primitive("reshape", _reshape_impl)
 
 
 def reshape_raw(x: Value, shape: Sequence[int]) -> Value:
@@ -192,10 +205,16 @@ def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
 
 
 def _astype_impl(x: Any, dtype: DTypeLike) -> Any:
-    x = np.asarray(x)
-    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
-        x = x.real
-    return x.astype(dtype)
+    xp = arrays.xp_of(x)
+    if xp is np:
+        x = np.asarray(x)
+        if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+            x = x.real
+        return x.astype(dtype)
+    dt = np.dtype(dtype)
+    if dtype_of(x).kind == "c" and dt.kind != "c":
+        x = xp.real(x)
+    return xp.astype(x, arrays.lib_dtype(xp, dt))
 
 
 astype_p = Primitive("astype", _astype_impl)
@@ -231,6 +250,8 @@ def _clean_index(index: Any) -> Any:
                 "parameter of the program. Pass it as a static argument (static_argnums) or "
                 "compute it outside the jitted function"
             )
+    if arrays.is_array(index) and not isinstance(index, np.ndarray):
+        index = arrays.to_numpy(index)  # another library's array: static data, as a list is (dask: computed)
     if isinstance(index, list):
         index = np.asarray(index)
     if isinstance(index, np.ndarray) and index.dtype.kind not in "biu":
@@ -243,10 +264,156 @@ def _has_int_array(index: Any) -> bool:
     return any(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in items)
 
 
-getitem_p = Primitive("getitem", lambda x, index: x[index])
+# On numpy, indexing is numpy's. On the other libraries (the standard indexes with integers and
+# slices, strictly only when every axis is named; one integer array in `take`; torch has no
+# negative steps; dask no multi-array indexes), einad computes numpy's semantics itself:
+# - a basic index (integers, slices, None, Ellipsis): a key naming every axis with integers
+#   and positive-step slices, then `flip` along the negative-step slices' axes, then a reshape
+#   for the None axes; its transpose writes the cotangent into zeros (`__setitem__` on a fresh
+#   array: dask records it lazily);
+# - one integer array among slices (``x[idx]``, ``x[:, idx]``): the slices, then `take` along
+#   the array's axis;
+# - any other index (several arrays, boolean masks, integers mixed with arrays): numpy computes
+#   the flat positions the index names, and one `take` gathers them from the flattened array.
+# The scatter-adds (the transposes of the last two) are gathers too: see `_scatter_add_take`.
+
+
+def _getitem_impl(x: Any, index: Any) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return x[index]
+    return _getitem_any(xp, x, index)
+
+
+def _is_basic(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return not any(isinstance(i, (np.ndarray, bool, np.bool_)) for i in items)
+
+
+def _basic_key(index: Any, shape: Shape) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """A basic index (already checked by numpy) as a key naming every axis of `shape` with
+    non-negative integers and positive-step slices, and the axes of ``x[key]`` to reverse after."""
+    items = index if isinstance(index, tuple) else (index,)
+    named = sum(i is not None and i is not Ellipsis for i in items)
+    key: list[Any] = []
+    flips: list[int] = []
+    kept = 0  # the axes of x[key] so far
+    for i in items:
+        if i is None:
+            continue
+        if i is Ellipsis:
+            key.extend([slice(None)] * (len(shape) - named))
+            kept += len(shape) - named
+            continue
+        n = shape[len(key)]
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step < 0:
+                r = range(start, stop, step)
+                i = slice(r[-1], r[0] + 1, -step) if len(r) else slice(0, 0)
+                flips.append(kept)
+            else:
+                i = slice(start, stop, step)
+            kept += 1
+        else:
+            i = integer(i, "an index") % n
+        key.append(i)
+    key.extend([slice(None)] * (len(shape) - len(key)))
+    return tuple(key), tuple(flips)
+
+
+def _one_array(index: Any, shape: Shape) -> tuple[tuple[Any, ...], int, Array] | None:
+    """For an index of slices (and Ellipsis) and one integer array of 1 or more dimensions: the
+    index with the array replaced by ``slice(None)``, the array's axis, and the array (made
+    non-negative). None for any other index."""
+    items = index if isinstance(index, tuple) else (index,)
+    at = [j for j, i in enumerate(items) if isinstance(i, np.ndarray)]
+    if len(at) != 1 or not all(isinstance(i, (slice, np.ndarray)) or i is Ellipsis for i in items):
+        return None
+    j = at[0]
+    a = items[j]
+    if a.dtype.kind not in "iu" or a.ndim == 0:
+        return None
+    k = len(shape) - (len(items) - j - 1) if any(i is Ellipsis for i in items[:j]) else j
+    a = np.where(a < 0, a + shape[k], a)
+    return items[:j] + (slice(None),) + items[j + 1 :], k, a
+
+
+def _getitem_any(xp: Any, x: Any, index: Any) -> Any:
+    """``x[index]`` with numpy's semantics on an array of library `xp` (not numpy)."""
+    shape = shape_of(x)
+    out_shape = _ghost(shape)[index].shape
+    if _is_basic(index):
+        key, flips = _basic_key(index, shape)
+        y = x[key]
+        if flips:
+            y = xp.flip(y, axis=flips)
+    else:
+        one = _one_array(index, shape)
+        if one is not None:
+            rest, k, idx = one
+            y = xp.take(_getitem_any(xp, x, rest), lib_array(x, idx.ravel()), axis=k)
+        else:
+            places = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+            y = xp.take(_reshape_impl(x, (-1,)), lib_array(x, places.ravel()), axis=0)
+    return y if tuple(y.shape) == out_shape else _reshape_impl(y, out_shape)
+
+
+def _scatter_add_take(xp: Any, g: Any, idx: Array, m: int, axis: int) -> Any:
+    """Zeros with `m` places along `axis`, ``g[..., j, ...]`` added at place ``idx[j]``, built
+    without writes: with no repeated index it is one `take` of `g` (a zero slab appended) by the
+    inverse map; a repeated index splits into layers (its 1st, 2nd, ... occurrences), one
+    `take` each, summed in order."""
+    n = idx.size
+    shape = list(shape_of(g))
+    shape[axis] = 1
+    gz = xp.concat([g, xp.zeros(tuple(shape), dtype=g.dtype, device=arrays.device(g))], axis=axis)
+    order = np.argsort(idx, kind="stable")
+    ranked = idx[order]
+    occurrence = np.empty(n, dtype=np.int64)
+    occurrence[order] = np.arange(n) - np.searchsorted(ranked, ranked, side="left")
+    out: Any = None
+    for layer in range(int(occurrence.max()) + 1 if n else 1):
+        inverse = np.full(m, n, dtype=np.int64)
+        mine = np.flatnonzero(occurrence == layer)
+        inverse[idx[mine]] = mine
+        part = xp.take(gz, lib_array(g, inverse), axis=axis)
+        out = part if out is None else out + part
+    return out
+
+
+def _scatter_any(xp: Any, g: Any, index: Any, shape: Shape) -> Any:
+    """The transpose of `_getitem_any`: zeros of `shape` with `g` added at `index`."""
+    if _is_basic(index):
+        key, flips = _basic_key(index, shape)
+        keyed = _ghost(shape)[key].shape
+        if tuple(g.shape) != keyed:
+            g = _reshape_impl(g, keyed)
+        if flips:
+            g = xp.flip(g, axis=flips)
+        out = xp.zeros(shape, dtype=g.dtype, device=arrays.device(g))
+        if 0 not in keyed:  # (dask refuses an empty write)
+            out[key] = g  # a fresh array (dask: a lazy write)
+        return out
+    one = _one_array(index, shape)
+    if one is not None:
+        rest, k, idx = one
+        sub = list(_ghost(shape)[rest].shape)
+        g = _reshape_impl(g, (*sub[:k], idx.size, *sub[k + 1 :]))
+        return _scatter_any(xp, _scatter_add_take(xp, g, idx.ravel(), sub[k], k), rest, shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    places = np.arange(size).reshape(shape)[index]
+    flat = _scatter_add_take(xp, _reshape_impl(g, (-1,)), places.ravel(), size, 0)
+    return _reshape_impl(flat, shape)
+
+
+getitem_p = Primitive("getitem", _getitem_impl)
 
 
 def _scatter_impl(g: Any, index: Any, shape: Shape) -> Array:
+    xp = arrays.xp_of(g)
+    if xp is not np:
+        return _scatter_any(xp, g, index, shape)  # type: ignore[no-any-return]
     out = np.zeros(shape, dtype=np.asarray(g).dtype)
     if _has_int_array(index):
         np.add.at(out, index, g)  # integer arrays may repeat an element
@@ -279,7 +446,12 @@ _linear(
 
 
 def getitem(x: ArrayLike, index: Any) -> Tensor:
-    """x[index]: basic and integer-array indexing, differentiable."""
+    """x[index]: basic, integer-array and boolean-mask indexing with numpy's semantics, differentiable.
+
+    The same on every array library: integer and boolean index arrays may be lists, numpy
+    arrays or arrays of `x`'s library (static data: a dask index array is computed); the
+    result and its gradient are arrays of `x`'s library (lazy on dask).
+    """
     x = to_array_operand(x)
     index = _clean_index(index)
     _ghost(shape_of(x))[index]  # let numpy raise its IndexError here, at the user's call
@@ -318,7 +490,15 @@ def _concat_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     return bind(concat_p, parts, p)
 
 
-concat_p = Primitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis))
+def _concat_impl(*xs: Any, axis: int) -> Any:
+    xp = arrays.namespace(*xs)
+    if xp is np:
+        return np.concatenate(xs, axis=axis)
+    dt = np.result_type(*(dtype_of(x) for x in xs))  # numpy's promotion (the standard refuses mixed kinds)
+    return xp.concat([x if dtype_of(x) == dt else _astype_impl(x, dt) for x in xs], axis=axis)
+
+
+concat_p = Primitive("concatenate", _concat_impl)
 rules(concat_p, vjp=_concat_vjp, jvp=_concat_jvp, keep=_shape_only)
 
 
@@ -405,16 +585,38 @@ def _where_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     tx, ty = ts[1], ts[2]
     if tx is None and ty is None:
         return None
-    z = np.zeros((), dtype=dtype_of(ans))
+    z = zeros_scalar(ans)
     out = where_raw(c, z if tx is None else tx, z if ty is None else ty)
     return broadcast_raw(out, shape_of(ans))
 
 
-def zeros_scalar(like: Any) -> Array:
-    return np.zeros((), dtype=dtype_of(like))
+def zeros_scalar(like: Any) -> Any:
+    """A zero of `like`'s dtype to select with: numpy's 0-d array, or the number 0 on another
+    library (`where` gives it `like`'s dtype)."""
+    if arrays.xp_of(raw(like)) is np:
+        return np.zeros((), dtype=dtype_of(like))
+    return 0
 
 
-where_p = Primitive("where", lambda c, x, y: np.where(c, x, y))
+def _where_impl(c: Any, x: Any, y: Any) -> Any:
+    xp = arrays.namespace(c, x, y)
+    if xp is np:
+        return np.where(c, x, y)
+    like = c if arrays.is_array(c) else x if arrays.is_array(x) else y
+    # numpy's result dtype (numbers weak, as the standard's), each operand an array of it
+    dt = np.result_type(*(v if isinstance(v, (bool, int, float, complex)) else dtype_of(v) for v in (x, y)))
+    x, y = (
+        _astype_impl(v, dt)
+        if arrays.is_array(v)
+        else xp.asarray(v, dtype=arrays.lib_dtype(xp, dt), device=arrays.device(like))
+        for v in (x, y)
+    )
+    if not arrays.is_array(c):
+        c = xp.asarray(c, device=arrays.device(like))
+    return xp.where(c, x, y)
+
+
+where_p = Primitive("where", _where_impl)
 rules(where_p, vjp=_where_vjp, jvp=_where_jvp, keep=lambda needed: ((True, False, False), False))
 
 
@@ -463,12 +665,15 @@ class IndexedUpdate:
         index = _clean_index(self._index)
         shape = shape_of(x)
         target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
-        v = to_operand(v)
-        if dtype_of(v).kind == "c" and dtype_of(x).kind != "c":
+        value = to_operand(v)
+        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        np.broadcast_shapes(shape_of(v), target)  # numpy's ValueError if v does not fit
-        v = astype(v, dtype_of(x)) if not isinstance(v, (int, float, complex)) else np.asarray(v, dtype_of(x))
-        return x, index, shape, broadcast_raw(v, target)
+        np.broadcast_shapes(shape_of(value), target)  # numpy's ValueError if v does not fit
+        if isinstance(value, (int, float, complex)):
+            value = lib_array(x, np.asarray(value, dtype_of(x)))
+        else:
+            value = astype(value, dtype_of(x))
+        return x, index, shape, broadcast_raw(value, target)
 
     def get(self) -> Tensor:
         """``x[index]``."""
@@ -492,8 +697,8 @@ class IndexedUpdate:
         keep = np.ones(shape, dtype=bool)
         keep[index] = False
         if _has_int_array(index):
-            v = where_raw(_last_writes(shape, index), v, zeros_scalar(v))
-        return wrap(where_raw(keep, x, zeros_scalar(x)) + scatter_raw(v, index, shape))
+            v = where_raw(lib_array(x, _last_writes(shape, index)), v, zeros_scalar(v))
+        return wrap(where_raw(lib_array(x, keep), x, zeros_scalar(x)) + scatter_raw(v, index, shape))
 
 
 def _last_writes(shape: Shape, index: Any) -> Array:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays
 from .core import strip
 from .errors import GradcheckError
 from .pytree import tree_flatten, tree_unflatten
@@ -15,7 +16,13 @@ from .util import Array
 
 
 def _real(x: Any) -> Array:
-    return np.asarray(strip(x))
+    """A numpy copy of a value of any library (dask arrays computed), for the arithmetic here."""
+    return np.asarray(arrays.to_numpy(strip(x)))
+
+
+def _lib(like: Any, a: Array) -> Any:
+    """The numpy array `a` in `like`'s library and on its device (numpy stays numpy)."""
+    return a if arrays.xp_of(like) is np else arrays.asarray(like, a, a.dtype)
 
 
 def _inner(a: list[Any], b: list[Any]) -> float:
@@ -76,6 +83,7 @@ def gradcheck(
     args = tuple(np.asarray(a) if isinstance(a, (float, list)) else a for a in args)
     flat, td = tree_flatten(list(args))
     names = _leaf_names(args)
+    # The arithmetic of the check is numpy's, on copies; f runs on arrays of the inputs' library.
     base = [_real(x) for x in flat]
     diff = [k for k, x in enumerate(base) if x.dtype.kind in "fc"]
     low = any(base[k].dtype in (np.float32, np.float16, np.complex64) for k in diff)
@@ -91,30 +99,33 @@ def gradcheck(
             full[k] = leaf
         return f(*tree_unflatten(td, full))
 
-    primals = [base[k] for k in diff]
+    like = [strip(flat[k]) for k in diff]
+    primals = [_lib(lk, base[k]) for lk, k in zip(like, diff)]
     out0 = g(*primals)
     out_flat, out_td = tree_flatten(out0)
     u = [_random(rng, np.shape(_real(o)), _real(o).dtype) for o in out_flat]
+
+    u_lib = [_lib(strip(o), a) for o, a in zip(out_flat, u)]
     _, pullback = vjp(g, *primals)
-    cts = list(pullback(tree_unflatten(out_td, u)))
+    cts = list(pullback(tree_unflatten(out_td, u_lib)))
 
     def phi(leaves: list[Any]) -> float:
-        return _inner(u, tree_flatten(g(*leaves))[0])
+        return _inner(u, tree_flatten(g(*[_lib(lk, v) for lk, v in zip(like, leaves)]))[0])
 
-    for j, x in enumerate(primals):
+    for j, x in enumerate(base[k] for k in diff):
         worst: dict[str, tuple[float, float, float, float, float] | None] = {"reverse": None, "forward": None}
         for _ in range(directions):
             d = _random(rng, x.shape, x.dtype)
             norm = np.linalg.norm(d)
             d = (d / norm if norm else d).astype(x.dtype)
-            plus = list(primals)
-            minus = list(primals)
+            plus = [base[k] for k in diff]
+            minus = list(plus)
             plus[j] = x + eps * d
             minus[j] = x - eps * d
             numeric = (phi(plus) - phi(minus)) / (2 * eps)
             reverse = _inner([cts[j]], [d])
-            tangents = [np.zeros_like(b) for b in primals]
-            tangents[j] = d
+            tangents = [_lib(lk, np.zeros_like(base[k])) for lk, k in zip(like, diff)]
+            tangents[j] = _lib(like[j], d)
             _, tan = jvp(g, tuple(primals), tuple(tangents))
             forward = _inner(u, [_out(t) for t in tree_flatten(tan)[0]])
             tol = atol + rtol * abs(numeric)

@@ -1,9 +1,12 @@
 """The transformations: grad, value_and_grad, vjp, jvp, hvp, jacrev, jacfwd, hessian.
 
 Each opens one trace (see `core`), runs the user's function on boxed inputs,
-and reads the derivative off the result. Called at top level they return numpy
-arrays; called inside another transformation they return that
-transformation's Tensors, so they nest to any depth.
+and reads the derivative off the result. Called at top level they return arrays
+of the inputs' library (numpy arrays for numpy inputs, torch tensors on the
+inputs' device for torch ones, lazy dask arrays for dask ones); called inside
+another transformation they return that transformation's Tensors, so they nest
+to any depth. What they build themselves (seeds, zero tangents, the identity
+bases of the Jacobians) is built in the inputs' library through `einad.arrays`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from .core import (
     ForwardTrace,
     Node,
     ReverseTrace,
+    Staged,
     Tensor,
     backward_pass,
     box,
@@ -57,6 +61,37 @@ def _diff_value(x: Any, what: str) -> Any:
             "differentiable inputs must be floating-point (or complex)"
         )
     return v
+
+
+def _ref(x: Any) -> Any:
+    """The plain value under every trace of `x` (a staged value's concrete one): what says
+    which library, device and dtype the arrays built for `x` take."""
+    x = strip(x)
+    return x.concrete if type(x) is Staged else x
+
+
+def _same_library(values: Sequence[Any]) -> None:
+    """TypeError naming both libraries when `values` hold arrays of two."""
+    if len(values) > 1:
+        arrays.namespace(*[_ref(v) for v in values])
+
+
+def _in_library_of(ref: Any, data: Any) -> Any:
+    """User data (a cotangent or tangent given as numbers or lists) as an array of `ref`'s library.
+
+    An array is kept as it is (arrays of another library than `ref`'s: TypeError naming both).
+    """
+    like = _ref(ref)
+    if arrays.is_array(data):
+        arrays.namespace(data, like)
+        return data
+    data = np.asarray(data)
+    return data if arrays.xp_of(like) is np else arrays.asarray(like, data, data.dtype)
+
+
+def _zeros_for(x: Any) -> Any:
+    """Zeros of `x`'s shape and dtype, in its library and on its device (a plain array)."""
+    return arrays.zeros(_ref(x), shape_of(x), dtype_of(x))
 
 
 def _out(v: Any) -> Any:
@@ -101,7 +136,7 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
 
 def _aux_out(a: Any, trace: Any) -> Any:
     """An auxiliary result: arrays and Tensors as any result, other objects untouched."""
-    if type(a) is Tensor or isinstance(a, (np.ndarray, np.generic)):
+    if type(a) is Tensor or isinstance(a, (np.ndarray, np.generic)) or arrays.is_array(a):
         return _out(value_of(a, trace))
     return a
 
@@ -147,8 +182,9 @@ def _seed(ct: Any, value: Any) -> Any:
     if type(ct) is Tensor:
         if not traced(ct):
             ct = strip(ct)
+        _same_library([ct, value])
     else:
-        ct = np.asarray(ct)
+        ct = _in_library_of(value, ct)
     if shape_of(ct) != shape_of(value):
         raise ValueError(f"cotangent has shape {shape_of(ct)} but the output has shape {shape_of(value)}")
     check_cotangent(dtype_of(ct), dtype_of(value))
@@ -184,6 +220,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
         nums = _argnums(argnums, len(args))
         flat, td = tree_flatten([args[i] for i in nums])
         values = [_diff_value(x, f"argument {_where(nums, td, k)}") for k, x in enumerate(flat)]
+        _same_library(values)
         with tracing(ReverseTrace()) as trace:
             boxed = [box(v, trace) for v in values]
             out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
@@ -238,7 +275,7 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> 
     Returns:
         A function with `f`'s arguments returning the gradient, shaped like the
         differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
-        level the gradient is numpy arrays; inside another transformation, Tensors.
+        level the gradient is arrays of the inputs' library; inside another transformation, Tensors.
     """
     vg = value_and_grad(f, argnums, has_aux)
 
@@ -266,6 +303,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     """
     flat, td = tree_flatten(list(primals))
     values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
+    _same_library(values)
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
         out = f(*tree_unflatten(td, boxed))
@@ -317,6 +355,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
     for k, (p, t) in enumerate(zip(p_flat, t_flat)):
         v = _diff_value(p, f"primal leaf {k}")
         pairs.append((v, _tangent_in(t, v)))
+    _same_library([v for v, _ in pairs])
     with tracing(ForwardTrace()) as trace:
         boxed = [box(v, trace, t) for v, t in pairs]
         out = f(*tree_unflatten(p_td, boxed))
@@ -328,12 +367,15 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
             tangent_out.append(_out(o._tangent))
         else:
             primal_out.append(_out(o))
-            tangent_out.append(np.zeros(shape_of(o), dtype=dtype_of(o)))
+            tangent_out.append(_out(_zeros_for(o)))
     return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out)
 
 
 def _tangent_in(t: Any, v: Any) -> Any:
-    t = t if traced(t) else np.asarray(strip(t))
+    if traced(t):
+        _same_library([t, v])
+    else:
+        t = _in_library_of(v, strip(t))
     if shape_of(t) != shape_of(v):
         raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
     kind, primal_kind = dtype_of(t).kind, dtype_of(v).kind
@@ -343,7 +385,13 @@ def _tangent_in(t: Any, v: Any) -> Any:
             "floating-point (complex only for a complex primal), e.g. 1.0 rather than 1"
         )
     if dtype_of(t) != dtype_of(v):
-        t = ops.astype(t, dtype_of(v)) if type(t) is Tensor else t.astype(dtype_of(v))
+        if type(t) is Tensor:
+            t = ops.astype(t, dtype_of(v))
+        elif arrays.is_numpy(t):
+            t = t.astype(dtype_of(v))
+        else:
+            xp = arrays.xp_of(t)
+            t = xp.astype(t, arrays.lib_dtype(xp, dtype_of(v)))
     return t
 
 
@@ -400,9 +448,16 @@ def hvp(
 # at once, so an einsum in `f` costs one contraction with an extra index.
 
 
-def _basis(shape: Shape, dtype: DTypeLike) -> Array:
+def _basis(shape: Shape, dtype: DTypeLike, like: Any) -> Array:
+    """The identity basis of `shape`, stacked: ``(n,) + shape``, in `like`'s library and device."""
     n = int(np.prod(shape, dtype=np.int64))
-    return np.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
+    like = _ref(like)
+    xp = arrays.xp_of(like)
+    if xp is np:
+        return np.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
+    eye = xp.eye(n, dtype=arrays.lib_dtype(xp, np.dtype(dtype)), device=arrays.device(like))
+    out: Array = xp.reshape(eye, (n,) + tuple(shape))
+    return out
 
 
 def _pick(argnums: ArgNums, tree: list[Any]) -> Any:
@@ -433,16 +488,14 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         per_out = []
         for k, o in enumerate(out_flat):
             o_shape = shape_of(o)
-            zeros = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in out_flat]
+            zeros = [_zeros_for(z) for z in out_flat]
 
             def pull(ct: Any, k: int = k, zeros: list[Array] = zeros) -> list[Any]:
                 cts = list(zeros)
                 cts[k] = ct
                 return list(pullback(tree_unflatten(out_td, cts)))
 
-            rows = _stacked(
-                pull, o_shape, dtype_of(o), [shape_of(x) for x in in_flat], [dtype_of(x) for x in in_flat]
-            )
+            rows = _stacked(pull, o, in_flat)
             blocks = [_out(ops.reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
@@ -450,23 +503,18 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
     return jac_f
 
 
-def _stacked(
-    fn: Callable[[Any], Any],
-    shape: Shape,
-    dtype: DTypeLike,
-    result_shapes: list[Shape],
-    result_dtypes: list[Any] | None = None,
-) -> list[Any]:
-    """``fn`` applied to every basis vector of `shape` at once: leaves of shape (n, ...)."""
+def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> list[Any]:
+    """``fn`` applied to every basis vector of `basis_of`'s shape at once: leaves of shape
+    (n, ...), one per entry of `results` (shaped like it)."""
+    shape = shape_of(basis_of)
     n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
-        dts = result_dtypes or [np.float64] * len(result_shapes)
-        return [np.zeros((0,) + tuple(s), dtype=d) for s, d in zip(result_shapes, dts)]
-    return tree_flatten(stacked(fn)(_basis(shape, dtype)))[0]
+        return [arrays.zeros(_ref(r), (0,) + shape_of(r), dtype_of(r)) for r in results]
+    return tree_flatten(stacked(fn)(_basis(shape, dtype_of(basis_of), basis_of)))[0]
 
 
 def _values(tree: Any) -> Any:
-    return tree_map(lambda x: x if type(x) is Tensor else np.asarray(x), tree)
+    return tree_map(lambda x: x if type(x) is Tensor or arrays.is_array(x) else np.asarray(x), tree)
 
 
 def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
@@ -503,11 +551,11 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 continue
 
             def push(t: Any, j: int = j) -> Any:
-                ts = [np.zeros(shape_of(z), dtype=dtype_of(z)) for z in in_flat]
+                ts = [_zeros_for(z) for z in in_flat]
                 ts[j] = t
                 return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts))))
 
-            primal, tangent = stacked(push)(_basis(shape_of(x), dtype_of(x)))
+            primal, tangent = stacked(push)(_basis(shape_of(x), dtype_of(x), x))
             if out_td is None:
                 rows, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
                 out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in rows]
@@ -521,7 +569,7 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
             for j, x in enumerate(in_flat):
                 col = cols[j]
                 if col is None:
-                    blocks.append(_out(np.zeros(o_shape + shape_of(x), dtype=o_dtype)))
+                    blocks.append(_out(arrays.zeros(_ref(x), o_shape + shape_of(x), o_dtype)))
                     continue
                 c = ops.moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
                 blocks.append(_out(ops.reshape(c, o_shape + shape_of(x))))

@@ -10,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 from numpy.exceptions import AxisError
 
+from . import arrays
 from .arrays import is_array, np_dtype
-from .core import Tensor, _box, as_array
+from .core import Staged, Tensor, _box, as_array, strip
 
 Array: TypeAlias = npt.NDArray[Any]
 """A numpy array of any dtype."""
@@ -69,12 +70,33 @@ def to_operand(x: ArrayLike) -> Value:
     return as_array(x)
 
 
-def to_array_operand(x: ArrayLike) -> Value:
-    """Like `to_operand`, but Python numbers become 0-d arrays (for ops that need a shape)."""
+def to_array_operand(x: ArrayLike, like: Any = None) -> Value:
+    """Like `to_operand`, but Python numbers become 0-d arrays (for ops that need a shape):
+    numpy's, or those of `like`'s library and device when `like` (any value) is given."""
     x = to_operand(x)
     if isinstance(x, (bool, int, float, complex)):
+        if like is not None and arrays.xp_of(raw(like)) is not np:
+            return lib_array(like, np.asarray(x))  # type: ignore[no-any-return]
         return np.asarray(x)
     return x
+
+
+def raw(x: Any) -> Any:
+    """The array under `x`: every Tensor layer removed, a value staged by `einad.jit` as the
+    concrete array it stands for. Only for reading its library, device, shape or dtype."""
+    x = strip(x)
+    return x.concrete if type(x) is Staged else x
+
+
+def lib_array(like: Any, a: Any) -> Any:
+    """The numpy array (or number) `a` as an array of `like`'s library and device, dtype kept
+    (numpy's own `a` when `like` is of numpy): index arrays, masks and constants that einad
+    computes with numpy from static information (shapes, indices) join an operand this way."""
+    like = raw(like)
+    xp = arrays.xp_of(like)
+    if xp is np:
+        return np.asarray(a)
+    return xp.asarray(a, device=arrays.device(like))
 
 
 def wrap(x: Value) -> Tensor:

@@ -5,9 +5,13 @@ repository root, as a user would, and checks that it exits 0 and prints a
 table with every case. Also checks the `manual` engine's hand-written pairwise
 backward, since every engine is judged against it, and the `einad-jit` engine:
 reported absent when einad has no ``jit``, and run on every case (first-call
-cost and memory peak included) when it has.
+cost and memory peak included) when it has. And the array-library rows of issue 10:
+`einad-torch` (einad on torch tensors, every case, next to `torch`) and `einad-dask-1`,
+`einad-dask-2` (einad on chunked dask arrays, case 5a), checked against manual like every
+engine, and reported absent (not failed) without their library.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -86,6 +90,76 @@ def test_quick_run_einad_jit(quick_run):
             assert r["peak"] is not None, r
     assert len([r for r in data["rows"] if r["case"] == "8" and r["engine"].startswith("einad-jit")]) == 3
     assert "1st fwd" in stdout
+
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+HAVE_DASK = importlib.util.find_spec("dask") is not None
+LIBRARY_ENGINES = ["torch", "einad-torch", "einad-dask-1", "einad-dask-2"]
+
+
+@pytest.fixture(scope="module")
+def library_run(tmp_path_factory):
+    """One `--quick --threads 1` run of the issue-10 engines and torch: (stdout, JSON record).
+    The exit status is not checked here: each test looks at its own engines' errors."""
+    if not (HAVE_TORCH or HAVE_DASK):
+        pytest.skip("neither torch nor dask is installed (pip install -e '.[torch,dask]')")
+    record = tmp_path_factory.mktemp("bench") / "libs.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1"]
+        + ["--engines", ",".join(LIBRARY_ENGINES), "--json", str(record)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert record.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, json.loads(record.read_text())
+
+
+def _errors(data, engine):
+    return [e for e in data["errors"] if f", {engine}" in e or e.startswith(engine)]
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (pip install -e '.[torch]')")
+def test_quick_run_einad_torch(library_run):
+    stdout, data = library_run
+    assert _errors(data, "einad-torch") == [] and "einad-torch" not in data["absent"]
+    for case in CASES:
+        rows = [r for r in data["rows"] if r["case"] == case.key and r["engine"].startswith("einad-torch")]
+        assert rows and all(r["status"] == "ok" and r["vg"] > 0 for r in rows), (case.key, rows)
+    assert len([r for r in data["rows"] if r["case"] == "8" and r["engine"].startswith("einad-torch")]) == 3
+    assert "vg/torch" in stdout  # the ratio to torch.autograd, on the rows where torch ran
+    assert "on torch" in data["versions"]["einad-torch"]
+
+
+@pytest.mark.skipif(not HAVE_DASK, reason="dask is not installed (pip install -e '.[dask]')")
+def test_quick_run_einad_dask(library_run):
+    stdout, data = library_run
+    for name in ("einad-dask-1", "einad-dask-2"):
+        assert _errors(data, name) == []
+        rows = [r for r in data["rows"] if r["engine"] == name]
+        assert [r["case"] for r in rows] == ["5a"], rows  # case 5a only, and no row elsewhere
+        assert rows[0]["status"] == "ok" and rows[0]["vg"] > 0 and rows[0]["forward"] > 0
+        assert "threads scheduler" in data["versions"][name]
+    assert "vg/einad-dask-1" in stdout
+
+
+def test_library_engines_are_absent_without_their_library(monkeypatch, capsys):
+    from benchmarks import engines
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        engines.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("torch", "dask") else real(name, *a),
+    )
+    runner = Runner(parse(["--quick", "--cases", "6a", "--engines", "einad-torch,einad-dask-1"]))
+    assert runner.run() == 0
+    assert "torch is not installed" in runner.absent["einad-torch"]
+    assert "dask is not installed" in runner.absent["einad-dask-1"]
+    assert not [r for r in runner.rows if r.engine.startswith(("einad-torch", "einad-dask"))]
+    assert "absent: einad-torch" in capsys.readouterr().out
 
 
 def test_unknown_engine_is_refused():

@@ -21,7 +21,7 @@ import opt_einsum as oe
 import pytest
 
 import einad as ea
-from einad import slicing
+from einad import executor, slicing
 from einad.einsum import contract_planned
 from einad.explain import explain
 from einad.util import wrap
@@ -440,7 +440,7 @@ def test_explain_reports_the_slicing_and_the_gradient(capsys):
 def _count_steps(monkeypatch, delay=0.0):
     """Record each forward step a sliced contraction runs (with its thread)."""
     calls = []
-    raw = EINSUM._raw_step
+    raw = executor._raw_step
 
     def step(ins, out, picked):
         calls.append(threading.get_ident())
@@ -448,7 +448,7 @@ def _count_steps(monkeypatch, delay=0.0):
             time.sleep(delay)  # so that the pool's threads overlap
         return raw(ins, out, picked)
 
-    monkeypatch.setattr(EINSUM, "_raw_step", step)
+    monkeypatch.setattr(executor, "_raw_step", step)  # what executor.runner(numpy) runs
     return calls
 
 
