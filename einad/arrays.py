@@ -39,15 +39,23 @@ def is_numpy(x: Any) -> bool:
     return isinstance(x, (np.ndarray, np.generic))
 
 
+_array_types: set[type] = {np.ndarray}
+
+
 def is_array(x: Any) -> bool:
     """Whether `x` is an array of some library (numpy arrays included; Python numbers not)."""
+    t = type(x)
+    if t in _array_types:  # a type seen before: one set lookup per call on the hot path
+        return True
     if isinstance(x, np.ndarray):
         return True
     if isinstance(x, _SCALARS) or x is None:
         return False
-    if hasattr(x, "__array_namespace__"):
+    if hasattr(x, "__array_namespace__") or (_compat is not None and _compat.is_array_api_obj(x)):
+        if not hasattr(x, "concrete"):  # not a value staged by `ea.jit`
+            _array_types.add(t)
         return True
-    return _compat is not None and _compat.is_array_api_obj(x)
+    return False
 
 
 def library(x: Any) -> str:

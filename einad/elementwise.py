@@ -290,6 +290,8 @@ def _impl(name: str, kernel: Kernel) -> Kernel:
 
 _targets: dict[tuple[Any, ...], np.dtype[Any]] = {}
 _library_kernels: dict[tuple[ModuleType, str], Kernel] = {}
+_direct: dict[tuple[Any, ...], Kernel] = {}
+"""(name, library, operand dtypes) -> the library's kernel, for operands that need no cast."""
 
 
 def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]) -> np.dtype[Any]:
@@ -333,6 +335,16 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if xp is np:  # numpy scalars, numbers, subclasses of numpy arrays
         return kernel(*xs, **kw)
     kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
+    # The common case, every operand an array of the library: one lookup by their dtypes.
+    fast_key = (name, xp, *(getattr(v, "dtype", None) for v in xs))
+    fast = _direct.get(fast_key)
+    if fast is not None:
+        return fast(*xs, **kw)
+    if not kw and all(arrays.is_array(v) and not arrays.is_numpy(v) for v in xs):
+        dts = tuple(dtype_of(v) for v in xs)
+        if all(k == _target(name, kernel, dts, kw) for k in dts):  # no cast needed
+            fast = _direct[fast_key] = _library_kernel(xp, name)
+            return fast(*xs)
     keys = tuple(type(v) if isinstance(v, _NUMBERS) else dtype_of(v) for v in xs)
     target = _target(name, kernel, keys, kw)
     like = next(v for v in xs if arrays.is_array(v) and not arrays.is_numpy(v))

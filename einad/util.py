@@ -45,6 +45,16 @@ def dtype_of(x: Any) -> np.dtype[Any]:
     return np_dtype(d) if d is not None else np.result_type(x)
 
 
+_foreign_types: set[type] = set()
+"""Array types of other libraries whose arrays are always numeric (checked once, then trusted)."""
+
+
+def _numeric_only(t: type) -> bool:
+    """Whether every array of type `t` is numeric: true of the array API libraries einad
+    supports (torch, dask, CuPy, array-api-strict have no string or object dtypes)."""
+    return t.__module__.split(".")[0] in ("torch", "array_api_strict", "cupy")
+
+
 def to_operand(x: ArrayLike) -> Value:
     """What an operation works on: a traced Tensor, or a plain numeric array.
 
@@ -56,6 +66,8 @@ def to_operand(x: ArrayLike) -> Value:
         if x.dtype.kind not in "biufc":
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {x.dtype}")
         return x
+    if type(x) in _foreign_types:  # another library's array, of a type seen before
+        return x  # type: ignore[return-value]
     if isinstance(x, (bool, int, float, complex)):
         return x
     if isinstance(x, np.generic):
@@ -66,6 +78,8 @@ def to_operand(x: ArrayLike) -> Value:
         foreign: Any = x
         if np_dtype(foreign.dtype).kind not in "biufc":
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {foreign.dtype}")
+        if not hasattr(foreign, "concrete") and _numeric_only(type(foreign)):
+            _foreign_types.add(type(foreign))
         return foreign  # type: ignore[no-any-return]
     return as_array(x)
 
