@@ -413,3 +413,22 @@ def test_jit_elementwise_and_reductions(lib):
         g = ea.jit(ea.grad(f))(lib.asarray(x))
     _check(lib, y, f(x), rtol=1e-12)
     _check(lib, g, ea.grad(f)(x), rtol=1e-12)
+
+
+def test_an_op_on_arrays_that_need_no_cast_plans_once(lib, monkeypatch):
+    """The per-op saving on other libraries: after the first call, an elementwise op whose
+    operands need no cast goes straight to the library's kernel (no dtype planning)."""
+    if lib.name == "numpy":
+        pytest.skip("numpy arrays take numpy's kernels directly; there is nothing to plan")
+    from einad import elementwise
+
+    x = lib.asarray(np.linspace(0.1, 0.9, 6))
+    ea.sin(x)  # plans and caches
+    calls = []
+    real = elementwise._target
+    monkeypatch.setattr(elementwise, "_target", lambda *a: calls.append(a) or real(*a))
+    y = ea.sin(x)
+    assert calls == []
+    np.testing.assert_allclose(lib.numpy(y), np.sin(np.linspace(0.1, 0.9, 6)))
+    ea.sin(lib.asarray(np.arange(3)))  # integers are cast to float64: planned
+    assert calls
