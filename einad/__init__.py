@@ -5,17 +5,10 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-from . import (
-    linalg,
-    numpy_api,  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
-)
-from .batching import vmap
+from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
 from .core import Tensor, no_grad
-from .custom import checkpoint, custom_jvp, custom_vjp
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
-from .indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
-from .jit import Program, jit
 from .ops import (
     abs,
     add,
@@ -104,9 +97,14 @@ from .ops import (
 )
 from .program import Graph, make_graph
 from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
-from .reductions import cumprod, cumsum, std
+from .rules import linalg
+from .rules.indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
+from .rules.reductions import cumprod, cumsum, std
 from .testing import gradcheck
-from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
+from .transforms.autodiff import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
+from .transforms.batching import vmap
+from .transforms.custom import checkpoint, custom_jvp, custom_vjp
+from .transforms.jit import Program, jit
 from .util import ArrayLike, DTypeLike
 
 __version__ = "0.1.0"

@@ -15,8 +15,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .einsum import traced_steps
 from .errors import EinsumError
+from .rules.einsum import traced_steps
 from .slicing import MemoryLimit, describe, plan
 from .subscripts import ellipsis_labels, parse, vjp_spec
 

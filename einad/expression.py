@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .einsum import (
+from .errors import EinsumError
+from .rules.einsum import (
     Optimize,
     Strategy,
     _check_path,
@@ -21,10 +22,9 @@ from .einsum import (
     _promote_weak,
     contract_planned,
 )
-from .errors import EinsumError
+from .rules.structural import reshape
 from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, object_path
 from .slicing import plan as slice_plan
-from .structural import reshape
 from .subscripts import Spec, ellipsis_labels, parse
 from .util import ArrayLike, Shape, shape_of, to_operand, wrap
 

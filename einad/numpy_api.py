@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from . import indexing, ops, reductions
+from . import ops
 from .core import Tensor, _unbox_bool, numpy_functions
+from .rules import indexing, reductions
 from .util import ArrayLike, Axis, dtype_of, shape_of
 
 Function = Callable[..., Any]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import elementwise, structural
 from .core import Tensor, bind
-from .einsum import (
+from .rules import elementwise, structural
+from .rules.einsum import (
     diagonal,
     dot,
     einsum,
@@ -19,9 +19,9 @@ from .einsum import (
     trace,
     transpose,
 )
-from .elementwise import PRIMITIVES, public_binary, public_unary
-from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
-from .structural import (
+from .rules.elementwise import PRIMITIVES, public_binary, public_unary
+from .rules.reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
+from .rules.structural import (
     IndexUpdate,
     astype,
     broadcast_to,

@@ -11,7 +11,7 @@ from . import arrays
 from .core import strip
 from .errors import GradcheckError
 from .pytree import tree_flatten, tree_unflatten
-from .transforms import _out, jvp, vjp
+from .transforms.autodiff import _out, jvp, vjp
 from .util import Array
 
 

@@ -9,10 +9,10 @@ import pytest
 from conftest import assert_close, numeric_grad
 
 import einad as ea
-from einad import indexing, reductions
-from einad.batching import vmap
 from einad.core import batch_rules, zero_derivative
-from einad.elementwise import PRIMITIVES
+from einad.rules import indexing, reductions
+from einad.rules.elementwise import PRIMITIVES
+from einad.transforms.batching import vmap
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

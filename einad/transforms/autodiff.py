@@ -16,9 +16,8 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
-from . import arrays, ops
-from .batching import stacked
-from .core import (
+from .. import arrays, ops
+from ..core import (
     ForwardTrace,
     Node,
     ReverseTrace,
@@ -33,9 +32,10 @@ from .core import (
     tracing,
     value_of,
 )
-from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
-from .structural import ones_like
-from .util import Array, DTypeLike, Shape, dtype_of, shape_of
+from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from ..rules.structural import ones_like
+from ..util import Array, DTypeLike, Shape, dtype_of, shape_of
+from .batching import stacked
 
 ArgNums: TypeAlias = int | Sequence[int]
 """Which positional arguments to differentiate: one index, or several."""
@@ -401,7 +401,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
 def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
     total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        from .elementwise import real
+        from ..rules.elementwise import real
 
         total = total + ops.sum(real(ops.multiply(x, y)))
     return total

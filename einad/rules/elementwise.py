@@ -27,11 +27,11 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from . import arrays
-from .core import KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
+from .. import arrays
+from ..core import KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
+from ..util import ArrayLike, dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .structural import astype, broadcast_raw, where_raw
-from .util import ArrayLike, dtype_of, shape_of, to_operand, wrap
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import is_array
-from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
-from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
-from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from .indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
-from .pytree import tree_flatten, tree_unflatten
-from .reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
-from .structural import (
+from ..arrays import is_array
+from ..core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
+from ..pytree import tree_flatten, tree_unflatten
+from ..rules.einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
+from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
+from ..rules.indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
+from ..rules.reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
+from ..rules.structural import (
     astype_p,
     broadcast_raw,
     concat_p,
@@ -38,8 +38,8 @@ from .structural import (
     stop_gradient_p,
     where_p,
 )
-from .subscripts import fresh_symbols
-from .util import Shape, normalize_axis, shape_of
+from ..subscripts import fresh_symbols
+from ..util import Shape, normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 

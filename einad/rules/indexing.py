@@ -21,13 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .arrays import is_array
-from .core import Primitive, Tensor, bind, rules, zero_derivative
-from .einsum import sum_to_shape
-from .elementwise import PRIMITIVES
-from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
-from .util import (
+from .. import arrays
+from ..arrays import is_array
+from ..core import Primitive, Tensor, bind, rules, zero_derivative
+from ..util import (
     Array,
     ArrayLike,
     Shape,
@@ -39,6 +36,9 @@ from .util import (
     to_array_operand,
     wrap,
 )
+from .einsum import sum_to_shape
+from .elementwise import PRIMITIVES
+from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
 
 # -- the gather and its transpose ----------------------------------------------------------
 

@@ -16,12 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
-from .einsum import sum_raw
-from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
-from .structural import astype, broadcast_raw, getitem_raw, reshape_raw, stop_gradient, where_raw
-from .util import (
+from .. import arrays
+from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip
+from ..util import (
     ArrayLike,
     Axis,
     Shape,
@@ -33,6 +30,9 @@ from .util import (
     to_operand,
     wrap,
 )
+from .einsum import sum_raw
+from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
+from .structural import astype, broadcast_raw, getitem_raw, reshape_raw, stop_gradient, where_raw
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 

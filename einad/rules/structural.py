@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
-from .einsum import _letters, spread, sum_to_shape
-from .errors import TracerError
-from .util import (
+from .. import arrays
+from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
+from ..errors import TracerError
+from ..util import (
     Array,
     ArrayLike,
     Axis,
@@ -35,6 +34,7 @@ from .util import (
     to_operand,
     wrap,
 )
+from .einsum import _letters, spread, sum_to_shape
 
 
 def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:

@@ -39,14 +39,14 @@ from typing import Any, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from . import executor
-from .arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
-from .core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
-from .errors import EinsumError
-from .executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
-from .slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
-from .slicing import plan as slice_plan
-from .subscripts import (
+from .. import executor
+from ..arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
+from ..core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
+from ..errors import EinsumError
+from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
+from ..slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
+from ..slicing import plan as slice_plan
+from ..subscripts import (
     Names,
     fresh_symbols,
     from_sublists,
@@ -56,7 +56,7 @@ from .subscripts import (
     unique,
     vjp_spec,
 )
-from .util import (
+from ..util import (
     Array,
     ArrayLike,
     Axis,
