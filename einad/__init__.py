@@ -6,7 +6,8 @@ are built on one small tracing core.
 """
 
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
-from .core import Tensor, no_grad
+from .aliases import DTypeLike
+from .core import ArrayLike, Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
 from .ops import (
@@ -105,7 +106,6 @@ from .transforms.autodiff import grad, hessian, hvp, jacfwd, jacobian, jacrev, j
 from .transforms.batching import vmap
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp
 from .transforms.jit import Program, jit
-from .util import ArrayLike, DTypeLike
 
 __version__ = "0.1.0"
 

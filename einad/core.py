@@ -38,16 +38,15 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ContextDecorator, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from . import arrays
+from .aliases import Array, Axis, DTypeLike, Shape
 from .arrays import np_dtype, to_numpy
 from .errors import TracerError
-
-if TYPE_CHECKING:
-    from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value
 
 _levels = itertools.count(1)
 _node_seq = itertools.count()  # `next` is atomic: safe across threads
@@ -689,23 +688,58 @@ class Tensor:
         """Whether the tensor is an input of its graph rather than an operation's result."""
         return self._node is None or self._node.prim is None
 
-    @property
-    def T(self) -> Tensor:
-        """The transpose (axes reversed), as `einad.transpose`."""
-        return ops.transpose(self)
+    if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)
+
+        @property
+        def T(self) -> Tensor: ...
+        def detach(self) -> Tensor: ...
+        def __add__(self, other: ArrayLike) -> Tensor: ...
+        def __radd__(self, other: ArrayLike) -> Tensor: ...
+        def __sub__(self, other: ArrayLike) -> Tensor: ...
+        def __rsub__(self, other: ArrayLike) -> Tensor: ...
+        def __mul__(self, other: ArrayLike) -> Tensor: ...
+        def __rmul__(self, other: ArrayLike) -> Tensor: ...
+        def __truediv__(self, other: ArrayLike) -> Tensor: ...
+        def __rtruediv__(self, other: ArrayLike) -> Tensor: ...
+        def __pow__(self, other: ArrayLike) -> Tensor: ...
+        def __rpow__(self, other: ArrayLike) -> Tensor: ...
+        def __matmul__(self, other: ArrayLike) -> Tensor: ...
+        def __rmatmul__(self, other: ArrayLike) -> Tensor: ...
+        def __iadd__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __isub__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __imul__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __itruediv__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __ipow__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __imatmul__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __getitem__(self, index: Any) -> Tensor: ...
+        def __lt__(self, other: ArrayLike) -> Any: ...
+        def __le__(self, other: ArrayLike) -> Any: ...
+        def __gt__(self, other: ArrayLike) -> Any: ...
+        def __ge__(self, other: ArrayLike) -> Any: ...
+        def __eq__(self, other: object) -> Any: ...
+        def __ne__(self, other: object) -> Any: ...
+        def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor: ...
+        def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def reshape(self, *shape: int | Sequence[int]) -> Tensor: ...
+        def transpose(self, *axes: int | Sequence[int]) -> Tensor: ...
+        def dot(self, other: ArrayLike) -> Tensor: ...
+        def exp(self) -> Tensor: ...
+        def log(self) -> Tensor: ...
+        def squeeze(self, axis: Axis = None) -> Tensor: ...
+        @property
+        def at(self) -> Any: ...
+        def astype(self, dtype: DTypeLike) -> Tensor: ...
 
     def numpy(self) -> Array:
         """The value as a numpy array, detached from every trace (copied off its device)."""
         out: Array = to_numpy(strip(self))
         return out
-
-    def detach(self) -> Tensor:
-        """A new Tensor with this value (sharing its memory) and no derivative.
-
-        Outside transformations it is a constant that requires no grad, as
-        PyTorch's ``detach``; on a traced value it is `einad.stop_gradient`.
-        """
-        return ops.stop_gradient(self)
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
         if self._trace is not None and self._trace is not IMPERATIVE:
@@ -850,64 +884,6 @@ class Tensor:
             else:
                 leaf._grad = np.array(g) if xp is np else xp.asarray(g, copy=True)
 
-    # -- operators ----------------------------------------------------------
-    def __add__(self, other: ArrayLike) -> Tensor:
-        return ops.add(self, other)
-
-    def __radd__(self, other: ArrayLike) -> Tensor:
-        return ops.add(other, self)
-
-    def __sub__(self, other: ArrayLike) -> Tensor:
-        return ops.subtract(self, other)
-
-    def __rsub__(self, other: ArrayLike) -> Tensor:
-        return ops.subtract(other, self)
-
-    def __mul__(self, other: ArrayLike) -> Tensor:
-        return ops.multiply(self, other)
-
-    def __rmul__(self, other: ArrayLike) -> Tensor:
-        return ops.multiply(other, self)
-
-    def __truediv__(self, other: ArrayLike) -> Tensor:
-        return ops.divide(self, other)
-
-    def __rtruediv__(self, other: ArrayLike) -> Tensor:
-        return ops.divide(other, self)
-
-    def __pow__(self, other: ArrayLike) -> Tensor:
-        return ops.power(self, other)
-
-    def __rpow__(self, other: ArrayLike) -> Tensor:
-        return ops.power(other, self)
-
-    def __matmul__(self, other: ArrayLike) -> Tensor:
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other: ArrayLike) -> Tensor:
-        return ops.matmul(other, self)
-
-    # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
-    # tensor takes the new value and stays the same leaf. Traced by a transformation,
-    # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
-    def __iadd__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.add, other, "+=")
-
-    def __isub__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.subtract, other, "-=")
-
-    def __imul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.multiply, other, "*=")
-
-    def __itruediv__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.divide, other, "/=")
-
-    def __ipow__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.power, other, "**=")
-
-    def __imatmul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.matmul, other, "@=")
-
     def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:
         """``self op= other``: this tensor takes the result's value, never writing into an array.
 
@@ -941,101 +917,15 @@ class Tensor:
             self._trace, self._node = out._trace, out._node
         return self
 
-    def __neg__(self) -> Tensor:
-        return ops.negative(self)
-
     def __pos__(self) -> Tensor:
         return self
 
-    def __abs__(self) -> Tensor:
-        return ops.abs(self)
 
-    def __getitem__(self, index: Any) -> Tensor:
-        return ops.getitem(self, index)
+Value: TypeAlias = Array | np.number[Any] | np.bool_ | int | float | complex | Tensor
+"""What flows through einad code: a numpy array, numpy scalar, Python number, or a traced `Tensor`."""
 
-    # Comparisons are not differentiable: numpy booleans, or a traced boolean
-    # Tensor where a staging trace (jit) or vmap must see the operation.
-    def __lt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.less(self, other))
-
-    def __le__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.less_equal(self, other))
-
-    def __gt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.greater(self, other))
-
-    def __ge__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.greater_equal(self, other))
-
-    def __eq__(self, other: object) -> Any:
-        return _unbox_bool(ops.equal(self, cast("ArrayLike", other)))
-
-    def __ne__(self, other: object) -> Any:
-        return _unbox_bool(ops.not_equal(self, cast("ArrayLike", other)))
-
-    # -- methods mirroring the functions -------------------------------------
-    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Sum over `axis` (all by default), as `einad.sum`."""
-        return ops.sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Arithmetic mean along `axis`, as `einad.mean`."""
-        return ops.mean(self, axis=axis, keepdims=keepdims)
-
-    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
-        """Variance along `axis`, as `einad.var`."""
-        return ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
-
-    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Largest element along `axis`, as `einad.max`."""
-        return ops.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Smallest element along `axis`, as `einad.min`."""
-        return ops.min(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Product along `axis`, as `einad.prod`."""
-        return ops.prod(self, axis=axis, keepdims=keepdims)
-
-    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        return ops.reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
-
-    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
-        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            axes = tuple(axes[0])
-        return ops.transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
-
-    def dot(self, other: ArrayLike) -> Tensor:
-        """The dot product with `other`, as `einad.dot`."""
-        return ops.dot(self, other)
-
-    def exp(self) -> Tensor:
-        """The elementwise exponential, as `einad.exp`."""
-        return ops.exp(self)
-
-    def log(self) -> Tensor:
-        """The elementwise natural logarithm, as `einad.log`."""
-        return ops.log(self)
-
-    def squeeze(self, axis: Axis = None) -> Tensor:
-        """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
-        return ops.squeeze(self, axis)
-
-    @property
-    def at(self) -> ops.IndexUpdate:
-        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
-        return ops.IndexUpdate(self)
-
-    def astype(self, dtype: DTypeLike) -> Tensor:
-        """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
-        from .util import wrap
-
-        return wrap(ops.astype(self, dtype))
+ArrayLike: TypeAlias = Tensor | npt.ArrayLike
+"""What the public operations accept: a `Tensor`, or anything numpy converts to a numeric array."""
 
 
 def _not_implemented(name: str) -> str:
@@ -1235,7 +1125,7 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
         ct = ct.dense()
     c = _untraced(ct)
     if a is None or c is None:
-        return ops.add(acc, ct), False
+        return (acc + ct if type(acc) is Tensor else ct.__radd__(acc)), False
     if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
         np.add(a, c, out=a)
         return a, True
@@ -1245,6 +1135,3 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
     if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its own add, never in place
         return arrays.namespace(a, c).add(a, c), False
     return a + c, False
-
-
-from . import ops  # noqa: E402  (ops needs Tensor; Tensor's operators need ops)

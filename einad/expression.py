@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .aliases import Shape
+from .core import ArrayLike
 from .errors import EinsumError
 from .rules.einsum import (
     Optimize,
@@ -26,7 +28,7 @@ from .rules.structural import reshape
 from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, object_path
 from .slicing import plan as slice_plan
 from .subscripts import Spec, ellipsis_labels, parse
-from .util import ArrayLike, Shape, shape_of, to_operand, wrap
+from .util import shape_of, to_operand, wrap
 
 
 def _plan(

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .core import Tensor, _unbox_bool, numpy_functions
+from .aliases import Axis
+from .core import ArrayLike, Tensor, _unbox_bool, numpy_functions
 from .rules import indexing, reductions
-from .util import ArrayLike, Axis, dtype_of, shape_of
+from .util import dtype_of, shape_of
 
 Function = Callable[..., Any]
 

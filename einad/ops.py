@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import FunctionType
+from typing import Any, cast
+
 import numpy as np
 
-from .core import Tensor, bind
+from .aliases import Axis, DTypeLike
+from .core import ArrayLike, Tensor, _unbox_bool, bind
 from .rules import elementwise, structural
 from .rules.einsum import (
     diagonal,
@@ -35,7 +40,7 @@ from .rules.structural import (
     stack,
     where,
 )
-from .util import ArrayLike, dtype_of, to_operand, wrap
+from .util import dtype_of, to_operand, wrap
 
 add = public_binary("add")
 subtract = public_binary("subtract")
@@ -220,3 +225,184 @@ __all__ = [
     "var",
     "where",
 ]
+
+
+# -- Tensor's methods -----------------------------------------------------------------------
+# `einad.core` defines Tensor below every operation, so its operators and methods are attached
+# here, in the public layer, once at import (core declares them for type checkers only).
+
+
+class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a Tensor
+    @property
+    def T(self) -> Tensor:
+        """The transpose (axes reversed), as `einad.transpose`."""
+        return transpose(self)
+
+    def detach(self) -> Tensor:
+        """A new Tensor with this value (sharing its memory) and no derivative.
+
+        Outside transformations it is a constant that requires no grad, as
+        PyTorch's ``detach``; on a traced value it is `einad.stop_gradient`.
+        """
+        return stop_gradient(self)
+
+    # -- operators ----------------------------------------------------------
+
+    def __add__(self, other: ArrayLike) -> Tensor:
+        return add(self, other)
+
+    def __radd__(self, other: ArrayLike) -> Tensor:
+        return add(other, self)
+
+    def __sub__(self, other: ArrayLike) -> Tensor:
+        return subtract(self, other)
+
+    def __rsub__(self, other: ArrayLike) -> Tensor:
+        return subtract(other, self)
+
+    def __mul__(self, other: ArrayLike) -> Tensor:
+        return multiply(self, other)
+
+    def __rmul__(self, other: ArrayLike) -> Tensor:
+        return multiply(other, self)
+
+    def __truediv__(self, other: ArrayLike) -> Tensor:
+        return divide(self, other)
+
+    def __rtruediv__(self, other: ArrayLike) -> Tensor:
+        return divide(other, self)
+
+    def __pow__(self, other: ArrayLike) -> Tensor:
+        return power(self, other)
+
+    def __rpow__(self, other: ArrayLike) -> Tensor:
+        return power(other, self)
+
+    def __matmul__(self, other: ArrayLike) -> Tensor:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: ArrayLike) -> Tensor:
+        return matmul(other, self)
+
+    # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
+
+    # tensor takes the new value and stays the same leaf. Traced by a transformation,
+
+    # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
+
+    def __iadd__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(add, other, "+=")
+
+    def __isub__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(subtract, other, "-=")
+
+    def __imul__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(multiply, other, "*=")
+
+    def __itruediv__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(divide, other, "/=")
+
+    def __ipow__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(power, other, "**=")
+
+    def __imatmul__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(matmul, other, "@=")
+
+    def __neg__(self) -> Tensor:
+        return negative(self)
+
+    def __abs__(self) -> Tensor:
+        return abs(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return getitem(self, index)
+
+    # Comparisons are not differentiable: numpy booleans, or a traced boolean
+
+    # Tensor where a staging trace (jit) or vmap must see the operation.
+
+    def __lt__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(less(self, other))
+
+    def __le__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(less_equal(self, other))
+
+    def __gt__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(greater(self, other))
+
+    def __ge__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(greater_equal(self, other))
+
+    def __eq__(self, other: object) -> Any:
+        return _unbox_bool(equal(self, cast("ArrayLike", other)))
+
+    def __ne__(self, other: object) -> Any:
+        return _unbox_bool(not_equal(self, cast("ArrayLike", other)))
+
+    # -- methods mirroring the functions -------------------------------------
+
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (all by default), as `einad.sum`."""
+        return sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Arithmetic mean along `axis`, as `einad.mean`."""
+        return mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Variance along `axis`, as `einad.var`."""
+        return var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Largest element along `axis`, as `einad.max`."""
+        return max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Smallest element along `axis`, as `einad.min`."""
+        return min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Product along `axis`, as `einad.prod`."""
+        return prod(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
+
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0])
+        return transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
+
+    def dot(self, other: ArrayLike) -> Tensor:
+        """The dot product with `other`, as `einad.dot`."""
+        return dot(self, other)
+
+    def exp(self) -> Tensor:
+        """The elementwise exponential, as `einad.exp`."""
+        return exp(self)
+
+    def log(self) -> Tensor:
+        """The elementwise natural logarithm, as `einad.log`."""
+        return log(self)
+
+    def squeeze(self, axis: Axis = None) -> Tensor:
+        """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
+        return squeeze(self, axis)
+
+    @property
+    def at(self) -> IndexUpdate:
+        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
+        return IndexUpdate(self)
+
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
+        return wrap(astype(self, dtype))
+
+
+for _name, _method in vars(_TensorMethods).items():
+    if isinstance(_method, (FunctionType, property)):  # not what Python puts in a class body
+        setattr(Tensor, _name, _method)

@@ -40,8 +40,9 @@ import numpy as np
 import opt_einsum as oe
 
 from .. import executor
+from ..aliases import Array, Axis, DTypeLike, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
-from ..core import Params, Primitive, Staged, Structured, Tensor, bind, lower_rules, rules
+from ..core import ArrayLike, Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
@@ -56,21 +57,7 @@ from ..subscripts import (
     unique,
     vjp_spec,
 )
-from ..util import (
-    Array,
-    ArrayLike,
-    Axis,
-    DTypeLike,
-    Shape,
-    Value,
-    dtype_of,
-    integer,
-    normalize_axes,
-    normalize_axis,
-    shape_of,
-    to_operand,
-    wrap,
-)
+from ..util import dtype_of, integer, normalize_axes, normalize_axis, shape_of, to_operand, wrap
 
 Optimize: TypeAlias = bool | str | Sequence[Any] | Callable[..., Any] | None
 """einsum's `optimize`: True/False/None, an opt_einsum strategy name, an explicit path,

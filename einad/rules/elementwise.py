@@ -28,8 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import arrays
-from ..core import KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
-from ..util import ArrayLike, dtype_of, shape_of, to_operand, wrap
+from ..core import ArrayLike, KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
+from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .structural import astype, broadcast_raw, where_raw
 

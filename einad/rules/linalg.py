@@ -74,9 +74,10 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from .. import arrays
+from ..aliases import Array, Shape
 from ..arrays import library, xp_of
-from ..core import Params, Primitive, Tensor, bind, rules, strip
-from ..util import Array, ArrayLike, Shape, Value, dtype_of, shape_of, to_array_operand, wrap
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, rules, strip
+from ..util import dtype_of, shape_of, to_array_operand, wrap
 from .einsum import _letters, contract, spread, sum_raw
 from .elementwise import PRIMITIVES, compare, conj, real
 from .reductions import max as _max

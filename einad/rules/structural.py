@@ -14,15 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import arrays
-from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
+from ..aliases import Array, Axis, DTypeLike, Shape
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip, zero_derivative
 from ..errors import TracerError
 from ..util import (
-    Array,
-    ArrayLike,
-    Axis,
-    DTypeLike,
-    Shape,
-    Value,
     dtype_of,
     integer,
     lib_array,

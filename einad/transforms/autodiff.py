@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias, cast
 import numpy as np
 
 from .. import arrays, ops
+from ..aliases import Array, DTypeLike, Shape
 from ..core import (
     ForwardTrace,
     Node,
@@ -34,7 +35,7 @@ from ..core import (
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules.structural import ones_like
-from ..util import Array, DTypeLike, Shape, dtype_of, shape_of
+from ..util import dtype_of, shape_of
 from .batching import stacked
 
 ArgNums: TypeAlias = int | Sequence[int]

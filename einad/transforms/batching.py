@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..aliases import Shape
 from ..arrays import is_array
 from ..core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
 from ..pytree import tree_flatten, tree_unflatten
@@ -39,7 +40,7 @@ from ..rules.structural import (
     where_p,
 )
 from ..subscripts import fresh_symbols
-from ..util import Shape, normalize_axis, shape_of
+from ..util import normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 

@@ -35,13 +35,13 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..aliases import Shape
 from ..core import Primitive
 from ..program import Atom, Equation, Graph, Lit, _typestr
 from ..rules.einsum import einsum_p, spread_p
 from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from ..rules.structural import astype_p, concat_p, ones_like_p, reshape_p, scatter_p, where_p
 from ..subscripts import fresh_symbols, unique
-from ..util import Shape
 
 Aval: TypeAlias = tuple[Shape, np.dtype[Any]]
 """A variable's shape and dtype."""
