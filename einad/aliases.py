@@ -4,7 +4,7 @@ they live in `einad.core`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy.typing as npt
 
@@ -19,3 +19,9 @@ Shape: TypeAlias = tuple[int, ...]
 
 Axis: TypeAlias = int | Sequence[int] | None
 """One axis, several axes, or None for all of them."""
+
+Path: TypeAlias = tuple[tuple[int, ...], ...]
+"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
+
+MemoryLimit: TypeAlias = int | Literal["max_input"] | None
+"""The largest intermediate allowed, in elements; ``"max_input"``: the largest operand's size."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .aliases import Shape
+from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
 from .rules.einsum import (
@@ -24,8 +24,8 @@ from .rules.einsum import (
     _promote_weak,
     contract_planned,
 )
-from .rules.structural import reshape
-from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, object_path
+from .rules.shape import reshape
+from .slicing import ContractionInfo, Slices, describe, object_path
 from .slicing import plan as slice_plan
 from .subscripts import Spec, ellipsis_labels, parse
 from .util import shape_of, to_operand, wrap

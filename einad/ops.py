@@ -10,7 +10,7 @@ import numpy as np
 
 from .aliases import Axis, DTypeLike
 from .core import ArrayLike, Tensor, _unbox_bool, bind
-from .rules import elementwise, structural
+from .rules import elementwise
 from .rules.einsum import (
     diagonal,
     dot,
@@ -26,20 +26,9 @@ from .rules.einsum import (
 )
 from .rules.elementwise import PRIMITIVES, public_binary, public_unary
 from .rules.reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
-from .rules.structural import (
-    IndexUpdate,
-    astype,
-    broadcast_to,
-    concatenate,
-    expand_dims,
-    flip,
-    getitem,
-    reshape,
-    split,
-    squeeze,
-    stack,
-    where,
-)
+from .rules.shape import astype, expand_dims, flip, getitem, reshape, squeeze
+from .rules.shape import stop_gradient as _stop_gradient
+from .rules.structural import IndexUpdate, broadcast_to, concatenate, split, stack, where
 from .util import dtype_of, to_operand, wrap
 
 add = public_binary("add")
@@ -123,7 +112,7 @@ def angle(z: ArrayLike, deg: bool = False) -> Tensor:
     if dtype_of(z).kind == "c":
         out = bind(PRIMITIVES["arctan2"], (elementwise.imag(z), elementwise.real(z)), {})
     else:
-        out = bind(PRIMITIVES["arctan2"], (0, structural.stop_gradient(z)), {})
+        out = bind(PRIMITIVES["arctan2"], (0, _stop_gradient(z)), {})
     return wrap(out * (180 / np.pi) if deg else out)
 
 
@@ -133,7 +122,7 @@ def stop_gradient(x: ArrayLike) -> Tensor:
     Use it to treat part of a computation as a constant, or to read a traced
     value as a number without differentiating through it.
     """
-    return wrap(structural.stop_gradient(to_operand(x)))
+    return wrap(_stop_gradient(to_operand(x)))
 
 
 __all__ = [

@@ -23,7 +23,8 @@ from einad.program import Equation, Graph, Lit, run_graph, stage
 from einad.pytree import tree_flatten
 from einad.rules.einsum import einsum_p, spread_p
 from einad.rules.elementwise import PRIMITIVES
-from einad.rules.structural import reshape_p, where_p
+from einad.rules.shape import reshape_p
+from einad.rules.structural import where_p
 from einad.transforms import passes
 
 RNG = np.random.default_rng(11)

@@ -40,12 +40,12 @@ import numpy as np
 import opt_einsum as oe
 
 from .. import executor
-from ..aliases import Array, Axis, DTypeLike, Shape
+from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
 from ..core import ArrayLike, Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
-from ..slicing import MemoryLimit, Path, Schedule, Slices, object_path, schedule, workers
+from ..slicing import Schedule, Slices, object_path, schedule, workers
 from ..slicing import plan as slice_plan
 from ..subscripts import (
     Names,
@@ -58,6 +58,7 @@ from ..subscripts import (
     vjp_spec,
 )
 from ..util import dtype_of, integer, normalize_axes, normalize_axis, shape_of, to_operand, wrap
+from .shape import astype, astype_p, getitem, reshape, reshape_raw
 
 Optimize: TypeAlias = bool | str | Sequence[Any] | Callable[..., Any] | None
 """einsum's `optimize`: True/False/None, an opt_einsum strategy name, an explicit path,
@@ -402,11 +403,10 @@ class Spread(Structured):
         dims = dict(zip(self.dst, self.shape))
         shape = tuple(dims[c] for c in src)
         if self.traced or other.traced:
-            from .elementwise import PRIMITIVES
-
-            x = spread(self.x, self.src, src, shape)
-            y = spread(other.x, other.src, src, shape)
-            return Spread(bind(PRIMITIVES["add"], (x, y), {}), src, self.dst, self.shape)
+            x: Any = spread(self.x, self.src, src, shape)
+            y: Any = spread(other.x, other.src, src, shape)
+            # einad's add through Tensor's operator (one of the two is traced)
+            return Spread(x + y if type(x) is Tensor else y.__radd__(x), src, self.dst, self.shape)
         # plain arrays: laid out along `src` with size-1 axes, numpy broadcasts them
         x = _spread_source(_plain(self.x), self.src, src, shape)[1]
         y = _spread_source(_plain(other.x), other.src, src, shape)[1]
@@ -1109,12 +1109,6 @@ def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, neede
 rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all)
 
 
-def astype(x: Value, dtype: DTypeLike) -> Value:
-    from .structural import astype as _astype
-
-    return _astype(x, dtype)
-
-
 # -- the public einsum ------------------------------------------------------------------
 
 
@@ -1171,7 +1165,6 @@ def _as_dtype(x: Any, dtype: Any, like: Any = None) -> Any:
     the library of the array `like` (numpy when None)."""
     if type(x) is not Tensor:
         return np.asarray(x, dtype=dtype) if like is None else asarray(like, x, dtype)
-    from .structural import astype_p
 
     return bind(astype_p, (x,), {"dtype": np.dtype(dtype)})
 
@@ -1283,8 +1276,6 @@ def einsum(
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
-            from .structural import reshape
-
             shape = shape_of(ops_[k])
             ops_[k] = reshape(ops_[k], tuple(d for a, d in enumerate(shape) if a not in axes))
     opt = _normalize_optimize(optimize)
@@ -1416,7 +1407,6 @@ def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
 
 def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.outer: the flattened operands' outer product."""
-    from .structural import reshape
 
     a, b = to_operand(a), to_operand(b)
     return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
@@ -1466,7 +1456,6 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int | Sequence[in
 
 def _diagonal_block(x: Value, offset: int, axis1: int, axis2: int) -> Value:
     """Slice `x` so the wanted diagonal is the main diagonal of a square block."""
-    from .structural import getitem
 
     shape = shape_of(x)
     s1, s2 = shape[axis1], shape[axis2]
@@ -1528,8 +1517,6 @@ def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     s = _letters(len(shape))
     out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [_accumulate(x)])
     if keepdims:
-        from .structural import reshape_raw
-
         out = reshape_raw(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
     return out
 
@@ -1552,8 +1539,6 @@ def sum_to_shape(g: Value, shape: Sequence[int], dtype: DTypeLike | None = None)
         keep = [i for i in range(lead, len(gs)) if shape[i - lead] == gs[i]]
         g = contract((s,), "".join(s[i] for i in keep), [g])
         if len(keep) != len(shape):
-            from .structural import reshape_raw
-
             g = reshape_raw(g, tuple(shape))
     if dtype is not None and dtype_of(g) != dtype:
         g = astype(g, dtype)

@@ -28,10 +28,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import arrays
-from ..core import ArrayLike, KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
+from ..core import ArrayLike, KeepRule, Primitive, Tensor, bind, rules, zero_derivative
 from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
-from .structural import astype, broadcast_raw, where_raw
+from .shape import astype, zeros_like
+from .structural import broadcast_raw, where_raw
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""
@@ -544,11 +545,6 @@ floor: Callable[[Any], Any]
 exp, log, sin, cos, sinh, cosh, sqrt, sigmoid, floor = (
     _raw1(n) for n in ("exp", "log", "sin", "cos", "sinh", "cosh", "sqrt", "sigmoid", "floor")
 )
-
-
-def zeros_like(x: Any) -> Any:
-    """Zeros of `x`'s shape and dtype, in its library and on its device."""
-    return arrays.zeros(strip(x), shape_of(x), dtype_of(x))
 
 
 # One-line docstrings of the public operations that are not numpy functions, or not differentiable.

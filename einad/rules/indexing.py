@@ -28,7 +28,8 @@ from ..core import ArrayLike, Primitive, Tensor, Value, bind, rules, zero_deriva
 from ..util import dtype_of, lib_array, normalize_axes, shape_of, to_array_operand, wrap
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
-from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
+from .shape import astype, getitem, reshape_raw
+from .structural import broadcast_raw, concatenate
 
 # -- the gather and its transpose ----------------------------------------------------------
 

@@ -83,15 +83,8 @@ from .elementwise import PRIMITIVES, compare, conj, real
 from .reductions import max as _max
 from .reductions import max_p
 from .reductions import min as _min
-from .structural import (
-    astype,
-    broadcast_raw,
-    concat_p,
-    getitem_raw,
-    reshape_raw,
-    stop_gradient,
-    where_raw,
-)
+from .shape import astype, getitem_raw, reshape_raw, stop_gradient
+from .structural import broadcast_raw, concat_p, where_raw
 
 LinAlgError = np.linalg.LinAlgError
 

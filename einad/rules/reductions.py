@@ -22,7 +22,8 @@ from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, ru
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import sum_raw
 from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
-from .structural import astype, broadcast_raw, getitem_raw, reshape_raw, stop_gradient, where_raw
+from .shape import astype, getitem_raw, reshape_raw, stop_gradient
+from .structural import broadcast_raw, where_raw
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 

@@ -34,7 +34,8 @@ from ..core import (
     value_of,
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
-from ..rules.structural import ones_like
+from ..rules.elementwise import real
+from ..rules.shape import ones_like
 from ..util import dtype_of, shape_of
 from .batching import stacked
 
@@ -402,8 +403,6 @@ def _tangent_in(t: Any, v: Any) -> Any:
 def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
     total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        from ..rules.elementwise import real
-
         total = total + ops.sum(real(ops.multiply(x, y)))
     return total
 

@@ -26,10 +26,8 @@ from ..rules.einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread
 from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from ..rules.indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
 from ..rules.reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
-from ..rules.structural import (
+from ..rules.shape import (
     astype_p,
-    broadcast_raw,
-    concat_p,
     getitem_p,
     getitem_raw,
     ones_like_p,
@@ -37,8 +35,8 @@ from ..rules.structural import (
     reshape_raw,
     scatter_p,
     stop_gradient_p,
-    where_p,
 )
+from ..rules.structural import broadcast_raw, concat_p, where_p
 from ..subscripts import fresh_symbols
 from ..util import normalize_axis, shape_of
 

@@ -41,7 +41,7 @@ from ..errors import TracerError
 from ..program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.einsum import einsum_p, spread_p
-from ..rules.structural import getitem_p, reshape_p, stop_gradient_p
+from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
 from ..util import shape_of
 from .passes import optimize, plan_buffers
 

@@ -1,0 +1,428 @@
+"""Structural primitives below the einsum: reshape, astype, getitem and its transpose
+(scatter-add), stop_gradient and ones_like.
+
+Each is linear in its array operand, so each rule is the operation's transpose (VJP) and
+the operation itself applied to the tangent (JVP). They use no contraction, which is why the
+einsum module can build on them (reshaping a squeezed operand, casting a cotangent back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import arrays
+from ..aliases import Array, Axis, DTypeLike, Shape
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip, zero_derivative
+from ..errors import TracerError
+from ..util import (
+    dtype_of,
+    integer,
+    lib_array,
+    normalize_axes,
+    shape_of,
+    to_array_operand,
+    wrap,
+)
+
+
+def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """The `keep_rules` entry of a linear op: its rule reads only shapes and dtypes."""
+    return (False,) * len(needed), False
+
+
+def _linear(
+    prim: Primitive, transpose: Callable[[Any, Any, Params], Any], apply: Callable[[Any, Params], Any]
+) -> None:
+    """Enter the rules of a one-operand linear primitive."""
+    rules(
+        prim,
+        vjp=lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)],
+        jvp=lambda ts, ans, vals, p: apply(ts[0], p),
+        keep=_shape_only,
+    )
+
+
+# -- stop_gradient: the identity, with derivative zero in every mode ---------------
+
+stop_gradient_p = Primitive("stop_gradient", lambda x: x)
+zero_derivative.add(stop_gradient_p)
+
+
+def stop_gradient(x: Any) -> Any:
+    """`x` with a zero derivative (internal: a raw value passes through untouched)."""
+    return bind(stop_gradient_p, (x,), {}) if type(x) is Tensor and x._trace is not None else x
+
+
+# -- ones_like: the seed of a gradient ------------------------------------------------
+
+ones_like_p = Primitive("ones_like", lambda x: arrays.ones(x, shape_of(x), dtype_of(x)))
+zero_derivative.add(ones_like_p)
+
+
+def ones_like(x: Any) -> Any:
+    """Ones of `x`'s shape and dtype: an array, or an equation where `x` is staged (a program's
+    gradient seed stays symbolic, so its optimizer sees the ones)."""
+    if type(x) is Tensor and x._trace is not None:
+        return bind(ones_like_p, (x,), {})
+    return arrays.ones(x, shape_of(x), dtype_of(x))
+
+
+# -- reshape ---------------------------------------------------------------------
+
+
+def _reshape_impl(x: Any, shape: Shape) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return np.reshape(x, shape)
+    try:
+        return xp.reshape(x, shape)
+    except NotImplementedError:  # dask reshapes only by merging or splitting axes: merge all, then split
+        return xp.reshape(xp.reshape(x, (-1,)), shape)
+
+
+reshape_p = Primitive("reshape", _reshape_impl)
+
+
+def reshape_raw(x: Value, shape: Sequence[int]) -> Value:
+    if shape_of(x) == tuple(shape):
+        return x
+    return bind(reshape_p, (x,), {"shape": tuple(shape)})
+
+
+_linear(
+    reshape_p,
+    lambda g, x, p: reshape_raw(g, shape_of(x)),
+    lambda t, p: reshape_raw(t, p["shape"]),
+)
+
+
+def _ghost(shape: int | Sequence[int]) -> Array:
+    """A zero-memory int8 array of `shape`, to let numpy check shapes and axes."""
+    return np.broadcast_to(np.zeros((), dtype=np.int8), shape)
+
+
+def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
+    shape = tuple(integer(d, "a shape's size") for d in shape)
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative size")
+    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    elif known != size:
+        raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")
+    return shape
+
+
+def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
+    """The same elements in a new shape, as numpy.reshape (C order).
+
+    One dimension of `shape` may be -1: it is inferred from the size.
+
+    Raises:
+        ValueError: If the size does not fit `shape`.
+    """
+    x = to_array_operand(x)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    xs = shape_of(x)
+    return wrap(reshape_raw(x, _resolve_shape(int(np.prod(xs, dtype=np.int64)), tuple(shape))))
+
+
+def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
+    """Insert size-1 axes at the positions `axis`, as numpy.expand_dims."""
+    x = to_array_operand(x)
+    if axis is None:
+        raise TypeError("expand_dims: axis must be an integer or a tuple of integers, not None")
+    n = len(axis) if isinstance(axis, (list, tuple, range, np.ndarray)) else 1
+    axes = normalize_axes(axis, len(shape_of(x)) + n)  # positions in the result
+    rest = iter(shape_of(x))
+    return reshape(x, tuple(1 if a in axes else next(rest) for a in range(len(shape_of(x)) + n)))
+
+
+def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
+    """Drop size-1 axes (those in `axis`, or all of them), as numpy.squeeze."""
+    x = to_array_operand(x)
+    axes = normalize_axes(axis, len(shape_of(x)))
+    if axis is None:
+        axes = tuple(a for a in axes if shape_of(x)[a] == 1)
+    for a in axes:
+        if shape_of(x)[a] != 1:
+            raise ValueError(f"squeeze: axis {a} has size {shape_of(x)[a]}, not 1")
+    return reshape(x, tuple(d for a, d in enumerate(shape_of(x)) if a not in axes))
+
+
+# -- astype ---------------------------------------------------------------------------------
+
+
+def _astype_impl(x: Any, dtype: DTypeLike) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        x = np.asarray(x)
+        if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+            x = x.real
+        return x.astype(dtype)
+    dt = np.dtype(dtype)
+    if dtype_of(x).kind == "c" and dt.kind != "c":
+        x = xp.real(x)
+    return xp.astype(x, arrays.lib_dtype(xp, dt))
+
+
+astype_p = Primitive("astype", _astype_impl)
+
+
+def astype(x: Value, dtype: DTypeLike) -> Value:
+    """`x` cast to `dtype` (returned unchanged if it has that dtype); the cotangent is cast back."""
+    dtype = np.dtype(dtype)
+    if dtype_of(x) == dtype:
+        return x
+    return bind(astype_p, (x,), {"dtype": dtype})
+
+
+def _astype_back(g: Any, x: Any, p: Params) -> Any:
+    return astype(g, dtype_of(x))
+
+
+_linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]))
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+def _clean_index(index: Any) -> Any:
+    """Make an index free of Tensors; integer arrays stay arrays (a static parameter)."""
+    if isinstance(index, tuple):
+        return tuple(_clean_index(i) for i in index)
+    if type(index) is Tensor:
+        index = strip(index)
+        if type(index) is Staged:
+            raise TracerError(
+                "indexing with an array computed inside einad.jit: the index is a static "
+                "parameter of the program. Pass it as a static argument (static_argnums) or "
+                "compute it outside the jitted function"
+            )
+    if arrays.is_array(index) and not isinstance(index, np.ndarray):
+        index = arrays.to_numpy(index)  # another library's array: static data, as a list is (dask: computed)
+    if isinstance(index, list):
+        index = np.asarray(index)
+    if isinstance(index, np.ndarray) and index.dtype.kind not in "biu":
+        raise IndexError(f"arrays used as indices must be of integer or boolean type, not {index.dtype}")
+    return index
+
+
+def _has_int_array(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in items)
+
+
+# On numpy, indexing is numpy's. On the other libraries (the standard indexes with integers and
+# slices, strictly only when every axis is named; one integer array in `take`; torch has no
+# negative steps; dask no multi-array indexes), einad computes numpy's semantics itself:
+# - a basic index (integers, slices, None, Ellipsis): a key naming every axis with integers
+#   and positive-step slices, then `flip` along the negative-step slices' axes, then a reshape
+#   for the None axes; its transpose writes the cotangent into zeros (`__setitem__` on a fresh
+#   array: dask records it lazily);
+# - one integer array among slices (``x[idx]``, ``x[:, idx]``): the slices, then `take` along
+#   the array's axis;
+# - any other index (several arrays, boolean masks, integers mixed with arrays): numpy computes
+#   the flat positions the index names, and one `take` gathers them from the flattened array.
+# The scatter-adds (the transposes of the last two) are gathers too: see `_scatter_add_take`.
+
+
+def _getitem_impl(x: Any, index: Any) -> Any:
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return x[index]
+    return _getitem_any(xp, x, index)
+
+
+def _is_basic(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return not any(isinstance(i, (np.ndarray, bool, np.bool_)) for i in items)
+
+
+def _basic_key(index: Any, shape: Shape) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """A basic index (already checked by numpy) as a key naming every axis of `shape` with
+    non-negative integers and positive-step slices, and the axes of ``x[key]`` to reverse after."""
+    items = index if isinstance(index, tuple) else (index,)
+    named = sum(i is not None and i is not Ellipsis for i in items)
+    key: list[Any] = []
+    flips: list[int] = []
+    kept = 0  # the axes of x[key] so far
+    for i in items:
+        if i is None:
+            continue
+        if i is Ellipsis:
+            key.extend([slice(None)] * (len(shape) - named))
+            kept += len(shape) - named
+            continue
+        n = shape[len(key)]
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step < 0:
+                r = range(start, stop, step)
+                i = slice(r[-1], r[0] + 1, -step) if len(r) else slice(0, 0)
+                flips.append(kept)
+            else:
+                i = slice(start, stop, step)
+            kept += 1
+        else:
+            i = integer(i, "an index") % n
+        key.append(i)
+    key.extend([slice(None)] * (len(shape) - len(key)))
+    return tuple(key), tuple(flips)
+
+
+def _one_array(index: Any, shape: Shape) -> tuple[tuple[Any, ...], int, Array] | None:
+    """For an index of slices (and Ellipsis) and one integer array of 1 or more dimensions: the
+    index with the array replaced by ``slice(None)``, the array's axis, and the array (made
+    non-negative). None for any other index."""
+    items = index if isinstance(index, tuple) else (index,)
+    at = [j for j, i in enumerate(items) if isinstance(i, np.ndarray)]
+    if len(at) != 1 or not all(isinstance(i, (slice, np.ndarray)) or i is Ellipsis for i in items):
+        return None
+    j = at[0]
+    a = items[j]
+    if a.dtype.kind not in "iu" or a.ndim == 0:
+        return None
+    k = len(shape) - (len(items) - j - 1) if any(i is Ellipsis for i in items[:j]) else j
+    a = np.where(a < 0, a + shape[k], a)
+    return items[:j] + (slice(None),) + items[j + 1 :], k, a
+
+
+def _getitem_any(xp: Any, x: Any, index: Any) -> Any:
+    """``x[index]`` with numpy's semantics on an array of library `xp` (not numpy)."""
+    shape = shape_of(x)
+    out_shape = _ghost(shape)[index].shape
+    if _is_basic(index):
+        key, flips = _basic_key(index, shape)
+        y = x[key]
+        if flips:
+            y = xp.flip(y, axis=flips)
+    else:
+        one = _one_array(index, shape)
+        if one is not None:
+            rest, k, idx = one
+            y = xp.take(_getitem_any(xp, x, rest), lib_array(x, idx.ravel()), axis=k)
+        else:
+            places = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+            y = xp.take(_reshape_impl(x, (-1,)), lib_array(x, places.ravel()), axis=0)
+    return y if tuple(y.shape) == out_shape else _reshape_impl(y, out_shape)
+
+
+def _scatter_add_take(xp: Any, g: Any, idx: Array, m: int, axis: int) -> Any:
+    """Zeros with `m` places along `axis`, ``g[..., j, ...]`` added at place ``idx[j]``, built
+    without writes: with no repeated index it is one `take` of `g` (a zero slab appended) by the
+    inverse map; a repeated index splits into layers (its 1st, 2nd, ... occurrences), one
+    `take` each, summed in order."""
+    n = idx.size
+    shape = list(shape_of(g))
+    shape[axis] = 1
+    gz = xp.concat([g, xp.zeros(tuple(shape), dtype=g.dtype, device=arrays.device(g))], axis=axis)
+    order = np.argsort(idx, kind="stable")
+    ranked = idx[order]
+    occurrence = np.empty(n, dtype=np.int64)
+    occurrence[order] = np.arange(n) - np.searchsorted(ranked, ranked, side="left")
+    out: Any = None
+    for layer in range(int(occurrence.max()) + 1 if n else 1):
+        inverse = np.full(m, n, dtype=np.int64)
+        mine = np.flatnonzero(occurrence == layer)
+        inverse[idx[mine]] = mine
+        part = xp.take(gz, lib_array(g, inverse), axis=axis)
+        out = part if out is None else out + part
+    return out
+
+
+def _scatter_any(xp: Any, g: Any, index: Any, shape: Shape) -> Any:
+    """The transpose of `_getitem_any`: zeros of `shape` with `g` added at `index`."""
+    if _is_basic(index):
+        key, flips = _basic_key(index, shape)
+        keyed = _ghost(shape)[key].shape
+        if tuple(g.shape) != keyed:
+            g = _reshape_impl(g, keyed)
+        if flips:
+            g = xp.flip(g, axis=flips)
+        out = xp.zeros(shape, dtype=g.dtype, device=arrays.device(g))
+        if 0 not in keyed:  # (dask refuses an empty write)
+            out[key] = g  # a fresh array (dask: a lazy write)
+        return out
+    one = _one_array(index, shape)
+    if one is not None:
+        rest, k, idx = one
+        sub = list(_ghost(shape)[rest].shape)
+        g = _reshape_impl(g, (*sub[:k], idx.size, *sub[k + 1 :]))
+        return _scatter_any(xp, _scatter_add_take(xp, g, idx.ravel(), sub[k], k), rest, shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    places = np.arange(size).reshape(shape)[index]
+    flat = _scatter_add_take(xp, _reshape_impl(g, (-1,)), places.ravel(), size, 0)
+    return _reshape_impl(flat, shape)
+
+
+getitem_p = Primitive("getitem", _getitem_impl)
+
+
+def _scatter_impl(g: Any, index: Any, shape: Shape) -> Array:
+    xp = arrays.xp_of(g)
+    if xp is not np:
+        return _scatter_any(xp, g, index, shape)  # type: ignore[no-any-return]
+    out = np.zeros(shape, dtype=np.asarray(g).dtype)
+    if _has_int_array(index):
+        np.add.at(out, index, g)  # integer arrays may repeat an element
+    else:
+        out[index] = g
+    return out
+
+
+scatter_p = Primitive("scatter_add", _scatter_impl)
+
+
+def getitem_raw(x: Value, index: Any) -> Value:
+    return bind(getitem_p, (x,), {"index": index})
+
+
+def scatter_raw(g: Value, index: Any, shape: Sequence[int]) -> Value:
+    return bind(scatter_p, (g,), {"index": index, "shape": tuple(shape)})
+
+
+_linear(
+    getitem_p,
+    lambda g, x, p: scatter_raw(g, p["index"], shape_of(x)),
+    lambda t, p: getitem_raw(t, p["index"]),
+)
+_linear(
+    scatter_p,
+    lambda g, x, p: getitem_raw(g, p["index"]),
+    lambda t, p: scatter_raw(t, p["index"], p["shape"]),
+)
+
+
+def getitem(x: ArrayLike, index: Any) -> Tensor:
+    """x[index]: basic, integer-array and boolean-mask indexing with numpy's semantics, differentiable.
+
+    The same on every array library: integer and boolean index arrays may be lists, numpy
+    arrays or arrays of `x`'s library (static data: a dask index array is computed); the
+    result and its gradient are arrays of `x`'s library (lazy on dask).
+    """
+    x = to_array_operand(x)
+    index = _clean_index(index)
+    _ghost(shape_of(x))[index]  # let numpy raise its IndexError here, at the user's call
+    return wrap(getitem_raw(x, index))
+
+
+def flip(x: ArrayLike, axis: Axis = None) -> Tensor:
+    """Reverse the order of elements along `axis` (all axes by default), as numpy.flip."""
+    x = to_array_operand(x)
+    nd = len(shape_of(x))
+    idx = [slice(None)] * nd
+    for a in normalize_axes(axis, nd):
+        idx[a] = slice(None, None, -1)
+    return getitem(x, tuple(idx))
+
+
+def zeros_like(x: Any) -> Any:
+    """Zeros of `x`'s shape and dtype, in its library and on its device."""
+    return arrays.zeros(strip(x), shape_of(x), dtype_of(x))
