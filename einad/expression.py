@@ -16,14 +16,8 @@ from typing import Any
 from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
-from .rules.einsum import (
-    Optimize,
-    Strategy,
-    _check_path,
-    _normalize_optimize,
-    _promote_weak,
-    contract_planned,
-)
+from .rules.einsum import Optimize, Strategy, contract_planned
+from .rules.linear import _check_path, _normalize_optimize, _promote_weak
 from .rules.shape import reshape
 from .slicing import ContractionInfo, Slices, describe, object_path
 from .slicing import plan as slice_plan

@@ -11,7 +11,8 @@ import numpy as np
 from .aliases import Axis, DTypeLike
 from .core import ArrayLike, Tensor, _unbox_bool, bind
 from .rules import elementwise
-from .rules.einsum import (
+from .rules.elementwise import PRIMITIVES, public_binary, public_unary
+from .rules.linear import (
     diagonal,
     dot,
     einsum,
@@ -24,7 +25,6 @@ from .rules.einsum import (
     trace,
     transpose,
 )
-from .rules.elementwise import PRIMITIVES, public_binary, public_unary
 from .rules.reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
 from .rules.shape import astype, expand_dims, flip, getitem, reshape, squeeze
 from .rules.shape import stop_gradient as _stop_gradient

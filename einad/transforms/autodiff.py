@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
-from .. import arrays, ops
+from .. import arrays
 from ..aliases import Array, DTypeLike, Shape
 from ..core import (
     ForwardTrace,
@@ -25,6 +25,7 @@ from ..core import (
     Staged,
     Tensor,
     backward_pass,
+    bind,
     box,
     check_cotangent,
     dead_tracer,
@@ -34,8 +35,11 @@ from ..core import (
     value_of,
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
-from ..rules.elementwise import real
-from ..rules.shape import ones_like
+from ..rules import linear
+from ..rules.elementwise import PRIMITIVES, real
+from ..rules.linear import moveaxis
+from ..rules.shape import astype, ones_like, reshape
+from ..rules.structural import broadcast_to
 from ..util import dtype_of, shape_of
 from .batching import stacked
 
@@ -116,9 +120,9 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     if g is None:
         g = arrays.zeros(strip(like), shape, dt)
     elif shape_of(g) != shape:
-        g = ops.broadcast_to(g, shape)
+        g = broadcast_to(g, shape)
     if traced(g):
-        return ops.astype(g, dt) if g.dtype != dt else g
+        return astype(g, dt) if g.dtype != dt else g
     g = strip(g)
     xp = arrays.xp_of(g)
     if xp is not np:
@@ -388,7 +392,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
         )
     if dtype_of(t) != dtype_of(v):
         if type(t) is Tensor:
-            t = ops.astype(t, dtype_of(v))
+            t = astype(t, dtype_of(v))
         elif arrays.is_numpy(t):
             t = t.astype(dtype_of(v))
         else:
@@ -403,7 +407,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
 def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
     total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        total = total + ops.sum(real(ops.multiply(x, y)))
+        total = total + linear.sum(real(bind(PRIMITIVES["multiply"], (x, y), {})))
     return total
 
 
@@ -496,7 +500,7 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 return list(pullback(tree_unflatten(out_td, cts)))
 
             rows = _stacked(pull, o, in_flat)
-            blocks = [_out(ops.reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
+            blocks = [_out(reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 
@@ -571,8 +575,8 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 if col is None:
                     blocks.append(_out(arrays.zeros(_ref(x), o_shape + shape_of(x), o_dtype)))
                     continue
-                c = ops.moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
-                blocks.append(_out(ops.reshape(c, o_shape + shape_of(x))))
+                c = moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
+                blocks.append(_out(reshape(c, o_shape + shape_of(x))))
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 

@@ -22,9 +22,10 @@ from ..aliases import Shape
 from ..arrays import is_array
 from ..core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
 from ..pytree import tree_flatten, tree_unflatten
-from ..rules.einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
+from ..rules.einsum import contract, einsum_p, sliced_einsum_p, spread, spread_p
 from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from ..rules.indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
+from ..rules.linear import moveaxis
 from ..rules.reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
 from ..rules.shape import (
     astype_p,
