@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FunctionType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from .aliases import Axis, DTypeLike
 from .core import ArrayLike, Tensor, _unbox_bool, bind
 from .rules import elementwise
-from .rules.elementwise import PRIMITIVES, public_binary, public_unary
+from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.linear import (
     diagonal,
     dot,
@@ -31,56 +31,13 @@ from .rules.shape import stop_gradient as _stop_gradient
 from .rules.structural import IndexUpdate, broadcast_to, concatenate, split, stack, where
 from .util import dtype_of, to_operand, wrap
 
-add = public_binary("add")
-subtract = public_binary("subtract")
-multiply = public_binary("multiply")
-divide = public_binary("divide")
-power = public_binary("power")
-maximum = public_binary("maximum")
-minimum = public_binary("minimum")
+# One public function per entry of the elementwise table (`ea.exp`, `ea.add`, ...): adding an
+# entry exports it, and numpy's function of the same name dispatches to it (numpy_api).
+ELEMENTWISE: dict[str, Callable[..., Tensor]] = {name: public(name) for name in TABLE}
+globals().update(ELEMENTWISE)
+if TYPE_CHECKING:  # what type checkers see of the names made above
 
-negative = public_unary("negative")
-exp = public_unary("exp")
-log = public_unary("log")
-log1p = public_unary("log1p")
-expm1 = public_unary("expm1")
-sin = public_unary("sin")
-cos = public_unary("cos")
-tan = public_unary("tan")
-tanh = public_unary("tanh")
-sinh = public_unary("sinh")
-cosh = public_unary("cosh")
-arcsin = public_unary("arcsin")
-arccos = public_unary("arccos")
-arctan = public_unary("arctan")
-sqrt = public_unary("sqrt")
-square = public_unary("square")
-abs = public_unary("abs")
-relu = public_unary("relu")
-sigmoid = public_unary("sigmoid")
-softplus = public_unary("softplus")
-sign = public_unary("sign")
-floor = public_unary("floor")
-ceil = public_unary("ceil")
-log2 = public_unary("log2")
-log10 = public_unary("log10")
-exp2 = public_unary("exp2")
-arcsinh = public_unary("arcsinh")
-arccosh = public_unary("arccosh")
-arctanh = public_unary("arctanh")
-arctan2 = public_binary("arctan2")
-hypot = public_binary("hypot")
-logaddexp = public_binary("logaddexp")
-mod = public_binary("mod")
-isfinite = public_unary("isfinite")
-isnan = public_unary("isnan")
-isinf = public_unary("isinf")
-equal = public_binary("equal")
-not_equal = public_binary("not_equal")
-less = public_binary("less")
-less_equal = public_binary("less_equal")
-greater = public_binary("greater")
-greater_equal = public_binary("greater_equal")
+    def __getattr__(name: str) -> Callable[..., Tensor]: ...
 
 
 def round(x: ArrayLike, decimals: int = 0) -> Tensor:
@@ -127,93 +84,45 @@ def stop_gradient(x: ArrayLike) -> Tensor:
 
 __all__ = [
     "IndexUpdate",
-    "abs",
-    "add",
     "angle",
-    "arccos",
-    "arccosh",
-    "arcsin",
-    "arcsinh",
-    "arctan",
-    "arctan2",
-    "arctanh",
     "astype",
     "broadcast_to",
-    "ceil",
     "clip",
     "concatenate",
     "conj",
-    "cos",
-    "cosh",
     "diagonal",
-    "divide",
     "dot",
     "einsum",
-    "equal",
-    "exp",
-    "exp2",
     "expand_dims",
-    "expm1",
     "flip",
-    "floor",
     "getitem",
-    "greater",
-    "greater_equal",
-    "hypot",
     "imag",
     "inner",
-    "isfinite",
-    "isinf",
-    "isnan",
-    "less",
-    "less_equal",
-    "log",
-    "log1p",
-    "log2",
-    "log10",
     "log_softmax",
-    "logaddexp",
     "logsumexp",
     "matmul",
     "max",
-    "maximum",
     "mean",
     "min",
-    "minimum",
-    "mod",
     "moveaxis",
-    "multiply",
-    "negative",
-    "not_equal",
     "outer",
-    "power",
     "prod",
     "real",
-    "relu",
     "reshape",
     "round",
-    "sigmoid",
-    "sign",
-    "sin",
-    "sinh",
     "softmax",
-    "softplus",
     "split",
-    "sqrt",
-    "square",
     "squeeze",
     "stack",
     "stop_gradient",
-    "subtract",
     "sum",
-    "tan",
-    "tanh",
     "tensordot",
     "trace",
     "transpose",
     "var",
     "where",
 ]
+__all__ += [name for name in ELEMENTWISE if name != "round"]  # (round is written out above)
 
 
 # -- Tensor's methods -----------------------------------------------------------------------
@@ -238,34 +147,34 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     # -- operators ----------------------------------------------------------
 
     def __add__(self, other: ArrayLike) -> Tensor:
-        return add(self, other)
+        return ELEMENTWISE["add"](self, other)
 
     def __radd__(self, other: ArrayLike) -> Tensor:
-        return add(other, self)
+        return ELEMENTWISE["add"](other, self)
 
     def __sub__(self, other: ArrayLike) -> Tensor:
-        return subtract(self, other)
+        return ELEMENTWISE["subtract"](self, other)
 
     def __rsub__(self, other: ArrayLike) -> Tensor:
-        return subtract(other, self)
+        return ELEMENTWISE["subtract"](other, self)
 
     def __mul__(self, other: ArrayLike) -> Tensor:
-        return multiply(self, other)
+        return ELEMENTWISE["multiply"](self, other)
 
     def __rmul__(self, other: ArrayLike) -> Tensor:
-        return multiply(other, self)
+        return ELEMENTWISE["multiply"](other, self)
 
     def __truediv__(self, other: ArrayLike) -> Tensor:
-        return divide(self, other)
+        return ELEMENTWISE["divide"](self, other)
 
     def __rtruediv__(self, other: ArrayLike) -> Tensor:
-        return divide(other, self)
+        return ELEMENTWISE["divide"](other, self)
 
     def __pow__(self, other: ArrayLike) -> Tensor:
-        return power(self, other)
+        return ELEMENTWISE["power"](self, other)
 
     def __rpow__(self, other: ArrayLike) -> Tensor:
-        return power(other, self)
+        return ELEMENTWISE["power"](other, self)
 
     def __matmul__(self, other: ArrayLike) -> Tensor:
         return matmul(self, other)
@@ -280,28 +189,28 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
 
     def __iadd__(self, other: ArrayLike) -> Tensor:
-        return self._inplace(add, other, "+=")
+        return self._inplace(ELEMENTWISE["add"], other, "+=")
 
     def __isub__(self, other: ArrayLike) -> Tensor:
-        return self._inplace(subtract, other, "-=")
+        return self._inplace(ELEMENTWISE["subtract"], other, "-=")
 
     def __imul__(self, other: ArrayLike) -> Tensor:
-        return self._inplace(multiply, other, "*=")
+        return self._inplace(ELEMENTWISE["multiply"], other, "*=")
 
     def __itruediv__(self, other: ArrayLike) -> Tensor:
-        return self._inplace(divide, other, "/=")
+        return self._inplace(ELEMENTWISE["divide"], other, "/=")
 
     def __ipow__(self, other: ArrayLike) -> Tensor:
-        return self._inplace(power, other, "**=")
+        return self._inplace(ELEMENTWISE["power"], other, "**=")
 
     def __imatmul__(self, other: ArrayLike) -> Tensor:
         return self._inplace(matmul, other, "@=")
 
     def __neg__(self) -> Tensor:
-        return negative(self)
+        return ELEMENTWISE["negative"](self)
 
     def __abs__(self) -> Tensor:
-        return abs(self)
+        return ELEMENTWISE["abs"](self)
 
     def __getitem__(self, index: Any) -> Tensor:
         return getitem(self, index)
@@ -311,22 +220,22 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     # Tensor where a staging trace (jit) or vmap must see the operation.
 
     def __lt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(less(self, other))
+        return _unbox_bool(ELEMENTWISE["less"](self, other))
 
     def __le__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(less_equal(self, other))
+        return _unbox_bool(ELEMENTWISE["less_equal"](self, other))
 
     def __gt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(greater(self, other))
+        return _unbox_bool(ELEMENTWISE["greater"](self, other))
 
     def __ge__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(greater_equal(self, other))
+        return _unbox_bool(ELEMENTWISE["greater_equal"](self, other))
 
     def __eq__(self, other: object) -> Any:
-        return _unbox_bool(equal(self, cast("ArrayLike", other)))
+        return _unbox_bool(ELEMENTWISE["equal"](self, cast("ArrayLike", other)))
 
     def __ne__(self, other: object) -> Any:
-        return _unbox_bool(not_equal(self, cast("ArrayLike", other)))
+        return _unbox_bool(ELEMENTWISE["not_equal"](self, cast("ArrayLike", other)))
 
     # -- methods mirroring the functions -------------------------------------
 
@@ -372,11 +281,11 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     def exp(self) -> Tensor:
         """The elementwise exponential, as `einad.exp`."""
-        return exp(self)
+        return ELEMENTWISE["exp"](self)
 
     def log(self) -> Tensor:
         """The elementwise natural logarithm, as `einad.log`."""
-        return log(self)
+        return ELEMENTWISE["log"](self)
 
     def squeeze(self, axis: Axis = None) -> Tensor:
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""

@@ -586,3 +586,13 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
         name, f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
     )
     return op
+
+
+TABLE: tuple[str, ...] = (*UNARY, *BINARY, *CONSTANT, *PREDICATES)
+"""Every operation of the table, each exported as ``einad.<name>`` (einad.ops)."""
+
+
+def public(name: str) -> Callable[..., Tensor]:
+    """The public operation `name` of the table: one operand or two, as its kernel takes."""
+    binary = name in BINARY or getattr({**CONSTANT, **PREDICATES}.get(name), "nin", 1) == 2
+    return public_binary(name) if binary else public_unary(name)
