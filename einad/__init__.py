@@ -38,7 +38,6 @@ from .ops import (
     prod,
     real,
     reshape,
-    round,
     softmax,
     split,
     squeeze,
@@ -155,7 +154,6 @@ __all__ = [
     "repeat",
     "reshape",
     "roll",
-    "round",
     "softmax",
     "sort",
     "split",
@@ -180,4 +178,4 @@ __all__ = [
     "vmap",
     "where",
 ]
-__all__ += [name for name in _ELEMENTWISE if name != "round"]  # the elementwise table's operations
+__all__ += list(_ELEMENTWISE)  # the elementwise table's operations

@@ -45,6 +45,9 @@ def round(x: ArrayLike, decimals: int = 0) -> Tensor:
     return wrap(bind(PRIMITIVES["round"], (to_operand(x),), {"decimals": int(decimals)}))
 
 
+ELEMENTWISE["round"] = round  # the table's entry, with numpy's `decimals`
+
+
 def conj(x: ArrayLike) -> Tensor:
     """The complex conjugate, as numpy.conj (a real `x` is returned as it is); linear, differentiable."""
     return wrap(elementwise.conj(to_operand(x)))
@@ -109,7 +112,6 @@ __all__ = [
     "prod",
     "real",
     "reshape",
-    "round",
     "softmax",
     "split",
     "squeeze",
@@ -122,7 +124,7 @@ __all__ = [
     "var",
     "where",
 ]
-__all__ += [name for name in ELEMENTWISE if name != "round"]  # (round is written out above)
+__all__ += list(ELEMENTWISE)
 
 
 # -- Tensor's methods -----------------------------------------------------------------------
