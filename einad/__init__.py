@@ -5,97 +5,45 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-from . import (
-    linalg,
-    numpy_api,  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
-)
-from .batching import vmap
-from .core import Tensor, no_grad
-from .custom import checkpoint, custom_jvp, custom_vjp
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
+from .aliases import DTypeLike
+from .core import ArrayLike, Tensor, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
-from .indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
-from .jit import Program, jit
+from .ops import ELEMENTWISE as _ELEMENTWISE
 from .ops import (
-    abs,
-    add,
     angle,
-    arccos,
-    arccosh,
-    arcsin,
-    arcsinh,
-    arctan,
-    arctan2,
-    arctanh,
     broadcast_to,
-    ceil,
     clip,
     concatenate,
     conj,
-    cos,
-    cosh,
     diagonal,
-    divide,
     dot,
     einsum,
-    equal,
-    exp,
-    exp2,
     expand_dims,
-    expm1,
     flip,
-    floor,
-    greater,
-    greater_equal,
-    hypot,
     imag,
     inner,
-    isfinite,
-    isinf,
-    isnan,
-    less,
-    less_equal,
-    log,
-    log1p,
-    log2,
-    log10,
     log_softmax,
-    logaddexp,
     logsumexp,
     matmul,
     max,
-    maximum,
     mean,
     min,
-    minimum,
-    mod,
     moveaxis,
-    multiply,
-    negative,
-    not_equal,
     outer,
-    power,
     prod,
     real,
-    relu,
     reshape,
-    round,
-    sigmoid,
-    sign,
-    sin,
-    sinh,
     softmax,
-    softplus,
     split,
-    sqrt,
-    square,
     squeeze,
     stack,
     stop_gradient,
-    subtract,
     sum,
-    tan,
-    tanh,
     tensordot,
     trace,
     transpose,
@@ -104,10 +52,20 @@ from .ops import (
 )
 from .program import Graph, make_graph
 from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
-from .reductions import cumprod, cumsum, std
+from .rules import linalg
+from .rules.indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
+from .rules.reductions import cumprod, cumsum, std
 from .testing import gradcheck
-from .transforms import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
-from .util import ArrayLike, DTypeLike
+from .transforms.autodiff import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
+from .transforms.batching import vmap
+from .transforms.custom import checkpoint, custom_jvp, custom_vjp
+from .transforms.jit import Program, jit
+
+globals().update(_ELEMENTWISE)  # ea.exp, ea.add, ...: one per entry of the elementwise table
+if TYPE_CHECKING:  # what type checkers see of them
+
+    def __getattr__(name: str) -> Callable[..., Tensor]: ...
+
 
 __version__ = "0.1.0"
 
@@ -147,115 +105,65 @@ __all__ = [
     "Program",
     "Tensor",
     "TracerError",
-    "abs",
-    "add",
     "angle",
-    "arccos",
-    "arccosh",
-    "arcsin",
-    "arcsinh",
-    "arctan",
-    "arctan2",
-    "arctanh",
     "argmax",
     "argmin",
     "argsort",
     "broadcast_to",
-    "ceil",
     "checkpoint",
     "clip",
     "concatenate",
     "conj",
     "contract_expression",
     "contract_path",
-    "cos",
-    "cosh",
     "cumprod",
     "cumsum",
     "custom_jvp",
     "custom_vjp",
     "diagonal",
-    "divide",
     "dot",
     "einsum",
-    "equal",
-    "exp",
-    "exp2",
     "expand_dims",
-    "expm1",
     "flip",
-    "floor",
     "grad",
     "gradcheck",
-    "greater",
-    "greater_equal",
     "hessian",
     "hvp",
-    "hypot",
     "imag",
     "inner",
-    "isfinite",
-    "isinf",
-    "isnan",
     "jacfwd",
     "jacobian",
     "jacrev",
     "jit",
     "jvp",
-    "less",
-    "less_equal",
     "linalg",
-    "log",
-    "log1p",
-    "log2",
-    "log10",
     "log_softmax",
-    "logaddexp",
     "logsumexp",
     "make_graph",
     "matmul",
     "max",
-    "maximum",
     "mean",
     "min",
-    "minimum",
-    "mod",
     "moveaxis",
-    "multiply",
-    "negative",
     "no_grad",
-    "not_equal",
     "outer",
     "pad",
-    "power",
     "prod",
     "real",
     "register_pytree_node",
-    "relu",
     "repeat",
     "reshape",
     "roll",
-    "round",
-    "sigmoid",
-    "sign",
-    "sin",
-    "sinh",
     "softmax",
-    "softplus",
     "sort",
     "split",
-    "sqrt",
-    "square",
     "squeeze",
     "stack",
     "std",
     "stop_gradient",
-    "subtract",
     "sum",
     "take",
     "take_along_axis",
-    "tan",
-    "tanh",
     "tensor",
     "tensordot",
     "tile",
@@ -270,3 +178,4 @@ __all__ = [
     "vmap",
     "where",
 ]
+__all__ += list(_ELEMENTWISE)  # the elementwise table's operations

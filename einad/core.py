@@ -1,4 +1,4 @@
-"""The tracing core: primitives, traces, `bind`, and the reverse pass.
+"""The tracing core: primitives, traces, `bind` (the reverse pass is `transforms.autodiff`'s).
 
 A value flowing through einad code is either a plain array ("constant") or a
 `Tensor` boxed by one *trace*. Every transformation call (`grad`, `jvp`, ...)
@@ -14,7 +14,7 @@ perturbations of two transformations never mix.
 Derivative rules live in tables keyed by the primitive object (`jvp_rules`,
 `vjp_rules`, `keep_rules`, `batch_rules`; `zero_derivative` lists the
 primitives whose derivative is zero by definition; `structured_vjp_rules` holds
-the VJPs that may hand `backward_pass` a `Structured` cotangent). Rules are written with
+the VJPs that may hand the reverse pass a `Structured` cotangent). Rules are written with
 einad operations, so the derivative program is traced by any enclosing
 transformation like any other code. A primitive that has no rule for a mode
 raises `NotImplementedError` there, never a silent zero.
@@ -30,7 +30,6 @@ of freezing a constant into the program.
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 import warnings
@@ -38,16 +37,15 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ContextDecorator, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from . import arrays
+from .aliases import Array, Axis, DTypeLike, Shape
 from .arrays import np_dtype, to_numpy
 from .errors import TracerError
-
-if TYPE_CHECKING:
-    from .util import Array, ArrayLike, Axis, DTypeLike, Shape, Value
 
 _levels = itertools.count(1)
 _node_seq = itertools.count()  # `next` is atomic: safe across threads
@@ -117,7 +115,7 @@ Filled by `einad.numpy_api`; what is not here raises a TypeError naming it."""
 
 
 structured_vjp_rules: dict[Primitive, VJPRule] = {}
-"""VJPs that may return `Structured` cotangents; only `backward_pass` calls them.
+"""VJPs that may return `Structured` cotangents; only the reverse pass (`backward_pass`) calls them.
 
 The same primitive's `vjp_rules` entry gives the same cotangents made dense.
 """
@@ -689,23 +687,58 @@ class Tensor:
         """Whether the tensor is an input of its graph rather than an operation's result."""
         return self._node is None or self._node.prim is None
 
-    @property
-    def T(self) -> Tensor:
-        """The transpose (axes reversed), as `einad.transpose`."""
-        return ops.transpose(self)
+    if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)
+
+        @property
+        def T(self) -> Tensor: ...
+        def detach(self) -> Tensor: ...
+        def __add__(self, other: ArrayLike) -> Tensor: ...
+        def __radd__(self, other: ArrayLike) -> Tensor: ...
+        def __sub__(self, other: ArrayLike) -> Tensor: ...
+        def __rsub__(self, other: ArrayLike) -> Tensor: ...
+        def __mul__(self, other: ArrayLike) -> Tensor: ...
+        def __rmul__(self, other: ArrayLike) -> Tensor: ...
+        def __truediv__(self, other: ArrayLike) -> Tensor: ...
+        def __rtruediv__(self, other: ArrayLike) -> Tensor: ...
+        def __pow__(self, other: ArrayLike) -> Tensor: ...
+        def __rpow__(self, other: ArrayLike) -> Tensor: ...
+        def __matmul__(self, other: ArrayLike) -> Tensor: ...
+        def __rmatmul__(self, other: ArrayLike) -> Tensor: ...
+        def __iadd__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __isub__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __imul__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __itruediv__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __ipow__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __imatmul__(self, other: ArrayLike) -> Tensor: ...  # noqa: PYI034
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __getitem__(self, index: Any) -> Tensor: ...
+        def __lt__(self, other: ArrayLike) -> Any: ...
+        def __le__(self, other: ArrayLike) -> Any: ...
+        def __gt__(self, other: ArrayLike) -> Any: ...
+        def __ge__(self, other: ArrayLike) -> Any: ...
+        def __eq__(self, other: object) -> Any: ...
+        def __ne__(self, other: object) -> Any: ...
+        def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor: ...
+        def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor: ...
+        def reshape(self, *shape: int | Sequence[int]) -> Tensor: ...
+        def transpose(self, *axes: int | Sequence[int]) -> Tensor: ...
+        def dot(self, other: ArrayLike) -> Tensor: ...
+        def exp(self) -> Tensor: ...
+        def log(self) -> Tensor: ...
+        def squeeze(self, axis: Axis = None) -> Tensor: ...
+        @property
+        def at(self) -> Any: ...
+        def astype(self, dtype: DTypeLike) -> Tensor: ...
 
     def numpy(self) -> Array:
         """The value as a numpy array, detached from every trace (copied off its device)."""
         out: Array = to_numpy(strip(self))
         return out
-
-    def detach(self) -> Tensor:
-        """A new Tensor with this value (sharing its memory) and no derivative.
-
-        Outside transformations it is a constant that requires no grad, as
-        PyTorch's ``detach``; on a traced value it is `einad.stop_gradient`.
-        """
-        return ops.stop_gradient(self)
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
         if self._trace is not None and self._trace is not IMPERATIVE:
@@ -799,114 +832,9 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    # -- imperative reverse mode ---------------------------------------------
-    def backward(self, cotangent: ArrayLike | None = None) -> None:
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+    if TYPE_CHECKING:  # attached by einad.transforms.autodiff (the imperative reverse pass)
 
-        Args:
-            cotangent: The vector to pull back, of this tensor's shape; may be
-                omitted for a scalar (it is then 1).
-
-        Raises:
-            RuntimeError: If the tensor was not computed from tensors made with
-                ``requires_grad=True``.
-            TypeError: If `cotangent` is omitted for a non-scalar tensor.
-            ValueError: If `cotangent` does not have this tensor's shape.
-        """
-        root = self._node
-        if self._trace is not IMPERATIVE or root is None:
-            raise RuntimeError(
-                "element 0 of tensors does not require grad and does not have a grad_fn: backward() "
-                "needs a tensor computed, outside no_grad, from tensors made with requires_grad=True"
-            )
-        if cotangent is None:
-            if self.shape != ():
-                raise TypeError(
-                    f"backward() without a cotangent needs a scalar, got shape {self.shape}; "
-                    "pass backward(cotangent) with the output's shape"
-                )
-            seed = arrays.ones(strip(self), (), self.dtype)
-        else:
-            seed = self._in_my_library(cotangent)
-            if tuple(seed.shape) != self.shape:
-                raise ValueError(
-                    f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}"
-                )
-            check_cotangent(np_dtype(seed.dtype), self.dtype)
-        for node, g in backward_pass([root], [seed]):
-            leaf = node.tensor() if node.tensor is not None else None
-            if leaf is None:
-                continue
-            g = strip(g)
-            xp = arrays.xp_of(strip(leaf))
-            if xp is np:
-                g = np.asarray(g).astype(leaf.dtype, copy=False)
-            elif np_dtype(g.dtype) != leaf.dtype:
-                g = xp.astype(g, arrays.lib_dtype(xp, leaf.dtype))
-            if tuple(g.shape) != leaf.shape:
-                g = xp.broadcast_to(g, leaf.shape)
-            if leaf._grad is not None:
-                leaf._grad = leaf._grad + g
-            else:
-                leaf._grad = np.array(g) if xp is np else xp.asarray(g, copy=True)
-
-    # -- operators ----------------------------------------------------------
-    def __add__(self, other: ArrayLike) -> Tensor:
-        return ops.add(self, other)
-
-    def __radd__(self, other: ArrayLike) -> Tensor:
-        return ops.add(other, self)
-
-    def __sub__(self, other: ArrayLike) -> Tensor:
-        return ops.subtract(self, other)
-
-    def __rsub__(self, other: ArrayLike) -> Tensor:
-        return ops.subtract(other, self)
-
-    def __mul__(self, other: ArrayLike) -> Tensor:
-        return ops.multiply(self, other)
-
-    def __rmul__(self, other: ArrayLike) -> Tensor:
-        return ops.multiply(other, self)
-
-    def __truediv__(self, other: ArrayLike) -> Tensor:
-        return ops.divide(self, other)
-
-    def __rtruediv__(self, other: ArrayLike) -> Tensor:
-        return ops.divide(other, self)
-
-    def __pow__(self, other: ArrayLike) -> Tensor:
-        return ops.power(self, other)
-
-    def __rpow__(self, other: ArrayLike) -> Tensor:
-        return ops.power(other, self)
-
-    def __matmul__(self, other: ArrayLike) -> Tensor:
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other: ArrayLike) -> Tensor:
-        return ops.matmul(other, self)
-
-    # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
-    # tensor takes the new value and stays the same leaf. Traced by a transformation,
-    # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
-    def __iadd__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.add, other, "+=")
-
-    def __isub__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.subtract, other, "-=")
-
-    def __imul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.multiply, other, "*=")
-
-    def __itruediv__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.divide, other, "/=")
-
-    def __ipow__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.power, other, "**=")
-
-    def __imatmul__(self, other: ArrayLike) -> Tensor:  # noqa: PYI034
-        return self._inplace(ops.matmul, other, "@=")
+        def backward(self, cotangent: ArrayLike | None = None) -> None: ...
 
     def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:
         """``self op= other``: this tensor takes the result's value, never writing into an array.
@@ -941,101 +869,15 @@ class Tensor:
             self._trace, self._node = out._trace, out._node
         return self
 
-    def __neg__(self) -> Tensor:
-        return ops.negative(self)
-
     def __pos__(self) -> Tensor:
         return self
 
-    def __abs__(self) -> Tensor:
-        return ops.abs(self)
 
-    def __getitem__(self, index: Any) -> Tensor:
-        return ops.getitem(self, index)
+Value: TypeAlias = Array | np.number[Any] | np.bool_ | int | float | complex | Tensor
+"""What flows through einad code: a numpy array, numpy scalar, Python number, or a traced `Tensor`."""
 
-    # Comparisons are not differentiable: numpy booleans, or a traced boolean
-    # Tensor where a staging trace (jit) or vmap must see the operation.
-    def __lt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.less(self, other))
-
-    def __le__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.less_equal(self, other))
-
-    def __gt__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.greater(self, other))
-
-    def __ge__(self, other: ArrayLike) -> Any:
-        return _unbox_bool(ops.greater_equal(self, other))
-
-    def __eq__(self, other: object) -> Any:
-        return _unbox_bool(ops.equal(self, cast("ArrayLike", other)))
-
-    def __ne__(self, other: object) -> Any:
-        return _unbox_bool(ops.not_equal(self, cast("ArrayLike", other)))
-
-    # -- methods mirroring the functions -------------------------------------
-    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Sum over `axis` (all by default), as `einad.sum`."""
-        return ops.sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Arithmetic mean along `axis`, as `einad.mean`."""
-        return ops.mean(self, axis=axis, keepdims=keepdims)
-
-    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
-        """Variance along `axis`, as `einad.var`."""
-        return ops.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
-
-    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Largest element along `axis`, as `einad.max`."""
-        return ops.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Smallest element along `axis`, as `einad.min`."""
-        return ops.min(self, axis=axis, keepdims=keepdims)
-
-    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
-        """Product along `axis`, as `einad.prod`."""
-        return ops.prod(self, axis=axis, keepdims=keepdims)
-
-    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        return ops.reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
-
-    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
-        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            axes = tuple(axes[0])
-        return ops.transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
-
-    def dot(self, other: ArrayLike) -> Tensor:
-        """The dot product with `other`, as `einad.dot`."""
-        return ops.dot(self, other)
-
-    def exp(self) -> Tensor:
-        """The elementwise exponential, as `einad.exp`."""
-        return ops.exp(self)
-
-    def log(self) -> Tensor:
-        """The elementwise natural logarithm, as `einad.log`."""
-        return ops.log(self)
-
-    def squeeze(self, axis: Axis = None) -> Tensor:
-        """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
-        return ops.squeeze(self, axis)
-
-    @property
-    def at(self) -> ops.IndexUpdate:
-        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
-        return ops.IndexUpdate(self)
-
-    def astype(self, dtype: DTypeLike) -> Tensor:
-        """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
-        from .util import wrap
-
-        return wrap(ops.astype(self, dtype))
+ArrayLike: TypeAlias = Tensor | npt.ArrayLike
+"""What the public operations accept: a `Tensor`, or anything numpy converts to a numeric array."""
 
 
 def _not_implemented(name: str) -> str:
@@ -1127,124 +969,3 @@ def value_of(x: Any, trace: Trace) -> Any:
     if type(x) is Tensor and x._trace is trace:
         return x._value
     return x
-
-
-def backward_pass(
-    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False
-) -> list[tuple[Node, Any]]:
-    """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
-
-    Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
-    Cotangents are einad values, so an enclosing trace records this whole
-    computation. Nodes are visited newest first (a heap on their creation
-    numbers), which is a reverse topological order, and only nodes that a
-    cotangent reaches are visited; the walk is iterative. With `consume`, each
-    node lets go of its saved values once its rule has run, so forward
-    intermediates are freed as the pass moves back.
-
-    The cotangents a node receives are summed as they arrive (`_accumulate`):
-    `Structured` ones stay structured while they can, and are made dense only
-    when the node's rule runs or the node is a leaf.
-    """
-    cts: dict[int, Any] = {}
-    owned: set[int] = set()  # nodes whose sum so far is a buffer only this pass has seen
-    heap: list[tuple[int, Node]] = []
-
-    def send(node: Node, ct: Any) -> None:  # add `ct` to what `node` has received
-        k = id(node)
-        if k in cts:
-            cts[k], mine = _accumulate(cts[k], k in owned, ct)
-            if mine:
-                owned.add(k)
-            else:
-                owned.discard(k)
-        else:
-            cts[k] = ct
-            heapq.heappush(heap, (-node.seq, node))
-
-    for node, s in zip(outs, seeds):
-        send(node, s)
-    leaves = []
-    with QuietRules():  # the rules run quietly (see QuietRules)
-        while heap:
-            node = heapq.heappop(heap)[1]
-            k = id(node)
-            g = dense(cts.pop(k))
-            owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
-            prim = node.prim
-            if prim is None:
-                leaves.append((node, g))
-                continue
-            parents = node.parents
-            assert node.params is not None and node.vals is not None
-            needed = [p is not None for p in parents]
-            rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
-            contribs = rule(g, node.ans, node.vals, node.params, needed)
-            if consume:
-                node.vals = node.ans = None
-            for p, c in zip(parents, contribs):
-                if p is not None and c is not None:
-                    send(p, c)
-    return leaves
-
-
-def _numpy_source(s: Structured) -> bool:
-    """Whether a structured cotangent holds numpy data (only those are added into numpy buffers)."""
-    x = strip(getattr(s, "x", None))
-    return x is None or not arrays.is_array(x) or arrays.is_numpy(x)
-
-
-def _untraced(x: Any) -> Any:
-    """The plain value of `x` if no trace holds it, else None."""
-    if type(x) is Tensor:
-        return x._value if x._trace is None else None
-    return x
-
-
-def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
-    """``acc + ct``, and whether the sum is a buffer the reverse pass owns.
-
-    `mine` says that `acc` is such a buffer: allocated by the pass and handed to
-    no one (no rule, user or node holds it), so it may be added into in place.
-    Any other array is never written. Two `Structured` cotangents of a kind add
-    their small sources; one added to a plain dense array is added into an owned
-    copy (or into `acc` itself when `mine`), which costs one buffer where a dense
-    spread and a sum would cost two. Traced values are added with einad
-    operations, the structured one made dense first.
-    """
-    if isinstance(acc, Structured):
-        if isinstance(ct, Structured):
-            s = acc.plus(ct)
-            if s is not None:
-                return s, False
-            if acc.traced or ct.traced or not _numpy_source(acc):
-                acc, mine = acc.dense(), False  # (another library's arrays: dense, then added)
-            else:  # two kinds: both into one fresh buffer (ct joins below)
-                buf = np.zeros(acc.shape, np.result_type(acc.dtype, ct.dtype))
-                acc.add_into(buf)
-                acc, mine = buf, True
-        else:
-            acc, mine, ct = ct, False, acc
-    a = _untraced(acc)
-    if isinstance(ct, Structured):
-        if type(a) is np.ndarray and a.shape == ct.shape and not ct.traced:
-            dt = np.result_type(a.dtype, ct.dtype)
-            buf = a if mine and a.dtype == dt else np.array(a, dtype=dt)
-            ct.add_into(buf)
-            return buf, True
-        ct = ct.dense()
-    c = _untraced(ct)
-    if a is None or c is None:
-        return ops.add(acc, ct), False
-    if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
-        np.add(a, c, out=a)
-        return a, True
-    if type(a) is np.ndarray or type(c) is np.ndarray:
-        out = np.add(a, c)
-        return out, type(out) is np.ndarray
-    if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its own add, never in place
-        return arrays.namespace(a, c).add(a, c), False
-    return a + c, False
-
-
-from . import ops  # noqa: E402  (ops needs Tensor; Tensor's operators need ops)

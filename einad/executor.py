@@ -39,10 +39,9 @@ from typing import Any
 import numpy as np
 import opt_einsum as oe
 
+from .aliases import Array, MemoryLimit, Path, Shape
 from .arrays import lib_dtype, np_dtype
-from .slicing import MemoryLimit, Path
 from .subscripts import numpy_subscripts, unique
-from .util import Array, Shape
 
 # -- numpy: tuned pairwise plans ------------------------------------------------------------
 #

@@ -15,9 +15,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .einsum import traced_steps
+from .aliases import MemoryLimit
 from .errors import EinsumError
-from .slicing import MemoryLimit, describe, plan
+from .rules.einsum import traced_steps
+from .slicing import describe, plan
 from .subscripts import ellipsis_labels, parse, vjp_spec
 
 

@@ -13,20 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .einsum import (
-    Optimize,
-    Strategy,
-    _check_path,
-    _normalize_optimize,
-    _promote_weak,
-    contract_planned,
-)
+from .aliases import MemoryLimit, Path, Shape
+from .core import ArrayLike
 from .errors import EinsumError
-from .slicing import ContractionInfo, MemoryLimit, Path, Slices, describe, object_path
+from .rules.einsum import Optimize, Strategy, contract_planned
+from .rules.linear import _check_path, _normalize_optimize, _promote_weak
+from .rules.shape import reshape
+from .slicing import ContractionInfo, Slices, describe, object_path
 from .slicing import plan as slice_plan
-from .structural import reshape
 from .subscripts import Spec, ellipsis_labels, parse
-from .util import ArrayLike, Shape, shape_of, to_operand, wrap
+from .util import shape_of, to_operand, wrap
 
 
 def _plan(

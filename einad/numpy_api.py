@@ -17,9 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import indexing, ops, reductions
-from .core import Tensor, _unbox_bool, numpy_functions
-from .util import ArrayLike, Axis, dtype_of, shape_of
+from . import ops
+from .aliases import Axis
+from .core import ArrayLike, Tensor, _unbox_bool, numpy_functions
+from .rules import indexing, reductions
+from .rules.elementwise import PREDICATES
+from .util import dtype_of, shape_of
 
 Function = Callable[..., Any]
 
@@ -70,65 +73,25 @@ def _positive(x: ArrayLike) -> Tensor:
     return ops.add(x, 0)
 
 
+# numpy's ufunc of each operation of the elementwise table, under the table's name (np.abs is
+# np.absolute, np.mod np.remainder, np.conj np.conjugate): every entry numpy has a ufunc for
+# dispatches to einad's operation, the predicates giving booleans as `t > 0` does.
+for _name, _op in ops.ELEMENTWISE.items():
+    _uf = getattr(np, _name, None)
+    if isinstance(_uf, np.ufunc) and _name != "round":
+        _ufunc(_uf, _op, boolean=_name in PREDICATES)
+    elif callable(_uf) and _name not in numpy_functions and _name != "round":  # np.sinc: a function
+        numpy_functions[_uf] = _op
+# and the ufuncs that are not one table entry under their own name
 _ARITHMETIC: dict[np.ufunc, Function] = {
-    np.add: ops.add,
-    np.subtract: ops.subtract,
-    np.multiply: ops.multiply,
-    np.divide: ops.divide,
-    np.power: ops.power,
-    np.negative: ops.negative,
     np.positive: _positive,
     np.reciprocal: _reciprocal,
-    np.exp: ops.exp,
-    np.exp2: ops.exp2,
-    np.expm1: ops.expm1,
-    np.log: ops.log,
-    np.log2: ops.log2,
-    np.log10: ops.log10,
-    np.log1p: ops.log1p,
-    np.sin: ops.sin,
-    np.cos: ops.cos,
-    np.tan: ops.tan,
-    np.arcsin: ops.arcsin,
-    np.arccos: ops.arccos,
-    np.arctan: ops.arctan,
-    np.sinh: ops.sinh,
-    np.cosh: ops.cosh,
-    np.tanh: ops.tanh,
-    np.arcsinh: ops.arcsinh,
-    np.arccosh: ops.arccosh,
-    np.arctanh: ops.arctanh,
-    np.sqrt: ops.sqrt,
-    np.square: ops.square,
-    np.absolute: ops.abs,
-    np.sign: ops.sign,
-    np.floor: ops.floor,
-    np.ceil: ops.ceil,
     np.rint: ops.round,
-    np.maximum: ops.maximum,
-    np.minimum: ops.minimum,
-    np.arctan2: ops.arctan2,
-    np.hypot: ops.hypot,
-    np.logaddexp: ops.logaddexp,
-    np.remainder: ops.mod,
     np.conjugate: ops.conj,
     np.matmul: ops.matmul,
 }
-_PREDICATES: dict[np.ufunc, Function] = {
-    np.equal: ops.equal,
-    np.not_equal: ops.not_equal,
-    np.less: ops.less,
-    np.less_equal: ops.less_equal,
-    np.greater: ops.greater,
-    np.greater_equal: ops.greater_equal,
-    np.isfinite: ops.isfinite,
-    np.isnan: ops.isnan,
-    np.isinf: ops.isinf,
-}
 for _uf, _op in _ARITHMETIC.items():
     _ufunc(_uf, _op)
-for _uf, _op in _PREDICATES.items():
-    _ufunc(_uf, _op, boolean=True)
 
 
 def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False) -> None:

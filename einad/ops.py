@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from types import FunctionType
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 
-from . import elementwise, structural
-from .core import Tensor, bind
-from .einsum import (
+from .aliases import Axis, DTypeLike
+from .core import ArrayLike, Tensor, _unbox_bool, bind
+from .rules import elementwise
+from .rules.elementwise import PRIMITIVES, TABLE, public
+from .rules.linear import (
     diagonal,
     dot,
     einsum,
@@ -19,79 +25,27 @@ from .einsum import (
     trace,
     transpose,
 )
-from .elementwise import PRIMITIVES, public_binary, public_unary
-from .reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
-from .structural import (
-    IndexUpdate,
-    astype,
-    broadcast_to,
-    concatenate,
-    expand_dims,
-    flip,
-    getitem,
-    reshape,
-    split,
-    squeeze,
-    stack,
-    where,
-)
-from .util import ArrayLike, dtype_of, to_operand, wrap
+from .rules.reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
+from .rules.shape import astype, expand_dims, flip, getitem, reshape, squeeze
+from .rules.shape import stop_gradient as _stop_gradient
+from .rules.structural import IndexUpdate, broadcast_to, concatenate, split, stack, where
+from .util import dtype_of, to_operand, wrap
 
-add = public_binary("add")
-subtract = public_binary("subtract")
-multiply = public_binary("multiply")
-divide = public_binary("divide")
-power = public_binary("power")
-maximum = public_binary("maximum")
-minimum = public_binary("minimum")
+# One public function per entry of the elementwise table (`ea.exp`, `ea.add`, ...): adding an
+# entry exports it, and numpy's function of the same name dispatches to it (numpy_api).
+ELEMENTWISE: dict[str, Callable[..., Tensor]] = {name: public(name) for name in TABLE}
+globals().update(ELEMENTWISE)
+if TYPE_CHECKING:  # what type checkers see of the names made above
 
-negative = public_unary("negative")
-exp = public_unary("exp")
-log = public_unary("log")
-log1p = public_unary("log1p")
-expm1 = public_unary("expm1")
-sin = public_unary("sin")
-cos = public_unary("cos")
-tan = public_unary("tan")
-tanh = public_unary("tanh")
-sinh = public_unary("sinh")
-cosh = public_unary("cosh")
-arcsin = public_unary("arcsin")
-arccos = public_unary("arccos")
-arctan = public_unary("arctan")
-sqrt = public_unary("sqrt")
-square = public_unary("square")
-abs = public_unary("abs")
-relu = public_unary("relu")
-sigmoid = public_unary("sigmoid")
-softplus = public_unary("softplus")
-sign = public_unary("sign")
-floor = public_unary("floor")
-ceil = public_unary("ceil")
-log2 = public_unary("log2")
-log10 = public_unary("log10")
-exp2 = public_unary("exp2")
-arcsinh = public_unary("arcsinh")
-arccosh = public_unary("arccosh")
-arctanh = public_unary("arctanh")
-arctan2 = public_binary("arctan2")
-hypot = public_binary("hypot")
-logaddexp = public_binary("logaddexp")
-mod = public_binary("mod")
-isfinite = public_unary("isfinite")
-isnan = public_unary("isnan")
-isinf = public_unary("isinf")
-equal = public_binary("equal")
-not_equal = public_binary("not_equal")
-less = public_binary("less")
-less_equal = public_binary("less_equal")
-greater = public_binary("greater")
-greater_equal = public_binary("greater_equal")
+    def __getattr__(name: str) -> Callable[..., Tensor]: ...
 
 
 def round(x: ArrayLike, decimals: int = 0) -> Tensor:
     """Round to `decimals` decimal places (half to even), as numpy.round; its derivative is zero."""
     return wrap(bind(PRIMITIVES["round"], (to_operand(x),), {"decimals": int(decimals)}))
+
+
+ELEMENTWISE["round"] = round  # the table's entry, with numpy's `decimals`
 
 
 def conj(x: ArrayLike) -> Tensor:
@@ -118,7 +72,7 @@ def angle(z: ArrayLike, deg: bool = False) -> Tensor:
     if dtype_of(z).kind == "c":
         out = bind(PRIMITIVES["arctan2"], (elementwise.imag(z), elementwise.real(z)), {})
     else:
-        out = bind(PRIMITIVES["arctan2"], (0, structural.stop_gradient(z)), {})
+        out = bind(PRIMITIVES["arctan2"], (0, _stop_gradient(z)), {})
     return wrap(out * (180 / np.pi) if deg else out)
 
 
@@ -128,95 +82,227 @@ def stop_gradient(x: ArrayLike) -> Tensor:
     Use it to treat part of a computation as a constant, or to read a traced
     value as a number without differentiating through it.
     """
-    return wrap(structural.stop_gradient(to_operand(x)))
+    return wrap(_stop_gradient(to_operand(x)))
 
 
 __all__ = [
     "IndexUpdate",
-    "abs",
-    "add",
     "angle",
-    "arccos",
-    "arccosh",
-    "arcsin",
-    "arcsinh",
-    "arctan",
-    "arctan2",
-    "arctanh",
     "astype",
     "broadcast_to",
-    "ceil",
     "clip",
     "concatenate",
     "conj",
-    "cos",
-    "cosh",
     "diagonal",
-    "divide",
     "dot",
     "einsum",
-    "equal",
-    "exp",
-    "exp2",
     "expand_dims",
-    "expm1",
     "flip",
-    "floor",
     "getitem",
-    "greater",
-    "greater_equal",
-    "hypot",
     "imag",
     "inner",
-    "isfinite",
-    "isinf",
-    "isnan",
-    "less",
-    "less_equal",
-    "log",
-    "log1p",
-    "log2",
-    "log10",
     "log_softmax",
-    "logaddexp",
     "logsumexp",
     "matmul",
     "max",
-    "maximum",
     "mean",
     "min",
-    "minimum",
-    "mod",
     "moveaxis",
-    "multiply",
-    "negative",
-    "not_equal",
     "outer",
-    "power",
     "prod",
     "real",
-    "relu",
     "reshape",
-    "round",
-    "sigmoid",
-    "sign",
-    "sin",
-    "sinh",
     "softmax",
-    "softplus",
     "split",
-    "sqrt",
-    "square",
     "squeeze",
     "stack",
     "stop_gradient",
-    "subtract",
     "sum",
-    "tan",
-    "tanh",
     "tensordot",
     "trace",
     "transpose",
     "var",
     "where",
 ]
+__all__ += list(ELEMENTWISE)
+
+
+# -- Tensor's methods -----------------------------------------------------------------------
+# `einad.core` defines Tensor below every operation, so its operators and methods are attached
+# here, in the public layer, once at import (core declares them for type checkers only).
+
+
+class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a Tensor
+    @property
+    def T(self) -> Tensor:
+        """The transpose (axes reversed), as `einad.transpose`."""
+        return transpose(self)
+
+    def detach(self) -> Tensor:
+        """A new Tensor with this value (sharing its memory) and no derivative.
+
+        Outside transformations it is a constant that requires no grad, as
+        PyTorch's ``detach``; on a traced value it is `einad.stop_gradient`.
+        """
+        return stop_gradient(self)
+
+    # -- operators ----------------------------------------------------------
+
+    def __add__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["add"](self, other)
+
+    def __radd__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["add"](other, self)
+
+    def __sub__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["subtract"](self, other)
+
+    def __rsub__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["subtract"](other, self)
+
+    def __mul__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["multiply"](self, other)
+
+    def __rmul__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["multiply"](other, self)
+
+    def __truediv__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["divide"](self, other)
+
+    def __rtruediv__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["divide"](other, self)
+
+    def __pow__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["power"](self, other)
+
+    def __rpow__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["power"](other, self)
+
+    def __matmul__(self, other: ArrayLike) -> Tensor:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: ArrayLike) -> Tensor:
+        return matmul(other, self)
+
+    # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
+
+    # tensor takes the new value and stays the same leaf. Traced by a transformation,
+
+    # `x -= y` rebinds the name to ``x - y`` (functional, as in JAX): so not always `self` (PYI034).
+
+    def __iadd__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(ELEMENTWISE["add"], other, "+=")
+
+    def __isub__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(ELEMENTWISE["subtract"], other, "-=")
+
+    def __imul__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(ELEMENTWISE["multiply"], other, "*=")
+
+    def __itruediv__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(ELEMENTWISE["divide"], other, "/=")
+
+    def __ipow__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(ELEMENTWISE["power"], other, "**=")
+
+    def __imatmul__(self, other: ArrayLike) -> Tensor:
+        return self._inplace(matmul, other, "@=")
+
+    def __neg__(self) -> Tensor:
+        return ELEMENTWISE["negative"](self)
+
+    def __abs__(self) -> Tensor:
+        return ELEMENTWISE["abs"](self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return getitem(self, index)
+
+    # Comparisons are not differentiable: numpy booleans, or a traced boolean
+
+    # Tensor where a staging trace (jit) or vmap must see the operation.
+
+    def __lt__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(ELEMENTWISE["less"](self, other))
+
+    def __le__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(ELEMENTWISE["less_equal"](self, other))
+
+    def __gt__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(ELEMENTWISE["greater"](self, other))
+
+    def __ge__(self, other: ArrayLike) -> Any:
+        return _unbox_bool(ELEMENTWISE["greater_equal"](self, other))
+
+    def __eq__(self, other: object) -> Any:
+        return _unbox_bool(ELEMENTWISE["equal"](self, cast("ArrayLike", other)))
+
+    def __ne__(self, other: object) -> Any:
+        return _unbox_bool(ELEMENTWISE["not_equal"](self, cast("ArrayLike", other)))
+
+    # -- methods mirroring the functions -------------------------------------
+
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Sum over `axis` (all by default), as `einad.sum`."""
+        return sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Arithmetic mean along `axis`, as `einad.mean`."""
+        return mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Variance along `axis`, as `einad.var`."""
+        return var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Largest element along `axis`, as `einad.max`."""
+        return max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Smallest element along `axis`, as `einad.min`."""
+        return min(self, axis=axis, keepdims=keepdims)
+
+    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Product along `axis`, as `einad.prod`."""
+        return prod(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
+
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0])
+        return transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
+
+    def dot(self, other: ArrayLike) -> Tensor:
+        """The dot product with `other`, as `einad.dot`."""
+        return dot(self, other)
+
+    def exp(self) -> Tensor:
+        """The elementwise exponential, as `einad.exp`."""
+        return ELEMENTWISE["exp"](self)
+
+    def log(self) -> Tensor:
+        """The elementwise natural logarithm, as `einad.log`."""
+        return ELEMENTWISE["log"](self)
+
+    def squeeze(self, axis: Axis = None) -> Tensor:
+        """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
+        return squeeze(self, axis)
+
+    @property
+    def at(self) -> IndexUpdate:
+        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
+        return IndexUpdate(self)
+
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
+        return wrap(astype(self, dtype))
+
+
+for _name, _method in vars(_TensorMethods).items():
+    if isinstance(_method, (FunctionType, property)):  # not what Python puts in a class body
+        setattr(Tensor, _name, _method)

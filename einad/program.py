@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from . import arrays
+from .aliases import DTypeLike, Shape
 from .core import Params, Primitive, QuietRules, Staged, Tensor, Trace, _box, bind, in_rules, tracing
 from .errors import TracerError
 from .pytree import TreeDef, tree_flatten, tree_unflatten
-from .util import DTypeLike, Shape, shape_of
+from .util import shape_of
 
 # -- the IR ---------------------------------------------------------------------------
 

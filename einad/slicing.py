@@ -37,12 +37,14 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 import opt_einsum as oe
 from opt_einsum.contract import PathInfo
 
+from .aliases import MemoryLimit, Path
 from .errors import EinsumError
+from .executor import _pair_plan
 from .subscripts import pairwise_steps, vjp_spec
 
 try:  # optional: pip install 'einad[tn]'
@@ -50,14 +52,8 @@ try:  # optional: pip install 'einad[tn]'
 except ImportError:  # pragma: no cover - depends on the environment
     cotengra = None
 
-Path: TypeAlias = tuple[tuple[int, ...], ...]
-"""A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
-
 Slices: TypeAlias = tuple[tuple[str, int], ...]
 """The sliced letters with their number of chunks, in order of first appearance."""
-
-MemoryLimit: TypeAlias = int | Literal["max_input"] | None
-"""The largest intermediate allowed, in elements; ``"max_input"``: the largest operand's size."""
 
 Shapes: TypeAlias = tuple[tuple[int, ...], ...]
 
@@ -550,8 +546,6 @@ def _step_copies(
     einsum's executor makes them), and the layout of its result."""
     if len(ins) != 2:
         return 0, _c_strides(out, parts)
-    from .executor import _pair_plan  # the executor's own plan
-
     shapes = [tuple(parts[c] for c in spec) for spec in ins]
     plan = _pair_plan(ins[0], ins[1], out, shapes[0], shapes[1])
     (sa, sb), (la, lb) = ins, layouts

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from . import arrays
+from .aliases import Array
 from .core import strip
 from .errors import GradcheckError
 from .pytree import tree_flatten, tree_unflatten
-from .transforms import _out, jvp, vjp
-from .util import Array
+from .transforms.autodiff import _out, jvp, vjp
 
 
 def _real(x: Any) -> Array:

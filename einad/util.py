@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from numpy.exceptions import AxisError
 
 from . import arrays
+from .aliases import Shape
 from .arrays import is_array, np_dtype
-from .core import Staged, Tensor, _box, as_array, strip
-
-Array: TypeAlias = npt.NDArray[Any]
-"""A numpy array of any dtype."""
-
-Value: TypeAlias = Array | np.number[Any] | np.bool_ | int | float | complex | Tensor
-"""What flows through einad code: a numpy array, numpy scalar, Python number, or a traced `Tensor`."""
-
-ArrayLike: TypeAlias = Tensor | npt.ArrayLike
-"""What the public operations accept: a `Tensor`, or anything numpy converts to a numeric array."""
-
-DTypeLike: TypeAlias = npt.DTypeLike
-"""Anything `numpy.dtype` accepts."""
-
-Shape: TypeAlias = tuple[int, ...]
-"""An array shape."""
-
-Axis: TypeAlias = int | Sequence[int] | None
-"""One axis, several axes, or None for all of them."""
+from .core import ArrayLike, Staged, Tensor, Value, _box, as_array, strip
 
 
 def shape_of(x: Any) -> Shape:

@@ -263,7 +263,7 @@ def test_singular_matrix_is_linalg_error(lib):
 def test_a_library_without_linalg_is_a_clear_error():
     import types
 
-    from einad.linalg import _call
+    from einad.rules.linalg import _call
 
     fake = types.ModuleType("fakearrays")
     with pytest.raises(NotImplementedError, match=r"einad.linalg.eigh.*fakearrays has no linalg.eigh"):

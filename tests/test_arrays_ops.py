@@ -19,7 +19,7 @@ import pytest
 
 import einad as ea
 from einad.core import strip
-from einad.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
+from einad.rules.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
 
 # -- helpers ------------------------------------------------------------------------------------
 

@@ -9,10 +9,10 @@ import pytest
 from conftest import assert_close, numeric_grad
 
 import einad as ea
-from einad import indexing, reductions
-from einad.batching import vmap
 from einad.core import batch_rules, zero_derivative
-from einad.elementwise import PRIMITIVES
+from einad.rules import indexing, reductions
+from einad.rules.elementwise import PRIMITIVES
+from einad.transforms.batching import vmap
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 
@@ -55,6 +55,8 @@ OPS = {
     "hypot": (ea.hypot, np.hypot, lambda dt: (_normal(dtype=dt), _normal(dtype=dt)), False),
     "logaddexp": (ea.logaddexp, np.logaddexp, lambda dt: (_normal(dtype=dt), _normal(dtype=dt)), False),
     "mod": (ea.mod, np.mod, _mod_args, False),
+    "sinc": (ea.sinc, np.sinc, _one, True),
+    "logaddexp2": (ea.logaddexp2, np.logaddexp2, lambda dt: (_normal(dtype=dt), _normal(dtype=dt)), False),
     "conj": (ea.conj, np.conj, _one, True),
     "real": (ea.real, np.real, _one, True),
     "imag": (ea.imag, np.imag, _one, True),
@@ -264,6 +266,7 @@ def test_compiled_gradient_replays_on_new_inputs(name):
 def test_every_new_primitive_has_a_batch_rule():
     prims = [PRIMITIVES[n] for n in ("log2", "log10", "exp2", "arcsinh", "arccosh", "arctanh", "arctan2")]
     prims += [PRIMITIVES[n] for n in ("hypot", "logaddexp", "mod", "imag", "round", "isnan", "isinf")]
+    prims += [PRIMITIVES[n] for n in ("sinc", "logaddexp2")]
     prims += [indexing.take_along_p, indexing.scatter_along_p, indexing.argsort_p, indexing.argmax_p]
     prims += [indexing.argmin_p, reductions.cumsum_p, reductions.cumprod_p]
     assert all(p in batch_rules for p in prims), [p for p in prims if p not in batch_rules]
@@ -335,6 +338,26 @@ def test_cumprod_derivatives_are_exact_at_zeros():
     h = ea.hessian(loss1)(one_zero)
     hn = np.stack([numeric_grad(lambda x, i=i: ea.grad(loss1)(x)[i], one_zero) for i in range(4)])
     assert_close(h, hn, atol=1e-6)
+
+
+def test_sinc_at_zero_and_its_derivatives():
+    x = np.array([0.0, 1e-9, 0.5, -1.0, 2.5])
+    assert_close(ea.sinc(x), np.sinc(x), rtol=1e-15)
+    g = ea.grad(lambda v: ea.sum(ea.sinc(v)))(x)
+    want = np.where(x == 0, 0.0, (np.cos(np.pi * x) - np.sinc(x)) / np.where(x == 0, 1, x))
+    assert_close(g, want, rtol=1e-7, atol=1e-7)
+    assert g[0] == 0.0
+    x2 = np.array([0.3, -0.7, 1.9])  # the derivative differentiates again (einad operations)
+    assert ea.gradcheck(lambda v: ea.sum(ea.grad(lambda w: ea.sum(ea.sinc(w)))(v) ** 2), x2)
+
+
+def test_logaddexp2_is_stable_and_its_gradient_symmetric():
+    x, y = np.array([1000.0, -1000.0, 3.0, -np.inf]), np.array([1000.0, -1001.0, -2.0, 0.0])
+    assert_close(ea.logaddexp2(x, y), np.logaddexp2(x, y), rtol=1e-15)
+    gx, gy = ea.grad(lambda a, b: ea.sum(ea.logaddexp2(a, b)), argnums=(0, 1))(x, y)
+    assert_close(gx, 1 / (1 + 2.0 ** (y - x)), rtol=1e-12)  # 2**x / (2**x + 2**y), overflow-free
+    assert_close(gx + gy, np.ones(4), rtol=1e-12)  # the two partials are 2**x/(...) and 2**y/(...)
+    assert ea.gradcheck(lambda a, b: ea.sum(ea.logaddexp2(a, b) ** 2), x[2:3], y[2:3])
 
 
 def test_hypot_gradient_at_the_origin_is_zero():

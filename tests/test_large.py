@@ -22,11 +22,11 @@ import pytest
 
 import einad as ea
 from einad import executor, slicing
-from einad.einsum import contract_planned
 from einad.explain import explain
+from einad.rules.einsum import contract_planned
 from einad.util import wrap
 
-EINSUM = sys.modules["einad.einsum"]  # the module (einad.einsum is the function)
+EINSUM = sys.modules["einad.rules.einsum"]  # the module (einad.einsum is the function)
 TETRA = "abc,ade,bdf,cef->"  # every pairwise path goes through a 4-index intermediate
 
 

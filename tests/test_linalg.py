@@ -7,8 +7,8 @@ import pytest
 from conftest import assert_close, check_op, numeric_grad
 
 import einad as ea
-import einad.batching
-from einad.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
+import einad.transforms.batching
+from einad.rules.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 
@@ -478,7 +478,7 @@ def no_loops(monkeypatch):
     def refuse(prim, *args):
         raise AssertionError(f"{prim} has no batch rule: vmap fell back to a loop")
 
-    monkeypatch.setattr(einad.batching, "_loop", refuse)
+    monkeypatch.setattr(einad.transforms.batching, "_loop", refuse)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

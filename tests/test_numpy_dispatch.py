@@ -12,6 +12,8 @@ from conftest import assert_close, numeric_grad
 
 import einad as ea
 from einad.core import numpy_functions
+from einad.rules import elementwise
+from einad.rules.elementwise import TABLE
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 
@@ -146,6 +148,15 @@ CONSTANT = {
     np.empty_like: lambda x: np.empty_like(x).shape,
     np.full_like: lambda x: np.full_like(x, 3.0),
 }
+
+
+# Every other entry of the elementwise table that numpy has under the same name, as written:
+# x in (0.5, 2), and y = Y for a binary one (a new table entry is tested here by itself).
+for _name in TABLE:
+    _f = getattr(np, _name, None)
+    if _f in numpy_functions and _f not in DIFFERENTIABLE and _f not in CONSTANT:
+        _cases = CONSTANT if _name in {*elementwise.CONSTANT, *elementwise.PREDICATES} else DIFFERENTIABLE
+        _cases[_f] = (lambda x, _f=_f: _f(x, Y)) if getattr(_f, "nin", 1) == 2 else (lambda x, _f=_f: _f(x))
 
 
 def _key(k):

@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 from test_einsum_hypothesis import einsum_cases
 
 import einad as ea
-from einad import passes
-from einad.einsum import einsum_p, spread_p
-from einad.elementwise import PRIMITIVES
 from einad.program import Equation, Graph, Lit, run_graph, stage
 from einad.pytree import tree_flatten
-from einad.structural import reshape_p, where_p
+from einad.rules.einsum import einsum_p, spread_p
+from einad.rules.elementwise import PRIMITIVES
+from einad.rules.shape import reshape_p
+from einad.rules.structural import where_p
+from einad.transforms import passes
 
 RNG = np.random.default_rng(11)
 

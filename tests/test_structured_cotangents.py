@@ -200,7 +200,7 @@ def test_a_real_input_with_complex_cotangents_on_the_diagonal():
 def test_the_plain_vjp_table_gives_dense_cotangents():
     """Only `backward_pass` sees a `Spread`: einsum's `vjp_rules` entry makes it dense."""
     from einad.core import Structured, structured_vjp_rules, vjp_rules
-    from einad.einsum import einsum_p
+    from einad.rules.einsum import einsum_p
 
     A = RNG.standard_normal((4, 4))
     params = {"inputs": ("ii",), "output": "i", "optimize": "auto", "memory_limit": None}

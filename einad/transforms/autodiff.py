@@ -11,31 +11,45 @@ bases of the Jacobians) is built in the inputs' library through `einad.arrays`.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
-from . import arrays, ops
-from .batching import stacked
-from .core import (
+from .. import arrays
+from ..aliases import Array, DTypeLike, Shape
+from ..arrays import np_dtype
+from ..core import (
+    IMPERATIVE,
+    ArrayLike,
     ForwardTrace,
     Node,
+    QuietRules,
     ReverseTrace,
     Staged,
+    Structured,
     Tensor,
-    backward_pass,
+    bind,
     box,
     check_cotangent,
     dead_tracer,
+    dense,
     strip,
+    structured_vjp_rules,
     traced,
     tracing,
     value_of,
+    vjp_rules,
 )
-from .pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
-from .structural import ones_like
-from .util import Array, DTypeLike, Shape, dtype_of, shape_of
+from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
+from ..rules import linear
+from ..rules.elementwise import PRIMITIVES, real
+from ..rules.linear import moveaxis
+from ..rules.shape import astype, ones_like, reshape
+from ..rules.structural import broadcast_to
+from ..util import dtype_of, shape_of
+from .batching import stacked
 
 ArgNums: TypeAlias = int | Sequence[int]
 """Which positional arguments to differentiate: one index, or several."""
@@ -114,9 +128,9 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     if g is None:
         g = arrays.zeros(strip(like), shape, dt)
     elif shape_of(g) != shape:
-        g = ops.broadcast_to(g, shape)
+        g = broadcast_to(g, shape)
     if traced(g):
-        return ops.astype(g, dt) if g.dtype != dt else g
+        return astype(g, dt) if g.dtype != dt else g
     g = strip(g)
     xp = arrays.xp_of(g)
     if xp is not np:
@@ -386,7 +400,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
         )
     if dtype_of(t) != dtype_of(v):
         if type(t) is Tensor:
-            t = ops.astype(t, dtype_of(v))
+            t = astype(t, dtype_of(v))
         elif arrays.is_numpy(t):
             t = t.astype(dtype_of(v))
         else:
@@ -401,9 +415,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
 def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
     total: float | Tensor = 0.0
     for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        from .elementwise import real
-
-        total = total + ops.sum(real(ops.multiply(x, y)))
+        total = total + linear.sum(real(bind(PRIMITIVES["multiply"], (x, y), {})))
     return total
 
 
@@ -496,7 +508,7 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 return list(pullback(tree_unflatten(out_td, cts)))
 
             rows = _stacked(pull, o, in_flat)
-            blocks = [_out(ops.reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
+            blocks = [_out(reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 
@@ -571,8 +583,8 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 if col is None:
                     blocks.append(_out(arrays.zeros(_ref(x), o_shape + shape_of(x), o_dtype)))
                     continue
-                c = ops.moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
-                blocks.append(_out(ops.reshape(c, o_shape + shape_of(x))))
+                c = moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
+                blocks.append(_out(reshape(c, o_shape + shape_of(x))))
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)
 
@@ -593,3 +605,179 @@ def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         A function with `f`'s arguments returning the Hessian.
     """
     return jacfwd(jacrev(f, argnums), argnums)
+
+
+# -- the reverse pass ----------------------------------------------------------------------------
+# What `vjp` and the imperative `Tensor.backward` run: the cotangents pulled back through the
+# recorded nodes, newest first.
+
+
+def backward_pass(
+    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False
+) -> list[tuple[Node, Any]]:
+    """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
+
+    Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
+    Cotangents are einad values, so an enclosing trace records this whole
+    computation. Nodes are visited newest first (a heap on their creation
+    numbers), which is a reverse topological order, and only nodes that a
+    cotangent reaches are visited; the walk is iterative. With `consume`, each
+    node lets go of its saved values once its rule has run, so forward
+    intermediates are freed as the pass moves back.
+
+    The cotangents a node receives are summed as they arrive (`_accumulate`):
+    `Structured` ones stay structured while they can, and are made dense only
+    when the node's rule runs or the node is a leaf.
+    """
+    cts: dict[int, Any] = {}
+    owned: set[int] = set()  # nodes whose sum so far is a buffer only this pass has seen
+    heap: list[tuple[int, Node]] = []
+
+    def send(node: Node, ct: Any) -> None:  # add `ct` to what `node` has received
+        k = id(node)
+        if k in cts:
+            cts[k], mine = _accumulate(cts[k], k in owned, ct)
+            if mine:
+                owned.add(k)
+            else:
+                owned.discard(k)
+        else:
+            cts[k] = ct
+            heapq.heappush(heap, (-node.seq, node))
+
+    for node, s in zip(outs, seeds):
+        send(node, s)
+    leaves = []
+    with QuietRules():  # the rules run quietly (see QuietRules)
+        while heap:
+            node = heapq.heappop(heap)[1]
+            k = id(node)
+            g = dense(cts.pop(k))
+            owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
+            prim = node.prim
+            if prim is None:
+                leaves.append((node, g))
+                continue
+            parents = node.parents
+            assert node.params is not None and node.vals is not None
+            needed = [p is not None for p in parents]
+            rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
+            contribs = rule(g, node.ans, node.vals, node.params, needed)
+            if consume:
+                node.vals = node.ans = None
+            for p, c in zip(parents, contribs):
+                if p is not None and c is not None:
+                    send(p, c)
+    return leaves
+
+
+def _numpy_source(s: Structured) -> bool:
+    """Whether a structured cotangent holds numpy data (only those are added into numpy buffers)."""
+    x = strip(getattr(s, "x", None))
+    return x is None or not arrays.is_array(x) or arrays.is_numpy(x)
+
+
+def _untraced(x: Any) -> Any:
+    """The plain value of `x` if no trace holds it, else None."""
+    if type(x) is Tensor:
+        return x._value if x._trace is None else None
+    return x
+
+
+def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
+    """``acc + ct``, and whether the sum is a buffer the reverse pass owns.
+
+    `mine` says that `acc` is such a buffer: allocated by the pass and handed to
+    no one (no rule, user or node holds it), so it may be added into in place.
+    Any other array is never written. Two `Structured` cotangents of a kind add
+    their small sources; one added to a plain dense array is added into an owned
+    copy (or into `acc` itself when `mine`), which costs one buffer where a dense
+    spread and a sum would cost two. Traced values are added with einad
+    operations, the structured one made dense first.
+    """
+    if isinstance(acc, Structured):
+        if isinstance(ct, Structured):
+            s = acc.plus(ct)
+            if s is not None:
+                return s, False
+            if acc.traced or ct.traced or not _numpy_source(acc):
+                acc, mine = acc.dense(), False  # (another library's arrays: dense, then added)
+            else:  # two kinds: both into one fresh buffer (ct joins below)
+                buf = np.zeros(acc.shape, np.result_type(acc.dtype, ct.dtype))
+                acc.add_into(buf)
+                acc, mine = buf, True
+        else:
+            acc, mine, ct = ct, False, acc
+    a = _untraced(acc)
+    if isinstance(ct, Structured):
+        if type(a) is np.ndarray and a.shape == ct.shape and not ct.traced:
+            dt = np.result_type(a.dtype, ct.dtype)
+            buf = a if mine and a.dtype == dt else np.array(a, dtype=dt)
+            ct.add_into(buf)
+            return buf, True
+        ct = ct.dense()
+    c = _untraced(ct)
+    if a is None or c is None:
+        return bind(PRIMITIVES["add"], (acc, ct), {}), False
+    if mine and type(c) is np.ndarray and c.dtype == a.dtype and c.shape == a.shape:
+        np.add(a, c, out=a)
+        return a, True
+    if type(a) is np.ndarray or type(c) is np.ndarray:
+        out = np.add(a, c)
+        return out, type(out) is np.ndarray
+    if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its own add, never in place
+        return arrays.namespace(a, c).add(a, c), False
+    return a + c, False
+
+
+def _tensor_backward(self: Tensor, cotangent: ArrayLike | None = None) -> None:
+    """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    Args:
+        cotangent: The vector to pull back, of this tensor's shape; may be
+            omitted for a scalar (it is then 1).
+
+    Raises:
+        RuntimeError: If the tensor was not computed from tensors made with
+            ``requires_grad=True``.
+        TypeError: If `cotangent` is omitted for a non-scalar tensor.
+        ValueError: If `cotangent` does not have this tensor's shape.
+    """
+    root = self._node
+    if self._trace is not IMPERATIVE or root is None:
+        raise RuntimeError(
+            "element 0 of tensors does not require grad and does not have a grad_fn: backward() "
+            "needs a tensor computed, outside no_grad, from tensors made with requires_grad=True"
+        )
+    if cotangent is None:
+        if self.shape != ():
+            raise TypeError(
+                f"backward() without a cotangent needs a scalar, got shape {self.shape}; "
+                "pass backward(cotangent) with the output's shape"
+            )
+        seed = arrays.ones(strip(self), (), self.dtype)
+    else:
+        seed = self._in_my_library(cotangent)
+        if tuple(seed.shape) != self.shape:
+            raise ValueError(f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}")
+        check_cotangent(np_dtype(seed.dtype), self.dtype)
+    for node, g in backward_pass([root], [seed]):
+        leaf = node.tensor() if node.tensor is not None else None
+        if leaf is None:
+            continue
+        g = strip(g)
+        xp = arrays.xp_of(strip(leaf))
+        if xp is np:
+            g = np.asarray(g).astype(leaf.dtype, copy=False)
+        elif np_dtype(g.dtype) != leaf.dtype:
+            g = xp.astype(g, arrays.lib_dtype(xp, leaf.dtype))
+        if tuple(g.shape) != leaf.shape:
+            g = xp.broadcast_to(g, leaf.shape)
+        if leaf._grad is not None:
+            leaf._grad = leaf._grad + g
+        else:
+            leaf._grad = np.array(g) if xp is np else xp.asarray(g, copy=True)
+
+
+# Tensor's own method, attached here (core declares it for type checkers only)
+setattr(Tensor, "backward", _tensor_backward)  # noqa: B010

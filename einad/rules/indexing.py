@@ -21,24 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .arrays import is_array
-from .core import Primitive, Tensor, bind, rules, zero_derivative
+from .. import arrays
+from ..aliases import Array, Shape
+from ..arrays import is_array
+from ..core import ArrayLike, Primitive, Tensor, Value, bind, rules, zero_derivative
+from ..util import dtype_of, lib_array, normalize_axes, shape_of, to_array_operand, wrap
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
-from .structural import astype, broadcast_raw, concatenate, getitem, reshape_raw
-from .util import (
-    Array,
-    ArrayLike,
-    Shape,
-    Value,
-    dtype_of,
-    lib_array,
-    normalize_axes,
-    shape_of,
-    to_array_operand,
-    wrap,
-)
+from .shape import astype, getitem, reshape_raw
+from .structural import broadcast_raw, concatenate
 
 # -- the gather and its transpose ----------------------------------------------------------
 

@@ -35,15 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .core import Tensor, lower_rules
-from .einsum import einsum_p, spread_p
-from .errors import TracerError
+from .. import arrays
+from ..core import Tensor, lower_rules
+from ..errors import TracerError
+from ..program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
+from ..pytree import TreeDef, tree_flatten, tree_unflatten
+from ..rules.einsum import einsum_p, spread_p
+from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
+from ..util import shape_of
 from .passes import optimize, plan_buffers
-from .program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
-from .pytree import TreeDef, tree_flatten, tree_unflatten
-from .structural import getitem_p, reshape_p, stop_gradient_p
-from .util import shape_of
 
 _programs = itertools.count()
 

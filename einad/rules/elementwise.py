@@ -27,11 +27,12 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from . import arrays
-from .core import KeepRule, Primitive, Tensor, bind, rules, strip, zero_derivative
+from .. import arrays
+from ..core import ArrayLike, KeepRule, Primitive, Tensor, bind, rules, zero_derivative
+from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
-from .structural import astype, broadcast_raw, where_raw
-from .util import ArrayLike, dtype_of, shape_of, to_operand, wrap
+from .shape import astype, zeros_like
+from .structural import broadcast_raw, where_raw
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""
@@ -130,6 +131,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "arcsinh": (np.arcsinh, lambda x, y: 1 / sqrt(x * x + 1)),
     "arccosh": (np.arccosh, lambda x, y: 1 / (sqrt(x - 1) * sqrt(x + 1))),  # the principal branch
     "arctanh": (np.arctanh, lambda x, y: 1 / (1 - x * x)),
+    "sinc": (np.sinc, lambda x, y: (cos(np.pi * x) - y) / _nonzero(x)),  # 0 at 0: cos(0) - sinc(0) = 0
 }
 
 # name: (numpy kernel, d/dx, d/dy), each a function of x, y and the result z
@@ -148,6 +150,7 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
     "arctan2": (np.arctan2, lambda x, y, z: y / (x * x + y * y), lambda x, y, z: -x / (x * x + y * y)),
     "hypot": (np.hypot, lambda x, y, z: x / _nonzero(z), lambda x, y, z: y / _nonzero(z)),  # 0 at (0, 0)
     "logaddexp": (np.logaddexp, lambda x, y, z: exp(x - z), lambda x, y, z: exp(y - z)),
+    "logaddexp2": (np.logaddexp2, lambda x, y, z: exp((x - z) * _LN2), lambda x, y, z: exp((y - z) * _LN2)),
     "mod": (np.mod, 1, lambda x, y, z: -floor(x / y)),  # x - floor(x / y) * y
 }
 
@@ -248,6 +251,18 @@ def _round_xp(xp: ModuleType, x: Any, decimals: int = 0) -> Any:
     return xp.round(x * scale) / scale
 
 
+def _sinc_xp(xp: ModuleType, x: Any) -> Any:
+    px = x * np.pi
+    zero = px == 0
+    safe = xp.where(zero, xp.ones_like(px), px)
+    return xp.where(zero, xp.ones_like(px), xp.sin(safe) / safe)
+
+
+def _logaddexp2_xp(xp: ModuleType, x: Any, y: Any) -> Any:
+    gap = xp.where(x == y, xp.zeros_like(x), xp.abs(x - y))  # 0, not nan, for equal infinities
+    return xp.maximum(x, y) + xp.log1p(xp.exp(-gap * _LN2)) / _LN2
+
+
 # Kernels written with the standard's functions, for the operations it lacks (or whose
 # numpy keyword arguments it lacks), as ``kernel(xp, *arrays, **params)``.
 GENERIC: dict[str, Callable[..., Any]] = {
@@ -256,6 +271,8 @@ GENERIC: dict[str, Callable[..., Any]] = {
     "softplus": _softplus_xp,
     "exp2": _exp2_xp,
     "round": _round_xp,
+    "sinc": _sinc_xp,
+    "logaddexp2": _logaddexp2_xp,
 }
 
 
@@ -558,11 +575,6 @@ exp, log, sin, cos, sinh, cosh, sqrt, sigmoid, floor = (
 )
 
 
-def zeros_like(x: Any) -> Any:
-    """Zeros of `x`'s shape and dtype, in its library and on its device."""
-    return arrays.zeros(strip(x), shape_of(x), dtype_of(x))
-
-
 # One-line docstrings of the public operations that are not numpy functions, or not differentiable.
 _DOCS = {
     "relu": "Elementwise max(x, 0); differentiable (subgradient 0 at 0).",
@@ -602,3 +614,13 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
         name, f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
     )
     return op
+
+
+TABLE: tuple[str, ...] = (*UNARY, *BINARY, *CONSTANT, *PREDICATES)
+"""Every operation of the table, each exported as ``einad.<name>`` (einad.ops)."""
+
+
+def public(name: str) -> Callable[..., Tensor]:
+    """The public operation `name` of the table: one operand or two, as its kernel takes."""
+    binary = name in BINARY or getattr({**CONSTANT, **PREDICATES}.get(name), "nin", 1) == 2
+    return public_binary(name) if binary else public_unary(name)

@@ -16,23 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
+from .. import arrays
+from ..aliases import Axis, Shape
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip
+from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import sum_raw
 from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
-from .structural import astype, broadcast_raw, getitem_raw, reshape_raw, stop_gradient, where_raw
-from .util import (
-    ArrayLike,
-    Axis,
-    Shape,
-    Value,
-    dtype_of,
-    normalize_axes,
-    shape_of,
-    to_array_operand,
-    to_operand,
-    wrap,
-)
+from .shape import astype, getitem_raw, reshape_raw, stop_gradient
+from .structural import broadcast_raw, where_raw
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 

@@ -73,24 +73,18 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from . import arrays
-from .arrays import library, xp_of
-from .core import Params, Primitive, Tensor, bind, rules, strip
+from .. import arrays
+from ..aliases import Array, Shape
+from ..arrays import library, xp_of
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, rules, strip
+from ..util import dtype_of, shape_of, to_array_operand, wrap
 from .einsum import _letters, contract, spread, sum_raw
 from .elementwise import PRIMITIVES, compare, conj, real
 from .reductions import max as _max
 from .reductions import max_p
 from .reductions import min as _min
-from .structural import (
-    astype,
-    broadcast_raw,
-    concat_p,
-    getitem_raw,
-    reshape_raw,
-    stop_gradient,
-    where_raw,
-)
-from .util import Array, ArrayLike, Shape, Value, dtype_of, shape_of, to_array_operand, wrap
+from .shape import astype, getitem_raw, reshape_raw, stop_gradient
+from .structural import broadcast_raw, concat_p, where_raw
 
 LinAlgError = np.linalg.LinAlgError
 

@@ -1,9 +1,9 @@
-"""The few structural operations that are not einsums: reshaping, broadcasting,
-indexing, joining, casting and selecting.
+"""Structural primitives below the einsum: reshape, astype, getitem and its transpose
+(scatter-add), stop_gradient and ones_like.
 
-Each is linear in its array operands, so each rule is the operation's transpose
-(VJP) and the operation itself applied to the tangent (JVP). Summing a
-broadcast back is an einsum (`einsum.sum_to_shape`).
+Each is linear in its array operand, so each rule is the operation's transpose (VJP) and
+the operation itself applied to the tangent (JVP). They use no contraction, which is why the
+einsum module can build on them (reshaping a squeezed operand, casting a cotangent back).
 """
 
 from __future__ import annotations
@@ -13,26 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
-from .core import Params, Primitive, Staged, Tensor, bind, rules, strip, zero_derivative
-from .einsum import _letters, spread, sum_to_shape
-from .errors import TracerError
-from .util import (
-    Array,
-    ArrayLike,
-    Axis,
-    DTypeLike,
-    Shape,
-    Value,
+from .. import arrays
+from ..aliases import Array, Axis, DTypeLike, Shape
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip, zero_derivative
+from ..errors import TracerError
+from ..util import (
     dtype_of,
     integer,
     lib_array,
     normalize_axes,
-    normalize_axis,
-    raw,
     shape_of,
     to_array_operand,
-    to_operand,
     wrap,
 )
 
@@ -163,42 +154,6 @@ def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
         if shape_of(x)[a] != 1:
             raise ValueError(f"squeeze: axis {a} has size {shape_of(x)[a]}, not 1")
     return reshape(x, tuple(d for a, d in enumerate(shape_of(x)) if a not in axes))
-
-
-# -- broadcast_to ----------------------------------------------------------------------
-
-
-def broadcast_raw(x: Value, shape: Sequence[int]) -> Value:
-    """`x` repeated to `shape`: its broadcast axes squeezed away, then a `spread`.
-
-    Broadcasting is repeating along indices the value does not have, which is
-    exactly `spread` (the VJP helper of einsum): no primitive or rule of its own.
-    """
-    shape = tuple(shape)
-    xs = shape_of(x)
-    if xs == shape:
-        return x
-    lead = len(shape) - len(xs)
-    letters = _letters(len(shape))
-    keep = [i for i in range(lead, len(shape)) if xs[i - lead] == shape[i]]
-    x = reshape_raw(x, tuple(shape[i] for i in keep))
-    return spread(x, "".join(letters[i] for i in keep), letters, shape)
-
-
-def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
-    """`x` repeated along new or size-1 axes to `shape`, as numpy.broadcast_to.
-
-    A `spread` along the repeated axes: its VJP sums the cotangent back over them
-    (one einsum).
-
-    Raises:
-        ValueError: If `x` cannot be broadcast to `shape` (numpy's message).
-    """
-    x = to_array_operand(x)
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    np.broadcast_shapes(shape_of(x), tuple(shape))  # raises numpy's ValueError on mismatch
-    return wrap(broadcast_raw(x, tuple(shape)))
 
 
 # -- astype ---------------------------------------------------------------------------------
@@ -468,244 +423,6 @@ def flip(x: ArrayLike, axis: Axis = None) -> Tensor:
     return getitem(x, tuple(idx))
 
 
-# -- joining and splitting ---------------------------------------------------------------
-
-
-def _concat_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
-    axis = p["axis"]
-    out: list[Any] = []
-    start = 0
-    for v, need in zip(vals, needed):
-        n = shape_of(v)[axis]
-        idx = (slice(None),) * axis + (slice(start, start + n),)
-        out.append(getitem_raw(g, idx) if need else None)
-        start += n
-    return out
-
-
-def _concat_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
-    from .elementwise import zeros_like
-
-    parts = [t if t is not None else zeros_like(v) for t, v in zip(ts, vals)]
-    return bind(concat_p, parts, p)
-
-
-def _concat_impl(*xs: Any, axis: int) -> Any:
-    xp = arrays.namespace(*xs)
-    if xp is np:
-        return np.concatenate(xs, axis=axis)
-    dt = np.result_type(*(dtype_of(x) for x in xs))  # numpy's promotion (the standard refuses mixed kinds)
-    return xp.concat([x if dtype_of(x) == dt else _astype_impl(x, dt) for x in xs], axis=axis)
-
-
-concat_p = Primitive("concatenate", _concat_impl)
-rules(concat_p, vjp=_concat_vjp, jvp=_concat_jvp, keep=_shape_only)
-
-
-def concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
-    """Join arrays along an existing axis, as numpy.concatenate (flattened first for ``axis=None``).
-
-    Raises:
-        ValueError: If there are no arrays, they are 0-d, or their shapes differ
-            outside `axis`.
-        numpy.exceptions.AxisError: If `axis` is out of range.
-    """
-    xs = [to_array_operand(a) for a in arrays]
-    if not xs:
-        raise ValueError("need at least one array to concatenate")
-    if axis is None:
-        xs = [reshape(x, (-1,)) for x in xs]
-        axis = 0
-    nd = len(shape_of(xs[0]))
-    if nd == 0:
-        raise ValueError("zero-dimensional arrays cannot be concatenated")
-    axis = normalize_axis(axis, nd)
-    first = shape_of(xs[0])
-    for k, x in enumerate(xs):
-        s = shape_of(x)
-        if len(s) != nd or s[:axis] + s[axis + 1 :] != first[:axis] + first[axis + 1 :]:
-            raise ValueError(
-                f"concatenate: array {k} has shape {s}, which does not match {first} outside axis {axis}"
-            )
-    if len(xs) == 1:
-        return wrap(xs[0])
-    return wrap(bind(concat_p, xs, {"axis": axis}))
-
-
-def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
-    """Join arrays of one shape along a new axis, as numpy.stack.
-
-    Raises:
-        ValueError: If there are no arrays or their shapes differ.
-    """
-    xs = [to_array_operand(a) for a in arrays]
-    if not xs:
-        raise ValueError("need at least one array to stack")
-    shapes = {shape_of(x) for x in xs}
-    if len(shapes) != 1:
-        raise ValueError(f"all input arrays must have the same shape, got {sorted(shapes)}")
-    nd = len(shape_of(xs[0])) + 1
-    axis = normalize_axis(axis, nd)
-    return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
-
-
-def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
-    """Split `x` along `axis` into equal sections or at the given indices, as numpy.split."""
-    x = to_array_operand(x)
-    nd = len(shape_of(x))
-    axis = normalize_axis(axis, nd)
-    pieces = np.split(_ghost(shape_of(x)[axis]), indices_or_sections)
-    out: list[Tensor] = []
-    start = 0
-    for p in pieces:
-        idx = (slice(None),) * axis + (slice(start, start + len(p)),)
-        out.append(getitem(x, idx))
-        start += len(p)
-    return out
-
-
-# -- where ------------------------------------------------------------------------------
-
-
-def _where_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
-    c, x, y = vals
-    out: list[Any] = [None]
-    for v, need, pick in ((x, needed[1], True), (y, needed[2], False)):
-        if not need:
-            out.append(None)
-            continue
-        z = zeros_scalar(g)
-        sel = where_raw(c, g, z) if pick else where_raw(c, z, g)
-        out.append(sum_to_shape(sel, shape_of(v), dtype_of(v)))
-    return out
-
-
-def _where_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
-    c, _, _ = vals
-    tx, ty = ts[1], ts[2]
-    if tx is None and ty is None:
-        return None
-    z = zeros_scalar(ans)
-    out = where_raw(c, z if tx is None else tx, z if ty is None else ty)
-    return broadcast_raw(out, shape_of(ans))
-
-
-def zeros_scalar(like: Any) -> Any:
-    """A zero of `like`'s dtype to select with: numpy's 0-d array, or the number 0 on another
-    library (`where` gives it `like`'s dtype)."""
-    if arrays.xp_of(raw(like)) is np:
-        return np.zeros((), dtype=dtype_of(like))
-    return 0
-
-
-def _where_impl(c: Any, x: Any, y: Any) -> Any:
-    xp = arrays.namespace(c, x, y)
-    if xp is np:
-        return np.where(c, x, y)
-    like = c if arrays.is_array(c) else x if arrays.is_array(x) else y
-    # numpy's result dtype (numbers weak, as the standard's), each operand an array of it
-    dt = np.result_type(*(v if isinstance(v, (bool, int, float, complex)) else dtype_of(v) for v in (x, y)))
-    x, y = (
-        _astype_impl(v, dt)
-        if arrays.is_array(v)
-        else xp.asarray(v, dtype=arrays.lib_dtype(xp, dt), device=arrays.device(like))
-        for v in (x, y)
-    )
-    if not arrays.is_array(c):
-        c = xp.asarray(c, device=arrays.device(like))
-    return xp.where(c, x, y)
-
-
-where_p = Primitive("where", _where_impl)
-rules(where_p, vjp=_where_vjp, jvp=_where_jvp, keep=lambda needed: ((True, False, False), False))
-
-
-def where_raw(c: Any, x: Value, y: Value) -> Value:
-    """`where` for rules: `c` is a boolean (a comparison's result), so it carries no derivative."""
-    return bind(where_p, (c, x, y), {})
-
-
-def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
-    """Elementwise select: `x` where `condition` holds, else `y`, with numpy broadcasting.
-
-    Differentiable in `x` and `y`, never in `condition`.
-    """
-    c = to_array_operand(condition)
-    if dtype_of(c) != np.bool_:
-        c = astype(stop_gradient(c), np.bool_)
-    return wrap(where_raw(c, to_operand(x), to_operand(y)))
-
-
-# -- functional index updates: x.at[idx].set(v) / .add(v) -----------------------------------------
-
-
-class IndexUpdate:
-    """What ``x.at`` returns: index it to name the elements to update (JAX's `.at`)."""
-
-    __slots__ = ("_x",)
-
-    def __init__(self, x: ArrayLike) -> None:
-        self._x = x
-
-    def __getitem__(self, index: Any) -> IndexedUpdate:
-        return IndexedUpdate(self._x, index)
-
-
-class IndexedUpdate:
-    """``x.at[index]``: `set`, `add` and `get` return new tensors; `x` is never modified."""
-
-    __slots__ = ("_index", "_x")
-
-    def __init__(self, x: ArrayLike, index: Any) -> None:
-        self._x = x
-        self._index = index
-
-    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value]:
-        x = to_array_operand(self._x)
-        index = _clean_index(self._index)
-        shape = shape_of(x)
-        target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
-        value = to_operand(v)
-        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
-            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        np.broadcast_shapes(shape_of(value), target)  # numpy's ValueError if v does not fit
-        if isinstance(value, (int, float, complex)):
-            value = lib_array(x, np.asarray(value, dtype_of(x)))
-        else:
-            value = astype(value, dtype_of(x))
-        return x, index, shape, broadcast_raw(value, target)
-
-    def get(self) -> Tensor:
-        """``x[index]``."""
-        return getitem(self._x, self._index)
-
-    def add(self, v: ArrayLike) -> Tensor:
-        """A copy of `x` with `v` added at `index` (repeated indices add repeatedly).
-
-        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent).
-        """
-        x, index, shape, v = self._prepare(v)
-        return wrap(x + scatter_raw(v, index, shape))
-
-    def set(self, v: ArrayLike) -> Tensor:
-        """A copy of `x` with `v` written at `index` (where an index repeats, the last write wins,
-        as numpy's assignment).
-
-        Differentiable in `x` (zero at the written places) and in `v`.
-        """
-        x, index, shape, v = self._prepare(v)
-        keep = np.ones(shape, dtype=bool)
-        keep[index] = False
-        if _has_int_array(index):
-            v = where_raw(lib_array(x, _last_writes(shape, index)), v, zeros_scalar(v))
-        return wrap(where_raw(lib_array(x, keep), x, zeros_scalar(x)) + scatter_raw(v, index, shape))
-
-
-def _last_writes(shape: Shape, index: Any) -> Array:
-    """Over the indexed elements: True where no later element of the index writes the same place."""
-    places: Array = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
-    flat = places.ravel()
-    _, first_from_end = np.unique(flat[::-1], return_index=True)
-    last = np.zeros(flat.size, dtype=bool)
-    last[flat.size - 1 - first_from_end] = True
-    return last.reshape(places.shape)
+def zeros_like(x: Any) -> Any:
+    """Zeros of `x`'s shape and dtype, in its library and on its device."""
+    return arrays.zeros(strip(x), shape_of(x), dtype_of(x))

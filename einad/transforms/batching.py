@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import is_array
-from .core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
-from .einsum import contract, einsum_p, moveaxis, sliced_einsum_p, spread, spread_p
-from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from .indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
-from .pytree import tree_flatten, tree_unflatten
-from .reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
-from .structural import (
+from ..aliases import Shape
+from ..arrays import is_array
+from ..core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
+from ..pytree import tree_flatten, tree_unflatten
+from ..rules.einsum import contract, einsum_p, sliced_einsum_p, spread, spread_p
+from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
+from ..rules.indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
+from ..rules.linear import moveaxis
+from ..rules.reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
+from ..rules.shape import (
     astype_p,
-    broadcast_raw,
-    concat_p,
     getitem_p,
     getitem_raw,
     ones_like_p,
@@ -36,10 +36,10 @@ from .structural import (
     reshape_raw,
     scatter_p,
     stop_gradient_p,
-    where_p,
 )
-from .subscripts import fresh_symbols
-from .util import Shape, normalize_axis, shape_of
+from ..rules.structural import broadcast_raw, concat_p, where_p
+from ..subscripts import fresh_symbols
+from ..util import normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 

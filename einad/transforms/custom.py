@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays, transforms
-from .core import Params, Primitive, Staged, Tensor, bind, rules, strip
-from .errors import TracerError
-from .pytree import TreeDef, tree_flatten, tree_unflatten
-from .structural import broadcast_to
-from .util import dtype_of, shape_of, to_operand, wrap
+from .. import arrays
+from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip
+from ..errors import TracerError
+from ..pytree import TreeDef, tree_flatten, tree_unflatten
+from ..rules.structural import broadcast_to
+from ..util import dtype_of, shape_of, to_operand, wrap
+from . import autodiff as transforms
 
 _NUMBERS = (bool, int, float, complex)
 

@@ -35,13 +35,14 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from .core import Primitive
-from .einsum import einsum_p, spread_p
-from .elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from .program import Atom, Equation, Graph, Lit, _typestr
-from .structural import astype_p, concat_p, ones_like_p, reshape_p, scatter_p, where_p
-from .subscripts import fresh_symbols, unique
-from .util import Shape
+from ..aliases import Shape
+from ..core import Primitive
+from ..program import Atom, Equation, Graph, Lit, _typestr
+from ..rules.einsum import einsum_p, spread_p
+from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
+from ..rules.shape import astype_p, ones_like_p, reshape_p, scatter_p
+from ..rules.structural import concat_p, where_p
+from ..subscripts import fresh_symbols, unique
 
 Aval: TypeAlias = tuple[Shape, np.dtype[Any]]
 """A variable's shape and dtype."""
