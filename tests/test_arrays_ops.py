@@ -420,7 +420,7 @@ def test_an_op_on_arrays_that_need_no_cast_plans_once(lib, monkeypatch):
     operands need no cast goes straight to the library's kernel (no dtype planning)."""
     if lib.name == "numpy":
         pytest.skip("numpy arrays take numpy's kernels directly; there is nothing to plan")
-    from einad import elementwise
+    from einad.rules import elementwise
 
     x = lib.asarray(np.linspace(0.1, 0.9, 6))
     ea.sin(x)  # plans and caches
