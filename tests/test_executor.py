@@ -1,0 +1,237 @@
+"""The executor's choices, checked where a wrong choice changes no value (issue 13).
+
+Mutation testing (docs/guarantees.md, "Mutation testing") found edits to the executor
+that every value test passes: the numpy executor replaced by the generic one, a wrong
+"can this transpose be reshaped without a copy" answer (a hidden copy, or a slower
+path), a 52-letter step refused by a library's einsum, a fold keeping letters it
+could sum early. Each test here fails under one of those edits.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+
+import numpy as np
+import pytest
+
+
+def _internal(module):
+    """The one place this file reaches inside einad: fix the path here when modules move."""
+    return importlib.import_module(f"einad.{module}")
+
+
+executor = _internal("executor")
+
+
+def test_numpy_arrays_run_on_the_tuned_pair_executor():
+    """Kills: `runner` returning the generic `step` for numpy (same values, no matmul plans)."""
+    assert executor.runner(np) is executor._raw_step
+    other = executor.runner(object)
+    assert isinstance(other, functools.partial) and other.func is executor.step
+
+
+def _compositions(n):
+    """Every way to cut n axes into consecutive non-empty groups."""
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        groups, g = [], 1
+        for cut in cuts:
+            if cut:
+                groups.append(g)
+                g = 1
+            else:
+                g += 1
+        yield [*groups, g]
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 1, 3), (1, 3, 2, 2), (3, 2, 1, 1)])
+def test_view_ok_agrees_with_numpy_reshape(shape):
+    """`_view_ok` says whether a transposed C-contiguous array reshapes without a copy;
+    numpy's own reshape is the oracle, over every permutation and grouping (size-1 axes
+    included: they never block a merge).
+
+    Kills: any edit of the stride products, the group walk, the size-1 filter or the
+    returned booleans (the executor would copy a large operand, or send a step that
+    needs no copy to the slower numpy.einsum).
+    """
+    letters = "abcd"[: len(shape)]
+    size = dict(zip(letters, shape))
+    base = np.zeros(shape)
+    for perm in itertools.permutations(range(len(shape))):
+        t = base.transpose(perm)
+        for groups in _compositions(len(shape)):
+            new, pos = [], 0
+            for g in groups:
+                new.append(int(np.prod(t.shape[pos : pos + g])))
+                pos += g
+            view = np.shares_memory(t.reshape(new), base)
+            assert executor._view_ok(letters, perm, groups, size) == view, (perm, groups)
+
+
+def test_a_step_that_would_copy_goes_to_numpy_einsum_and_one_that_would_not_to_matmul():
+    """The plan of a memory-bound step (a matrix-vector product): matmul (BLAS gemv)
+    only when both operands reshape without a copy."""
+    viewable = executor._pair_plan("ijk", "jk", "i", (4, 5, 6), (5, 6))
+    assert viewable.matvec and viewable.gemm
+    copying = executor._pair_plan("kji", "jk", "i", (6, 5, 4), (5, 6))
+    assert copying.matvec and not copying.gemm
+    rng = np.random.default_rng(3)
+    for (sa, sb, so), (x, y) in [
+        (("ijk", "jk", "i"), (rng.standard_normal((4, 5, 6)), rng.standard_normal((5, 6)))),
+        (("kji", "jk", "i"), (rng.standard_normal((6, 5, 4)), rng.standard_normal((5, 6)))),
+    ]:
+        np.testing.assert_allclose(executor._pair(x, y, sa, sb, so), np.einsum(f"{sa},{sb}->{so}", x, y))
+
+
+def test_a_step_of_52_letters_is_renamed_and_one_of_53_is_not():
+    """A library's einsum is given the letters a-z, A-Z: all 52 can be used.
+
+    Kills: ``>`` made ``>=`` in `_rename`, or letters counted with a separator joined in.
+    """
+    many = [chr(0x3B1 + k) if k < 25 else chr(0x4E00 + k) for k in range(53)]  # none in a-zA-Z
+    ins = ("".join(many[:26]), "".join(many[26:52]))
+    text = executor._rename(ins, many[0])
+    assert text is not None
+    lhs, rhs = text.split("->")
+    assert sorted(set(lhs.replace(",", ""))) == sorted(executor._ASCII) and rhs == "a"
+    assert executor._rename((*ins, many[52]), many[0]) is None
+
+
+class _Recording:
+    """A namespace with no einsum (so `step` takes the standard's path) recording the
+    size of every matmul result."""
+
+    def __init__(self, xp):
+        self._xp = xp
+        self.sizes = []
+
+    def matmul(self, a, b):
+        c = self._xp.matmul(a, b)
+        self.sizes.append(int(np.prod(c.shape)))
+        return c
+
+    def __getattr__(self, name):
+        if name == "einsum":
+            raise AttributeError(name)
+        return getattr(self._xp, name)
+
+
+def test_the_standard_fold_keeps_only_the_letters_later_operands_need():
+    """Folding ``ij,jk,kl->il`` from the left: the first product is ``ik`` (j summed),
+    never an ``ijk`` intermediate.
+
+    Kills: `_standard` computing the letters still needed from ``ins[k - 1:]`` (or with a
+    separator joined in), which keeps summed letters as batch letters of every product.
+    """
+    compat = pytest.importorskip("array_api_compat")
+    xp = _Recording(compat.array_namespace(np.zeros(1)))
+    rng = np.random.default_rng(5)
+    a, b, c = rng.standard_normal((3, 7)), rng.standard_normal((7, 4)), rng.standard_normal((4, 2))
+    got = executor.step(xp, ("ij", "jk", "kl"), "il", [a, b, c])
+    np.testing.assert_allclose(got, a @ b @ c, rtol=1e-12)
+    assert xp.sizes == [3 * 4, 3 * 2]
+
+
+class _Library:
+    """numpy's array-API namespace, recording what `executor.step` asks of it."""
+
+    def __init__(self, xp, with_einsum=True):
+        self._xp = xp
+        self._with_einsum = with_einsum
+        self.einsum_dtypes = []
+        self.casts = 0
+
+    def einsum(self, text, *xs):
+        self.einsum_dtypes.append(tuple(np.dtype(x.dtype) for x in xs))
+        return self._xp.einsum(text, *xs)
+
+    def astype(self, x, dtype):
+        self.casts += 1
+        return self._xp.astype(x, dtype)
+
+    def __getattribute__(self, name):
+        if name == "einsum" and not object.__getattribute__(self, "_with_einsum"):
+            raise AttributeError(name)
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+
+def _library():
+    compat = pytest.importorskip("array_api_compat")
+    return compat.array_namespace(np.zeros(1))
+
+
+def test_a_library_with_einsum_runs_each_step_as_one_call_of_it():
+    """Kills: `step` never finding or never using the library's einsum (the standard's
+    permute/reshape/matmul path gives the same values, with more passes)."""
+    xp = _Library(_library())
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    np.testing.assert_allclose(executor.step(xp, ("ij", "jk"), "ik", [a, b]), a @ b, rtol=1e-12)
+    assert xp.einsum_dtypes == [(np.dtype(np.float64),) * 2]
+    assert xp.casts == 0  # operands already of the result dtype are passed as they are
+
+
+def test_a_step_of_53_letters_takes_the_standard_path_on_a_library_with_einsum():
+    """Kills: `step` calling the library's einsum when `_rename` found no a-zA-Z spelling."""
+    xp = _Library(_library())
+    many = [chr(0x3B1 + k) if k < 25 else chr(0x4E00 + k) for k in range(53)]
+    ins = tuple(many)  # 53 vectors of length 1: their outer product
+    xs = [np.full(1, 2.0) for _ in ins]
+    got = executor.step(xp, ins, "", xs)
+    assert xp.einsum_dtypes == []
+    np.testing.assert_allclose(got, 2.0**53)
+
+
+@pytest.mark.parametrize("with_einsum", [True, False], ids=["einsum", "standard"])
+def test_narrow_integers_are_contracted_in_int64_and_wrap_as_numpy_does(with_einsum):
+    """int8 operands are contracted in int64 and cast back (wrapping like numpy's einsum);
+    an int8 with an int16 gives int16.
+
+    Kills: `step` not widening narrow integers (the kind test or the `_WIDE` test
+    edited, or the working dtype lost).
+    """
+    xp = _Library(_library(), with_einsum=with_einsum)
+    a = np.full((2, 40), 100, dtype=np.int8)
+    b = np.full(40, 3, dtype=np.int8)
+    got = executor.step(xp, ("ij", "j"), "i", [a, b])
+    want = np.einsum("ij,j->i", a, b)
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+    c = np.full(40, 1000, dtype=np.int16)
+    got = executor.step(xp, ("ij", "j"), "i", [a, c])
+    want = np.einsum("ij,j->i", a, c)
+    assert got.dtype == want.dtype == np.int16
+    np.testing.assert_array_equal(got, want)
+    if with_einsum:
+        assert xp.einsum_dtypes == [(np.dtype(np.int64),) * 2] * 2
+
+
+def test_each_pair_step_runs_on_the_path_its_plan_and_its_operands_choose(monkeypatch):
+    """matmul for a matrix product, and for a matrix-vector product whose operands are
+    C-contiguous and reshape without a copy; numpy.einsum (one pass, no copy) otherwise.
+
+    Kills: any edit of the path test in `_run_pair` (same values, a hidden copy or a
+    slower product).
+    """
+    calls = []
+    matmul = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b: calls.append(1) or matmul(a, b))
+    rng = np.random.default_rng(8)
+    m, n, v = rng.standard_normal((4, 5)), rng.standard_normal((5, 3)), rng.standard_normal((5, 6))
+    t = rng.standard_normal((6, 5, 4))
+    strided = rng.standard_normal((4, 10, 6))[:, ::2]  # ijk, not C-contiguous
+    cases = [
+        (("ij", "jk", "ik"), (m, n), True),  # a matrix product
+        (("ijk", "jk", "i"), (np.ascontiguousarray(strided), v), True),  # gemv on views
+        (("ijk", "jk", "i"), (strided, v), False),  # gemv would copy the strided operand
+        (("kji", "jk", "i"), (t, v), False),  # its transpose needs a copy
+    ]
+    for (sa, sb, so), (x, y), on_matmul in cases:
+        calls.clear()
+        got = executor._pair(x, y, sa, sb, so)
+        np.testing.assert_allclose(got, np.einsum(f"{sa},{sb}->{so}", x, y), rtol=1e-12)
+        assert bool(calls) == on_matmul, (sa, sb, so)
