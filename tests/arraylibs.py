@@ -7,6 +7,7 @@ check: it refuses numpy arrays mixed into its own), torch on the CPU, and dask.a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,19 @@ class Lib:
     def numpy(self, x: Any) -> Any:
         """An array of any library as numpy (dask computed, torch detached)."""
         return to_numpy(x)
+
+    @contextlib.contextmanager
+    def lazy(self) -> Any:
+        """On dask: fail if anything inside is computed (einad must stay lazy); elsewhere nothing."""
+        if self.name != "dask":
+            yield
+            return
+        from dask.callbacks import Callback
+
+        computed: list[int] = []
+        with Callback(start=lambda dsk: computed.append(1)):
+            yield
+        assert not computed, "a dask array was computed inside einad"
 
     def owns(self, x: Any) -> bool:
         """Whether `x` is an array of this library (a numpy result on torch input fails this)."""
