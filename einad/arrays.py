@@ -168,8 +168,8 @@ def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
     xp = xp_of(like)
     if xp is np:
         return np.asarray(value, dtype=dtype)
-    if isinstance(value, np.ndarray) and value.ndim:
-        value = value.tolist() if value.dtype.kind != "c" else value
+    if isinstance(value, np.ndarray) and not value.flags.writeable:
+        value = np.array(value)  # torch warns on (and may share) a read-only numpy buffer
     dt = None if dtype is None else lib_dtype(xp, dtype)
     return xp.asarray(value, dtype=dt, device=device(like))
 

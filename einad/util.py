@@ -87,11 +87,7 @@ def lib_array(like: Any, a: Any) -> Any:
     """The numpy array (or number) `a` as an array of `like`'s library and device, dtype kept
     (numpy's own `a` when `like` is of numpy): index arrays, masks and constants that einad
     computes with numpy from static information (shapes, indices) join an operand this way."""
-    like = raw(like)
-    xp = arrays.xp_of(like)
-    if xp is np:
-        return np.asarray(a)
-    return xp.asarray(a, device=arrays.device(like))
+    return arrays.asarray(raw(like), a)
 
 
 def wrap(x: Value) -> Tensor:
