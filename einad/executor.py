@@ -152,12 +152,19 @@ def _view_ok(spec: str, perm: tuple[int, ...], groups: list[int], size: dict[str
     reshaped into `groups` (axis counts per merged dimension) without a copy."""
     shape = [size[c] for c in spec]
     strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
+    return merges_without_copy(strides, shape, list(perm), groups)
+
+
+def merges_without_copy(strides: Any, sizes: Any, order: Sequence[Any], groups: Sequence[int]) -> bool:
+    """Whether the axes `order` (keys into `strides` and `sizes`: positions or letters) of a
+    strided value merge into `groups` (axis counts per merged dimension) without a copy, as
+    numpy's reshape of a transpose decides. Size-1 axes merge with anything."""
     pos = 0
     for g in groups:
-        axes = [a for a in perm[pos : pos + g] if shape[a] != 1]
+        axes = [a for a in order[pos : pos + g] if sizes[a] != 1]
         pos += g
         for x, y in itertools.pairwise(axes):
-            if strides[x] != strides[y] * shape[y]:
+            if strides[x] != strides[y] * sizes[y]:
                 return False
     return True
 

@@ -44,7 +44,7 @@ from opt_einsum.contract import PathInfo
 
 from .aliases import MemoryLimit, Path
 from .errors import EinsumError
-from .executor import _pair_plan
+from .executor import _pair_plan, merges_without_copy
 from .subscripts import pairwise_steps, vjp_spec
 
 try:  # optional: pip install 'einad[tn]'
@@ -523,19 +523,10 @@ def _c_strides(order: str, parts: dict[str, int]) -> Strides:
     return out
 
 
-def _viewable(
-    spec: str, strides: Strides, order: list[str], groups: list[int], parts: dict[str, int]
-) -> bool:
+def _viewable(strides: Strides, order: list[str], groups: list[int], parts: dict[str, int]) -> bool:
     """Whether the axes `order` of a value laid out as `strides` merge into `groups` (axis
-    counts per merged dimension) without a copy, as numpy's reshape of a transpose."""
-    pos = 0
-    for g in groups:
-        axes = [c for c in order[pos : pos + g] if parts[c] != 1]
-        pos += g
-        for x, y in itertools.pairwise(axes):
-            if strides[x] != strides[y] * parts[y]:
-                return False
-    return True
+    counts per merged dimension) without a copy: the executor's own test, on letters."""
+    return merges_without_copy(strides, parts, order, groups)
 
 
 def _step_copies(
@@ -567,13 +558,13 @@ def _step_copies(
     left = [c for c in out if c in ra and c not in rb]
     right = [c for c in out if c in rb and c not in ra]
     if plan.matvec and not (
-        _viewable(ra, la, list(ra), [len(ra)], parts) and _viewable(rb, lb, list(rb), [len(rb)], parts)
+        _viewable(la, list(ra), [len(ra)], parts) and _viewable(lb, list(rb), [len(rb)], parts)
     ):
         return extra, _c_strides(out, parts)  # not contiguous: numpy.einsum, no copy
     lead = [len(batch)] if batch else []
-    if not _viewable(ra, la, batch + left + inner, lead + [len(left), len(inner)], parts):
+    if not _viewable(la, batch + left + inner, lead + [len(left), len(inner)], parts):
         extra += _prod(parts[c] for c in ra)
-    if not _viewable(rb, lb, batch + inner + right, lead + [len(inner), len(right)], parts):
+    if not _viewable(lb, batch + inner + right, lead + [len(inner), len(right)], parts):
         extra += _prod(parts[c] for c in rb)
     return extra, _c_strides("".join(batch + left + right), parts)
 
