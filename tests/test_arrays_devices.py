@@ -10,10 +10,10 @@ import importlib.util
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
 from einad.arrays import device, to_numpy
+from tests.support.numerics import assert_close
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((4, 3))

@@ -8,11 +8,11 @@ must be arrays of the inputs' library, in their dtype; dask results must stay la
 
 import numpy as np
 import pytest
-from conftest import reference_einsum
 from hypothesis import HealthCheck, given, settings
-from test_einsum_hypothesis import einsum_cases
 
 import einad as ea
+from tests.support.numerics import reference_einsum
+from tests.support.strategies import einsum_specs
 
 
 def _check(lib, x, expected, rtol=1e-10, atol=1e-12):
@@ -212,9 +212,9 @@ def test_integer_sum_accumulates_as_numpy(lib):
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(case=einsum_cases())
+@given(case=einsum_specs())
 def test_random_specs(name, case):
-    from arraylibs import load
+    from tests.support.arraylibs import load
 
     lib = load(name)
     if lib is None:
@@ -326,7 +326,7 @@ def test_standard_path(lib, dtype):
 
 def test_dask_is_never_computed():
     """A sliced gradient and a gradient written onto a diagonal build dask graphs, never run them."""
-    from arraylibs import load
+    from tests.support.arraylibs import load
 
     lib = load("dask")
     if lib is None:

@@ -4,10 +4,10 @@ on torch), lazy on dask; on torch, gradients against torch.autograd."""
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
 from einad.core import strip
+from tests.support.numerics import assert_close
 
 L = ea.linalg
 RNG = np.random.default_rng(7)

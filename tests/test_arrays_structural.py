@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from arraylibs import load
-from conftest import assert_close
 
 import einad as ea
 from einad.util import raw
+from tests.support.arraylibs import load
+from tests.support.numerics import assert_close
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((3, 4))

@@ -13,11 +13,11 @@ import importlib.util
 
 import numpy as np
 import pytest
-from arraylibs import load
-from conftest import assert_close, numeric_grad
 
 import einad as ea
 from einad.arrays import np_dtype
+from tests.support.arraylibs import load
+from tests.support.numerics import assert_close, numeric_grad
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((3, 3))

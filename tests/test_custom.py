@@ -7,9 +7,9 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
+from tests.support.numerics import assert_close
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

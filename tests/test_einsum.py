@@ -7,9 +7,9 @@ trusts einad to check einad.
 
 import numpy as np
 import pytest
-from conftest import assert_close, check_op, numeric_grad, numeric_vjp, reference_einsum
 
 import einad as ea
+from tests.support.numerics import assert_close, check_op, numeric_grad, numeric_vjp, reference_einsum
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -10,13 +10,12 @@ must give the string spec's value and gradients.
 import re
 
 import numpy as np
-from conftest import assert_close, numeric_vjp, reference_einsum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import einad as ea
-
-LETTERS = "abcdAB"  # upper case too, to exercise numpy's implicit output order
+from tests.support.numerics import assert_close, numeric_vjp, reference_einsum
+from tests.support.strategies import einsum_specs
 
 # Renamings that keep the letters' order (an implicit output sorts by code point, upper case first).
 GREEK = str.maketrans(dict(zip("ABabcd", "ΑΒαβγδ")))
@@ -61,54 +60,8 @@ def spelled(form, spec):
     return f
 
 
-@st.composite
-def einsum_cases(draw):
-    """A spec (string) and operand shapes that numpy.einsum accepts.
-
-    1-4 operands of rank <= 4; letters may repeat inside an operand; a labelled
-    dimension may be 1 where the letter is larger elsewhere; an operand may
-    carry '...' (anywhere in its subscripts) covering a suffix of a common
-    broadcast shape, with some of those dimensions 1; the output is implicit
-    or an explicit random subset of the letters in random order, which may
-    leave out the '...' (its dimensions are then summed).
-    """
-    sizes = {c: draw(st.integers(1, 4)) for c in LETTERS}
-    pool = draw(st.permutations(LETTERS))[: draw(st.integers(1, len(LETTERS)))]  # small pools repeat
-    n_ops = draw(st.integers(1, 4))
-    ell_shape = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
-    terms, shapes, any_ellipsis = [], [], False
-    for _ in range(n_ops):
-        letters = draw(st.lists(st.sampled_from(pool), max_size=3))
-        use_ell = draw(st.booleans())
-        ell_rank = draw(st.integers(0, len(ell_shape))) if use_ell else 0
-        ell_rank = min(ell_rank, 4 - len(letters))
-        ell = ell_shape[len(ell_shape) - ell_rank :]
-        ell = tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in ell)  # size-1 broadcast
-        shape_of_letter = {c: 1 if draw(st.integers(0, 5)) == 0 else sizes[c] for c in set(letters)}
-        dims = [shape_of_letter[c] for c in letters]
-        if use_ell:
-            any_ellipsis = True
-            pos = draw(st.integers(0, len(letters)))
-            term = "".join(letters[:pos]) + "..." + "".join(letters[pos:])
-            shape = tuple(dims[:pos]) + ell + tuple(dims[pos:])
-        else:
-            term = "".join(letters)
-            shape = tuple(dims)
-        terms.append(term)
-        shapes.append(shape)
-    spec = ",".join(terms)
-    if draw(st.booleans()):  # explicit output: a random subset, in random order
-        used = sorted({c for t in terms for c in t if c != "."})
-        out = list(draw(st.permutations(used)))[: draw(st.integers(0, len(used)))]
-        if any_ellipsis and draw(st.integers(0, 3)) > 0:
-            out.insert(draw(st.integers(0, len(out))), "...")
-        spec += "->" + "".join(out)
-    seed = draw(st.integers(0, 2**16))
-    return spec, shapes, seed
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(einsum_cases())
+@given(einsum_specs())
 def test_random_einsum_value_and_vjp(case):
     spec, shapes, seed = case
     rng = np.random.default_rng(seed)
@@ -135,7 +88,7 @@ def test_random_einsum_value_and_vjp(case):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(einsum_cases(), st.sampled_from(FORMS))
+@given(einsum_specs(), st.sampled_from(FORMS))
 def test_random_einsum_jvp(case, form):
     spec, shapes, seed = case
     rng = np.random.default_rng(seed)

@@ -6,13 +6,13 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import assert_close, numeric_grad
 
 import einad as ea
 from einad.core import batch_rules, zero_derivative
 from einad.rules import indexing, reductions
 from einad.rules.elementwise import PRIMITIVES
 from einad.transforms.batching import vmap
+from tests.support.numerics import assert_close, numeric_grad
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -8,9 +8,9 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
+from tests.support.numerics import assert_close
 
 
 @pytest.fixture

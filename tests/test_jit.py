@@ -6,9 +6,9 @@ fixture in conftest.py); this file tests what is particular to staging.
 
 import numpy as np
 import pytest
-from conftest import assert_close, peak_bytes
 
 import einad as ea
+from tests.support.numerics import assert_close, peak_bytes
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((4, 5))

@@ -4,11 +4,11 @@ the batched Jacobian path."""
 
 import numpy as np
 import pytest
-from conftest import assert_close, check_op, numeric_grad
 
 import einad as ea
 import einad.transforms.batching
 from einad.rules.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
+from tests.support.numerics import assert_close, check_op, numeric_grad
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -9,12 +9,12 @@ import re
 
 import numpy as np
 import pytest
-from api_ops import ALL
-from conftest import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import einad as ea
+from tests.support.api_ops import ALL
+from tests.support.numerics import assert_close
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -8,12 +8,12 @@ transformation jitted.
 
 import numpy as np
 import pytest
-from conftest import assert_close, numeric_grad
 
 import einad as ea
 from einad.core import numpy_functions
 from einad.rules import elementwise
 from einad.rules.elementwise import TABLE
+from tests.support.numerics import assert_close, numeric_grad
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -3,9 +3,9 @@ gradients against closed forms and float64 central differences."""
 
 import numpy as np
 import pytest
-from conftest import assert_close, check_op, numeric_grad
 
 import einad as ea
+from tests.support.numerics import assert_close, check_op, numeric_grad
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_einsum_hypothesis import einsum_cases
 
 import einad as ea
 from einad.program import Equation, Graph, Lit, run_graph, stage
@@ -26,6 +25,7 @@ from einad.rules.elementwise import PRIMITIVES
 from einad.rules.shape import reshape_p
 from einad.rules.structural import where_p
 from einad.transforms import passes
+from tests.support.strategies import einsum_specs
 
 RNG = np.random.default_rng(11)
 
@@ -922,7 +922,7 @@ def test_optimized_programs_still_differentiate():
 # -- random einsum losses --------------------------------------------------------------------------
 
 
-@given(einsum_cases(), st.sampled_from(["grad", "hvp", "forward"]), st.sampled_from([np.float64, np.float32]))
+@given(einsum_specs(), st.sampled_from(["grad", "hvp", "forward"]), st.sampled_from([np.float64, np.float32]))
 def test_optimize_preserves_values_of_random_einsum_losses(case, kind, dtype):
     spec, shapes, seed = case
     rng = np.random.default_rng(seed)

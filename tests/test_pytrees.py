@@ -5,10 +5,10 @@ from collections import OrderedDict, defaultdict, namedtuple
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
 from einad.pytree import TreeDef
+from tests.support.numerics import assert_close
 
 pytestmark = pytest.mark.usefixtures("jit_mode")  # each test eagerly and with every transformation jitted
 

@@ -9,7 +9,7 @@ message: never another exception, never a result.
 
 The reference is numpy.einsum itself, widened by the two extensions einad shares
 with opt_einsum (any Unicode letter is an index; a '...' the output leaves out is
-summed), see `conftest.reference_einsum`: whatever it accepts (a corruption can
+summed), see `tests.support.numerics.reference_einsum`: whatever it accepts (a corruption can
 land on a valid spec, e.g. a size changed to 1 broadcasts) einad must accept and
 give its number; whatever it refuses einad must refuse.
 """
@@ -22,13 +22,13 @@ import fractions
 
 import numpy as np
 import pytest
-from conftest import reference_einsum
 from hypothesis import example, given
 from hypothesis import note as _hypothesis_note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 import einad as ea
+from tests.support.numerics import reference_einsum
 
 LETTERS = "abcdAB"
 BAD_CHARS = "0123456789!#$%&*_+=[]{};:'\"<?/|\\~`@^()∑\u0301 "  # not letters (é, α are)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from api_ops import BINARY, UNARY
 
 import einad as ea
+from tests.support.api_ops import BINARY, UNARY
 
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
 RNG = np.random.default_rng(7)

@@ -15,12 +15,12 @@ import warnings
 
 import numpy as np
 import pytest
-from api_ops import BINARY, NUMPY_UNARY
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_reliability_properties import _array, einsum_cases
 
 import einad as ea
+from tests.support.api_ops import BINARY, NUMPY_UNARY
+from tests.support.strategies import einsum_cases, random_array
 
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.5, 1e300, -1e300, 1e-300])
@@ -105,7 +105,7 @@ def test_einsum_nan_lands_where_numpys_does(case, data):
     spec, shapes, types, seed = case
     assume(all(all(shape) for shape in shapes))  # empty sums: test_an_empty_sum_is_zero_next_to_nan_and_inf
     rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    args = [random_array(rng, s, t) for s, t in zip(shapes, types)]
     k = data.draw(st.integers(0, len(args) - 1), label="poisoned operand")
     idx = data.draw(st.integers(0, args[k].size - 1), label="position")
     args[k].reshape(-1)[idx] = np.nan
@@ -160,7 +160,7 @@ def test_einsum_gradient_ignores_nan_in_its_own_operand(case, data):
     leaves x_k's gradient finite and equal to the gradient at any other x_k."""
     spec, shapes, types, seed = case
     rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    args = [random_array(rng, s, t) for s, t in zip(shapes, types)]
     k = data.draw(st.integers(0, len(args) - 1), label="operand")
     u = rng.standard_normal(np.shape(np.einsum(spec, *args)))
     f = lambda *a: ea.einsum(spec, *a)

@@ -26,10 +26,9 @@ from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 import einad as ea
+from tests.support.strategies import einsum_cases, random_array
 
-LETTERS = "abcdeAB"  # upper case too: numpy's implicit output puts it first
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
-DTYPES = (np.float32, np.float64, np.complex128)
 
 
 def _scaled(factor: float) -> settings:
@@ -38,68 +37,6 @@ def _scaled(factor: float) -> settings:
 
 
 # -- the strategy ------------------------------------------------------------------------------
-
-
-@st.composite
-def einsum_cases(draw, max_operands=6, dtypes=DTYPES, same_first_two=False):
-    """(spec, shapes, dtypes, seed) that numpy.einsum accepts.
-
-    Every operand has rank <= 3 and dimensions <= 3, so arrays stay tiny.
-    """
-    pool = "".join(draw(st.permutations(LETTERS)))[: draw(st.integers(1, 5))]
-    sizes = {c: draw(st.integers(1, 3)) for c in pool}
-    if draw(st.integers(0, 5)) == 0:  # now and then one index is empty
-        sizes[draw(st.sampled_from(pool))] = 0
-    ell_full = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))  # the broadcast '...' shape
-    n_ops = draw(st.integers(2 if same_first_two else 1, max_operands))
-    terms, shapes, any_ellipsis = [], [], False
-    for k in range(n_ops):
-        if same_first_two and k == 1:  # the same tensor passed again, same subscripts
-            terms.append(terms[0])
-            shapes.append(shapes[0])
-            continue
-        use_ell = bool(ell_full) and draw(st.booleans())
-        ell_rank = draw(st.integers(0, len(ell_full))) if use_ell else 0  # ranks differ per operand
-        letters = draw(st.lists(st.sampled_from(pool), max_size=3 - ell_rank))  # repeats allowed
-        ell = ell_full[len(ell_full) - ell_rank :]
-        ell = tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in ell)  # size-1 broadcast
-        dim = {c: 1 if draw(st.integers(0, 4)) == 0 else sizes[c] for c in set(letters)}
-        dims = tuple(dim[c] for c in letters)
-        if use_ell:
-            any_ellipsis = True
-            pos = draw(st.integers(0, len(letters)))
-            terms.append("".join(letters[:pos]) + "..." + "".join(letters[pos:]))
-            shapes.append(dims[:pos] + ell + dims[pos:])
-        else:
-            terms.append("".join(letters))
-            shapes.append(dims)
-    spec = ",".join(terms)
-    if draw(st.booleans()):  # explicit output: a random subset in random order
-        used = sorted({c for t in terms for c in t if c != "."})
-        out = list(draw(st.permutations(used)))[: draw(st.integers(0, len(used)))]
-        if any_ellipsis:
-            out.insert(draw(st.integers(0, len(out))), "...")
-        spec += "->" + "".join(out)
-    if draw(st.integers(0, 3)) == 0:  # mixed dtypes: numpy's promotion decides the result
-        types = tuple(draw(st.sampled_from(dtypes)) for _ in range(n_ops))
-        if same_first_two:
-            types = (types[0], types[0]) + types[2:]
-    else:
-        types = (draw(st.sampled_from(dtypes)),) * n_ops
-    if draw(st.integers(0, 7)) == 0:  # spaces are part of numpy's grammar
-        spec = " ".join(spec)
-        spec = spec.replace(". . .", "...").replace("- >", "->")
-    return spec, tuple(shapes), types, draw(st.integers(0, 2**32 - 1))
-
-
-# -- helpers: arrays, high-precision references, tolerances ------------------------------------
-
-
-def _array(rng, shape, dtype):
-    a = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        a = a + 1j * rng.standard_normal(shape)
-    return a.astype(dtype)
 
 
 def _wide(a):
@@ -130,7 +67,7 @@ def _setup(case, share_first_two=False):
     """A drawn case's operands and numpy's value (None: numpy and einad both refuse it)."""
     spec, shapes, types, seed = case
     rng = np.random.default_rng(seed)
-    args = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    args = [random_array(rng, s, t) for s, t in zip(shapes, types)]
     if share_first_two:
         args[1] = args[0]
     return spec, shapes, types, rng, args, _cases_numpy_accepts(spec, args)
@@ -230,7 +167,7 @@ def test_vjp_matches_central_differences(case):
     spec, _shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
-    u = _array(rng, np.shape(expected), np.asarray(expected).dtype)
+    u = random_array(rng, np.shape(expected), np.asarray(expected).dtype)
     value, pullback = ea.vjp(lambda *a: ea.einsum(spec, *a), *args)
     assert value.dtype == np.asarray(expected).dtype
     grads = pullback(u)
@@ -249,7 +186,7 @@ def test_same_tensor_as_two_operands(case):
     spec, _shapes, types, rng, args, expected = _setup(case, share_first_two=True)
     if expected is None:
         return
-    u = _array(rng, np.shape(expected), np.asarray(expected).dtype)
+    u = random_array(rng, np.shape(expected), np.asarray(expected).dtype)
     _, pullback = ea.vjp(lambda a, *rest: ea.einsum(spec, a, a, *rest), args[0], *args[2:])
     g = pullback(u)[0]
     assert g.shape == args[0].shape and g.dtype == args[0].dtype
@@ -271,7 +208,7 @@ def test_jvp_matches_central_differences(case):
     spec, shapes, types, rng, args, expected = _setup(case)
     if expected is None:
         return
-    tangents = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    tangents = [random_array(rng, s, t) for s, t in zip(shapes, types)]
     out, tangent_out = ea.jvp(lambda *a: ea.einsum(spec, *a), tuple(args), tuple(tangents))
     assert out.dtype == np.asarray(expected).dtype
     assert tangent_out.dtype == out.dtype, (spec, tangent_out.dtype, out.dtype)
@@ -298,8 +235,8 @@ def test_vjp_jvp_duality(case):
     if expected is None:
         return
     f = lambda *a: ea.einsum(spec, *a)
-    u = _array(rng, np.shape(expected), np.asarray(expected).dtype)
-    vs = [_array(rng, s, t) for s, t in zip(shapes, types)]
+    u = random_array(rng, np.shape(expected), np.asarray(expected).dtype)
+    vs = [random_array(rng, s, t) for s, t in zip(shapes, types)]
     _, pullback = ea.vjp(f, *args)
     grads = pullback(u)
     _, tangent_out = ea.jvp(f, tuple(args), tuple(vs))
@@ -334,7 +271,7 @@ def test_hvp_modes_agree_and_match_central_differences(case):
     if expected is None:
         return
     f = _loss(spec, rng.standard_normal(np.shape(expected)))
-    vs = tuple(_array(rng, s, t) for s, t in zip(shapes, types))
+    vs = tuple(random_array(rng, s, t) for s, t in zip(shapes, types))
     results = {m: ea.hvp(f, tuple(args), vs, mode=m) for m in MODES}
     every = tuple(range(len(args)))
     h = 1e-4

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import peak_bytes
 
 import einad as ea
+from tests.support.numerics import peak_bytes
 
 RNG = np.random.default_rng(9)
 

@@ -4,9 +4,9 @@ gives that curve too."""
 
 import numpy as np
 import pytest
-from conftest import assert_close
 
 import einad as ea
+from tests.support.numerics import assert_close
 
 NAMES = ("W1", "b1", "W2", "b2")
 LR = 0.2

@@ -3,10 +3,10 @@ and the promise never to write into a user's array."""
 
 import numpy as np
 import pytest
-from api_ops import BINARY, REDUCTIONS, UNARY
-from conftest import assert_close, numeric_grad, readonly
 
 import einad as ea
+from tests.support.api_ops import BINARY, REDUCTIONS, UNARY
+from tests.support.numerics import assert_close, numeric_grad, readonly
 
 pytestmark = pytest.mark.usefixtures("jit_mode")
 
