@@ -1,4 +1,4 @@
-"""Transformations on GPU arrays (issue 10): PyTorch on CUDA, and CuPy.
+"""einad.arrays on GPU devices: transformations on PyTorch CUDA tensors and CuPy arrays.
 
 Gradients, Hessians, `.grad` and `ea.jit` results must be arrays of the inputs' library
 on the inputs' device. Skipped, with the reason, where there is no CUDA device or no CuPy.

@@ -1,4 +1,6 @@
-"""The executor's choices, checked where a wrong choice changes no value (issue 13).
+"""einad.executor: its choices, checked where a wrong choice changes no value, and the
+standard-only path (permute_dims/reshape/matmul/sum, what a library without einsum gets)
+on every array library.
 
 Mutation testing (docs/guarantees.md, "Mutation testing") found edits to the executor
 that every value test passes: the numpy executor replaced by the generic one, a wrong
@@ -15,6 +17,8 @@ import itertools
 
 import numpy as np
 import pytest
+
+from tests.support.checks import check_lib, random_operands
 
 
 def _internal(module):
@@ -235,3 +239,46 @@ def test_each_pair_step_runs_on_the_path_its_plan_and_its_operands_choose(monkey
         got = executor._pair(x, y, sa, sb, so)
         np.testing.assert_allclose(got, np.einsum(f"{sa},{sb}->{so}", x, y), rtol=1e-12)
         assert bool(calls) == on_matmul, (sa, sb, so)
+
+
+# -- the standard-only path on every array library ----------------------------------------------
+
+STANDARD = [
+    (("ii",), "i", [(3, 3)]),
+    (("iij",), "ji", [(3, 3, 2)]),
+    (("ij",), "", [(2, 3)]),
+    (("bij", "bjk"), "bki", [(2, 2, 3), (2, 3, 4)]),
+    (("", "ij"), "ij", [(), (2, 3)]),
+    (("i", "j"), "ij", [(3,), (4,)]),
+    (("iji", "j"), "", [(3, 2, 3), (2,)]),
+    (("ij", "jk", "kl"), "li", [(2, 3), (3, 4), (4, 2)]),
+]
+
+
+class _WithoutEinsum:
+    """A library's namespace with no einsum: `executor.step` takes the standard's path."""
+
+    def __init__(self, xp):
+        self._xp = xp
+
+    def __getattr__(self, name):
+        if name == "einsum":
+            raise AttributeError(name)
+        return getattr(self._xp, name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex128", "int32", "int64"])
+def test_standard_path(lib, dtype):
+    """The contraction written with permute_dims/reshape/matmul/sum alone (what a library
+    without einsum gets) on every library, with numpy's result dtype."""
+    namespace = _internal("arrays").namespace
+
+    if lib.name == "numpy":
+        pytest.skip("numpy takes its own executor")
+    for ins, out, shapes in STANDARD:
+        ops = random_operands(shapes, dtype="complex128" if dtype == "complex128" else "float64")
+        ops = [(3 * o).astype(dtype) for o in ops]
+        xs = [lib.asarray(o) for o in ops]
+        want = np.einsum(",".join(ins) + "->" + out, *ops)
+        got = executor.step(_WithoutEinsum(namespace(*xs)), ins, out, xs)
+        check_lib(lib, got, want, rtol=1e-5 if dtype == "float32" else 1e-10)

@@ -1,10 +1,14 @@
-"""Contractions larger than memory (issue 11): sliced forward and backward, optimizer
-objects, reusable expressions, `contract_path`, and the memory they take.
+"""einad.slicing (and the sliced einsum of einad.rules.einsum): contractions larger than memory,
+sliced forward and backward, optimizer objects, reusable expressions, `contract_path`, and the
+memory they take.
 
 Slicing is forced by a small `memory_limit`; every value and gradient is compared
 with the same contraction unsliced. Each test that plans runs with both slice
-finders: einad's greedy one and, where installed, cotengra's.
+finders: einad's greedy one and, where installed, cotengra's. The sliced contractions also
+run on every array library (the `lib` fixture), against einad on numpy.
 """
+
+from __future__ import annotations
 
 import gc
 import os
@@ -21,12 +25,24 @@ import opt_einsum as oe
 import pytest
 
 import einad as ea
+import einad.transforms.batching
 from einad import executor, slicing
 from einad.explain import explain
 from einad.rules.einsum import contract_planned
 from einad.util import wrap
+from tests.support.checks import (
+    check_lib,
+    einsum_fn,
+    random_operands,
+    vjp_all,
+)
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
 
 EINSUM = sys.modules["einad.rules.einsum"]  # the module (einad.einsum is the function)
+
+
 TETRA = "abc,ade,bdf,cef->"  # every pairwise path goes through a 4-index intermediate
 
 
@@ -572,3 +588,40 @@ def test_an_ellipsis_dimension_is_reported_as_the_user_wrote_it(monkeypatch):
     ops = _ops(shapes)
     _close(expr(*ops), np.einsum("xab,xyab,yab->", *ops))  # numpy refuses a summed '...'
     slicing.plan.cache_clear()
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# -- sliced contractions (issue 11 on other libraries) ---------------------------------------------
+
+SLICED = [
+    ("abc,ade,bdf,cef->", [(4, 4, 4)] * 4, 64),  # scalar result
+    ("abc,ade,bdf->cef", [(4, 3, 5), (4, 2, 3), (3, 2, 4)], 20),  # output letters sliced
+    ("aabc,ade,bdf,cef->f", [(3, 3, 4, 2), (3, 3, 4), (4, 3, 2), (2, 4, 2)], 10),  # a repeated index
+]
+
+
+@pytest.mark.parametrize("case", SLICED, ids=[c[0] for c in SLICED])
+def test_sliced_einsum(lib, case):
+    eq, shapes, limit = case
+    ops = random_operands(shapes)
+    _, info = ea.contract_path(eq, *ops, memory_limit=limit)
+    assert info.sliced_indices, "the limit must force slicing"
+    vjp_all(lib, einsum_fn(eq, memory_limit=limit), ops)
+
+
+def test_sliced_second_order(lib):
+    eq, shapes, limit = SLICED[1]
+    ops = random_operands([*shapes, (5, 3, 4)])
+
+    def h(x, y, z, w):  # d/dz <grad_x <einsum(x, y, z), w>, x>: sliced sweeps differentiated
+        f = lambda x, y, z: ea.einsum("cef,cef->", ea.einsum(eq, x, y, z, memory_limit=limit), w)
+        return ea.grad(lambda z: ea.einsum("abc,abc->", ea.grad(f)(x, y, z), x))(z)
+
+    check_lib(lib, h(*[lib.asarray(o) for o in ops]), h(*ops), rtol=1e-9)
+
+
+def test_contract_expression(lib):
+    expr = ea.contract_expression("ij,jk,kl->il", (2, 3), (3, 4), (4, 2))
+    vjp_all(lib, expr, random_operands([(2, 3), (3, 4), (4, 2)]))

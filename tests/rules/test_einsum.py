@@ -1,22 +1,33 @@
-"""The Einsum primitive: numpy's whole grammar, values and derivatives.
+"""einad.rules.einsum (the Einsum primitive, through `ea.einsum`): numpy's whole grammar
+(string and interleaved forms, Unicode letters, implicit outputs, '...', repeated letters,
+size-1 broadcasting), optimize strategies, paths and memory_limit; values against numpy.einsum,
+gradients against closed forms and float64 central differences of numpy.einsum (never einad
+checking einad), to second order; and on every array library (the `lib` fixture: numpy,
+array-api-strict, torch, dask): values and gradients equal einad's on numpy, results of the
+inputs' library and dtype, dask never computed, two libraries refused."""
 
-Values are compared with numpy.einsum. Gradients are compared with closed forms
-or with float64 central differences of numpy.einsum itself, so a test never
-trusts einad to check einad.
-"""
+from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import einad as ea
-from tests.support.numerics import assert_close, check_op, numeric_grad, numeric_vjp, reference_einsum
+import einad.transforms.batching
+from tests.support.arraylibs import load
+from tests.support.checks import (
+    check_lib,
+    einsum_fn,
+    random_operands,
+    vjp_all,
+)
+from tests.support.numerics import (
+    assert_close,
+    numeric_grad,
+    numeric_vjp,
+    reference_einsum,
+)
 
-pytestmark = pytest.mark.usefixtures("jit_mode")
-
-
-def _operands(shapes, seed=0):
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s) for s in shapes]
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
 
 
 def check_einsum(spec, *args, f=None, **kwargs):
@@ -119,10 +130,11 @@ GRAMMAR = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(GRAMMAR))
 def test_einsum_grammar(name):
     spec, shapes = GRAMMAR[name]
-    check_einsum(spec, *_operands(shapes))
+    check_einsum(spec, *random_operands(shapes))
 
 
 # numpy's interleaved form: (call, the same contraction as a string, shapes)
@@ -169,12 +181,14 @@ INTERLEAVED = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(INTERLEAVED))
 def test_einsum_interleaved_form(name):
     f, spec, shapes = INTERLEAVED[name]
-    check_einsum(spec, *_operands(shapes), f=f)
+    check_einsum(spec, *random_operands(shapes), f=f)
 
 
+@both_modes
 @pytest.mark.parametrize(
     "sublists",
     [
@@ -188,7 +202,7 @@ def test_einsum_interleaved_form(name):
     ids=str,
 )
 def test_interleaved_form_matches_numpy_for_its_int_labels(sublists):
-    a, b = _operands([(2, 3, 4), (4, 3)])
+    a, b = random_operands([(2, 3, 4), (4, 3)])
     args = [a, sublists[0], b, sublists[1], *sublists[2:]]
     expected = np.einsum(*args)
     out = ea.einsum(*args)
@@ -196,8 +210,9 @@ def test_interleaved_form_matches_numpy_for_its_int_labels(sublists):
     assert_close(out.numpy(), expected)
 
 
+@both_modes
 def test_einsum_optimize_and_memory_limit_apply_to_the_interleaved_form():
-    a, b, c = _operands([(2, 3), (3, 4), (4, 2)])
+    a, b, c = random_operands([(2, 3), (3, 4), (4, 2)])
     for optimize in ("greedy", "optimal", [(1, 2), (0, 1)], False):
         check_einsum(
             "ij,jk,kl->il",
@@ -208,8 +223,9 @@ def test_einsum_optimize_and_memory_limit_apply_to_the_interleaved_form():
         )
 
 
+@both_modes
 def test_gradient_program_keeps_the_users_unicode_letters():
-    a, b = _operands([(2, 3), (3, 4)])
+    a, b = random_operands([(2, 3), (3, 4)])
     graph = ea.make_graph(ea.grad(lambda a, b: ea.sum(ea.einsum("αβ,βγ->αγ", a, b) ** 2), (0, 1)))(a, b)
     assert "einsum[αβ,βγ->αγ]" in str(graph)
     assert any(s.endswith("->αβ") for s in graph.einsums), graph.einsums
@@ -218,19 +234,21 @@ def test_gradient_program_keeps_the_users_unicode_letters():
     assert graph.einsums == ["ij,jk->ik"]  # one-letter labels are the letters the listing shows
 
 
+@both_modes
 def test_implicit_output_puts_upper_case_before_lower_case():
     x = np.arange(6.0).reshape(2, 3)
     out = ea.einsum("bA", x)  # implicit output "Ab": the transpose
     assert out.shape == (3, 2)
     assert_close(out.numpy(), x.T)
-    a, b = _operands([(2, 3, 4), (4, 5)])
+    a, b = random_operands([(2, 3, 4), (4, 5)])
     out = ea.einsum("aCd,dB", a, b)  # output "BCa"
     assert out.shape == (5, 3, 2)
     assert_close(out.numpy(), np.einsum("aCd,dB->BCa", a, b))
 
 
+@both_modes
 def test_implicit_output_sorts_letters_and_puts_ellipsis_first():
-    a, b = _operands([(5, 2, 3), (3, 4)])
+    a, b = random_operands([(5, 2, 3), (3, 4)])
     out = ea.einsum("...ji,ik", a, b)  # output: the ellipsis, then "jk"
     assert out.shape == (5, 2, 4)
     assert_close(out.numpy(), np.einsum("...ji,ik->...jk", a, b))
@@ -238,14 +256,16 @@ def test_implicit_output_sorts_letters_and_puts_ellipsis_first():
     assert out.shape == (5, 3, 2)
 
 
+@both_modes
 def test_einsum_accepts_tensors_and_mixed_operands():
-    a, b = _operands([(2, 3), (3, 4)])
+    a, b = random_operands([(2, 3), (3, 4)])
     out = ea.einsum("ij,jk->ik", ea.tensor(a), b)
     assert_close(out.numpy(), a @ b)
     ga = ea.grad(lambda a: ea.sum(ea.einsum("ij,jk->ik", a, ea.tensor(b))))(a)
     assert_close(ga, np.ones((2, 4)) @ b.T)
 
 
+@both_modes
 def test_einsum_and_linear_helpers_accept_python_scalars_and_lists():
     """API.md: every ea operation accepts Tensors, numpy arrays and Python scalars alike."""
     x = np.arange(3.0)
@@ -272,16 +292,18 @@ def test_einsum_and_linear_helpers_accept_python_scalars_and_lists():
     assert_close(ea.grad(lambda x: ea.sum(ea.einsum(",i", 2.0, x)))(x), np.full(3, 2.0))
 
 
+@both_modes
 def test_einsum_keeps_float32():
-    a, b = (x.astype(np.float32) for x in _operands([(2, 3), (3, 4)]))
+    a, b = (x.astype(np.float32) for x in random_operands([(2, 3), (3, 4)]))
     assert ea.einsum("ij,jk->ik", a, b).dtype == np.float32
     ga, gb = ea.grad(lambda a, b: ea.sum(ea.einsum("ij,jk->ik", a, b)), (0, 1))(a, b)
     assert ga.dtype == np.float32 and gb.dtype == np.float32
     assert_close(ga, np.ones((2, 4), np.float32) @ b.T, rtol=1e-5)
 
 
+@both_modes
 def test_einsum_of_complex_operands_matches_numpy():
-    a, b = _operands([(2, 3), (3, 4)])
+    a, b = random_operands([(2, 3), (3, 4)])
     c = a + 1j * a[::-1]
     out = ea.einsum("ij,jk->ik", c, b)
     assert out.dtype == np.complex128
@@ -291,16 +313,18 @@ def test_einsum_of_complex_operands_matches_numpy():
 # -- the cases known to break other engines ------------------------------------------------------
 
 
+@both_modes
 def test_trace_ii_to_scalar():
-    (x,) = _operands([(3, 3)])
+    (x,) = random_operands([(3, 3)])
     assert_close(ea.einsum("ii->", x).numpy(), np.trace(x))
     g = ea.grad(lambda x: ea.einsum("ii->", x))(x)
     assert_close(g, np.eye(3))
     check_einsum("ii->", x)
 
 
+@both_modes
 def test_nd_nn_to_d():
-    a, b = _operands([(3, 2), (3, 3)])
+    a, b = random_operands([(3, 2), (3, 3)])
     u = np.array([0.5, -2.0])
     _, pullback = ea.vjp(lambda a, b: ea.einsum("nd,nn->d", a, b), a, b)
     ga, gb = pullback(u)
@@ -309,8 +333,9 @@ def test_nd_nn_to_d():
     check_einsum("nd,nn->d", a, b)
 
 
+@both_modes
 def test_iij_to_ij():
-    (x,) = _operands([(2, 2, 3)])
+    (x,) = random_operands([(2, 2, 3)])
     u = np.arange(6.0).reshape(2, 3) + 1
     _, pullback = ea.vjp(lambda x: ea.einsum("iij->ij", x), x)
     (g,) = pullback(u)
@@ -321,8 +346,9 @@ def test_iij_to_ij():
     check_einsum("iij->ij", x)
 
 
+@both_modes
 def test_iij_to_i():
-    (x,) = _operands([(2, 2, 3)])
+    (x,) = random_operands([(2, 2, 3)])
     u = np.array([2.0, -3.0])
     _, pullback = ea.vjp(lambda x: ea.einsum("iij->i", x), x)
     (g,) = pullback(u)
@@ -333,8 +359,9 @@ def test_iij_to_i():
     check_einsum("iij->i", x)
 
 
+@both_modes
 def test_iji_to_j():
-    (x,) = _operands([(2, 3, 2)])
+    (x,) = random_operands([(2, 3, 2)])
     u = np.array([1.0, -2.0, 3.0])
     _, pullback = ea.vjp(lambda x: ea.einsum("iji->j", x), x)
     (g,) = pullback(u)
@@ -345,8 +372,9 @@ def test_iji_to_j():
     check_einsum("iji->j", x)
 
 
+@both_modes
 def test_i_ellipsis_to_ellipsis():
-    (x,) = _operands([(2, 3, 4)])
+    (x,) = random_operands([(2, 3, 4)])
     u = np.arange(12.0).reshape(3, 4)
     _, pullback = ea.vjp(lambda x: ea.einsum("i...->...", x), x)
     (g,) = pullback(u)
@@ -354,8 +382,9 @@ def test_i_ellipsis_to_ellipsis():
     check_einsum("i...->...", x)
 
 
+@both_modes
 def test_outer_i_j_to_ij():
-    a, b = _operands([(2,), (3,)])
+    a, b = random_operands([(2,), (3,)])
     u = np.arange(6.0).reshape(2, 3)
     _, pullback = ea.vjp(lambda a, b: ea.einsum("i,j->ij", a, b), a, b)
     ga, gb = pullback(u)
@@ -364,13 +393,15 @@ def test_outer_i_j_to_ij():
     check_einsum("i,j->ij", a, b)
 
 
+@both_modes
 def test_same_tensor_twice_ij_ji():
-    (x,) = _operands([(3, 3)])
+    (x,) = random_operands([(3, 3)])
     assert_close(ea.einsum("ij,ji->", x, x).numpy(), np.trace(x @ x))
     g = ea.grad(lambda x: ea.einsum("ij,ji->", x, x))(x)
     assert_close(g, 2 * x.T)  # both contributions add
 
 
+@both_modes
 @pytest.mark.parametrize(
     "spec, expected_grad",
     [
@@ -381,7 +412,7 @@ def test_same_tensor_twice_ij_ji():
     ],
 )
 def test_same_tensor_as_several_operands(spec, expected_grad):
-    (x,) = _operands([(3, 3)]) if "j" in spec else _operands([(4,)])
+    (x,) = random_operands([(3, 3)]) if "j" in spec else random_operands([(4,)])
     n = spec.split("->")[0].count(",") + 1
     assert_close(ea.einsum(spec, *[x] * n).numpy(), np.einsum(spec, *[x] * n))
     g = ea.grad(lambda x: ea.einsum(spec, *[x] * n))(x)
@@ -389,6 +420,7 @@ def test_same_tensor_as_several_operands(spec, expected_grad):
     assert_close(g, numeric_grad(lambda x: np.einsum(spec, *[x] * n), x))
 
 
+@both_modes
 def test_i_i_with_a_size_one_operand():
     a = np.array([1.5, -2.0])
     b = np.array([3.0])
@@ -401,9 +433,10 @@ def test_i_i_with_a_size_one_operand():
     check_einsum("i,i", a, b)
 
 
+@both_modes
 @pytest.mark.parametrize("shapes", [[(1, 2, 3), (4, 3)], [(4, 2, 3), (1, 3)], [(1, 2, 3), (1, 3)]])
 def test_batched_matvec_with_a_size_one_batch(shapes):
-    a, b = _operands(shapes)
+    a, b = random_operands(shapes)
     u = np.random.default_rng(5).standard_normal(np.einsum("...ij,...j", a, b).shape)
     _, pullback = ea.vjp(lambda a, b: ea.einsum("...ij,...j", a, b), a, b)
     ga, gb = pullback(u)
@@ -421,9 +454,12 @@ def test_batched_matvec_with_a_size_one_batch(shapes):
 # -- optimize strategies and memory_limit ----------------------------------------------------------
 
 CHAIN = "ij,jk,kl,lm->im"
+
+
 CHAIN_SHAPES = [(2, 3), (3, 4), (4, 2), (2, 3)]
 
 
+@both_modes
 @pytest.mark.parametrize(
     "optimize",
     [
@@ -443,187 +479,20 @@ CHAIN_SHAPES = [(2, 3), (3, 4), (4, 2), (2, 3)]
     ids=str,
 )
 def test_optimize_strategies_and_paths(optimize):
-    check_einsum(CHAIN, *_operands(CHAIN_SHAPES), optimize=optimize)
+    check_einsum(CHAIN, *random_operands(CHAIN_SHAPES), optimize=optimize)
 
 
+@both_modes
 @pytest.mark.parametrize("memory_limit", [None, 1, 8, 1000, "max_input"])
 def test_memory_limit(memory_limit):
-    check_einsum(CHAIN, *_operands(CHAIN_SHAPES), memory_limit=memory_limit)
+    check_einsum(CHAIN, *random_operands(CHAIN_SHAPES), memory_limit=memory_limit)
 
 
+@both_modes
 def test_optimize_with_repeated_and_broadcast_indices():
-    a, b, c = _operands([(2, 2, 3), (1, 3), (3, 4)])
+    a, b, c = random_operands([(2, 2, 3), (1, 3), (3, 4)])
     for optimize in ("greedy", "optimal", [(1, 2), (0, 1)], False):
         check_einsum("iij,kj,jl->il", a, b, c, optimize=optimize)
-
-
-# -- the linear helpers ------------------------------------------------------------------------------
-
-
-MATMUL_SHAPES = [
-    ((3,), (3,)),
-    ((3,), (3, 4)),
-    ((2, 3), (3,)),
-    ((2, 3), (3, 4)),
-    ((5, 2, 3), (5, 3, 4)),
-    ((5, 2, 3), (3, 4)),
-    ((2, 3), (5, 3, 4)),
-    ((1, 2, 3), (5, 3, 4)),
-    ((6, 1, 2, 3), (5, 3, 4)),
-    ((3,), (5, 3, 4)),
-    ((5, 2, 3), (3,)),
-]
-
-
-@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
-def test_matmul(shapes):
-    a, b = _operands(shapes)
-    check_op(ea.matmul, np.matmul, a, b)
-
-
-@pytest.mark.parametrize("shapes", MATMUL_SHAPES[:7], ids=str)
-def test_matmul_operator(shapes):
-    a, b = _operands(shapes)
-    check_op(lambda a, b: a @ b, np.matmul, a, b)  # Tensor @ Tensor inside vjp
-    check_op(lambda a: a @ b, lambda a: a @ b, a)  # Tensor @ ndarray
-    check_op(lambda b: a @ b, lambda b: a @ b, b)  # ndarray @ Tensor
-    out = ea.tensor(a) @ ea.tensor(b)
-    assert isinstance(out, ea.Tensor)
-    assert_close(out.numpy(), a @ b)
-
-
-@pytest.mark.parametrize(
-    "shapes",
-    [
-        ((), (3,)),
-        ((3,), ()),
-        ((3,), (3,)),
-        ((2, 3), (3,)),
-        ((3,), (3, 4)),
-        ((2, 3), (3, 4)),
-        ((2, 3, 4), (5, 4, 6)),
-        ((2, 3, 4), (4,)),
-    ],
-    ids=str,
-)
-def test_dot(shapes):
-    a, b = _operands(shapes)
-    check_op(ea.dot, np.dot, a, b)
-
-
-@pytest.mark.parametrize(
-    "shapes", [((), (3,)), ((3,), (3,)), ((2, 3), (3,)), ((2, 3), (4, 3)), ((2, 3, 4), (5, 4))], ids=str
-)
-def test_inner(shapes):
-    a, b = _operands(shapes)
-    check_op(ea.inner, np.inner, a, b)
-
-
-@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (4,)), ((), (3,))], ids=str)
-def test_outer(shapes):
-    a, b = _operands(shapes)
-    check_op(ea.outer, np.outer, a, b)
-
-
-@pytest.mark.parametrize(
-    "shapes, axes",
-    [
-        (((2, 3, 4), (3, 4, 5)), 2),
-        (((2, 3), (3, 4)), 1),
-        (((2, 3), (4, 5)), 0),
-        (((2, 3, 4), (4, 3, 5)), ([1, 2], [1, 0])),
-        (((2, 3), (3, 2)), ([0], [1])),
-        (((3, 4), (4, 3)), ((0, 1), (1, 0))),
-        (((2, 3, 4), (4, 5)), (-1, 0)),
-    ],
-    ids=str,
-)
-def test_tensordot(shapes, axes):
-    a, b = _operands(shapes)
-    check_op(lambda a, b: ea.tensordot(a, b, axes), lambda a, b: np.tensordot(a, b, axes), a, b)
-
-
-def test_tensordot_default_axes_is_two():
-    a, b = _operands([(2, 3, 4), (3, 4, 5)])
-    check_op(ea.tensordot, np.tensordot, a, b)
-
-
-@pytest.mark.parametrize("axes", [None, (1, 0, 2), (2, 0, 1), (-1, 0, 1)], ids=str)
-def test_transpose(axes):
-    (x,) = _operands([(2, 3, 4)])
-    check_op(lambda x: ea.transpose(x, axes), lambda x: np.transpose(x, axes), x)
-
-
-def test_transpose_method_and_T():
-    (x,) = _operands([(2, 3, 4)])
-    check_op(lambda x: x.T, lambda x: x.T, x)
-    check_op(lambda x: x.transpose(), lambda x: x.transpose(), x)
-    check_op(lambda x: x.transpose(1, 0, 2), lambda x: x.transpose(1, 0, 2), x)
-    check_op(lambda x: x.transpose((2, 0, 1)), lambda x: x.transpose((2, 0, 1)), x)
-    assert_close(ea.tensor(x).T.numpy(), x.T)
-
-
-DIAG_CASES = [
-    ((3, 3), {}),
-    ((3, 4), {}),
-    ((4, 3), {}),
-    ((3, 3), {"offset": 1}),
-    ((3, 3), {"offset": -1}),
-    ((3, 4), {"offset": 2}),
-    ((3, 4), {"offset": -2}),
-    ((3, 3), {"offset": 5}),
-    ((3, 3, 3), {"axis1": 1, "axis2": 2}),
-    ((3, 2, 3), {"axis1": 0, "axis2": 2}),
-    ((3, 2, 4), {"axis1": 2, "axis2": 0, "offset": 1}),
-    ((3, 4, 3), {"axis1": -1, "axis2": -3, "offset": -1}),
-]
-
-
-@pytest.mark.parametrize("shape, kwargs", DIAG_CASES, ids=str)
-def test_trace(shape, kwargs):
-    (x,) = _operands([shape])
-    check_op(lambda x: ea.trace(x, **kwargs), lambda x: np.trace(x, **kwargs), x)
-
-
-@pytest.mark.parametrize("shape, kwargs", DIAG_CASES, ids=str)
-def test_diagonal(shape, kwargs):
-    (x,) = _operands([shape])
-    check_op(lambda x: ea.diagonal(x, **kwargs), lambda x: np.diagonal(x, **kwargs), x)
-
-
-def test_trace_gradient_is_the_identity():
-    (x,) = _operands([(4, 4)])
-    assert_close(ea.grad(ea.trace)(x), np.eye(4))
-    assert_close(ea.grad(lambda x: ea.trace(x, offset=1))(x), np.eye(4, k=1))
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        {},
-        {"axis": 0},
-        {"axis": -1},
-        {"axis": (0, 2)},
-        {"axis": 1, "keepdims": True},
-        {"keepdims": True},
-        {"axis": ()},
-        {"axis": (-1, 0), "keepdims": True},
-    ],
-    ids=str,
-)
-def test_sum(kwargs):
-    (x,) = _operands([(2, 3, 4)])
-    check_op(lambda x: ea.sum(x, **kwargs), lambda x: np.sum(x, **kwargs), x)
-    check_op(lambda x: x.sum(**kwargs), lambda x: np.sum(x, **kwargs), x)
-
-
-def test_sum_gradient_is_ones_broadcast():
-    (x,) = _operands([(2, 3)])
-    assert_close(ea.grad(ea.sum)(x), np.ones((2, 3)))
-    assert_close(
-        ea.grad(lambda x: ea.sum(ea.sum(x, axis=0) * np.array([1.0, 2.0, 3.0])))(x),
-        np.tile([1.0, 2.0, 3.0], (2, 1)),
-    )
 
 
 # -- higher order -------------------------------------------------------------------------------------
@@ -640,8 +509,9 @@ def _numeric_jacobian(g, x, eps=1e-5):
     return out
 
 
+@both_modes
 def test_hessian_through_einsum():
-    (a,) = _operands([(2, 3)])
+    (a,) = random_operands([(2, 3)])
     f = lambda a: ea.sum(ea.einsum("ij,jk->ik", a, a.T) ** 2)
     closed_grad = lambda a: 4 * (a @ a.T) @ a
     assert_close(ea.grad(f)(a), closed_grad(a))
@@ -653,6 +523,7 @@ def test_hessian_through_einsum():
     assert_close(hv, np.einsum("ijkl,kl->ij", expected, v), rtol=1e-5, atol=1e-6)
 
 
+@both_modes
 @pytest.mark.parametrize(
     "spec, shape, operands",
     [
@@ -665,9 +536,156 @@ def test_hessian_through_einsum():
 )
 def test_second_derivative_of_einsum_with_itself(spec, shape, operands):
     """grad of grad through the einsum VJP rules (diagonal writes, broadcasts) vs differences of grad."""
-    (x,) = _operands([shape])
+    (x,) = random_operands([shape])
     f = lambda x: ea.sum(ea.sin(ea.einsum(spec, *operands(x))))
     ref = lambda x: np.sum(np.sin(np.einsum(spec, *operands(x))))
     g = ea.grad(f)
     assert_close(g(x), numeric_grad(ref, x))
     assert_close(ea.jacrev(g)(x), _numeric_jacobian(g, x), rtol=1e-5, atol=1e-6)
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# (id, function of the operands, operand shapes): the grammar einsum accepts.
+CASES = [
+    ("matmul", einsum_fn("ij,jk->ik"), [(2, 3), (3, 4)]),
+    ("batch-matmul", einsum_fn("bij,bjk->bik"), [(2, 2, 3), (2, 3, 4)]),
+    ("trace", einsum_fn("ii->"), [(3, 3)]),
+    ("diagonal", einsum_fn("ii->i"), [(3, 3)]),
+    ("repeated", einsum_fn("iij->ji"), [(3, 3, 2)]),
+    ("repeated-pair", einsum_fn("ii,i->i"), [(3, 3), (3,)]),
+    ("three-times", einsum_fn("iii,ij->j"), [(2, 2, 2), (2, 3)]),
+    ("outer", einsum_fn("i,j->ij"), [(3,), (4,)]),
+    ("summed-letters", einsum_fn("ijk,jk->i"), [(2, 3, 4), (3, 4)]),
+    ("sum-all", einsum_fn("ij->"), [(2, 3)]),
+    ("implicit", einsum_fn("ij,jk"), [(2, 3), (3, 4)]),
+    ("ellipsis", einsum_fn("...ij,...jk->...ik"), [(2, 2, 3), (3, 4)]),
+    ("summed-ellipsis", einsum_fn("...ij->ij"), [(2, 2, 3)]),
+    ("scalar-operand", einsum_fn(",ij->ij"), [(), (2, 3)]),
+    ("scalars", einsum_fn(",->"), [(), ()]),
+    ("size-1-broadcast", einsum_fn("ij,ij->ij"), [(2, 3), (1, 3)]),
+    ("three-optimal", einsum_fn("ij,jk,kl->li", optimize="optimal"), [(2, 3), (3, 4), (4, 2)]),
+    ("four-greedy", einsum_fn("ab,bc,cd,da->", optimize="greedy"), [(2, 3), (3, 4), (4, 2), (2, 2)]),
+    ("explicit-path", einsum_fn("ij,jk,kl->il", optimize=[(1, 2), (0, 1)]), [(2, 3), (3, 4), (4, 2)]),
+    ("one-step-path", einsum_fn("ij,jk,kl->il", optimize=False), [(2, 3), (3, 4), (4, 2)]),
+    ("unicode", einsum_fn("αβ,βγ->γα"), [(2, 3), (3, 4)]),
+    ("interleaved", lambda a, b: ea.einsum(a, [0, "j"], b, ["j", 2], [2, 0]), [(2, 3), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_einsum_value_and_gradients(lib, case):
+    _, f, shapes = case
+    vjp_all(lib, f, random_operands(shapes))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex(lib, dtype):
+    rtol = 1e-5 if dtype == "complex64" else 1e-10
+    vjp_all(
+        lib,
+        einsum_fn("ij,jk,kk->ik"),
+        random_operands([(2, 3), (3, 3), (3, 3)], dtype=dtype),
+        rtol=rtol,
+        atol=rtol,
+    )
+
+
+def test_float32_stays_float32(lib):
+    a, b = random_operands([(2, 3), (3, 3)], dtype=np.float32)
+    x, y = lib.asarray(a), lib.asarray(b)
+    out = ea.einsum("ij,jj->ij", x, y)
+    check_lib(lib, out, np.einsum("ij,jj->ij", a, b), rtol=1e-6)
+    loss = lambda x, y: ea.einsum("ij,jj,ij->", x, y, x)
+    ga, gb = ea.grad(loss, argnums=(0, 1))(x, y)
+    wa, wb = ea.grad(loss, argnums=(0, 1))(a, b)
+    check_lib(lib, ga, wa, rtol=1e-5)
+    check_lib(lib, gb, wb, rtol=1e-5)
+    # a Python number operand takes float32 too
+    check_lib(lib, ea.einsum(",ij->ij", 2.0, x), 2 * a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_einsum_keeps_numpy_dtype(lib, dtype):
+    a = np.arange(12).reshape(3, 4).astype(dtype)
+    b = np.arange(4 * 3).reshape(4, 3).astype(dtype) - 5
+    for spec, ops in [("ij,jk->ik", (a, b)), ("ii->", (b[:3],)), ("ij->j", (a,)), ("ij,ji->", (a, b))]:
+        check_lib(lib, ea.einsum(spec, *[lib.asarray(o) for o in ops]), np.einsum(spec, *ops))
+
+
+def test_mixed_dtypes_promote_as_numpy(lib):
+    a = random_operands([(2, 3)])[0].astype(np.float32)
+    b = np.arange(6).reshape(3, 2)
+    check_lib(
+        lib, ea.einsum("ij,jk->ik", lib.asarray(a), lib.asarray(b)), np.einsum("ij,jk->ik", a, b), rtol=1e-6
+    )
+
+
+def test_empty_operand_gives_zeros(lib):
+    a, b = np.zeros((2, 0)), np.ones((0, 3))
+    check_lib(lib, ea.einsum("ij,jk->ik", lib.asarray(a), lib.asarray(b)), np.zeros((2, 3)))
+
+
+def test_jvp(lib):
+    ops = random_operands([(2, 3), (3, 3), (3,)])
+    tans = random_operands([(2, 3), (3, 3), (3,)], seed=7)
+    f = lambda a, b, c: ea.einsum("ij,jj,j->i", a, b, c)
+    want_v, want_t = ea.jvp(f, ops, tans)
+    v, t = ea.jvp(f, [lib.asarray(o) for o in ops], [lib.asarray(t) for t in tans])
+    check_lib(lib, v, want_v)
+    check_lib(lib, t, want_t)
+
+
+def test_second_order(lib):
+    # d/dy <grad_x f(x, y), w>: the inner gradient is a broadcast (a Spread) of y's row sums
+    x, y, w = random_operands([(2, 3), (3, 3), (2, 3)])
+    f = lambda x, y: ea.einsum("ij,jk->", x, y)
+    h = lambda x, y, w: ea.grad(lambda y: ea.einsum("ij,ij->", ea.grad(f)(x, y), w))(y)
+    check_lib(lib, h(*[lib.asarray(o) for o in (x, y, w)]), h(x, y, w))
+
+
+# -- ea.jit --------------------------------------------------------------------------------------
+
+
+def test_jit(lib):
+    f = lambda a, b, c: ea.einsum("ij,jk,kk->ik", a, b, c)
+    loss = lambda a, b, c, d: ea.einsum("ij,jk,kk,il->", a, b, c, d)
+    ops = random_operands([(2, 3), (3, 3), (3, 3), (2, 4)])
+    xs = [lib.asarray(o) for o in ops]
+    check_lib(lib, ea.jit(f)(*xs[:3]), f(*ops[:3])._value)
+    argnums = (0, 1, 2, 3)
+    want = ea.grad(loss, argnums=argnums)(*ops)
+    for got, w in zip(ea.jit(ea.grad(loss, argnums=argnums))(*xs), want):
+        check_lib(lib, got, w)
+    # a Python number operand, traced weakly: float32 stays float32
+    x = ops[0].astype(np.float32)
+    scale = ea.jit(lambda x, s: ea.einsum(",ij->ij", s, x))
+    check_lib(lib, scale(lib.asarray(x), 2.0), 2 * x, rtol=1e-6)
+
+
+def test_dask_is_never_computed():
+    """A sliced gradient and a gradient written onto a diagonal build dask graphs, never run them."""
+
+    lib = load("dask")
+    if lib is None:
+        pytest.skip("dask is not installed")
+    from dask.callbacks import Callback
+
+    computed = []
+    ops = [lib.asarray(o) for o in random_operands([(3, 3, 4, 2), (3, 3, 4), (4, 3, 2), (2, 4, 2)])]
+    f = lambda *xs: ea.einsum("aabc,ade,bdf,cef->", *xs, memory_limit=10)
+    with Callback(start=computed.append):
+        grads = ea.grad(f, argnums=(0, 1, 2, 3))(*ops)
+        grads += ea.grad(lambda a, b: ea.einsum("iibc,ade->", a, b), argnums=(0, 1))(ops[0], ops[1])
+        assert not computed, "einad computed a dask array"
+        grads[0].compute()  # (the callback does see a compute)
+    assert computed
+    assert all(lib.owns(x) for x in grads)
+
+
+def test_two_libraries_refused(lib):
+    if lib.name == "numpy":
+        pytest.skip("needs a second library")
+    with pytest.raises(TypeError, match=r"numpy.*" + ("dask" if lib.name == "dask" else lib.name)):
+        ea.einsum("i,i->", np.ones(3), lib.asarray(np.ones(3)))

@@ -1,4 +1,4 @@
-"""Structured cotangent accumulation in the reverse pass (issue 9).
+"""einad.rules.einsum's structured cotangents in the reverse pass.
 
 Einsum's VJP hands the reverse pass an operand's cotangent as a `Spread` (the
 small array that the dense cotangent would be written from, and where it goes),
@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 
 import einad as ea
-from tests.support.numerics import peak_bytes
+import einad.transforms.batching
+from tests.support.numerics import (
+    peak_bytes,
+)
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
 
 RNG = np.random.default_rng(19)
 

@@ -1,32 +1,154 @@
-"""Property tests at scale (issue 6): random valid einsums, every mode of derivative.
+"""einad.rules.einsum on random einsums drawn by hypothesis (tests/support/strategies.py), in
+every mode of derivative.
 
-A hypothesis strategy draws numpy-valid einsum specs with operands: 1-6 operands,
-repeated indices inside an operand, '...' covering different ranks in different
-operands, size-0 and size-1 (broadcast) dimensions, implicit or explicit output,
-float32 / float64 / complex128 operands (sometimes mixed). For each case:
-
-* the value (and dtype) matches numpy.einsum;
-* the VJP matches central differences of numpy.einsum, taken in float64/complex128
-  along real *and imaginary* directions (JAX's convention: a real loss
-  L = Re <u, F(x)> has gradient dL/dRe x - i dL/dIm x);
-* the JVP matches central differences of numpy.einsum along the tangents;
-* VJP and JVP are dual: <vjp(u), v> == <u, jvp(v)> with the bilinear pairing;
-* second derivatives through ea.hvp: all three modes agree and match central
-  differences of ea.grad.
-
-Examples per test come from the hypothesis profile registered in conftest.py
-("ci": derandomized and small; EINAD_HYPOTHESIS_PROFILE=long for many more).
+* Grammar cases (`einsum_specs`): the value against numpy.einsum and every operand's VJP
+  against float64 central differences, also in the grammar's other spellings (Greek and CJK
+  letters, the interleaved form with int, string and mixed labels), and the JVP; the same
+  cases on array-api-strict and torch against einad on numpy.
+* Typed cases (`einsum_cases`: 1-6 operands, size-0 and size-1 dimensions, float32 / float64 /
+  complex128, sometimes mixed): the value and dtype match numpy.einsum; the VJP matches central
+  differences along real and imaginary directions (JAX's convention: a real loss
+  L = Re <u, F(x)> has gradient dL/dRe x - i dL/dIm x); the JVP matches central differences;
+  VJP and JVP are dual (<vjp(u), v> == <u, jvp(v)>); second derivatives through ea.hvp agree in
+  all three modes and match central differences of ea.grad.
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from hypothesis import example, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 import einad as ea
-from tests.support.strategies import einsum_cases, random_array
+import einad.transforms.batching
+from tests.support.arraylibs import load
+from tests.support.checks import (
+    check_lib,
+    einsum_fn,
+    random_operands,
+    vjp_all,
+)
+from tests.support.numerics import (
+    assert_close,
+    numeric_vjp,
+    reference_einsum,
+)
+from tests.support.strategies import einsum_cases, einsum_specs, random_array
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+
+# Renamings that keep the letters' order (an implicit output sorts by code point, upper case first).
+GREEK = str.maketrans(dict(zip("ABabcd", "ΑΒαβγδ")))
+
+
+CJK = str.maketrans(dict(zip("ABabcd", "一丁七万丈三")))
+
+
+FORMS = ["string", "greek", "cjk", "interleaved ints", "interleaved names", "interleaved mixed"]
+
+
+def _tokens(term):
+    return re.findall(r"\.\.\.|[A-Za-z]", term)
+
+
+def _implicit_output(terms):
+    """numpy's output for subscripts without '->': '...' first, then the letters used once, sorted."""
+    letters = [c for t in terms for c in _tokens(t) if c != "..."]
+    ellipsis = ["..."] if any("..." in t for t in terms) else []
+    return ellipsis + sorted(c for c in set(letters) if letters.count(c) == 1)
+
+
+def spelled(form, spec):
+    """`f(*operands)` computing the einsum `spec` written in the grammar's spelling `form`."""
+    if form == "string":
+        return lambda *ops: ea.einsum(spec, *ops)
+    if form in ("greek", "cjk"):
+        text = spec.translate(GREEK if form == "greek" else CJK)
+        return lambda *ops: ea.einsum(text, *ops)
+    label = {
+        "interleaved ints": ord,  # order-preserving, so an implicit output comes out the same
+        "interleaved names": lambda c: f"{c}_bond",
+        "interleaved mixed": lambda c: ord(c) if c in "aA" else f"{c}_bond",  # cannot be sorted
+    }[form]
+    lhs, arrow, rhs = spec.partition("->")
+    terms = lhs.split(",")
+    if not arrow and form == "interleaved mixed":
+        arrow, rhs = "->", "".join(_implicit_output(terms))  # unsortable labels need their output
+    sublists = [[Ellipsis if c == "..." else label(c) for c in _tokens(t)] for t in terms]
+    output = [[Ellipsis if c == "..." else label(c) for c in _tokens(rhs)]] if arrow else []
+
+    def f(*ops):
+        args = [x for pair in zip(ops, sublists) for x in pair]
+        return ea.einsum(*args, *output)
+
+    return f
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(einsum_specs())
+def test_random_einsum_value_and_vjp(case):
+    spec, shapes, seed = case
+    rng = np.random.default_rng(seed)
+    args = tuple(rng.standard_normal(s) for s in shapes)
+    expected = reference_einsum(spec, *args)
+    u = rng.standard_normal(expected.shape)
+    # einsum is linear in each operand, so a large step is exact and well conditioned
+    ref = lambda *a: reference_einsum(spec, *a)
+    numeric = [numeric_vjp(ref, args, u, argnum=k, eps=1.0) for k in range(len(args))]
+
+    for form in FORMS:
+        f = spelled(form, spec)
+        out = f(*args)
+        assert out.shape == expected.shape, (form, spec, shapes)
+        assert_close(out.numpy(), expected, rtol=1e-10, atol=1e-12)
+
+        value, pullback = ea.vjp(f, *args)
+        assert_close(value, expected, rtol=1e-10, atol=1e-12)
+        grads = pullback(u)
+        assert len(grads) == len(args)
+        for k, g in enumerate(grads):
+            assert g.shape == args[k].shape, (form, spec, shapes, k)
+            assert_close(g, numeric[k], rtol=1e-8, atol=1e-10)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(einsum_specs(), st.sampled_from(FORMS))
+def test_random_einsum_jvp(case, form):
+    spec, shapes, seed = case
+    rng = np.random.default_rng(seed)
+    args = tuple(rng.standard_normal(s) for s in shapes)
+    tangents = tuple(rng.standard_normal(s) for s in shapes)
+    _, tangent_out = ea.jvp(spelled(form, spec), args, tangents)
+    expected = sum(reference_einsum(spec, *(args[:k] + (t,) + args[k + 1 :])) for k, t in enumerate(tangents))
+    assert_close(tangent_out, expected, rtol=1e-10, atol=1e-12)
+
+
+# -- random specs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["array_api_strict", "torch"])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(case=einsum_specs())
+def test_random_specs(name, case):
+
+    lib = load(name)
+    if lib is None:
+        pytest.skip(f"{name} is not installed")
+    if name == "array_api_strict":
+        lib.module.set_array_api_strict_flags(api_version="2024.12")
+    spec, shapes, seed = case
+    ops = random_operands(shapes, seed=seed)
+    check_lib(lib, ea.einsum(spec, *[lib.asarray(o) for o in ops]), reference_einsum(spec, *ops))
+    vjp_all(lib, einsum_fn(spec), ops, seed=seed + 1)
+
 
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
 

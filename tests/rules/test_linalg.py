@@ -1,18 +1,33 @@
-"""ea.linalg: values against numpy.linalg, derivatives against central differences and
-closed forms, to second order, batched, complex, float32, staged under ea.jit, and through
-the batched Jacobian path."""
+"""einad.rules.linalg (ea.linalg): values against numpy.linalg, derivatives against central
+differences and closed forms, to second order, batched, complex, float32, staged under ea.jit,
+and through the batched Jacobian path; and on every array library (`lib`): values against
+numpy.linalg's, gradients and second derivatives against einad's on numpy, results of the
+inputs' library (float32 kept on torch), lazy on dask; on torch, gradients against
+torch.autograd."""
+
+from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import einad as ea
 import einad.transforms.batching
-from einad.rules.elementwise import conj  # for Vᴴ (ea.conj is not public yet)
-from tests.support.numerics import assert_close, check_op, numeric_grad
+from einad.core import strip
+from einad.rules.elementwise import (
+    conj,  # for Vᴴ (ea.conj is not public yet)
+)
+from tests.support.numerics import (
+    assert_close,
+    check_op,
+    numeric_grad,
+)
 
-pytestmark = pytest.mark.usefixtures("jit_mode")
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
 
 L = ea.linalg
+
+
 RNG = np.random.default_rng(12)
 
 
@@ -49,10 +64,15 @@ def _tuple(out):
 
 REAL, COMPLEX = np.float64, np.complex128
 
+
 # -- values ---------------------------------------------------------------------------------------
 
 SQUARE = [(3, 3), (2, 4, 4), (2, 1, 3, 3)]
+
+
 RECT = [(5, 3), (3, 5), (2, 4, 2), (2, 2, 4)]
+
+
 DTYPES = [np.float64, np.float32, np.complex128, np.complex64]
 
 
@@ -69,6 +89,7 @@ def _close(ours, theirs, dtype):
     assert_close(ours.numpy(), theirs, rtol=tol, atol=tol)
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SQUARE)
 def test_square_functions_match_numpy(shape, dtype):
@@ -89,6 +110,7 @@ def test_square_functions_match_numpy(shape, dtype):
     _close(L.svd(s, hermitian=True), np.linalg.svd(s, hermitian=True), dtype)
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", RECT)
 def test_rectangular_functions_match_numpy(shape, dtype):
@@ -104,6 +126,7 @@ def test_rectangular_functions_match_numpy(shape, dtype):
     _close(L.norm(a), np.linalg.norm(a), dtype)
 
 
+@both_modes
 def test_norm_matches_numpy_for_every_order_axis_and_keepdims():
     x = _normal((3, 4))
     for ord_ in (None, 1, 2, 3, 0.5, 0, -1, np.inf, -np.inf):
@@ -121,6 +144,7 @@ def test_norm_matches_numpy_for_every_order_axis_and_keepdims():
     _close(ours, theirs, REAL)
 
 
+@both_modes
 def test_dtype_rules_follow_numpy():
     ints = np.array([[2, 1], [1, 3]])
     for f in (L.inv, L.det, L.cholesky, L.norm):
@@ -134,6 +158,7 @@ def test_dtype_rules_follow_numpy():
         L.inv(np.eye(2, dtype=np.float16))
 
 
+@both_modes
 def test_results_are_numpys_named_tuples():
     s = hermitian((3, 3))
     assert L.eigh(s).eigenvalues.shape == (3,) and L.eigh(s).eigenvectors.shape == (3, 3)
@@ -142,6 +167,7 @@ def test_results_are_numpys_named_tuples():
     assert L.slogdet(s).logabsdet.shape == L.slogdet(s).sign.shape == ()
 
 
+@both_modes
 def test_results_are_pytrees_under_jit_and_jacobians():
     """numpy's result types are namedtuples, so transformations keep their structure."""
     s = hermitian((3, 3))
@@ -159,6 +185,7 @@ def test_results_are_pytrees_under_jit_and_jacobians():
 # -- errors ---------------------------------------------------------------------------------------
 
 
+@both_modes
 @pytest.mark.parametrize("f", [L.inv, L.det, L.slogdet, L.cholesky, L.eigh], ids=lambda f: f.__name__)
 def test_shape_errors_are_numpys(f):
     with pytest.raises(L.LinAlgError, match="1-dimensional array given"):
@@ -167,6 +194,7 @@ def test_shape_errors_are_numpys(f):
         f(np.ones((2, 3)))
 
 
+@both_modes
 def test_other_errors_come_at_the_call():
     with pytest.raises(L.LinAlgError, match="not positive definite"):
         L.cholesky(-np.eye(2))
@@ -240,6 +268,7 @@ GRADS = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", [REAL, COMPLEX])
 @pytest.mark.parametrize("name", sorted(GRADS))
 def test_gradients_of_square_functions(name, dtype):
@@ -248,6 +277,7 @@ def test_gradients_of_square_functions(name, dtype):
     assert ea.gradcheck(f, make((4, 4), dtype))
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", [REAL, COMPLEX])
 @pytest.mark.parametrize("shape", RECT)
 def test_gradients_of_svd_and_qr(shape, dtype):
@@ -260,6 +290,7 @@ def test_gradients_of_svd_and_qr(shape, dtype):
     assert ea.gradcheck(lambda a: L.qr(a, "r"), a)
 
 
+@both_modes
 def test_solve_in_both_operands_with_broadcast_batches():
     a, b = general((2, 1, 3, 3)), _normal((4, 3, 2))
     assert ea.gradcheck(lambda a, b: L.solve(a, b), a, b)
@@ -268,6 +299,7 @@ def test_solve_in_both_operands_with_broadcast_batches():
     assert ea.gradcheck(lambda a, b: L.solve(a, b), ac, bc)
 
 
+@both_modes
 def test_real_matrices_differentiate_their_vectors_too():
     """For real input the sign convention of LAPACK is locally constant: the vectors
     themselves have derivatives, checked against numpy's own by central differences."""
@@ -281,6 +313,7 @@ def test_real_matrices_differentiate_their_vectors_too():
     check_op(L.cholesky, np.linalg.cholesky, s)
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 def test_single_precision_stays_single_precision(dtype):
     a, s, m = general((3, 3), dtype), hermitian((3, 3), dtype), _normal((4, 3), dtype)
@@ -307,6 +340,7 @@ def test_single_precision_stays_single_precision(dtype):
 # -- closed forms ---------------------------------------------------------------------------------
 
 
+@both_modes
 def test_determinant_closed_forms():
     a = general((2, 3, 3))
     inv_t = np.swapaxes(np.linalg.inv(a), -1, -2)
@@ -323,12 +357,14 @@ def test_determinant_closed_forms():
     assert_close(ga, -lam @ x.T)
 
 
+@both_modes
 def test_complex_determinant_is_holomorphic():
     a = general((3, 3), COMPLEX)
     _, t = ea.jvp(L.det, (a,), (np.eye(3, dtype=COMPLEX),))
     assert_close(t, np.linalg.det(a) * np.trace(np.linalg.inv(a)))
 
 
+@both_modes
 def test_symmetric_closed_forms_read_one_triangle():
     s = hermitian((4, 4))
     lower = np.tril(np.ones((4, 4)), -1)
@@ -343,6 +379,7 @@ def test_symmetric_closed_forms_read_one_triangle():
     assert_close(ea.grad(logdet)(s), si * (np.eye(4) + 2 * lower))
 
 
+@both_modes
 def test_norm_closed_forms():
     m = _normal((4, 3))
     u, _, vh = np.linalg.svd(m, full_matrices=False)
@@ -358,6 +395,8 @@ def test_norm_closed_forms():
 # -- second order ---------------------------------------------------------------------------------
 
 C4 = RNG.standard_normal((4, 4))
+
+
 SECOND = {
     "inv": (lambda a: ea.sum(L.inv(a) * C4), general),
     "solve": (lambda a: ea.sum(L.solve(a, C4[:, :2]) ** 2), general),
@@ -373,6 +412,7 @@ SECOND = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(SECOND))
 def test_second_order(name):
     f, make = SECOND[name]
@@ -386,6 +426,7 @@ def test_second_order(name):
     assert_close(h[1, 2], numeric_grad(lambda x: g(x)[1, 2], a, eps=1e-5), rtol=1e-4, atol=1e-6)
 
 
+@both_modes
 @pytest.mark.parametrize("shape", [(4, 3), (3, 4)])
 def test_second_order_rectangular(shape):
     a = _normal(shape)
@@ -401,6 +442,7 @@ def test_second_order_rectangular(shape):
         assert ea.gradcheck(ea.grad(f), a, atol=1e-5, rtol=1e-4)
 
 
+@both_modes
 def test_second_order_complex():
     s = hermitian((3, 3), COMPLEX)
     c = RNG.standard_normal((3, 3))
@@ -412,6 +454,7 @@ def test_second_order_complex():
 # -- degenerate spectra ---------------------------------------------------------------------------
 
 
+@both_modes
 def test_repeated_eigenvalues_give_finite_gauge_invariant_gradients():
     q = np.linalg.qr(RNG.standard_normal((4, 4)))[0]
     s = q @ np.diag([1.0, 1.0, 3.0, 5.0]) @ q.T
@@ -445,6 +488,7 @@ PROGRAMS = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_staged_derivative_programs_replay_on_new_inputs(name):
     """The VJP and JVP rules stage operations only (no value read in Python, nothing
@@ -463,6 +507,7 @@ def test_staged_derivative_programs_replay_on_new_inputs(name):
     assert ea.gradcheck(ea.jit(f), a2)
 
 
+@both_modes
 def test_programs_list_the_linalg_primitives():
     a = general((3, 3))
     assert "slogdet a" in str(ea.make_graph(lambda a: L.slogdet(a)[1])(a))
@@ -481,6 +526,7 @@ def no_loops(monkeypatch):
     monkeypatch.setattr(einad.transforms.batching, "_loop", refuse)
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_jacobians_take_the_batched_path(name, no_loops):
     f, make = PROGRAMS[name]
@@ -491,6 +537,7 @@ def test_jacobians_take_the_batched_path(name, no_loops):
     assert_close(np.tensordot(u, jr, axes=u.ndim), numeric_grad(lambda x: np.sum(u * np.asarray(f(x))), a))
 
 
+@both_modes
 def test_solve_jacobians_in_both_operands(no_loops):
     a, b = general((2, 3, 3)), _normal(3)
     for argnums in (0, 1):
@@ -501,6 +548,7 @@ def test_solve_jacobians_in_both_operands(no_loops):
     assert_close(h.reshape(9, 9), h.reshape(9, 9).T)
 
 
+@both_modes
 def test_hessians_of_decompositions_take_the_batched_path(no_loops):
     s = hermitian((3, 3))
     losses = (
@@ -512,7 +560,318 @@ def test_hessians_of_decompositions_take_the_batched_path(no_loops):
         assert_close(ea.hessian(f)(s), ea.jacrev(ea.grad(f))(s), atol=1e-8)
 
 
+@both_modes
 def test_imperative_backward():
     x = ea.tensor(general((3, 3)), requires_grad=True)
     L.slogdet(x)[1].backward()
     assert_close(x.grad, np.linalg.inv(x.numpy()).T)
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+LIB_RNG = np.random.default_rng(7)
+
+
+def _mT(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def lib_general(shape):
+    """A well-conditioned square matrix (stack)."""
+    return LIB_RNG.standard_normal(shape) + 3 * np.eye(shape[-1])
+
+
+def spd(shape):
+    """Symmetric positive definite, with distinct eigenvalues (almost surely)."""
+    m = LIB_RNG.standard_normal(shape)
+    return m @ _mT(m) + shape[-1] * np.eye(shape[-1])
+
+
+def weights(shape):
+    return LIB_RNG.standard_normal(shape)
+
+
+def _tol(dtype, grad=False):
+    if np.dtype(dtype) == np.float32:
+        return 2e-3 if grad else 2e-4
+    return 1e-8
+
+
+def wsum(w, x):
+    """Σ w·x, an einsum (works on every library)."""
+    return ea.einsum("...,...->", w, x)
+
+
+def wsq(w, x):
+    """Σ w·x², invariant under the sign of any row or column of x."""
+    return ea.einsum("...,...,...->", w, x, x)
+
+
+# Each case: the numpy inputs, then `make(w)` -> a scalar function of the inputs (weights
+# `w` already in the inputs' library), then the weight shapes, then the outputs whose values
+# are compared with numpy's: (einad function, numpy function, compare absolute values
+# (vectors of a decomposition are defined up to sign)).
+A = lib_general((2, 3, 3))
+
+
+S = spd((2, 3, 3))
+
+
+B = LIB_RNG.standard_normal((2, 3, 2))
+
+
+R = LIB_RNG.standard_normal((2, 4, 3))  # tall, full column rank
+
+
+W = LIB_RNG.standard_normal((3, 4))  # wide
+
+
+CASES = {
+    "inv": (
+        [A],
+        lambda w: lambda a: wsum(w[0], L.inv(a)),
+        [(2, 3, 3)],
+        [(lambda a: L.inv(a), np.linalg.inv, False)],
+    ),
+    "solve": (
+        [A, B],
+        lambda w: lambda a, b: wsum(w[0], L.solve(a, b)),
+        [(2, 3, 2)],
+        [(lambda a, b: L.solve(a, b), np.linalg.solve, False)],
+    ),
+    "det": (
+        [A],
+        lambda w: lambda a: wsum(w[0], L.det(a)),
+        [(2,)],
+        [(lambda a: L.det(a), np.linalg.det, False)],
+    ),
+    "slogdet": (
+        [A],
+        lambda w: lambda a: wsum(w[0], L.slogdet(a).logabsdet),
+        [(2,)],
+        [
+            (lambda a: L.slogdet(a).sign, lambda a: np.linalg.slogdet(a)[0], False),
+            (lambda a: L.slogdet(a).logabsdet, lambda a: np.linalg.slogdet(a)[1], False),
+        ],
+    ),
+    "cholesky": (
+        [S],
+        lambda w: lambda a: wsum(w[0], L.cholesky(a)),
+        [(2, 3, 3)],
+        [(lambda a: L.cholesky(a), np.linalg.cholesky, False)],
+    ),
+    "eigh": (
+        [S],
+        lambda w: lambda a: wsum(w[0], L.eigh(a).eigenvalues) + wsq(w[1], L.eigh(a).eigenvectors),
+        [(2, 3), (2, 3, 3)],
+        [
+            (lambda a: L.eigh(a).eigenvalues, lambda a: np.linalg.eigh(a)[0], False),
+            (lambda a: L.eigh(a).eigenvectors, lambda a: np.linalg.eigh(a)[1], True),
+        ],
+    ),
+    "eigh_upper": (
+        [np.triu(S)],
+        lambda w: lambda a: wsum(w[0], L.eigh(a, UPLO="U").eigenvalues),
+        [(2, 3)],
+        [(lambda a: L.eigh(a, UPLO="U").eigenvalues, lambda a: np.linalg.eigh(a, UPLO="U")[0], False)],
+    ),
+    "svd": (
+        [R],
+        lambda w: (
+            lambda a: (
+                wsum(w[0], L.svd(a, full_matrices=False).S)
+                + wsq(w[1], L.svd(a, full_matrices=False).U)
+                + wsq(w[2], L.svd(a, full_matrices=False).Vh)
+            )
+        ),
+        [(2, 3), (2, 4, 3), (2, 3, 3)],
+        [
+            (lambda a: L.svd(a, full_matrices=False).S, lambda a: np.linalg.svd(a)[1], False),
+            (
+                lambda a: L.svd(a, full_matrices=False).U,
+                lambda a: np.linalg.svd(a, full_matrices=False)[0],
+                True,
+            ),
+            (lambda a: L.svd(a).Vh, lambda a: np.linalg.svd(a)[2], True),
+        ],
+    ),
+    "svd_hermitian": (
+        [S],
+        lambda w: lambda a: wsum(w[0], L.svd(a, hermitian=True).S),
+        [(2, 3)],
+        [(lambda a: L.svd(a, hermitian=True).S, lambda a: np.linalg.svd(a, hermitian=True)[1], False)],
+    ),
+    "qr": (
+        [R],
+        lambda w: lambda a: wsq(w[0], L.qr(a).Q) + wsq(w[1], L.qr(a).R),
+        [(2, 4, 3), (2, 3, 3)],
+        [
+            (lambda a: L.qr(a).Q, lambda a: np.linalg.qr(a)[0], True),
+            (lambda a: L.qr(a).R, lambda a: np.linalg.qr(a)[1], True),
+        ],
+    ),
+    "qr_wide": (
+        [W],
+        lambda w: lambda a: wsq(w[0], L.qr(a).Q) + wsq(w[1], L.qr(a).R),
+        [(3, 3), (3, 4)],
+        [(lambda a: L.qr(a).R, lambda a: np.linalg.qr(a)[1], True)],
+    ),
+}
+
+
+WEIGHTS = {name: [weights(s) for s in case[2]] for name, case in CASES.items()}
+
+
+def _lib_dtype(lib, dtype):
+    return getattr(lib.module, np.dtype(dtype).name) if lib.name != "numpy" else np.dtype(dtype)
+
+
+def _inputs(lib, arrays, dtype):
+    return [lib.asarray(np.asarray(x, dtype)) for x in arrays]
+
+
+def _dtypes(lib):
+    return [np.float64, np.float32] if lib.name == "torch" else [np.float64]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_values_match_numpy(lib, name):
+    arrays, _, _, outputs = CASES[name]
+    for dtype in _dtypes(lib):
+        xs = _inputs(lib, arrays, dtype)
+        refs = [np.asarray(x, dtype) for x in arrays]
+        for ours_fn, np_fn, absolute in outputs:
+            ours = ours_fn(*xs)
+            raw = strip(ours)
+            assert lib.owns(raw), f"{name}: a {type(raw).__name__}, not a {lib.name} array"
+            if lib.name == "dask":
+                assert isinstance(raw, lib.module.Array)  # lazy, computed by the comparison below
+            assert ours.dtype == np.dtype(dtype)
+            got, want = lib.numpy(raw), np_fn(*refs)
+            assert got.dtype == np.dtype(dtype)
+            if absolute:
+                got, want = np.abs(got), np.abs(want)
+            assert_close(got, want, rtol=_tol(dtype), atol=_tol(dtype))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gradients_match_numpy(lib, name):
+    arrays, make, _, _ = CASES[name]
+    argnums = tuple(range(len(arrays)))
+    want = ea.grad(make(WEIGHTS[name]), argnums=argnums)(*arrays)
+    for dtype in _dtypes(lib):
+        w = _inputs(lib, WEIGHTS[name], dtype)
+        got = ea.grad(make(w), argnums=argnums)(*_inputs(lib, arrays, dtype))
+        for g, ref in zip(got, want):
+            assert lib.owns(g), f"{name}: gradient is a {type(g).__name__}"
+            if lib.name == "dask":
+                assert isinstance(g, lib.module.Array)
+            g = lib.numpy(g)
+            assert g.dtype == np.dtype(dtype)
+            tol = _tol(dtype, grad=True)
+            assert_close(g, ref, rtol=tol, atol=tol)
+
+
+# second order: a Hessian-vector product through each rule, on one matrix (no batch axes:
+# dask's graphs of second derivatives grow with the number of blocks), each rule in one mode
+SECOND_MODES = [
+    ("inv", "fwd-over-rev"),
+    ("solve", "rev-over-rev"),
+    ("det", "fwd-over-rev"),
+    ("slogdet", "rev-over-rev"),
+    ("cholesky", "fwd-over-rev"),
+    ("eigh", "rev-over-rev"),
+    ("svd", "fwd-over-rev"),
+    ("qr", "rev-over-rev"),
+]
+
+
+@pytest.mark.parametrize(("name", "mode"), SECOND_MODES)
+def test_second_derivatives_match_numpy(lib, name, mode):
+    arrays, make, _, _ = CASES[name]
+    arrays = [x[0] for x in arrays]
+    w_np = [w[0] for w in WEIGHTS[name]]
+    tangents = [LIB_RNG.standard_normal(np.shape(x)) for x in arrays]
+    want = ea.hvp(make(w_np), arrays, tangents, mode)
+    w = _inputs(lib, w_np, np.float64)
+    got = ea.hvp(make(w), _inputs(lib, arrays, np.float64), _inputs(lib, tangents, np.float64), mode)
+    for g, ref in zip(got, want):
+        assert lib.owns(g)
+        if lib.name == "dask":
+            assert isinstance(g, lib.module.Array)
+        assert_close(lib.numpy(g), ref, rtol=1e-7, atol=1e-7)
+
+
+def test_solve_vector_right_hand_side(lib):
+    a, b, w3 = A[0], B[0, :, 0], W[0, :3]
+    want = ea.grad(lambda a, b: wsum(w3, L.solve(a, b)), argnums=(0, 1))(a, b)
+    w = lib.asarray(w3)
+    out = L.solve(lib.asarray(a), lib.asarray(b))
+    assert lib.owns(strip(out))
+    assert_close(lib.numpy(strip(out)), np.linalg.solve(a, b))
+    got = ea.grad(lambda a, b: wsum(w, L.solve(a, b)), argnums=(0, 1))(lib.asarray(a), lib.asarray(b))
+    for g, ref in zip(got, want):
+        assert lib.owns(g)
+        assert_close(lib.numpy(g), ref)
+
+
+def test_singular_matrix_is_linalg_error(lib):
+    if lib.name == "dask":  # lazy: numpy.linalg's error comes with the computation
+        out = strip(L.inv(lib.asarray(np.zeros((2, 2)))))
+        assert isinstance(out, lib.module.Array)
+        with pytest.raises(L.LinAlgError):
+            out.compute()
+        return
+    with pytest.raises(L.LinAlgError):
+        L.inv(lib.asarray(np.zeros((2, 2))))
+
+
+def test_a_library_without_linalg_is_a_clear_error():
+    import types
+
+    from einad.rules.linalg import _call
+
+    fake = types.ModuleType("fakearrays")
+    with pytest.raises(NotImplementedError, match=r"einad.linalg.eigh.*fakearrays has no linalg.eigh"):
+        _call(fake, "eigh", None)
+
+
+# -- torch: gradients against torch.autograd ------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", ["det", "solve", "cholesky"])
+def test_torch_gradients_match_autograd(name, dtype):
+    torch = pytest.importorskip("torch")
+    tol = _tol(dtype, grad=True)
+    a, b = np.asarray(A, dtype), np.asarray(B, dtype)
+    if name == "det":
+        w = torch.from_numpy(np.asarray(WEIGHTS["det"][0], dtype))
+        ours = ea.grad(lambda x: wsum(w, L.det(x)))(torch.from_numpy(a))
+        x = torch.from_numpy(a).requires_grad_()
+        (w * torch.linalg.det(x)).sum().backward()
+        theirs = [x.grad]
+        ours = [ours]
+    elif name == "solve":
+        w = torch.from_numpy(np.asarray(WEIGHTS["solve"][0], dtype))
+        ours = ea.grad(lambda x, y: wsum(w, L.solve(x, y)), argnums=(0, 1))(
+            torch.from_numpy(a), torch.from_numpy(b)
+        )
+        x, y = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b).requires_grad_()
+        (w * torch.linalg.solve(x, y)).sum().backward()
+        theirs = [x.grad, y.grad]
+    else:
+        # through S = M Mᵀ, so both conventions for the unread triangle (einad: numpy's, the
+        # lower one; torch: symmetrized) give the same gradient in M
+        w = torch.from_numpy(np.asarray(WEIGHTS["cholesky"][0], dtype))
+        ours = [
+            ea.grad(lambda m: wsum(w, L.cholesky(ea.einsum("...ik,...jk->...ij", m, m))))(torch.from_numpy(a))
+        ]
+        x = torch.from_numpy(a).requires_grad_()
+        (w * torch.linalg.cholesky(x @ x.mT)).sum().backward()
+        theirs = [x.grad]
+    for g, ref in zip(ours, theirs):
+        assert isinstance(g, torch.Tensor)
+        assert g.dtype == ref.dtype
+        assert_close(g.numpy(), ref.numpy(), rtol=tol, atol=tol)

@@ -1,18 +1,10 @@
-"""The helpers around einsum take their inputs as numpy does (issue 12).
-
-One test per class of input, swept over every public operation of `einad.ops`
-that the class concerns (a test below checks that the tables name them all):
-
-* integer and boolean reductions use numpy's accumulator dtypes;
-* a contracted dimension of size 1 against size n is refused, as numpy refuses it
-  (einsum's size-1 broadcasting of a label must not leak into the helpers);
-* an axis out of range is numpy's ``AxisError`` (never wrapped modulo ndim), a
-  repeated axis a ``ValueError``, an axis that is not an integer a ``TypeError``;
-* no message names an index letter the user did not write.
-
-Each test runs eagerly and under ``ea.jit`` (the ``jit_mode`` fixture), which
-decides everything from shapes and dtypes.
-"""
+"""einad.rules.linear: the front ends written as one einsum (matmul and @, dot, inner, outer,
+tensordot, transpose, moveaxis, trace, diagonal, sum) and the inputs the helpers take as numpy
+does: values against numpy, VJPs against central differences (eagerly and under ea.jit); numpy's
+accumulator dtypes for integer and boolean reductions; a contracted size-1 dimension against
+size n refused; axes out of range, repeated or not integers refused as numpy refuses them, with
+no internal index letter in a message; and on every array library (`lib`): values and
+gradients equal einad's on numpy, results of the inputs' library."""
 
 from __future__ import annotations
 
@@ -24,9 +16,230 @@ import pytest
 from numpy.exceptions import AxisError
 
 import einad as ea
+import einad.transforms.batching
 from einad import ops
+from tests.support.checks import (
+    check_lib,
+    random_operands,
+    stays_float32,
+    vjp_all,
+)
+from tests.support.numerics import (
+    assert_close,
+    check_op,
+)
 
-pytestmark = pytest.mark.usefixtures("jit_mode")
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+
+# -- the linear helpers ------------------------------------------------------------------------------
+
+
+MATMUL_SHAPES = [
+    ((3,), (3,)),
+    ((3,), (3, 4)),
+    ((2, 3), (3,)),
+    ((2, 3), (3, 4)),
+    ((5, 2, 3), (5, 3, 4)),
+    ((5, 2, 3), (3, 4)),
+    ((2, 3), (5, 3, 4)),
+    ((1, 2, 3), (5, 3, 4)),
+    ((6, 1, 2, 3), (5, 3, 4)),
+    ((3,), (5, 3, 4)),
+    ((5, 2, 3), (3,)),
+]
+
+
+@both_modes
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes):
+    a, b = random_operands(shapes)
+    check_op(ea.matmul, np.matmul, a, b)
+
+
+@both_modes
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES[:7], ids=str)
+def test_matmul_operator(shapes):
+    a, b = random_operands(shapes)
+    check_op(lambda a, b: a @ b, np.matmul, a, b)  # Tensor @ Tensor inside vjp
+    check_op(lambda a: a @ b, lambda a: a @ b, a)  # Tensor @ ndarray
+    check_op(lambda b: a @ b, lambda b: a @ b, b)  # ndarray @ Tensor
+    out = ea.tensor(a) @ ea.tensor(b)
+    assert isinstance(out, ea.Tensor)
+    assert_close(out.numpy(), a @ b)
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((), (3,)),
+        ((3,), ()),
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((3,), (3, 4)),
+        ((2, 3), (3, 4)),
+        ((2, 3, 4), (5, 4, 6)),
+        ((2, 3, 4), (4,)),
+    ],
+    ids=str,
+)
+def test_dot(shapes):
+    a, b = random_operands(shapes)
+    check_op(ea.dot, np.dot, a, b)
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "shapes", [((), (3,)), ((3,), (3,)), ((2, 3), (3,)), ((2, 3), (4, 3)), ((2, 3, 4), (5, 4))], ids=str
+)
+def test_inner(shapes):
+    a, b = random_operands(shapes)
+    check_op(ea.inner, np.inner, a, b)
+
+
+@both_modes
+@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (4,)), ((), (3,))], ids=str)
+def test_outer(shapes):
+    a, b = random_operands(shapes)
+    check_op(ea.outer, np.outer, a, b)
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "shapes, axes",
+    [
+        (((2, 3, 4), (3, 4, 5)), 2),
+        (((2, 3), (3, 4)), 1),
+        (((2, 3), (4, 5)), 0),
+        (((2, 3, 4), (4, 3, 5)), ([1, 2], [1, 0])),
+        (((2, 3), (3, 2)), ([0], [1])),
+        (((3, 4), (4, 3)), ((0, 1), (1, 0))),
+        (((2, 3, 4), (4, 5)), (-1, 0)),
+    ],
+    ids=str,
+)
+def test_tensordot(shapes, axes):
+    a, b = random_operands(shapes)
+    check_op(lambda a, b: ea.tensordot(a, b, axes), lambda a, b: np.tensordot(a, b, axes), a, b)
+
+
+@both_modes
+def test_tensordot_default_axes_is_two():
+    a, b = random_operands([(2, 3, 4), (3, 4, 5)])
+    check_op(ea.tensordot, np.tensordot, a, b)
+
+
+@both_modes
+@pytest.mark.parametrize("axes", [None, (1, 0, 2), (2, 0, 1), (-1, 0, 1)], ids=str)
+def test_transpose(axes):
+    (x,) = random_operands([(2, 3, 4)])
+    check_op(lambda x: ea.transpose(x, axes), lambda x: np.transpose(x, axes), x)
+
+
+@both_modes
+def test_transpose_method_and_T():
+    (x,) = random_operands([(2, 3, 4)])
+    check_op(lambda x: x.T, lambda x: x.T, x)
+    check_op(lambda x: x.transpose(), lambda x: x.transpose(), x)
+    check_op(lambda x: x.transpose(1, 0, 2), lambda x: x.transpose(1, 0, 2), x)
+    check_op(lambda x: x.transpose((2, 0, 1)), lambda x: x.transpose((2, 0, 1)), x)
+    assert_close(ea.tensor(x).T.numpy(), x.T)
+
+
+DIAG_CASES = [
+    ((3, 3), {}),
+    ((3, 4), {}),
+    ((4, 3), {}),
+    ((3, 3), {"offset": 1}),
+    ((3, 3), {"offset": -1}),
+    ((3, 4), {"offset": 2}),
+    ((3, 4), {"offset": -2}),
+    ((3, 3), {"offset": 5}),
+    ((3, 3, 3), {"axis1": 1, "axis2": 2}),
+    ((3, 2, 3), {"axis1": 0, "axis2": 2}),
+    ((3, 2, 4), {"axis1": 2, "axis2": 0, "offset": 1}),
+    ((3, 4, 3), {"axis1": -1, "axis2": -3, "offset": -1}),
+]
+
+
+@both_modes
+@pytest.mark.parametrize("shape, kwargs", DIAG_CASES, ids=str)
+def test_trace(shape, kwargs):
+    (x,) = random_operands([shape])
+    check_op(lambda x: ea.trace(x, **kwargs), lambda x: np.trace(x, **kwargs), x)
+
+
+@both_modes
+@pytest.mark.parametrize("shape, kwargs", DIAG_CASES, ids=str)
+def test_diagonal(shape, kwargs):
+    (x,) = random_operands([shape])
+    check_op(lambda x: ea.diagonal(x, **kwargs), lambda x: np.diagonal(x, **kwargs), x)
+
+
+@both_modes
+def test_trace_gradient_is_the_identity():
+    (x,) = random_operands([(4, 4)])
+    assert_close(ea.grad(ea.trace)(x), np.eye(4))
+    assert_close(ea.grad(lambda x: ea.trace(x, offset=1))(x), np.eye(4, k=1))
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"axis": 0},
+        {"axis": -1},
+        {"axis": (0, 2)},
+        {"axis": 1, "keepdims": True},
+        {"keepdims": True},
+        {"axis": ()},
+        {"axis": (-1, 0), "keepdims": True},
+    ],
+    ids=str,
+)
+def test_sum(kwargs):
+    (x,) = random_operands([(2, 3, 4)])
+    check_op(lambda x: ea.sum(x, **kwargs), lambda x: np.sum(x, **kwargs), x)
+    check_op(lambda x: x.sum(**kwargs), lambda x: np.sum(x, **kwargs), x)
+
+
+@both_modes
+def test_sum_gradient_is_ones_broadcast():
+    (x,) = random_operands([(2, 3)])
+    assert_close(ea.grad(ea.sum)(x), np.ones((2, 3)))
+    assert_close(
+        ea.grad(lambda x: ea.sum(ea.sum(x, axis=0) * np.array([1.0, 2.0, 3.0])))(x),
+        np.tile([1.0, 2.0, 3.0], (2, 1)),
+    )
+
+
+A = np.random.default_rng(8).standard_normal((2, 3, 4))
+B = np.random.default_rng(9).standard_normal((2, 2, 4))
+
+
+# name: (f(m, *args) written once for m = einad and m = numpy, args)
+MOVEAXIS = {
+    "moveaxis": (lambda m, x: m.moveaxis(x, 0, -1), (A,)),
+    "moveaxis lists": (lambda m, x: m.moveaxis(x, [0, 1], [-1, 0]), (A,)),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(MOVEAXIS))
+def test_moveaxis(name):
+    f, args = MOVEAXIS[name]
+    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["moveaxis"])
+def test_moveaxis_float32_stays_float32(name):
+    stays_float32(*MOVEAXIS[name])
+
+
+# -- inputs as numpy takes them -------------------------------------------------------------
 
 
 def run(jit_mode, f, *args):
@@ -103,6 +316,7 @@ def _integers(dtype):
 DTYPES = [np.int8, np.int32, np.uint8, np.bool_]
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 def test_integer_and_boolean_reductions_use_numpy_accumulator_dtypes(name, dtype, jit_mode):
@@ -116,6 +330,7 @@ def test_integer_and_boolean_reductions_use_numpy_accumulator_dtypes(name, dtype
     np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
+@both_modes
 def test_boolean_sum_counts_and_int8_sums_do_not_overflow(jit_mode):
     mask = np.array([True, True, False, True])
     assert run(jit_mode, ea.sum, mask).dtype == np.int64
@@ -126,6 +341,7 @@ def test_boolean_sum_counts_and_int8_sums_do_not_overflow(jit_mode):
     assert run(jit_mode, ea.mean, big).dtype == np.float64
 
 
+@both_modes
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", sorted(STABLE))
 def test_stable_reductions_of_integers_are_float64(name, dtype, jit_mode):
@@ -136,6 +352,7 @@ def test_stable_reductions_of_integers_are_float64(name, dtype, jit_mode):
     np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=1e-12)
 
 
+@both_modes
 def test_float_reductions_keep_their_dtype(jit_mode):
     for dtype in (np.float16, np.float32, np.complex64):
         x = np.ones((3, 3), dtype)
@@ -164,6 +381,7 @@ CONTRACTIONS = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize(
     "name, shapes",
     [(name, shapes) for name, (_, _, cases) in CONTRACTIONS.items() for shapes in cases],
@@ -181,6 +399,7 @@ def test_contracted_size_one_against_size_n_is_refused_like_numpy(name, shapes, 
     assert str(shapes[0]) in msg and str(shapes[1]) in msg, msg
 
 
+@both_modes
 def test_matmul_batch_dimensions_still_broadcast_size_one(jit_mode):
     a, b = np.ones((1, 2, 3)), np.ones((5, 3, 4))
     np.testing.assert_allclose(run(jit_mode, ea.matmul, a, b), np.matmul(a, b))
@@ -249,11 +468,16 @@ AXIS_CALLS = [
     "flip",
     "tensordot axes",
 ]
+
+
 # The rank an axis is checked against: the result's for expand_dims and stack.
 RANK = {"expand_dims": 4, "stack": 4}
+
+
 AXIS_PARAMETERS = {"axis", "axes", "axis1", "axis2", "source", "destination"}
 
 
+@both_modes
 def test_every_operation_taking_an_axis_is_swept():
     takes_axis = {
         name
@@ -271,6 +495,7 @@ def _staged(jit_mode, call):
     return call(X)
 
 
+@both_modes
 @pytest.mark.parametrize("offset", [0, 1], ids=["ndim", "-ndim-1"])
 @pytest.mark.parametrize("name", AXIS_CALLS)
 def test_axis_out_of_range_is_numpy_axis_error(name, offset, jit_mode):
@@ -283,6 +508,7 @@ def test_axis_out_of_range_is_numpy_axis_error(name, offset, jit_mode):
 
 
 # squeeze needs a size-1 axis: its boundary is covered by the test of repeated axes
+@both_modes
 @pytest.mark.parametrize("name", [n for n in AXIS_CALLS if n != "squeeze"])
 def test_last_axis_in_range_is_accepted(name, jit_mode):
     """The boundary the test above checks from the other side: -ndim and ndim-1 are valid axes."""
@@ -300,6 +526,7 @@ BAD_AXES = {"str": "a", "float": 1.0, "bool": True, "list": [0.5], "object": obj
 
 
 # (transpose takes a list as its axes itself: its list case is the list's element, a float)
+@both_modes
 @pytest.mark.parametrize(
     "name, bad",
     [(n, b) for n in AXIS_CALLS for k, b in BAD_AXES.items() if not (n == "transpose" and k == "list")],
@@ -330,6 +557,7 @@ REPEATED = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(REPEATED))
 def test_repeated_axes_are_refused_like_numpy(name, jit_mode):
     call, ref = REPEATED[name]
@@ -340,6 +568,7 @@ def test_repeated_axes_are_refused_like_numpy(name, jit_mode):
     assert_no_internal_letters(info.value)
 
 
+@both_modes
 def test_concatenate_with_axis_none_flattens_like_numpy(jit_mode):
     a, b = np.arange(6.0).reshape(2, 3), np.arange(4.0)
     np.testing.assert_array_equal(
@@ -368,6 +597,7 @@ REFUSALS = {
 }
 
 
+@both_modes
 @pytest.mark.parametrize("name", sorted(REFUSALS))
 def test_helper_refusals_name_axes_not_letters(name, jit_mode):
     with pytest.raises((ValueError, TypeError)) as info:
@@ -400,6 +630,7 @@ NOT_CONCERNED = {
 }
 
 
+@both_modes
 def test_every_public_operation_is_swept_or_named_as_not_concerned():
     reduces = {name.split()[0] for name in [*REDUCTIONS, *STABLE] if not name.startswith("Tensor.")}
     contracts = {name.split()[0] for name in CONTRACTIONS if name != "@"}
@@ -407,3 +638,42 @@ def test_every_public_operation_is_swept_or_named_as_not_concerned():
     swept = reduces | contracts | takes_axis
     assert not swept & NOT_CONCERNED
     assert swept | NOT_CONCERNED == set(ops.__all__), set(ops.__all__) ^ (swept | NOT_CONCERNED)
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# -- the front ends: each one einsum ---------------------------------------------------------
+
+FRONT = [
+    ("matmul", ea.matmul, [(2, 3, 4), (4, 2)]),
+    ("matmul-vector", ea.matmul, [(3,), (2, 3, 4)]),
+    ("dot", ea.dot, [(2, 3), (4, 3, 2)]),
+    ("inner", ea.inner, [(2, 3), (4, 3)]),
+    ("outer", ea.outer, [(2, 3), (4,)]),
+    ("tensordot", lambda a, b: ea.tensordot(a, b, axes=([1, 0], [2, 0])), [(3, 2, 4), (3, 5, 2)]),
+    ("tensordot-int", lambda a, b: ea.tensordot(a, b, axes=1), [(2, 3), (3, 4)]),
+    ("trace", ea.trace, [(3, 3, 2)]),
+    ("trace-axes", lambda a: ea.trace(a, axis1=2, axis2=0), [(3, 2, 3)]),
+    ("trace-offset", lambda a: ea.trace(a, offset=1), [(3, 4)]),
+    ("diagonal", lambda a: ea.diagonal(a, axis1=1, axis2=2), [(2, 3, 3)]),
+    ("diagonal-offset", lambda a: ea.diagonal(a, offset=-1), [(4, 3)]),
+    ("transpose", ea.transpose, [(2, 3, 4)]),
+    ("transpose-axes", lambda a: ea.transpose(a, (1, 2, 0)), [(2, 3, 4)]),
+    ("moveaxis", lambda a: ea.moveaxis(a, 0, -1), [(2, 3, 4)]),
+    ("sum", ea.sum, [(2, 3)]),
+    ("sum-axes", lambda a: ea.sum(a, axis=(0, 2)), [(2, 3, 4)]),
+    ("sum-keepdims", lambda a: ea.sum(a, axis=1, keepdims=True), [(2, 3, 4)]),
+]
+
+
+@pytest.mark.parametrize("case", FRONT, ids=[c[0] for c in FRONT])
+def test_front_ends(lib, case):
+    _, f, shapes = case
+    vjp_all(lib, f, random_operands(shapes))
+
+
+def test_integer_sum_accumulates_as_numpy(lib):
+    a = np.array([[100, 100], [100, 27]], dtype=np.int8)
+    check_lib(lib, ea.sum(lib.asarray(a)), np.sum(a))
+    check_lib(lib, ea.trace(lib.asarray(a)), np.trace(a))

@@ -1,0 +1,734 @@
+"""einad.rules.elementwise (and the Tensor operators and `einad.ops` functions built on it:
+round, angle, comparisons): values against numpy, gradients against closed forms and float64
+central differences, gradcheck to second order, float32 and complex dtypes, Jacobians through
+the batch rules, replay under ea.jit, derivatives at singular points that never warn; and on
+every array library (the `lib` fixture: numpy, array-api-strict, torch, dask): results of the
+input's library, float32 kept, dask lazy, torch gradients equal to torch.autograd's."""
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import einad as ea
+from einad.core import batch_rules, strip, zero_derivative
+from einad.rules import indexing, reductions
+from einad.rules.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
+from tests.support import op_table
+from tests.support.checks import (
+    BIG,
+    check_lib,
+    finite_value_and_gradient,
+    uniform_away_from_zero,
+)
+from tests.support.numerics import assert_close, check_op, numeric_grad
+from tests.support.op_table import normal, one, uniform
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+
+# -- every elementwise op on numpy: values, closed-form derivatives, central differences ------
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# name: (numpy reference, closed-form derivative, low, high of the test domain)
+UNARY_CASES = {
+    "negative": (np.negative, lambda x: -np.ones_like(x), -2, 2),
+    "exp": (np.exp, np.exp, -2, 2),
+    "log": (np.log, lambda x: 1 / x, 0.2, 3),
+    "log1p": (np.log1p, lambda x: 1 / (1 + x), -0.5, 2),
+    "expm1": (np.expm1, np.exp, -2, 2),
+    "sin": (np.sin, np.cos, -3, 3),
+    "cos": (np.cos, lambda x: -np.sin(x), -3, 3),
+    "tan": (np.tan, lambda x: 1 / np.cos(x) ** 2, -1.2, 1.2),
+    "tanh": (np.tanh, lambda x: 1 - np.tanh(x) ** 2, -2, 2),
+    "sinh": (np.sinh, np.cosh, -2, 2),
+    "cosh": (np.cosh, np.sinh, -2, 2),
+    "arcsin": (np.arcsin, lambda x: 1 / np.sqrt(1 - x**2), -0.9, 0.9),
+    "arccos": (np.arccos, lambda x: -1 / np.sqrt(1 - x**2), -0.9, 0.9),
+    "arctan": (np.arctan, lambda x: 1 / (1 + x**2), -3, 3),
+    "sqrt": (np.sqrt, lambda x: 0.5 / np.sqrt(x), 0.2, 3),
+    "square": (np.square, lambda x: 2 * x, -2, 2),
+    "abs": (np.abs, np.sign, -2, 2),
+    "sign": (np.sign, np.zeros_like, -2, 2),
+    "sigmoid": (_sigmoid, lambda x: _sigmoid(x) * (1 - _sigmoid(x)), -4, 4),
+    "relu": (lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(x.dtype), -2, 2),
+    "softplus": (lambda x: np.log1p(np.exp(x)), _sigmoid, -4, 4),
+}
+
+
+def _domain(lo, hi, shape=(2, 3), seed=0, dtype=np.float64):
+    return uniform_away_from_zero(lo, hi, shape, seed, away=0.05, dtype=dtype)
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(UNARY_CASES))
+def test_unary_value_and_gradient(name):
+    ref, deriv, lo, hi = UNARY_CASES[name]
+    op = getattr(ea, name)
+    x = _domain(lo, hi)
+    check_op(op, ref, x)
+    g = ea.grad(lambda x: ea.sum(op(x)))(x)
+    assert_close(g, deriv(x))
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(UNARY_CASES))
+def test_unary_float32_stays_float32(name):
+    ref, deriv, lo, hi = UNARY_CASES[name]
+    op = getattr(ea, name)
+    x = _domain(lo, hi, dtype=np.float32)
+    out = op(x)
+    assert out.dtype == np.float32
+    assert_close(out.numpy(), ref(x.astype(np.float64)).astype(np.float32), rtol=1e-5, atol=1e-6)
+    g = ea.grad(lambda x: ea.sum(op(x)))(x)
+    assert g.dtype == np.float32
+    assert_close(g, deriv(x.astype(np.float64)).astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+# name: (numpy reference, d/dx, d/dy)
+BINARY_CASES = {
+    "add": (np.add, lambda x, y: np.ones_like(x * y), lambda x, y: np.ones_like(x * y)),
+    "subtract": (np.subtract, lambda x, y: np.ones_like(x * y), lambda x, y: -np.ones_like(x * y)),
+    "multiply": (np.multiply, lambda x, y: y + 0 * x, lambda x, y: x + 0 * y),
+    "divide": (np.divide, lambda x, y: 1 / y + 0 * x, lambda x, y: -x / y**2),
+    "power": (np.power, lambda x, y: y * x ** (y - 1), lambda x, y: x**y * np.log(x)),
+    "maximum": (np.maximum, lambda x, y: (x > y) + 0.0, lambda x, y: (y > x) + 0.0),
+    "minimum": (np.minimum, lambda x, y: (x < y) + 0.0, lambda x, y: (y < x) + 0.0),
+}
+
+
+BROADCASTS = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1), (1, 3)), ((3,), (2, 3)), ((2, 3), ()), ((), (4,))]
+
+
+@both_modes
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY_CASES))
+def test_binary_value_and_gradient_with_broadcasting(name, shapes):
+    ref, dx, dy = BINARY_CASES[name]
+    op = getattr(ea, name)
+    x = _domain(0.5, 2.0, shapes[0], seed=1)
+    y = _domain(0.5, 2.0, shapes[1], seed=2)
+    check_op(op, ref, x, y)
+    # The gradient of sum(op(x, y)) is the partial derivative summed back to each input's shape.
+    full = np.broadcast_shapes(x.shape, y.shape)
+    X, Y = np.broadcast_to(x, full), np.broadcast_to(y, full)
+    sx, sy = ea.grad(lambda x, y: ea.sum(op(x, y)), (0, 1))(x, y)
+    assert sx.shape == x.shape and sy.shape == y.shape
+    assert_close(sx.sum(), dx(X, Y).sum())
+    assert_close(sy.sum(), dy(X, Y).sum())
+    assert_close(sx, numeric_grad(lambda x: np.sum(ref(x, y)), x))
+    assert_close(sy, numeric_grad(lambda y: np.sum(ref(x, y)), y))
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(BINARY_CASES))
+def test_binary_closed_form_gradient(name):
+    _, dx, dy = BINARY_CASES[name]
+    op = getattr(ea, name)
+    x = _domain(0.5, 2.0, (2, 3), seed=3)
+    y = _domain(0.5, 2.0, (2, 3), seed=4)
+    gx, gy = ea.grad(lambda x, y: ea.sum(op(x, y)), (0, 1))(x, y)
+    assert_close(gx, dx(x, y))
+    assert_close(gy, dy(x, y))
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(BINARY_CASES))
+def test_binary_float32_stays_float32(name):
+    op = getattr(ea, name)
+    x = _domain(0.5, 2.0, (2, 3), seed=5, dtype=np.float32)
+    y = _domain(0.5, 2.0, (3,), seed=6, dtype=np.float32)
+    for args in ((x, y), (x, 2.0), (3.0, y)):
+        out = op(*args)
+        assert out.dtype == np.float32, args
+        assert_close(out.numpy(), getattr(np, name)(*args), rtol=1e-6)
+    gx, gy = ea.grad(lambda x, y: ea.sum(op(x, y)), (0, 1))(x, y)
+    assert gx.dtype == np.float32 and gy.dtype == np.float32
+    assert gx.shape == x.shape and gy.shape == y.shape
+    assert ea.grad(lambda x: ea.sum(op(x, 2.0)))(x).dtype == np.float32
+
+
+@both_modes
+def test_power_with_special_integer_exponents():
+    x = np.array([-1.5, 0.0, 2.0])
+    for p in (0, 1, 2, 3):
+        assert_close(ea.power(x, p).numpy(), x**p)
+        assert_close(ea.grad(lambda x, p=p: ea.sum(x**p))(x), p * x ** (p - 1) if p else np.zeros(3))
+
+
+@both_modes
+def test_power_gradient_in_the_exponent_at_a_zero_base_is_finite():
+    # d/dy 0**y = 0 for y > 0; the rule must not produce nan from log(0).
+    g = ea.grad(lambda y: ea.sum(ea.power(np.array([0.0, 2.0]), y)))(np.array([2.0, 3.0]))
+    assert_close(g, np.array([0.0, 8.0 * np.log(2.0)]))
+
+
+# -- mixed expressions ------------------------------------------------------------------------
+
+
+@both_modes
+def test_mixed_expressions_with_arrays_and_scalars_are_tensors_and_differentiable():
+    a = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    x = np.array([0.7, 1.3, 2.1])
+    cases = [
+        (lambda x: a * x, lambda x: a * x),
+        (lambda x: x * a, lambda x: x * a),
+        (lambda x: 2.0 - x, lambda x: 2.0 - x),
+        (lambda x: a - x, lambda x: a - x),
+        (lambda x: a + x, lambda x: a + x),
+        (lambda x: a / x, lambda x: a / x),
+        (lambda x: 3.0 / x, lambda x: 3.0 / x),
+        (lambda x: x / 3, lambda x: x / 3),
+        (lambda x: 2.0**x, lambda x: 2.0**x),
+        (lambda x: x**2.5, lambda x: x**2.5),
+        (lambda x: a @ x, lambda x: a @ x),
+        (lambda x: -x + 1, lambda x: -x + 1),
+        (lambda x: abs(x - 1.5), lambda x: abs(x - 1.5)),
+    ]
+    for f, ref in cases:
+        out = f(ea.tensor(x))
+        assert isinstance(out, ea.Tensor)
+        check_op(f, ref, x)
+
+
+@both_modes
+def test_ndarray_on_the_left_of_a_traced_tensor_keeps_the_derivative():
+    a = np.array([2.0, 3.0])
+    assert_close(ea.grad(lambda x: ea.sum(a * x))(np.ones(2)), a)
+    assert_close(ea.grad(lambda x: ea.sum(2.0 - x))(np.ones(2)), -np.ones(2))
+    assert_close(ea.grad(lambda x: ea.sum(a / x))(np.ones(2)), -a)
+
+
+@both_modes
+def test_sigmoid_is_stable():
+    value, grad = finite_value_and_gradient(ea.sigmoid, BIG)
+    assert_close(value, [0.0, 0.5, 1.0])
+    assert_close(grad, [0.0, 0.5, 0.0])
+
+
+@both_modes
+def test_softplus_is_stable():
+    value, grad = finite_value_and_gradient(ea.softplus, BIG)
+    assert_close(value, [0.0, np.log(2.0), 1000.0])
+    assert_close(grad, [0.0, 1.0, 3.0])
+
+
+@both_modes
+def test_maximum_minimum_ties_share_the_gradient():
+    x, y = np.array([1.0, 2.0, 5.0]), np.array([1.0, 3.0, 4.0])
+    gx, gy = ea.grad(lambda x, y: ea.sum(ea.maximum(x, y)), (0, 1))(x, y)
+    assert_close(gx, [0.5, 0.0, 1.0])
+    assert_close(gy, [0.5, 1.0, 0.0])
+    gx, gy = ea.grad(lambda x, y: ea.sum(ea.minimum(x, y)), (0, 1))(x, y)
+    assert_close(gx, [0.5, 1.0, 0.0])
+    assert_close(gy, [0.5, 0.0, 1.0])
+
+
+@both_modes
+def test_abs_and_relu_subgradient_is_zero_at_zero():
+    x = np.array([-2.0, 0.0, 3.0])
+    assert_close(ea.grad(lambda x: ea.sum(ea.abs(x)))(x), [-1.0, 0.0, 1.0])
+    assert_close(ea.grad(lambda x: ea.sum(abs(x)))(x), [-1.0, 0.0, 1.0])
+    assert_close(ea.grad(lambda x: ea.sum(ea.relu(x)))(x), [0.0, 0.0, 1.0])
+    assert_close(ea.relu(x).numpy(), [0.0, 0.0, 3.0])
+
+
+@both_modes
+def test_comparisons_give_boolean_arrays(jit_mode):
+    x = np.array([1.0, 2.0, 3.0])
+    t = ea.tensor(x)
+    for result, expected in (
+        (t < 2, x < 2),
+        (t <= 2, x <= 2),
+        (t > 2, x > 2),
+        (t >= 2, x >= 2),
+        (t == 2, x == 2),
+        (t != 2, x != 2),
+        (t < ea.tensor([3.0, 2.0, 1.0]), x < np.array([3.0, 2.0, 1.0])),
+        (2 < t, 2 < x),
+    ):
+        assert isinstance(result, np.ndarray) and result.dtype == np.bool_
+        np.testing.assert_array_equal(result, expected)
+
+    seen = []
+
+    def f(x):
+        seen.append(x > 1.5)
+        return ea.sum(ea.where(x > 1.5, x, 0.0))
+
+    assert_close(ea.grad(f)(x), [0.0, 1.0, 1.0])
+    if jit_mode == "eager":  # a comparison under grad is a plain boolean array
+        assert isinstance(seen[0], np.ndarray) and seen[0].dtype == np.bool_
+    else:  # under jit it is an equation of the program: a staged boolean Tensor
+        assert isinstance(seen[0], ea.Tensor) and seen[0].dtype == np.bool_
+
+
+# -- the everyday elementwise ops: one table, every check --------------------------------
+
+
+def _mod_args(dtype=np.float64):
+    x = uniform(3.2, 3.8) * np.where(op_table.RNG.random((3, 4)) < 0.5, -1, 1)  # x / y far from integers
+    return x.astype(dtype), uniform(1.5, 1.55, dtype=dtype)
+
+
+# name: (einad function, numpy reference, arguments maker (dtype -> args), complex inputs allowed)
+EVERYDAY = {
+    "log2": (ea.log2, np.log2, lambda dt: (uniform(0.3, 3, dtype=dt),), True),
+    "log10": (ea.log10, np.log10, lambda dt: (uniform(0.3, 3, dtype=dt),), True),
+    "exp2": (ea.exp2, np.exp2, one, True),
+    "arcsinh": (ea.arcsinh, np.arcsinh, one, True),
+    "arccosh": (ea.arccosh, np.arccosh, lambda dt: (uniform(1.2, 3, dtype=dt),), True),
+    "arctanh": (ea.arctanh, np.arctanh, lambda dt: (uniform(-0.8, 0.8, dtype=dt),), True),
+    "arctan2": (ea.arctan2, np.arctan2, lambda dt: (normal(dtype=dt), normal(dtype=dt)), False),
+    "hypot": (ea.hypot, np.hypot, lambda dt: (normal(dtype=dt), normal(dtype=dt)), False),
+    "logaddexp": (ea.logaddexp, np.logaddexp, lambda dt: (normal(dtype=dt), normal(dtype=dt)), False),
+    "mod": (ea.mod, np.mod, _mod_args, False),
+    "sinc": (ea.sinc, np.sinc, one, True),
+    "logaddexp2": (ea.logaddexp2, np.logaddexp2, lambda dt: (normal(dtype=dt), normal(dtype=dt)), False),
+    "conj": (ea.conj, np.conj, one, True),
+    "real": (ea.real, np.real, one, True),
+    "imag": (ea.imag, np.imag, one, True),
+    "angle": (ea.angle, np.angle, one, True),
+}
+
+
+@both_modes
+@pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
+def test_everyday(check, name):
+    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
+    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
+    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
+    check(EVERYDAY[name])
+
+
+def test_every_new_primitive_has_a_batch_rule():
+    prims = [PRIMITIVES[n] for n in ("log2", "log10", "exp2", "arcsinh", "arccosh", "arctanh", "arctan2")]
+    prims += [PRIMITIVES[n] for n in ("hypot", "logaddexp", "mod", "imag", "round", "isnan", "isinf")]
+    prims += [PRIMITIVES[n] for n in ("sinc", "logaddexp2")]
+    prims += [indexing.take_along_p, indexing.scatter_along_p, indexing.argsort_p, indexing.argmax_p]
+    prims += [indexing.argmin_p, reductions.cumsum_p, reductions.cumprod_p]
+    assert all(p in batch_rules for p in prims), [p for p in prims if p not in batch_rules]
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["floor", "ceil", "round"])
+def test_rounding_has_a_zero_derivative(name):
+    op = getattr(ea, name)
+    x = uniform(-3, 3)
+    np.testing.assert_array_equal(op(x).numpy(), getattr(np, name)(x))
+    assert op(x.astype(np.float32)).dtype == np.float32
+    assert_close(ea.grad(lambda x: ea.sum(op(x) * x))(x), getattr(np, name)(x))
+    assert PRIMITIVES[name] in zero_derivative
+
+
+@both_modes
+def test_round_with_decimals():
+    x = np.array([1.2345, -2.5, 0.5, 2.675])
+    for d in (0, 1, 2, -1):
+        np.testing.assert_array_equal(ea.round(x, d).numpy(), np.round(x, d))
+    np.testing.assert_array_equal(ea.jit(lambda x: ea.round(x, 2))(x), np.round(x, 2))
+
+
+@both_modes
+def test_sinc_at_zero_and_its_derivatives():
+    x = np.array([0.0, 1e-9, 0.5, -1.0, 2.5])
+    assert_close(ea.sinc(x), np.sinc(x), rtol=1e-15)
+    g = ea.grad(lambda v: ea.sum(ea.sinc(v)))(x)
+    want = np.where(x == 0, 0.0, (np.cos(np.pi * x) - np.sinc(x)) / np.where(x == 0, 1, x))
+    assert_close(g, want, rtol=1e-7, atol=1e-7)
+    assert g[0] == 0.0
+    x2 = np.array([0.3, -0.7, 1.9])  # the derivative differentiates again (einad operations)
+    assert ea.gradcheck(lambda v: ea.sum(ea.grad(lambda w: ea.sum(ea.sinc(w)))(v) ** 2), x2)
+
+
+@both_modes
+def test_logaddexp2_is_stable_and_its_gradient_symmetric():
+    x, y = np.array([1000.0, -1000.0, 3.0, -np.inf]), np.array([1000.0, -1001.0, -2.0, 0.0])
+    assert_close(ea.logaddexp2(x, y), np.logaddexp2(x, y), rtol=1e-15)
+    gx, gy = ea.grad(lambda a, b: ea.sum(ea.logaddexp2(a, b)), argnums=(0, 1))(x, y)
+    assert_close(gx, 1 / (1 + 2.0 ** (y - x)), rtol=1e-12)  # 2**x / (2**x + 2**y), overflow-free
+    assert_close(gx + gy, np.ones(4), rtol=1e-12)  # the two partials are 2**x/(...) and 2**y/(...)
+    assert ea.gradcheck(lambda a, b: ea.sum(ea.logaddexp2(a, b) ** 2), x[2:3], y[2:3])
+
+
+@both_modes
+def test_hypot_gradient_at_the_origin_is_zero():
+    g = ea.grad(lambda x, y: ea.sum(ea.hypot(x, y)), argnums=(0, 1))(np.zeros(2), np.array([0.0, 2.0]))
+    assert_close(g[0], [0.0, 0.0])
+    assert_close(g[1], [0.0, 1.0])
+
+
+@both_modes
+def test_angle_of_real_values_is_constant_in_them():
+    x = np.array([-2.0, -0.0, 0.0, 3.0])
+    np.testing.assert_array_equal(ea.angle(x).numpy(), np.angle(x))
+    np.testing.assert_array_equal(ea.angle(x, deg=True).numpy(), np.angle(x, deg=True))
+    assert_close(ea.grad(lambda x: ea.sum(ea.angle(x)))(x), np.zeros(4))
+
+
+@both_modes
+def test_imag_of_real_values_is_zero():
+    x = normal()
+    np.testing.assert_array_equal(ea.imag(x).numpy(), np.imag(x))
+    assert_close(ea.grad(lambda x: ea.sum(ea.imag(x) + x))(x), np.ones_like(x))
+
+
+# -- derivative rules never warn, eager or compiled --------------------------------------------------
+
+
+def _masked_sqrt(x):
+    return ea.sum(ea.where(x > 0, ea.sqrt(ea.abs(x)), 0.0) + ea.log(ea.abs(x) + 1.0))
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "f",
+    [
+        _masked_sqrt,
+        lambda x: ea.sum(ea.sqrt(x)),  # sqrt'(0) = inf: the number, no warning
+        lambda x: ea.sum(ea.arcsin(x / 4.0) + ea.arctan2(x, x)),  # arcsin'(1) = inf; 0/0 at (0, 0)
+        lambda x: ea.sum(ea.hypot(x, x) + ea.std(x * 0.0)),  # std of a constant: 0 * inf
+    ],
+)
+def test_derivatives_at_masked_and_singular_points_do_not_warn(f):
+    x = np.array([0.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        eager = ea.grad(f)(x)
+        compiled = ea.jit(ea.grad(f))
+        np.testing.assert_array_equal(compiled(x), eager)
+        np.testing.assert_array_equal(compiled(x), eager)  # the compiled program, run again
+        ea.hvp(f, (x,), (np.ones(2),))
+        ea.jacfwd(ea.grad(f))(x)
+    assert "errstate" in ea.jit(ea.grad(f)).lower(x).source
+
+
+@both_modes
+def test_power_gradient_in_the_exponent_at_a_zero_base_and_negative_exponent():
+    with warnings.catch_warnings(), np.errstate(divide="ignore"):  # the forward's 0 ** -1 is numpy's
+        warnings.simplefilter("error")  # an inf * 0 ('invalid') in the rule would fail here
+        g = ea.grad(lambda y: ea.sum(ea.power(np.array([0.0, 0.0, 2.0]), y)))(np.array([-1.0, 0.5, 3.0]))
+    assert_close(g, [0.0, 0.0, 8.0 * np.log(2.0)])
+
+
+@both_modes
+def test_forward_values_warn_as_numpy_does():
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        ea.log(np.zeros(1))
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+# op: (low, high) of the data the op is tested on (away from poles and branch cuts)
+DOMAIN = {
+    "log": (0.2, 3),
+    "log2": (0.2, 3),
+    "log10": (0.2, 3),
+    "sqrt": (0.2, 3),
+    "log1p": (-0.5, 2),
+    "arcsin": (-0.9, 0.9),
+    "arccos": (-0.9, 0.9),
+    "arctanh": (-0.9, 0.9),
+    "arccosh": (1.2, 3),
+    "tan": (-1.2, 1.2),
+}
+
+
+# binary op: the domains of its two operands
+DOMAIN2 = {
+    "power": ((0.5, 2), (-2, 2)),
+    "divide": ((-2, 2), (0.5, 2)),
+    "mod": ((-3, 3), (0.7, 2)),
+}
+
+
+def _unary_domain(name: str) -> tuple[float, float]:
+    return DOMAIN.get(name, (-2, 2))
+
+
+# -- every elementwise op: values and gradients ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_on_every_library(lib, name):
+    x = uniform_away_from_zero(*_unary_domain(name))
+    op = getattr(ea, name)
+    with lib.lazy():
+        y = op(lib.asarray(x))
+        g = ea.grad(lambda v: ea.sum(op(v)))(lib.asarray(x))
+    check_lib(lib, y, op(x), rtol=1e-7, atol=1e-7)
+    check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v)))(x), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_value_and_both_gradients(lib, name):
+    (lx, hx), (ly, hy) = DOMAIN2.get(name, ((-2, 2), (-2, 2)))
+    x, y = (
+        uniform_away_from_zero(lx, hx, (2, 3), seed=1),
+        uniform_away_from_zero(ly, hy, (3,), seed=2),
+    )  # broadcast
+    op = getattr(ea, name)
+
+    def f(a, b):
+        return ea.sum(op(a, b) * ea.sin(a))
+
+    with lib.lazy():
+        z = op(lib.asarray(x), lib.asarray(y))
+        gx, gy = ea.grad(f, argnums=(0, 1))(lib.asarray(x), lib.asarray(y))
+    check_lib(lib, z, op(x, y), rtol=1e-7, atol=1e-7)
+    want_x, want_y = ea.grad(f, argnums=(0, 1))(x, y)
+    check_lib(lib, gx, want_x, rtol=1e-7, atol=1e-7)
+    check_lib(lib, gy, want_y, rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_with_a_python_number(lib, name):
+    """A Python number operand, on either side, keeps the array's dtype (numpy's weak scalars)."""
+    (lx, hx), _ = DOMAIN2.get(name, ((-2, 2), (-2, 2)))
+    x = uniform_away_from_zero(lx, hx).astype(np.float32)
+    c = 1.5 if name != "power" else 2
+    op = getattr(ea, name)
+    with lib.lazy():
+        right = op(lib.asarray(x), c)
+        g = ea.grad(lambda v: ea.sum(op(v, c)))(lib.asarray(x))
+    check_lib(lib, right, op(x, c), rtol=1e-5, atol=1e-5, dtype=np.float32)
+    check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v, c)))(x), rtol=1e-5, atol=1e-5, dtype=np.float32)
+    if name != "power":  # 1.5 ** x: a positive base
+        c = 0.8 if name == "mod" else c
+        x = np.abs(x) + 0.5
+        check_lib(lib, op(c, lib.asarray(x)), op(c, x), rtol=1e-5, atol=1e-5, dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT))
+def test_constant_ops(lib, name):
+    x = uniform_away_from_zero(-3, 3) * 1.37
+    op = getattr(ea, name)
+    with lib.lazy():
+        y = op(lib.asarray(x))
+        g = ea.grad(lambda v: ea.sum(op(v) * v))(lib.asarray(x))
+    check_lib(lib, y, op(x), rtol=1e-7, atol=1e-7)
+    check_lib(lib, g, op(x), rtol=1e-7, atol=1e-7)  # d(op(v) v) = op(v): op's own derivative is zero
+
+
+def test_round_decimals(lib):
+    x = np.array([0.123, -2.567, 10.0449, 3.5])
+    check_lib(lib, ea.round(lib.asarray(x), 2), np.round(x, 2), rtol=1e-7, atol=1e-7)
+    check_lib(lib, ea.round(lib.asarray(x)), np.round(x), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(PREDICATES))
+def test_predicates(lib, name):
+    x = np.array([[0.5, -1.0, np.inf], [np.nan, 2.0, -np.inf]])
+    y = np.array([0.5, 1.0, np.inf])
+    op = getattr(ea, name)
+    args = (x,) if name.startswith("is") else (x, y)
+    with lib.lazy():
+        got = op(*[lib.asarray(a) for a in args])
+    check_lib(lib, got, op(*args), dtype=np.dtype(bool), rtol=1e-7, atol=1e-7)
+    if len(args) == 2:  # against a Python number: numpy's comparison
+        check_lib(lib, op(lib.asarray(x), 0.5), op(x, 0.5), dtype=np.dtype(bool), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["conj", "real", "imag"])
+def test_complex_parts(lib, name):
+    z = uniform_away_from_zero(-2, 2) + 1j * uniform_away_from_zero(-2, 2, seed=3)
+    op = getattr(ea, name)
+
+    def f(v):
+        return ea.sum(ea.real(op(v) * ea.conj(op(v))))
+
+    with lib.lazy():
+        got = op(lib.asarray(z))
+        g = ea.grad(f)(lib.asarray(z))
+    check_lib(lib, got, op(z), rtol=1e-7, atol=1e-7)
+    check_lib(lib, g, ea.grad(f)(z), rtol=1e-7, atol=1e-7)
+
+
+def test_table_names_every_op():
+    """Every elementwise op has its standard name or a generic kernel (what other libraries run)."""
+    for name in [*UNARY, *BINARY, *CONSTANT, *PREDICATES, "conj", "real", "imag"]:
+        assert name in STANDARD or name in GENERIC, name
+    assert STANDARD["arcsin"] == "asin" and STANDARD["power"] == "pow" and STANDARD["mod"] == "remainder"
+
+
+# -- dtypes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "softplus", "relu", "arcsin", "exp2", "abs"])
+def test_float32_stays_float32(lib, name):
+    x = uniform_away_from_zero(-0.9, 0.9).astype(np.float32)
+    op = getattr(ea, name)
+    with lib.lazy():
+        y = op(lib.asarray(x) * 0.5)
+        g = ea.grad(lambda v: ea.sum(op(v * 0.5)))(lib.asarray(x))
+    check_lib(lib, y, op(x * 0.5), rtol=1e-6, atol=1e-6, dtype=np.float32)
+    check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v * 0.5)))(x), rtol=1e-6, atol=1e-6, dtype=np.float32)
+
+
+def test_integers_promote_as_numpy(lib):
+    """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2)."""
+    i = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    for got, want in [
+        (ea.sin(lib.asarray(i)), ea.sin(i)),
+        (ea.divide(lib.asarray(i), 4), ea.divide(i, 4)),
+        (ea.arctan2(lib.asarray(i), lib.asarray(i[::-1].copy())), ea.arctan2(i, i[::-1].copy())),
+        (ea.multiply(lib.asarray(i), 0.5), ea.multiply(i, 0.5)),
+        (ea.less(lib.asarray(i), 2.5), ea.less(i, 2.5)),
+        (ea.add(lib.asarray(i), 2), ea.add(i, 2)),
+    ]:
+        check_lib(lib, got, want, rtol=1e-7, atol=1e-7)
+
+
+# -- higher order, mixed traced/plain operands, jit's buffers ------------------------------------
+
+
+def test_second_derivatives(lib):
+    x = uniform_away_from_zero(0.3, 1.5, (3,), seed=7)
+
+    def f(v):
+        return ea.sum(ea.sin(v) * ea.exp(v) + ea.power(v, 3) + ea.logsumexp(v) + ea.softplus(v))
+
+    t = uniform_away_from_zero(-1, 1, (3,), seed=8)
+    with lib.lazy():
+        _, h = ea.jvp(ea.grad(f), (lib.asarray(x),), (lib.asarray(t),))  # forward over reverse
+        gg = ea.grad(lambda v: ea.sum(ea.grad(f)(v) ** 2))(lib.asarray(x))
+    check_lib(lib, h, ea.jvp(ea.grad(f), (x,), (t,))[1], rtol=1e-7, atol=1e-7)
+    check_lib(lib, gg, ea.grad(lambda v: ea.sum(ea.grad(f)(v) ** 2))(x), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["divide", "power", "arctan2", "hypot", "logaddexp", "mod"])
+def test_binary_one_operand_traced(lib, name):
+    """Gradient in one operand with the other a plain array of the same library (and the
+    Hessian-vector product through it: the derivative mixes plain and traced values)."""
+    (lx, hx), (ly, hy) = DOMAIN2.get(name, ((-2, 2), (-2, 2)))
+    x, y = uniform_away_from_zero(lx, hx, (3,), seed=8), uniform_away_from_zero(ly, hy, (3,), seed=9)
+    op = getattr(ea, name)
+    X = lib.asarray(x)
+
+    def f(b, a=X):
+        return ea.sum(op(a, b) * b)
+
+    def f_np(b):
+        return ea.sum(op(x, b) * b)
+
+    with lib.lazy():
+        g = ea.grad(f)(lib.asarray(y))
+        h = ea.grad(lambda b: ea.sum(ea.grad(f)(b)))(lib.asarray(y))
+    check_lib(lib, g, ea.grad(f_np)(y), rtol=1e-7, atol=1e-7)
+    check_lib(lib, h, ea.grad(lambda b: ea.sum(ea.grad(f_np)(b)))(y), rtol=1e-7, atol=1e-7)
+
+
+def test_kernels_take_jits_out_buffer(lib):
+    """`einad.jit` hands numpy ufunc kernels a dying buffer as ``out=``; other libraries ignore it."""
+    x, y = uniform_away_from_zero(-2, 2), uniform_away_from_zero(0.5, 2, seed=1)
+    for name in ["add", "multiply", "sin", "exp", "maximum"]:
+        prim = PRIMITIVES[name]
+        args = (x, y) if name in BINARY else (x,)
+        buf = lib.asarray(np.empty_like(x))
+        got = prim.impl(*[lib.asarray(a) for a in args], out=buf)
+        check_lib(lib, got, prim.impl(*args), rtol=1e-7, atol=1e-7)
+
+
+# -- one library per call ----------------------------------------------------------------------
+
+
+def test_strict_array_stays_strict():
+    xp = pytest.importorskip("array_api_strict")
+    xp.set_array_api_strict_flags(api_version="2024.12")
+    x = xp.asarray([0.5, 1.0, 2.0])
+    y = strip(ea.exp(x))
+    assert type(y) is type(x)
+    g = ea.grad(lambda v: ea.sum(ea.exp(v) * ea.sigmoid(v)))(x)
+    assert type(g) is type(x)
+    with pytest.raises(TypeError):  # array-api-strict itself refuses numpy arrays mixed in
+        xp.exp(np.ones(3)) + x
+
+
+def test_mixing_libraries_is_a_type_error_naming_both():
+    torch = pytest.importorskip("torch")
+    t = torch.ones(3, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"(?s)torch.*numpy|numpy.*torch"):
+        ea.add(t, np.ones(3))
+    with pytest.raises(TypeError, match=r"(?s)torch.*numpy|numpy.*torch"):
+        ea.maximum(np.ones(3), t)
+
+
+# -- torch: against torch.autograd --------------------------------------------------------------
+
+
+def _torch_cases(dtype: Any) -> list[tuple[str, Any, Any]]:
+    import torch
+
+    w = torch.arange(4.0, dtype=dtype)
+
+    return [
+        ("sin", lambda v: ea.sum(ea.sin(v)), lambda v: torch.sin(v).sum()),
+        ("exp*log", lambda v: ea.sum(ea.exp(v) * ea.log(v)), lambda v: (torch.exp(v) * torch.log(v)).sum()),
+        ("softplus", lambda v: ea.sum(ea.softplus(v)), lambda v: torch.nn.functional.softplus(v).sum()),
+        ("max", lambda v: ea.sum(ea.max(v, axis=1) ** 2), lambda v: (torch.amax(v, dim=1) ** 2).sum()),
+        (
+            "logsumexp",
+            lambda v: ea.sum(ea.logsumexp(v, axis=0) * w),
+            lambda v: (torch.logsumexp(v, dim=0) * w).sum(),
+        ),
+        (
+            "pow*atan2",
+            lambda v: ea.sum(ea.power(v, 1.5) * ea.arctan2(v, 2.0)),
+            lambda v: (v**1.5 * torch.atan2(v, torch.tensor(2.0, dtype=v.dtype))).sum(),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", range(6))
+def test_torch_gradients_match_autograd(case, dtype):
+    torch = pytest.importorskip("torch")
+    x = torch.from_numpy(uniform_away_from_zero(0.3, 2, (3, 4), seed=10).astype(dtype))
+    name, f, f_torch = _torch_cases(x.dtype)[case]
+    g = ea.grad(f)(x)
+    xt = x.clone().requires_grad_(True)
+    f_torch(xt).backward()
+    assert isinstance(g, torch.Tensor) and g.dtype == x.dtype, name
+    torch.testing.assert_close(g, xt.grad, rtol=1e-5 if dtype == "float32" else 1e-10, atol=1e-6)
+
+
+def test_jit_elementwise_and_reductions(lib):
+    """A jitted chain of elementwise ops (numpy ufuncs get `out=` buffers) and reductions."""
+    x = uniform_away_from_zero(0.3, 2, (3, 4), seed=11)
+
+    def f(v):
+        a = ea.exp(ea.sin(v) * 2.0) + ea.sigmoid(v) - ea.sqrt(v)
+        return ea.sum(ea.logsumexp(a * ea.log(v), axis=1) + ea.max(a, axis=1) * ea.prod(v, axis=1))
+
+    with lib.lazy():
+        y = ea.jit(f)(lib.asarray(x))
+        g = ea.jit(ea.grad(f))(lib.asarray(x))
+    check_lib(lib, y, f(x), rtol=1e-12, atol=1e-12)
+    check_lib(lib, g, ea.grad(f)(x), rtol=1e-12, atol=1e-12)
+
+
+def test_an_op_on_arrays_that_need_no_cast_plans_once(lib, monkeypatch):
+    """The per-op saving on other libraries: after the first call, an elementwise op whose
+    operands need no cast goes straight to the library's kernel (no dtype planning)."""
+    if lib.name == "numpy":
+        pytest.skip("numpy arrays take numpy's kernels directly; there is nothing to plan")
+    from einad.rules import elementwise
+
+    x = lib.asarray(np.linspace(0.1, 0.9, 6))
+    ea.sin(x)  # plans and caches
+    calls = []
+    real = elementwise._target
+    monkeypatch.setattr(elementwise, "_target", lambda *a: calls.append(a) or real(*a))
+    y = ea.sin(x)
+    assert calls == []
+    np.testing.assert_allclose(lib.numpy(y), np.sin(np.linspace(0.1, 0.9, 6)))
+    ea.sin(lib.asarray(np.arange(3)))  # integers are cast to float64: planned
+    assert calls

@@ -1,0 +1,344 @@
+"""einad.rules.indexing: take, take_along_axis, sort, argsort, argmax, argmin, pad, roll, tile,
+repeat: values against numpy, gradients (gathers and scatters) against central differences and
+gradcheck to second order, integer results without a derivative, computed indices under ea.jit;
+and on every array library (`lib`): results of the input's library, dask lazy, torch gradients
+equal to torch.autograd's."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+from tests.support import op_table
+from tests.support.checks import (
+    check_case,
+    family,
+    lib_value,
+)
+from tests.support.numerics import assert_close
+from tests.support.op_table import normal, one
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+RNG = np.random.default_rng(11)
+X = RNG.standard_normal((3, 4))
+Y = RNG.standard_normal((3, 4))
+MASK = X > 0
+ALONG = np.array([[0, 0], [3, -1], [1, 1]])
+
+
+IDX = np.array([[2, 0, 3], [1, 1, 0], [3, 3, 2]])  # repeated indices: the VJP accumulates
+
+
+ORDER = np.array([[1, 0, 3, 2], [3, 2, 1, 0], [0, 1, 2, 3]])
+
+
+# name: (einad function, numpy reference, arguments maker (dtype -> args), complex inputs allowed)
+EVERYDAY = {
+    "sort": (ea.sort, np.sort, one, True),
+    "sort_axis0": (lambda x: ea.sort(x, axis=0), lambda x: np.sort(x, axis=0), one, True),
+    "sort_flat": (lambda x: ea.sort(x, axis=None), lambda x: np.sort(x, axis=None), one, True),
+    "take": (lambda x: ea.take(x, IDX, axis=1), lambda x: np.take(x, IDX, axis=1), one, True),
+    "take_flat": (lambda x: ea.take(x, [5, -1, 5]), lambda x: np.take(x, [5, -1, 5]), one, True),
+    "take_one": (lambda x: ea.take(x, 2, axis=0), lambda x: np.take(x, 2, axis=0), one, True),
+    "take_along_axis": (
+        lambda x: ea.take_along_axis(x, ORDER[:, :3], axis=1),
+        lambda x: np.take_along_axis(x, ORDER[:, :3], axis=1),
+        one,
+        True,
+    ),
+    "take_along_axis_broadcast": (
+        lambda x: ea.take_along_axis(x, np.array([[0, 2, 2, 1, 0]]), axis=0),
+        lambda x: np.take_along_axis(x, np.array([[0, 2, 2, 1, 0]]), axis=0),
+        lambda dt: (normal((3, 1), dtype=dt),),
+        True,
+    ),
+    "pad": (
+        lambda x, c: ea.pad(x, ((1, 0), (2, 1)), constant_values=c),
+        lambda x, c: np.pad(x, ((1, 0), (2, 1)), constant_values=c),
+        lambda dt: (normal(dtype=dt), normal((), dtype=dt)),
+        True,
+    ),
+    "pad_reflect": (
+        lambda x: ea.pad(x, 2, mode="reflect"),
+        lambda x: np.pad(x, 2, mode="reflect"),
+        one,
+        True,
+    ),
+    "pad_wrap": (
+        lambda x: ea.pad(x, (1, 5), mode="wrap"),
+        lambda x: np.pad(x, (1, 5), mode="wrap"),
+        one,
+        True,
+    ),
+    "roll": (lambda x: ea.roll(x, 3), lambda x: np.roll(x, 3), one, True),
+    "roll_axes": (
+        lambda x: ea.roll(x, (1, -5), axis=(0, 1)),
+        lambda x: np.roll(x, (1, -5), axis=(0, 1)),
+        one,
+        True,
+    ),
+    "tile": (lambda x: ea.tile(x, (2, 1, 2)), lambda x: np.tile(x, (2, 1, 2)), one, True),
+    "repeat": (
+        lambda x: ea.repeat(x, 2, axis=1),
+        lambda x: np.repeat(x, 2, axis=1),
+        one,
+        True,
+    ),
+    "repeat_counts": (
+        lambda x: ea.repeat(x, [2, 0, 1], axis=0),
+        lambda x: np.repeat(x, [2, 0, 1], axis=0),
+        one,
+        True,
+    ),
+}
+
+
+@both_modes
+@pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
+def test_everyday(check, name):
+    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
+    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
+    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
+    check(EVERYDAY[name])
+
+
+# -- integer results and zero derivatives -------------------------------------------------
+
+
+# -- integer results and zero derivatives ---------------------------------------------------------
+
+ARG_OPS = {
+    "argmax": (lambda x: ea.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
+    "argmax_flat": (ea.argmax, np.argmax),
+    "argmax_keepdims": (lambda x: ea.argmax(x, 0, keepdims=True), lambda x: np.argmax(x, 0, keepdims=True)),
+    "argmin": (lambda x: ea.argmin(x, axis=0), lambda x: np.argmin(x, axis=0)),
+    "argmin_flat_keepdims": (lambda x: ea.argmin(x, keepdims=True), lambda x: np.argmin(x, keepdims=True)),
+    "argsort": (ea.argsort, np.argsort),
+    "argsort_flat": (lambda x: ea.argsort(x, axis=None), lambda x: np.argsort(x, axis=None)),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(ARG_OPS))
+def test_arg_functions_are_integers_with_no_derivative(name):
+    f, ref = ARG_OPS[name]
+    x = normal()
+    out = f(x)
+    assert out.dtype.kind == "i" and out.dtype == ref(x).dtype
+    np.testing.assert_array_equal(out.numpy(), ref(x))
+    np.testing.assert_array_equal(ea.jit(f)(x), ref(x))
+    # used as indices inside a differentiated function: a gather, differentiable in x only
+    g = ea.grad(lambda x: ea.sum(ea.take_along_axis(ea.reshape(x, (-1,)), ea.reshape(f(x), (-1,)), 0)))(x)
+    want = np.zeros(x.size)
+    np.add.at(want, ref(x).ravel(), 1.0)
+    assert_close(g, want.reshape(x.shape))
+
+
+@both_modes
+def test_argsort_is_stable_on_ties():
+    x = np.array([2.0, 1.0, 2.0, 1.0, 2.0])
+    np.testing.assert_array_equal(ea.argsort(x).numpy(), [1, 3, 0, 2, 4])
+
+
+@both_modes
+def test_sort_gradient_goes_back_to_the_unsorted_places():
+    x = np.array([3.0, -1.0, 2.0, 0.5])
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    g = ea.grad(lambda x: ea.sum(ea.sort(x) * w))(x)
+    assert_close(g, np.array([4.0, 1.0, 3.0, 2.0]))
+
+
+@both_modes
+def test_take_modes():
+    x = np.arange(5.0)
+    for mode in ("wrap", "clip"):
+        idx = np.array([-7, 0, 4, 6, 12])
+        np.testing.assert_array_equal(ea.take(x, idx, mode=mode).numpy(), np.take(x, idx, mode=mode))
+    with pytest.raises(IndexError):
+        ea.take(x, [5])
+    with pytest.raises(IndexError, match="integers"):
+        ea.take(x, [0.5])
+
+
+@both_modes
+def test_computed_indices_stay_operations_under_jit():
+    """take with indices computed inside the jitted function: no index is frozen in the program."""
+    f = ea.jit(lambda x: ea.take(x, ea.argmax(x)))
+    assert f(np.array([1.0, 5.0, 2.0])) == 5.0
+    assert f(np.array([7.0, 5.0, 2.0])) == 7.0
+    g = ea.jit(lambda x, i: ea.take(x, i, axis=0))  # indices as a traced argument
+    np.testing.assert_array_equal(g(np.arange(4.0), np.array([3, 3, 0])), [3.0, 3.0, 0.0])
+    np.testing.assert_array_equal(g(np.arange(4.0), np.array([1, 2, 0])), [1.0, 2.0, 0.0])
+    assert g.cache_size() == 1
+    program = ea.make_graph(lambda x: ea.sort(x))(np.ones(3))
+    assert [e.op for e in program.equations] == ["argsort", "take_along_axis"]
+
+
+@both_modes
+def test_pad_refuses_unsupported_modes():
+    with pytest.raises(NotImplementedError, match="linear_ramp"):
+        ea.pad(np.ones(3), 1, mode="linear_ramp")
+    with pytest.raises(ValueError, match="negative"):
+        ea.pad(np.ones(3), -1)
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# name: (einad function, numpy reference, arguments, differentiated argnums), on every library
+LIB_CASES = {
+    "take": (
+        *family(
+            (lambda x: ea.take(x, [2, 0, 2], axis=1), lambda x: np.take(x, [2, 0, 2], axis=1)),
+            (lambda x: ea.take(x, [[11, 0], [0, 5]]), lambda x: np.take(x, [[11, 0], [0, 5]])),
+            (lambda x: ea.take(x, 1, axis=0), lambda x: np.take(x, 1, axis=0)),
+            (
+                lambda x: ea.take(x, [5, -7], axis=1, mode="wrap"),
+                lambda x: np.take(x, [5, -7], axis=1, mode="wrap"),
+            ),
+            (
+                lambda x: ea.take(x, [5, -7], axis=0, mode="clip"),
+                lambda x: np.take(x, [5, -7], axis=0, mode="clip"),
+            ),
+        ),
+        (X,),
+        (0,),
+    ),
+    "take_along_axis": (
+        *family(
+            (lambda x: ea.take_along_axis(x, ALONG, axis=1), lambda x: np.take_along_axis(x, ALONG, axis=1)),
+            (
+                lambda x: ea.take_along_axis(x, np.array([[2, 0, 0]]).T, axis=0),
+                lambda x: np.take_along_axis(x, np.array([[2, 0, 0]]).T, axis=0),
+            ),
+            (lambda x: ea.take_along_axis(x, [0, 11, 0], axis=None), lambda x: x.ravel()[[0, 11, 0]]),
+        ),
+        (X,),
+        (0,),
+    ),
+    "sort": (
+        *family(
+            (lambda x: ea.sort(x, axis=1), lambda x: np.sort(x, axis=1)),
+            (lambda x: ea.sort(x, axis=0), lambda x: np.sort(x, axis=0)),
+            (lambda x: ea.sort(x, axis=None), lambda x: np.sort(x, axis=None)),
+        ),
+        (X,),
+        (0,),
+    ),
+    "pad_constant": (
+        *family(
+            (lambda x: ea.pad(x, 1), lambda x: np.pad(x, 1)),
+            (
+                lambda x: ea.pad(x, ((1, 0), (2, 1)), constant_values=2.5),
+                lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=2.5),
+            ),
+        ),
+        (X,),
+        (0,),
+    ),
+    "pad_modes": (
+        *family(
+            (
+                lambda x: ea.pad(x, ((2, 1), (0, 3)), mode="edge"),
+                lambda x: np.pad(x, ((2, 1), (0, 3)), mode="edge"),
+            ),
+            (lambda x: ea.pad(x, 2, mode="reflect"), lambda x: np.pad(x, 2, mode="reflect")),
+            (lambda x: ea.pad(x, 1, mode="symmetric"), lambda x: np.pad(x, 1, mode="symmetric")),
+            (lambda x: ea.pad(x, (1, 2), mode="wrap"), lambda x: np.pad(x, (1, 2), mode="wrap")),
+        ),
+        (X,),
+        (0,),
+    ),
+    "roll": (
+        *family(
+            (lambda x: ea.roll(x, 1, 1), lambda x: np.roll(x, 1, 1)),
+            (lambda x: ea.roll(x, -5), lambda x: np.roll(x, -5)),
+            (lambda x: ea.roll(x, (1, 2), (0, 1)), lambda x: np.roll(x, (1, 2), (0, 1))),
+        ),
+        (X,),
+        (0,),
+    ),
+    "tile_repeat": (
+        *family(
+            (lambda x: ea.tile(x, (2, 1, 2)), lambda x: np.tile(x, (2, 1, 2))),
+            (lambda x: ea.repeat(x, 2, axis=1), lambda x: np.repeat(x, 2, axis=1)),
+            (lambda x: ea.repeat(x, [1, 0, 3], axis=0), lambda x: np.repeat(x, [1, 0, 3], axis=0)),
+            (lambda x: ea.repeat(x, 2), lambda x: np.repeat(x, 2)),
+        ),
+        (X,),
+        (0,),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIB_CASES))
+def test_on_every_library(lib, name):
+    """The value equals numpy's and is of the input's library; the gradient of <w, f(x)> equals
+    einad's on numpy and is of the library; on dask nothing is computed inside einad."""
+    check_case(lib, LIB_CASES[name], RNG)
+
+
+@pytest.mark.parametrize(
+    ("name", "f", "ref"),
+    [
+        ("argsort", lambda x: ea.argsort(x, axis=0), lambda x: np.argsort(x, axis=0, kind="stable")),
+        (
+            "argsort_flat",
+            lambda x: ea.argsort(x, axis=None),
+            lambda x: np.argsort(x, axis=None, kind="stable"),
+        ),
+        ("argmax", lambda x: ea.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
+        ("argmax_flat", lambda x: ea.argmax(x, keepdims=True), lambda x: np.argmax(x, keepdims=True)),
+        (
+            "argmin",
+            lambda x: ea.argmin(x, axis=0, keepdims=True),
+            lambda x: np.argmin(x, axis=0, keepdims=True),
+        ),
+        ("argmin_flat", lambda x: ea.argmin(x), lambda x: np.argmin(x)),
+    ],
+)
+def test_integer_results(lib, name, f, ref):
+    """The arg-functions: integer arrays of the input's library (ties broken as numpy does)."""
+    x = np.array([[3.0, 1.0, 3.0, 0.5], [1.0, 1.0, -2.0, 7.0], [0.0, 4.0, 3.0, 7.0]])
+    with lib.lazy():
+        out = f(lib.asarray(x))
+    got = lib_value(lib, out)
+    assert got.dtype.kind == "i"
+    np.testing.assert_array_equal(got, ref(x))
+
+
+def test_sort_gradient_through_argsort(lib):
+    """`sort` is a gather by `argsort`'s computed indices: its gradient scatters back, exactly."""
+    x = np.array([[3.0, 1.0, 2.0, 0.5], [1.0, 6.0, -2.0, 7.0]])
+    w = np.arange(8.0).reshape(2, 4)
+
+    def loss(x, w):
+        return ea.einsum("ij,ij->", ea.sort(ea.einsum("ij,ij->ij", x, x), axis=1), w)
+
+    with lib.lazy():
+        g = ea.grad(loss)(lib.asarray(x), lib.asarray(w))
+    assert_close(lib_value(lib, g), ea.grad(loss)(x, w))
+
+
+def test_torch_autograd_sort_take_along_where():
+    torch = pytest.importorskip("torch")
+    x32 = X.astype(np.float32)
+    idx = np.array([[0, 0], [3, 1], [2, 2]])
+
+    def einad_loss(x):
+        s = ea.sort(x, axis=1)
+        t = ea.take_along_axis(x, idx, axis=1)
+        return (
+            ea.einsum("ij,ij->", s, s)
+            + ea.einsum("ij->", t)
+            + ea.einsum("ij->", ea.where(torch.from_numpy(MASK), x, 0.0))
+        )
+
+    tx = torch.from_numpy(x32.copy()).requires_grad_(True)
+    s = torch.sort(tx, dim=1).values
+    t = torch.take_along_dim(tx, torch.from_numpy(idx), dim=1)
+    ((s * s).sum() + t.sum() + torch.where(tx > 0, tx, 0.0).sum()).backward()
+
+    g = ea.grad(einad_loss)(torch.from_numpy(x32.copy()))
+    assert isinstance(g, torch.Tensor) and g.dtype == torch.float32
+    assert_close(g.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,386 @@
+"""einad.rules.reductions: sums' relatives (mean, var, std, max, min, prod, logsumexp, softmax,
+log_softmax, cumsum, cumprod, clip): values against numpy, gradients against closed forms and
+central differences (ties shared, products exact at zeros), numerically stable at huge inputs,
+float32 kept; and on every array library (`lib`): results of the input's library, dask lazy."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+from tests.support import op_table
+from tests.support.checks import (
+    BIG,
+    STABLE_WEIGHTS,
+    check_lib,
+    finite_value_and_gradient,
+    stays_float32,
+    uniform_away_from_zero,
+)
+from tests.support.numerics import assert_close, check_op, numeric_grad
+from tests.support.op_table import one
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+W = STABLE_WEIGHTS  # the weights of finite_value_and_gradient's loss
+
+A = np.random.default_rng(8).standard_normal((2, 3, 4))
+B = np.random.default_rng(9).standard_normal((2, 2, 4))
+
+
+# -- numerically stable operations ---------------------------------------------------------
+
+
+@both_modes
+def test_logsumexp_is_stable():
+    for x, expected in (
+        (np.array([1000.0, 1000.0]), 1000 + np.log(2)),
+        (np.array([-1000.0, -1000.0]), -1000 + np.log(2)),
+        (BIG, 1000.0),
+    ):
+        value, _ = finite_value_and_gradient(ea.logsumexp, x)
+        assert_close(value, expected)
+    assert_close(ea.grad(ea.logsumexp)(np.array([1000.0, 1000.0])), [0.5, 0.5])
+    assert_close(ea.grad(ea.logsumexp)(BIG), [0.0, 0.0, 1.0])
+
+
+@both_modes
+def test_softmax_and_log_softmax_are_stable():
+    value, grad = finite_value_and_gradient(ea.softmax, BIG)
+    assert_close(value, [0.0, 0.0, 1.0])
+    assert_close(grad, [0.0, 0.0, 0.0])
+    value, grad = finite_value_and_gradient(ea.log_softmax, BIG)
+    assert_close(value, [-2000.0, -1000.0, 0.0])
+    assert_close(grad, W - np.array([0.0, 0.0, 1.0]) * W.sum())
+    value, _ = finite_value_and_gradient(ea.softmax, np.array([1000.0, 1000.0]))
+    assert_close(value, [0.5, 0.5])
+
+
+def _logsumexp(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+X3 = np.random.default_rng(7).standard_normal((2, 3, 4))
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"axis": 1}, {"axis": (0, 2)}, {"axis": -1, "keepdims": True}, {"keepdims": True}], ids=str
+)
+def test_logsumexp(kwargs):
+    check_op(lambda x: ea.logsumexp(x, **kwargs), lambda x: _logsumexp(x, **kwargs), X3)
+
+
+@both_modes
+def test_logsumexp_reduces_every_axis_by_default():
+    assert ea.logsumexp(X3).shape == ()
+    assert_close(ea.logsumexp(X3).numpy(), np.log(np.exp(X3).sum()))
+
+
+@both_modes
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_softmax_and_log_softmax(axis):
+    kw = {} if axis is None else {"axis": axis}
+    ax = -1 if axis is None else axis  # the default is the last axis
+    check_op(lambda x: ea.softmax(x, **kw), lambda x: _softmax(x, ax), X3)
+    check_op(lambda x: ea.log_softmax(x, **kw), lambda x: np.log(_softmax(x, ax)), X3)
+    assert_close(ea.softmax(X3, **kw).numpy().sum(axis=ax), np.ones(np.delete(X3.shape, ax)))
+
+
+@both_modes
+def test_stable_ops_keep_float32():
+    x = BIG.astype(np.float32)
+    for f in (ea.sigmoid, ea.softplus, ea.logsumexp, ea.softmax, ea.log_softmax):
+        assert f(x).dtype == np.float32
+        g = ea.grad(lambda x, f=f: ea.sum(f(x)))(x)
+        assert g.dtype == np.float32 and np.all(np.isfinite(g))
+
+
+# -- reductions ----------------------------------------------------------------------------------
+
+REDUCE_KWARGS = [{}, {"axis": 1}, {"axis": (0, 2)}, {"axis": -1, "keepdims": True}, {"keepdims": True}]
+
+
+@both_modes
+@pytest.mark.parametrize("kwargs", REDUCE_KWARGS, ids=str)
+@pytest.mark.parametrize("name", ["mean", "max", "min", "prod", "var"])
+def test_reductions(name, kwargs):
+    check_op(lambda x: getattr(ea, name)(x, **kwargs), lambda x: getattr(np, name)(x, **kwargs), X3)
+    check_op(lambda x: getattr(x, name)(**kwargs), lambda x: getattr(np, name)(x, **kwargs), X3)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "logsumexp"])
+def test_reductions_keep_float32(name):
+    x = X3.astype(np.float32)
+    for kwargs in ({}, {"axis": 1}, {"axis": (0, 2), "keepdims": True}):
+        out = getattr(ea, name)(x, **kwargs)
+        assert out.dtype == np.float32
+        ref = _logsumexp if name == "logsumexp" else getattr(np, name)
+        assert_close(out.numpy(), ref(X3, **kwargs).astype(np.float32), rtol=1e-5, atol=1e-6)
+        g = ea.grad(lambda x, kwargs=kwargs: ea.sum(getattr(ea, name)(x, **kwargs)))(x)
+        assert g.dtype == np.float32 and g.shape == x.shape
+
+
+@both_modes
+@pytest.mark.parametrize("ddof", [0, 1, 2])
+def test_var_ddof(ddof):
+    x = X3
+    check_op(lambda x: ea.var(x, ddof=ddof), lambda x: np.var(x, ddof=ddof), x)
+    check_op(lambda x: ea.var(x, axis=1, ddof=ddof), lambda x: np.var(x, axis=1, ddof=ddof), x)
+    n = x.size
+    assert_close(ea.grad(lambda x: ea.var(x, ddof=ddof))(x), 2 * (x - x.mean()) / (n - ddof))
+    assert_close(ea.tensor(x).var(axis=2, ddof=ddof).numpy(), x.var(axis=2, ddof=ddof))
+
+
+@both_modes
+def test_var_defaults_to_ddof_zero():
+    x = np.array([1.0, 2.0, 4.0])
+    assert_close(ea.var(x).numpy(), np.var(x))
+
+
+@both_modes
+def test_mean_gradient():
+    x = np.arange(6.0).reshape(2, 3)
+    assert_close(ea.grad(ea.mean)(x), np.full((2, 3), 1 / 6))
+    assert_close(ea.grad(lambda x: ea.sum(ea.mean(x, axis=0)))(x), np.full((2, 3), 1 / 2))
+
+
+@both_modes
+@pytest.mark.parametrize("op, pick", [(ea.max, np.argmax), (ea.min, np.argmin)])
+def test_max_min_gradient_without_ties_is_an_indicator(op, pick):
+    x = np.array([[0.3, -1.0, 2.0], [4.0, 0.1, -3.0]])
+    expected = np.zeros_like(x)
+    expected.flat[pick(x)] = 1.0
+    assert_close(ea.grad(op)(x), expected)
+
+
+@both_modes
+def test_max_ties_share_the_gradient():
+    x = np.array([1.0, 3.0, 3.0, 2.0])
+    g = ea.grad(ea.max)(x)
+    assert_close(g, [0.0, 0.5, 0.5, 0.0])
+    assert_close(g.sum(), 1.0)
+    x = np.array([[1.0, 1.0, 1.0], [0.0, 2.0, 2.0]])
+    u = np.array([3.0, -2.0])
+    g = ea.grad(lambda x: ea.sum(ea.max(x, axis=1) * u))(x)
+    assert_close(g, [[1.0, 1.0, 1.0], [0.0, -1.0, -1.0]])
+    assert_close(g.sum(axis=1), u)  # each row's share sums to the incoming gradient
+
+
+@both_modes
+def test_min_ties_share_the_gradient():
+    x = np.array([[2.0, 0.5], [0.5, 0.5]])
+    g = ea.grad(ea.min)(x)
+    assert_close(g, [[0.0, 1 / 3], [1 / 3, 1 / 3]])
+    g = ea.grad(lambda x: ea.sum(ea.min(x, axis=0, keepdims=True) * 2.0))(x)
+    assert_close(g, [[0.0, 1.0], [2.0, 1.0]])
+
+
+@both_modes
+def test_prod_gradient_with_zeros():
+    g = ea.grad(ea.prod)(np.array([2.0, 4.0, 3.0]))
+    assert_close(g, [12.0, 6.0, 8.0])
+    g = ea.grad(ea.prod)(np.array([2.0, 0.0, 3.0]))  # one zero: the product of the others there
+    assert_close(g, [0.0, 6.0, 0.0])
+    g = ea.grad(ea.prod)(np.array([2.0, 0.0, 0.0]))  # two zeros: zero everywhere
+    assert_close(g, [0.0, 0.0, 0.0])
+    x = np.array([[2.0, 0.0, 3.0], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]])
+    g = ea.grad(lambda x: ea.sum(ea.prod(x, axis=1)))(x)
+    assert_close(g, [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0], [6.0, 3.0, 2.0]])
+    assert_close(g, numeric_grad(lambda x: np.prod(x, axis=1).sum(), x))
+    assert np.all(np.isfinite(g))
+
+
+@both_modes
+def test_prod_second_derivative_with_a_zero():
+    # d2/dx0 dx1 of x0 x1 x2 is x2, also where x0 == 0.
+    h = ea.hessian(ea.prod)(np.array([0.0, 2.0, 3.0]))
+    assert_close(h, [[0.0, 3.0, 2.0], [3.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+
+
+# -- clip ----------------------------------------------------------------------------------
+
+
+# name: (f(m, *args) written once for m = einad and m = numpy, args)
+CLIP = {
+    "clip": (lambda m, x: m.clip(x, -0.5, 0.5), (A,)),
+    "clip no lower": (lambda m, x: m.clip(x, None, 0.5), (A,)),
+    "clip no upper": (lambda m, x: m.clip(x, -0.5, None), (A,)),
+    "clip array bounds": (
+        lambda m, x, lo, hi: m.clip(x, lo, hi),
+        (A, np.array([-0.5, -0.1, -0.2, -1.0]), np.array([[[0.3]], [[1.0]]])),
+    ),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(CLIP))
+def test_clip(name):
+    f, args = CLIP[name]
+    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["clip"])
+def test_clip_float32_stays_float32(name):
+    stays_float32(*CLIP[name])
+
+
+@both_modes
+def test_clip_gradient_passes_only_inside_the_bounds():
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 2.0])
+    assert_close(ea.clip(x, -1.0, 1.0).numpy(), np.clip(x, -1.0, 1.0))
+    assert_close(ea.grad(lambda x: ea.sum(ea.clip(x, -1.0, 1.0)))(x), [0.0, 1.0, 1.0, 1.0, 0.0])
+
+
+@both_modes
+def test_clip_with_crossed_bounds_follows_numpy():
+    # numpy.clip is minimum(maximum(x, a_min), a_max): where a_min > a_max every value is a_max.
+    x = np.array([0.0, 2.0, 5.0])
+    assert_close(ea.clip(x, 3.0, 1.0).numpy(), np.clip(x, 3.0, 1.0))
+    lo, hi = np.array([3.0, 0.0, 3.0]), np.array([1.0, 4.0, 1.0])
+    assert_close(ea.clip(x, lo, hi).numpy(), np.clip(x, lo, hi))
+    glo, ghi = ea.grad(lambda lo, hi: ea.sum(ea.clip(x, lo, hi)), (0, 1))(lo, hi)
+    assert_close(glo, [0.0, 0.0, 0.0])
+    assert_close(ghi, [1.0, 0.0, 1.0])
+
+
+# -- the everyday reductions: one table, every check ---------------------------------------
+
+
+# name: (einad function, numpy reference, arguments maker (dtype -> args), complex inputs allowed)
+EVERYDAY = {
+    "std": (lambda x: ea.std(x, axis=1), lambda x: np.std(x, axis=1), one, True),
+    "std_ddof": (
+        lambda x: ea.std(x, axis=0, ddof=1, keepdims=True),
+        lambda x: np.std(x, axis=0, ddof=1, keepdims=True),
+        one,
+        True,
+    ),
+    "cumsum": (lambda x: ea.cumsum(x, axis=1), lambda x: np.cumsum(x, axis=1), one, True),
+    "cumprod": (ea.cumprod, np.cumprod, one, True),
+    "cumprod_axis": (
+        lambda x: ea.cumprod(x, axis=0),
+        lambda x: np.cumprod(x, axis=0),
+        one,
+        True,
+    ),
+}
+
+
+@both_modes
+@pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
+def test_everyday(check, name):
+    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
+    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
+    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
+    check(EVERYDAY[name])
+
+
+# -- special points ------------------------------------------------------------------------------
+
+
+@both_modes
+def test_cumprod_derivatives_are_exact_at_zeros():
+    x = np.array([[1.5, 0.0, 2.0, -1.0, 0.0, 3.0], [0.0, 2.0, 0.5, 0.0, 1.0, 2.0]])
+    w = np.linspace(1, 2, x.size).reshape(x.shape)
+    loss = lambda x: ea.sum(ea.cumprod(x, axis=1) * w)
+    ref = lambda x: np.sum(np.cumprod(x, axis=1) * w)
+    assert_close(ea.grad(loss)(x), numeric_grad(ref, x))
+    _, t = ea.jvp(loss, (x,), (np.ones_like(x),))
+    assert_close(t, numeric_grad(ref, x).sum())
+    one_zero = np.array([1.5, 0.0, 2.0, -1.0])  # second order: exact with one zero per lane
+    loss1 = lambda x: ea.sum(ea.cumprod(x) * np.arange(1.0, 5.0))
+    h = ea.hessian(loss1)(one_zero)
+    hn = np.stack([numeric_grad(lambda x, i=i: ea.grad(loss1)(x)[i], one_zero) for i in range(4)])
+    assert_close(h, hn, atol=1e-6)
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+REDUCTIONS = ["max", "min", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "sum"]
+
+
+@pytest.mark.parametrize(
+    ("name", "axis"), [(n, 1) for n in REDUCTIONS] + [(n, None) for n in ("max", "prod", "var", "logsumexp")]
+)
+def test_reduction_value_and_gradient(lib, name, axis):
+    x = uniform_away_from_zero(0.3, 2, (2, 4), seed=5)
+    op = getattr(ea, name)
+
+    def f(v):
+        return ea.sum(op(v, axis=axis) * ea.cos(op(v, axis=axis)))
+
+    with lib.lazy():
+        y = op(lib.asarray(x), axis=axis)
+        g = ea.grad(f)(lib.asarray(x))
+    check_lib(lib, y, op(x, axis=axis), rtol=1e-7, atol=1e-7)
+    check_lib(lib, g, ea.grad(f)(x), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_scan_value_and_gradient(lib, name, axis):
+    x = uniform_away_from_zero(0.5, 1.5, (3, 4), seed=6)
+    op = getattr(ea, name)
+
+    def f(v):
+        return ea.sum(op(v, axis=axis) * ea.sin(op(v, axis=axis)))
+
+    with lib.lazy():
+        y = op(lib.asarray(x), axis=axis)
+        g = ea.grad(f)(lib.asarray(x))
+    check_lib(lib, y, op(x, axis=axis), rtol=1e-7, atol=1e-7)
+    check_lib(lib, g, ea.grad(f)(x), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["prod", "cumprod"])
+def test_products_exact_at_zeros(lib, name):
+    """The zero-aware rules (no division by zero) on every library; on dask without a compute."""
+    x = np.array([[0.0, 2.0, 3.0], [1.5, 0.0, 0.0], [2.0, 0.5, 4.0]])
+    op = getattr(ea, name)
+    with lib.lazy():
+        g = ea.grad(lambda v: ea.sum(op(v, axis=1)))(lib.asarray(x))
+    check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v, axis=1)))(x), rtol=1e-7, atol=1e-7)
+
+
+def test_max_ties_share_and_clip(lib):
+    x = np.array([[1.0, 3.0, 3.0], [0.5, -1.0, 2.0]])
+    with lib.lazy():
+        g = ea.grad(lambda v: ea.sum(ea.max(v, axis=1)))(lib.asarray(x))
+        c = ea.clip(lib.asarray(x), -0.5, 2.5)
+        gc = ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(lib.asarray(x))
+    check_lib(lib, g, np.array([[0, 0.5, 0.5], [0, 0, 1.0]]), rtol=1e-7, atol=1e-7)
+    check_lib(lib, c, np.clip(x, -0.5, 2.5), rtol=1e-7, atol=1e-7)
+    check_lib(lib, gc, ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(x), rtol=1e-7, atol=1e-7)
+
+
+def test_reductions_keep_float32_on_every_library(lib):
+    x = uniform_away_from_zero(0.3, 2, (2, 4)).astype(np.float32)
+    for name in ["max", "prod", "mean", "var", "logsumexp", "softmax"]:
+        op = getattr(ea, name)
+        with lib.lazy():
+            y = op(lib.asarray(x), axis=-1)
+            g = ea.grad(lambda v, op=op: ea.sum(op(v, axis=-1)))(lib.asarray(x))
+        check_lib(lib, y, op(x, axis=-1), rtol=1e-5, atol=1e-5, dtype=np.float32)
+        check_lib(
+            lib,
+            g,
+            ea.grad(lambda v, op=op: ea.sum(op(v, axis=-1)))(x),
+            rtol=1e-5,
+            atol=1e-5,
+            dtype=np.float32,
+        )
+    i = np.arange(1, 7, dtype=np.int32)  # numpy's result dtypes: prod and cumsum of int32 in int64
+    check_lib(lib, ea.prod(lib.asarray(i)), ea.prod(i), rtol=1e-7, atol=1e-7)
+    check_lib(lib, ea.cumsum(lib.asarray(i)), ea.cumsum(i), rtol=1e-7, atol=1e-7)

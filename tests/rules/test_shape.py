@@ -1,0 +1,419 @@
+"""einad.rules.shape: reshape, expand_dims, squeeze, flip, astype, stop_gradient, Tensor
+attributes, and indexing (x[...], its scatter gradient, and the x.at[...] updates built on it):
+values against numpy, gradients against central differences, float32 kept, batched without a
+loop; and on every array library (`lib`): numpy's index semantics, results of the input's
+library, dask lazy, torch gradients equal to torch.autograd's."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+from einad.transforms.batching import vmap
+from einad.util import raw
+from tests.support import op_table
+from tests.support.arraylibs import load
+from tests.support.checks import (
+    check_case,
+    family,
+    lib_value,
+    np_add,
+    np_set,
+    stays_float32,
+)
+from tests.support.numerics import assert_close, check_op
+from tests.support.op_table import normal
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+A = np.random.default_rng(8).standard_normal((2, 3, 4))
+B = np.random.default_rng(9).standard_normal((2, 2, 4))
+A_MASK = A > 0
+
+RNG = np.random.default_rng(11)
+X = RNG.standard_normal((3, 4))
+Y = RNG.standard_normal((3, 4))
+MASK = X > 0
+IDX2 = np.array([[1, 1], [0, 3]])
+ROW_MASK = np.array([True, False, True])
+
+
+# name: (f(m, *args) written once for m = einad and m = numpy, args)
+SHAPE = {
+    "reshape": (lambda m, x: m.reshape(x, (4, -1)), (A,)),
+    "reshape int": (lambda m, x: m.reshape(x, 24), (A,)),
+    "reshape method": (lambda m, x: x.reshape(4, 6), (A,)),
+    "reshape method tuple": (lambda m, x: x.reshape((6, 4)), (A,)),
+    "expand_dims": (lambda m, x: m.expand_dims(x, 1), (A,)),
+    "expand_dims negative tuple": (lambda m, x: m.expand_dims(x, (0, -1)), (A,)),
+    "squeeze all": (lambda m, x: m.squeeze(x), (A[:1, :, :1],)),
+    "squeeze axis": (lambda m, x: m.squeeze(x, 2), (A[:1, :, :1],)),
+    "squeeze method": (lambda m, x: x.squeeze(0), (A[:1, :, :1],)),
+    "flip all": (lambda m, x: m.flip(x), (A,)),
+    "flip axis": (lambda m, x: m.flip(x, 1), (A,)),
+    "flip axes": (lambda m, x: m.flip(x, (0, -1)), (A,)),
+    "getitem basic": (lambda m, x: x[1, :, ::2], (A,)),
+    "getitem ellipsis": (lambda m, x: x[..., -1], (A,)),
+    "getitem newaxis": (lambda m, x: x[None, 0, 1:], (A,)),
+    "getitem negative step": (lambda m, x: x[:, ::-2], (A,)),
+    "getitem integer array": (lambda m, x: x[:, np.array([0, 2, 2, 1, 0])], (A,)),
+    "getitem list": (lambda m, x: x[[1, 1, 0]], (A,)),
+    "getitem two arrays": (lambda m, x: x[np.array([0, 1, 1]), np.array([2, 2, 0])], (A,)),
+    "getitem array and slice": (lambda m, x: x[np.array([[0, 1], [1, 1]]), 1:], (A,)),
+    "getitem boolean mask": (lambda m, x: x[A_MASK], (A,)),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(SHAPE))
+def test_shape_op(name):
+    f, args = SHAPE[name]
+    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["reshape", "flip all", "getitem integer array", "expand_dims"])
+def test_shape_op_float32_stays_float32(name):
+    stays_float32(*SHAPE[name])
+
+
+@both_modes
+def test_integer_array_indexing_accumulates_repeated_indices():
+    x = np.arange(4.0)
+    g = ea.grad(lambda x: ea.sum(x[np.array([0, 0, 2, 0, 3])]))(x)
+    assert_close(g, [3.0, 0.0, 1.0, 1.0])
+    g = ea.grad(lambda x: ea.sum(x[[1, 1]] * np.array([2.0, 5.0])))(x)
+    assert_close(g, [0.0, 7.0, 0.0, 0.0])
+    m = np.arange(6.0).reshape(2, 3)
+    g = ea.grad(lambda m: ea.sum(m[np.array([0, 0, 1]), np.array([2, 2, 0])]))(m)
+    assert_close(g, [[0.0, 0.0, 2.0], [1.0, 0.0, 0.0]])
+
+
+@both_modes
+def test_basic_indexing_gradient_is_a_scatter():
+    x = np.arange(6.0).reshape(2, 3)
+    g = ea.grad(lambda x: ea.sum(x[1, 1:] * np.array([2.0, 3.0])))(x)
+    assert_close(g, [[0.0, 0.0, 0.0], [0.0, 2.0, 3.0]])
+    g = ea.grad(lambda x: x[0, 2] * x[0, 2])(x)
+    assert_close(g, [[0.0, 0.0, 4.0], [0.0, 0.0, 0.0]])
+
+
+@both_modes
+def test_iterating_a_tensor_is_differentiable():
+    x = np.array([1.0, 2.0, 3.0])
+    g = ea.grad(lambda x: sum(xi * xi for xi in x))(x)
+    assert_close(g, 2 * x)
+
+
+# -- stop_gradient and comparisons -------------------------------------------------------------------
+
+
+@both_modes
+def test_stop_gradient():
+    x = np.array([1.0, -2.0, 3.0])
+    assert_close(ea.stop_gradient(x).numpy(), x)
+    assert isinstance(ea.stop_gradient(x), ea.Tensor)
+    assert_close(ea.grad(lambda x: ea.sum(ea.stop_gradient(x)))(x), np.zeros(3))
+    assert_close(ea.grad(lambda x: ea.sum(ea.stop_gradient(x) * x))(x), x)  # not 2x
+    # Nested: the inner gradient is stop_gradient(y) * x at y = x, and stop_gradient stops the
+    # outer derivative too, so the outer gradient is x (not 2x, nor 4x without stop_gradient).
+    f = lambda x: ea.sum(ea.grad(lambda y: ea.sum(ea.stop_gradient(y) * y * x))(x))
+    assert_close(ea.grad(f)(x), x)
+
+
+@both_modes
+def test_tensor_attributes():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    t = ea.tensor(x)
+    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and t.dtype == np.float32
+    assert isinstance(t.numpy(), np.ndarray)
+    np.testing.assert_array_equal(np.asarray(t), x)
+    np.testing.assert_array_equal(t.T.numpy(), x.T)
+    assert ea.tensor([1.0]).dtype == np.float64
+    assert ea.tensor([1, 2], dtype=np.float32).dtype == np.float32
+
+
+# -- x.at[...]: one table, every check -----------------------------------------------------
+
+
+ROWS = np.array([2, 0, 2])  # a repeated row: set keeps the last write, add adds twice
+
+
+# name: (einad function, numpy reference, arguments maker (dtype -> args), complex inputs allowed)
+EVERYDAY = {
+    "at_set": (
+        lambda x, v: x.at[ROWS].set(v),
+        lambda x, v: np_set(x, ROWS, v),
+        lambda dt: (normal(dtype=dt), normal((3, 4), dtype=dt)),
+        True,
+    ),
+    "at_set_slice": (
+        lambda x, v: x.at[1:, ::2].set(v),
+        lambda x, v: np_set(x, (slice(1, None), slice(None, None, 2)), v),
+        lambda dt: (normal(dtype=dt), normal((2,), dtype=dt)),
+        True,
+    ),
+    "at_add": (
+        lambda x, v: x.at[ROWS, 1].add(v),
+        lambda x, v: np_add(x, (ROWS, 1), v),
+        lambda dt: (normal(dtype=dt), normal((3,), dtype=dt)),
+        True,
+    ),
+}
+
+
+@both_modes
+@pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
+def test_everyday(check, name):
+    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
+    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
+    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
+    check(EVERYDAY[name])
+
+
+@both_modes
+def test_at_set_with_repeated_indices_keeps_the_last_write():
+    x = np.zeros(4)
+    out = ea.tensor(x).at[np.array([1, 1, 3])].set(np.array([5.0, 6.0, 7.0]))
+    want = np.zeros(4)
+    want[[1, 1, 3]] = [5.0, 6.0, 7.0]
+    np.testing.assert_array_equal(out.numpy(), want)
+    gx, gv = ea.grad(lambda x, v: ea.sum(x.at[np.array([1, 1, 3])].set(v) * np.arange(4.0)), (0, 1))(
+        np.ones(4), np.ones(3)
+    )
+    assert_close(gx, [0.0, 0.0, 2.0, 0.0])
+    assert_close(gv, [0.0, 1.0, 3.0])
+
+
+@both_modes
+def test_at_leaves_the_input_untouched_and_checks_the_index():
+    x = ea.tensor(np.arange(4.0))
+    x.at[0].set(9.0)
+    x.at[1].add(9.0)
+    np.testing.assert_array_equal(x.numpy(), np.arange(4.0))
+    assert x.at[2].get().numpy() == 2.0
+    with pytest.raises(IndexError):
+        x.at[7].set(1.0)
+    with pytest.raises(ValueError):
+        x.at[:2].set(np.ones(3))
+    with pytest.raises(TypeError, match="complex"):
+        x.at[0].set(1j)
+
+
+@both_modes
+def test_at_under_a_traced_function():
+    def f(x):
+        return ea.sum(x.at[0].set(x[1] * 2.0) ** 2)
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert_close(ea.grad(f)(x), [0.0, 2 * 4.0 * 2.0 + 2 * 2.0, 6.0])  # (2 x1)^2 + x1^2 + x2^2
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "index",
+    [
+        (np.array([2, 0, 2]),),
+        (slice(None), np.array([[1, 0], [3, 3]])),
+        (1, np.array([0, 2])),
+        (np.array([1, 0]), slice(None), np.array([0, 2])),  # separated: numpy moves axes (a loop)
+        (Ellipsis, np.array([0, 5, 5])),
+        (None, np.array([1, 2]), 0),
+        (np.array([True, False, True]),),
+    ],
+    ids=str,
+)
+def test_integer_array_indexing_batches_without_a_loop_where_axes_stay(index):
+    """x[idx] and x.at[idx] under vmap (what jacfwd and jacrev run): the batch axis stays first."""
+    x = op_table.RNG.standard_normal((5, 3, 4, 6))
+    got = vmap(lambda t: t[index] * 2.0)(x)
+    np.testing.assert_array_equal(np.asarray(got), np.stack([xi[index] * 2.0 for xi in x]))
+    f = lambda t: t.at[index].add(1.0) * t
+    assert_close(ea.jacfwd(f)(x[0]), ea.jacrev(f)(x[0]))
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# name: (einad function, numpy reference, arguments, differentiated argnums), on every library
+LIB_CASES = {
+    "shapes": (
+        *family(
+            (lambda x: ea.reshape(x, (4, 3)), lambda x: x.reshape(4, 3)),
+            (lambda x: ea.reshape(x, (2, -1, 2)), lambda x: x.reshape(2, -1, 2)),
+            (lambda x: ea.expand_dims(x, (0, 2)), lambda x: np.expand_dims(x, (0, 2))),
+            (
+                lambda x: ea.squeeze(ea.reshape(x, (1, 3, 1, 4)), 2),
+                lambda x: np.squeeze(x.reshape(1, 3, 1, 4), 2),
+            ),
+            (
+                lambda x: ea.broadcast_to(ea.reshape(x, (3, 1, 4)), (2, 3, 2, 4)),
+                lambda x: np.broadcast_to(x.reshape(3, 1, 4), (2, 3, 2, 4)),
+            ),
+        ),
+        (X,),
+        (0,),
+    ),
+    "getitem_basic": (
+        *family(
+            (lambda x: x[1:3, ::2], lambda x: x[1:3, ::2]),
+            (lambda x: x[::-2, 1], lambda x: x[::-2, 1]),
+            (lambda x: x[None, ..., -1], lambda x: x[None, ..., -1]),
+            (lambda x: x[2], lambda x: x[2]),
+            (lambda x: x[1, 2:0:-1], lambda x: x[1, 2:0:-1]),
+        ),
+        (X,),
+        (0,),
+    ),
+    "getitem_one_array": (
+        *family(
+            (lambda x: x[[0, 2, 0, 0]], lambda x: x[[0, 2, 0, 0]]),
+            (lambda x: x[:, [3, -1, 0]], lambda x: x[:, [3, -1, 0]]),
+            (lambda x: x[::-1, IDX2], lambda x: x[::-1, IDX2]),
+        ),
+        (X,),
+        (0,),
+    ),
+    "getitem_arrays": (
+        *family(
+            (lambda x: x[[0, 1, 0], [1, 2, 1]], lambda x: x[[0, 1, 0], [1, 2, 1]]),
+            (lambda x: x[1, [0, 0, 3]], lambda x: x[1, [0, 0, 3]]),
+            (lambda x: x[None, [2, 2], 1:], lambda x: x[None, [2, 2], 1:]),
+        ),
+        (X,),
+        (0,),
+    ),
+    "getitem_masks": (
+        *family(
+            (lambda x: x[MASK], lambda x: x[MASK]),
+            (lambda x: x[ROW_MASK], lambda x: x[ROW_MASK]),
+            (lambda x: x[:, MASK[0]], lambda x: x[:, MASK[0]]),
+        ),
+        (X,),
+        (0,),
+    ),
+    "flip": (
+        *family((lambda x: ea.flip(x), np.flip), (lambda x: ea.flip(x, 1), lambda x: np.flip(x, 1))),
+        (X,),
+        (0,),
+    ),
+    "astype": (lambda x: x.astype(np.float32), lambda x: x.astype(np.float32), (X,), (0,)),
+    "at": (
+        *family(
+            (lambda x, y: x.at[1:].set(y[0]), lambda x, y: np_set(x, (slice(1, None),), y[0])),
+            (lambda x, y: x.at[[2, 0, 2]].set(y), lambda x, y: np_set(x, ([2, 0, 2],), y)),
+            (
+                lambda x, y: x.at[:, [1, 1, 3]].add(y[:, :3]),
+                lambda x, y: np_add(x, (slice(None), [1, 1, 3]), y[:, :3]),
+            ),
+            (lambda x, y: x.at[0, 1].add(2.0), lambda x, y: np_add(x, (0, 1), 2.0)),
+        ),
+        (X, Y),
+        (0, 1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIB_CASES))
+def test_on_every_library(lib, name):
+    """The value equals numpy's and is of the input's library; the gradient of <w, f(x)> equals
+    einad's on numpy and is of the library; on dask nothing is computed inside einad."""
+    check_case(lib, LIB_CASES[name], RNG)
+
+
+def test_index_of_the_library(lib):
+    """An index given as an array of the library itself (torch's tensor, a strict array) is
+    static data, as a list is; a boolean mask selects as numpy's does."""
+    if lib.name == "dask":  # a dask index is computed (it fixes the result's shape)
+        pytest.skip("dask: a dask index array is computed, tested in test_dask_index_is_computed")
+    x = lib.asarray(X)
+    idx = lib.asarray(np.array([2, 0, 2]))
+    assert_close(lib_value(lib, ea.tensor(x)[idx]), X[[2, 0, 2]])
+    assert_close(lib_value(lib, ea.tensor(x)[lib.asarray(MASK)]), X[MASK])
+    g = ea.grad(lambda x: ea.einsum("ij,ij->", x[idx], x[idx]))(x)
+    assert_close(lib_value(lib, g), ea.grad(lambda x: ea.einsum("ij,ij->", x[[2, 0, 2]], x[[2, 0, 2]]))(X))
+
+
+def test_dask_index_is_computed():
+    """A dask array used as an index is static data: einad computes it (once), and the result
+    and its gradient stay lazy."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(X, chunks=2)
+    idx = da.from_array(np.array([2, 0, 2]), chunks=2)
+    y = raw(ea.tensor(x)[idx])
+    assert isinstance(y, da.Array)
+    assert_close(y.compute(), X[[2, 0, 2]])
+
+
+def test_getitem_negative_step_scatter_duplicates_float32(lib):
+    """float32 stays float32 through indexing, scatter-adds and joins, on every library."""
+    x32 = X.astype(np.float32)
+
+    def loss(x):
+        y = ea.concatenate([x[[1, 1, 0]], ea.flip(x, 0)[::-1], ea.pad(x, 1)[1:-1, 1:-1]], axis=0)
+        return ea.einsum("ij,ij->", y, y)
+
+    x = lib.asarray(x32)
+    with lib.lazy():
+        g = ea.grad(loss)(x)
+    got = lib_value(lib, g, np.float32)
+    assert_close(got, ea.grad(loss)(X).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_reshape_dask_any_shape():
+    """dask reshapes only by merging or splitting axes: any other reshape goes through 1-D, lazily."""
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.arange(24.0).reshape(4, 6), chunks=(3, 4))
+    with load("dask").lazy():
+        y = raw(ea.reshape(x, (6, 4)))
+    assert isinstance(y, da.Array)
+    np.testing.assert_array_equal(y.compute(), np.arange(24.0).reshape(6, 4))
+
+
+# -- torch: gradients against torch.autograd -------------------------------------------------
+
+
+def test_torch_autograd_getitem_duplicates_pad_concat():
+    torch = pytest.importorskip("torch")
+    x32 = X.astype(np.float32)
+    w = RNG.standard_normal((5, 6)).astype(np.float32)
+    idx = [2, 0, 2, 2, 1]
+
+    def einad_loss(x):
+        y = ea.concatenate([x[idx][:, 1:], ea.pad(x[idx][:, :2], ((0, 0), (1, 0)))], axis=1)
+        return ea.einsum("ij,ij->", y, torch.from_numpy(w))
+
+    tx = torch.from_numpy(x32.copy()).requires_grad_(True)
+    ty = torch.cat([tx[idx][:, 1:], torch.nn.functional.pad(tx[idx][:, :2], (1, 0))], dim=1)
+    (ty * torch.from_numpy(w)).sum().backward()
+
+    g = ea.grad(einad_loss)(torch.from_numpy(x32.copy()))
+    assert isinstance(g, torch.Tensor) and g.dtype == torch.float32
+    assert_close(g.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+EDGE_INDICES = [
+    (),
+    Ellipsis,
+    (0, 1, 2),
+    (slice(None), None, 1, [0, 0]),
+    ([[0], [1]], slice(None), [1, 2]),
+    (Ellipsis, [0, 3], None),
+    (np.array(1),),
+    (0, slice(None), np.array([True, False, True, True])),
+    (slice(5, 1, -2),),
+    (slice(None), slice(3, None)),
+    (-1, [-1], slice(None, None, -3)),
+]
+
+
+def test_getitem_edge_indices(lib):
+    """numpy's semantics for mixed, empty and separated indices: values and gradients."""
+    x3 = np.arange(24.0).reshape(2, 3, 4)
+    x = lib.asarray(x3)
+    for index in EDGE_INDICES:
+        w = RNG.standard_normal(x3[index].shape)
+        assert_close(lib_value(lib, ea.tensor(x)[index]), x3[index])
+        with lib.lazy():
+            g = ea.grad(lambda x, w, index=index: ea.einsum("...,...->", x[index], w))(x, lib.asarray(w))
+        want = ea.grad(lambda x, w, index=index: ea.einsum("...,...->", x[index], w))(x3, w)
+        assert_close(lib_value(lib, g), want)

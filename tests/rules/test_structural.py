@@ -1,0 +1,130 @@
+"""einad.rules.structural: broadcast_to, concatenate, stack, split, where: values against numpy,
+gradients against central differences and closed forms, float32 kept; and on every array
+library (`lib`): results of the input's library, dask lazy, libraries never mixed."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+from tests.support.checks import (
+    check_case,
+    family,
+    stays_float32,
+)
+from tests.support.numerics import assert_close, check_op
+
+both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
+A = np.random.default_rng(8).standard_normal((2, 3, 4))
+B = np.random.default_rng(9).standard_normal((2, 2, 4))
+A_MASK = A > 0
+COND = np.array([True, False, True, False])
+
+RNG = np.random.default_rng(11)
+X = RNG.standard_normal((3, 4))
+Y = RNG.standard_normal((3, 4))
+MASK = X > 0
+
+
+# name: (f(m, *args) written once for m = einad and m = numpy, args)
+STRUCTURAL = {
+    "broadcast_to": (lambda m, x: m.broadcast_to(x, (5, 2, 3, 4)), (A,)),
+    "broadcast_to size-1": (lambda m, x: m.broadcast_to(x, (3, 2, 4)), (A[:1, :1],)),
+    "concatenate": (lambda m, a, b: m.concatenate([a, b], axis=1), (A, B)),
+    "concatenate same twice": (lambda m, a, b: m.concatenate([a, b, a], axis=1), (A, B)),
+    "concatenate negative axis": (lambda m, a: m.concatenate([a, a * 2], axis=-1), (A,)),
+    "stack": (lambda m, a, b: m.stack([a, b]), (A[:, :2], B)),
+    "stack axis": (lambda m, a, b: m.stack([a, b], axis=-1), (A[:, :2], B)),
+    "where": (lambda m, a, b: m.where(A_MASK, a, b), (A, B[0, :1, :1])),
+    "where scalar branch": (lambda m, a: m.where(A_MASK, a, 0.0), (A,)),
+    "where broadcast condition": (lambda m, a, b: m.where(COND, a, b), (A, B[0, 0])),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_structural(name):
+    f, args = STRUCTURAL[name]
+    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["concatenate", "stack", "where", "broadcast_to"])
+def test_structural_float32_stays_float32(name):
+    stays_float32(*STRUCTURAL[name])
+
+
+@both_modes
+@pytest.mark.parametrize("sections, axis", [(2, 2), ([1, 3], 1), (3, -2), ([1], 0)], ids=str)
+def test_split(sections, axis):
+    pieces = ea.split(A, sections, axis=axis)
+    expected = np.split(A, sections, axis=axis)
+    assert len(pieces) == len(expected)
+    for p, e in zip(pieces, expected):
+        assert isinstance(p, ea.Tensor)
+        assert_close(p.numpy(), e)
+    w = [np.random.default_rng(k).standard_normal(e.shape) for k, e in enumerate(expected)]
+    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, axis=axis), w)))(A)
+    assert_close(g, np.concatenate(w, axis=axis))
+
+
+@both_modes
+def test_split_unused_piece_gets_zero_gradient():
+    g = ea.grad(lambda x: ea.sum(ea.split(x, 3, axis=1)[1]))(A)
+    expected = np.zeros_like(A)
+    expected[:, 1] = 1.0
+    assert_close(g, expected)
+
+
+@both_modes
+def test_where_gradient_goes_to_the_chosen_branch():
+    c = np.array([True, False, True])
+    gx, gy = ea.grad(lambda x, y: ea.sum(ea.where(c, x, y) * np.array([1.0, 2.0, 3.0])), (0, 1))(
+        np.ones(3), np.ones(3)
+    )
+    assert_close(gx, [1.0, 0.0, 3.0])
+    assert_close(gy, [0.0, 2.0, 0.0])
+
+
+@both_modes
+def test_broadcast_to_gradient_sums_back():
+    x = np.array([[1.0], [2.0]])
+    g = ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (3, 2, 4)) * 2.0))(x)
+    assert g.shape == (2, 1)
+    assert_close(g, np.full((2, 1), 24.0))
+
+
+# -- on every array library ----------------------------------------------------------------
+
+
+# name: (einad function, numpy reference, arguments, differentiated argnums), on every library
+LIB_CASES = {
+    "join_split": (
+        *family(
+            (lambda x, y: ea.concatenate([x, y, x], axis=1), lambda x, y: np.concatenate([x, y, x], axis=1)),
+            (lambda x, y: ea.concatenate([x, y], axis=None), lambda x, y: np.concatenate([x, y], axis=None)),
+            (lambda x, y: ea.stack([x, y], axis=1), lambda x, y: np.stack([x, y], axis=1)),
+            (lambda x, y: ea.split(y, [1, 3], axis=1)[1], lambda x, y: np.split(y, [1, 3], axis=1)[1]),
+        ),
+        (X, Y),
+        (0, 1),
+    ),
+    "where": (lambda m, x, y: ea.where(m, x, y), np.where, (MASK, X, Y), (1, 2)),
+    "where_number": (lambda m, x: ea.where(m, 0.5, x), lambda m, x: np.where(m, 0.5, x), (MASK, X), (1,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIB_CASES))
+def test_on_every_library(lib, name):
+    """The value equals numpy's and is of the input's library; the gradient of <w, f(x)> equals
+    einad's on numpy and is of the library; on dask nothing is computed inside einad."""
+    check_case(lib, LIB_CASES[name], RNG)
+
+
+def test_mixed_libraries_name_both(lib):
+    if lib.name == "numpy":
+        pytest.skip("one library")
+    with pytest.raises(TypeError, match=r"numpy.*" + ("dask" if lib.name == "dask" else lib.name)):
+        ea.concatenate([X, lib.asarray(Y)], axis=0)
+    with pytest.raises(TypeError, match="two libraries"):
+        ea.where(MASK, lib.asarray(X), Y)
