@@ -590,10 +590,7 @@ def test_an_ellipsis_dimension_is_reported_as_the_user_wrote_it(monkeypatch):
     slicing.plan.cache_clear()
 
 
-# -- on every array library ----------------------------------------------------------------
-
-
-# -- sliced contractions (issue 11 on other libraries) ---------------------------------------------
+# -- sliced contractions on every array library ---------------------------------------------
 
 SLICED = [
     ("abc,ade,bdf,cef->", [(4, 4, 4)] * 4, 64),  # scalar result

@@ -127,7 +127,7 @@ def test_random_einsum_jvp(case, form):
     assert_close(tangent_out, expected, rtol=1e-10, atol=1e-12)
 
 
-# -- random specs ---------------------------------------------------------------------------------
+# -- random specs on array-api-strict and torch ------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["array_api_strict", "torch"])

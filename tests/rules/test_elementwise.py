@@ -20,6 +20,7 @@ from tests.support.checks import (
     BIG,
     check_lib,
     finite_value_and_gradient,
+    lib_value,
     uniform_away_from_zero,
 )
 from tests.support.numerics import assert_close, check_op, numeric_grad
@@ -66,14 +67,26 @@ def _domain(lo, hi, shape=(2, 3), seed=0, dtype=np.float64):
 
 
 @both_modes
-@pytest.mark.parametrize("name", sorted(UNARY_CASES))
-def test_unary_value_and_gradient(name):
-    ref, deriv, lo, hi = UNARY_CASES[name]
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_value_and_gradient(lib, name):
+    """The value against numpy's function and the gradient against the closed form (einad's on
+    numpy for the ops without one here: EVERYDAY checks those against numpy), on every library:
+    results of the input's library, dask lazy; on numpy also the VJP against central differences."""
     op = getattr(ea, name)
-    x = _domain(lo, hi)
-    check_op(op, ref, x)
-    g = ea.grad(lambda x: ea.sum(op(x)))(x)
-    assert_close(g, deriv(x))
+    if name in UNARY_CASES:
+        ref, deriv, lo, hi = UNARY_CASES[name]
+        x = _domain(lo, hi)
+    else:
+        ref, deriv = getattr(np, name), None
+        x = uniform_away_from_zero(*_unary_domain(name))
+    with lib.lazy():
+        y = op(lib.asarray(x))
+        g = ea.grad(lambda v: ea.sum(op(v)))(lib.asarray(x))
+    check_lib(lib, y, ref(x), rtol=1e-7, atol=1e-8)
+    want = deriv(x) if deriv is not None else ea.grad(lambda v: ea.sum(op(v)))(x)
+    check_lib(lib, g, want, rtol=1e-7, atol=1e-8)
+    if lib.name == "numpy":
+        check_op(op, ref, x)
 
 
 @both_modes
@@ -300,9 +313,6 @@ EVERYDAY = {
 @both_modes
 @pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
 def test_everyday(check, name):
-    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
-    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
-    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
     check(EVERYDAY[name])
 
 
@@ -316,22 +326,35 @@ def test_every_new_primitive_has_a_batch_rule():
 
 
 @both_modes
-@pytest.mark.parametrize("name", ["floor", "ceil", "round"])
-def test_rounding_has_a_zero_derivative(name):
-    op = getattr(ea, name)
-    x = uniform(-3, 3)
-    np.testing.assert_array_equal(op(x).numpy(), getattr(np, name)(x))
-    assert op(x.astype(np.float32)).dtype == np.float32
-    assert_close(ea.grad(lambda x: ea.sum(op(x) * x))(x), getattr(np, name)(x))
+@pytest.mark.parametrize("name", sorted(CONSTANT))
+def test_constant_ops(lib, name):
+    """sign, floor, ceil, round: numpy's values exactly, float32 kept, and a zero derivative
+    (a `zero_derivative` primitive: the gradient of sum(op(v) * v) is op(v))."""
+    x = uniform_away_from_zero(-3, 3, (3, 4)) * 1.37
+    op, ref = getattr(ea, name), getattr(np, name)
+    with lib.lazy():
+        y = op(lib.asarray(x))
+        y32 = op(lib.asarray(x.astype(np.float32)))
+        g = ea.grad(lambda v: ea.sum(op(v) * v))(lib.asarray(x))
+    np.testing.assert_array_equal(lib_value(lib, y, np.float64), ref(x))
+    lib_value(lib, y32, np.float32)
+    check_lib(lib, g, ref(x), rtol=1e-7, atol=1e-8)
     assert PRIMITIVES[name] in zero_derivative
 
 
-@both_modes
-def test_round_with_decimals():
-    x = np.array([1.2345, -2.5, 0.5, 2.675])
-    for d in (0, 1, 2, -1):
-        np.testing.assert_array_equal(ea.round(x, d).numpy(), np.round(x, d))
-    np.testing.assert_array_equal(ea.jit(lambda x: ea.round(x, 2))(x), np.round(x, 2))
+def test_round_decimals(lib):
+    """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted."""
+    for x in (np.array([0.123, -2.567, 10.0449, 3.5]), np.array([1.2345, -2.5, 0.5, 2.675])):
+        for d in (0, 1, 2, -1):
+            got = ea.round(lib.asarray(x), d)
+            check_lib(lib, got, np.round(x, d), rtol=1e-7, atol=1e-7)
+            if lib.name == "numpy":
+                np.testing.assert_array_equal(got.numpy(), np.round(x, d))
+        check_lib(lib, ea.round(lib.asarray(x)), np.round(x), rtol=1e-7, atol=1e-7)
+        jitted = ea.jit(lambda x: ea.round(x, 2))(lib.asarray(x))
+        check_lib(lib, jitted, np.round(x, 2), rtol=1e-7, atol=1e-7)
+        if lib.name == "numpy":
+            np.testing.assert_array_equal(jitted, np.round(x, 2))
 
 
 @both_modes
@@ -422,10 +445,7 @@ def test_forward_values_warn_as_numpy_does():
         ea.log(np.zeros(1))
 
 
-# -- on every array library ----------------------------------------------------------------
-
-
-# -- helpers ------------------------------------------------------------------------------------
+# -- on every array library --------------------------------------------------------------------
 
 # op: (low, high) of the data the op is tested on (away from poles and branch cuts)
 DOMAIN = {
@@ -454,18 +474,7 @@ def _unary_domain(name: str) -> tuple[float, float]:
     return DOMAIN.get(name, (-2, 2))
 
 
-# -- every elementwise op: values and gradients ----------------------------------------------
-
-
-@pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_on_every_library(lib, name):
-    x = uniform_away_from_zero(*_unary_domain(name))
-    op = getattr(ea, name)
-    with lib.lazy():
-        y = op(lib.asarray(x))
-        g = ea.grad(lambda v: ea.sum(op(v)))(lib.asarray(x))
-    check_lib(lib, y, op(x), rtol=1e-7, atol=1e-7)
-    check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v)))(x), rtol=1e-7, atol=1e-7)
+# -- every elementwise op: values and gradients on every library -------------------------------
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -505,23 +514,6 @@ def test_binary_with_a_python_number(lib, name):
         c = 0.8 if name == "mod" else c
         x = np.abs(x) + 0.5
         check_lib(lib, op(c, lib.asarray(x)), op(c, x), rtol=1e-5, atol=1e-5, dtype=np.float32)
-
-
-@pytest.mark.parametrize("name", sorted(CONSTANT))
-def test_constant_ops(lib, name):
-    x = uniform_away_from_zero(-3, 3) * 1.37
-    op = getattr(ea, name)
-    with lib.lazy():
-        y = op(lib.asarray(x))
-        g = ea.grad(lambda v: ea.sum(op(v) * v))(lib.asarray(x))
-    check_lib(lib, y, op(x), rtol=1e-7, atol=1e-7)
-    check_lib(lib, g, op(x), rtol=1e-7, atol=1e-7)  # d(op(v) v) = op(v): op's own derivative is zero
-
-
-def test_round_decimals(lib):
-    x = np.array([0.123, -2.567, 10.0449, 3.5])
-    check_lib(lib, ea.round(lib.asarray(x), 2), np.round(x, 2), rtol=1e-7, atol=1e-7)
-    check_lib(lib, ea.round(lib.asarray(x)), np.round(x), rtol=1e-7, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", sorted(PREDICATES))

@@ -96,13 +96,7 @@ EVERYDAY = {
 @both_modes
 @pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
 def test_everyday(check, name):
-    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
-    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
-    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
     check(EVERYDAY[name])
-
-
-# -- integer results and zero derivatives -------------------------------------------------
 
 
 # -- integer results and zero derivatives ---------------------------------------------------------

@@ -19,9 +19,9 @@ import einad as ea
 import einad.transforms.batching
 from einad import ops
 from tests.support.checks import (
+    case_params,
     check_lib,
     random_operands,
-    stays_float32,
     vjp_all,
 )
 from tests.support.numerics import (
@@ -227,16 +227,9 @@ MOVEAXIS = {
 
 
 @both_modes
-@pytest.mark.parametrize("name", sorted(MOVEAXIS))
-def test_moveaxis(name):
-    f, args = MOVEAXIS[name]
-    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
-
-
-@both_modes
-@pytest.mark.parametrize("name", ["moveaxis"])
-def test_moveaxis_float32_stays_float32(name):
-    stays_float32(*MOVEAXIS[name])
+@pytest.mark.parametrize(("check", "name"), case_params(MOVEAXIS, float32=["moveaxis"]))
+def test_moveaxis(check, name):
+    check(*MOVEAXIS[name])
 
 
 # -- inputs as numpy takes them -------------------------------------------------------------
@@ -640,10 +633,7 @@ def test_every_public_operation_is_swept_or_named_as_not_concerned():
     assert swept | NOT_CONCERNED == set(ops.__all__), set(ops.__all__) ^ (swept | NOT_CONCERNED)
 
 
-# -- on every array library ----------------------------------------------------------------
-
-
-# -- the front ends: each one einsum ---------------------------------------------------------
+# -- the front ends on every array library -----------------------------------------------------
 
 FRONT = [
     ("matmul", ea.matmul, [(2, 3, 4), (4, 2)]),

@@ -11,9 +11,9 @@ from tests.support import op_table
 from tests.support.checks import (
     BIG,
     STABLE_WEIGHTS,
+    case_params,
     check_lib,
     finite_value_and_gradient,
-    stays_float32,
     uniform_away_from_zero,
 )
 from tests.support.numerics import assert_close, check_op, numeric_grad
@@ -221,16 +221,9 @@ CLIP = {
 
 
 @both_modes
-@pytest.mark.parametrize("name", sorted(CLIP))
-def test_clip(name):
-    f, args = CLIP[name]
-    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
-
-
-@both_modes
-@pytest.mark.parametrize("name", ["clip"])
-def test_clip_float32_stays_float32(name):
-    stays_float32(*CLIP[name])
+@pytest.mark.parametrize(("check", "name"), case_params(CLIP, float32=["clip"]))
+def test_clip(check, name):
+    check(*CLIP[name])
 
 
 @both_modes
@@ -278,9 +271,6 @@ EVERYDAY = {
 @both_modes
 @pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
 def test_everyday(check, name):
-    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
-    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
-    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
     check(EVERYDAY[name])
 
 
@@ -303,10 +293,7 @@ def test_cumprod_derivatives_are_exact_at_zeros():
     assert_close(h, hn, atol=1e-6)
 
 
-# -- on every array library ----------------------------------------------------------------
-
-
-# -- reductions --------------------------------------------------------------------------------
+# -- on every array library --------------------------------------------------------------------
 
 REDUCTIONS = ["max", "min", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "sum"]
 

@@ -13,14 +13,14 @@ from einad.util import raw
 from tests.support import op_table
 from tests.support.arraylibs import load
 from tests.support.checks import (
+    case_params,
     check_case,
     family,
     lib_value,
     np_add,
     np_set,
-    stays_float32,
 )
-from tests.support.numerics import assert_close, check_op
+from tests.support.numerics import assert_close
 from tests.support.op_table import normal
 
 both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
@@ -64,16 +64,12 @@ SHAPE = {
 
 
 @both_modes
-@pytest.mark.parametrize("name", sorted(SHAPE))
-def test_shape_op(name):
-    f, args = SHAPE[name]
-    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
-
-
-@both_modes
-@pytest.mark.parametrize("name", ["reshape", "flip all", "getitem integer array", "expand_dims"])
-def test_shape_op_float32_stays_float32(name):
-    stays_float32(*SHAPE[name])
+@pytest.mark.parametrize(
+    ("check", "name"),
+    case_params(SHAPE, float32=["reshape", "flip all", "getitem integer array", "expand_dims"]),
+)
+def test_shape_op(check, name):
+    check(*SHAPE[name])
 
 
 @both_modes
@@ -104,7 +100,7 @@ def test_iterating_a_tensor_is_differentiable():
     assert_close(g, 2 * x)
 
 
-# -- stop_gradient and comparisons -------------------------------------------------------------------
+# -- stop_gradient and Tensor attributes -------------------------------------------------------------------
 
 
 @both_modes
@@ -164,9 +160,6 @@ EVERYDAY = {
 @both_modes
 @pytest.mark.parametrize(("check", "name"), op_table.cases(EVERYDAY))
 def test_everyday(check, name):
-    """Value and dtype against numpy (float64, float32, complex where numpy has it), gradcheck in
-    both modes and of the gradient, central differences of numpy, float32 gradients, jacfwd ==
-    jacrev through the batch rules, and a jitted gradient replayed on new inputs."""
     check(EVERYDAY[name])
 
 

@@ -7,11 +7,11 @@ import pytest
 
 import einad as ea
 from tests.support.checks import (
+    case_params,
     check_case,
     family,
-    stays_float32,
 )
-from tests.support.numerics import assert_close, check_op
+from tests.support.numerics import assert_close
 
 both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
 
@@ -42,16 +42,11 @@ STRUCTURAL = {
 
 
 @both_modes
-@pytest.mark.parametrize("name", sorted(STRUCTURAL))
-def test_structural(name):
-    f, args = STRUCTURAL[name]
-    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
-
-
-@both_modes
-@pytest.mark.parametrize("name", ["concatenate", "stack", "where", "broadcast_to"])
-def test_structural_float32_stays_float32(name):
-    stays_float32(*STRUCTURAL[name])
+@pytest.mark.parametrize(
+    ("check", "name"), case_params(STRUCTURAL, float32=["concatenate", "stack", "where", "broadcast_to"])
+)
+def test_structural(check, name):
+    check(*STRUCTURAL[name])
 
 
 @both_modes

@@ -5,6 +5,7 @@
   dask), with the expected shape, dtype and values;
 * `einsum_fn`, `vjp_all`: a function's value and every operand's VJP on a library equal einad's on numpy;
 * `weighted`, `family`, `check_case`: the structural/indexing case tables run on every library;
+* `numpy_case`, `stays_float32`, `case_params`: a case written once for einad and numpy;
 * `np_set`, `np_add`: numpy references for ``x.at[i].set(v)`` and ``x.at[i].add(v)``;
 * `finite_value_and_gradient`: the value and gradient of a stable op at huge inputs are finite.
 """
@@ -13,7 +14,7 @@ import numpy as np
 
 import einad as ea
 from einad.core import strip
-from tests.support.numerics import assert_close
+from tests.support.numerics import assert_close, check_op
 
 
 def random_operands(shapes, seed=0, dtype=np.float64):
@@ -179,3 +180,19 @@ def stays_float32(f, args):
     assert f(ea, *[ea.tensor(a) for a in args32]).dtype == np.float32
     grads = ea.grad(lambda *a: ea.sum(f(ea, *a)), tuple(range(len(args32))))(*args32)
     assert all(g.dtype == np.float32 for g in grads)
+
+
+def numpy_case(f, args):
+    """A case ``f(m, *args)`` written once for m = einad and m = numpy: einad's value and every
+    argument's VJP against numpy's value and central differences (`check_op`)."""
+    check_op(lambda *a: f(ea, *a), lambda *a: f(np, *a), *args)
+
+
+def case_params(table, float32=()):
+    """pytest parameters (check, name) for a table of ``name: (f(m, *args), args)``: every case
+    against numpy, and the `float32` ones also kept float32 (value and gradients)."""
+    import pytest
+
+    return [pytest.param(numpy_case, name, id=name) for name in sorted(table)] + [
+        pytest.param(stays_float32, name, id=f"float32-{name}") for name in float32
+    ]

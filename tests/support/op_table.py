@@ -127,7 +127,10 @@ CHECKS = [
 
 def cases(table):
     """pytest parameters (check, name): every check of every row, the complex check only for
-    the rows that take complex inputs."""
+    the rows that take complex inputs. The checks: value and dtype against numpy (float64,
+    float32, complex where numpy has it), gradcheck in both modes and of the gradient, central
+    differences of numpy, float32 gradients, jacfwd == jacrev through the batch rules, and a
+    jitted gradient replayed on new inputs."""
     import pytest
 
     return [
