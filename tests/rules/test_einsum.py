@@ -17,6 +17,7 @@ from tests.support.arraylibs import load
 from tests.support.checks import (
     check_lib,
     einsum_fn,
+    lib_value,
     random_operands,
     vjp_all,
 )
@@ -292,24 +293,6 @@ def test_einsum_and_linear_helpers_accept_python_scalars_and_lists():
     assert_close(ea.grad(lambda x: ea.sum(ea.einsum(",i", 2.0, x)))(x), np.full(3, 2.0))
 
 
-@both_modes
-def test_einsum_keeps_float32():
-    a, b = (x.astype(np.float32) for x in random_operands([(2, 3), (3, 4)]))
-    assert ea.einsum("ij,jk->ik", a, b).dtype == np.float32
-    ga, gb = ea.grad(lambda a, b: ea.sum(ea.einsum("ij,jk->ik", a, b)), (0, 1))(a, b)
-    assert ga.dtype == np.float32 and gb.dtype == np.float32
-    assert_close(ga, np.ones((2, 4), np.float32) @ b.T, rtol=1e-5)
-
-
-@both_modes
-def test_einsum_of_complex_operands_matches_numpy():
-    a, b = random_operands([(2, 3), (3, 4)])
-    c = a + 1j * a[::-1]
-    out = ea.einsum("ij,jk->ik", c, b)
-    assert out.dtype == np.complex128
-    assert_close(out.numpy(), c @ b)
-
-
 # -- the cases known to break other engines ------------------------------------------------------
 
 
@@ -582,6 +565,8 @@ def test_einsum_value_and_gradients(lib, case):
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_complex(lib, dtype):
+    """Complex operands: value and VJPs equal einad's on numpy; complex times real is numpy's
+    complex128 product."""
     rtol = 1e-5 if dtype == "complex64" else 1e-10
     vjp_all(
         lib,
@@ -590,9 +575,16 @@ def test_complex(lib, dtype):
         rtol=rtol,
         atol=rtol,
     )
+    a, b = random_operands([(2, 3), (3, 4)])
+    c = (a + 1j * a[::-1]).astype(dtype)
+    out = ea.einsum("ij,jk->ik", lib.asarray(c), lib.asarray(b))
+    check_lib(lib, out, c @ b, rtol=min(rtol, 1e-6), atol=1e-8)
 
 
+@both_modes
 def test_float32_stays_float32(lib):
+    """float32 operands (and a Python number with them) give float32 values and gradients:
+    against numpy.einsum, the closed form and einad's on numpy."""
     a, b = random_operands([(2, 3), (3, 3)], dtype=np.float32)
     x, y = lib.asarray(a), lib.asarray(b)
     out = ea.einsum("ij,jj->ij", x, y)
@@ -604,6 +596,13 @@ def test_float32_stays_float32(lib):
     check_lib(lib, gb, wb, rtol=1e-5)
     # a Python number operand takes float32 too
     check_lib(lib, ea.einsum(",ij->ij", 2.0, x), 2 * a, rtol=1e-6)
+    # a matrix product: float32 gradients, the closed form ones @ b.T
+    a, b = (v.astype(np.float32) for v in random_operands([(2, 3), (3, 4)]))
+    x, y = lib.asarray(a), lib.asarray(b)
+    check_lib(lib, ea.einsum("ij,jk->ik", x, y), a @ b, rtol=1e-6)
+    ga, gb = ea.grad(lambda a, b: ea.sum(ea.einsum("ij,jk->ik", a, b)), (0, 1))(x, y)
+    check_lib(lib, ga, np.ones((2, 4), np.float32) @ b.T, rtol=1e-5, atol=1e-8)
+    lib_value(lib, gb, np.float32)
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])

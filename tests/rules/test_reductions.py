@@ -116,16 +116,31 @@ def test_reductions(name, kwargs):
 
 
 @both_modes
-@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "logsumexp"])
-def test_reductions_keep_float32(name):
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "logsumexp", "softmax"])
+def test_reductions_keep_float32(lib, name):
+    """float32 in, float32 out (value against numpy's float64 result, gradient against einad's on
+    numpy), for every axis form, on every library; dask lazy."""
     x = X3.astype(np.float32)
-    for kwargs in ({}, {"axis": 1}, {"axis": (0, 2), "keepdims": True}):
-        out = getattr(ea, name)(x, **kwargs)
-        assert out.dtype == np.float32
-        ref = _logsumexp if name == "logsumexp" else getattr(np, name)
-        assert_close(out.numpy(), ref(X3, **kwargs).astype(np.float32), rtol=1e-5, atol=1e-6)
-        g = ea.grad(lambda x, kwargs=kwargs: ea.sum(getattr(ea, name)(x, **kwargs)))(x)
-        assert g.dtype == np.float32 and g.shape == x.shape
+    op = getattr(ea, name)
+    ref = {"logsumexp": _logsumexp, "softmax": _softmax}.get(name) or getattr(np, name)
+    forms = (
+        [{"axis": -1}]
+        if name == "softmax"
+        else [{}, {"axis": 1}, {"axis": (0, 2), "keepdims": True}, {"axis": -1}]
+    )
+    for kwargs in forms:
+        loss = lambda v, kwargs=kwargs: ea.sum(op(v, **kwargs))
+        with lib.lazy():
+            y = op(lib.asarray(x), **kwargs)
+            g = ea.grad(loss)(lib.asarray(x))
+        check_lib(lib, y, ref(X3, **kwargs).astype(np.float32), rtol=1e-5, atol=1e-6, dtype=np.float32)
+        check_lib(lib, g, ea.grad(loss)(x), rtol=1e-5, atol=1e-5, dtype=np.float32)
+
+
+def test_integer_reductions_take_numpys_result_dtype(lib):
+    i = np.arange(1, 7, dtype=np.int32)  # numpy's result dtypes: prod and cumsum of int32 in int64
+    check_lib(lib, ea.prod(lib.asarray(i)), ea.prod(i), rtol=1e-7, atol=1e-7)
+    check_lib(lib, ea.cumsum(lib.asarray(i)), ea.cumsum(i), rtol=1e-7, atol=1e-7)
 
 
 @both_modes
@@ -350,24 +365,3 @@ def test_max_ties_share_and_clip(lib):
     check_lib(lib, g, np.array([[0, 0.5, 0.5], [0, 0, 1.0]]), rtol=1e-7, atol=1e-7)
     check_lib(lib, c, np.clip(x, -0.5, 2.5), rtol=1e-7, atol=1e-7)
     check_lib(lib, gc, ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(x), rtol=1e-7, atol=1e-7)
-
-
-def test_reductions_keep_float32_on_every_library(lib):
-    x = uniform_away_from_zero(0.3, 2, (2, 4)).astype(np.float32)
-    for name in ["max", "prod", "mean", "var", "logsumexp", "softmax"]:
-        op = getattr(ea, name)
-        with lib.lazy():
-            y = op(lib.asarray(x), axis=-1)
-            g = ea.grad(lambda v, op=op: ea.sum(op(v, axis=-1)))(lib.asarray(x))
-        check_lib(lib, y, op(x, axis=-1), rtol=1e-5, atol=1e-5, dtype=np.float32)
-        check_lib(
-            lib,
-            g,
-            ea.grad(lambda v, op=op: ea.sum(op(v, axis=-1)))(x),
-            rtol=1e-5,
-            atol=1e-5,
-            dtype=np.float32,
-        )
-    i = np.arange(1, 7, dtype=np.int32)  # numpy's result dtypes: prod and cumsum of int32 in int64
-    check_lib(lib, ea.prod(lib.asarray(i)), ea.prod(i), rtol=1e-7, atol=1e-7)
-    check_lib(lib, ea.cumsum(lib.asarray(i)), ea.cumsum(i), rtol=1e-7, atol=1e-7)
