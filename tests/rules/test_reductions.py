@@ -313,31 +313,25 @@ def test_cumprod_derivatives_are_exact_at_zeros():
 REDUCTIONS = ["max", "min", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "sum"]
 
 
-@pytest.mark.parametrize(
-    ("name", "axis"), [(n, 1) for n in REDUCTIONS] + [(n, None) for n in ("max", "prod", "var", "logsumexp")]
+SCANS = ["cumsum", "cumprod"]
+# (name, axis, data (low, high, shape, seed), the function of the result in the loss)
+REDUCTION_CASES = (
+    [(n, 1, (0.3, 2, (2, 4), 5), ea.cos) for n in REDUCTIONS]
+    + [(n, None, (0.3, 2, (2, 4), 5), ea.cos) for n in ("max", "prod", "var", "logsumexp")]
+    + [(n, axis, (0.5, 1.5, (3, 4), 6), ea.sin) for axis in (0, 1, None) for n in SCANS]
 )
-def test_reduction_value_and_gradient(lib, name, axis):
-    x = uniform_away_from_zero(0.3, 2, (2, 4), seed=5)
+
+
+@pytest.mark.parametrize(
+    ("name", "axis", "data", "outer"), REDUCTION_CASES, ids=[f"{c[0]}-{c[1]}" for c in REDUCTION_CASES]
+)
+def test_reduction_value_and_gradient(lib, name, axis, data, outer):
+    """Reductions and scans: value and the gradient of sum(r * outer(r)) equal einad's on numpy."""
+    x = uniform_away_from_zero(*data)
     op = getattr(ea, name)
 
     def f(v):
-        return ea.sum(op(v, axis=axis) * ea.cos(op(v, axis=axis)))
-
-    with lib.lazy():
-        y = op(lib.asarray(x), axis=axis)
-        g = ea.grad(f)(lib.asarray(x))
-    check_lib(lib, y, op(x, axis=axis), rtol=1e-7, atol=1e-7)
-    check_lib(lib, g, ea.grad(f)(x), rtol=1e-7, atol=1e-7)
-
-
-@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
-@pytest.mark.parametrize("axis", [0, 1, None])
-def test_scan_value_and_gradient(lib, name, axis):
-    x = uniform_away_from_zero(0.5, 1.5, (3, 4), seed=6)
-    op = getattr(ea, name)
-
-    def f(v):
-        return ea.sum(op(v, axis=axis) * ea.sin(op(v, axis=axis)))
+        return ea.sum(op(v, axis=axis) * outer(op(v, axis=axis)))
 
     with lib.lazy():
         y = op(lib.asarray(x), axis=axis)
