@@ -6,7 +6,7 @@
 * Size-0 arrays give size-0 derivatives of the right shape and dtype in every transformation.
 * float32 in gives float32 out through every transformation, with float32 inside too.
 
-The complex convention has its own file, test_reliability_complex.py.
+The complex convention has its own file, tests/guarantees/test_complex.py.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from opt_einsum.testing import rand_equation
 
 import einad
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # this file is in tests/project/
 sys.path.insert(0, ROOT)
 
 from benchmarks.__main__ import parse  # noqa: E402  (after the sys.path line above)
