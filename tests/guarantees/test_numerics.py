@@ -1,4 +1,4 @@
-"""Numerical edge cases (issue 6): NaN and inf, extreme inputs, size-0 arrays, float32.
+"""Numerical edge cases (docs/guarantees.md): NaN and inf, extreme inputs, size-0 arrays, float32.
 
 * NaN and inf propagate through values as numpy's do, and through derivatives
   wherever calculus defines them (exp'(-inf) = 0, tanh'(inf) = 0, ...).
