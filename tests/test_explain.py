@@ -1,4 +1,4 @@
-"""`einad explain`: the path, and each operand's VJP/JVP einsum, for grammar corner cases."""
+"""einad.explain (`einad explain`): the path, and each operand's VJP/JVP einsum, for grammar corner cases."""
 
 import subprocess
 import sys

@@ -5,7 +5,7 @@ repository root, as a user would, and checks that it exits 0 and prints a
 table with every case. Also checks the `manual` engine's hand-written pairwise
 backward, since every engine is judged against it, and the `einad-jit` engine:
 reported absent when einad has no ``jit``, and run on every case (first-call
-cost and memory peak included) when it has. And the array-library rows of issue 10:
+cost and memory peak included) when it has. And the array-library rows:
 `einad-torch` (einad on torch tensors, every case, next to `torch`) and `einad-dask-1`,
 `einad-dask-2` (einad on chunked dask arrays, case 5a), checked against manual like every
 engine, and reported absent (not failed) without their library.
@@ -24,7 +24,7 @@ from opt_einsum.testing import rand_equation
 
 import einad
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))  # this file is in tests/project/
 sys.path.insert(0, ROOT)
 
 from benchmarks.__main__ import parse  # noqa: E402  (after the sys.path line above)
@@ -99,7 +99,7 @@ LIBRARY_ENGINES = ["torch", "einad-torch", "einad-dask-1", "einad-dask-2"]
 
 @pytest.fixture(scope="module")
 def library_run(tmp_path_factory):
-    """One `--quick --threads 1` run of the issue-10 engines and torch: (stdout, JSON record).
+    """One `--quick --threads 1` run of the array-library engines and torch: (stdout, JSON record).
     The exit status is not checked here: each test looks at its own engines' errors."""
     if not (HAVE_TORCH or HAVE_DASK):
         pytest.skip("neither torch nor dask is installed (pip install -e '.[torch,dask]')")

@@ -1,4 +1,4 @@
-"""Numerical edge cases (issue 6): NaN and inf, extreme inputs, size-0 arrays, float32.
+"""Numerical edge cases (docs/guarantees.md): NaN and inf, extreme inputs, size-0 arrays, float32.
 
 * NaN and inf propagate through values as numpy's do, and through derivatives
   wherever calculus defines them (exp'(-inf) = 0, tanh'(inf) = 0, ...).
@@ -6,7 +6,7 @@
 * Size-0 arrays give size-0 derivatives of the right shape and dtype in every transformation.
 * float32 in gives float32 out through every transformation, with float32 inside too.
 
-The complex convention has its own file, test_reliability_complex.py.
+The complex convention has its own file, tests/guarantees/test_complex.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
-"""The imperative API a PyTorch user expects (issue 14): training loops, no_grad, in-place
-updates of leaves, detach, requires_grad_, item, .grad of non-leaves, and transformations
-that take tensors requiring grad as their values."""
+"""Tensor.backward (einad.transforms.autodiff) and the imperative API a PyTorch user expects:
+gradients that accumulate in .grad until reset, cotangents never written into, training loops
+in both styles, no_grad, in-place updates of leaves, detach, requires_grad_, item, .grad of
+non-leaves, transformations that take tensors requiring grad as their values, and backward on
+every array library (.grad an array of the tensor's library)."""
 
 import threading
 import warnings
@@ -10,7 +12,8 @@ import numpy as np
 import pytest
 
 import einad as ea
-from tests.support.numerics import assert_close
+from tests.support.functions import V3, X3, Y3, f_xy, g_xy, lib_arrays, lib_result
+from tests.support.numerics import assert_close, numeric_grad, readonly
 
 
 @pytest.fixture
@@ -21,6 +24,73 @@ def data():
     A = np.hstack([X, np.ones((100, 1))])
     coef = np.linalg.lstsq(A, y, rcond=None)[0]  # the closed-form least-squares solution
     return X, y, coef[:3], coef[3]
+
+
+# -- backward: accumulation, cotangents, leaves ------------------------------------------------------
+
+
+def test_backward_accumulates_until_reset():
+    x = ea.tensor([1.0, 2.0], requires_grad=True)
+    assert x.grad is None
+    ea.sum(x * x).backward()
+    assert_close(x.grad, [2.0, 4.0])
+    ea.sum(x * x).backward()
+    assert_close(x.grad, [4.0, 8.0])
+    x.grad = None
+    ea.sum(x * 3.0).backward()
+    assert_close(x.grad, [3.0, 3.0])
+
+
+def test_backward_needs_a_scalar_or_a_cotangent():
+    x = ea.tensor([1.0, 2.0], requires_grad=True)
+    y = x * x
+    with pytest.raises(TypeError, match="scalar"):
+        y.backward()
+    y.backward(np.array([1.0, -1.0]))
+    assert_close(x.grad, [2.0, -4.0])
+
+
+def test_backward_never_writes_into_the_cotangent():
+    x = ea.tensor([1.0, 2.0], requires_grad=True)
+    ct = np.array([1.0, 3.0])
+    (x * 1.0).backward(ct)
+    (x * 1.0).backward(ct)
+    np.testing.assert_array_equal(ct, [1.0, 3.0])
+    assert_close(x.grad, [2.0, 6.0])
+    assert not np.shares_memory(x.grad, ct)
+    ro = readonly([1.0, 1.0])
+    x.grad = None
+    (x * 2.0).backward(ro)
+    (x * 2.0).backward(ro)
+    assert_close(x.grad, [4.0, 4.0])
+
+
+def test_grad_is_none_on_tensors_that_do_not_require_it():
+    x = ea.tensor([1.0, 2.0], requires_grad=True)
+    c = ea.tensor([3.0, 4.0])
+    ea.sum(x * c).backward()
+    assert c.grad is None
+    assert_close(x.grad, [3.0, 4.0])
+    assert x.requires_grad and not c.requires_grad
+
+
+def test_backward_through_shared_subexpressions_and_many_leaves():
+    a = ea.tensor(np.array([[1.0, 2.0], [3.0, 4.0]]), requires_grad=True)
+    b = ea.tensor(np.array([0.5, -1.0]), requires_grad=True)
+    h = a @ b
+    loss = ea.sum(h * h) + ea.sum(ea.exp(h))
+    loss.backward()
+    av, bv = a.numpy(), b.numpy()
+    ref = lambda a, b: np.sum((a @ b) ** 2) + np.sum(np.exp(a @ b))
+    assert_close(a.grad, numeric_grad(ref, av, bv, argnum=0))
+    assert_close(b.grad, numeric_grad(ref, av, bv, argnum=1))
+
+
+def test_backward_keeps_the_leaf_dtype():
+    x = ea.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    ea.sum(x * x).backward()
+    assert x.grad.dtype == np.float32
+    assert_close(x.grad, [2.0, 4.0])
 
 
 # -- linear regression, both styles -----------------------------------------------------------------
@@ -349,3 +419,28 @@ def test_tensor_copies_its_data():
 def test_backward_without_a_differentiable_path_raises_like_pytorch():
     with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
         ea.sum(ea.tensor([1.0, 2.0]) * 2.0).backward()
+
+
+# -- every array library ---------------------------------------------------------------------------
+
+
+def test_imperative_backward_fills_grad_in_the_library(lib):
+    x, y = lib_arrays(lib, X3, Y3)
+    w = ea.tensor(x, requires_grad=True)
+    with lib.lazy():
+        loss = f_xy(w, y)
+        loss.backward()
+        loss2 = f_xy(w, y)
+        loss2.backward()  # accumulates
+    assert_close(lib_result(lib, w.grad), 2 * ea.grad(f_xy)(X3, Y3))
+    assert w.numpy().shape == (3, 3) and isinstance(w.numpy(), np.ndarray)
+    assert loss.item() == pytest.approx(float(f_xy(X3, Y3).numpy()))
+    w.grad = None
+    w.grad = V3.tolist()  # numbers become an array of the tensor's library
+    assert_close(lib_result(lib, w.grad), V3)
+    out = ea.tensor(x, requires_grad=True)
+    g_xy(out, y).backward(lib.asarray(V3))
+    assert_close(lib_result(lib, out.grad), ea.vjp(lambda a: g_xy(a, Y3), X3)[1](V3)[0])
+    s = ea.tensor(x, requires_grad=True)
+    f_xy(s, y).backward(2.0)  # a number as cotangent
+    assert_close(lib_result(lib, s.grad), 2.0 * ea.grad(f_xy)(X3, Y3))

@@ -1,5 +1,5 @@
-"""Pytrees as in JAX: namedtuples, dict subclasses, None and registered classes through every
-transformation and ea.jit, rebuilt as their own types; TreeDef equality and hashing (issue 14)."""
+"""einad.pytree: pytrees as in JAX: namedtuples, dict subclasses, None and registered classes through every
+transformation and ea.jit, rebuilt as their own types; TreeDef equality and hashing."""
 
 from collections import OrderedDict, defaultdict, namedtuple
 

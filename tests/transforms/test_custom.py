@@ -1,18 +1,16 @@
-"""ea.custom_vjp, ea.custom_jvp and ea.checkpoint: JAX's semantics under every transformation.
+"""einad.transforms.custom: custom_vjp, custom_jvp and checkpoint, with JAX's semantics under
+every transformation, and checkpoint and custom_vjp on every array library.
 
-Each test runs eagerly and with every transformation wrapped in ea.jit (the `jit_mode` fixture).
+The numpy tests run eagerly and with every transformation wrapped in ea.jit (the `jit_mode`
+mark); the every-library tests run eagerly.
 """
-
-import tracemalloc
 
 import numpy as np
 import pytest
 
 import einad as ea
-from tests.support.numerics import assert_close
-
-pytestmark = pytest.mark.usefixtures("jit_mode")
-
+from tests.support.functions import X3, Y3, g_xy, lib_arrays, lib_result
+from tests.support.numerics import assert_close, peak_bytes
 
 # -- custom_vjp ------------------------------------------------------------------------------
 
@@ -41,6 +39,7 @@ def _scaled_sin(x):
 X = np.array([0.3, -1.2, 2.0])
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_value_is_the_function():
     out = clip_gradient(X, -0.5, 0.5)
     assert isinstance(out, ea.Tensor)
@@ -48,6 +47,7 @@ def test_custom_vjp_value_is_the_function():
     assert_close(ea.jit(_scaled_sin)(X), np.sum(3.0 * np.sin(X)))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_grad_uses_bwd():
     # the true derivative is 3 cos(x); the custom rule clips the 3 to 0.5 first
     expected = np.clip(3.0, -0.5, 0.5) * np.cos(X)
@@ -59,12 +59,14 @@ def test_custom_vjp_grad_uses_bwd():
     assert_close(pull(np.array([5.0, -5.0, 0.5]))[0], [1.0, -1.0, 0.5])
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_grad_of_jit_uses_bwd():
     expected = 0.5 * np.cos(X)
     assert_close(ea.grad(ea.jit(_scaled_sin))(X), expected)
     assert_close(ea.jit(ea.grad(ea.jit(_scaled_sin)))(X), expected)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_is_one_equation():
     graph = ea.make_graph(_scaled_sin)(X)
     ops = [e.op for e in graph.equations]
@@ -80,6 +82,7 @@ def sq(x, y):
 sq.defvjp(lambda x, y: (x * x * y, (x, y)), lambda res, g: (2.0 * res[0] * res[1] * g, res[0] ** 2 * g))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_true_rule_matches_gradcheck_and_jacobians():
     x, y = np.array([1.0, 2.0]), np.array([0.5, -1.5])
     ea.gradcheck(lambda x, y: ea.sum(sq(x, y)), x, y)
@@ -89,6 +92,7 @@ def test_custom_vjp_true_rule_matches_gradcheck_and_jacobians():
     assert_close(ea.jvp(sq, (x, y), (np.ones(2), np.zeros(2)))[1], 2 * x * y)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_second_order_differentiates_bwd():
     # d/dx of bwd's 2 x y g: 2 y per element
     x, y = np.array([1.0, 2.0]), np.array([0.5, -1.5])
@@ -96,6 +100,7 @@ def test_custom_vjp_second_order_differentiates_bwd():
     assert_close(ea.grad(lambda x: ea.sum(ea.grad(lambda x: ea.sum(sq(x, y)))(x)))(x), 2 * y)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_under_vmap():
     xs = np.array([[0.3, 1.0], [2.0, -1.0], [0.1, 0.2]])
     assert_close(ea.vmap(lambda x: clip_gradient(x, -1.0, 1.0))(xs), xs)
@@ -104,6 +109,7 @@ def test_custom_vjp_under_vmap():
     assert_close(ea.grad(lambda xs: ea.sum(ea.vmap(_scaled_sin)(xs)))(xs), 0.5 * np.cos(xs))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_pytree_argument_and_none_cotangent():
     @ea.custom_vjp
     def f(p, s):
@@ -120,6 +126,7 @@ def test_custom_vjp_pytree_argument_and_none_cotangent():
     assert_close(g[1], 0.0)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_imperative_backward():
     w = ea.tensor(X, requires_grad=True)
     _scaled_sin(w).backward()
@@ -146,6 +153,7 @@ def test_custom_vjp_python_control_flow(jit_mode):
         ea.jit(ea.grad(lambda x: ea.sum(relu_ish(x))))(np.array([1.0, 2.0]))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_errors():
     @ea.custom_vjp
     def pair(x):
@@ -189,6 +197,7 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.filterwarnings("ignore:overflow")
 def test_custom_jvp_stable_gradient_at_1000():
     with np.errstate(over="ignore"):
@@ -197,6 +206,7 @@ def test_custom_jvp_stable_gradient_at_1000():
         assert_close(ea.grad(ea.jit(log1pexp))(1000.0), 1.0)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_values_and_all_modes():
     x = np.array([-2.0, 0.5, 3.0])
     assert_close(log1pexp(x).numpy(), np.log1p(np.exp(x)))
@@ -209,6 +219,7 @@ def test_custom_jvp_values_and_all_modes():
     ea.gradcheck(lambda x: ea.sum(log1pexp(x) ** 2), x)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_second_order_differentiates_the_rule():
     x = np.array([-2.0, 0.5, 3.0])
     s = _sigmoid(x)
@@ -218,6 +229,7 @@ def test_custom_jvp_second_order_differentiates_the_rule():
     assert_close(hv, s * (1 - s))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_rule_is_really_used():
     @ea.custom_jvp
     def f(x, y):
@@ -234,6 +246,7 @@ def test_custom_jvp_rule_is_really_used():
     assert [e.op for e in graph.equations] == ["custom_jvp_call"]
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_errors():
     @ea.custom_jvp
     def no_rule(x):
@@ -263,6 +276,7 @@ def _chain(wrap):
     return loss
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_checkpoint_same_values_and_derivatives():
     x = np.array([0.3, -1.2, 2.0])
     f = lambda x, w: ea.sum(ea.tanh(ea.einsum("i,i->i", x, w)) ** 2)
@@ -301,16 +315,7 @@ def test_checkpoint_recomputes_in_the_reverse_pass(jit_mode):
         assert len(calls) == 1
 
 
-def _peak(f, x):
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        f(x)
-        return tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-
-
+@pytest.mark.usefixtures("jit_mode")
 def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass():
     # 10 blocks of 4 ops: without checkpoint the reverse pass waits on ~40 arrays; with it, on
     # the 10 blocks' inputs plus one block's recomputed intermediates.
@@ -319,6 +324,46 @@ def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass():
     remat = ea.value_and_grad(_chain(ea.checkpoint))
     plain(x), remat(x)  # under jit: compile first, then measure the compiled programs
     assert_close(remat(x)[1], plain(x)[1])
-    p_plain, p_remat = _peak(plain, x), _peak(remat, x)
+    p_plain, p_remat = peak_bytes(plain, x), peak_bytes(remat, x)
     assert p_plain > 30 * x.nbytes
     assert p_remat < 0.5 * p_plain, (p_remat / x.nbytes, p_plain / x.nbytes)
+
+
+# -- every array library ---------------------------------------------------------------------------
+
+
+def test_checkpoint(lib):
+    x, y = lib_arrays(lib, X3, Y3)
+
+    def loss(a, b):
+        return ea.sum(ea.checkpoint(g_xy)(a, b) * a)
+
+    with lib.lazy():
+        gx = ea.grad(loss)(x, y)
+    assert_close(lib_result(lib, gx), ea.grad(loss)(X3, Y3))
+    assert_close(ea.grad(loss)(X3, Y3), ea.grad(lambda a, b: ea.sum(g_xy(a, b) * a))(X3, Y3))
+
+
+def test_custom_vjp(lib):
+    x, y = lib_arrays(lib, X3, Y3)
+
+    @ea.custom_vjp
+    def scaled(a):
+        return a * 2.0
+
+    def fwd(a):
+        return scaled(a), None
+
+    def bwd(res, ct):
+        return (ct * 3.0,)  # deliberately not 2: the rule, not the function, is differentiated
+
+    scaled.defvjp(fwd, bwd)
+
+    def loss(a):
+        return ea.sum(ea.einsum("ij,jk->ik", scaled(a), y))
+
+    with lib.lazy():
+        gx = ea.grad(loss)(x)
+    expected = ea.grad(lambda a: ea.sum(ea.einsum("ij,jk->ik", scaled(a), Y3)))(X3)
+    assert_close(lib_result(lib, gx), expected)
+    assert_close(expected, 3.0 * np.broadcast_to(Y3.sum(axis=1), (3, 3)))

@@ -1,4 +1,4 @@
-"""Complex numbers: one convention, JAX's (issue 6).
+"""Complex numbers (docs/guarantees.md, "Complex numbers: JAX's convention"): one convention, JAX's.
 
 einad's VJP is the transpose of the derivative, never its conjugate transpose:
 

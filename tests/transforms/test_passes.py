@@ -1,4 +1,5 @@
-"""Optimization passes on programs (issue 9): each pass's before/after listing, its values, its savings.
+"""einad.transforms.passes, the optimization passes on programs: each pass's before/after
+listing, its values, its savings.
 
 Every pass is checked three ways: its listing (or op counts) before and after
 on a small program, ``run_graph`` of the result against ``run_graph`` of the
@@ -8,8 +9,6 @@ original on random inputs, and a count that fails if the pass did nothing
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
 from collections import Counter
 
 import numpy as np
@@ -25,6 +24,7 @@ from einad.rules.elementwise import PRIMITIVES
 from einad.rules.shape import reshape_p
 from einad.rules.structural import where_p
 from einad.transforms import passes
+from tests.support.numerics import peak_bytes
 from tests.support.strategies import einsum_specs
 
 RNG = np.random.default_rng(11)
@@ -795,19 +795,6 @@ def test_plan_buffers_skips_outputs_inputs_views_scalars_and_other_types():
     assert passes.plan_buffers(g) == {}
 
 
-def _peak(fn):
-    fn()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        fn()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-
-
 def test_plan_buffers_halves_the_peak_of_an_elementwise_chain():
     n = 200_000
     g = ea.make_graph(lambda x: ea.exp(ea.sin(ea.cos(x) * 2.0) + 1.0))(np.ones(n))
@@ -815,8 +802,8 @@ def test_plan_buffers_halves_the_peak_of_an_elementwise_chain():
     assert len(plan) == len(g.equations) - 1
     x = RNG.standard_normal(n)
     nbytes = x.nbytes
-    with_plan = _peak(lambda: run_planned(g, plan, [x]))
-    without = _peak(lambda: run_planned(g, {}, [x]))
+    with_plan = peak_bytes(lambda: run_planned(g, plan, [x]))
+    without = peak_bytes(lambda: run_planned(g, {}, [x]))
     assert with_plan < 1.5 * nbytes < without, (with_plan / nbytes, without / nbytes)
     np.testing.assert_allclose(run_planned(g, plan, [x])[0], run_graph(g, [x])[0], rtol=1e-14)
 

@@ -1,4 +1,4 @@
-"""numpy's functions on Tensors (issue 14): every numpy function and ufunc einad dispatches,
+"""einad.numpy_api, numpy's functions on Tensors: every numpy function and ufunc einad dispatches,
 run on a constant Tensor and traced under ea.grad, against numpy itself.
 
 A case is numpy code (``np.sum(np.sin(x), axis=0)``): run on an ndarray it is the reference,

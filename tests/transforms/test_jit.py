@@ -1,4 +1,5 @@
-"""ea.jit and staged programs: replay, retracing, static arguments, composition, TracerError.
+"""einad.transforms.jit, ea.jit and staged programs: replay, retracing, static arguments,
+composition, lowering, buffers, TracerError, and compiled programs on every array library.
 
 The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import einad as ea
+from tests.support.functions import X3, Y3, f_xy, lib_arrays, lib_result
 from tests.support.numerics import assert_close, peak_bytes
 
 RNG = np.random.default_rng(0)
@@ -351,3 +353,50 @@ def test_a_tensor_as_a_python_index():
         items[ea.tensor(1.0)]
     with pytest.raises(ea.TracerError):  # under jit its value is not known
         ea.jit(lambda i, x: x * items[i])(np.int64(1), np.ones(2))
+
+
+# -- every array library ---------------------------------------------------------------------------
+
+
+def test_jit_value_and_grad_run_on_the_library(lib):
+    x, y = lib_arrays(lib, X3, Y3)
+    jf = ea.jit(f_xy)
+    jg = ea.jit(ea.grad(f_xy, (0, 1)))
+    with lib.lazy():
+        value = jf(x, y)
+        gx, gy = jg(x, y)
+        again = jf(x, y)  # the compiled program, replayed
+        outer = ea.grad(jf)(x, y)  # the program interpreted under grad
+    assert jf.cache_size() == 1
+    ex, ey = ea.grad(f_xy, (0, 1))(X3, Y3)
+    assert_close(lib_result(lib, value), f_xy(X3, Y3).numpy())
+    assert_close(lib_result(lib, again), f_xy(X3, Y3).numpy())
+    assert_close(lib_result(lib, gx), ex)
+    assert_close(lib_result(lib, gy), ey)
+    assert_close(lib_result(lib, outer), ex)
+
+
+def test_jit_retraces_when_the_library_changes(lib):
+    jf = ea.jit(ea.grad(f_xy))
+    first = jf(X3, Y3)
+    assert isinstance(first, np.ndarray)
+    x, y = lib_arrays(lib, X3, Y3)
+    second = jf(x, y)
+    assert_close(lib_result(lib, second), first)
+    assert jf.cache_size() == (1 if lib.name == "numpy" else 2)
+    assert isinstance(jf(X3, Y3), np.ndarray)  # numpy's program is still there
+
+
+def test_jit_program_with_numpy_literals_and_constants(lib):
+    """Literals numpy scalars and constants a pass makes are converted to the library once."""
+    x, y = lib_arrays(lib, X3, Y3)
+
+    def h(a, b):
+        return ea.sum(ea.einsum("ij,jk->ik", a, b) * 2.0 + a * 1.0 + 0.0 * b)
+
+    jh = ea.jit(ea.value_and_grad(h))
+    with lib.lazy():
+        value, grad = jh(x, y)
+    e_value, e_grad = ea.value_and_grad(h)(X3, Y3)
+    assert_close(lib_result(lib, value), e_value)
+    assert_close(lib_result(lib, grad), e_grad)

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # tests/project/ -> the repository
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 FENCE = re.compile(r"^```(\w*)\s*\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 

@@ -1,10 +1,12 @@
-"""No operation and no transformation writes into a user's array (issue 6).
+"""No mutation (docs/guarantees.md): no operation and no transformation writes into a user's array.
 
 Every op and every transformation runs twice: once on read-only arrays
 (``arr.flags.writeable = False``: any write raises, so "works" is the check), and
 once on writable arrays that must be bitwise unchanged afterwards. Cotangents and
 tangents are checked the same way. Returned gradients are arrays of their own:
-writing into one changes no input and no cotangent.
+writing into one changes no input and no cotangent, even a gradient equal to a captured
+array. The tests of the last section run eagerly and with every transformation jitted
+(the `jit_mode` mark).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import numpy as np
 import pytest
 
 import einad as ea
-from tests.support.api_ops import BINARY, UNARY
+from tests.support.api_ops import BINARY, REDUCTIONS, UNARY
+from tests.support.numerics import readonly as read_only
 
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
 RNG = np.random.default_rng(7)
@@ -73,14 +76,8 @@ OPS.update(
 )
 
 
-def _readonly(a):
-    a = np.array(a)
-    a.flags.writeable = False
-    return a
-
-
 def _fresh(arrays, readonly):
-    return [_readonly(a) if readonly else np.array(a) for a in arrays]
+    return [read_only(a) if readonly else np.array(a) for a in arrays]
 
 
 def _check_unchanged(arrays, originals, what):
@@ -153,16 +150,16 @@ def _identity_like():
 def test_pullbacks_of_identity_like_functions_return_fresh_arrays(name):
     """The cotangent itself is the natural answer here: it must come back as a copy."""
     f = _identity_like()[name]
-    x = _readonly(P)
+    x = read_only(P)
     _out, pullback = ea.vjp(f, x)
     ct = ea.vjp(f, P)[0]
     ct = (
-        {k: _readonly(np.ones_like(v)) for k, v in ct.items()}
+        {k: read_only(np.ones_like(v)) for k, v in ct.items()}
         if isinstance(ct, dict)
         else (
-            tuple(_readonly(np.ones_like(c)) for c in ct)
+            tuple(read_only(np.ones_like(c)) for c in ct)
             if isinstance(ct, tuple)
-            else _readonly(np.ones_like(ct))
+            else read_only(np.ones_like(ct))
         )
     )
     (g,) = pullback(ct)
@@ -177,7 +174,7 @@ def test_pullbacks_of_identity_like_functions_return_fresh_arrays(name):
 def test_whole_programs_with_read_only_inputs():
     """Every transformation at once, nested, on read-only parameters and data."""
     w1, b1, w2, data = (
-        _readonly(a)
+        read_only(a)
         for a in (
             RNG.standard_normal((4, 3)),
             RNG.standard_normal(4),
@@ -193,7 +190,7 @@ def test_whole_programs_with_read_only_inputs():
         return ea.mean(ea.logsumexp(ea.einsum("ki,ni->nk", c, h), axis=1))
 
     params = (w1, b1, w2)
-    v = tuple(_readonly(np.ones_like(p)) for p in params)
+    v = tuple(read_only(np.ones_like(p)) for p in params)
     ea.value_and_grad(loss)(params, data)
     ea.grad(loss, argnums=(0, 1))(params, data)
     ea.grad(loss, has_aux=False)(params, data)
@@ -207,3 +204,102 @@ def test_whole_programs_with_read_only_inputs():
     ea.gradcheck(lambda b: loss((w1, b, w2), data), b1)
     for a, s in zip((w1, b1, w2, data), saved):
         assert a.tobytes() == s.tobytes()
+
+
+# -- grad, vjp and backward, eagerly and jitted ----------------------------------------------------
+
+
+def _readonly_cases():
+    x = read_only(np.random.default_rng(0).uniform(0.1, 0.9, (2, 3)))
+    y = read_only(np.random.default_rng(1).uniform(0.1, 0.9, (3,)))
+    # sign has no derivative, so nothing to run backward() through
+    unary = [n for n in UNARY if n != "sign"] + REDUCTIONS + ["transpose", "trace", "diagonal", "flip"]
+    binary = BINARY + ["matmul", "dot", "inner", "outer"]
+    cases = {n: lambda x, y, n=n: getattr(ea, n)(x) for n in unary}
+    cases.update({n: lambda x, y, n=n: getattr(ea, n)(x, y) for n in binary})
+    cases.update(
+        {
+            "tensordot": lambda x, y: ea.tensordot(x, y, ([1], [0])),
+            "einsum": lambda x, y: ea.einsum("ij,j,ij->i", x, y, x),
+            "einsum repeated": lambda x, y: ea.einsum("ii->i", x[:, :2]),
+            "where": lambda x, y: ea.where(x > 0.5, x, y),
+            "clip": lambda x, y: ea.clip(x, 0.2, y),
+            "reshape": lambda x, y: ea.reshape(x, (3, 2)),
+            "broadcast_to": lambda x, y: ea.broadcast_to(y, (2, 3)),
+            "expand_dims": lambda x, y: ea.expand_dims(x, 0),
+            "squeeze": lambda x, y: ea.squeeze(ea.expand_dims(x, 0)),
+            "concatenate": lambda x, y: ea.concatenate([x, x], 1),
+            "stack": lambda x, y: ea.stack([x, x]),
+            "split": lambda x, y: ea.split(x, 3, axis=1)[1],
+            "moveaxis": lambda x, y: ea.moveaxis(x, 0, 1),
+            "getitem array": lambda x, y: x[np.array([0, 0, 1])],
+            "getitem basic": lambda x, y: x[0, 1:],
+            "stop_gradient": lambda x, y: ea.stop_gradient(x) * y,
+            "identity": lambda x, y: x,
+        }
+    )
+    return x, y, cases
+
+
+@pytest.mark.usefixtures("jit_mode")
+def test_grad_vjp_and_backward_write_into_no_input():
+    x, y, cases = _readonly_cases()
+    for name, f in cases.items():
+        before = (x.copy(), y.copy())
+        out = f(x, y)
+        ea.grad(lambda a, b, f=f: ea.sum(f(a, b)), (0, 1))(x, y)
+        value, pullback = ea.vjp(f, x, y)
+        pullback(read_only(np.ones(np.shape(value))))
+        t, s = ea.tensor(x, requires_grad=True), ea.tensor(y, requires_grad=True)
+        ea.sum(f(t, s) * 1.0).backward()
+        np.testing.assert_array_equal(x, before[0], err_msg=name)
+        np.testing.assert_array_equal(y, before[1], err_msg=name)
+        assert np.all(np.isfinite(np.asarray(out))), name
+
+
+@pytest.mark.usefixtures("jit_mode")
+def test_writable_inputs_are_left_unchanged():
+    x, y, cases = _readonly_cases()
+    for name, f in cases.items():
+        xw, yw = np.array(x), np.array(y)
+        ea.grad(lambda a, b, f=f: ea.sum(f(a, b)), (0, 1))(xw, yw)
+        value, pullback = ea.vjp(f, xw, yw)
+        u = np.ones(np.shape(value))
+        pullback(u)
+        np.testing.assert_array_equal(xw, x, err_msg=name)
+        np.testing.assert_array_equal(yw, y, err_msg=name)
+        np.testing.assert_array_equal(u, np.ones(np.shape(value)), err_msg=name)
+
+
+@pytest.mark.usefixtures("jit_mode")
+def test_returned_gradients_share_memory_with_nothing_of_the_callers():
+    ct = np.ones(3)
+    gx, gy = ea.vjp(lambda x, y: x + y, np.zeros(3), np.zeros(3))[1](ct)
+    (gi,) = ea.vjp(lambda x: x, np.zeros(3))[1](ct)
+    gx += 5.0  # updating one gradient in place must not change the other, nor the cotangent
+    np.testing.assert_array_equal(gy, np.ones(3))
+    np.testing.assert_array_equal(gi, np.ones(3))
+    np.testing.assert_array_equal(ct, np.ones(3))
+    gx, gy = ea.vjp(lambda x, y: x + ea.reshape(y, (3,)), np.zeros(3), np.zeros((3, 1)))[1](ct)
+    assert not np.shares_memory(gx, gy)
+    gx, gy = ea.grad(lambda x, y: x + y, (0, 1))(1.0, 2.0)
+    assert not np.shares_memory(gx, gy)
+
+
+@pytest.mark.usefixtures("jit_mode")
+def test_returned_gradients_are_writable_arrays():
+    g = ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (3, 2))))(np.ones(2))
+    g[0] = 5.0  # a gradient is the caller's to keep
+    assert g[0] == 5.0
+
+
+@pytest.mark.usefixtures("jit_mode")
+def test_a_gradient_equal_to_a_captured_array_is_a_fresh_copy():
+    """d/dx sum(x * G) is G itself: einad passes it on without multiplying by ones,
+    but the caller still gets an array of their own, never a view of G."""
+    G = np.arange(4.0)
+    g = ea.grad(lambda x: ea.sum(x * G))(np.ones(4))
+    np.testing.assert_array_equal(g, G)
+    assert g.flags.writeable and not np.shares_memory(g, G)
+    g[0] = 99.0
+    assert G[0] == 0.0

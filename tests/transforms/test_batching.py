@@ -1,12 +1,16 @@
-"""ea.vmap: JAX's in_axes/out_axes, per-example gradients, composition with jit and itself."""
+"""einad.transforms.batching, ea.vmap: JAX's in_axes/out_axes, per-example gradients,
+composition with jit and itself, every batched function against a loop over the examples, and
+vmap on every array library.
+
+The numpy tests run eagerly and with every transformation jitted (the `jit_mode` mark); the
+every-library test runs eagerly."""
 
 import numpy as np
 import pytest
 
 import einad as ea
+from tests.support.functions import X3, Y3, lib_arrays, lib_result
 from tests.support.numerics import assert_close
-
-pytestmark = pytest.mark.usefixtures("jit_mode")
 
 RNG = np.random.default_rng(0)
 A = RNG.standard_normal((5, 3, 4))
@@ -14,6 +18,7 @@ B = RNG.standard_normal((4, 2))
 V = RNG.standard_normal((5, 4))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_a_mapped_einsum_is_one_contraction_with_a_letter_more():
     f = ea.vmap(lambda a, b: ea.einsum("ij,jk->ik", a, b), in_axes=(0, None))
     assert_close(f(A, B), np.einsum("nij,jk->nik", A, B))
@@ -22,6 +27,7 @@ def test_a_mapped_einsum_is_one_contraction_with_a_letter_more():
     assert graph.einsums == ["aij,jk->aik"]
 
 
+@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("in_axes", [0, (0, 0), [0, 0], (0, None), (1, None), (-1, None), (None, 1)])
 def test_in_axes(in_axes):
     x = RNG.standard_normal((4, 6))
@@ -37,6 +43,7 @@ def test_in_axes(in_axes):
     assert_close(f(x, y), np.array(want))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_out_axes_and_pytrees():
     params = {"w": RNG.standard_normal((3, 4)), "b": RNG.standard_normal(4)}
     xs = RNG.standard_normal((3, 7))  # 7 examples along axis 1
@@ -51,6 +58,7 @@ def test_out_axes_and_pytrees():
         ea.vmap(lambda x: x * 2, out_axes=None)(np.ones(3))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_per_example_gradients():
     def loss(w, x):
         return ea.sum(ea.tanh(x @ w) ** 2)
@@ -62,6 +70,7 @@ def test_per_example_gradients():
     assert per_example.shape == (5, 4, 2)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_vmap_composes_with_jit_grad_and_itself():
     f = lambda x: ea.sum(ea.exp(x) * x)
     xs = RNG.standard_normal((3, 4, 2))
@@ -73,6 +82,7 @@ def test_vmap_composes_with_jit_grad_and_itself():
     assert_close(ea.grad(lambda xs: ea.sum(ea.vmap(f)(xs)))(xs), want)
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_errors():
     with pytest.raises(ValueError, match="one length"):
         ea.vmap(lambda x, y: x + y)(np.ones(3), np.ones(4))
@@ -84,12 +94,13 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
+@pytest.mark.usefixtures("jit_mode")
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
 
 
-# -- every function issues 12 and 14 added, mapped: vmap equals a loop over the examples ----------
+# -- the everyday and linalg functions, mapped: vmap equals a loop over the examples ---------------
 
 XS = RNG.uniform(0.5, 1.5, (4, 3, 3)) + 2 * np.eye(3)  # 4 well-conditioned 3x3 examples
 YS = RNG.uniform(0.5, 1.5, (4, 3, 3))
@@ -132,6 +143,7 @@ MAPPED = {
 }
 
 
+@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("name", sorted(MAPPED))
 def test_vmap_equals_a_loop_over_examples(name):
     f = MAPPED[name]
@@ -143,3 +155,20 @@ def test_vmap_equals_a_loop_over_examples(name):
         loss = lambda x, y: ea.sum(f(x, y) ** 2)
         want_g = np.stack([ea.grad(loss)(x, y) for x, y in zip(XS, YS)])
         assert_close(ea.vmap(ea.grad(loss))(XS, YS), want_g, rtol=1e-6, atol=1e-9)
+
+
+# -- every array library ---------------------------------------------------------------------------
+
+
+def _row_loss(a, b):
+    return ea.sum(ea.einsum("i,ij->j", a, b) * a)
+
+
+def test_vmap(lib):
+    x, y = lib_arrays(lib, X3, Y3)
+    with lib.lazy():
+        rows = ea.vmap(lambda a: ea.einsum("i,ij->j", a, y) * a)(x)
+        per_example = ea.vmap(ea.grad(_row_loss), in_axes=(0, None))(x, y)
+    assert_close(lib_result(lib, rows), ea.vmap(lambda a: ea.einsum("i,ij->j", a, Y3) * a)(X3))
+    expected = ea.vmap(ea.grad(_row_loss), in_axes=(0, None))(X3, Y3)
+    assert_close(lib_result(lib, per_example), expected)

@@ -1,4 +1,5 @@
-"""make_graph: the program a function runs, and the program its gradient runs (issue 3).
+"""einad.program, make_graph: the program a function runs, and the program its gradient runs;
+the listing, Graph.einsums and Graphviz's to_dot.
 
 Where the listing's format is fixed (typed binders, the user's einsum
 subscripts, elementwise ops and literals) the exact text is asserted; where the

@@ -1,4 +1,4 @@
-"""Concurrency, memory and leftover state (issue 6).
+"""Threads, memory and leftover state (docs/guarantees.md, "Threads", "Memory and leftover state").
 
 * Threads computing different derivatives at the same time, many times over,
   get bitwise the single-threaded results (nested transformations included).

@@ -1,4 +1,4 @@
-"""Each speed or memory saving has a test that fails when the saving is removed (issue 9).
+"""Savings: each speed or memory saving has a test that fails when the saving is removed.
 
 A saving changes no result, so the test observes what it saves instead: the
 size of a traced program (`ea.make_graph`), or the peak of the memory numpy

@@ -1,4 +1,4 @@
-"""The MLP training loop of docs/tutorial.md (issue 14): einad's PyTorch-style and JAX-style
+"""The MLP training loop of docs/tutorial.md: einad's PyTorch-style and JAX-style
 loops give the same loss curve, and PyTorch itself, on the same data from the same weights,
 gives that curve too."""
 
