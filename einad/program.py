@@ -341,7 +341,7 @@ def _concrete(x: Any) -> Any:
         batched += bool(x._trace is not None and x._trace.batched)
         x = x._value
     v = x.concrete if type(x) is Staged else x
-    return v[(0,) * batched] if batched else v
+    return v[(0,) * batched + (...,)] if batched else v  # the trailing ... for the array API
 
 
 def concrete(x: Any) -> Any:

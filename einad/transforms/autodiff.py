@@ -197,6 +197,11 @@ def _seed(ct: Any, value: Any) -> Any:
         if not traced(ct):
             ct = strip(ct)
         _same_library([ct, value])
+        if not arrays.is_array(_ref(ct)) and arrays.xp_of(_ref(value)) is not np:
+            # a number that einad.jit staged (weakly typed): placed in the output's library
+            # and on its device, as an eager call places a number (`_in_library_of`)
+            one = arrays.ones(_ref(value), (), dtype_of(value))
+            ct = bind(PRIMITIVES["multiply"], (ct, one), {})
     else:
         ct = _in_library_of(value, ct)
     if shape_of(ct) != shape_of(value):

@@ -4,8 +4,8 @@ The worked examples, argnums and has_aux, gradients shaped and typed like their 
 pytree arguments and outputs, grad of grad; then the same transformations on every array
 library (numpy, array-api-strict, torch, dask: results of the inputs' library, dask kept
 lazy), checked against torch.autograd, on a dask.distributed cluster, and refusing to mix
-two libraries in one call. The numpy tests run twice (the `jit_mode` mark): eagerly and with
-every transformation jitted; the every-library tests run eagerly.
+two libraries in one call. Every test runs twice (the `jit_mode`
+mark): eagerly and with every transformation jitted, on every library.
 
 Tensor.backward and the imperative style are in test_backward.py; forward mode, Jacobians,
 Hessians and nesting in test_autodiff_modes.py.
@@ -21,10 +21,11 @@ from tests.support.arraylibs import load
 from tests.support.functions import V3, W3, X3, Y3, f_xy, g_xy, lib_arrays, lib_result
 from tests.support.numerics import assert_close, numeric_grad
 
+pytestmark = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
 # -- the worked examples ------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_worked_example_log_plus_product_minus_sine():
     f = lambda x1, x2: ea.log(x1) + x1 * x2 - ea.sin(x2)
     g1, g2 = ea.grad(f, argnums=(0, 1))(2.0, 5.0)
@@ -35,7 +36,6 @@ def test_worked_example_log_plus_product_minus_sine():
     assert_close((h1, h2), (5.5, 2 - np.cos(5.0)))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_worked_example_log_of_product_times_sine():
     f = lambda x0, x1: ea.log(x0 * x1) * ea.sin(x1)
     g0, g1 = ea.grad(f, argnums=(0, 1))(0.5, 0.75)
@@ -53,7 +53,6 @@ def test_worked_example_log_of_product_times_sine():
     assert round(float(x0.grad), 4) == 1.3633 and round(float(x1.grad), 4) == 0.1912
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_worked_example_inner_product_with_a_sum():
     a, b = np.array([1.0, -2.0, 3.0]), np.array([0.5, 4.0, -1.0])
     f = lambda a, b: ea.dot(a, a + b)
@@ -65,7 +64,6 @@ def test_worked_example_inner_product_with_a_sum():
     assert_close(gb, a)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_matmul_gradient_is_the_permuted_einsum():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
@@ -85,14 +83,12 @@ def f3(x, y, z):
 X, Y, Z = np.array([0.1, 0.2, 0.3]), np.array([1.0, 2.0, 3.0]), np.array([[1.0, -1.0]])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_grad_argnums_int():
     assert_close(ea.grad(f3)(X, Y, Z), np.cos(X) * Y)
     assert_close(ea.grad(f3, argnums=1)(X, Y, Z), np.sin(X))
     assert_close(ea.grad(f3, argnums=-1)(X, Y, Z), 2 * Z)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_grad_argnums_tuple_gives_a_tuple():
     g = ea.grad(f3, argnums=(2, 0))(X, Y, Z)
     assert isinstance(g, tuple) and len(g) == 2
@@ -102,7 +98,6 @@ def test_grad_argnums_tuple_gives_a_tuple():
     assert_close(g, np.sin(X))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_value_and_grad():
     value, g = ea.value_and_grad(f3, argnums=(0, 1))(X, Y, Z)
     assert isinstance(value, np.ndarray) and value.shape == ()
@@ -113,7 +108,6 @@ def test_value_and_grad():
     assert_close(g, np.cos(X) * Y)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_has_aux():
     def f(x):
         return ea.sum(x**2), {"double": x * 2, "list": [x, 3.0]}
@@ -134,7 +128,6 @@ def test_has_aux():
     assert_close(gy, X)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_gradient_has_the_input_shape_and_dtype():
     for x in (np.float32(1.5), np.array(2.0), np.ones((2, 3), np.float32), np.ones((1, 4, 1))):
         g = ea.grad(lambda x: ea.sum(x * x))(x)
@@ -146,14 +139,12 @@ def test_gradient_has_the_input_shape_and_dtype():
     assert_close(g, 6.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_gradient_of_a_tensor_input_is_a_numpy_array():
     g = ea.grad(lambda x: ea.sum(x**3))(ea.tensor([1.0, 2.0]))
     assert isinstance(g, np.ndarray)
     assert_close(g, [3.0, 12.0])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_gradient_with_respect_to_a_broadcast_input_keeps_its_shape():
     x = np.array([[1.0], [2.0]])
     g = ea.grad(lambda x: ea.sum(x + np.zeros((2, 3))))(x)
@@ -161,7 +152,6 @@ def test_gradient_with_respect_to_a_broadcast_input_keeps_its_shape():
     assert_close(g, [[3.0], [3.0]])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_unused_input_gets_a_zero_gradient():
     gx, gy = ea.grad(lambda x, y: ea.sum(x), (0, 1))(np.ones(3), np.ones((2, 2), np.float32))
     assert_close(gx, np.ones(3))
@@ -173,7 +163,6 @@ def test_unused_input_gets_a_zero_gradient():
     assert_close(g, np.zeros(2))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_non_differentiated_arguments_may_be_anything():
     g = ea.grad(lambda x, n, s: ea.sum(x**n) if s == "pow" else None)(np.array([2.0]), 3, "pow")
     assert_close(g, [12.0])
@@ -184,7 +173,6 @@ def test_non_differentiated_arguments_may_be_anything():
 # -- pytrees -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_pytree_arguments():
     params = {"w": np.array([[1.0, 2.0], [3.0, 4.0]]), "b": [np.array([0.5, -0.5]), (np.array(2.0),)]}
     x = np.array([[1.0, -1.0], [2.0, 0.5], [0.0, 1.0]])
@@ -208,7 +196,6 @@ def test_pytree_arguments():
     assert_close(g["b"][1][0], numeric_grad(ref_loss, *flat, argnum=2))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_pytree_with_argnums_tuple():
     g = ea.grad(lambda a, b: ea.sum(a[0] * b["k"]) + ea.sum(a[1]), (0, 1))(
         (np.array([1.0, 2.0]), np.array([3.0])), {"k": np.array([5.0, 7.0])}
@@ -219,7 +206,6 @@ def test_pytree_with_argnums_tuple():
     assert_close(g[1]["k"], [1.0, 2.0])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_vjp():
     x, y = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0])
     out, pullback = ea.vjp(lambda x, y: x * ea.sin(y), x, y)
@@ -233,7 +219,6 @@ def test_vjp():
     assert_close(gx2, 2 * u * np.sin(y))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_vjp_of_a_single_primal_returns_a_one_tuple():
     _, pullback = ea.vjp(lambda x: x**2, np.array([1.0, 3.0]))
     grads = pullback(np.ones(2))
@@ -241,7 +226,6 @@ def test_vjp_of_a_single_primal_returns_a_one_tuple():
     assert_close(grads[0], [2.0, 6.0])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_vjp_with_pytree_inputs_and_outputs():
     p = {"a": np.array([1.0, 2.0]), "b": [np.array(3.0), np.array([[1.0, 2.0]])]}
 
@@ -258,7 +242,6 @@ def test_vjp_with_pytree_inputs_and_outputs():
     assert_close(g["b"][1], [[2.0, 2.0]])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_vjp_result_that_ignores_an_input():
     _, pullback = ea.vjp(lambda x, y: x * 2.0, np.ones(2), np.ones(3))
     gx, gy = pullback(np.array([1.0, 5.0]))
@@ -266,7 +249,6 @@ def test_vjp_result_that_ignores_an_input():
     assert_close(gy, np.zeros(3))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_grad_of_grad_nests():
     f = lambda x: ea.sum(x**3)
     x = np.array([1.0, -2.0])

@@ -5,9 +5,9 @@ then jvp, hvp, Jacobians and Hessians on every array library, float32 kept.
 
 Every expected value here comes from outside einad: numpy closed forms, central
 differences of plain numpy/einad evaluations, or the adjoint identity
-<u, J v> = <J^T u, v> between two independently implemented modes. The numpy tests run
-twice (the `jit_mode` mark): eagerly and with every transformation jitted; the
-every-library tests run eagerly. gradcheck's own tests are in tests/test_testing.py.
+<u, J v> = <J^T u, v> between two independently implemented modes. Every test runs
+twice (the `jit_mode` mark): eagerly and with every transformation jitted, on every
+library too. gradcheck's own tests are in tests/test_testing.py.
 """
 
 import numpy as np
@@ -33,6 +33,8 @@ from tests.support.functions import (
     logistic_loss,
 )
 from tests.support.numerics import assert_close
+
+pytestmark = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
 
 MODES = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
 
@@ -211,14 +213,12 @@ OPS = {
 }
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_op_table_covers_the_api():
     named = [n for n in ALL if n != "sum"]  # ea.sum is covered under its einsum spellings
     covered = {name.split()[0].split("(")[0] for name in OPS}
     assert set(named) - covered == set()
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_jvp_matches_vjp(name):
     f, args = OPS[name]
@@ -226,7 +226,6 @@ def test_jvp_matches_vjp(name):
     check_adjoint(f, args, seed=len(name), numeric=name != "stop_gradient")
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jvp_of_sign_and_stop_gradient_is_zero():
     _, t = ea.jvp(ea.sign, (X,), (np.ones_like(X),))
     assert_close(t, np.zeros_like(X))
@@ -236,7 +235,6 @@ def test_jvp_of_sign_and_stop_gradient_is_zero():
     assert_close(t, X)  # only the traced factor carries the tangent
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jvp_of_an_unused_input_and_of_a_constant_output():
     out, t = ea.jvp(lambda x, y: ea.sin(x), (X, Y), (Y, X))
     assert_close(t, np.cos(X) * Y)
@@ -287,7 +285,6 @@ def einsum_specs(draw):
     return spec, shapes
 
 
-@pytest.mark.usefixtures("jit_mode")
 @settings(max_examples=40, deadline=None)
 @given(einsum_specs(), st.integers(0, 2**16))
 def test_einsum_jvp_matches_vjp_on_generated_specs(case, seed):
@@ -311,7 +308,6 @@ def test_einsum_jvp_matches_vjp_on_generated_specs(case, seed):
     assert_close(t, by_linearity, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_einsum_jvp_with_the_same_tensor_twice():
     # d/dx einsum("ij,jk->ik", x, x) v = v x + x v
     x, v = M33, X[:, :3]
@@ -353,7 +349,6 @@ W34 = R.standard_normal((3, 4))
 B3 = R.standard_normal(3)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jacobians_of_a_layer_match_closed_form():
     f = lambda x: ea.tanh(W34 @ x + B3)
     x = V4
@@ -366,7 +361,6 @@ def test_jacobians_of_a_layer_match_closed_form():
     assert ea.jacobian is ea.jacrev
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize(
     "f, x",
     [
@@ -387,7 +381,6 @@ def test_jacfwd_equals_jacrev_on_random_functions(f, x):
     assert_close(jr, numeric_jacobian(lambda z: f(z).numpy(), x), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jacobians_of_pytrees_in_and_out():
     params = {"w": W34.T.copy(), "b": B3}  # w: (4, 3), b: (3,)
     x = V4
@@ -414,7 +407,6 @@ def test_jacobians_of_pytrees_in_and_out():
     assert_close(jr[1][0]["b"], 2 * np.eye(3))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jacobians_with_argnums_tuple():
     a, b, c = V4, X, POS4
 
@@ -437,7 +429,6 @@ def test_jacobians_with_argnums_tuple():
     assert_close(ea.jacrev(f, argnums=1)(a, b, c)[1], np.zeros(b.shape))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_jacobians_of_complex_functions_run_batched_not_per_row():
     """conj and real have batching rules: no per-row loop (which would index row by row)."""
     z = np.array([3 + 4j, 1 - 1j, -2 + 0.5j, 1j, 2.0 + 0j, -1 - 3j])
@@ -450,7 +441,6 @@ def test_jacobians_of_complex_functions_run_batched_not_per_row():
 # -- Hessians ----------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_hessian_of_quadratic_form_is_a_plus_a_transpose():
     A = R.standard_normal((4, 4))
     x = V4
@@ -465,7 +455,6 @@ def test_hessian_of_quadratic_form_is_a_plus_a_transpose():
     assert_close(ea.hessian(g)(x), A + A.T, rtol=1e-12)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_hessian_is_symmetric_and_matches_numeric():
     W = R.standard_normal((5, 4))
 
@@ -482,7 +471,6 @@ def test_hessian_is_symmetric_and_matches_numeric():
     assert_close(ea.jacfwd(ea.jacfwd(f))(x), h, rtol=1e-10)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_hessian_of_matrix_input_has_doubled_shape():
     f = lambda m: ea.trace(m @ m @ m)
     m = M33
@@ -503,7 +491,6 @@ def _lr_closed(w):
     return LX.T @ (p - LY), LX.T @ np.diag(p * (1 - p)) @ LX
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_logistic_regression_gradient_and_hessian():
     g_closed, h_closed = _lr_closed(LW)
     assert_close(ea.grad(logistic_loss)(LW), g_closed, rtol=1e-12)
@@ -513,7 +500,6 @@ def test_logistic_regression_gradient_and_hessian():
     assert_close(ea.jacrev(ea.grad(logistic_loss))(LW), h_closed, rtol=1e-10)
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("mode", MODES)
 def test_logistic_regression_hvp(mode):
     _, h_closed = _lr_closed(LW)
@@ -524,7 +510,6 @@ def test_logistic_regression_hvp(mode):
     assert_close(hv[0], ea.hessian(logistic_loss)(LW) @ LV, rtol=1e-10)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_hvp_modes_agree_to_rounding_and_on_several_primals():
     def f(a, b):
         return ea.sum(ea.tanh(ea.einsum("ij,j->i", b, a))) * ea.sum(a**2) + ea.sum(b**3)
@@ -554,7 +539,6 @@ def test_hvp_modes_agree_to_rounding_and_on_several_primals():
         ea.hvp(f, (a, b), (ta, tb), mode="fwd-over-fwd")
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("mode", MODES)
 def test_hvp_never_builds_the_hessian(mode):
     # the whole program an hvp runs, traced: no value has the Hessian's shape (3, 3)
@@ -580,7 +564,6 @@ def _sx3_derivatives(x):
     return d1, d2, d3
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("x", [0.7, -1.3, 2.0])
 def test_third_derivative_of_sin_x_cubed(x):
     d1, d2, d3 = _sx3_derivatives(x)
@@ -607,7 +590,6 @@ def test_third_derivative_of_sin_x_cubed(x):
         np.testing.assert_allclose(value, d3, rtol=1e-11, err_msg=name)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_third_derivative_tensor_of_a_vector_function():
     x = np.array([0.7, -1.3, 2.0])
     t = ea.jacfwd(ea.hessian(lambda x: ea.sum(_sx3(x))))(x)
@@ -620,7 +602,6 @@ def test_third_derivative_tensor_of_a_vector_function():
 # -- perturbation confusion --------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_perturbation_confusion_reverse():
     # d/dx [ x * (d/dy (x + y))|_{y=1} ] is 1, not 2, at x = 1 and at x = 2
     f = lambda x: x * ea.grad(lambda y: x + y)(1.0)
@@ -628,7 +609,6 @@ def test_perturbation_confusion_reverse():
     assert_close(ea.grad(f)(2.0), 1.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_perturbation_confusion_forward():
     def f(x):
         return x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
@@ -638,7 +618,6 @@ def test_perturbation_confusion_forward():
     assert_close(t, 1.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_perturbation_confusion_mixed():
     inner_rev = lambda x: x * ea.grad(lambda y: x + y)(1.0)
     inner_fwd = lambda x: x * ea.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
@@ -651,7 +630,6 @@ def test_perturbation_confusion_mixed():
         assert_close(outer(1.5), 3.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_an_outer_value_is_a_constant_inside_and_traced_outside():
     # h(x) = d/dy [sin(x y)] at y = 2  = x cos(2x);  h'(x) = cos(2x) - 2x sin(2x)
     h = lambda x: ea.grad(lambda y: ea.sin(x * y))(2.0)
@@ -777,7 +755,6 @@ def _contract(W, T):
 OUTER = _outer_cases()
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("outer", sorted(OUTER))
 @pytest.mark.parametrize("inner", sorted(INNER))
 def test_nesting(outer, inner):
@@ -794,7 +771,6 @@ def test_nesting(outer, inner):
     assert_close(result, expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_triple_nesting_of_different_transformations():
     # jvp of (grad of (hvp)) : the fourth-derivative tensor contracted with three vectors
     x = NX
@@ -814,7 +790,6 @@ def test_triple_nesting_of_different_transformations():
 # -- higher order through einsum -------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_hessian_through_einsum_cubed():
     A = np.random.default_rng(5).standard_normal((2, 3))
     x = np.random.default_rng(6).standard_normal((3, 4))
@@ -833,7 +808,6 @@ def test_hessian_through_einsum_cubed():
         assert_close(ea.hvp(f, (x,), (v,), mode=m)[0], np.tensordot(closed, v, axes=2), rtol=1e-10)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_third_order_through_einsum_with_repeated_operand():
     x = np.array([0.5, -1.0, 2.0])
     f = lambda x: ea.einsum("i,i,i->", x, x, x)  # sum x^3

@@ -2,8 +2,8 @@
 composition with jit and itself, every batched function against a loop over the examples, and
 vmap on every array library.
 
-The numpy tests run eagerly and with every transformation jitted (the `jit_mode` mark); the
-every-library test runs eagerly."""
+Every test runs eagerly and with every transformation jitted (the `jit_mode` mark), on
+every library too."""
 
 import numpy as np
 import pytest
@@ -12,13 +12,14 @@ import einad as ea
 from tests.support.functions import X3, Y3, lib_arrays, lib_result
 from tests.support.numerics import assert_close
 
+pytestmark = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
+
 RNG = np.random.default_rng(0)
 A = RNG.standard_normal((5, 3, 4))
 B = RNG.standard_normal((4, 2))
 V = RNG.standard_normal((5, 4))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_a_mapped_einsum_is_one_contraction_with_a_letter_more():
     f = ea.vmap(lambda a, b: ea.einsum("ij,jk->ik", a, b), in_axes=(0, None))
     assert_close(f(A, B), np.einsum("nij,jk->nik", A, B))
@@ -27,7 +28,6 @@ def test_a_mapped_einsum_is_one_contraction_with_a_letter_more():
     assert graph.einsums == ["aij,jk->aik"]
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("in_axes", [0, (0, 0), [0, 0], (0, None), (1, None), (-1, None), (None, 1)])
 def test_in_axes(in_axes):
     x = RNG.standard_normal((4, 6))
@@ -43,7 +43,6 @@ def test_in_axes(in_axes):
     assert_close(f(x, y), np.array(want))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_out_axes_and_pytrees():
     params = {"w": RNG.standard_normal((3, 4)), "b": RNG.standard_normal(4)}
     xs = RNG.standard_normal((3, 7))  # 7 examples along axis 1
@@ -58,7 +57,6 @@ def test_out_axes_and_pytrees():
         ea.vmap(lambda x: x * 2, out_axes=None)(np.ones(3))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_per_example_gradients():
     def loss(w, x):
         return ea.sum(ea.tanh(x @ w) ** 2)
@@ -70,7 +68,6 @@ def test_per_example_gradients():
     assert per_example.shape == (5, 4, 2)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_vmap_composes_with_jit_grad_and_itself():
     f = lambda x: ea.sum(ea.exp(x) * x)
     xs = RNG.standard_normal((3, 4, 2))
@@ -82,7 +79,6 @@ def test_vmap_composes_with_jit_grad_and_itself():
     assert_close(ea.grad(lambda xs: ea.sum(ea.vmap(f)(xs)))(xs), want)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_errors():
     with pytest.raises(ValueError, match="one length"):
         ea.vmap(lambda x, y: x + y)(np.ones(3), np.ones(4))
@@ -94,7 +90,6 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
@@ -143,7 +138,6 @@ MAPPED = {
 }
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.parametrize("name", sorted(MAPPED))
 def test_vmap_equals_a_loop_over_examples(name):
     f = MAPPED[name]

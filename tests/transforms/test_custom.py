@@ -1,8 +1,8 @@
 """einad.transforms.custom: custom_vjp, custom_jvp and checkpoint, with JAX's semantics under
 every transformation, and checkpoint and custom_vjp on every array library.
 
-The numpy tests run eagerly and with every transformation wrapped in ea.jit (the `jit_mode`
-mark); the every-library tests run eagerly.
+Every test runs eagerly and with every transformation wrapped in ea.jit (the `jit_mode`
+mark), on every library too.
 """
 
 import numpy as np
@@ -11,6 +11,8 @@ import pytest
 import einad as ea
 from tests.support.functions import X3, Y3, g_xy, lib_arrays, lib_result
 from tests.support.numerics import assert_close, peak_bytes
+
+pytestmark = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
 
 # -- custom_vjp ------------------------------------------------------------------------------
 
@@ -39,7 +41,6 @@ def _scaled_sin(x):
 X = np.array([0.3, -1.2, 2.0])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_value_is_the_function():
     out = clip_gradient(X, -0.5, 0.5)
     assert isinstance(out, ea.Tensor)
@@ -47,7 +48,6 @@ def test_custom_vjp_value_is_the_function():
     assert_close(ea.jit(_scaled_sin)(X), np.sum(3.0 * np.sin(X)))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_grad_uses_bwd():
     # the true derivative is 3 cos(x); the custom rule clips the 3 to 0.5 first
     expected = np.clip(3.0, -0.5, 0.5) * np.cos(X)
@@ -59,14 +59,12 @@ def test_custom_vjp_grad_uses_bwd():
     assert_close(pull(np.array([5.0, -5.0, 0.5]))[0], [1.0, -1.0, 0.5])
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_grad_of_jit_uses_bwd():
     expected = 0.5 * np.cos(X)
     assert_close(ea.grad(ea.jit(_scaled_sin))(X), expected)
     assert_close(ea.jit(ea.grad(ea.jit(_scaled_sin)))(X), expected)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_is_one_equation():
     graph = ea.make_graph(_scaled_sin)(X)
     ops = [e.op for e in graph.equations]
@@ -82,7 +80,6 @@ def sq(x, y):
 sq.defvjp(lambda x, y: (x * x * y, (x, y)), lambda res, g: (2.0 * res[0] * res[1] * g, res[0] ** 2 * g))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_true_rule_matches_gradcheck_and_jacobians():
     x, y = np.array([1.0, 2.0]), np.array([0.5, -1.5])
     ea.gradcheck(lambda x, y: ea.sum(sq(x, y)), x, y)
@@ -92,7 +89,6 @@ def test_custom_vjp_true_rule_matches_gradcheck_and_jacobians():
     assert_close(ea.jvp(sq, (x, y), (np.ones(2), np.zeros(2)))[1], 2 * x * y)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_second_order_differentiates_bwd():
     # d/dx of bwd's 2 x y g: 2 y per element
     x, y = np.array([1.0, 2.0]), np.array([0.5, -1.5])
@@ -100,7 +96,6 @@ def test_custom_vjp_second_order_differentiates_bwd():
     assert_close(ea.grad(lambda x: ea.sum(ea.grad(lambda x: ea.sum(sq(x, y)))(x)))(x), 2 * y)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_under_vmap():
     xs = np.array([[0.3, 1.0], [2.0, -1.0], [0.1, 0.2]])
     assert_close(ea.vmap(lambda x: clip_gradient(x, -1.0, 1.0))(xs), xs)
@@ -109,7 +104,6 @@ def test_custom_vjp_under_vmap():
     assert_close(ea.grad(lambda xs: ea.sum(ea.vmap(_scaled_sin)(xs)))(xs), 0.5 * np.cos(xs))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_pytree_argument_and_none_cotangent():
     @ea.custom_vjp
     def f(p, s):
@@ -126,7 +120,6 @@ def test_custom_vjp_pytree_argument_and_none_cotangent():
     assert_close(g[1], 0.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_imperative_backward():
     w = ea.tensor(X, requires_grad=True)
     _scaled_sin(w).backward()
@@ -153,7 +146,6 @@ def test_custom_vjp_python_control_flow(jit_mode):
         ea.jit(ea.grad(lambda x: ea.sum(relu_ish(x))))(np.array([1.0, 2.0]))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_vjp_errors():
     @ea.custom_vjp
     def pair(x):
@@ -197,7 +189,6 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-@pytest.mark.usefixtures("jit_mode")
 @pytest.mark.filterwarnings("ignore:overflow")
 def test_custom_jvp_stable_gradient_at_1000():
     with np.errstate(over="ignore"):
@@ -206,7 +197,6 @@ def test_custom_jvp_stable_gradient_at_1000():
         assert_close(ea.grad(ea.jit(log1pexp))(1000.0), 1.0)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_values_and_all_modes():
     x = np.array([-2.0, 0.5, 3.0])
     assert_close(log1pexp(x).numpy(), np.log1p(np.exp(x)))
@@ -219,7 +209,6 @@ def test_custom_jvp_values_and_all_modes():
     ea.gradcheck(lambda x: ea.sum(log1pexp(x) ** 2), x)
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_second_order_differentiates_the_rule():
     x = np.array([-2.0, 0.5, 3.0])
     s = _sigmoid(x)
@@ -229,7 +218,6 @@ def test_custom_jvp_second_order_differentiates_the_rule():
     assert_close(hv, s * (1 - s))
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_rule_is_really_used():
     @ea.custom_jvp
     def f(x, y):
@@ -246,7 +234,6 @@ def test_custom_jvp_rule_is_really_used():
     assert [e.op for e in graph.equations] == ["custom_jvp_call"]
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_custom_jvp_errors():
     @ea.custom_jvp
     def no_rule(x):
@@ -276,7 +263,6 @@ def _chain(wrap):
     return loss
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_checkpoint_same_values_and_derivatives():
     x = np.array([0.3, -1.2, 2.0])
     f = lambda x, w: ea.sum(ea.tanh(ea.einsum("i,i->i", x, w)) ** 2)
@@ -315,7 +301,6 @@ def test_checkpoint_recomputes_in_the_reverse_pass(jit_mode):
         assert len(calls) == 1
 
 
-@pytest.mark.usefixtures("jit_mode")
 def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass():
     # 10 blocks of 4 ops: without checkpoint the reverse pass waits on ~40 arrays; with it, on
     # the 10 blocks' inputs plus one block's recomputed intermediates.
