@@ -1,0 +1,325 @@
+"""einad.core: the tracing core (traces, `bind`, the `Tensor` box, the `Staged` value `ea.jit`
+traces with, and the imperative graph `Tensor.backward` differentiates).
+
+These tests pin what core shows the user directly: a Tensor's repr (constant, requiring grad,
+traced by a transformation, staged by `ea.jit`, lazy on dask); the exact messages of its errors
+(a jit-staged value read as a number, a tracer used after its transformation returned, len() of
+a 0-d tensor, numpy functions einad lacks on traced Tensors, in-place updates of leaves); Python
+conversions (int, complex, operator.index, item); numpy functions einad lacks running on constant
+Tensors (their arguments passed on unchanged in form); comparisons of constants giving numpy
+arrays; in-place operators keeping the tensor's identity; and gradients and cotangents a user
+gives kept in the tensor's own array library.
+"""
+
+import operator
+import re
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import einad as ea
+
+# -- repr ---------------------------------------------------------------------------------------
+
+
+def test_repr_of_a_constant_tensor_is_its_values_and_dtype():
+    assert repr(ea.tensor([1.0, 2.0])) == "tensor([1., 2.], dtype=float64)"
+    assert repr(ea.tensor([1, 2, 3], dtype=np.int32)) == "tensor([1, 2, 3], dtype=int32)"
+    assert repr(ea.tensor(2.5)) == "tensor(2.5, dtype=float64)"
+    # rows after the first are indented under "tensor(", as numpy indents under "array("
+    assert repr(ea.tensor([[1.0, 2.0], [3.0, 4.0]])) == (
+        "tensor([[1., 2.],\n        [3., 4.]], dtype=float64)"
+    )
+
+
+def test_repr_of_a_tensor_that_requires_grad_says_so():
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(w) == "tensor([1., 2.], dtype=float64, requires_grad=True)"
+    # a result computed from it belongs to the same imperative graph
+    assert repr(w * 2) == "tensor([2., 4.], dtype=float64, requires_grad=True)"
+
+
+def test_repr_of_a_traced_tensor_names_its_trace():
+    seen = []
+
+    def f(x):
+        seen.append(repr(x))
+        return (x * x).sum()
+
+    ea.grad(f)(np.array([1.0, 2.0]))
+    ea.jvp(f, (np.array([1.0, 2.0]),), (np.array([1.0, 0.0]),))
+    assert re.fullmatch(r"tensor\(\[1\., 2\.\], dtype=float64, traced by <reverse trace \d+>\)", seen[0])
+    assert re.fullmatch(r"tensor\(\[1\., 2\.\], dtype=float64, traced by <forward trace \d+>\)", seen[1])
+
+
+def test_repr_of_a_staged_tensor_shows_shape_and_dtype_not_a_value():
+    seen = []
+
+    @ea.jit
+    def f(x, s):
+        seen.append(repr(x))
+        seen.append(repr(s))
+        return x * s
+
+    f(np.ones((2, 3), dtype=np.float32), np.array(2.0))
+    assert re.fullmatch(r"tensor\(<staged float32\[2, 3\]>, traced by <staging trace \d+>\)", seen[0])
+    assert re.fullmatch(r"tensor\(<staged float64\[\]>, traced by <staging trace \d+>\)", seen[1])
+
+
+def test_repr_of_a_dask_tensor_does_not_compute_it():
+    da = pytest.importorskip("dask.array")
+    from dask.callbacks import Callback
+
+    t = ea.tensor(da.ones(3, chunks=3))
+    computed = []
+    with Callback(start=lambda dsk: computed.append(1)):
+        text = repr(t)
+    assert not computed
+    assert re.fullmatch(
+        r"tensor\(dask\.array<[^>]*, shape=\(3,\), dtype=float64, [^>]*>, dtype=float64\)", text
+    )
+
+
+# -- values staged by ea.jit refuse to be read ----------------------------------------------------
+
+
+def _staged_message(what):
+    return (
+        f"^{re.escape(what)} of a value traced by einad\\.jit \\(or make_graph\\): its value is not known "
+        "when the program is built\\. Mark the argument it comes from static "
+        "\\(static_argnums / static_argnames\\), or write the choice with ea\\.where$"
+    )
+
+
+@pytest.mark.parametrize(
+    ("read", "what"),
+    [
+        (bool, "bool()"),
+        (int, "int()"),
+        (float, "float()"),
+        (complex, "complex()"),
+        # a float tensor too: under jit the value is unknown, so it is the TracerError,
+        # not the "only an integer tensor" TypeError an eager float tensor gets
+        (operator.index, "int()"),
+        (ea.Tensor.item, "float()"),
+        (ea.Tensor.numpy, "numpy conversion"),
+    ],
+    ids=["bool", "int", "float", "complex", "index", "item", "numpy"],
+)
+def test_jit_refuses_to_read_a_staged_value_naming_the_conversion_and_the_ways_out(read, what):
+    @ea.jit
+    def f(x):
+        read(x)
+        return x
+
+    with pytest.raises(ea.TracerError, match=_staged_message(what)):
+        f(np.array(1.5))
+
+
+def test_a_staged_value_refuses_operator_index():
+    # No public path reaches Staged.__index__ (Tensor.__index__ reads a staged value with int(),
+    # which is Staged.__int__), so this one builds the staged value directly.
+    from einad.core import Staged
+
+    with pytest.raises(ea.TracerError, match=_staged_message("int()")):
+        operator.index(Staged(np.array(3)))
+
+
+# -- a tracer used after its transformation returned ------------------------------------------------
+
+_DEAD = (
+    r"^a value traced by <reverse trace \d+> was used after that transformation returned "
+    r"\(it leaked out, e\.g\. saved in a list or a global\): return it from the "
+    r"transformed function instead$"
+)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [float, bool, int, complex, operator.index, ea.Tensor.item, np.asarray, lambda t: t + 1],
+    ids=["float", "bool", "int", "complex", "index", "item", "asarray", "add"],
+)
+def test_a_leaked_tracer_names_its_dead_transformation(use):
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return x.sum()
+
+    ea.grad(f)(np.array([1.0]))
+    with pytest.raises(ea.TracerError, match=_DEAD):
+        use(leaked[0])
+
+
+# -- conversions of constant tensors ----------------------------------------------------------------
+
+
+def test_python_conversions_of_a_constant_tensor():
+    assert int(ea.tensor(3.7)) == 3
+    assert complex(ea.tensor(1.0 + 2.0j)) == 1.0 + 2.0j
+    assert float(ea.tensor(2.5)) == 2.5
+    assert operator.index(ea.tensor(3)) == 3
+    assert [10, 20, 30][ea.tensor(1)] == 20
+    assert ea.tensor([2.5]).item() == 2.5
+    assert type(ea.tensor(3).item()) is int
+
+
+def test_only_an_integer_tensor_is_an_index():
+    with pytest.raises(TypeError, match=r"^only an integer tensor can be an index, got dtype float64$"):
+        operator.index(ea.tensor(1.0))
+
+
+def test_len_of_a_0d_tensor_is_a_type_error():
+    assert len(ea.tensor([1.0, 2.0, 3.0])) == 3
+    with pytest.raises(TypeError, match=r"^len\(\) of a 0-d tensor$"):
+        len(ea.tensor(1.0))
+
+
+def test_comparing_constant_tensors_gives_a_numpy_boolean_array():
+    out = ea.tensor([1.0, -1.0]) > 0
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, [True, False])
+    assert type(ea.tensor([1.0, 2.0]) == ea.tensor([1.0, 3.0])) is np.ndarray
+
+
+# -- numpy functions einad does not implement ------------------------------------------------------
+
+Pair = namedtuple("Pair", "a b")
+
+
+def test_numpy_functions_einad_lacks_run_on_constant_tensors_with_their_arguments_as_given():
+    t = ea.tensor(np.arange(6.0).reshape(2, 3))
+    # a tuple stays a tuple (np.nansum refuses a list of axes)
+    assert np.nansum(t, axis=(0, 1)) == 15.0
+    # a tuple subclass arrives as a sequence of the arrays
+    pair = Pair(ea.tensor([1.0, 2.0]), ea.tensor([3.0, 4.0]))
+    np.testing.assert_array_equal(np.column_stack(pair), [[1.0, 3.0], [2.0, 4.0]])
+    np.testing.assert_array_equal(np.column_stack([pair.a, pair.b]), [[1.0, 3.0], [2.0, 4.0]])
+    # keyword arguments: constant tensors become their arrays, None stays None
+    np.testing.assert_array_equal(np.average(t, weights=ea.tensor([1.0, 0.0, 0.0]), axis=1), [0.0, 3.0])
+    assert np.average(t, weights=None) == 2.5
+    # a ufunc einad lacks
+    np.testing.assert_array_equal(np.fmod(t, 4.0), [[0.0, 1.0, 2.0], [3.0, 0.0, 1.0]])
+
+
+def _not_implemented(name):
+    return (
+        f"^einad does not implement {re.escape(name)} for traced Tensors \\(numpy would drop their "
+        "derivative\\): use an einad operation instead$"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda w: np.fmod(w, 2.0), "numpy.fmod"),
+        (lambda w: np.nansum(w), "numpy.nansum"),
+        # a traced Tensor only among the keyword arguments
+        (lambda w: np.average(np.ones(3), weights=w), "numpy.average"),
+    ],
+    ids=["ufunc", "function", "keyword"],
+)
+def test_numpy_functions_einad_lacks_refuse_traced_tensors(call, name):
+    def f(w):
+        call(w)
+        return w.sum()
+
+    with pytest.raises(TypeError, match=_not_implemented(name)):
+        ea.grad(f)(np.array([1.0, 2.0, 3.0]))
+
+
+# -- in-place operators -------------------------------------------------------------------------
+
+
+def test_in_place_update_of_a_leaf_that_requires_grad_is_refused_outside_no_grad():
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(
+        RuntimeError,
+        match=re.escape(
+            "a leaf tensor that requires grad is being used in an in-place operation (-=): "
+            "update parameters inside `with einad.no_grad():`"
+        )
+        + "$",
+    ):
+        w -= 1.0
+    with ea.no_grad():
+        w -= 1.0
+    assert w.requires_grad and w.is_leaf
+    np.testing.assert_array_equal(w.numpy(), [0.0, 1.0])
+
+
+def test_in_place_update_of_a_constant_by_a_tensor_that_requires_grad_keeps_the_tensor():
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    c = ea.tensor([1.0, 1.0])
+    alias = c
+    c += w
+    assert c is alias  # the same tensor, now computed from w
+    assert alias.requires_grad and not alias.is_leaf
+    np.testing.assert_array_equal(alias.numpy(), [2.0, 3.0])
+    alias.sum().backward()
+    np.testing.assert_array_equal(w.grad, [1.0, 1.0])
+
+    d = ea.tensor([1.0, 1.0])
+    with pytest.raises(ValueError, match=r"would change the tensor's shape from \(2,\) to \(3, 2\)"):
+        d += ea.tensor(np.ones((3, 2)), requires_grad=True)
+    np.testing.assert_array_equal(d.numpy(), [1.0, 1.0])
+
+
+# -- gradients and cotangents the user gives stay in the tensor's library --------------------------
+
+
+def _other_library(lib):
+    if lib.name == "numpy":
+        pytest.skip("needs an array library other than numpy")
+    return "dask" if lib.name == "dask" else lib.name
+
+
+def test_a_gradient_or_cotangent_of_another_library_is_a_type_error_naming_both(lib):
+    name = _other_library(lib)
+    x = ea.tensor(lib.asarray(np.array([1.0, 2.0])), requires_grad=True)
+    both = rf"arrays of two libraries in one call: numpy \(ndarray\) and {name} "
+    with pytest.raises(TypeError, match=both):
+        x.grad = np.ones(2)
+    with pytest.raises(TypeError, match=both):
+        x.grad = ea.tensor(np.ones(2))  # a Tensor holding a numpy array
+    with pytest.raises(TypeError, match=both):
+        (x * 1.0).backward(np.ones(2))
+    assert x.grad is None
+
+
+def test_a_numpy_tensor_refuses_a_gradient_of_another_library(lib):
+    name = _other_library(lib)
+    x = ea.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    with pytest.raises(TypeError, match=rf"arrays of two libraries in one call: {name} .* and numpy"):
+        x.grad = lib.asarray(np.ones(2))
+
+
+def test_numbers_and_lists_become_arrays_of_the_tensors_library(lib):
+    x = ea.tensor(lib.asarray(np.array([1.0, 2.0], dtype=np.float32)), requires_grad=True)
+    x.grad = [1, 2]
+    assert lib.owns(x.grad) and ea.tensor(x.grad).dtype == np.float32
+    np.testing.assert_array_equal(lib.numpy(x.grad), [1.0, 2.0])
+    x.grad = None
+    (x * 2.0).backward([3.0, 4.0])
+    assert lib.owns(x.grad)
+    np.testing.assert_array_equal(lib.numpy(x.grad), [6.0, 8.0])
+
+
+def test_a_tensor_staged_by_jit_takes_a_gradient_of_its_library(lib):
+    if lib.name == "dask":
+        pytest.skip("only the eager libraries are staged here")
+    seen = []
+
+    @ea.jit
+    def f(x):
+        x.grad = [1.0, 2.0]
+        seen.append(x.grad)
+        x.grad = lib.asarray(np.array([3.0, 4.0]))
+        seen.append(x.grad)
+        return x * 2.0
+
+    f(lib.asarray(np.array([1.0, 2.0])))
+    assert all(lib.owns(g) for g in seen)
+    np.testing.assert_array_equal(lib.numpy(seen[0]), [1.0, 2.0])
+    np.testing.assert_array_equal(lib.numpy(seen[1]), [3.0, 4.0])
