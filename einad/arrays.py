@@ -137,7 +137,10 @@ def lib_dtype(xp: ModuleType, dtype: Any) -> Any:
     dt = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     if xp is np:
         return dt
-    return getattr(xp, dt.name)
+    found = getattr(xp, dt.name, None)
+    if found is None:
+        raise TypeError(f"{xp.__name__} has no dtype {dt.name}; convert the data to a dtype it has first")
+    return found
 
 
 def device(x: Any) -> Any:

@@ -680,7 +680,9 @@ class Tensor:
         if arrays.is_array(value) or type(value) is Tensor:
             arrays.namespace(g, mine)  # TypeError for two libraries
             return g
-        return arrays.asarray(mine, g, g.dtype)
+        # integers and bools take the tensor's dtype, as numpy's promotion would give them
+        dt = g.dtype if g.dtype.kind in "fc" else np_dtype(mine.dtype)
+        return arrays.asarray(mine, g, dt)
 
     @property
     def is_leaf(self) -> bool:

@@ -300,10 +300,18 @@ def test_numbers_and_lists_become_arrays_of_the_tensors_library(lib):
     x.grad = [1, 2]
     assert lib.owns(x.grad) and ea.tensor(x.grad).dtype == np.float32
     np.testing.assert_array_equal(lib.numpy(x.grad), [1.0, 2.0])
-    x.grad = None
-    (x * 2.0).backward([3.0, 4.0])
-    assert lib.owns(x.grad)
-    np.testing.assert_array_equal(lib.numpy(x.grad), [6.0, 8.0])
+    for cotangent in ([3.0, 4.0], [3, 4]):  # integers take the output's dtype, as numpy promotes them
+        x.grad = None
+        (x * 2.0).backward(cotangent)
+        assert lib.owns(x.grad) and ea.tensor(x.grad).dtype == np.float32
+        np.testing.assert_array_equal(lib.numpy(x.grad), [6.0, 8.0])
+
+
+def test_a_gradient_of_a_dtype_the_library_lacks_is_a_type_error_naming_it():
+    da = pytest.importorskip("dask.array", reason="dask is not installed (pip install einad[test])")
+    x = ea.tensor(da.from_array(np.array([1.0, 2.0], dtype=np.float32)), requires_grad=True)
+    with pytest.raises(TypeError, match="has no dtype float16"):  # dask's namespace has no float16
+        x.grad = [np.float16(1), np.float16(2)]
 
 
 def test_a_tensor_staged_by_jit_takes_a_gradient_of_its_library(lib):
