@@ -13,9 +13,13 @@ only other array libraries take.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import einad as ea
-from tests.support.checks import random_operands
+from einad.explain import explain
+from einad.rules.einsum import Spread, traced_steps
+from tests.support.arraylibs import load
+from tests.support.checks import check_lib, random_operands
 from tests.support.numerics import assert_close
 
 EQ = "abc,ade,bdf->cef"  # not scalar: its pullback is one sweep (an `einsum_vjp` equation)
@@ -197,3 +201,62 @@ def test_fwd_over_rev_of_the_one_pass_value_and_gradient_float32():
     text = str(ea.make_graph(k(TETRA_LIMIT))(tuple(ops), tuple(ts)))
     assert "f32[55] = einsum_vg[" in text
     assert "place[offset=0, total=55]" in text and "place[offset=1, total=55]" in text, text
+
+
+# -- other array libraries ---------------------------------------------------------------
+
+
+def test_rev_over_rev_of_a_sliced_contraction_on_every_library(lib):
+    """The gradients of a sliced contraction, differentiated again: the cotangents of the
+    packed gradient blocks are laid end to end at their offsets (`place` without writes, on
+    libraries other than numpy), float32 kept."""
+    ops = random_operands(SHAPES, dtype=np.float32)
+    vs = random_operands(SHAPES, seed=5, dtype=np.float32)
+    w = random_operands([(5, 3, 4)], seed=2, dtype=np.float32)[0]
+
+    def hessian_vector(x, y, z, w, *vs, limit=LIMIT):
+        f = lambda *a: ea.sum(ea.einsum(EQ, *a, memory_limit=limit) * w)
+        h = lambda *a: sum(ea.sum(g * v) for g, v in zip(ea.grad(f, argnums=(0, 1, 2))(*a), vs))
+        return ea.grad(h, argnums=(0, 1, 2))(x, y, z)
+
+    want = hessian_vector(*ops, w, *vs, limit=None)
+    got = hessian_vector(*[lib.asarray(a) for a in (*ops, w, *vs)])
+    for a, b in zip(got, want):
+        check_lib(lib, a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: _vg_parts makes the unit cotangent a numpy array")
+@pytest.mark.parametrize("name", ["torch", "array_api_strict", "dask"])
+def test_rev_over_rev_of_a_scalar_sliced_contraction_off_numpy(name):
+    """BUG (reported): the second derivative of a scalar sliced contraction fails on any library
+    but numpy ("arrays of two libraries in one call"): the one-pass gradients' cotangent 1 is
+    made with numpy (`_vg_parts`), and the sweep's namespace check refuses it."""
+    lib = load(name)
+    if lib is None:
+        pytest.skip(f"{name} is not installed")
+    ops = random_operands([(3, 3, 3)] * 4)
+    g = lambda x, *rest: ea.sum(ea.grad(_tetra(TETRA_LIMIT), argnums=(0, 1))(x, *rest)[1])
+    want = ea.grad(lambda x, *rest: ea.sum(ea.grad(_tetra(None), argnums=1)(x, *rest)))(*ops)
+    check_lib(lib, ea.grad(g)(*[lib.asarray(o) for o in ops]), want, rtol=1e-9)
+
+
+# -- small public pieces ---------------------------------------------------------------------
+
+
+def test_traced_steps_default_and_explained_paths():
+    """`traced_steps` plans with "auto" by default, and follows the strategy it is given (what
+    `explain` lists as the steps bound for traced operands)."""
+    inputs, shapes = ("ab", "bc", "cd"), ((2, 30), (30, 3), (3, 40))
+    assert traced_steps(inputs, "ad", shapes) == traced_steps(inputs, "ad", shapes, "auto")
+    assert traced_steps(inputs, "ad", shapes)[0][:2] == ((0, 1), ("ab", "bc"))
+    text = explain("ab,bc,cd->ad", shapes, optimize=((1, 2), (0, 1)))
+    assert "step 1: bc,cd->bd" in text and "step 2: ab,bd->ad" in text, text
+    assert "ab,bc->ac" not in text
+
+
+def test_spread_repr():
+    """A `Spread` cotangent names its source letters ('scalar' for none), where it spreads,
+    the shape and the dtype. (No public value is a Spread: einsum's VJP hands it to the
+    reverse pass only, so it is built here directly.)"""
+    assert repr(Spread(np.float32(2.0), "", "ii", (3, 3))) == "Spread(scalar -> ii, (3, 3), float32)"
+    assert repr(Spread(np.ones(3), "i", "iij", (3, 3, 2))) == "Spread(i -> iij, (3, 3, 2), float64)"
