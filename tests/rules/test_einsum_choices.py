@@ -1,0 +1,262 @@
+"""Choices and rarely reached paths of einad/rules/einsum.py, each test written against the
+mutants (mutmut) it kills.
+
+Most of these are the derivatives of a *sliced* contraction's own derivative primitives: the
+VJP of its pullback with respect to the cotangent, the forward and reverse derivatives of the
+one-pass value-and-gradient of a scalar sliced contraction, and the block layout they share.
+A small `memory_limit` forces the slicing; the reference is the same computation without the
+limit (the unsliced einsum's derivatives are checked elsewhere against finite differences), or
+a numpy closed form. float32 operands catch a lost dtype cast; the `lib` fixture runs the paths
+only other array libraries take.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import einad as ea
+from einad.explain import explain
+from einad.rules.einsum import Spread, traced_steps
+from tests.support.arraylibs import load
+from tests.support.checks import check_lib, random_operands
+from tests.support.numerics import assert_close
+
+EQ = "abc,ade,bdf->cef"  # not scalar: its pullback is one sweep (an `einsum_vjp` equation)
+SHAPES = [(4, 3, 5), (4, 2, 3), (3, 2, 4)]  # operand sizes 60, 24, 24 (the packed blocks)
+LIMIT = 20  # forces slicing (no pairwise path of EQ fits)
+
+TETRA = "abc,ade,bdf,cef->"  # scalar: value and gradients in one pass (an `einsum_vg` equation)
+TETRA_LIMIT = 20
+
+
+def _sliced(limit):
+    return lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit)
+
+
+def _tetra(limit):
+    return lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit)
+
+
+def _check_sliced():
+    _, info = ea.contract_path(EQ, *SHAPES, shapes=True, memory_limit=LIMIT)
+    assert info.sliced_indices, "the limit must force slicing"
+    _, info = ea.contract_path(TETRA, *[(3, 3, 3)] * 4, shapes=True, memory_limit=TETRA_LIMIT)
+    assert info.sliced_indices, "the limit must force slicing"
+
+
+def test_the_networks_are_sliced():
+    _check_sliced()
+
+
+# -- the pullback of a sliced contraction, differentiated in its cotangent -----------------
+
+
+def test_pullback_differentiated_in_its_cotangent_keeps_the_cotangent_dtype():
+    """d/du <pullback(u), w> of a sliced contraction: sum over operands k of the contraction
+    with w_k in operand k's place (`_einsum_vjp_vjp`'s derivative in g: `needed[0]`, `dg`),
+    cast to u's dtype (float32 here, the operands float64)."""
+    ops = random_operands(SHAPES)
+    ws = random_operands(SHAPES, seed=2)
+    u = random_operands([(5, 3, 4)], seed=3, dtype=np.float32)[0]
+
+    def loss(limit):
+        def h(u):
+            grads = ea.vjp(_sliced(limit), *ops)[1](u)
+            return sum(ea.sum(g * w) for g, w in zip(grads, ws))
+
+        return h
+
+    du = ea.grad(loss(LIMIT))(u)
+    assert du.dtype == np.float32
+    expected = sum(np.einsum(EQ, *(w if j == k else o for j, o in enumerate(ops))) for k, w in enumerate(ws))
+    assert_close(du, expected, rtol=1e-5, atol=1e-5)
+    assert_close(du, ea.grad(loss(None))(u), rtol=1e-5, atol=1e-5)
+    # one operand's block only: the derivative in u reads that block alone
+    du0 = ea.grad(lambda u: ea.sum(ea.vjp(_sliced(LIMIT), *ops)[1](u)[2] * ws[2]))(u)
+    assert du0.dtype == np.float32
+    assert_close(du0, np.einsum(EQ, *ops[:2], ws[2]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_tangent_in_one_operand_then_the_cotangent_derivative():
+    """The pullback's tangent along operand 1 (its block 1 stays zero: `zero` = (1,)),
+    differentiated in the cotangent: the blocks after a zero one keep their offsets, and
+    operand 0's missing tangent does not end the loop over the tangents."""
+    ops = random_operands(SHAPES)
+    t = random_operands([SHAPES[1]], seed=4)[0]
+    ws = random_operands(SHAPES, seed=2)
+    u = random_operands([(5, 3, 4)], seed=3)[0]
+
+    def loss(limit):
+        def h(u):
+            x, y, z = ops
+            tangents = ea.jvp(lambda y: ea.vjp(_sliced(limit), x, y, z)[1](u), (y,), (t,))[1]
+            return sum(ea.sum(g * w) for g, w in zip(tangents, ws))
+
+        return h
+
+    du = ea.grad(loss(LIMIT))(u)
+    assert_close(du, ea.grad(loss(None))(u), rtol=1e-9)
+    x, _, z = ops
+    # d/dy of block k is the contraction with t in y's place: blocks 0 and 2 only
+    expected = np.einsum(EQ, ws[0], t, z) + np.einsum(EQ, x, t, ws[2])
+    assert_close(du, expected, rtol=1e-9)
+
+
+# -- a scalar sliced contraction: value and gradients in one pass, differentiated ----------
+
+
+def test_rev_over_rev_of_the_one_pass_value_and_gradient():
+    """The VJP of the one-pass value and gradients (`_sliced_vg_vjp`): the value's cotangent
+    and the gradients' add up, and a gradient with one block has no second part."""
+    ops = random_operands([(3, 3, 3)] * 4)
+    s, vs = 1.7, random_operands([(3, 3, 3)] * 2, seed=5)
+
+    def outer(limit, argnums):
+        def h(x):
+            value, grads = ea.value_and_grad(_tetra(limit), argnums=argnums)(x, *ops[1:])
+            grads = grads if isinstance(grads, tuple) else (grads,)
+            return s * value + sum(ea.sum(g * v) for g, v in zip(grads, vs))
+
+        return h
+
+    for argnums in ((0, 1), 0, (1, 2)):
+        got = ea.grad(outer(TETRA_LIMIT, argnums))(ops[0])
+        assert_close(got, ea.grad(outer(None, argnums))(ops[0]), rtol=1e-9)
+
+
+def test_the_cotangent_derivative_has_the_cotangent_dtype():
+    """The derivative in a float32 cotangent, taken through a cast from float64: what comes
+    back through the cast holds float32 values (the derivative was cast to the cotangent's
+    dtype before the cast's own VJP widened it)."""
+    ops = random_operands(SHAPES)
+    ws = random_operands(SHAPES, seed=2)
+    p = random_operands([(5, 3, 4)], seed=3)[0]
+
+    def h(p):
+        grads = ea.vjp(_sliced(LIMIT), *ops)[1](p.astype(np.float32))
+        return sum(ea.sum(g * w) for g, w in zip(grads, ws))
+
+    dp = ea.grad(h)(p)
+    assert dp.dtype == np.float64
+    np.testing.assert_array_equal(dp, dp.astype(np.float32).astype(np.float64))
+    expected = sum(np.einsum(EQ, *(w if j == k else o for j, o in enumerate(ops))) for k, w in enumerate(ws))
+    assert_close(dp, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_gradient_along_its_own_operand_binds_no_sweep():
+    """A gradient does not depend on its own (multilinear) operand: the JVP along it is zero,
+    and no sweep is bound for it (`_einsum_vjp_jvp` skips a tangent whose blocks are all zero)."""
+    ops = random_operands(SHAPES)
+    w = random_operands([(5, 3, 4)], seed=2)[0]
+    f = lambda *xs: ea.sum(_sliced(LIMIT)(*xs) * w)
+    k = lambda x, t: ea.jvp(lambda x: ea.grad(f)(x, *ops[1:]), (x,), (t,))[1]
+    np.testing.assert_array_equal(k(ops[0], ops[0]), np.zeros(SHAPES[0]))
+    text = str(ea.make_graph(k)(ops[0], ops[0]))
+    assert text.count("= einsum_vjp[") == 1, text  # the gradient's own sweep only
+
+
+def test_rev_over_rev_binds_no_derivative_for_the_unit_cotangent():
+    """The one-pass gradients are those for a cotangent of 1, a constant: their VJP binds no
+    contraction for its derivative (`_sliced_vg_vjp` asks for the operands' only)."""
+    ops = random_operands([(3, 3, 3)] * 4)
+
+    def g(x):
+        grads = ea.grad(_tetra(TETRA_LIMIT), argnums=(0, 1))(x, *ops[1:])
+        return ea.sum(grads[1])
+
+    assert_close(
+        ea.grad(g)(ops[0]), ea.grad(lambda x: ea.sum(ea.grad(_tetra(None), argnums=1)(x, *ops[1:])))(ops[0])
+    )
+    text = str(ea.make_graph(ea.grad(g))(ops[0]))
+    assert "= einsum_vg[" in text
+    assert "= einsum[abc,ade,bdf,cef->" not in text, text
+
+
+def test_fwd_over_rev_of_the_one_pass_value_and_gradient_float32():
+    """The JVP of the one-pass value and gradients (`_sliced_vg_jvp`): the value's tangent
+    and the gradients' (a sweep for the cotangent 1, of the operands' dtype), laid into one
+    tangent buffer of the primal's length and dtype (float32 here)."""
+    ops = random_operands([(3, 3, 3)] * 4, dtype=np.float32)
+    ts = random_operands([(3, 3, 3)] * 4, seed=7, dtype=np.float32)
+
+    def k(limit):
+        return lambda o, t: ea.jvp(lambda *a: ea.value_and_grad(_tetra(limit), argnums=(0, 2))(*a), o, t)
+
+    (v, g), (tv, tg) = k(TETRA_LIMIT)(tuple(ops), tuple(ts))
+    (v0, g0), (tv0, tg0) = k(None)(tuple(ops), tuple(ts))
+    assert v.dtype == tv.dtype == np.float32
+    assert_close(v, v0, rtol=1e-5)
+    for a, b in zip(g, g0):
+        assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert [x.dtype for x in tg] == [np.float32, np.float32]
+    expected_tv = sum(
+        np.einsum(TETRA, *(t if j == i else o for j, o in enumerate(ops))) for i, t in enumerate(ts)
+    )
+    assert_close(tv, expected_tv, rtol=1e-4, atol=1e-4)
+    assert_close(tv, tv0, rtol=1e-4, atol=1e-4)
+    for a, b in zip(tg, tg0):
+        assert_close(a, b, rtol=1e-4, atol=1e-4)
+    # the tangent buffer has the primal's length: 1 + 2 * 27
+    text = str(ea.make_graph(k(TETRA_LIMIT))(tuple(ops), tuple(ts)))
+    assert "f32[55] = einsum_vg[" in text
+    assert "place[offset=0, total=55]" in text and "place[offset=1, total=55]" in text, text
+
+
+# -- other array libraries ---------------------------------------------------------------
+
+
+def test_rev_over_rev_of_a_sliced_contraction_on_every_library(lib):
+    """The gradients of a sliced contraction, differentiated again: the cotangents of the
+    packed gradient blocks are laid end to end at their offsets (`place` without writes, on
+    libraries other than numpy), float32 kept."""
+    ops = random_operands(SHAPES, dtype=np.float32)
+    vs = random_operands(SHAPES, seed=5, dtype=np.float32)
+    w = random_operands([(5, 3, 4)], seed=2, dtype=np.float32)[0]
+
+    def hessian_vector(x, y, z, w, *vs, limit=LIMIT):
+        f = lambda *a: ea.sum(ea.einsum(EQ, *a, memory_limit=limit) * w)
+        h = lambda *a: sum(ea.sum(g * v) for g, v in zip(ea.grad(f, argnums=(0, 1, 2))(*a), vs))
+        return ea.grad(h, argnums=(0, 1, 2))(x, y, z)
+
+    want = hessian_vector(*ops, w, *vs, limit=None)
+    got = hessian_vector(*[lib.asarray(a) for a in (*ops, w, *vs)])
+    for a, b in zip(got, want):
+        check_lib(lib, a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: _vg_parts makes the unit cotangent a numpy array")
+@pytest.mark.parametrize("name", ["torch", "array_api_strict", "dask"])
+def test_rev_over_rev_of_a_scalar_sliced_contraction_off_numpy(name):
+    """BUG (reported): the second derivative of a scalar sliced contraction fails on any library
+    but numpy ("arrays of two libraries in one call"): the one-pass gradients' cotangent 1 is
+    made with numpy (`_vg_parts`), and the sweep's namespace check refuses it."""
+    lib = load(name)
+    if lib is None:
+        pytest.skip(f"{name} is not installed")
+    ops = random_operands([(3, 3, 3)] * 4)
+    g = lambda x, *rest: ea.sum(ea.grad(_tetra(TETRA_LIMIT), argnums=(0, 1))(x, *rest)[1])
+    want = ea.grad(lambda x, *rest: ea.sum(ea.grad(_tetra(None), argnums=1)(x, *rest)))(*ops)
+    check_lib(lib, ea.grad(g)(*[lib.asarray(o) for o in ops]), want, rtol=1e-9)
+
+
+# -- small public pieces ---------------------------------------------------------------------
+
+
+def test_traced_steps_default_and_explained_paths():
+    """`traced_steps` plans with "auto" by default, and follows the strategy it is given (what
+    `explain` lists as the steps bound for traced operands)."""
+    inputs, shapes = ("ab", "bc", "cd"), ((2, 30), (30, 3), (3, 40))
+    assert traced_steps(inputs, "ad", shapes) == traced_steps(inputs, "ad", shapes, "auto")
+    assert traced_steps(inputs, "ad", shapes)[0][:2] == ((0, 1), ("ab", "bc"))
+    text = explain("ab,bc,cd->ad", shapes, optimize=((1, 2), (0, 1)))
+    assert "step 1: bc,cd->bd" in text and "step 2: ab,bd->ad" in text, text
+    assert "ab,bc->ac" not in text
+
+
+def test_spread_repr():
+    """A `Spread` cotangent names its source letters ('scalar' for none), where it spreads,
+    the shape and the dtype. (No public value is a Spread: einsum's VJP hands it to the
+    reverse pass only, so it is built here directly.)"""
+    assert repr(Spread(np.float32(2.0), "", "ii", (3, 3))) == "Spread(scalar -> ii, (3, 3), float32)"
+    assert repr(Spread(np.ones(3), "i", "iij", (3, 3, 2))) == "Spread(i -> iij, (3, 3, 2), float64)"
