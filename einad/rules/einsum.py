@@ -41,8 +41,8 @@ import opt_einsum as oe
 
 from .. import executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
-from ..arrays import asarray, device, is_array, lib_dtype, namespace, xp_of, zeros
-from ..core import Params, Primitive, Structured, Tensor, Value, bind, lower_rules, rules
+from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
+from ..core import Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..slicing import Schedule, Slices, object_path, schedule, workers
@@ -1021,7 +1021,9 @@ def _vg_parts(params: Params, vals: Sequence[Any]) -> tuple[Params, Params, Any]
     """`sliced_vg_p`'s parameters as the forward's and as its sweep's, and the cotangent 1."""
     forward = _forward_params(params)
     dt = np.result_type(*(dtype_of(v) for v in vals))
-    return forward, {**forward, "wrt": params["wrt"], "zero": ()}, np.ones((), dt)
+    like = strip(vals[0])
+    like = like.concrete if type(like) is Staged else like  # the library of the operands, even staged
+    return forward, {**forward, "wrt": params["wrt"], "zero": ()}, ones(like, (), dt)
 
 
 def _sliced_vg_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:

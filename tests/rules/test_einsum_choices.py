@@ -225,12 +225,11 @@ def test_rev_over_rev_of_a_sliced_contraction_on_every_library(lib):
         check_lib(lib, a, b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _vg_parts makes the unit cotangent a numpy array")
 @pytest.mark.parametrize("name", ["torch", "array_api_strict", "dask"])
 def test_rev_over_rev_of_a_scalar_sliced_contraction_off_numpy(name):
-    """BUG (reported): the second derivative of a scalar sliced contraction fails on any library
-    but numpy ("arrays of two libraries in one call"): the one-pass gradients' cotangent 1 is
-    made with numpy (`_vg_parts`), and the sweep's namespace check refuses it."""
+    """The second derivative of a scalar sliced contraction on every library but numpy: the
+    one-pass gradients' cotangent 1 is made in the operands' library (`_vg_parts`; made with
+    numpy, the sweep refused to mix two libraries)."""
     lib = load(name)
     if lib is None:
         pytest.skip(f"{name} is not installed")
