@@ -199,8 +199,11 @@ def test_numpy_functions_einad_lacks_run_on_constant_tensors_with_their_argument
     # keyword arguments: constant tensors become their arrays, None stays None
     np.testing.assert_array_equal(np.average(t, weights=ea.tensor([1.0, 0.0, 0.0]), axis=1), [0.0, 3.0])
     assert np.average(t, weights=None) == 2.5
-    # a ufunc einad lacks
+    # a ufunc einad lacks, with its keyword arguments
     np.testing.assert_array_equal(np.fmod(t, 4.0), [[0.0, 1.0, 2.0], [3.0, 0.0, 1.0]])
+    assert np.fmod(t, 4.0, dtype=np.float32).dtype == np.float32
+    # a function einad lacks, with its keyword arguments
+    np.testing.assert_array_equal(np.nanmax(t, axis=1, keepdims=True), [[2.0], [5.0]])
 
 
 def _not_implemented(name):
@@ -214,11 +217,12 @@ def _not_implemented(name):
     ("call", "name"),
     [
         (lambda w: np.fmod(w, 2.0), "numpy.fmod"),
+        (lambda w: np.hypot.reduce(w), "numpy.hypot.reduce"),  # a ufunc method: named with it
         (lambda w: np.nansum(w), "numpy.nansum"),
         # a traced Tensor only among the keyword arguments
         (lambda w: np.average(np.ones(3), weights=w), "numpy.average"),
     ],
-    ids=["ufunc", "function", "keyword"],
+    ids=["ufunc", "ufunc method", "function", "keyword"],
 )
 def test_numpy_functions_einad_lacks_refuse_traced_tensors(call, name):
     def f(w):
@@ -331,3 +335,53 @@ def test_a_tensor_staged_by_jit_takes_a_gradient_of_its_library(lib):
     assert all(lib.owns(g) for g in seen)
     np.testing.assert_array_equal(lib.numpy(seen[0]), [1.0, 2.0])
     np.testing.assert_array_equal(lib.numpy(seen[1]), [3.0, 4.0])
+
+
+# -- numpy conversion and requires_grad_ --------------------------------------------------------
+
+
+def test_numpy_conversion_of_a_traced_tensor_is_refused_naming_the_ways_out():
+    def f(x):
+        np.asarray(x)
+        return ea.sum(x)
+
+    message = (
+        "^a traced Tensor cannot be converted to a numpy array inside a transformation \\(numpy "
+        "functions would silently drop its derivative\\): use einad operations, or "
+        "einad.stop_gradient\\(x\\) to take the value without its derivative$"
+    )
+    with pytest.raises(TypeError, match=message):
+        ea.grad(f)(np.ones(2))
+
+
+def test_numpy_conversion_of_a_constant_tensor_takes_a_dtype_without_copying_when_it_can():
+    t = ea.tensor(np.array([1.5, 2.5]))
+    as32 = np.asarray(t, dtype=np.float32)
+    assert as32.dtype == np.float32
+    np.testing.assert_array_equal(as32, [1.5, 2.5])
+    assert np.shares_memory(np.asarray(t, dtype=np.float64), np.asarray(t))  # same dtype: no copy
+
+
+def test_requires_grad_inside_a_transformation_is_refused():
+    def f(x):
+        x.requires_grad_()
+        return ea.sum(x)
+
+    message = (
+        "^requires_grad_\\(\\) on a value traced by a transformation \\(einad.grad, jit, ...\\): "
+        "the transformation already differentiates its inputs$"
+    )
+    with pytest.raises(RuntimeError, match=message):
+        ea.grad(f)(np.ones(2))
+
+
+def test_requires_grad_false_on_a_computed_tensor_is_refused():
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 2.0
+    message = (
+        "^requires_grad_\\(False\\) on a tensor computed from tensors that require grad: only "
+        "leaves can change it; use detach\\(\\) for a constant with this value$"
+    )
+    with pytest.raises(RuntimeError, match=message):
+        h.requires_grad_(False)
+    assert h.requires_grad_(True) is h  # no change asked: the tensor itself
