@@ -385,3 +385,8 @@ def test_requires_grad_false_on_a_computed_tensor_is_refused():
     with pytest.raises(RuntimeError, match=message):
         h.requires_grad_(False)
     assert h.requires_grad_(True) is h  # no change asked: the tensor itself
+
+
+def test_a_tensor_built_directly_is_a_constant_unless_asked():
+    assert not ea.Tensor([1.0, 2.0]).requires_grad
+    assert ea.Tensor([1.0, 2.0], requires_grad=True).requires_grad
