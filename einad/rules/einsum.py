@@ -87,6 +87,8 @@ def _einsum_impl(
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
             dt = np.result_type(*(dtype_of(x) for x in arrays))
             return zeros(arrays[0], tuple(size[c] for c in output), dt)
+    if len(arrays) > 2:
+        arrays = _promoted(xp, arrays)
     if xp is not np:
         if len(arrays) <= 2:
             return executor.step(xp, inputs, output, arrays)
@@ -98,6 +100,20 @@ def _einsum_impl(
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
     return _follow(steps, arrays, _raw_step)
+
+
+def _promoted(xp: ModuleType, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Operands of mixed dtypes cast to the dtype numpy's einsum computes in: all operands
+    promoted at once, not pair by pair along the path (int8, uint16 and float32 give float32;
+    pairwise, int8 and uint16 would give int32, and int32 with float32 float64)."""
+    first = arrays[0].dtype
+    if all(a.dtype == first for a in arrays[1:]):
+        return arrays
+    dt = np.result_type(*(dtype_of(a) for a in arrays))
+    lib_dt = dt if xp is np else lib_dtype(xp, dt)
+    if xp is np:
+        return tuple(a if a.dtype == dt else a.astype(dt) for a in arrays)
+    return tuple(a if dtype_of(a) == dt else xp.astype(a, lib_dt) for a in arrays)
 
 
 def _adopt(xp: ModuleType, arrays: Sequence[Any]) -> Sequence[Any]:
@@ -167,6 +183,7 @@ def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]
     def run(*arrays: Any) -> Any:
         if not all(type(a) is np.ndarray for a in arrays):
             return generic(*arrays)
+        arrays = _promoted(np, arrays)
         work = list(arrays)
         for positions, step in runners:
             picked = [work[p] for p in positions]
@@ -239,6 +256,10 @@ def contract(
             operands,
             {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
         )
+    dts = [dtype_of(x) for x in operands]
+    if any(d != dts[0] for d in dts[1:]):  # promoted all at once, as `_promoted` does untraced
+        dt = np.result_type(*dts)
+        operands = [x if d == dt else astype(x, dt) for x, d in zip(operands, dts)]
     steps = _plan(inputs, output, shapes, optimize, memory_limit)
     result: Value = _follow(steps, operands, _traced_step)
     return result

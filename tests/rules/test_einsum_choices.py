@@ -309,16 +309,18 @@ def test_a_sliced_contraction_has_numpys_einsum_dtype_on_every_library(lib):
     check_lib(lib, ea.einsum(EQ, *[lib.asarray(o) for o in ops], memory_limit=LIMIT), want, rtol=0, atol=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an unsliced einsum of 3+ operands promotes dtypes pairwise along its path "
-    "(int8, uint16 -> int32, then with float32 -> float64), where numpy's einsum (and einad's "
-    "sliced one) promotes all operands at once (float32)",
-)
-def test_an_unsliced_contraction_has_numpys_einsum_dtype():
+def test_an_unsliced_contraction_has_numpys_einsum_dtype(lib):
+    """Operands of mixed dtypes are promoted all at once, as numpy's einsum does (int8, uint16
+    and float32 give float32), not pair by pair along the path (int32, then float64), eagerly
+    and in a compiled program."""
     rng = np.random.default_rng(0)
     ops = [rng.integers(-3, 4, s).astype(d) for s, d in zip(SHAPES, MIXED)]
-    assert ea.einsum(EQ, *ops).dtype == np.einsum(EQ, *ops).dtype == np.float32
+    want = np.einsum(EQ, *ops)
+    assert want.dtype == np.float32
+    for f in (lambda *a: ea.einsum(EQ, *a), ea.jit(lambda *a: ea.einsum(EQ, *a))):
+        got = f(*[lib.asarray(a) for a in ops])
+        assert ea.tensor(got).dtype == np.float32
+        np.testing.assert_allclose(lib.numpy(got), want, rtol=1e-6)
 
 
 def test_the_packed_gradients_have_numpys_dtype_on_every_library(lib):
