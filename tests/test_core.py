@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad import core
+from einad.core import Structured
 
 # -- repr ---------------------------------------------------------------------------------------
 
@@ -390,3 +392,58 @@ def test_requires_grad_false_on_a_computed_tensor_is_refused():
 def test_a_tensor_built_directly_is_a_constant_unless_asked():
     assert not ea.Tensor([1.0, 2.0]).requires_grad
     assert ea.Tensor([1.0, 2.0], requires_grad=True).requires_grad
+
+
+# -- rule registration ----------------------------------------------------------------------------
+# `core.rules` is the one way a primitive's rules enter the tables (docs/design.md, "How a rule is
+# registered"); it is called at import for einad's own primitives, so a test registers one of its
+# own to see each table filled, and a structured VJP made dense for `vjp_rules`.
+
+
+class _Doubled(Structured):
+    """A cotangent held as half of its dense value."""
+
+    __slots__ = ("half",)
+
+    def __init__(self, half):
+        self.half = half
+
+    def dense(self):
+        return 2 * self.half
+
+
+def _structured_vjp(g, ans, vals, params, needed):
+    return [_Doubled(g * params["k"] + vals[0] * ans) if needed[0] else None]
+
+
+def test_rules_enters_each_rule_in_its_table_and_makes_a_structured_vjp_dense():
+    jvp = lambda tangents, ans, vals, params: tangents[0]
+    keep = lambda needed: (needed, False)
+    batch = lambda *args: None
+    residual = lambda *args: None
+    probe = core.Primitive("probe", lambda x, k: x)
+    explicit = core.Primitive("probe_explicit", lambda x, k: x)
+    dense_vjp = lambda g, ans, vals, params, needed: [g]
+    tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
+    tables += (core.batch_rules, core.residual_rules)
+    try:
+        registered = core.rules(
+            probe, jvp=jvp, keep=keep, batch=batch, residual=residual, structured_vjp=_structured_vjp
+        )
+        assert registered is probe
+        assert core.structured_vjp_rules[probe] is _structured_vjp
+        assert core.jvp_rules[probe] is jvp and core.keep_rules[probe] is keep
+        assert core.batch_rules[probe] is batch and core.residual_rules[probe] is residual
+        g, ans, x = np.array([1.0, 2.0]), np.array([3.0, 5.0]), np.array([7.0, 11.0])
+        (c,) = core.vjp_rules[probe](g, ans, [x], {"k": 10.0}, [True])
+        np.testing.assert_array_equal(c, 2 * (10.0 * g + x * ans))  # dense, from every argument
+        assert core.vjp_rules[probe](g, ans, [x], {"k": 10.0}, [False]) == [None]
+        # a primitive with both keeps its own plain VJP, and registers nothing it was not given
+        core.rules(explicit, vjp=dense_vjp, structured_vjp=_structured_vjp)
+        assert core.vjp_rules[explicit] is dense_vjp
+        assert all(explicit not in t for t in (core.jvp_rules, core.keep_rules, core.batch_rules))
+        assert explicit not in core.residual_rules
+    finally:
+        for table in tables:
+            table.pop(probe, None)
+            table.pop(explicit, None)
