@@ -110,9 +110,9 @@ def _promoted(xp: ModuleType, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
     if all(a.dtype == first for a in arrays[1:]):
         return arrays
     dt = np.result_type(*(dtype_of(a) for a in arrays))
-    lib_dt = dt if xp is np else lib_dtype(xp, dt)
     if xp is np:
         return tuple(a if a.dtype == dt else a.astype(dt) for a in arrays)
+    lib_dt = lib_dtype(xp, dt)
     return tuple(a if dtype_of(a) == dt else xp.astype(a, lib_dt) for a in arrays)
 
 
