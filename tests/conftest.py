@@ -3,6 +3,7 @@
 each array library. Shared helper functions live in `tests/support/`."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -27,7 +28,23 @@ settings.register_profile(
 settings.register_profile(
     "long", max_examples=1500, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True
 )
-settings.load_profile(os.environ.get("EINAD_HYPOTHESIS_PROFILE", "ci"))
+# "mutation": under mutmut (docs/guarantees.md, "Mutation testing") each mutant reruns the property
+# tests, so they draw fewer examples; a mutant they would catch only late is examined by hand.
+settings.register_profile(
+    "mutation", max_examples=12, derandomize=True, deadline=None, suppress_health_check=_SLOW_OK
+)
+_UNDER_MUTMUT = "MUTANT_UNDER_TEST" in os.environ
+settings.load_profile(os.environ.get("EINAD_HYPOTHESIS_PROFILE", "mutation" if _UNDER_MUTMUT else "ci"))
+
+
+def pytest_collection_modifyitems(items):
+    """Under mutmut, run a mutant's tests fastest first (by the durations mutmut recorded in its
+    unmutated run), so a killed mutant stops at its cheapest failing test (mutmut passes ``-x``)."""
+    if not _UNDER_MUTMUT:
+        return
+    durations = sys.modules["mutmut.state"].state().duration_by_test if "mutmut.state" in sys.modules else {}
+    if durations:
+        items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
 
 
 # -- every transformation staged and compiled (issue 9) ----------------------------------------
