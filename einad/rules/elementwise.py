@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeAlias
@@ -402,10 +403,12 @@ def _is_ones(g: Any) -> bool:
 def _reads(d: Partial) -> tuple[int, ...]:
     """Which of its parameters a derivative entry reads, by position (from its bytecode).
 
-    Lets a node keep only those values alive; constants read nothing.
+    Lets a node keep only those values alive; constants read nothing. A decorated entry is read
+    through to the function it wraps (``functools.wraps``), whose parameters are the real ones.
     """
     if not callable(d):
         return ()
+    d = inspect.unwrap(d)
     code = d.__code__
     params = code.co_varnames[: code.co_argcount]
     loaded: set[str] = set()

@@ -5,6 +5,7 @@ the batch rules, replay under ea.jit, derivatives at singular points that never 
 every array library (the `lib` fixture: numpy, array-api-strict, torch, dask): results of the
 input's library, float32 kept, dask lazy, torch gradients equal to torch.autograd's."""
 
+import functools
 import warnings
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 import einad as ea
 from einad.core import batch_rules, strip, zero_derivative
-from einad.rules import indexing, reductions
+from einad.rules import elementwise, indexing, reductions
 from einad.rules.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
 from tests.support import op_table
 from tests.support.checks import (
@@ -549,6 +550,26 @@ def test_table_names_every_op():
     for name in [*UNARY, *BINARY, *CONSTANT, *PREDICATES, "conj", "real", "imag"]:
         assert name in STANDARD or name in GENERIC, name
     assert STANDARD["arcsin"] == "asin" and STANDARD["power"] == "pow" and STANDARD["mod"] == "remainder"
+
+
+def test_a_decorated_derivative_entry_keeps_the_values_it_reads():
+    """A node keeps the values its derivative entries read, found from their bytecode
+    (`_reads`). An entry behind a ``functools.wraps`` decorator is read through to the
+    function it wraps: the wrapper's own ``*args`` would read as "no parameter", the node
+    would keep none of the values the rule needs, and its VJP would fail (mutmut wraps
+    every function so, which is how this was found)."""
+
+    def d(x, y, z):
+        return y * x
+
+    @functools.wraps(d)
+    def wrapped(*args):
+        return d(*args)
+
+    assert elementwise._reads(d) == elementwise._reads(wrapped) == (0, 1)
+    assert elementwise._keeper((d, d))([True, False]) == ((True, True), False)
+    assert elementwise._keeper((wrapped, d))([True, False]) == ((True, True), False)
+    assert elementwise._reads(lambda x, y, z: 1.0) == ()
 
 
 # -- dtypes --------------------------------------------------------------------------------------

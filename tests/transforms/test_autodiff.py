@@ -383,7 +383,7 @@ def test_dask_gradient_computed_on_a_distributed_cluster():
     assert isinstance(gx, da.Array) and isinstance(gy, da.Array)
     ex, ey = ea.grad(loss, (0, 1))(a, b)
     with (
-        LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster,
+        LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
         got_x, got_y = client.compute([gx, gy], sync=True)
