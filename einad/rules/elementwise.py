@@ -246,7 +246,11 @@ def _exp2_xp(xp: ModuleType, x: Any) -> Any:
 
 
 def _round_xp(xp: ModuleType, x: Any, decimals: int = 0) -> Any:
-    if decimals == 0 or dtype_of(x).kind not in "fc":
+    kind = dtype_of(x).kind
+    if decimals < 0 and kind in "iu":  # to tens, hundreds: numpy's method, in float64, back to x's dtype
+        scale = 10.0**-decimals
+        return xp.astype(xp.round(xp.astype(x, arrays.lib_dtype(xp, np.float64)) / scale) * scale, x.dtype)
+    if decimals == 0 or kind not in "fc":
         return xp.round(x)
     scale = 10.0**decimals  # numpy's own method: round(x * 10**d) / 10**d
     return xp.round(x * scale) / scale

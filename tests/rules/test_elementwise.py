@@ -344,7 +344,9 @@ def test_constant_ops(lib, name):
 
 
 def test_round_decimals(lib):
-    """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted."""
+    """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted; integers
+    too (a negative `decimals` rounds them to tens, hundreds: other libraries once returned them as
+    they were)."""
     for x in (np.array([0.123, -2.567, 10.0449, 3.5]), np.array([1.2345, -2.5, 0.5, 2.675])):
         for d in (0, 1, 2, -1):
             got = ea.round(lib.asarray(x), d)
@@ -356,6 +358,9 @@ def test_round_decimals(lib):
         check_lib(lib, jitted, np.round(x, 2), rtol=1e-7, atol=1e-7)
         if lib.name == "numpy":
             np.testing.assert_array_equal(jitted, np.round(x, 2))
+    i = np.array([15, 25, -35, 44, 7, 149])  # integers keep their dtype; to tens and hundreds half to even
+    for d in (1, 2, -1, -2):
+        check_lib(lib, ea.round(lib.asarray(i), d), np.round(i, d), rtol=0, atol=0)
 
 
 @both_modes
