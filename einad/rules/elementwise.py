@@ -409,15 +409,16 @@ def _reads(d: Partial) -> tuple[int, ...]:
 
     Lets a node keep only those values alive; constants read nothing. A decorated entry is read
     through to the function it wraps (``functools.wraps``), whose parameters are the real ones.
+    A parameter an inner function captures (a cell variable) is read, by that function.
     """
     if not callable(d):
         return ()
-    d = inspect.unwrap(d)
-    code = d.__code__
+    fn = inspect.unwrap(d)
+    code = fn.__code__
     params = code.co_varnames[: code.co_argcount]
-    loaded: set[str] = set()
-    for ins in dis.get_instructions(d):
-        if ins.opname.startswith("LOAD_FAST") or ins.opname.startswith("LOAD_DEREF"):
+    loaded: set[str] = set(code.co_cellvars)
+    for ins in dis.get_instructions(fn):
+        if ins.opname.startswith("LOAD_FAST"):
             names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
             loaded.update(names)
     return tuple(i for i, n in enumerate(params) if n in loaded)
