@@ -379,6 +379,25 @@ def test_sinc_at_zero_and_its_derivatives():
     assert ea.gradcheck(lambda v: ea.sum(ea.grad(lambda w: ea.sum(ea.sinc(w)))(v) ** 2), x2)
 
 
+def test_sinc_at_zero_on_every_library(lib):
+    """sinc(0) = 1 and sinc(1/pi) = sin(1) on every library (the generic kernel's guarded division)."""
+    x = np.array([0.0, 1 / np.pi, -0.5, 2.5])
+    check_lib(lib, ea.sinc(lib.asarray(x)), np.sinc(x), rtol=1e-12, atol=1e-15)
+
+
+def test_exp2_is_the_librarys_own_where_it_has_one(lib):
+    """exp2, which the standard lacks, runs the library's own exp2 where it has one (torch, dask:
+    its results to the last bit, which 2**x through pow differs from on some of these points), and
+    2**x through the standard's pow where it has not (array-api-strict)."""
+    x = np.linspace(-5, 5, 201)
+    got = lib.numpy(strip(ea.exp2(lib.asarray(x))))
+    own = getattr(lib.module, "exp2", None)
+    if own is None:
+        assert_close(got, np.exp2(x), rtol=1e-14)
+    else:
+        np.testing.assert_array_equal(got, lib.numpy(own(lib.asarray(x))))
+
+
 @both_modes
 def test_logaddexp2_is_stable_and_its_gradient_symmetric():
     x, y = np.array([1000.0, -1000.0, 3.0, -np.inf]), np.array([1000.0, -1001.0, -2.0, 0.0])
