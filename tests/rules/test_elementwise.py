@@ -722,6 +722,18 @@ def test_unary_prim_builds_each_entry(rebuild, monkeypatch, name):
     check_lib(STRICT, dy, numeric_jvp(ref, (x,), (t,)), rtol=1e-5, atol=1e-7)
 
 
+def _cotangent_dtype_probe(seen, key):
+    """The identity, with a VJP of its own that records the dtype of the cotangent it receives."""
+    probe = ea.custom_vjp(lambda v: v)
+
+    def bwd(residuals, g):
+        seen[key] = strip(g).dtype
+        return (g,)
+
+    probe.defvjp(lambda v: (v, None), bwd)
+    return probe
+
+
 def _with(args, argnum, v):
     """`args` with the one at `argnum` replaced by `v`."""
     return [v if k == argnum else a for k, a in enumerate(args)]
@@ -742,10 +754,10 @@ def test_binary_prim_builds_each_entry(rebuild, monkeypatch, name):
     """`_binary_prim` on a BINARY entry, and `public` on the primitive: a two-operand operation
     named after the entry, with numpy's values and broadcasting (the kernel itself on numpy values,
     ``out=`` honoured), both VJPs against central differences (together, and each with the other
-    operand constant: a node keeps only what that partial reads), each gradient in its operand's
-    dtype, the JVP along both tangents and along one (broadcast to the result's shape), second
-    derivatives with one operand traced and the other plain; on array-api-strict the same, Python
-    numbers on either side too."""
+    operand constant: a node keeps only what that partial reads), each cotangent in its operand's
+    dtype (float32 and float64 operands), the JVP along both tangents and along one (broadcast to
+    the result's shape), second derivatives with one operand traced and the other plain; on array-
+    api-strict the same, Python numbers on either side too."""
     prim = rebuild(name)
     assert prim.name == name
     op = _public(name, 2)
@@ -767,8 +779,11 @@ def test_binary_prim_builds_each_entry(rebuild, monkeypatch, name):
     gy = ea.grad(lambda b: ea.sum(op(x, b) * w))(y)
     assert_close(gx, numeric_vjp(ref, (x, y), w, argnum=0), rtol=1e-5, atol=1e-7)
     assert_close(gy, numeric_vjp(ref, (x, y), w, argnum=1), rtol=1e-5, atol=1e-7)
-    g32, g64 = ea.grad(lambda a, b: ea.sum(op(a, b)), (0, 1))(x.astype(np.float32), y)
+    seen = {}  # the dtype of the cotangent each operand receives: its own
+    x32, y64 = _cotangent_dtype_probe(seen, "x"), _cotangent_dtype_probe(seen, "y")
+    g32, g64 = ea.grad(lambda a, b: ea.sum(op(x32(a), y64(b))), (0, 1))(x.astype(np.float32), y)
     assert g32.dtype == np.float32 and g64.dtype == np.float64
+    assert seen == {"x": np.float32, "y": np.float64}
     _, dz = ea.jvp(op, (x, y), (tx, ty))
     assert_close(dz, numeric_jvp(ref, (x, y), (tx, ty)), rtol=1e-5, atol=1e-7)
     _, dz = ea.jvp(lambda b: op(x, b), (y,), (ty,))
