@@ -689,9 +689,9 @@ def _reference(name):
 def test_unary_prim_builds_each_entry(rebuild, monkeypatch, name):
     """`_unary_prim` on a UNARY entry, and `public` on the primitive: a one-operand operation named
     after the entry, with numpy's values (on numpy arrays the kernel itself, honouring ``out=``;
-    numpy scalars too), its VJP and JVP (real, and complex where numpy's function is complex)
-    against central differences, a linear entry keeping no values; and on array-api-strict arrays of
-    that library with the same values and derivatives."""
+    numpy scalars too), its VJP and JVP (real, and complex where numpy's function is complex: its
+    value too, also on array-api-strict) against central differences, a linear entry keeping no
+    values; and on array-api-strict arrays of that library with the same values and derivatives."""
     prim = rebuild(name)
     assert prim.name == name
     op = _public(name, 1)
@@ -710,8 +710,10 @@ def test_unary_prim_builds_each_entry(rebuild, monkeypatch, name):
     assert_close(dy, numeric_jvp(ref, (x,), (t,)), rtol=1e-5, atol=1e-7)
     if name != "relu":  # a complex point near the real domain, a complex tangent
         z, tz = x + 0.25j * normal((2, 3)), t + 1j * normal((2, 3))
-        _, dz = ea.jvp(op, (z,), (tz,))
+        value, dz = ea.jvp(op, (z,), (tz,))
+        assert_close(value, ref(z), rtol=1e-12, atol=1e-12)
         assert_close(dz, numeric_jvp(ref, (z,), (tz,)), rtol=1e-5, atol=1e-7)
+        check_lib(STRICT, op(STRICT.asarray(z)), ref(z), rtol=1e-12, atol=1e-12)
     if UNARY[name][1] == -1:  # linear: its VJP reads no value
         assert core.keep_rules[prim]([True]) == ((False,), False)
     X = STRICT.asarray(x)
@@ -755,9 +757,9 @@ def test_binary_prim_builds_each_entry(rebuild, monkeypatch, name):
     named after the entry, with numpy's values and broadcasting (the kernel itself on numpy values,
     ``out=`` honoured), both VJPs against central differences (together, and each with the other
     operand constant: a node keeps only what that partial reads), each cotangent in its operand's
-    dtype (float32 and float64 operands), the JVP along both tangents and along one (broadcast to
-    the result's shape), second derivatives with one operand traced and the other plain; on array-
-    api-strict the same, Python numbers on either side too."""
+    dtype (float32 and float64 operands) and a float32 tangent float32, the JVP along both tangents
+    and along one (broadcast to the result's shape), second derivatives with one operand traced and
+    the other plain; on array- api-strict the same, Python numbers on either side too."""
     prim = rebuild(name)
     assert prim.name == name
     op = _public(name, 2)
@@ -780,10 +782,12 @@ def test_binary_prim_builds_each_entry(rebuild, monkeypatch, name):
     assert_close(gx, numeric_vjp(ref, (x, y), w, argnum=0), rtol=1e-5, atol=1e-7)
     assert_close(gy, numeric_vjp(ref, (x, y), w, argnum=1), rtol=1e-5, atol=1e-7)
     seen = {}  # the dtype of the cotangent each operand receives: its own
-    x32, y64 = _cotangent_dtype_probe(seen, "x"), _cotangent_dtype_probe(seen, "y")
-    g32, g64 = ea.grad(lambda a, b: ea.sum(op(x32(a), y64(b))), (0, 1))(x.astype(np.float32), y)
+    probe_x, probe_y = _cotangent_dtype_probe(seen, "x"), _cotangent_dtype_probe(seen, "y")
+    g32, g64 = ea.grad(lambda a, b: ea.sum(op(probe_x(a), probe_y(b))), (0, 1))(x.astype(np.float32), y)
     assert g32.dtype == np.float32 and g64.dtype == np.float64
     assert seen == {"x": np.float32, "y": np.float64}
+    x32, y32, tx32, ty32 = (a.astype(np.float32) for a in (x, y, tx, ty))
+    assert ea.jvp(op, (x32, y32), (tx32, ty32))[1].dtype == np.float32  # and the tangent its primal's
     _, dz = ea.jvp(op, (x, y), (tx, ty))
     assert_close(dz, numeric_jvp(ref, (x, y), (tx, ty)), rtol=1e-5, atol=1e-7)
     _, dz = ea.jvp(lambda b: op(x, b), (y,), (ty,))
