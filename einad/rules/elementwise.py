@@ -357,8 +357,9 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if xp is np:  # numpy scalars, numbers, subclasses of numpy arrays
         return kernel(*xs, **kw)
     kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
-    # The common case, every operand an array of the library: one lookup by their dtypes.
-    fast_key = (name, xp, *(getattr(v, "dtype", None) for v in xs))
+    # The common case, every operand an array of the library: one lookup by their dtypes (a numpy
+    # scalar's dtype left out: array-api-strict warns when its dtypes are compared with numpy's).
+    fast_key = (name, xp, *(None if isinstance(v, np.generic) else getattr(v, "dtype", None) for v in xs))
     fast = _direct.get(fast_key)
     if fast is not None:
         return fast(*xs, **kw)

@@ -879,16 +879,25 @@ def test_float32_stays_float32(lib, name):
     check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v * 0.5)))(x), rtol=1e-6, atol=1e-6, dtype=np.float32)
 
 
-def test_integers_promote_as_numpy(lib):
-    """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2)."""
+def test_integers_promote_as_numpy(lib, monkeypatch):
+    """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2), and
+    stay integers where it is (add), whatever was planned before for the same dtypes (the plans
+    start empty here, an integer sum first: the sine of integers is still float64); numpy scalars
+    convert as numpy's dtype rules say (np.float32 with float32 stays float32)."""
+    for cache in ("_targets", "_direct"):
+        monkeypatch.setattr(elementwise, cache, {})
     i = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    f = np.array([0.5, 1.5, 2.5], dtype=np.float32)
     for got, want in [
+        (ea.add(lib.asarray(i), lib.asarray(i)), np.add(i, i)),
         (ea.sin(lib.asarray(i)), ea.sin(i)),
         (ea.divide(lib.asarray(i), 4), ea.divide(i, 4)),
         (ea.arctan2(lib.asarray(i), lib.asarray(i[::-1].copy())), ea.arctan2(i, i[::-1].copy())),
         (ea.multiply(lib.asarray(i), 0.5), ea.multiply(i, 0.5)),
         (ea.less(lib.asarray(i), 2.5), ea.less(i, 2.5)),
         (ea.add(lib.asarray(i), 2), ea.add(i, 2)),
+        (ea.add(lib.asarray(i), np.int64(2)), np.add(i, np.int64(2))),
+        (ea.multiply(lib.asarray(f), np.float32(0.5)), np.multiply(f, np.float32(0.5))),
     ]:
         check_lib(lib, got, want, rtol=1e-7, atol=1e-7)
 
