@@ -246,7 +246,11 @@ def _exp2_xp(xp: ModuleType, x: Any) -> Any:
 
 
 def _round_xp(xp: ModuleType, x: Any, decimals: int = 0) -> Any:
-    if decimals == 0 or dtype_of(x).kind not in "fc":
+    kind = dtype_of(x).kind
+    if decimals < 0 and kind in "iu":  # to tens, hundreds: numpy's method, in float64, back to x's dtype
+        scale = 10.0**-decimals
+        return xp.astype(xp.round(xp.astype(x, arrays.lib_dtype(xp, np.float64)) / scale) * scale, x.dtype)
+    if decimals == 0 or kind not in "fc":
         return xp.round(x)
     scale = 10.0**decimals  # numpy's own method: round(x * 10**d) / 10**d
     return xp.round(x * scale) / scale
@@ -353,8 +357,9 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if xp is np:  # numpy scalars, numbers, subclasses of numpy arrays
         return kernel(*xs, **kw)
     kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
-    # The common case, every operand an array of the library: one lookup by their dtypes.
-    fast_key = (name, xp, *(getattr(v, "dtype", None) for v in xs))
+    # The common case, every operand an array of the library: one lookup by their dtypes (a numpy
+    # scalar's dtype left out: array-api-strict warns when its dtypes are compared with numpy's).
+    fast_key = (name, xp, *(None if isinstance(v, np.generic) else getattr(v, "dtype", None) for v in xs))
     fast = _direct.get(fast_key)
     if fast is not None:
         return fast(*xs, **kw)
@@ -405,15 +410,16 @@ def _reads(d: Partial) -> tuple[int, ...]:
 
     Lets a node keep only those values alive; constants read nothing. A decorated entry is read
     through to the function it wraps (``functools.wraps``), whose parameters are the real ones.
+    A parameter an inner function captures (a cell variable) is read, by that function.
     """
     if not callable(d):
         return ()
-    d = inspect.unwrap(d)
-    code = d.__code__
+    fn = inspect.unwrap(d)
+    code = fn.__code__
     params = code.co_varnames[: code.co_argcount]
-    loaded: set[str] = set()
-    for ins in dis.get_instructions(d):
-        if ins.opname.startswith("LOAD_FAST") or ins.opname.startswith("LOAD_DEREF"):
+    loaded: set[str] = set(code.co_cellvars)
+    for ins in dis.get_instructions(fn):
+        if ins.opname.startswith("LOAD_FAST"):
             names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
             loaded.update(names)
     return tuple(i for i, n in enumerate(params) if n in loaded)

@@ -6,6 +6,7 @@ every array library (the `lib` fixture: numpy, array-api-strict, torch, dask): r
 input's library, float32 kept, dask lazy, torch gradients equal to torch.autograd's."""
 
 import functools
+import inspect
 import warnings
 from typing import Any
 
@@ -13,10 +14,13 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad.core import batch_rules, strip, zero_derivative
+from einad import core
+from einad.core import Primitive, batch_rules, bind, strip, zero_derivative
 from einad.rules import elementwise, indexing, reductions
 from einad.rules.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
+from einad.util import wrap
 from tests.support import op_table
+from tests.support.arraylibs import load
 from tests.support.checks import (
     BIG,
     check_lib,
@@ -24,7 +28,7 @@ from tests.support.checks import (
     lib_value,
     uniform_away_from_zero,
 )
-from tests.support.numerics import assert_close, check_op, numeric_grad
+from tests.support.numerics import assert_close, check_op, numeric_grad, numeric_jvp, numeric_vjp
 from tests.support.op_table import normal, one, uniform
 
 both_modes = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
@@ -344,7 +348,9 @@ def test_constant_ops(lib, name):
 
 
 def test_round_decimals(lib):
-    """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted."""
+    """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted; integers
+    too (a negative `decimals` rounds them to tens, hundreds: other libraries once returned them as
+    they were)."""
     for x in (np.array([0.123, -2.567, 10.0449, 3.5]), np.array([1.2345, -2.5, 0.5, 2.675])):
         for d in (0, 1, 2, -1):
             got = ea.round(lib.asarray(x), d)
@@ -356,6 +362,9 @@ def test_round_decimals(lib):
         check_lib(lib, jitted, np.round(x, 2), rtol=1e-7, atol=1e-7)
         if lib.name == "numpy":
             np.testing.assert_array_equal(jitted, np.round(x, 2))
+    i = np.array([15, 25, -35, 44, 7, 149])  # integers keep their dtype; to tens and hundreds half to even
+    for d in (1, 2, -1, -2):
+        check_lib(lib, ea.round(lib.asarray(i), d), np.round(i, d), rtol=0, atol=0)
 
 
 @both_modes
@@ -368,6 +377,25 @@ def test_sinc_at_zero_and_its_derivatives():
     assert g[0] == 0.0
     x2 = np.array([0.3, -0.7, 1.9])  # the derivative differentiates again (einad operations)
     assert ea.gradcheck(lambda v: ea.sum(ea.grad(lambda w: ea.sum(ea.sinc(w)))(v) ** 2), x2)
+
+
+def test_sinc_at_zero_on_every_library(lib):
+    """sinc(0) = 1 and sinc(1/pi) = sin(1) on every library (the generic kernel's guarded division)."""
+    x = np.array([0.0, 1 / np.pi, -0.5, 2.5])
+    check_lib(lib, ea.sinc(lib.asarray(x)), np.sinc(x), rtol=1e-12, atol=1e-15)
+
+
+def test_exp2_is_the_librarys_own_where_it_has_one(lib):
+    """exp2, which the standard lacks, runs the library's own exp2 where it has one (torch, dask:
+    its results to the last bit, which 2**x through pow differs from on some of these points), and
+    2**x through the standard's pow where it has not (array-api-strict)."""
+    x = np.linspace(-5, 5, 201)
+    got = lib.numpy(strip(ea.exp2(lib.asarray(x))))
+    own = getattr(lib.module, "exp2", None)
+    if own is None:
+        assert_close(got, np.exp2(x), rtol=1e-14)
+    else:
+        np.testing.assert_array_equal(got, lib.numpy(own(lib.asarray(x))))
 
 
 @both_modes
@@ -572,6 +600,271 @@ def test_a_decorated_derivative_entry_keeps_the_values_it_reads():
     assert elementwise._reads(lambda x, y, z: 1.0) == ()
 
 
+def test_reads_names_whole_parameters_and_those_inner_functions_capture():
+    """`_reads` finds a parameter by its whole name (``operand``, not its letters), and counts a
+    parameter an inner function captures (a cell variable: the entry itself never loads it, the
+    inner function does). An entry reading its operand only so once made its node keep nothing,
+    and the VJP then read a placeholder for the value; built into a primitive, it now
+    differentiates."""
+
+    def slope(operand, result):
+        def twice():  # d/dx x**2: the operand is read only by this function
+            return 2 * operand
+
+        return twice()
+
+    assert elementwise._reads(slope) == (0,)
+    assert elementwise._reads(lambda operand, result: result * operand) == (0, 1)
+    assert elementwise._reads(lambda operand, result: result) == (1,)
+    prim = elementwise._unary_prim("square_probe", np.square, slope)
+    try:
+        x = np.array([0.5, -1.5, 2.0])
+        assert_close(ea.grad(lambda v: ea.sum(wrap(bind(prim, (v,), {}))))(x), 2 * x)
+    finally:
+        for table in _RULE_TABLES:
+            table.pop(prim, None)
+
+
+# -- the factories, called again: every table entry as they build it -------------------------------
+# PRIMITIVES, the public operations and the internal ones are built when the module is imported.
+# These tests build each entry again with the same factories (`_unary_prim`, `_binary_prim`,
+# `_impl`, `_keeper`, `public`, `_raw1`) and check what they make against numpy and central
+# differences, on numpy and on array-api-strict (the library path of `_impl`'s functions).
+
+_RULE_TABLES = (core.jvp_rules, core.vjp_rules, core.keep_rules)
+STRICT = load("array_api_strict")
+needs_strict = pytest.mark.skipif(STRICT is None, reason="array-api-strict is not installed")
+
+
+@pytest.fixture
+def rebuild(monkeypatch):
+    """``rebuild(name)``: the entry `name` built again by the factories and put in PRIMITIVES in
+    place of the import-time primitive (a public operation made after it uses it); the library
+    path's caches start empty (it plans with the kernel it is given). All undone after the test."""
+    made = []
+    for cache in ("_targets", "_library_kernels", "_direct"):
+        monkeypatch.setattr(elementwise, cache, {})
+
+    def build(name):
+        if name in UNARY:
+            prim = elementwise._unary_prim(name, *UNARY[name])
+        elif name in BINARY:
+            prim = elementwise._binary_prim(name, *BINARY[name])
+        else:  # as the module makes them: a primitive with no rules, its derivative zero
+            prim = Primitive(name, elementwise._impl(name, {**CONSTANT, **PREDICATES}[name]))
+            zero_derivative.add(prim)
+        made.append(prim)
+        monkeypatch.setitem(PRIMITIVES, name, prim)
+        return prim
+
+    yield build
+    for prim in made:
+        zero_derivative.discard(prim)
+        for table in _RULE_TABLES:
+            table.pop(prim, None)
+
+
+def _no_library_path(*args):
+    raise AssertionError("numpy operands went through the other-library path (_foreign)")
+
+
+def _public(name, arity):
+    """`elementwise.public(name)`, checked as an operation of `arity` operands named `name`."""
+    op = elementwise.public(name)
+    assert op.__name__ == op.__qualname__ == name
+    assert len(inspect.signature(op).parameters) == arity
+    if name in elementwise._DOCS:
+        assert op.__doc__ == elementwise._DOCS[name]
+    else:
+        assert op.__doc__.startswith(f"Elementwise {name}"), op.__doc__
+    return op
+
+
+def _reference(name):
+    return UNARY_CASES[name][0] if name in UNARY_CASES else getattr(np, name)
+
+
+@needs_strict
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_prim_builds_each_entry(rebuild, monkeypatch, name):
+    """`_unary_prim` on a UNARY entry, and `public` on the primitive: a one-operand operation named
+    after the entry, with numpy's values (on numpy arrays the kernel itself, honouring ``out=``;
+    numpy scalars too), its VJP and JVP (real, and complex where numpy's function is complex: its
+    value too, also on array-api-strict) against central differences, a linear entry keeping no
+    values; and on array-api-strict arrays of that library with the same values and derivatives."""
+    prim = rebuild(name)
+    assert prim.name == name
+    op = _public(name, 1)
+    ref = _reference(name)
+    x = uniform_away_from_zero(*_unary_domain(name), (2, 3), seed=21)
+    t, w = normal((2, 3)), normal((2, 3))
+    with monkeypatch.context() as m:
+        m.setattr(elementwise, "_foreign", _no_library_path)
+        check_op(op, ref, x, rtol=1e-5, atol=1e-7)
+        if isinstance(UNARY[name][0], np.ufunc):
+            buffer = np.empty_like(x)
+            assert prim.impl(x, out=buffer) is buffer
+            assert_close(buffer, ref(x))
+    assert_close(prim.impl(x[0, 1]), ref(x[0, 1]))
+    _, dy = ea.jvp(op, (x,), (t,))
+    assert_close(dy, numeric_jvp(ref, (x,), (t,)), rtol=1e-5, atol=1e-7)
+    if name != "relu":  # a complex point near the real domain, a complex tangent
+        z, tz = x + 0.25j * normal((2, 3)), t + 1j * normal((2, 3))
+        value, dz = ea.jvp(op, (z,), (tz,))
+        assert_close(value, ref(z), rtol=1e-12, atol=1e-12)
+        assert_close(dz, numeric_jvp(ref, (z,), (tz,)), rtol=1e-5, atol=1e-7)
+        check_lib(STRICT, op(STRICT.asarray(z)), ref(z), rtol=1e-12, atol=1e-12)
+    if UNARY[name][1] == -1:  # linear: its VJP reads no value
+        assert core.keep_rules[prim]([True]) == ((False,), False)
+    X = STRICT.asarray(x)
+    check_lib(STRICT, op(X), ref(x), rtol=1e-12, atol=1e-12)
+    g = ea.grad(lambda v: ea.sum(op(v) * STRICT.asarray(w)))(X)
+    check_lib(STRICT, g, numeric_vjp(ref, (x,), w), rtol=1e-5, atol=1e-7)
+    _, dy = ea.jvp(op, (X,), (STRICT.asarray(t),))
+    check_lib(STRICT, dy, numeric_jvp(ref, (x,), (t,)), rtol=1e-5, atol=1e-7)
+
+
+def _cotangent_dtype_probe(seen, key):
+    """The identity, with a VJP of its own that records the dtype of the cotangent it receives."""
+    probe = ea.custom_vjp(lambda v: v)
+
+    def bwd(residuals, g):
+        seen[key] = strip(g).dtype
+        return (g,)
+
+    probe.defvjp(lambda v: (v, None), bwd)
+    return probe
+
+
+def _with(args, argnum, v):
+    """`args` with the one at `argnum` replaced by `v`."""
+    return [v if k == argnum else a for k, a in enumerate(args)]
+
+
+def _first_derivatives(op, args, argnum, tangent):
+    """In the operand `argnum` (the other held constant): u -> the gradient of sum(op(...) * u),
+    and u -> the JVP of op along `tangent`."""
+    return (
+        lambda u: ea.grad(lambda s: ea.sum(op(*_with(args, argnum, s)) * s))(u),
+        lambda u: ea.jvp(lambda s: op(*_with(args, argnum, s)), (u,), (tangent,))[1],
+    )
+
+
+@needs_strict
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_prim_builds_each_entry(rebuild, monkeypatch, name):
+    """`_binary_prim` on a BINARY entry, and `public` on the primitive: a two-operand operation
+    named after the entry, with numpy's values and broadcasting (the kernel itself on numpy values,
+    ``out=`` honoured), both VJPs against central differences (together, and each with the other
+    operand constant: a node keeps only what that partial reads), each cotangent in its operand's
+    dtype (float32 and float64 operands) and a float32 tangent float32, the JVP along both tangents
+    and along one (broadcast to the result's shape), second derivatives with one operand traced and
+    the other plain; on array- api-strict the same, Python numbers on either side too."""
+    prim = rebuild(name)
+    assert prim.name == name
+    op = _public(name, 2)
+    ref = getattr(np, name)
+    (lx, hx), (ly, hy) = DOMAIN2.get(name, ((-2, 2), (-2, 2)))
+    x, y = uniform_away_from_zero(lx, hx, (2, 3), seed=22), uniform_away_from_zero(ly, hy, (3,), seed=23)
+    tx, ty, w = normal((2, 3)), normal((3,)), normal((2, 3))
+    with monkeypatch.context() as m:
+        m.setattr(elementwise, "_foreign", _no_library_path)
+        check_op(op, ref, x, y, rtol=1e-5, atol=1e-7)
+        for args in ((x, 1.5), (1.5, np.abs(x) + 0.5)):
+            assert_close(op(*args).numpy(), ref(*args))
+        buffer = np.empty_like(x)
+        assert prim.impl(x, y, out=buffer) is buffer
+        assert_close(buffer, ref(x, y))
+    if name in ("add", "subtract"):  # linear: its VJP reads no value
+        assert core.keep_rules[prim]([True, True]) == ((False, False), False)
+    gx = ea.grad(lambda a: ea.sum(op(a, y) * w))(x)
+    gy = ea.grad(lambda b: ea.sum(op(x, b) * w))(y)
+    assert_close(gx, numeric_vjp(ref, (x, y), w, argnum=0), rtol=1e-5, atol=1e-7)
+    assert_close(gy, numeric_vjp(ref, (x, y), w, argnum=1), rtol=1e-5, atol=1e-7)
+    seen = {}  # the dtype of the cotangent each operand receives: its own
+    probe_x, probe_y = _cotangent_dtype_probe(seen, "x"), _cotangent_dtype_probe(seen, "y")
+    g32, g64 = ea.grad(lambda a, b: ea.sum(op(probe_x(a), probe_y(b))), (0, 1))(x.astype(np.float32), y)
+    assert g32.dtype == np.float32 and g64.dtype == np.float64
+    assert seen == {"x": np.float32, "y": np.float64}
+    x32, y32, tx32, ty32 = (a.astype(np.float32) for a in (x, y, tx, ty))
+    assert ea.jvp(op, (x32, y32), (tx32, ty32))[1].dtype == np.float32  # and the tangent its primal's
+    _, dz = ea.jvp(op, (x, y), (tx, ty))
+    assert_close(dz, numeric_jvp(ref, (x, y), (tx, ty)), rtol=1e-5, atol=1e-7)
+    _, dz = ea.jvp(lambda b: op(x, b), (y,), (ty,))
+    assert_close(dz, numeric_jvp(lambda b: ref(x, b), (y,), (ty,)), rtol=1e-5, atol=1e-7)
+    x0 = np.array(x[0, 0])
+    _, dz = ea.jvp(lambda a: op(a, y), (x0,), (np.array(1.0),))
+    assert_close(dz, numeric_jvp(lambda a: ref(a, y), (x0,), (1.0,)), rtol=1e-5, atol=1e-7)
+    # on array-api-strict
+    X, Y = STRICT.asarray(x), STRICT.asarray(y)
+    check_lib(STRICT, op(X, Y), ref(x, y), rtol=1e-12, atol=1e-12)
+    check_lib(STRICT, op(X, 1.5), ref(x, 1.5), rtol=1e-12, atol=1e-12)
+    check_lib(STRICT, op(1.5, STRICT.asarray(np.abs(x) + 0.5)), ref(1.5, np.abs(x) + 0.5), rtol=1e-12)
+    check_lib(STRICT, prim.impl(X, Y, out=STRICT.asarray(np.empty_like(x))), ref(x, y), rtol=1e-12)
+    gx, gy = ea.grad(lambda a, b: ea.sum(op(a, b) * STRICT.asarray(w)), (0, 1))(X, Y)
+    check_lib(STRICT, gx, numeric_vjp(ref, (x, y), w, argnum=0), rtol=1e-5, atol=1e-7)
+    check_lib(STRICT, gy, numeric_vjp(ref, (x, y), w, argnum=1), rtol=1e-5, atol=1e-7)
+    x1, t1 = x[0], tx[0]  # one shape: the second derivatives' references are central differences
+    for argnum in (0, 1):  # the other operand plain: derivatives of derivatives mixing the two
+        on_numpy = _first_derivatives(op, (x1, y), argnum, t1)
+        on_strict = _first_derivatives(op, (STRICT.asarray(x1), Y), argnum, STRICT.asarray(t1))
+        for first, first_strict in zip(on_numpy, on_strict):
+            second = ea.grad(lambda u, f=first: ea.sum(f(u)))((x1, y)[argnum])
+            assert_close(
+                second, numeric_grad(lambda u, f=first: np.sum(f(u)), (x1, y)[argnum]), rtol=1e-5, atol=1e-6
+            )
+            got = ea.grad(lambda u, f=first_strict: ea.sum(f(u)))(STRICT.asarray((x1, y)[argnum]))
+            check_lib(STRICT, got, second, rtol=1e-10, atol=1e-10)
+
+
+@needs_strict
+@pytest.mark.parametrize("name", sorted([*CONSTANT, *PREDICATES]))
+def test_impl_builds_each_constant_and_boolean_entry(rebuild, monkeypatch, name):
+    """`_impl` on a CONSTANT or PREDICATES kernel, and `public` on the primitive: one operand or two
+    as numpy's function takes (the comparisons two, the tests and sign, floor, ceil, round one),
+    numpy's values exactly (the kernel itself on numpy values; round's ``decimals`` passed on), a
+    zero derivative; on array-api-strict the same values, against Python numbers too."""
+    prim = rebuild(name)
+    binary = name in PREDICATES and not name.startswith("is")
+    op = _public(name, 2 if binary else 1)
+    ref = getattr(np, name)
+    if name in PREDICATES:
+        x, y = np.array([[0.5, -1.0, np.inf], [np.nan, 2.0, -np.inf]]), np.array([0.5, 1.0, np.inf])
+    else:
+        x, y = uniform_away_from_zero(-3, 3, (2, 3), seed=24) * 1.37, None
+    args = (x, y) if binary else (x,)
+    with monkeypatch.context() as m:
+        m.setattr(elementwise, "_foreign", _no_library_path)
+        np.testing.assert_array_equal(op(*args).numpy(), ref(*args))
+        if binary:
+            np.testing.assert_array_equal(op(x, 0.5).numpy(), ref(x, 0.5))
+            np.testing.assert_array_equal(op(0.5, x).numpy(), ref(0.5, x))
+        if name == "round":
+            np.testing.assert_array_equal(prim.impl(x, decimals=1), np.round(x, 1))
+    strict_args = [STRICT.asarray(a) for a in args]
+    check_lib(STRICT, op(*strict_args), ref(*args), rtol=0, atol=0)
+    if binary:
+        check_lib(STRICT, op(strict_args[0], 0.5), ref(x, 0.5), rtol=0, atol=0)
+        check_lib(STRICT, op(0.5, strict_args[0]), ref(0.5, x), rtol=0, atol=0)
+    if name == "round":
+        check_lib(STRICT, prim.impl(strict_args[0], decimals=1), np.round(x, 1), rtol=1e-12, atol=1e-12)
+    if name in CONSTANT:
+        assert_close(ea.grad(lambda v: ea.sum(op(v) * v))(x), ref(x))  # op(v) is constant in v
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sin", "cos", "sinh", "cosh", "sqrt", "sigmoid", "floor"])
+def test_raw1_makes_the_internal_operations(name):
+    """`_raw1(name)`, the internal form of an entry the derivative table uses: a raw numpy array in
+    gives numpy's value as a raw array out; a traced value in is differentiated."""
+    f, ref = elementwise._raw1(name), _reference(name)
+    x = uniform_away_from_zero(*_unary_domain(name), (3,), seed=25) * (1.37 if name == "floor" else 1)
+    y = f(x)
+    assert type(y) is np.ndarray
+    assert_close(y, ref(x))
+    want = np.zeros(3) if name == "floor" else numeric_grad(lambda v: np.sum(ref(v)), x)
+    assert_close(ea.grad(lambda v: ea.sum(f(v)))(x), want, rtol=1e-5, atol=1e-7)
+
+
 # -- dtypes --------------------------------------------------------------------------------------
 
 
@@ -586,16 +879,25 @@ def test_float32_stays_float32(lib, name):
     check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v * 0.5)))(x), rtol=1e-6, atol=1e-6, dtype=np.float32)
 
 
-def test_integers_promote_as_numpy(lib):
-    """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2)."""
+def test_integers_promote_as_numpy(lib, monkeypatch):
+    """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2), and
+    stay integers where it is (add), whatever was planned before for the same dtypes (the plans
+    start empty here, an integer sum first: the sine of integers is still float64); numpy scalars
+    convert as numpy's dtype rules say (np.float32 with float32 stays float32)."""
+    for cache in ("_targets", "_direct"):
+        monkeypatch.setattr(elementwise, cache, {})
     i = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
+    f = np.array([0.5, 1.5, 2.5], dtype=np.float32)
     for got, want in [
+        (ea.add(lib.asarray(i), lib.asarray(i)), np.add(i, i)),
         (ea.sin(lib.asarray(i)), ea.sin(i)),
         (ea.divide(lib.asarray(i), 4), ea.divide(i, 4)),
         (ea.arctan2(lib.asarray(i), lib.asarray(i[::-1].copy())), ea.arctan2(i, i[::-1].copy())),
         (ea.multiply(lib.asarray(i), 0.5), ea.multiply(i, 0.5)),
         (ea.less(lib.asarray(i), 2.5), ea.less(i, 2.5)),
         (ea.add(lib.asarray(i), 2), ea.add(i, 2)),
+        (ea.add(lib.asarray(i), np.int64(2)), np.add(i, np.int64(2))),
+        (ea.multiply(lib.asarray(f), np.float32(0.5)), np.multiply(f, np.float32(0.5))),
     ]:
         check_lib(lib, got, want, rtol=1e-7, atol=1e-7)
 

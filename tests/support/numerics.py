@@ -35,6 +35,14 @@ def numeric_vjp(f, args, cotangent, argnum=0, eps=1e-6):
     return numeric_grad(lambda *a: np.sum(u * _value(f(*a))), *args, argnum=argnum, eps=eps)
 
 
+def numeric_jvp(f, args, tangents, eps=1e-6):
+    """d/dh f(args + h * tangents) at h = 0 by central differences, with a real step `h`: the
+    directional derivative for real and complex values alike (holomorphic or not, as abs)."""
+    plus = f(*[np.asarray(a) + eps * np.asarray(t) for a, t in zip(args, tangents)])
+    minus = f(*[np.asarray(a) - eps * np.asarray(t) for a, t in zip(args, tangents)])
+    return (np.asarray(plus) - np.asarray(minus)) / (2 * eps)
+
+
 _ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
