@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad.rules import indexing
 from tests.support import op_table
 from tests.support.checks import (
     check_case,
@@ -105,6 +106,10 @@ ARG_OPS = {
     "argmax": (lambda x: ea.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
     "argmax_flat": (ea.argmax, np.argmax),
     "argmax_keepdims": (lambda x: ea.argmax(x, 0, keepdims=True), lambda x: np.argmax(x, 0, keepdims=True)),
+    "argmax_keepdims_last": (
+        lambda x: ea.argmax(x, -1, keepdims=True),
+        lambda x: np.argmax(x, -1, keepdims=True),
+    ),
     "argmin": (lambda x: ea.argmin(x, axis=0), lambda x: np.argmin(x, axis=0)),
     "argmin_flat_keepdims": (lambda x: ea.argmin(x, keepdims=True), lambda x: np.argmin(x, keepdims=True)),
     "argsort": (ea.argsort, np.argsort),
@@ -119,8 +124,8 @@ def test_arg_functions_are_integers_with_no_derivative(name):
     x = normal()
     out = f(x)
     assert out.dtype.kind == "i" and out.dtype == ref(x).dtype
-    np.testing.assert_array_equal(out.numpy(), ref(x))
-    np.testing.assert_array_equal(ea.jit(f)(x), ref(x))
+    np.testing.assert_array_equal(out.numpy(), ref(x), strict=True)  # the shape too (keepdims)
+    np.testing.assert_array_equal(ea.jit(f)(x), ref(x), strict=True)
     # used as indices inside a differentiated function: a gather, differentiable in x only
     g = ea.grad(lambda x: ea.sum(ea.take_along_axis(ea.reshape(x, (-1,)), ea.reshape(f(x), (-1,)), 0)))(x)
     want = np.zeros(x.size)
@@ -298,7 +303,22 @@ def test_integer_results(lib, name, f, ref):
         out = f(lib.asarray(x))
     got = lib_value(lib, out)
     assert got.dtype.kind == "i"
-    np.testing.assert_array_equal(got, ref(x))
+    np.testing.assert_array_equal(got, ref(x), strict=True)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_impl_runs_the_librarys_function_along_the_axis(lib, name):
+    """`_arg_impl(name)`, called here (argmax_p's and argmin_p's are made at import): the library's
+    `name` of the operand along `axis`, numpy's indices (the first on ties) of the library.
+
+    Kills: _arg_impl (the implementation it makes)."""
+    impl = indexing._arg_impl(name)
+    assert impl.__name__ == f"_{name}_impl"
+    x = np.array([[3.0, 1.0, 3.0, 0.5], [1.0, 1.0, -2.0, 7.0], [0.0, 4.0, 3.0, 7.0]])
+    for axis in (0, 1):
+        with lib.lazy():
+            out = impl(lib.asarray(x), axis=axis)
+        np.testing.assert_array_equal(lib_value(lib, out), getattr(np, name)(x, axis=axis), strict=True)
 
 
 def test_sort_gradient_through_argsort(lib):

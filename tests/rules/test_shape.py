@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad.core import Primitive, bind, keep_rules
+from einad.rules import shape
 from einad.transforms.batching import vmap
-from einad.util import raw
+from einad.util import raw, shape_of, wrap
 from tests.support import op_table
 from tests.support.arraylibs import load
 from tests.support.checks import (
     case_params,
     check_case,
     family,
+    forget_rules,
     lib_value,
     np_add,
     np_set,
@@ -70,6 +73,42 @@ SHAPE = {
 )
 def test_shape_op(check, name):
     check(*SHAPE[name])
+
+
+def test_squeeze_of_an_axis_not_of_size_one_is_a_value_error_naming_it():
+    """As numpy, a ValueError; its message names the axis and its size."""
+    with pytest.raises(ValueError):
+        np.squeeze(A[:1], 1)
+    with pytest.raises(ValueError, match="axis 1 has size 3, not 1"):
+        ea.squeeze(A[:1], 1)
+
+
+def test_linear_enters_a_linear_primitives_rules():
+    """`_linear(prim, transpose, apply)`, called here on a primitive of the test's own (a reshape
+    scaled by k): the VJP is `transpose` of the cotangent (closed form: reshaped back and scaled),
+    the JVP is `apply` of the tangent, and the VJP reads no value (only shapes and dtypes).
+
+    Kills: _linear (the rules it enters; those of reshape, astype, getitem run at import)."""
+    probe = Primitive("scaled_reshape", lambda x, shape, k: np.reshape(x, shape) * k)
+    shape._linear(
+        probe,
+        lambda g, x, p: shape.reshape_raw(g, shape_of(x)) * p["k"],
+        lambda t, p: shape.reshape_raw(t, p["shape"]) * p["k"],
+    )
+    x, u, t = A, np.random.default_rng(4).standard_normal((6, 4)), A[::-1] + 1.0
+    params = {"shape": (6, 4), "k": 3.0}
+
+    def f(v):
+        return wrap(bind(probe, (v,), params))
+
+    with forget_rules(probe):
+        value, pullback = ea.vjp(f, x)
+        (g,) = pullback(u)
+        _, tangent = ea.jvp(f, (x,), (t,))
+        assert_close(value, 3.0 * x.reshape(6, 4))
+        assert_close(g, 3.0 * u.reshape(x.shape))
+        assert_close(tangent, 3.0 * t.reshape(6, 4))
+        assert keep_rules[probe]([True]) == ((False,), False)
 
 
 @both_modes
