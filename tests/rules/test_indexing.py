@@ -91,6 +91,12 @@ EVERYDAY = {
         one,
         True,
     ),
+    "repeat_one_count_in_a_list": (
+        lambda x: ea.repeat(x, [2], axis=1),
+        lambda x: np.repeat(x, [2], axis=1),
+        one,
+        True,
+    ),
 }
 
 
@@ -171,6 +177,33 @@ def test_computed_indices_stay_operations_under_jit():
     assert g.cache_size() == 1
     program = ea.make_graph(lambda x: ea.sort(x))(np.ones(3))
     assert [e.op for e in program.equations] == ["argsort", "take_along_axis"]
+
+
+@both_modes
+def test_roll_along_an_empty_axis_is_the_empty_array():
+    """As numpy: no shift modulo a length of 0 (and no division by it)."""
+    for x, shift, axis in ((np.ones((0, 3)), 2, 0), (np.ones((2, 0)), (1, -1), (0, 1))):
+        np.testing.assert_array_equal(ea.roll(x, shift, axis).numpy(), np.roll(x, shift, axis), strict=True)
+
+
+# name: (a call einad refuses, the exception, a regular expression its message matches)
+REFUSALS = {
+    "take_along_axis ranks": (
+        lambda: ea.take_along_axis(X, np.array([0, 1]), axis=0),
+        ValueError,
+        "take_along_axis: indices have 1 dimensions, the array has 2",
+    ),
+    "repeat float": (lambda: ea.repeat(X, 2.5), ValueError, "must be non-negative integers, got 2.5"),
+    "repeat negative": (lambda: ea.repeat(X, -1), ValueError, "must be non-negative integers, got -1"),
+    "repeat counts": (lambda: ea.repeat(X, [1, 2], axis=0), ValueError, "2 counts for an axis of length 3"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusals_name_the_problem(name):
+    call, error, message = REFUSALS[name]
+    with pytest.raises(error, match=message):
+        call()
 
 
 @both_modes

@@ -236,6 +236,14 @@ CLIP = {
         lambda m, x, lo, hi: m.clip(x, lo, hi),
         (A, np.array([-0.5, -0.1, -0.2, -1.0]), np.array([[[0.3]], [[1.0]]])),
     ),
+    "clip bounds of more dimensions": (  # the result takes the bounds' shape
+        lambda m, x, lo: m.clip(x, lo, None),
+        (A[0, 0], np.array([[-0.5], [0.2]])),
+    ),
+    "clip upper bound of more dimensions": (
+        lambda m, x, hi: m.clip(x, None, hi),
+        (A[0, 0], np.array([[-0.5], [0.2]])),
+    ),
 }
 
 

@@ -75,12 +75,22 @@ def test_shape_op(check, name):
     check(*SHAPE[name])
 
 
-def test_squeeze_of_an_axis_not_of_size_one_is_a_value_error_naming_it():
-    """As numpy, a ValueError; its message names the axis and its size."""
-    with pytest.raises(ValueError):
-        np.squeeze(A[:1], 1)
-    with pytest.raises(ValueError, match="axis 1 has size 3, not 1"):
-        ea.squeeze(A[:1], 1)
+def test_squeeze_and_expand_dims_refusals_are_numpys_errors_naming_the_problem():
+    """squeeze of an axis not of size 1 is a ValueError naming the axis and its size; expand_dims
+    without an axis a TypeError saying what an axis must be: numpy's exceptions, clearer words."""
+    for f, args, error, message in (
+        ("squeeze", (A[:1], 1), ValueError, "^squeeze: axis 1 has size 3, not 1$"),
+        (
+            "expand_dims",
+            (A, None),
+            TypeError,
+            "^expand_dims: axis must be an integer or a tuple of integers, not None$",
+        ),
+    ):
+        with pytest.raises(error):
+            getattr(np, f)(*args)
+        with pytest.raises(error, match=message):
+            getattr(ea, f)(*args)
 
 
 def test_linear_enters_a_linear_primitives_rules():
