@@ -320,6 +320,29 @@ def test_cumprod_derivatives_are_exact_at_zeros():
     assert_close(h, hn, atol=1e-6)
 
 
+def _cumprod_hessians(x):
+    """d2 cumprod(x)_k / dx_a dx_b of a 1-D `x`: the product of the x_i, i <= k, other than x_a
+    and x_b (for a != b, both <= k), else 0."""
+    n = len(x)
+    h = np.zeros((n, n, n))
+    for k, a, b in np.ndindex(n, n, n):
+        if a != b and a <= k and b <= k:
+            h[k, a, b] = np.prod([x[i] for i in range(k + 1) if i not in (a, b)])
+    return h
+
+
+@both_modes
+def test_cumprod_forward_over_forward_is_exact_with_one_zero_per_lane():
+    """The JVP of cumprod's JVP, along each lane: the closed-form second derivative, where a lane
+    has no zero, one zero first, one in the middle (the running product is 0 after a zero, its
+    derivative is not)."""
+    x = np.array([[1.5, 0.0, 2.0, -1.0], [0.0, 2.0, 0.5, 3.0], [1.5, 2.5, 0.0, -1.0], [0.5, 2.0, -1.5, 3.0]])
+    t, u = np.random.default_rng(12).standard_normal((2, *x.shape))
+    _, second = ea.jvp(lambda x: ea.jvp(lambda v: ea.cumprod(v, axis=1), (x,), (t,))[1], (x,), (u,))
+    want = [np.einsum("kab,a,b->k", _cumprod_hessians(row), tr, ur) for row, tr, ur in zip(x, t, u)]
+    assert_close(second, np.array(want))
+
+
 # -- on every array library --------------------------------------------------------------------
 
 REDUCTIONS = ["max", "min", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "sum"]
