@@ -187,6 +187,7 @@ def test_roll_along_an_empty_axis_is_the_empty_array():
 
 
 # name: (a call einad refuses, the exception, a regular expression its message matches)
+PAD_INTEGERS = r"^pad_width must be integers: an int, a \(before, after\) pair, or one pair per axis$"
 REFUSALS = {
     "take_along_axis ranks": (
         lambda: ea.take_along_axis(X, np.array([0, 1]), axis=0),
@@ -196,6 +197,23 @@ REFUSALS = {
     "repeat float": (lambda: ea.repeat(X, 2.5), ValueError, "must be non-negative integers, got 2.5"),
     "repeat negative": (lambda: ea.repeat(X, -1), ValueError, "must be non-negative integers, got -1"),
     "repeat counts": (lambda: ea.repeat(X, [1, 2], axis=0), ValueError, "2 counts for an axis of length 3"),
+    "pad float width": (lambda: ea.pad(X, 1.5), TypeError, PAD_INTEGERS),
+    "pad width of three dimensions": (lambda: ea.pad(X, np.ones((1, 1, 2), int)), TypeError, PAD_INTEGERS),
+    "pad width not one pair per axis": (
+        lambda: ea.pad(X, [[1, 2], [3, 4], [5, 6]]),
+        ValueError,
+        r"^pad_width \[\[1, 2\], \[3, 4\], \[5, 6\]\] does not fit an array of 2 dimensions$",
+    ),
+    "pad constant array": (
+        lambda: ea.pad(X, 1, constant_values=[1.0, 2.0]),
+        NotImplementedError,
+        r"^einad\.pad takes one scalar constant_values \(the same on every side\)$",
+    ),
+    "pad mode": (
+        lambda: ea.pad(X, 1, mode="mean"),
+        NotImplementedError,
+        r"mode 'mean' is not supported; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'$",
+    ),
 }
 
 
