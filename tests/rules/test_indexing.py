@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad.rules import indexing
 from tests.support import op_table
 from tests.support.checks import (
     check_case,
@@ -90,6 +91,12 @@ EVERYDAY = {
         one,
         True,
     ),
+    "repeat_one_count_in_a_list": (
+        lambda x: ea.repeat(x, [2], axis=1),
+        lambda x: np.repeat(x, [2], axis=1),
+        one,
+        True,
+    ),
 }
 
 
@@ -105,6 +112,10 @@ ARG_OPS = {
     "argmax": (lambda x: ea.argmax(x, axis=1), lambda x: np.argmax(x, axis=1)),
     "argmax_flat": (ea.argmax, np.argmax),
     "argmax_keepdims": (lambda x: ea.argmax(x, 0, keepdims=True), lambda x: np.argmax(x, 0, keepdims=True)),
+    "argmax_keepdims_last": (
+        lambda x: ea.argmax(x, -1, keepdims=True),
+        lambda x: np.argmax(x, -1, keepdims=True),
+    ),
     "argmin": (lambda x: ea.argmin(x, axis=0), lambda x: np.argmin(x, axis=0)),
     "argmin_flat_keepdims": (lambda x: ea.argmin(x, keepdims=True), lambda x: np.argmin(x, keepdims=True)),
     "argsort": (ea.argsort, np.argsort),
@@ -119,8 +130,8 @@ def test_arg_functions_are_integers_with_no_derivative(name):
     x = normal()
     out = f(x)
     assert out.dtype.kind == "i" and out.dtype == ref(x).dtype
-    np.testing.assert_array_equal(out.numpy(), ref(x))
-    np.testing.assert_array_equal(ea.jit(f)(x), ref(x))
+    np.testing.assert_array_equal(out.numpy(), ref(x), strict=True)  # the shape too (keepdims)
+    np.testing.assert_array_equal(ea.jit(f)(x), ref(x), strict=True)
     # used as indices inside a differentiated function: a gather, differentiable in x only
     g = ea.grad(lambda x: ea.sum(ea.take_along_axis(ea.reshape(x, (-1,)), ea.reshape(f(x), (-1,)), 0)))(x)
     want = np.zeros(x.size)
@@ -166,6 +177,51 @@ def test_computed_indices_stay_operations_under_jit():
     assert g.cache_size() == 1
     program = ea.make_graph(lambda x: ea.sort(x))(np.ones(3))
     assert [e.op for e in program.equations] == ["argsort", "take_along_axis"]
+
+
+@both_modes
+def test_roll_along_an_empty_axis_is_the_empty_array():
+    """As numpy: no shift modulo a length of 0 (and no division by it)."""
+    for x, shift, axis in ((np.ones((0, 3)), 2, 0), (np.ones((2, 0)), (1, -1), (0, 1))):
+        np.testing.assert_array_equal(ea.roll(x, shift, axis).numpy(), np.roll(x, shift, axis), strict=True)
+
+
+# name: (a call einad refuses, the exception, a regular expression its message matches)
+PAD_INTEGERS = r"^pad_width must be integers: an int, a \(before, after\) pair, or one pair per axis$"
+REFUSALS = {
+    "take_along_axis ranks": (
+        lambda: ea.take_along_axis(X, np.array([0, 1]), axis=0),
+        ValueError,
+        "take_along_axis: indices have 1 dimensions, the array has 2",
+    ),
+    "repeat float": (lambda: ea.repeat(X, 2.5), ValueError, "must be non-negative integers, got 2.5"),
+    "repeat negative": (lambda: ea.repeat(X, -1), ValueError, "must be non-negative integers, got -1"),
+    "repeat counts": (lambda: ea.repeat(X, [1, 2], axis=0), ValueError, "2 counts for an axis of length 3"),
+    "pad float width": (lambda: ea.pad(X, 1.5), TypeError, PAD_INTEGERS),
+    "pad width of three dimensions": (lambda: ea.pad(X, np.ones((1, 1, 2), int)), TypeError, PAD_INTEGERS),
+    "pad width not one pair per axis": (
+        lambda: ea.pad(X, [[1, 2], [3, 4], [5, 6]]),
+        ValueError,
+        r"^pad_width \[\[1, 2\], \[3, 4\], \[5, 6\]\] does not fit an array of 2 dimensions$",
+    ),
+    "pad constant array": (
+        lambda: ea.pad(X, 1, constant_values=[1.0, 2.0]),
+        NotImplementedError,
+        r"^einad\.pad takes one scalar constant_values \(the same on every side\)$",
+    ),
+    "pad mode": (
+        lambda: ea.pad(X, 1, mode="mean"),
+        NotImplementedError,
+        r"mode 'mean' is not supported; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'$",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusals_name_the_problem(name):
+    call, error, message = REFUSALS[name]
+    with pytest.raises(error, match=message):
+        call()
 
 
 @both_modes
@@ -298,7 +354,22 @@ def test_integer_results(lib, name, f, ref):
         out = f(lib.asarray(x))
     got = lib_value(lib, out)
     assert got.dtype.kind == "i"
-    np.testing.assert_array_equal(got, ref(x))
+    np.testing.assert_array_equal(got, ref(x), strict=True)
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_impl_runs_the_librarys_function_along_the_axis(lib, name):
+    """`_arg_impl(name)`, called here (argmax_p's and argmin_p's are made at import): the library's
+    `name` of the operand along `axis`, numpy's indices (the first on ties) of the library.
+
+    Kills: _arg_impl (the implementation it makes)."""
+    impl = indexing._arg_impl(name)
+    assert impl.__name__ == f"_{name}_impl"
+    x = np.array([[3.0, 1.0, 3.0, 0.5], [1.0, 1.0, -2.0, 7.0], [0.0, 4.0, 3.0, 7.0]])
+    for axis in (0, 1):
+        with lib.lazy():
+            out = impl(lib.asarray(x), axis=axis)
+        np.testing.assert_array_equal(lib_value(lib, out), getattr(np, name)(x, axis=axis), strict=True)
 
 
 def test_sort_gradient_through_argsort(lib):

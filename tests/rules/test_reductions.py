@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad import core
+from einad.rules import reductions
+from einad.util import wrap
 from tests.support import op_table
 from tests.support.checks import (
     BIG,
@@ -14,6 +17,7 @@ from tests.support.checks import (
     case_params,
     check_lib,
     finite_value_and_gradient,
+    forget_rules,
     uniform_away_from_zero,
 )
 from tests.support.numerics import assert_close, check_op, numeric_grad
@@ -232,6 +236,14 @@ CLIP = {
         lambda m, x, lo, hi: m.clip(x, lo, hi),
         (A, np.array([-0.5, -0.1, -0.2, -1.0]), np.array([[[0.3]], [[1.0]]])),
     ),
+    "clip bounds of more dimensions": (  # the result takes the bounds' shape
+        lambda m, x, lo: m.clip(x, lo, None),
+        (A[0, 0], np.array([[-0.5], [0.2]])),
+    ),
+    "clip upper bound of more dimensions": (
+        lambda m, x, hi: m.clip(x, None, hi),
+        (A[0, 0], np.array([[-0.5], [0.2]])),
+    ),
 }
 
 
@@ -308,6 +320,29 @@ def test_cumprod_derivatives_are_exact_at_zeros():
     assert_close(h, hn, atol=1e-6)
 
 
+def _cumprod_hessians(x):
+    """d2 cumprod(x)_k / dx_a dx_b of a 1-D `x`: the product of the x_i, i <= k, other than x_a
+    and x_b (for a != b, both <= k), else 0."""
+    n = len(x)
+    h = np.zeros((n, n, n))
+    for k, a, b in np.ndindex(n, n, n):
+        if a != b and a <= k and b <= k:
+            h[k, a, b] = np.prod([x[i] for i in range(k + 1) if i not in (a, b)])
+    return h
+
+
+@both_modes
+def test_cumprod_forward_over_forward_is_exact_with_one_zero_per_lane():
+    """The JVP of cumprod's JVP, along each lane: the closed-form second derivative, where a lane
+    has no zero, one zero first, one in the middle (the running product is 0 after a zero, its
+    derivative is not)."""
+    x = np.array([[1.5, 0.0, 2.0, -1.0], [0.0, 2.0, 0.5, 3.0], [1.5, 2.5, 0.0, -1.0], [0.5, 2.0, -1.5, 3.0]])
+    t, u = np.random.default_rng(12).standard_normal((2, *x.shape))
+    _, second = ea.jvp(lambda x: ea.jvp(lambda v: ea.cumprod(v, axis=1), (x,), (t,))[1], (x,), (u,))
+    want = [np.einsum("kab,a,b->k", _cumprod_hessians(row), tr, ur) for row, tr, ur in zip(x, t, u)]
+    assert_close(second, np.array(want))
+
+
 # -- on every array library --------------------------------------------------------------------
 
 REDUCTIONS = ["max", "min", "prod", "mean", "var", "std", "logsumexp", "softmax", "log_softmax", "sum"]
@@ -359,3 +394,81 @@ def test_max_ties_share_and_clip(lib):
     check_lib(lib, g, np.array([[0, 0.5, 0.5], [0, 0, 1.0]]), rtol=1e-7, atol=1e-7)
     check_lib(lib, c, np.clip(x, -0.5, 2.5), rtol=1e-7, atol=1e-7)
     check_lib(lib, gc, ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(x), rtol=1e-7, atol=1e-7)
+
+
+# -- the factories, called by the test ---------------------------------------------------------
+# max_p, min_p and the primitives' implementations are built at import; these tests build fresh
+# ones, so a broken factory (or a broken rule inside one) fails here, not only at import.
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_extreme_prim_builds_the_extreme_and_its_tie_sharing_derivatives(lib, name):
+    """`_extreme_prim(name, kernel)` makes a primitive named `name` whose value is numpy's along
+    its axes, on every library, and whose VJP and JVP share a tie's derivative equally among the
+    tied elements (closed forms: weights 1/count on the extremes of each row, 0 elsewhere).
+
+    Kills: _extreme_prim (the primitive, its implementation, its vjp and jvp)."""
+    kernel = getattr(np, name)
+    prim = reductions._extreme_prim(name, kernel)
+    x = np.array([[3.0, 1.0, 3.0, 1.0], [0.5, -1.0, 2.0, 0.0], [4.0, 4.0, 4.0, 4.0]])
+    u, t = np.array([2.0, -3.0, 1.5]), np.arange(12.0).reshape(3, 4) - 5.0
+    hit = x == kernel(x, axis=1, keepdims=True)
+    weights = hit / hit.sum(axis=1, keepdims=True)
+
+    def f(v):
+        return wrap(core.bind(prim, (v,), {"axes": (1,)}))
+
+    with forget_rules(prim):
+        assert prim.name == name
+        with lib.lazy():
+            value, pullback = ea.vjp(f, lib.asarray(x))
+            (g,) = pullback(lib.asarray(u))
+            _, tangent = ea.jvp(f, (lib.asarray(x),), (lib.asarray(t),))
+        check_lib(lib, value, kernel(x, axis=1))
+        check_lib(lib, g, u[:, None] * weights)
+        check_lib(lib, tangent, (t * weights).sum(axis=1))
+
+
+def _sum_in(dtype):
+    """A kernel whose result dtype is not its operand's: a sum accumulated in `dtype`."""
+    return lambda x, axis: np.sum(x, axis=axis, dtype=dtype)
+
+
+# (name, numpy kernel, the standard's function, the parameter's name, operand dtype, its value)
+IMPL_CASES = [
+    ("max", np.max, "max", "axes", np.float64, (1,)),
+    ("min", np.min, "min", "axes", np.int32, (0, 2)),
+    ("prod", np.prod, "prod", "axes", np.int32, (1,)),  # numpy: int32 -> int64
+    ("cumsum", np.cumsum, "cumulative_sum", "axis", np.int32, 1),  # int32 -> int64
+    ("sum_in_float32", _sum_in(np.float32), "sum", "axes", np.int32, (1,)),
+    ("sum_in_float64", _sum_in(np.float64), "sum", "axes", np.int32, (2,)),
+    ("mean", np.mean, "mean", "axes", np.float32, (1,)),  # float32 kept: no dtype= (mean takes none)
+]
+
+
+def test_impl_runs_numpys_kernel_or_the_standards_function_in_numpys_dtype(lib, monkeypatch):
+    """`_impl(name, kernel, standard, param)` runs `kernel` on numpy arrays, and the standard's
+    function of the operand's library elsewhere, giving numpy's result (value, shape, dtype): it
+    asks for numpy's result dtype with ``dtype=`` only where it differs from the operand's (the
+    standard's mean takes no dtype=), and each kernel's result dtype is its own (computed here:
+    the cache starts empty; the int32 operands get int64, float32, float64 and int32 results).
+
+    Kills: _impl (the implementation it makes)."""
+    monkeypatch.setattr(reductions, "_result_dtypes", {})
+    x = np.random.default_rng(5).integers(-3, 4, (2, 3, 4))
+    for name, kernel, standard, param, dtype, axis in IMPL_CASES:
+        impl = reductions._impl(name, kernel, standard, param)
+        a = x.astype(dtype)
+        with lib.lazy():
+            out = impl(lib.asarray(a), **{param: axis})
+        check_lib(lib, out, kernel(a, axis=axis), rtol=1e-6)
+
+
+def test_impl_runs_numpys_kernel_on_numpy_scalars():
+    """A numpy scalar (what a full reduction of a numpy array gives) goes to numpy's kernel too:
+    the result is numpy's, of numpy's scalar type (prod of int32 in int64)."""
+    for name, kernel, standard, param, dtype, _ in IMPL_CASES:
+        if param == "axes":
+            impl = reductions._impl(name, kernel, standard, param)
+            got, want = impl(dtype(3), axes=()), kernel(dtype(3), axis=())
+            assert type(got) is type(want) and got == want, (name, got, want)

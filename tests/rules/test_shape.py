@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad.core import Primitive, bind, keep_rules
+from einad.rules import shape
 from einad.transforms.batching import vmap
-from einad.util import raw
+from einad.util import raw, shape_of, wrap
 from tests.support import op_table
 from tests.support.arraylibs import load
 from tests.support.checks import (
     case_params,
     check_case,
     family,
+    forget_rules,
     lib_value,
     np_add,
     np_set,
@@ -70,6 +73,52 @@ SHAPE = {
 )
 def test_shape_op(check, name):
     check(*SHAPE[name])
+
+
+def test_squeeze_and_expand_dims_refusals_are_numpys_errors_naming_the_problem():
+    """squeeze of an axis not of size 1 is a ValueError naming the axis and its size; expand_dims
+    without an axis a TypeError saying what an axis must be: numpy's exceptions, clearer words."""
+    for f, args, error, message in (
+        ("squeeze", (A[:1], 1), ValueError, "^squeeze: axis 1 has size 3, not 1$"),
+        (
+            "expand_dims",
+            (A, None),
+            TypeError,
+            "^expand_dims: axis must be an integer or a tuple of integers, not None$",
+        ),
+    ):
+        with pytest.raises(error):
+            getattr(np, f)(*args)
+        with pytest.raises(error, match=message):
+            getattr(ea, f)(*args)
+
+
+def test_linear_enters_a_linear_primitives_rules():
+    """`_linear(prim, transpose, apply)`, called here on a primitive of the test's own (a reshape
+    scaled by k): the VJP is `transpose` of the cotangent (closed form: reshaped back and scaled),
+    the JVP is `apply` of the tangent, and the VJP reads no value (only shapes and dtypes).
+
+    Kills: _linear (the rules it enters; those of reshape, astype, getitem run at import)."""
+    probe = Primitive("scaled_reshape", lambda x, shape, k: np.reshape(x, shape) * k)
+    shape._linear(
+        probe,
+        lambda g, x, p: shape.reshape_raw(g, shape_of(x)) * p["k"],
+        lambda t, p: shape.reshape_raw(t, p["shape"]) * p["k"],
+    )
+    x, u, t = A, np.random.default_rng(4).standard_normal((6, 4)), A[::-1] + 1.0
+    params = {"shape": (6, 4), "k": 3.0}
+
+    def f(v):
+        return wrap(bind(probe, (v,), params))
+
+    with forget_rules(probe):
+        value, pullback = ea.vjp(f, x)
+        (g,) = pullback(u)
+        _, tangent = ea.jvp(f, (x,), (t,))
+        assert_close(value, 3.0 * x.reshape(6, 4))
+        assert_close(g, 3.0 * u.reshape(x.shape))
+        assert_close(tangent, 3.0 * t.reshape(6, 4))
+        assert keep_rules[probe]([True]) == ((False,), False)
 
 
 @both_modes

@@ -7,12 +7,16 @@
 * `weighted`, `family`, `check_case`: the structural/indexing case tables run on every library;
 * `numpy_case`, `stays_float32`, `case_params`: a case written once for einad and numpy;
 * `np_set`, `np_add`: numpy references for ``x.at[i].set(v)`` and ``x.at[i].add(v)``;
-* `finite_value_and_gradient`: the value and gradient of a stable op at huge inputs are finite.
+* `finite_value_and_gradient`: the value and gradient of a stable op at huge inputs are finite;
+* `forget_rules`: a primitive a test made with a rules factory, out of the rule tables afterwards.
 """
+
+import contextlib
 
 import numpy as np
 
 import einad as ea
+from einad import core
 from einad.core import strip
 from tests.support.numerics import assert_close, check_op
 
@@ -196,3 +200,21 @@ def case_params(table, float32=()):
     return [pytest.param(numpy_case, name, id=name) for name in sorted(table)] + [
         pytest.param(stays_float32, name, id=f"float32-{name}") for name in float32
     ]
+
+
+# -- primitives a test builds -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def forget_rules(*prims):
+    """Run the body, then take `prims` out of every rule table: primitives a test builds with a
+    rules factory (``reductions._extreme_prim``, ``shape._linear``), the only way mutmut's
+    mutants of a factory that runs at import are active (docs/guarantees.md, "Mutation testing")."""
+    try:
+        yield
+    finally:
+        tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
+        for table in (*tables, core.batch_rules, core.residual_rules, core.lower_rules):
+            for p in prims:
+                table.pop(p, None)
+        core.zero_derivative.difference_update(prims)
