@@ -514,6 +514,11 @@ def test_programs_list_the_linalg_primitives():
     assert "inv a" in str(ea.make_graph(ea.grad(lambda a: L.slogdet(a)[1]))(a))
     text = str(ea.jit(ea.grad(lambda a: ea.sum(L.solve(a, np.ones((3, 2)))))).lower(a))
     assert "solve" in text
+    # a real sign is locally constant: its tangent is a constant zero, of its dtype (no
+    # complex arithmetic, no double precision for a single-precision matrix)
+    a32 = a.astype(np.float32)
+    jvp = ea.make_graph(lambda a, t: ea.jvp(lambda a: L.slogdet(a)[0], (a,), (t,))[1])(a32, a32)
+    assert "f32" in str(jvp) and not any(t in str(jvp) for t in ("f64", "c64", "c128"))
 
 
 @pytest.fixture
@@ -814,6 +819,50 @@ def test_solve_vector_right_hand_side(lib):
     for g, ref in zip(got, want):
         assert lib.owns(g)
         assert_close(lib.numpy(g), ref)
+
+
+def _lib_complex(x):
+    return x + 1j * LIB_RNG.standard_normal(np.shape(x))
+
+
+AC = _lib_complex(A)
+
+
+_K = LIB_RNG.standard_normal(S.shape)
+
+
+SC = S + 0.5j * (_K - _mT(_K))  # Hermitian, still positive definite
+
+
+JUNK = _lib_complex(LIB_RNG.standard_normal(S.shape))  # in the triangle numpy does not read
+
+
+def test_complex_values_match_numpy(lib):
+    """Complex matrices on every library give numpy.linalg's values: a complex sign packed with
+    a real log (slogdet), and the triangle numpy reads of a Hermitian matrix, the upper one of
+    eigh(UPLO="U") and the lower one of svd(hermitian=True) mirrored with its conjugate (the
+    standard's eigh reads the lower triangle, and its svd has no `hermitian`)."""
+    upper, lower = np.triu(SC) + np.tril(JUNK, -1), np.tril(SC) + np.triu(JUNK, 1)
+    cases = [
+        (L.inv, np.linalg.inv, [AC]),
+        (L.det, np.linalg.det, [AC]),
+        (lambda a: tuple(L.slogdet(a)), np.linalg.slogdet, [AC]),
+        (L.solve, np.linalg.solve, [AC, _lib_complex(B)]),
+        (L.cholesky, np.linalg.cholesky, [lower]),
+        (lambda a: L.eigh(a, "U")[0], lambda a: np.linalg.eigh(a, "U")[0], [upper]),
+        (lambda a: L.svd(a, hermitian=True)[1], lambda a: np.linalg.svd(a, hermitian=True)[1], [lower]),
+    ]
+    for ours, theirs, xs in cases:
+        got = _tuple(ours(*[lib.asarray(x) for x in xs]))
+        want = theirs(*xs)
+        for g, w in zip(got, want) if isinstance(got, tuple) else [(got, want)]:
+            assert lib.owns(strip(g))
+            g = lib.numpy(strip(g))
+            assert g.dtype == np.asarray(w).dtype
+            assert_close(g, w, rtol=1e-10, atol=1e-10)
+    w, v = (lib.numpy(strip(t)) for t in L.eigh(lib.asarray(upper), "U"))
+    # eigenvectors of SC, not of its conjugate
+    assert_close(SC @ v, v * w[..., None, :], rtol=1e-10, atol=1e-10)
 
 
 def test_singular_matrix_is_linalg_error(lib):
