@@ -24,6 +24,7 @@ RNG = np.random.default_rng(11)
 X = RNG.standard_normal((3, 4))
 Y = RNG.standard_normal((3, 4))
 MASK = X > 0
+NONBOOL = np.array([0.0, 1j, 2.5, -1.0])  # a condition that is not boolean: true where nonzero
 
 
 # name: (f(m, *args) written once for m = einad and m = numpy, args)
@@ -50,17 +51,19 @@ def test_structural(check, name):
 
 
 @both_modes
-@pytest.mark.parametrize("sections, axis", [(2, 2), ([1, 3], 1), (3, -2), ([1], 0)], ids=str)
+@pytest.mark.parametrize("sections, axis", [(2, 2), ([1, 3], 1), (3, -2), ([1], 0), (2, None)], ids=str)
 def test_split(sections, axis):
-    pieces = ea.split(A, sections, axis=axis)
-    expected = np.split(A, sections, axis=axis)
+    """Pieces and gradients as numpy's split (axis None: the default, axis 0)."""
+    kw = {} if axis is None else {"axis": axis}
+    pieces = ea.split(A, sections, **kw)
+    expected = np.split(A, sections, **kw)
     assert len(pieces) == len(expected)
     for p, e in zip(pieces, expected):
         assert isinstance(p, ea.Tensor)
         assert_close(p.numpy(), e)
     w = [np.random.default_rng(k).standard_normal(e.shape) for k, e in enumerate(expected)]
-    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, axis=axis), w)))(A)
-    assert_close(g, np.concatenate(w, axis=axis))
+    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, **kw), w)))(A)
+    assert_close(g, np.concatenate(w, **kw))
 
 
 @both_modes
@@ -89,6 +92,44 @@ def test_broadcast_to_gradient_sums_back():
     assert_close(g, np.full((2, 1), 24.0))
 
 
+# name: (call(m) written once for m = einad and m = numpy, a phrase of einad's message)
+REFUSALS = {
+    "stack of nothing": (lambda m: m.stack([]), "^need at least one array to stack$"),
+    "stack of unequal shapes": (
+        lambda m: m.stack([np.ones(2), np.ones(3), np.ones(2)]),
+        r"^all input arrays must have the same shape, got \[\(2,\), \(3,\)\]$",
+    ),
+    "concatenate of nothing": (lambda m: m.concatenate([]), "^need at least one array to concatenate$"),
+    "concatenate of 0-d arrays": (
+        lambda m: m.concatenate([np.ones(()), np.ones(())]),
+        "^zero-dimensional arrays cannot be concatenated$",
+    ),
+    "concatenate unequal outside the axis": (
+        lambda m: m.concatenate([np.ones((2, 3)), np.ones((2, 1)), np.ones((3, 3))], axis=-1),
+        r"^concatenate: array 2 has shape \(3, 3\), which does not match \(2, 3\) outside axis 1$",
+    ),
+    "concatenate unequal ranks": (
+        lambda m: m.concatenate([np.ones((2, 3)), np.ones(2)]),
+        r"array 1 has shape \(2,\), which does not match \(2, 3\) outside axis 0$",
+    ),
+    "split unequal": (lambda m: m.split(np.ones(5), 2), "equal division"),
+    "broadcast_to other size": (lambda m: m.broadcast_to(np.ones(3), (4,)), "could not be broadcast"),
+    "broadcast_to size 1": (lambda m: m.broadcast_to(np.ones(3), (3, 1)), "could not be broadcast"),
+    "broadcast_to fewer dimensions": (lambda m: m.broadcast_to(np.ones((3, 1)), (3,)), "more dimensions"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusals_are_numpy_value_errors_that_say_why(name):
+    """What numpy refuses with a ValueError einad refuses with one, whose message names the problem
+    (and the shapes at fault)."""
+    call, phrase = REFUSALS[name]
+    with pytest.raises(ValueError):
+        call(np)
+    with pytest.raises(ValueError, match=phrase):
+        call(ea)
+
+
 # -- on every array library ----------------------------------------------------------------
 
 
@@ -106,6 +147,7 @@ LIB_CASES = {
     ),
     "where": (lambda m, x, y: ea.where(m, x, y), np.where, (MASK, X, Y), (1, 2)),
     "where_number": (lambda m, x: ea.where(m, 0.5, x), lambda m, x: np.where(m, 0.5, x), (MASK, X), (1,)),
+    "where_nonbool": (lambda c, x, y: ea.where(c, x, y), np.where, (NONBOOL, X, Y), (1, 2)),
 }
 
 
