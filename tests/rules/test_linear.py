@@ -620,31 +620,72 @@ def test_concatenate_with_axis_none_flattens_like_numpy(jit_mode):
 
 # -- no internal letters in the other refusals of the helpers ---------------------------------------
 
+# name: (call, the start of its message)
 REFUSALS = {
-    "trace of a vector": lambda x: ea.trace(np.ones(3)),
-    "diagonal of a vector": lambda x: ea.diagonal(np.ones(3)),
-    "matmul of a scalar": lambda x: ea.matmul(2.0, np.ones(3)),
-    "matmul batch": lambda x: ea.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 4))),
-    "tensordot too many axes": lambda x: ea.tensordot(np.ones(3), np.ones(3), 2),
-    "tensordot unequal lists": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 1], [0])),
-    "tensordot sizes": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((2, 3)), ([0, 1], [1, 0])),
-    "transpose too few axes": lambda x: ea.transpose(x, (0, 1)),
-    "moveaxis unequal": lambda x: ea.moveaxis(x, (0, 1), 2),
-    "trace offset": lambda x: ea.trace(np.ones((2, 2)), offset="1"),
-    "unknown optimize": lambda x: (
-        ea.dot(np.ones((2, 3)), np.ones((3, 4)))
-        @ ea.einsum("ij,jk,kl->il", np.ones((4, 2)), np.ones((2, 2)), np.ones((2, 2)), optimize="nonsense")
+    "trace of a vector": (
+        lambda x: ea.trace(np.ones(3)),
+        r"trace needs an array of at least 2 dimensions, got 1$",
     ),
-    "reshape with a string": lambda x: ea.reshape(x, ("a", 4)),
+    "diagonal of a vector": (
+        lambda x: ea.diagonal(np.ones(3)),
+        r"diagonal needs an array of at least 2 dimensions, got 1$",
+    ),
+    "matmul of a scalar": (lambda x: ea.matmul(2.0, np.ones(3)), r"matmul does not take 0-d operands"),
+    "matmul batch": (
+        lambda x: ea.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 4))),
+        r"matmul: the batch dimensions \(2,\) and \(3,\) of shapes \(2, 2, 3\) and \(3, 3, 4\) do not",
+    ),
+    "tensordot too many axes": (
+        lambda x: ea.tensordot(np.ones(3), np.ones(3), 2),
+        r"tensordot axes=2 does not fit operands of rank 1 and 1$",
+    ),
+    "tensordot negative axes": (
+        lambda x: ea.tensordot(x, x, -1),
+        r"tensordot axes=-1 does not fit operands of rank 3 and 3$",
+    ),
+    "tensordot axes not a pair": (
+        lambda x: ea.tensordot(x, x, ([0],)),
+        r"tensordot axes must be an int or a pair of axis lists, got \(\[0\],\)$",
+    ),
+    "tensordot unequal lists": (
+        lambda x: ea.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 1], [0])),
+        r"tensordot: the two axis lists must have the same length$",
+    ),
+    "tensordot sizes": (
+        lambda x: ea.tensordot(np.ones((2, 3)), np.ones((2, 3)), ([0, 1], [1, 0])),
+        r"tensordot: axis 0 of the first operand \(size 2\) and axis 1 of the second \(size 3\)",
+    ),
+    "transpose too few axes": (
+        lambda x: ea.transpose(x, (0, 1)),
+        r"transpose: axes \(0, 1\) do not match an array of 3 dimension\(s\)$",
+    ),
+    "moveaxis unequal": (
+        lambda x: ea.moveaxis(x, (0, 1), 2),
+        r"moveaxis: source and destination must have the same number of axes$",
+    ),
+    "trace offset": (lambda x: ea.trace(np.ones((2, 2)), offset="1"), r"offset must be an integer, got '1'"),
+    "unknown optimize": (
+        lambda x: (
+            ea.dot(np.ones((2, 3)), np.ones((3, 4)))
+            @ ea.einsum(
+                "ij,jk,kl->il", np.ones((4, 2)), np.ones((2, 2)), np.ones((2, 2)), optimize="nonsense"
+            )
+        ),
+        r"unknown optimize strategy 'nonsense': .*'greedy'",
+    ),
+    "reshape with a string": (lambda x: ea.reshape(x, ("a", 4)), r"a shape's size must be an integer"),
 }
 
 
 @both_modes
 @pytest.mark.parametrize("name", sorted(REFUSALS))
 def test_helper_refusals_name_axes_not_letters(name, jit_mode):
+    """Each refusal says what is wrong in the user's terms (axes, ranks, shapes), not einad's letters."""
+    call, message = REFUSALS[name]
     with pytest.raises((ValueError, TypeError)) as info:
-        _staged(jit_mode, REFUSALS[name])
+        _staged(jit_mode, call)
     assert_no_internal_letters(info.value, written="a")
+    assert re.match(message, str(info.value)), str(info.value)
 
 
 # -- the sweep is complete ----------------------------------------------------------------------------
