@@ -581,20 +581,50 @@ def test_an_axis_that_is_not_an_integer_is_a_clear_type_error(name, bad, jit_mod
     assert_names_the_parameter(info.value, name)
 
 
+# name: (einad call, numpy call, einad's message)
 REPEATED = {
-    "sum": (lambda x: ea.sum(x, axis=(0, -3)), lambda: np.sum(X, axis=(0, -3))),
-    "mean": (lambda x: ea.mean(x, axis=(1, 1)), lambda: np.mean(X, axis=(1, 1))),
-    "max": (lambda x: ea.max(x, axis=(2, 2)), lambda: np.max(X, axis=(2, 2))),
-    "transpose": (lambda x: ea.transpose(x, (0, 0, 1)), lambda: np.transpose(X, (0, 0, 1))),
-    "moveaxis": (lambda x: ea.moveaxis(x, (0, 0), (1, 2)), lambda: np.moveaxis(X, (0, 0), (1, 2))),
-    "flip": (lambda x: ea.flip(x, (0, 0)), lambda: np.flip(X, (0, 0))),
-    "expand_dims": (lambda x: ea.expand_dims(x, (0, 0)), lambda: np.expand_dims(X, (0, 0))),
-    "squeeze": (lambda x: ea.squeeze(x[:1, :1], (0, 0)), lambda: np.squeeze(X[:1, :1], (0, 0))),
-    "trace": (lambda x: ea.trace(x, axis1=1, axis2=-2), lambda: np.trace(X, axis1=1, axis2=-2)),
-    "diagonal": (lambda x: ea.diagonal(x, axis1=0, axis2=0), lambda: np.diagonal(X, axis1=0, axis2=0)),
+    "sum": (
+        lambda x: ea.sum(x, axis=(0, -3)),
+        lambda: np.sum(X, axis=(0, -3)),
+        r"repeated axis in axis \(0, -3\)",
+    ),
+    "mean": (lambda x: ea.mean(x, axis=(1, 1)), lambda: np.mean(X, axis=(1, 1)), r"repeated axis in axis"),
+    "max": (lambda x: ea.max(x, axis=(2, 2)), lambda: np.max(X, axis=(2, 2)), r"repeated axis in axis"),
+    "transpose": (
+        lambda x: ea.transpose(x, (0, 0, 1)),
+        lambda: np.transpose(X, (0, 0, 1)),
+        r"repeated axis in axes \(0, 0, 1\)",
+    ),
+    "moveaxis": (
+        lambda x: ea.moveaxis(x, (0, 0), (1, 2)),
+        lambda: np.moveaxis(X, (0, 0), (1, 2)),
+        r"repeated axis in source \(0, 0\)",
+    ),
+    "flip": (lambda x: ea.flip(x, (0, 0)), lambda: np.flip(X, (0, 0)), r"repeated axis in axis"),
+    "expand_dims": (
+        lambda x: ea.expand_dims(x, (0, 0)),
+        lambda: np.expand_dims(X, (0, 0)),
+        r"repeated axis in axis",
+    ),
+    "squeeze": (
+        lambda x: ea.squeeze(x[:1, :1], (0, 0)),
+        lambda: np.squeeze(X[:1, :1], (0, 0)),
+        r"repeated axis in axis",
+    ),
+    "trace": (
+        lambda x: ea.trace(x, axis1=1, axis2=-2),
+        lambda: np.trace(X, axis1=1, axis2=-2),
+        r"trace: axis1 and axis2 cannot be the same$",
+    ),
+    "diagonal": (
+        lambda x: ea.diagonal(x, axis1=0, axis2=0),
+        lambda: np.diagonal(X, axis1=0, axis2=0),
+        r"diagonal: axis1 and axis2 cannot be the same$",
+    ),
     "tensordot": (
         lambda x: ea.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
         lambda: np.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
+        r"tensordot: duplicate axes are not allowed, got \(\[0, 0\], \[0, 1\]\)$",
     ),
 }
 
@@ -602,12 +632,14 @@ REPEATED = {
 @both_modes
 @pytest.mark.parametrize("name", sorted(REPEATED))
 def test_repeated_axes_are_refused_like_numpy(name, jit_mode):
-    call, ref = REPEATED[name]
+    """A ValueError, as numpy's, whose message says which axes repeat."""
+    call, ref, message = REPEATED[name]
     with pytest.raises(ValueError):
         ref()
     with pytest.raises(ValueError) as info:
         _staged(jit_mode, call)
     assert_no_internal_letters(info.value)
+    assert re.match(message, str(info.value)), str(info.value)
 
 
 @both_modes

@@ -31,6 +31,9 @@ NONBOOL = np.array([0.0, 1j, 2.5, -1.0])  # a condition that is not boolean: tru
 STRUCTURAL = {
     "broadcast_to": (lambda m, x: m.broadcast_to(x, (5, 2, 3, 4)), (A,)),
     "broadcast_to size-1": (lambda m, x: m.broadcast_to(x, (3, 2, 4)), (A[:1, :1],)),
+    "broadcast_to an int": (lambda m, x: m.broadcast_to(x, 4), (A[0, 0, :1],)),
+    # a new leading axis of the size of an existing one (which is not repeated)
+    "broadcast_to new axis of a known size": (lambda m, x: m.broadcast_to(x, (4, 3, 4)), (A[0],)),
     "concatenate": (lambda m, a, b: m.concatenate([a, b], axis=1), (A, B)),
     "concatenate same twice": (lambda m, a, b: m.concatenate([a, b, a], axis=1), (A, B)),
     "concatenate negative axis": (lambda m, a: m.concatenate([a, a * 2], axis=-1), (A,)),
@@ -144,6 +147,15 @@ LIB_CASES = {
         ),
         (X, Y),
         (0, 1),
+    ),
+    # numpy's promotion where the library refuses mixed kinds; float32 stays float32
+    "concatenate_dtypes": (
+        *family(
+            (lambda i, x: ea.concatenate([i, x]), lambda i, x: np.concatenate([i, x])),
+            (lambda i, x: ea.stack([x, x], axis=1), lambda i, x: np.stack([x, x], axis=1)),
+        ),
+        (np.arange(-6, 6, dtype=np.int8).reshape(3, 4), X.astype(np.float32)),
+        (1,),
     ),
     "where": (lambda m, x, y: ea.where(m, x, y), np.where, (MASK, X, Y), (1, 2)),
     "where_number": (lambda m, x: ea.where(m, 0.5, x), lambda m, x: np.where(m, 0.5, x), (MASK, X), (1,)),
