@@ -696,6 +696,14 @@ REFUSALS = {
         r"moveaxis: source and destination must have the same number of axes$",
     ),
     "trace offset": (lambda x: ea.trace(np.ones((2, 2)), offset="1"), r"offset must be an integer, got '1'"),
+    "diagonal offset": (
+        lambda x: ea.diagonal(np.ones((2, 2)), offset=0.5),
+        r"offset must be an integer, got 0.5",
+    ),
+    "path leaves operands": (
+        lambda x: ea.einsum("ij,jk,kl->il", x[0], x[0].T, x[0], optimize=[(0, 1)]),
+        r"invalid contraction path \[\(0, 1\)\]: it leaves 2 operands, not 1$",
+    ),
     "unknown optimize": (
         lambda x: (
             ea.dot(np.ones((2, 3)), np.ones((3, 4)))
