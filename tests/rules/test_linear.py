@@ -695,6 +695,10 @@ REFUSALS = {
         lambda x: ea.moveaxis(x, (0, 1), 2),
         r"moveaxis: source and destination must have the same number of axes$",
     ),
+    "moveaxis None": (
+        lambda x: ea.moveaxis(x, None, 0),
+        r"moveaxis: source and destination must be integers or sequences of integers$",
+    ),
     "trace offset": (lambda x: ea.trace(np.ones((2, 2)), offset="1"), r"offset must be an integer, got '1'"),
     "diagonal offset": (
         lambda x: ea.diagonal(np.ones((2, 2)), offset=0.5),
@@ -712,6 +716,13 @@ REFUSALS = {
             )
         ),
         r"unknown optimize strategy 'nonsense': .*'greedy'",
+    ),
+    "optimize not a strategy": (
+        lambda x: ea.einsum("ij->", x[0], optimize=3),
+        (
+            r"optimize must be an opt_einsum strategy name, a path \(list of index tuples\) or a path "
+            r"optimizer object, got 3$"
+        ),
     ),
     "reshape with a string": (lambda x: ea.reshape(x, ("a", 4)), r"a shape's size must be an integer"),
 }
