@@ -87,6 +87,27 @@ def test_where_gradient_goes_to_the_chosen_branch():
     assert_close(gy, [0.0, 2.0, 0.0])
 
 
+# name: f(m, x, c) written once for m = einad and m = numpy; linear in x and in the constant c
+WITH_A_CONSTANT = {
+    "concatenate": lambda m, x, c: m.concatenate([x, c], axis=1),
+    "concatenate between": lambda m, x, c: m.concatenate([c, x, c], axis=0),
+    "stack": lambda m, x, c: m.stack([c, x], axis=-1),
+    "where x": lambda m, x, c: m.where(MASK, x, c),
+    "where y": lambda m, x, c: m.where(MASK, c, x),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(WITH_A_CONSTANT))
+def test_jvp_with_a_constant_operand_is_the_op_on_the_tangent_and_zeros(name):
+    """The operand that is a constant has no tangent: the JVP is the operation applied to the
+    tangent and to zeros in the constant's place (it is linear)."""
+    f = WITH_A_CONSTANT[name]
+    out, t = ea.jvp(lambda x: f(ea, x, Y), (X,), (MASK - 0.5,))
+    assert_close(out, f(np, X, Y))
+    assert_close(t, f(np, MASK - 0.5, np.zeros_like(Y)))
+
+
 @both_modes
 def test_broadcast_to_gradient_sums_back():
     x = np.array([[1.0], [2.0]])
