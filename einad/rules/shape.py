@@ -163,11 +163,13 @@ def _astype_impl(x: Any, dtype: DTypeLike) -> Any:
     xp = arrays.xp_of(x)
     if xp is np:
         x = np.asarray(x)
-        if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        if x.dtype.kind == "c" and np.dtype(dtype).kind not in "bc":  # to bool: nonzero, as numpy
             x = x.real
         return x.astype(dtype)
     dt = np.dtype(dtype)
     if dtype_of(x).kind == "c" and dt.kind != "c":
+        if dt.kind == "b":  # the standard casts no complex to bool
+            return x != 0
         x = xp.real(x)
     return xp.astype(x, arrays.lib_dtype(xp, dt))
 

@@ -77,7 +77,7 @@ def broadcast_to(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
     x = to_array_operand(x)
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
-    np.broadcast_shapes(shape_of(x), tuple(shape))  # raises numpy's ValueError on mismatch
+    np.broadcast_to(_ghost(shape_of(x)), tuple(shape))  # numpy's ValueError if x does not fit shape
     return wrap(broadcast_raw(x, tuple(shape)))
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import fractions
+import re
 
 import numpy as np
 import pytest
@@ -179,18 +180,46 @@ def test_interleaved_errors_name_the_users_labels(call, match):
     assert "'a'" not in str(info.value) and "'b'" not in str(info.value)  # not einad's own letters
 
 
+_FORMS = "einsum takes the subscripts as a string first, or operands interleaved with sublists of labels"
+_STATIC = (
+    "einsum labels are static Python values (ints, strings), not Tensors; under ea.jit pass the "
+    "sublists as static arguments (static_argnums), as tuples"
+)
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: ea.einsum(A, B), r"string.*sublists.*after operand 0 is a ndarray"),
-        (lambda: ea.einsum(A, [0, 1], B), r"output sublist"),
+        (
+            lambda: ea.einsum(A, B),
+            rf"^{_FORMS}: the argument after operand 0 is a ndarray, not a list of labels$",
+        ),
+        (
+            lambda: ea.einsum(A, [0, 1], B),
+            (
+                r"^in einsum's interleaved form the last argument, when there is one more than the operand "
+                r"and sublist pairs, is the output sublist: got a ndarray, not a list$"
+            ),
+        ),
         (lambda: ea.einsum(A, [[0], 1]), r"hashable.*\[0\]"),
         (lambda: ea.einsum(A, [0, "x"]), r"cannot be sorted.*output sublist"),
-        (lambda: ea.einsum(A), r"string"),
+        (lambda: ea.einsum(A), rf"^{_FORMS}, as in einsum\(a, \[0, 1\], b, \[1, 2\], \[0, 2\]\)$"),
+        (lambda: ea.jit(ea.einsum)(A, [0, 1], B, [1, 2]), rf"^{re.escape(_STATIC)}$"),
+        (lambda: ea.jit(lambda a, out: ea.einsum(a, (0, 1), out))(A, [1, 0]), rf"^{re.escape(_STATIC)}$"),
     ],
-    ids=["operand for a sublist", "operand for the output", "unhashable", "unsortable", "alone"],
+    ids=[
+        "operand for a sublist",
+        "operand for the output",
+        "unhashable",
+        "unsortable",
+        "alone",
+        "traced sublists",
+        "traced output sublist",
+    ],
 )
 def test_interleaved_arguments_of_the_wrong_kind_are_type_errors(call, match):
+    """Each refusal is a TypeError whose whole message says which argument is wrong and how
+    einsum takes its arguments (under ea.jit: that labels are static)."""
     with pytest.raises(TypeError, match=match):
         call()
 

@@ -364,31 +364,47 @@ def test_float_reductions_keep_their_dtype(jit_mode):
 
 # -- contracted dimensions of size 1 -------------------------------------------------------------
 
+# name: (einad call, numpy reference, [(shapes, the axes of each that einad names as differing)])
 CONTRACTIONS = {
-    "matmul": (ea.matmul, np.matmul, [((2, 1), (3, 4)), ((2, 3), (1, 4)), ((1,), (3,)), ((5, 2, 1), (3,))]),
-    "@": (lambda a, b: _tensor(a) @ b, lambda a, b: a @ b, [((2, 1), (3, 4))]),
-    "dot": (ea.dot, np.dot, [((2, 1), (3, 4)), ((3,), (1,)), ((2, 2, 1), (4, 3, 5))]),
-    "inner": (ea.inner, np.inner, [((2, 1), (4, 3)), ((3,), (1,))]),
+    "matmul": (
+        ea.matmul,
+        np.matmul,
+        [
+            (((2, 1), (3, 4)), (1, 0)),
+            (((2, 3), (1, 4)), (1, 0)),
+            (((1,), (3,)), (0, 0)),
+            (((5, 2, 1), (3,)), (2, 0)),
+        ],
+    ),
+    "@": (lambda a, b: _tensor(a) @ b, lambda a, b: a @ b, [(((2, 1), (3, 4)), (1, 0))]),
+    "dot": (
+        ea.dot,
+        np.dot,
+        [(((2, 1), (3, 4)), (1, 0)), (((3,), (1,)), (0, 0)), (((2, 2, 1), (4, 3, 5)), (2, 1))],
+    ),
+    "inner": (ea.inner, np.inner, [(((2, 1), (4, 3)), (1, 1)), (((3,), (1,)), (0, 0))]),
     "tensordot": (
         lambda a, b: ea.tensordot(a, b, 1),
         lambda a, b: np.tensordot(a, b, 1),
-        [((2, 1), (3, 4)), ((2, 3), (1, 4))],
+        [(((2, 1), (3, 4)), (1, 0)), (((2, 3), (1, 4)), (1, 0))],
     ),
     "tensordot pairs": (
         lambda a, b: ea.tensordot(a, b, ([0, 1], [1, 0])),
         lambda a, b: np.tensordot(a, b, ([0, 1], [1, 0])),
-        [((2, 3), (3, 1)), ((1, 3), (3, 2))],
+        [(((2, 3), (3, 1)), (0, 1)), (((1, 3), (3, 2)), (0, 1))],
     ),
 }
 
 
 @both_modes
 @pytest.mark.parametrize(
-    "name, shapes",
-    [(name, shapes) for name, (_, _, cases) in CONTRACTIONS.items() for shapes in cases],
+    "name, shapes, axes",
+    [(name, shapes, axes) for name, (_, _, cases) in CONTRACTIONS.items() for shapes, axes in cases],
     ids=str,
 )
-def test_contracted_size_one_against_size_n_is_refused_like_numpy(name, shapes, jit_mode):
+def test_contracted_size_one_against_size_n_is_refused_like_numpy(name, shapes, axes, jit_mode):
+    """Refused as numpy refuses it, by an error that names the operation, the contracted axes
+    that differ, their sizes and both shapes (and no index letter of einad's own)."""
     f, ref, _ = CONTRACTIONS[name]
     a, b = (np.ones(s) for s in shapes)
     with pytest.raises(ValueError):
@@ -396,8 +412,13 @@ def test_contracted_size_one_against_size_n_is_refused_like_numpy(name, shapes, 
     with pytest.raises(ValueError) as info:
         run(jit_mode, f, a, b)
     assert_no_internal_letters(info.value)
-    msg = str(info.value)
-    assert str(shapes[0]) in msg and str(shapes[1]) in msg, msg
+    (sa, sb), (ia, ib) = shapes, axes
+    what = "matmul" if name == "@" else name.split()[0]
+    expected = (
+        f"{what}: axis {ia} of the first operand (size {sa[ia]}) and axis {ib} of the second "
+        f"(size {sb[ib]}) are contracted but differ in size (shapes {sa} and {sb})"
+    )
+    assert str(info.value) == expected
 
 
 @both_modes
@@ -474,6 +495,23 @@ AXIS_CALLS = [
 # The rank an axis is checked against: the result's for expand_dims and stack.
 RANK = {"expand_dims": 4, "stack": 4}
 
+# The name an axis error's message starts with (``axis`` where numpy's own message does not name it).
+PARAMETER = {
+    "moveaxis source": "source",
+    "moveaxis destination": "destination",
+    "transpose": "axes",
+    "trace axis1": "axis1",
+    "trace axis2": "axis2",
+    "diagonal axis1": "axis1",
+    "diagonal axis2": "axis2",
+    "tensordot axes": "tensordot axes",
+}
+
+
+def assert_names_the_parameter(err, name):
+    """`err`'s message starts with the name of the parameter that holds the bad axis."""
+    assert re.match(rf"{PARAMETER.get(name, 'axis')}\b", str(err)), str(err)
+
 
 AXIS_PARAMETERS = {"axis", "axes", "axis1", "axis2", "source", "destination"}
 
@@ -500,12 +538,14 @@ def _staged(jit_mode, call):
 @pytest.mark.parametrize("offset", [0, 1], ids=["ndim", "-ndim-1"])
 @pytest.mark.parametrize("name", AXIS_CALLS)
 def test_axis_out_of_range_is_numpy_axis_error(name, offset, jit_mode):
+    """numpy's AxisError, whose message names the axis and the parameter that holds it."""
     nd = RANK.get(name, 3)
     axis = nd if offset == 0 else -nd - 1
     with pytest.raises(AxisError) as info:
         _staged(jit_mode, _with_axis(name, axis))
     assert_no_internal_letters(info.value)
     assert str(axis) in str(info.value)
+    assert_names_the_parameter(info.value, name)
 
 
 # squeeze needs a size-1 axis: its boundary is covered by the test of repeated axes
@@ -534,26 +574,57 @@ BAD_AXES = {"str": "a", "float": 1.0, "bool": True, "list": [0.5], "object": obj
     ids=[f"{n}-{k}" for n in AXIS_CALLS for k in BAD_AXES if not (n == "transpose" and k == "list")],
 )
 def test_an_axis_that_is_not_an_integer_is_a_clear_type_error(name, bad, jit_mode):
+    """A TypeError whose message starts with the parameter's name."""
     with pytest.raises(TypeError) as info:
         _staged(jit_mode, _with_axis(name, bad))
     assert_no_internal_letters(info.value, written="a")
-    assert re.search(r"ax[ie]s|source|destination", str(info.value)), str(info.value)
+    assert_names_the_parameter(info.value, name)
 
 
+# name: (einad call, numpy call, einad's message)
 REPEATED = {
-    "sum": (lambda x: ea.sum(x, axis=(0, -3)), lambda: np.sum(X, axis=(0, -3))),
-    "mean": (lambda x: ea.mean(x, axis=(1, 1)), lambda: np.mean(X, axis=(1, 1))),
-    "max": (lambda x: ea.max(x, axis=(2, 2)), lambda: np.max(X, axis=(2, 2))),
-    "transpose": (lambda x: ea.transpose(x, (0, 0, 1)), lambda: np.transpose(X, (0, 0, 1))),
-    "moveaxis": (lambda x: ea.moveaxis(x, (0, 0), (1, 2)), lambda: np.moveaxis(X, (0, 0), (1, 2))),
-    "flip": (lambda x: ea.flip(x, (0, 0)), lambda: np.flip(X, (0, 0))),
-    "expand_dims": (lambda x: ea.expand_dims(x, (0, 0)), lambda: np.expand_dims(X, (0, 0))),
-    "squeeze": (lambda x: ea.squeeze(x[:1, :1], (0, 0)), lambda: np.squeeze(X[:1, :1], (0, 0))),
-    "trace": (lambda x: ea.trace(x, axis1=1, axis2=-2), lambda: np.trace(X, axis1=1, axis2=-2)),
-    "diagonal": (lambda x: ea.diagonal(x, axis1=0, axis2=0), lambda: np.diagonal(X, axis1=0, axis2=0)),
+    "sum": (
+        lambda x: ea.sum(x, axis=(0, -3)),
+        lambda: np.sum(X, axis=(0, -3)),
+        r"repeated axis in axis \(0, -3\)",
+    ),
+    "mean": (lambda x: ea.mean(x, axis=(1, 1)), lambda: np.mean(X, axis=(1, 1)), r"repeated axis in axis"),
+    "max": (lambda x: ea.max(x, axis=(2, 2)), lambda: np.max(X, axis=(2, 2)), r"repeated axis in axis"),
+    "transpose": (
+        lambda x: ea.transpose(x, (0, 0, 1)),
+        lambda: np.transpose(X, (0, 0, 1)),
+        r"repeated axis in axes \(0, 0, 1\)",
+    ),
+    "moveaxis": (
+        lambda x: ea.moveaxis(x, (0, 0), (1, 2)),
+        lambda: np.moveaxis(X, (0, 0), (1, 2)),
+        r"repeated axis in source \(0, 0\)",
+    ),
+    "flip": (lambda x: ea.flip(x, (0, 0)), lambda: np.flip(X, (0, 0)), r"repeated axis in axis"),
+    "expand_dims": (
+        lambda x: ea.expand_dims(x, (0, 0)),
+        lambda: np.expand_dims(X, (0, 0)),
+        r"repeated axis in axis",
+    ),
+    "squeeze": (
+        lambda x: ea.squeeze(x[:1, :1], (0, 0)),
+        lambda: np.squeeze(X[:1, :1], (0, 0)),
+        r"repeated axis in axis",
+    ),
+    "trace": (
+        lambda x: ea.trace(x, axis1=1, axis2=-2),
+        lambda: np.trace(X, axis1=1, axis2=-2),
+        r"trace: axis1 and axis2 cannot be the same$",
+    ),
+    "diagonal": (
+        lambda x: ea.diagonal(x, axis1=0, axis2=0),
+        lambda: np.diagonal(X, axis1=0, axis2=0),
+        r"diagonal: axis1 and axis2 cannot be the same$",
+    ),
     "tensordot": (
         lambda x: ea.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
         lambda: np.tensordot(np.ones((3, 3)), np.ones((3, 3)), ([0, 0], [0, 1])),
+        r"tensordot: duplicate axes are not allowed, got \(\[0, 0\], \[0, 1\]\)$",
     ),
 }
 
@@ -561,12 +632,14 @@ REPEATED = {
 @both_modes
 @pytest.mark.parametrize("name", sorted(REPEATED))
 def test_repeated_axes_are_refused_like_numpy(name, jit_mode):
-    call, ref = REPEATED[name]
+    """A ValueError, as numpy's, whose message says which axes repeat."""
+    call, ref, message = REPEATED[name]
     with pytest.raises(ValueError):
         ref()
     with pytest.raises(ValueError) as info:
         _staged(jit_mode, call)
     assert_no_internal_letters(info.value)
+    assert re.match(message, str(info.value)), str(info.value)
 
 
 @both_modes
@@ -579,31 +652,91 @@ def test_concatenate_with_axis_none_flattens_like_numpy(jit_mode):
 
 # -- no internal letters in the other refusals of the helpers ---------------------------------------
 
+# name: (call, the start of its message)
 REFUSALS = {
-    "trace of a vector": lambda x: ea.trace(np.ones(3)),
-    "diagonal of a vector": lambda x: ea.diagonal(np.ones(3)),
-    "matmul of a scalar": lambda x: ea.matmul(2.0, np.ones(3)),
-    "matmul batch": lambda x: ea.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 4))),
-    "tensordot too many axes": lambda x: ea.tensordot(np.ones(3), np.ones(3), 2),
-    "tensordot unequal lists": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 1], [0])),
-    "tensordot sizes": lambda x: ea.tensordot(np.ones((2, 3)), np.ones((2, 3)), ([0, 1], [1, 0])),
-    "transpose too few axes": lambda x: ea.transpose(x, (0, 1)),
-    "moveaxis unequal": lambda x: ea.moveaxis(x, (0, 1), 2),
-    "trace offset": lambda x: ea.trace(np.ones((2, 2)), offset="1"),
-    "unknown optimize": lambda x: (
-        ea.dot(np.ones((2, 3)), np.ones((3, 4)))
-        @ ea.einsum("ij,jk,kl->il", np.ones((4, 2)), np.ones((2, 2)), np.ones((2, 2)), optimize="nonsense")
+    "trace of a vector": (
+        lambda x: ea.trace(np.ones(3)),
+        r"trace needs an array of at least 2 dimensions, got 1$",
     ),
-    "reshape with a string": lambda x: ea.reshape(x, ("a", 4)),
+    "diagonal of a vector": (
+        lambda x: ea.diagonal(np.ones(3)),
+        r"diagonal needs an array of at least 2 dimensions, got 1$",
+    ),
+    "matmul of a scalar": (lambda x: ea.matmul(2.0, np.ones(3)), r"matmul does not take 0-d operands"),
+    "matmul batch": (
+        lambda x: ea.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 4))),
+        r"matmul: the batch dimensions \(2,\) and \(3,\) of shapes \(2, 2, 3\) and \(3, 3, 4\) do not",
+    ),
+    "tensordot too many axes": (
+        lambda x: ea.tensordot(np.ones(3), np.ones(3), 2),
+        r"tensordot axes=2 does not fit operands of rank 1 and 1$",
+    ),
+    "tensordot negative axes": (
+        lambda x: ea.tensordot(x, x, -1),
+        r"tensordot axes=-1 does not fit operands of rank 3 and 3$",
+    ),
+    "tensordot axes not a pair": (
+        lambda x: ea.tensordot(x, x, ([0],)),
+        r"tensordot axes must be an int or a pair of axis lists, got \(\[0\],\)$",
+    ),
+    "tensordot unequal lists": (
+        lambda x: ea.tensordot(np.ones((2, 3)), np.ones((3, 2)), ([0, 1], [0])),
+        r"tensordot: the two axis lists must have the same length$",
+    ),
+    "tensordot sizes": (
+        lambda x: ea.tensordot(np.ones((2, 3)), np.ones((2, 3)), ([0, 1], [1, 0])),
+        r"tensordot: axis 0 of the first operand \(size 2\) and axis 1 of the second \(size 3\)",
+    ),
+    "transpose too few axes": (
+        lambda x: ea.transpose(x, (0, 1)),
+        r"transpose: axes \(0, 1\) do not match an array of 3 dimension\(s\)$",
+    ),
+    "moveaxis unequal": (
+        lambda x: ea.moveaxis(x, (0, 1), 2),
+        r"moveaxis: source and destination must have the same number of axes$",
+    ),
+    "moveaxis None": (
+        lambda x: ea.moveaxis(x, None, 0),
+        r"moveaxis: source and destination must be integers or sequences of integers$",
+    ),
+    "trace offset": (lambda x: ea.trace(np.ones((2, 2)), offset="1"), r"offset must be an integer, got '1'"),
+    "diagonal offset": (
+        lambda x: ea.diagonal(np.ones((2, 2)), offset=0.5),
+        r"offset must be an integer, got 0.5",
+    ),
+    "path leaves operands": (
+        lambda x: ea.einsum("ij,jk,kl->il", x[0], x[0].T, x[0], optimize=[(0, 1)]),
+        r"invalid contraction path \[\(0, 1\)\]: it leaves 2 operands, not 1$",
+    ),
+    "unknown optimize": (
+        lambda x: (
+            ea.dot(np.ones((2, 3)), np.ones((3, 4)))
+            @ ea.einsum(
+                "ij,jk,kl->il", np.ones((4, 2)), np.ones((2, 2)), np.ones((2, 2)), optimize="nonsense"
+            )
+        ),
+        r"unknown optimize strategy 'nonsense': .*'greedy'",
+    ),
+    "optimize not a strategy": (
+        lambda x: ea.einsum("ij->", x[0], optimize=3),
+        (
+            r"optimize must be an opt_einsum strategy name, a path \(list of index tuples\) or a path "
+            r"optimizer object, got 3$"
+        ),
+    ),
+    "reshape with a string": (lambda x: ea.reshape(x, ("a", 4)), r"a shape's size must be an integer"),
 }
 
 
 @both_modes
 @pytest.mark.parametrize("name", sorted(REFUSALS))
 def test_helper_refusals_name_axes_not_letters(name, jit_mode):
+    """Each refusal says what is wrong in the user's terms (axes, ranks, shapes), not einad's letters."""
+    call, message = REFUSALS[name]
     with pytest.raises((ValueError, TypeError)) as info:
-        _staged(jit_mode, REFUSALS[name])
+        _staged(jit_mode, call)
     assert_no_internal_letters(info.value, written="a")
+    assert re.match(message, str(info.value)), str(info.value)
 
 
 # -- the sweep is complete ----------------------------------------------------------------------------

@@ -362,6 +362,16 @@ def test_on_every_library(lib, name):
     check_case(lib, LIB_CASES[name], RNG)
 
 
+def test_astype_complex_to_bool_is_nonzero_like_numpy(lib):
+    """A complex number cast to bool is True where it is nonzero, its imaginary part included
+    (a cast to a real dtype drops that part; one to bool does not), on every library."""
+    z = np.array([0, 1j, 2.5, -1 + 0j, 0.5 - 2j])
+    np.testing.assert_array_equal(
+        lib_value(lib, ea.tensor(lib.asarray(z)).astype(bool), np.dtype(bool)), z.astype(bool)
+    )
+    assert_close(lib_value(lib, ea.tensor(lib.asarray(z)).astype(np.float64)), z.real)
+
+
 def test_index_of_the_library(lib):
     """An index given as an array of the library itself (torch's tensor, a strict array) is
     static data, as a list is; a boolean mask selects as numpy's does."""

@@ -24,12 +24,16 @@ RNG = np.random.default_rng(11)
 X = RNG.standard_normal((3, 4))
 Y = RNG.standard_normal((3, 4))
 MASK = X > 0
+NONBOOL = np.array([0.0, 1j, 2.5, -1.0])  # a condition that is not boolean: true where nonzero
 
 
 # name: (f(m, *args) written once for m = einad and m = numpy, args)
 STRUCTURAL = {
     "broadcast_to": (lambda m, x: m.broadcast_to(x, (5, 2, 3, 4)), (A,)),
     "broadcast_to size-1": (lambda m, x: m.broadcast_to(x, (3, 2, 4)), (A[:1, :1],)),
+    "broadcast_to an int": (lambda m, x: m.broadcast_to(x, 4), (A[0, 0, :1],)),
+    # a new leading axis of the size of an existing one (which is not repeated)
+    "broadcast_to new axis of a known size": (lambda m, x: m.broadcast_to(x, (4, 3, 4)), (A[0],)),
     "concatenate": (lambda m, a, b: m.concatenate([a, b], axis=1), (A, B)),
     "concatenate same twice": (lambda m, a, b: m.concatenate([a, b, a], axis=1), (A, B)),
     "concatenate negative axis": (lambda m, a: m.concatenate([a, a * 2], axis=-1), (A,)),
@@ -50,17 +54,19 @@ def test_structural(check, name):
 
 
 @both_modes
-@pytest.mark.parametrize("sections, axis", [(2, 2), ([1, 3], 1), (3, -2), ([1], 0)], ids=str)
+@pytest.mark.parametrize("sections, axis", [(2, 2), ([1, 3], 1), (3, -2), ([1], 0), (2, None)], ids=str)
 def test_split(sections, axis):
-    pieces = ea.split(A, sections, axis=axis)
-    expected = np.split(A, sections, axis=axis)
+    """Pieces and gradients as numpy's split (axis None: the default, axis 0)."""
+    kw = {} if axis is None else {"axis": axis}
+    pieces = ea.split(A, sections, **kw)
+    expected = np.split(A, sections, **kw)
     assert len(pieces) == len(expected)
     for p, e in zip(pieces, expected):
         assert isinstance(p, ea.Tensor)
         assert_close(p.numpy(), e)
     w = [np.random.default_rng(k).standard_normal(e.shape) for k, e in enumerate(expected)]
-    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, axis=axis), w)))(A)
-    assert_close(g, np.concatenate(w, axis=axis))
+    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, **kw), w)))(A)
+    assert_close(g, np.concatenate(w, **kw))
 
 
 @both_modes
@@ -81,12 +87,71 @@ def test_where_gradient_goes_to_the_chosen_branch():
     assert_close(gy, [0.0, 2.0, 0.0])
 
 
+# name: f(m, x, c) written once for m = einad and m = numpy; linear in x and in the constant c
+WITH_A_CONSTANT = {
+    "concatenate": lambda m, x, c: m.concatenate([x, c], axis=1),
+    "concatenate between": lambda m, x, c: m.concatenate([c, x, c], axis=0),
+    "stack": lambda m, x, c: m.stack([c, x], axis=-1),
+    "where x": lambda m, x, c: m.where(MASK, x, c),
+    "where y": lambda m, x, c: m.where(MASK, c, x),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(WITH_A_CONSTANT))
+def test_jvp_with_a_constant_operand_is_the_op_on_the_tangent_and_zeros(name):
+    """The operand that is a constant has no tangent: the JVP is the operation applied to the
+    tangent and to zeros in the constant's place (it is linear)."""
+    f = WITH_A_CONSTANT[name]
+    out, t = ea.jvp(lambda x: f(ea, x, Y), (X,), (MASK - 0.5,))
+    assert_close(out, f(np, X, Y))
+    assert_close(t, f(np, MASK - 0.5, np.zeros_like(Y)))
+
+
 @both_modes
 def test_broadcast_to_gradient_sums_back():
     x = np.array([[1.0], [2.0]])
     g = ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (3, 2, 4)) * 2.0))(x)
     assert g.shape == (2, 1)
     assert_close(g, np.full((2, 1), 24.0))
+
+
+# name: (call(m) written once for m = einad and m = numpy, a phrase of einad's message)
+REFUSALS = {
+    "stack of nothing": (lambda m: m.stack([]), "^need at least one array to stack$"),
+    "stack of unequal shapes": (
+        lambda m: m.stack([np.ones(2), np.ones(3), np.ones(2)]),
+        r"^all input arrays must have the same shape, got \[\(2,\), \(3,\)\]$",
+    ),
+    "concatenate of nothing": (lambda m: m.concatenate([]), "^need at least one array to concatenate$"),
+    "concatenate of 0-d arrays": (
+        lambda m: m.concatenate([np.ones(()), np.ones(())]),
+        "^zero-dimensional arrays cannot be concatenated$",
+    ),
+    "concatenate unequal outside the axis": (
+        lambda m: m.concatenate([np.ones((2, 3)), np.ones((2, 1)), np.ones((3, 3))], axis=-1),
+        r"^concatenate: array 2 has shape \(3, 3\), which does not match \(2, 3\) outside axis 1$",
+    ),
+    "concatenate unequal ranks": (
+        lambda m: m.concatenate([np.ones((2, 3)), np.ones(2)]),
+        r"array 1 has shape \(2,\), which does not match \(2, 3\) outside axis 0$",
+    ),
+    "split unequal": (lambda m: m.split(np.ones(5), 2), "equal division"),
+    "broadcast_to other size": (lambda m: m.broadcast_to(np.ones(3), (4,)), "could not be broadcast"),
+    "broadcast_to size 1": (lambda m: m.broadcast_to(np.ones(3), (3, 1)), "could not be broadcast"),
+    "broadcast_to fewer dimensions": (lambda m: m.broadcast_to(np.ones((3, 1)), (3,)), "more dimensions"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_refusals_are_numpy_value_errors_that_say_why(name):
+    """What numpy refuses with a ValueError einad refuses with one, whose message names the problem
+    (and the shapes at fault)."""
+    call, phrase = REFUSALS[name]
+    with pytest.raises(ValueError):
+        call(np)
+    with pytest.raises(ValueError, match=phrase):
+        call(ea)
 
 
 # -- on every array library ----------------------------------------------------------------
@@ -104,8 +169,18 @@ LIB_CASES = {
         (X, Y),
         (0, 1),
     ),
+    # numpy's promotion where the library refuses mixed kinds; float32 stays float32
+    "concatenate_dtypes": (
+        *family(
+            (lambda i, x: ea.concatenate([i, x]), lambda i, x: np.concatenate([i, x])),
+            (lambda i, x: ea.stack([x, x], axis=1), lambda i, x: np.stack([x, x], axis=1)),
+        ),
+        (np.arange(-6, 6, dtype=np.int8).reshape(3, 4), X.astype(np.float32)),
+        (1,),
+    ),
     "where": (lambda m, x, y: ea.where(m, x, y), np.where, (MASK, X, Y), (1, 2)),
     "where_number": (lambda m, x: ea.where(m, 0.5, x), lambda m, x: np.where(m, 0.5, x), (MASK, X), (1,)),
+    "where_nonbool": (lambda c, x, y: ea.where(c, x, y), np.where, (NONBOOL, X, Y), (1, 2)),
 }
 
 
