@@ -94,6 +94,15 @@ def _nonzero(v: Any) -> Any:
 
 _LN2 = float(np.log(2.0))
 _LN10 = float(np.log(10.0))
+_SINC_C1, _SINC_C3 = -float(np.pi) ** 2 / 3, float(np.pi) ** 4 / 30  # sinc' = C1 x + C3 x**3 + ...
+
+
+def _sinc_slope(x: Any, y: Any) -> Any:
+    """sinc'(x) = (cos(pi x) - sinc(x)) / x, and its Taylor series where |x| < 1e-3: the quotient
+    cancels there (its own derivative at 1e-9 is -pi**2, not sinc''(0) = -pi**2/3) and is 0/0 at 0."""
+    small = compare("less", real(x * conj(x)), 1e-6)
+    series = x * (_SINC_C1 + _SINC_C3 * (x * x))
+    return where_raw(small, series, (cos(np.pi * x) - y) / where_raw(small, 1, x))
 
 
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
@@ -132,7 +141,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "arcsinh": (np.arcsinh, lambda x, y: 1 / sqrt(x * x + 1)),
     "arccosh": (np.arccosh, lambda x, y: 1 / (sqrt(x - 1) * sqrt(x + 1))),  # the principal branch
     "arctanh": (np.arctanh, lambda x, y: 1 / (1 - x * x)),
-    "sinc": (np.sinc, lambda x, y: (cos(np.pi * x) - y) / _nonzero(x)),  # 0 at 0: cos(0) - sinc(0) = 0
+    "sinc": (np.sinc, lambda x, y: _sinc_slope(x, y)),
 }
 
 # name: (numpy kernel, d/dx, d/dy), each a function of x, y and the result z
