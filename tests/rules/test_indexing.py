@@ -166,6 +166,28 @@ def test_take_modes():
 
 
 @both_modes
+@pytest.mark.parametrize("mode", ["wrap", "clip"])
+def test_take_modes_with_indices_of_every_kind(mode):
+    """wrap and clip give numpy's values whatever the indices are: a number, a list or numpy's array
+    (wrapped or clipped once: no operation in the program), an einad Tensor, or traced under ea.jit
+    (then the wrap, or the clip, is an operation of the program)."""
+    x = np.arange(5.0)
+    idx = np.array([-7, 0, 4, 6, 12])
+    want = np.take(x, idx, mode=mode)
+    for given in (idx, list(idx), ea.tensor(idx)):
+        np.testing.assert_array_equal(ea.take(x, given, mode=mode).numpy(), want, strict=True)
+    np.testing.assert_array_equal(ea.take(x, 7, mode=mode).numpy(), np.take(x, 7, mode=mode), strict=True)
+    np.testing.assert_array_equal(ea.jit(lambda x, i: ea.take(x, i, mode=mode))(x, idx), want)
+    static = ea.make_graph(lambda x: ea.take(x, idx, mode=mode))(x)
+    traced = ea.make_graph(lambda x, i: ea.take(x, i, mode=mode))(x, idx)
+    index_ops = {"mod", "maximum", "minimum"}
+    assert not index_ops & {e.op for e in static.equations}
+    assert [e.op for e in traced.equations if e.op in index_ops] == (
+        ["mod"] if mode == "wrap" else ["maximum", "minimum"]
+    )
+
+
+@both_modes
 def test_computed_indices_stay_operations_under_jit():
     """take with indices computed inside the jitted function: no index is frozen in the program."""
     f = ea.jit(lambda x: ea.take(x, ea.argmax(x)))
@@ -197,6 +219,11 @@ REFUSALS = {
     "repeat float": (lambda: ea.repeat(X, 2.5), ValueError, "must be non-negative integers, got 2.5"),
     "repeat negative": (lambda: ea.repeat(X, -1), ValueError, "must be non-negative integers, got -1"),
     "repeat counts": (lambda: ea.repeat(X, [1, 2], axis=0), ValueError, "2 counts for an axis of length 3"),
+    "take mode": (
+        lambda: ea.take(X, [0], mode="fast"),
+        ValueError,
+        r"^take: mode must be 'raise', 'wrap' or 'clip', got 'fast'$",
+    ),
     "pad float width": (lambda: ea.pad(X, 1.5), TypeError, PAD_INTEGERS),
     "pad width of three dimensions": (lambda: ea.pad(X, np.ones((1, 1, 2), int)), TypeError, PAD_INTEGERS),
     "pad width not one pair per axis": (
