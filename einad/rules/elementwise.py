@@ -94,7 +94,7 @@ def _nonzero(v: Any) -> Any:
 
 _LN2 = float(np.log(2.0))
 _LN10 = float(np.log(10.0))
-_SINC_C1, _SINC_C3 = -float(np.pi) ** 2 / 3, float(np.pi) ** 4 / 30  # sinc' = C1 x + C3 x**3 + ...
+_SINC_C1, _SINC_C3 = -(float(np.pi) ** 2) / 3, float(np.pi) ** 4 / 30  # sinc' = C1 x + C3 x**3 + ...
 
 
 def _sinc_slope(x: Any, y: Any) -> Any:

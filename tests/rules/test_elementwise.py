@@ -379,11 +379,11 @@ def test_sinc_at_zero_and_its_derivatives():
     assert ea.gradcheck(lambda v: ea.sum(ea.grad(lambda w: ea.sum(ea.sinc(w)))(v) ** 2), x2)
     # the second derivative at 0 is sinc''(0) = -pi**2/3 (Taylor: sinc x = 1 - (pi x)**2 / 6 + ...)
     d2 = ea.grad(ea.grad(lambda w: ea.sinc(w)))(0.0)
-    assert_close(d2, -np.pi**2 / 3, rtol=1e-12)
+    assert_close(d2, -(np.pi**2) / 3, rtol=1e-12)
     h = np.diag(ea.hessian(lambda v: ea.sum(ea.sinc(v)))(x))
     p = np.pi * x[2:]  # away from 0, sinc'' = pi**2 ((2 - p**2) sin p - 2 p cos p) / p**3
     assert_close(h[2:], np.pi**2 * ((2 - p**2) * np.sin(p) - 2 * p * np.cos(p)) / p**3, rtol=1e-9)
-    assert_close(h[:2], np.full(2, -np.pi**2 / 3), rtol=1e-6)
+    assert_close(h[:2], np.full(2, -(np.pi**2) / 3), rtol=1e-6)
 
 
 def test_sinc_at_zero_on_every_library(lib):
