@@ -328,6 +328,22 @@ def test_any_number_of_batch_axes(f, make, core):
         assert_close(tangent[one], ea.jvp(f, (x[one],), (t[one],))[1])
 
 
+@pytest.mark.parametrize("mapped", ["a", "b", "both", "a_on_axis_1"])
+def test_vmap_of_solve_over_either_operand(mapped, no_loops):
+    """solve's batch rule for each operand mapped (a stack of right-hand sides joins b's columns,
+    one matrix factored once), and for both, against one solve per example."""
+    a, b = general((3, 3, 3)), _normal((3, 3, 2))
+    in_axes, args = {
+        "a": ((0, None), (a, b[0])),
+        "b": ((None, 0), (a[0], b)),
+        "both": ((0, 0), (a, b)),
+        "a_on_axis_1": ((1, 0), (np.moveaxis(a, 0, 1), b)),
+    }[mapped]
+    one = lambda x, i, fixed: x[0] if fixed else x[i]
+    want = [np.linalg.solve(one(a, i, mapped == "b"), one(b, i, mapped == "a")) for i in range(3)]
+    assert_close(ea.vmap(L.solve, in_axes=in_axes)(*args), np.stack(want))
+
+
 @both_modes
 def test_solve_in_both_operands_with_broadcast_batches():
     a, b = general((2, 1, 3, 3)), _normal((4, 3, 2))
@@ -814,7 +830,8 @@ def _dtypes(lib):
 @pytest.mark.parametrize("name", CASES)
 def test_values_match_numpy(lib, name):
     arrays, _, _, outputs = CASES[name]
-    for dtype in _dtypes(lib):
+    # float32 on dask too: the lazy result declares its dtype before any block is computed
+    for dtype in [np.float64, np.float32] if lib.name == "dask" else _dtypes(lib):
         xs = _inputs(lib, arrays, dtype)
         refs = [np.asarray(x, dtype) for x in arrays]
         for ours_fn, np_fn, absolute in outputs:
@@ -892,6 +909,45 @@ def test_staged_gradients_make_constants_in_the_library(name):
     got = ea.jit(ea.grad(make([lib.asarray(w)])))(lib.asarray(x))
     assert lib.owns(got)
     assert_close(lib.numpy(got), ea.grad(make([w]))(x))
+
+
+def test_dask_blocks_declare_what_they_compute():
+    """On dask each primitive maps numpy.linalg over the blocks, lazily: the result declares the
+    shape, dtype and dimensions its blocks compute (the decompositions' packed parts included)."""
+    lib = load("dask")
+    if lib is None:
+        pytest.skip("dask is not installed")
+    from einad.core import bind
+    from einad.rules.linalg import cholesky_p, det_p, eigh_p, inv_p, qr_p, slogdet_p, solve_p, svd_p
+
+    cases = [
+        (inv_p, [A], {}),
+        (det_p, [A], {}),
+        (slogdet_p, [A], {}),
+        (solve_p, [A, B], {}),
+        (cholesky_p, [S], {}),
+        (eigh_p, [S], {"UPLO": "L"}),
+        (svd_p, [R], {"full_matrices": True, "hermitian": False}),
+        (svd_p, [W], {"full_matrices": False, "hermitian": False}),
+        (qr_p, [R], {"complete": True}),
+        (qr_p, [W], {"complete": False}),
+    ]
+    for dtype in (np.float64, np.float32):
+        for prim, xs, params in cases:
+            xs = [np.asarray(x, dtype) for x in xs]
+            out = strip(bind(prim, [lib.asarray(x) for x in xs], params))
+            got, want = out.compute(), bind(prim, xs, params)
+            assert (out.shape, out.dtype) == (got.shape, got.dtype) == (want.shape, dtype)
+
+
+@pytest.mark.parametrize("name", ["array_api_strict", "torch"])
+def test_solve_refuses_arrays_of_two_libraries(name):
+    lib = load(name)
+    if lib is None:
+        pytest.skip(f"{name} is not installed")
+    for a, b in ((np.eye(2), lib.asarray(np.ones((2, 1)))), (lib.asarray(np.eye(2)), np.ones((2, 1)))):
+        with pytest.raises(TypeError, match="arrays of two libraries in one call"):
+            L.solve(a, b)
 
 
 def test_solve_vector_right_hand_side(lib):
