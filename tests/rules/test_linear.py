@@ -156,6 +156,8 @@ DIAG_CASES = [
     ((3, 4), {"offset": 2}),
     ((3, 4), {"offset": -2}),
     ((3, 3), {"offset": 5}),
+    ((3, 3), {"offset": -5}),
+    ((2, 3, 3, 2), {"axis1": 1, "axis2": 2}),  # two axes left
     ((3, 3, 3), {"axis1": 1, "axis2": 2}),
     ((3, 2, 3), {"axis1": 0, "axis2": 2}),
     ((3, 2, 4), {"axis1": 2, "axis2": 0, "offset": 1}),
@@ -230,6 +232,16 @@ MOVEAXIS = {
 @pytest.mark.parametrize(("check", "name"), case_params(MOVEAXIS, float32=["moveaxis"]))
 def test_moveaxis(check, name):
     check(*MOVEAXIS[name])
+
+
+@both_modes
+def test_python_numbers_take_the_arrays_dtype_and_library(lib, jit_mode):
+    """A Python number among einsum's operands is an array of the dtype numpy's promotion gives it
+    next to the arrays (float32 stays float32) and of the arrays' library, eagerly and under ea.jit."""
+    x = np.arange(1.0, 4.0, dtype=np.float32)
+    f = lambda x: ea.einsum("i,->i", x, 2.5)
+    out = ea.jit(f)(lib.asarray(x)) if jit_mode == "jit" else f(lib.asarray(x))
+    check_lib(lib, out, x * np.float32(2.5), dtype=np.float32)
 
 
 # -- inputs as numpy takes them -------------------------------------------------------------

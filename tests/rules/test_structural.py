@@ -37,6 +37,7 @@ STRUCTURAL = {
     "concatenate": (lambda m, a, b: m.concatenate([a, b], axis=1), (A, B)),
     "concatenate same twice": (lambda m, a, b: m.concatenate([a, b, a], axis=1), (A, B)),
     "concatenate negative axis": (lambda m, a: m.concatenate([a, a * 2], axis=-1), (A,)),
+    "concatenate one array": (lambda m, a: m.concatenate([a], axis=1), (A,)),
     "stack": (lambda m, a, b: m.stack([a, b]), (A[:, :2], B)),
     "stack axis": (lambda m, a, b: m.stack([a, b], axis=-1), (A[:, :2], B)),
     "where": (lambda m, a, b: m.where(A_MASK, a, b), (A, B[0, :1, :1])),
@@ -135,6 +136,10 @@ REFUSALS = {
     "concatenate unequal ranks": (
         lambda m: m.concatenate([np.ones((2, 3)), np.ones(2)]),
         r"array 1 has shape \(2,\), which does not match \(2, 3\) outside axis 0$",
+    ),
+    "concatenate a lower rank along the last axis": (
+        lambda m: m.concatenate([np.ones((2, 3)), np.ones(2)], axis=-1),
+        r"array 1 has shape \(2,\), which does not match \(2, 3\) outside axis 1$",
     ),
     "split unequal": (lambda m: m.split(np.ones(5), 2), "equal division"),
     "broadcast_to other size": (lambda m: m.broadcast_to(np.ones(3), (4,)), "could not be broadcast"),
