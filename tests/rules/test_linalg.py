@@ -985,6 +985,21 @@ SC = S + 0.5j * (_K - _mT(_K))  # Hermitian, still positive definite
 JUNK = _lib_complex(LIB_RNG.standard_normal(S.shape))  # in the triangle numpy does not read
 
 
+RC = _lib_complex(R)  # tall
+
+
+def test_integer_and_non_square_matrices_on_every_library(lib):
+    """numpy.linalg's checks before the library's call: integers become float64, and the square
+    functions refuse a non-square matrix with numpy's LinAlgError."""
+    ints = lib.asarray(np.array([[2, 1], [1, 3]]))
+    for f in (L.inv, L.det, L.cholesky, lambda a: L.eigh(a)[0], lambda a: L.qr(a)[1]):
+        out = strip(f(ints))
+        assert lib.owns(out) and dtype_of(out) == np.float64
+    for f in (L.inv, L.det, L.slogdet, L.cholesky, L.eigh):
+        with pytest.raises(L.LinAlgError, match="Last 2 dimensions of the array must be square"):
+            f(lib.asarray(np.ones((2, 3))))
+
+
 def test_complex_values_match_numpy(lib):
     """Complex matrices on every library give numpy.linalg's values: a complex sign packed with
     a real log (slogdet), and the triangle numpy reads of a Hermitian matrix, the upper one of
@@ -999,6 +1014,7 @@ def test_complex_values_match_numpy(lib):
         (L.cholesky, np.linalg.cholesky, [lower]),
         (lambda a: L.eigh(a, "U")[0], lambda a: np.linalg.eigh(a, "U")[0], [upper]),
         (lambda a: L.eigh(a, "L")[0], lambda a: np.linalg.eigh(a, "L")[0], [lower]),
+        (lambda a: ea.abs(L.qr(a, "complete")[1]), lambda a: np.abs(np.linalg.qr(a, "complete")[1]), [RC]),
         (lambda a: L.svd(a, hermitian=True)[1], lambda a: np.linalg.svd(a, hermitian=True)[1], [lower]),
     ]
     for ours, theirs, xs in cases:
