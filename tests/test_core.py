@@ -21,6 +21,7 @@ import pytest
 import einad as ea
 from einad import core
 from einad.core import Structured
+from tests.support.checks import drop_rules
 
 # -- repr ---------------------------------------------------------------------------------------
 
@@ -424,8 +425,6 @@ def test_rules_enters_each_rule_in_its_table_and_makes_a_structured_vjp_dense():
     probe = core.Primitive("probe", lambda x, k: x)
     explicit = core.Primitive("probe_explicit", lambda x, k: x)
     dense_vjp = lambda g, ans, vals, params, needed: [g]
-    tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
-    tables += (core.batch_rules, core.residual_rules)
     try:
         registered = core.rules(
             probe, jvp=jvp, keep=keep, batch=batch, residual=residual, structured_vjp=_structured_vjp
@@ -444,6 +443,4 @@ def test_rules_enters_each_rule_in_its_table_and_makes_a_structured_vjp_dense():
         assert all(explicit not in t for t in (core.jvp_rules, core.keep_rules, core.batch_rules))
         assert explicit not in core.residual_rules
     finally:
-        for table in tables:
-            table.pop(probe, None)
-            table.pop(explicit, None)
+        drop_rules(probe, explicit)

@@ -24,7 +24,9 @@ from tests.support.arraylibs import load
 from tests.support.checks import (
     BIG,
     check_lib,
+    drop_rules,
     finite_value_and_gradient,
+    forget_rules,
     lib_value,
     uniform_away_from_zero,
 )
@@ -624,12 +626,9 @@ def test_reads_names_whole_parameters_and_those_inner_functions_capture():
     assert elementwise._reads(lambda operand, result: result * operand) == (0, 1)
     assert elementwise._reads(lambda operand, result: result) == (1,)
     prim = elementwise._unary_prim("square_probe", np.square, slope)
-    try:
+    with forget_rules(prim):
         x = np.array([0.5, -1.5, 2.0])
         assert_close(ea.grad(lambda v: ea.sum(wrap(bind(prim, (v,), {}))))(x), 2 * x)
-    finally:
-        for table in _RULE_TABLES:
-            table.pop(prim, None)
 
 
 # -- the factories, called again: every table entry as they build it -------------------------------
@@ -638,7 +637,6 @@ def test_reads_names_whole_parameters_and_those_inner_functions_capture():
 # `_impl`, `_keeper`, `public`, `_raw1`) and check what they make against numpy and central
 # differences, on numpy and on array-api-strict (the library path of `_impl`'s functions).
 
-_RULE_TABLES = (core.jvp_rules, core.vjp_rules, core.keep_rules)
 STRICT = load("array_api_strict")
 needs_strict = pytest.mark.skipif(STRICT is None, reason="array-api-strict is not installed")
 
@@ -665,10 +663,7 @@ def rebuild(monkeypatch):
         return prim
 
     yield build
-    for prim in made:
-        zero_derivative.discard(prim)
-        for table in _RULE_TABLES:
-            table.pop(prim, None)
+    drop_rules(*made)
 
 
 def _no_library_path(*args):

@@ -8,7 +8,7 @@
 * `numpy_case`, `stays_float32`, `case_params`: a case written once for einad and numpy;
 * `np_set`, `np_add`: numpy references for ``x.at[i].set(v)`` and ``x.at[i].add(v)``;
 * `finite_value_and_gradient`: the value and gradient of a stable op at huge inputs are finite;
-* `forget_rules`: a primitive a test made with a rules factory, out of the rule tables afterwards.
+* `drop_rules`, `forget_rules`: a primitive a test made with a rules factory, out of the rule tables.
 """
 
 import contextlib
@@ -205,16 +205,21 @@ def case_params(table, float32=()):
 # -- primitives a test builds -----------------------------------------------------------------
 
 
+def drop_rules(*prims):
+    """Take `prims` out of every rule table (and out of the zero-derivative set)."""
+    tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
+    for table in (*tables, core.batch_rules, core.residual_rules, core.lower_rules):
+        for p in prims:
+            table.pop(p, None)
+    core.zero_derivative.difference_update(prims)
+
+
 @contextlib.contextmanager
 def forget_rules(*prims):
-    """Run the body, then take `prims` out of every rule table: primitives a test builds with a
-    rules factory (``reductions._extreme_prim``, ``shape._linear``), the only way mutmut's
-    mutants of a factory that runs at import are active (docs/guarantees.md, "Mutation testing")."""
+    """Run the body, then `drop_rules(*prims)`: primitives a test builds with a rules factory
+    (``reductions._extreme_prim``, ``shape._linear``), the only way mutmut's mutants of a factory
+    that runs at import are active (docs/guarantees.md, "Mutation testing")."""
     try:
         yield
     finally:
-        tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
-        for table in (*tables, core.batch_rules, core.residual_rules, core.lower_rules):
-            for p in prims:
-                table.pop(p, None)
-        core.zero_derivative.difference_update(prims)
+        drop_rules(*prims)
