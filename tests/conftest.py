@@ -41,14 +41,31 @@ settings.load_profile(os.environ.get("EINAD_HYPOTHESIS_PROFILE", "mutation" if _
 def pytest_configure(config):
     """Under mutmut, each mutant's pytest runs in a process forked from one that imported einad, torch
     and dask: freezing that heap keeps the garbage collector (and pytest's collections at exit) from
-    walking it again for every mutant, which took most of a fast mutant's time."""
+    walking it again for every mutant, which took most of a fast mutant's time. A killed mutant's
+    traceback is shown one line per failure: the long form runs through mutmut's rewritten modules
+    (thousands of lines each) and, on a loaded machine, formatting it outran the mutant's timeout."""
     if _UNDER_MUTMUT:
         gc.freeze()
+        config.option.tbstyle = "line"
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """A string parameter's id in ASCII, "U+03B1" for "α": pytest would escape it ("\\u03b1"), and
+    an escaped id cannot select its test again (see below)."""
+    if isinstance(val, str) and not (val.isascii() and val.isprintable()):
+        return "".join(c if c.isascii() and c.isprintable() else f"U+{ord(c):04X}" for c in val)
+    return None
 
 
 def pytest_collection_modifyitems(items):
-    """Under mutmut, run a mutant's tests fastest first (by the durations mutmut recorded in its
-    unmutated run), so a killed mutant stops at its cheapest failing test (mutmut passes ``-x``)."""
+    """Every test id names its test when given back to pytest (mutmut runs a mutant's tests by
+    id): pytest escapes a backslash, a newline or a non-ASCII character in a parameter's id, and
+    the escaped id then matches no test. Under mutmut, a mutant's tests run fastest first (by the
+    durations mutmut recorded in its unmutated run), so a killed mutant stops at its cheapest
+    failing test (mutmut passes ``-x``)."""
+    unusable = [item.nodeid for item in items if "\\" in item.nodeid]
+    if unusable:
+        raise pytest.UsageError(f"test ids that pytest cannot select again (give them plain ids): {unusable}")
     if not _UNDER_MUTMUT:
         return
     durations = sys.modules["mutmut.state"].state().duration_by_test if "mutmut.state" in sys.modules else {}

@@ -62,7 +62,11 @@ def _scatter_along_impl(g: Any, index: Any, axis: int, shape: Shape) -> Array:
 
 
 def _nonnegative(xp: Any, index: Any, n: int) -> Any:
-    """numpy's negative indices (counted from the end) as non-negative ones."""
+    """The indices as the library's int64, numpy's negative ones (counted from the end) made
+    non-negative. A narrower or unsigned index would overflow the sums with `n` and the strides
+    that follow (uint8 positions past 255), and torch gathers only with int64."""
+    if index.dtype != xp.int64:
+        index = xp.astype(index, xp.int64)
     return xp.where(index < 0, index + n, index)
 
 

@@ -291,7 +291,8 @@ def _one_array(index: Any, shape: Shape) -> tuple[tuple[Any, ...], int, Array] |
     a = items[j]
     if a.dtype.kind not in "iu" or a.ndim == 0:
         return None
-    k = len(shape) - (len(items) - j - 1) if any(i is Ellipsis for i in items[:j]) else j
+    # after an Ellipsis the array's axis counts from the end: each item after it names one axis
+    k = len(shape) - (len(items) - j) if any(i is Ellipsis for i in items[:j]) else j
     a = np.where(a < 0, a + shape[k], a)
     return items[:j] + (slice(None),) + items[j + 1 :], k, a
 

@@ -53,6 +53,7 @@ def test_einsum_error_is_a_value_error():
         ("i1,jk", (A, B), r"'1'"),
         ("ij,jk->i_k", (A, B), r"'_'"),
     ],
+    ids=["ij,j$->i", "i1,jk", "ij,jk->i_k"],  # the regexes' backslashes would be escaped in the ids
 )
 def test_bad_characters(spec, operands, match):
     with pytest.raises(ea.EinsumError, match=f"invalid character.*{match}"):
@@ -79,6 +80,7 @@ def test_broken_arrow(spec):
         ("...i...j", (A,), r"more than one ellipsis"),
         ("ij->i...j...", (A,), r"more than one ellipsis"),
     ],
+    ids=["i.j,jk", "....ij", "..ij", "...i...j", "ij->i...j..."],
 )
 def test_ellipsis_misuse(spec, operands, match):
     with pytest.raises(ea.EinsumError, match=match):

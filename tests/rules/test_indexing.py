@@ -12,6 +12,7 @@ from einad.rules import indexing
 from tests.support import op_table
 from tests.support.checks import (
     check_case,
+    check_lib,
     family,
     lib_value,
 )
@@ -264,6 +265,28 @@ def test_pad_refuses_unsupported_modes():
 
 # name: (einad function, numpy reference, arguments, differentiated argnums), on every library
 LIB_CASES = {
+    "take_along_axis_narrow_indices": (
+        # uint8 and int32 indices into an axis of 100 whose flat positions pass 255
+        *family(
+            (
+                lambda x: ea.take_along_axis(x, np.full((4, 1), 99, np.uint8), axis=1),
+                lambda x: np.take_along_axis(x, np.full((4, 1), 99, np.uint8), axis=1),
+            ),
+            (
+                lambda x: ea.take_along_axis(x, np.array([[-1, 0, 98]], np.int32), axis=1),
+                lambda x: np.take_along_axis(x, np.array([[-1, 0, 98]], np.int32), axis=1),
+            ),
+        ),
+        (np.arange(400.0).reshape(4, 100),),
+        (0,),
+    ),
+    "take_along_axis_broadcast_array": (
+        # the array's axis 0 (of 1) broadcasts against the indices' 2: the gradient sums it back
+        lambda x: ea.take_along_axis(x, np.array([[4, 0, 0], [1, 3, 4]]), axis=1),
+        lambda x: np.take_along_axis(x, np.array([[4, 0, 0], [1, 3, 4]]), axis=1),
+        (np.arange(5.0).reshape(1, 5),),
+        (0,),
+    ),
     "take": (
         *family(
             (lambda x: ea.take(x, [2, 0, 2], axis=1), lambda x: np.take(x, [2, 0, 2], axis=1)),
@@ -397,6 +420,29 @@ def test_arg_impl_runs_the_librarys_function_along_the_axis(lib, name):
         with lib.lazy():
             out = impl(lib.asarray(x), axis=axis)
         np.testing.assert_array_equal(lib_value(lib, out), getattr(np, name)(x, axis=axis), strict=True)
+
+
+def test_take_along_axis_hessian_with_an_array_broadcast_against_the_indices(lib):
+    """f(x) = sum(take_along_axis(x, idx) ** 3) with x of shape (1, 5) and idx of (2, 3): the
+    Hessian is diagonal, 6 x_j times how often idx names j; its shape is x's twice."""
+    x = np.arange(1.0, 6.0).reshape(1, 5)
+    idx = np.array([[4, 0, 0], [1, 3, 4]])
+    counts = np.bincount(idx.ravel(), minlength=5)
+    with lib.lazy():
+        h = ea.hessian(lambda v: ea.sum(ea.take_along_axis(v, idx, axis=1) ** 3))(lib.asarray(x))
+    check_lib(lib, h, np.diag(6 * x[0] * counts).reshape(1, 5, 1, 5))
+
+
+def test_a_library_with_take_along_axis_gathers_with_it(monkeypatch):
+    """Where the library has the standard's take_along_axis (array-api-strict does), the gather is
+    one call of it, not the flat `take` the fallback (dask's) computes positions for."""
+    strict = pytest.importorskip("array_api_strict")
+    calls = []
+    native = strict.take_along_axis
+    monkeypatch.setattr(strict, "take_along_axis", lambda *a, **k: calls.append(1) or native(*a, **k))
+    out = ea.take_along_axis(strict.asarray(X), np.array([[2], [0], [1]]), axis=1)
+    assert calls == [1]
+    np.testing.assert_array_equal(np.asarray(out), np.take_along_axis(X, np.array([[2], [0], [1]]), axis=1))
 
 
 def test_sort_gradient_through_argsort(lib):

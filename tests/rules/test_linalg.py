@@ -566,6 +566,36 @@ def test_repeated_eigenvalues_give_finite_gauge_invariant_gradients():
         assert_close(ea.grad(f)(x.astype(np.float32)), ea.grad(f)(x), rtol=1e-4, atol=1e-5)
 
 
+@both_modes
+@pytest.mark.parametrize("tall", [True, False])
+def test_a_singular_value_lost_to_rounding_adds_no_tangent_outside_the_span(tall):
+    """A rank-1 4x2 (or 2x4) matrix: its second singular value is rounding. The tangent of its
+    singular vector (of U for a tall matrix, of V for a wide one) has no part outside span(U)
+    (span(V)): 1 / s is taken as 0 there, where dA v / s would be rounding's noise blown up."""
+    a = np.outer([1.0, 2.0, -1.0, 0.5], [3.0, -1.0])
+    da = RNG.standard_normal((4, 2))
+    if not tall:
+        a, da = a.T, da.T
+    (u, s, vh), (du, _, dvh) = ea.jvp(lambda a: tuple(L.svd(a, full_matrices=False)), (a,), (da,))
+    u, s, v = np.asarray(u), np.asarray(s), np.asarray(vh).T
+    basis, tangent, other, d = (u, np.asarray(du), v, da) if tall else (v, np.asarray(dvh).T, u, da.T)
+    outside = tangent - basis @ (basis.T @ tangent)
+    assert s[1] < 1e-12
+    assert_close(outside[:, 1], np.zeros(4), atol=1e-12)
+    # the kept column's does leave it: (I - U Uᵀ) dA v₀ / s₀ (for V: with dAᵀ and u₀)
+    assert_close(outside[:, 0], (d @ other[:, 0] - basis @ (basis.T @ d @ other[:, 0])) / s[0])
+
+
+@both_modes
+def test_the_one_norm_is_piecewise_linear_to_second_order():
+    """norm(x, 1) = sum |x|: its Hessian is 0, also where an entry is 0; one `abs` and one sum,
+    without the p-norm's two powers (|x| ** 1, then ** (1 / 1))."""
+    x = np.array([1.5, 0.0, -2.0])
+    assert [e.op for e in ea.make_graph(lambda v: L.norm(v, 1))(x).equations] == ["abs", "einsum"]
+    assert_close(ea.hessian(lambda v: L.norm(v, 1))(x), np.zeros((3, 3)))
+    assert_close(ea.grad(lambda v: L.norm(v, 1))(x), [1.0, 0.0, -1.0])
+
+
 # -- staged programs and the batched Jacobian path ------------------------------------------------
 
 PROGRAMS = {

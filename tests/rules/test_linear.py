@@ -18,6 +18,7 @@ from numpy.exceptions import AxisError
 import einad as ea
 import einad.transforms.batching
 from einad import ops
+from einad.rules import einsum as einsum_rules
 from tests.support.checks import (
     case_params,
     check_lib,
@@ -242,6 +243,27 @@ def test_python_numbers_take_the_arrays_dtype_and_library(lib, jit_mode):
     f = lambda x: ea.einsum("i,->i", x, 2.5)
     out = ea.jit(f)(lib.asarray(x)) if jit_mode == "jit" else f(lib.asarray(x))
     check_lib(lib, out, x * np.float32(2.5), dtype=np.float32)
+
+
+@both_modes
+def test_python_numbers_are_made_the_arrays_library_before_the_contraction(monkeypatch, jit_mode):
+    """The number is made an array of the other operands' library where einsum meets it, so the
+    contraction is never handed a numpy 0-d array beside them (which it would turn back into a
+    number first)."""
+    strict = pytest.importorskip("array_api_strict")
+    mixed = []
+    real = einsum_rules.namespace
+
+    def spy(*arrays):
+        numpy = [type(a) is np.ndarray for a in arrays]
+        mixed.append(any(numpy) and not all(numpy))
+        return real(*arrays)
+
+    monkeypatch.setattr(einsum_rules, "namespace", spy)
+    f = lambda x: ea.einsum("i,->i", x, 2.5)
+    x = strict.asarray(np.arange(1.0, 4.0))
+    ea.jit(f)(x) if jit_mode == "jit" else f(x)
+    assert mixed and not any(mixed)
 
 
 # -- inputs as numpy takes them -------------------------------------------------------------

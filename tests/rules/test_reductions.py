@@ -224,6 +224,25 @@ def test_prod_second_derivative_with_a_zero():
     assert_close(h, [[0.0, 3.0, 2.0], [3.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
 
 
+@both_modes
+def test_prod_hessian_in_lanes_of_no_one_two_and_three_zeros():
+    """d2 prod / dx_i dx_j is the product of the lane's others (i != j, same lane), 0 on the
+    diagonal and across lanes: each lane's count of zeros takes its own branch of the rule."""
+    x = np.array([[1.5, 2.0, 3.0, 0.5], [0.0, 2.0, 3.0, 5.0], [0.0, 2.0, 0.0, 3.0], [0.0, 0.0, 4.0, 0.0]])
+    w = np.array([1.0, 2.0, -1.0, 3.0])
+    grad = np.zeros_like(x)
+    hess = np.zeros(x.shape * 2)
+    for r in range(4):
+        for i in range(4):
+            grad[r, i] = w[r] * np.prod(np.delete(x[r], i))
+            for j in range(4):
+                if i != j:
+                    hess[r, i, r, j] = w[r] * np.prod(np.delete(x[r], [i, j]))
+    f = lambda v: ea.sum(ea.prod(v, axis=1) * w)
+    assert_close(ea.grad(f)(x), grad)
+    assert_close(ea.hessian(f)(x), hess)
+
+
 # -- clip ----------------------------------------------------------------------------------
 
 
@@ -373,6 +392,33 @@ def test_reduction_value_and_gradient(lib, name, axis, data, outer):
         g = ea.grad(f)(lib.asarray(x))
     check_lib(lib, y, op(x, axis=axis), rtol=1e-7, atol=1e-7)
     check_lib(lib, g, ea.grad(f)(x), rtol=1e-7, atol=1e-7)
+
+
+# log(0), and 0/0 in dask's dtype probe
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax"])
+def test_stable_ops_of_an_empty_array(lib, name):
+    """An empty float32 array: the result is numpy's (empty, or logsumexp's -inf over an empty
+    axis), float32 and of the library, and so is the gradient (zeros)."""
+    x = np.zeros((0, 3), np.float32)
+    op = getattr(ea, name)
+    expected = np.full(3, -np.inf, np.float32) if name == "logsumexp" else x  # log of an empty sum
+    with lib.lazy():
+        y = op(lib.asarray(x), axis=0)
+        finite = lambda v: ea.where(ea.isfinite(op(v, axis=0)), op(v, axis=0), 0.0)
+        g = ea.grad(lambda v: ea.sum(finite(v)))(lib.asarray(x))
+    check_lib(lib, y, expected)
+    check_lib(lib, g, x)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "softmax", "log_softmax"])
+def test_stable_ops_shift_lanes_of_length_one_too(name):
+    """A (1, n) array of large values: the shift by the lane's max keeps it finite."""
+    x = np.array([[1000.0, 1000.0, 999.0]])
+    ref = {"logsumexp": _logsumexp(x - 1000, axis=1) + 1000, "softmax": _softmax(x - 1000, 1)}
+    ref["log_softmax"] = np.log(ref["softmax"])
+    assert_close(getattr(ea, name)(x, axis=1), ref[name])
+    assert_close(getattr(ea, name)(x.T, axis=0), ref[name].T)
 
 
 @pytest.mark.parametrize("name", ["prod", "cumprod"])

@@ -262,7 +262,7 @@ def test_at_under_a_traced_function():
         (None, np.array([1, 2]), 0),
         (np.array([True, False, True]),),
     ],
-    ids=str,
+    ids=lambda index: " ".join(str(index).split()),  # one line: numpy prints a 2-d array on two
 )
 def test_integer_array_indexing_batches_without_a_loop_where_axes_stay(index):
     """x[idx] and x.at[idx] under vmap (what jacfwd and jacrev run): the batch axis stays first."""
@@ -302,6 +302,7 @@ LIB_CASES = {
             (lambda x: x[None, ..., -1], lambda x: x[None, ..., -1]),
             (lambda x: x[2], lambda x: x[2]),
             (lambda x: x[1, 2:0:-1], lambda x: x[1, 2:0:-1]),
+            (lambda x: x[1:, None, ::-1], lambda x: x[1:, None, ::-1]),  # a new axis inside
         ),
         (X,),
         (0,),
@@ -311,6 +312,10 @@ LIB_CASES = {
             (lambda x: x[[0, 2, 0, 0]], lambda x: x[[0, 2, 0, 0]]),
             (lambda x: x[:, [3, -1, 0]], lambda x: x[:, [3, -1, 0]]),
             (lambda x: x[::-1, IDX2], lambda x: x[::-1, IDX2]),
+            # after an Ellipsis: the array's axis counted from the end
+            (lambda x: x[..., [3, -1, 0]], lambda x: x[..., [3, -1, 0]]),
+            (lambda x: x[..., [2, 0], :], lambda x: x[..., [2, 0], :]),
+            (lambda x: x[..., [1, 1], 1:], lambda x: x[..., [1, 1], 1:]),
         ),
         (X,),
         (0,),
@@ -456,6 +461,34 @@ EDGE_INDICES = [
     (slice(None), slice(3, None)),
     (-1, [-1], slice(None, None, -3)),
 ]
+
+
+_ALL = slice(None)
+# an index into shape (2, 3, 4): (the index with the array made a slice, its axis, the array) or None
+ONE_ARRAY = [
+    (np.array([0, -1]), ((_ALL,), 0, [0, 1])),
+    ((_ALL, np.array([[0, -1]])), ((_ALL, _ALL), 1, [[0, 2]])),
+    ((Ellipsis, np.array([0, -1])), ((Ellipsis, _ALL), 2, [0, 3])),
+    ((Ellipsis, np.array([1]), slice(1, None)), ((Ellipsis, _ALL, slice(1, None)), 1, [1])),
+    ((np.array([1], np.uint8), _ALL, slice(1, None)), ((_ALL, _ALL, slice(1, None)), 0, [1])),
+    (np.array(1), None),  # a 0-d array is an integer
+    ((np.array([0]), np.array([1])), None),
+    ((0, np.array([1])), None),
+    ((None, np.array([1])), None),
+    (np.array([True, False]), None),
+]
+
+
+@pytest.mark.parametrize(("index", "expected"), ONE_ARRAY)
+def test_one_array_finds_the_array_and_the_axis_it_indexes(index, expected):
+    """`_one_array` picks out the indices that other libraries gather with one `take` along an axis
+    (the others go through numpy's flat positions, a gather from the whole flattened array)."""
+    got = shape._one_array(index, (2, 3, 4))
+    if expected is None:
+        assert got is None
+    else:
+        assert got[:2] == expected[:2]
+        np.testing.assert_array_equal(got[2], expected[2], strict=False)
 
 
 def test_getitem_edge_indices(lib):

@@ -146,7 +146,9 @@ def check_case(lib, case, rng):
         grads = ea.grad(weighted(f, lib.asarray(w_np)), argnums=argnums)(*lib_args)
     want = ea.grad(weighted(f, w_np), argnums=argnums)(*args)
     for k, g, e in zip(argnums, grads, want):
-        assert_close(lib_value(lib, g, args[k].dtype), e)
+        got = lib_value(lib, g, args[k].dtype)
+        assert got.shape == np.shape(e), f"gradient's shape {got.shape} != {np.shape(e)}"
+        assert_close(got, e)
 
 
 def np_set(x, index, v):
