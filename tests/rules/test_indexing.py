@@ -276,6 +276,10 @@ LIB_CASES = {
                 lambda x: ea.take_along_axis(x, np.array([[-1, 0, 98]], np.int32), axis=1),
                 lambda x: np.take_along_axis(x, np.array([[-1, 0, 98]], np.int32), axis=1),
             ),
+            (  # two rows: dask's flat positions add each row's offset
+                lambda x: ea.take_along_axis(x[:2], np.array([[5], [7]]), axis=1),
+                lambda x: np.take_along_axis(x[:2], np.array([[5], [7]]), axis=1),
+            ),
         ),
         (np.arange(400.0).reshape(4, 100),),
         (0,),
