@@ -386,6 +386,12 @@ def test_sinc_at_zero_and_its_derivatives():
     p = np.pi * x[2:]  # away from 0, sinc'' = pi**2 ((2 - p**2) sin p - 2 p cos p) / p**3
     assert_close(h[2:], np.pi**2 * ((2 - p**2) * np.sin(p) - 2 * p * np.cos(p)) / p**3, rtol=1e-9)
     assert_close(h[:2], np.full(2, -(np.pi**2) / 3), rtol=1e-6)
+    # near 0 the slope is its series, to the x**3 term: -pi**2 x / 3 + pi**4 x**3 / 30 - pi**6 x**5 / 840
+    xs = np.array([9e-4, -5e-4])
+    want = -(np.pi**2) * xs / 3 + np.pi**4 * xs**3 / 30 - np.pi**6 * xs**5 / 840
+    assert_close(ea.grad(lambda v: ea.sum(ea.sinc(v)))(xs), want, rtol=1e-12)
+    d4 = ea.grad(ea.grad(ea.grad(ea.grad(ea.sinc))))(0.0)
+    assert_close(d4, np.pi**4 / 5, rtol=1e-12)  # the fourth derivative at 0: 24 pi**4 / 120
 
 
 def test_sinc_at_zero_on_every_library(lib):
