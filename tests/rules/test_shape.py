@@ -4,6 +4,8 @@ values against numpy, gradients against central differences, float32 kept, batch
 loop; and on every array library (`lib`): numpy's index semantics, results of the input's
 library, dask lazy, torch gradients equal to torch.autograd's."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -461,6 +463,24 @@ EDGE_INDICES = [
     (slice(None), slice(3, None)),
     (-1, [-1], slice(None, None, -3)),
 ]
+
+
+def test_indices_given_as_tensors_and_the_indices_refused():
+    """A constant Tensor indexes as its array does; an index computed inside ea.jit is refused with
+    the way out; an array of floats is numpy's IndexError."""
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(ea.tensor(x)[ea.tensor(np.array([2, 0]))]), x[[2, 0]])
+    g = ea.grad(lambda v: ea.sum(v[ea.tensor(np.array([2, 0, 2]))]))(x)
+    np.testing.assert_array_equal(g, np.array([[1.0] * 4, [0.0] * 4, [2.0] * 4]))
+    message = (
+        "indexing with an array computed inside einad.jit: the index is a static parameter of the "
+        "program. Pass it as a static argument (static_argnums) or compute it outside the jitted function"
+    )
+    with pytest.raises(ea.TracerError, match=f"^{re.escape(message)}$"):
+        ea.jit(lambda v: v[ea.argmax(v, axis=0)])(x)
+    refusal = "^arrays used as indices must be of integer or boolean type, not float64$"
+    with pytest.raises(IndexError, match=refusal):
+        ea.tensor(x)[np.array([0.0, 1.0])]
 
 
 _ALL = slice(None)
