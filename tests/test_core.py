@@ -444,3 +444,23 @@ def test_rules_enters_each_rule_in_its_table_and_makes_a_structured_vjp_dense():
         assert explicit not in core.residual_rules
     finally:
         drop_rules(probe, explicit)
+
+
+def test_as_array_converts_keeps_the_library_and_copies_only_when_asked(lib):
+    """`core.as_array`: an array of any library (or a Tensor of one) stays of that library;
+    `dtype` converts it; `copy` makes an independent array, and without it the array itself
+    is returned (no copy); a non-numeric input is refused naming its type and dtype."""
+    x = np.arange(6.0).reshape(2, 3)
+    a = lib.asarray(x)
+    assert core.as_array(a) is a
+    for data in (a, ea.tensor(a)):
+        got = core.as_array(data, dtype=np.float32)
+        assert lib.owns(got) and got.dtype == lib.asarray(x.astype(np.float32)).dtype
+        np.testing.assert_array_equal(lib.numpy(got), x)
+    if lib.name in ("numpy", "torch"):  # libraries with writable arrays: the copy is independent
+        c = core.as_array(a, copy=True)
+        assert c is not a
+        c[0, 0] = 7.0
+        assert lib.numpy(a)[0, 0] == 0.0
+    with pytest.raises(TypeError, match=r"got ndarray with dtype <U1"):
+        core.as_array(np.array(["a"]))

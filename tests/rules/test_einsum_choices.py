@@ -20,7 +20,7 @@ import pytest
 
 import einad as ea
 from einad.explain import explain
-from einad.rules.einsum import Spread, contract_planned, traced_steps
+from einad.rules.einsum import Spread, contract_planned, einsum_p, spread, traced_steps
 from tests.support.arraylibs import load
 from tests.support.checks import check_lib, lib_value, random_operands
 from tests.support.numerics import assert_close
@@ -266,6 +266,26 @@ def test_spread_repr():
     assert repr(Spread(np.ones(3), "i", "iij", (3, 3, 2))) == "Spread(i -> iij, (3, 3, 2), float64)"
 
 
+@pytest.mark.parametrize(
+    ("src", "dst", "shape"),
+    [("ji", "ijk", (2, 3, 4)), ("ji", "iji", (2, 3, 2)), ("i", "jii", (3, 2, 2))],
+    ids=["transposed_broadcast", "transposed_diagonal", "late_diagonal"],
+)
+def test_spread_lays_its_source_along_the_destination_on_every_library(lib, src, dst, shape):
+    """`spread(x, src, dst, shape)`: x, indexed by `src` (in any order), laid along `dst`,
+    broadcast over the letters x lacks and on the diagonal of a repeated letter (zeros off
+    it), x's dtype (float32) kept; without writes off numpy. Reference: a numpy loop over
+    the result's positions."""
+    dims = dict(zip(dst, shape))
+    x = random_operands([tuple(dims[c] for c in src)], dtype=np.float32)[0]
+    want = np.zeros(shape, np.float32)
+    for pos in np.ndindex(*shape):
+        at = {}
+        if all(at.setdefault(c, i) == i for c, i in zip(dst, pos)):
+            want[pos] = x[tuple(at[c] for c in src)]
+    check_lib(lib, spread(lib.asarray(x), src, dst, shape), want, rtol=0, atol=0)
+
+
 # -- the blocks a sliced contraction assembles off numpy (no in-place writes) ---------------
 #
 # On a library other than numpy a sliced contraction cannot add into a buffer: it gathers
@@ -412,3 +432,104 @@ def test_a_pullback_through_the_one_pass_gradient_does_not_keep_it():
     # d/dx sum(grad) = the gradient of sum(grad) in x: the unsliced reference
     g = lambda x: ea.sum(ea.grad(lambda x: ea.einsum(TETRA, x, *rest))(x))
     assert_close(pull(np.float64(1.0))[0], ea.grad(g)(x), rtol=1e-9, atol=1e-12)
+
+
+# -- hoisted steps: computed once, their cotangents summed over the slices ------------------
+#
+# A step that reads no sliced letter runs once, before the loop (`Schedule.hoisted`); the
+# sweep sums the cotangent of each hoisted value the loop reads over the slices, then pulls
+# it back through the hoisted steps once, last step first. Here "a" is sliced: cf,f->c then
+# bc,c->b (a hoisted step reading a hoisted value) and de,e->d are hoisted.
+
+HOIST = ("ab", "bc", "cf", "f", "ad", "de", "e")
+HOIST_SHAPES = [(4, 3), (3, 2), (2, 2), (2,), (4, 3), (3, 2), (2,)]
+HOIST_PATH = ((2, 3), (1, 5), (2, 3), (0, 2), (0, 1), (0, 1))
+
+
+@pytest.mark.parametrize("wrt", [(0, 1, 2, 3, 4, 5, 6), (1,), (3, 5)], ids=["all", "one", "two"])
+def test_the_cotangents_of_hoisted_steps_are_summed_over_the_slices(lib, wrt):
+    """Gradients through hoisted steps, on every library (the sums are blocks off numpy),
+    complex128 (a sum kept in a real dtype would lose the imaginary part), for every operand
+    or some: a hoisted step that no differentiated operand reaches is skipped, and those
+    before it are still pulled back. Reference: the unsliced einsum's VJP."""
+    ops = random_operands(HOIST_SHAPES, dtype=np.complex128)
+    u = random_operands([(4,)], seed=3, dtype=np.complex128)[0]
+
+    def pulled(f, ops, u):
+        def g(*xs):
+            a = list(ops)
+            for k, x in zip(wrt, xs):
+                a[k] = x
+            return f(*a)
+
+        value, pull = ea.vjp(g, *[ops[k] for k in wrt])
+        return value, pull(u)
+
+    sliced = lambda *a: contract_planned(HOIST, "a", a, HOIST_PATH, (("a", 2),), 1)
+    value, grads = pulled(sliced, [lib.asarray(o) for o in ops], lib.asarray(u))
+    want, want_grads = pulled(lambda *a: ea.einsum("ab,bc,cf,f,ad,de,e->a", *a), ops, u)
+    check_lib(lib, value, want)
+    for got, w in zip(grads, want_grads):
+        check_lib(lib, got, w)
+
+
+# -- the one-pass gradients of a scalar sliced contraction, scaled by the cotangent ---------
+
+
+def test_the_one_pass_gradients_are_scaled_by_the_cotangent_in_each_operands_dtype(lib):
+    """A scalar sliced contraction's gradients are computed with its value for a cotangent
+    of 1, then scaled by the cotangent given (2 here): in place in their float64 buffer on
+    numpy, by an einsum elsewhere; each is cast back to its operand's dtype (float32 for all
+    but the float64 one). Reference: the unsliced einsum's VJP."""
+    ops = random_operands([(3, 3, 3)] * 4, dtype=np.float32)
+    ops[2] = ops[2].astype(np.float64)
+    _, pull = ea.vjp(_tetra(TETRA_LIMIT), *[lib.asarray(o) for o in ops])
+    _, want = ea.vjp(_tetra(None), *ops)
+    for got, w in zip(pull(lib.asarray(np.float64(2.0))), want(np.float64(2.0))):
+        check_lib(lib, got, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_one_pass_gradients_are_scaled_in_place_without_a_contraction(monkeypatch, dtype):
+    """On numpy, the pullback of a scalar sliced contraction with a concrete cotangent (a
+    float64 number, also for float32 operands) multiplies the gradients the forward pass
+    computed in place and hands out views of that buffer: it runs no einsum (the fallback,
+    one einsum per operand, gives the same values)."""
+    ops = random_operands([(3, 3, 3)] * 4, dtype=dtype)
+    _, pull = ea.vjp(_tetra(TETRA_LIMIT), *ops)
+    _, want = ea.vjp(_tetra(None), *ops)
+    calls = []
+    impl = einsum_p.impl
+    monkeypatch.setattr(einsum_p, "impl", lambda *a, **k: calls.append(1) or impl(*a, **k))
+    grads = pull(np.float64(2.0))
+    assert not calls, f"{len(calls)} einsums in the pullback"
+    monkeypatch.undo()
+    for got, w in zip(grads, want(np.float64(2.0))):
+        assert got.dtype == dtype
+        assert_close(got, w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_gradients_of_a_sliced_contraction_have_their_operands_dtypes(lib):
+    """A float64 operand among float32 ones: the packed gradients are float64, and each
+    block comes out in its operand's dtype (float32, float64, float32). Reference: the
+    unsliced einsum's VJP."""
+    ops = random_operands(SHAPES, dtype=np.float32)
+    ops[1] = ops[1].astype(np.float64)
+    u = random_operands([(5, 3, 4)], seed=3)[0]
+    _, pull = ea.vjp(_sliced(LIMIT), *[lib.asarray(o) for o in ops])
+    _, want = ea.vjp(_sliced(None), *ops)
+    for got, w in zip(pull(lib.asarray(u)), want(u)):
+        check_lib(lib, got, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_sliced_contraction_with_a_size_one_output_axis_has_gradients():
+    """An output axis of size 1 (not 0: the sweep is skipped only for an empty cotangent)."""
+    shapes = [(4, 3, 5), (4, 2, 1), (3, 2, 4)]
+    ops = random_operands(shapes)
+    u = random_operands([(5, 1, 4)], seed=3)[0]
+    _, pull = ea.vjp(_sliced(LIMIT), *ops)
+    _, want = ea.vjp(_sliced(None), *ops)
+    _, info = ea.contract_path(EQ, *shapes, shapes=True, memory_limit=LIMIT)
+    assert info.sliced_indices, "the limit must force slicing"
+    for got, w in zip(pull(u), want(u)):
+        assert_close(got, w, rtol=1e-9)
