@@ -200,7 +200,7 @@ def test_results_are_pytrees_under_jit_and_jacobians():
 def test_shape_errors_are_numpys(f):
     with pytest.raises(L.LinAlgError, match="1-dimensional array given"):
         f(np.ones(3))
-    with pytest.raises(L.LinAlgError, match="must be square"):
+    with pytest.raises(L.LinAlgError, match="^Last 2 dimensions of the array must be square$"):
         f(np.ones((2, 3)))
 
 
@@ -461,6 +461,11 @@ def test_symmetric_closed_forms_read_one_triangle():
     # Σλ² = ‖S‖²_F with S mirrored from the lower triangle: 2 on the diagonal, 4 below, 0 above
     assert_close(ea.grad(lambda a: ea.sum(L.eigh(a)[0] ** 2))(s), s * (2 * np.eye(4) + 4 * lower))
     assert_close(ea.grad(lambda a: ea.sum(L.eigh(a, "U")[0] ** 2))(s), s * (2 * np.eye(4) + 4 * lower.T))
+    # so do the singular values alone of a Hermitian matrix (Σσ² = Σλ²), as numpy's read it
+    sv = lambda a: L.svd(a, compute_uv=False, hermitian=True)
+    assert_close(ea.grad(lambda a: ea.sum(sv(a) ** 2))(s), s * (2 * np.eye(4) + 4 * lower))
+    junk = s + np.triu(np.arange(16.0).reshape(4, 4), 1)  # read only below the diagonal
+    assert_close(sv(junk), np.linalg.svd(junk, compute_uv=False, hermitian=True))
     # log det S = 2 Σ log diag(L): the gradient is S⁻¹ folded onto the lower triangle
     logdet = lambda a: 2 * ea.sum(ea.log(ea.diagonal(L.cholesky(a))))
     si = np.linalg.inv(s)
@@ -966,6 +971,7 @@ def test_dask_blocks_declare_what_they_compute():
         (svd_p, [R], {"full_matrices": True, "hermitian": False}),
         (svd_p, [W], {"full_matrices": False, "hermitian": False}),
         (qr_p, [R], {"complete": True}),
+        (qr_p, [R], {"complete": False}),  # tall: k = n columns of Q
         (qr_p, [W], {"complete": False}),
     ]
     for dtype in (np.float64, np.float32):
@@ -1020,13 +1026,14 @@ RC = _lib_complex(R)  # tall
 
 def test_integer_and_non_square_matrices_on_every_library(lib):
     """numpy.linalg's checks before the library's call: integers become float64, and the square
-    functions refuse a non-square matrix with numpy's LinAlgError."""
+    functions refuse a non-square matrix with numpy's LinAlgError (svd too with `hermitian`: numpy
+    then takes it by eigh)."""
     ints = lib.asarray(np.array([[2, 1], [1, 3]]))
     for f in (L.inv, L.det, L.cholesky, lambda a: L.eigh(a)[0], lambda a: L.qr(a)[1]):
         out = strip(f(ints))
         assert lib.owns(out) and dtype_of(out) == np.float64
-    for f in (L.inv, L.det, L.slogdet, L.cholesky, L.eigh):
-        with pytest.raises(L.LinAlgError, match="Last 2 dimensions of the array must be square"):
+    for f in (L.inv, L.det, L.slogdet, L.cholesky, L.eigh, lambda a: L.svd(a, hermitian=True)):
+        with pytest.raises(L.LinAlgError, match="^Last 2 dimensions of the array must be square$"):
             f(lib.asarray(np.ones((2, 3))))
 
 
@@ -1074,6 +1081,7 @@ def test_singular_matrix_is_linalg_error(lib):
 EMPTY = [
     ((2, 0, 0), lambda a: L.eigh(a)[0], lambda a: np.linalg.eigh(a)[0]),
     ((2, 0, 0), lambda a: L.eigh(a)[1], lambda a: np.linalg.eigh(a)[1]),
+    ((2, 3, 0, 0), lambda a: L.eigh(a)[0], lambda a: np.linalg.eigh(a)[0]),  # two batch axes
     ((3, 0), lambda a: L.svd(a)[1], lambda a: np.linalg.svd(a)[1]),
     ((0, 3), lambda a: L.svd(a)[2], lambda a: np.linalg.svd(a)[2]),
 ]
