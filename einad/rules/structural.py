@@ -241,10 +241,12 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
 
     Differentiable in `x` and `y`, never in `condition`.
     """
-    c = to_array_operand(condition)
+    x, y = to_operand(x), to_operand(y)
+    # a Python condition becomes an array of the branches' library (numpy's beside torch is refused)
+    c = to_array_operand(condition, like=y if isinstance(x, (bool, int, float, complex)) else x)
     if dtype_of(c) != np.bool_:
         c = astype(stop_gradient(c), np.bool_)
-    return wrap(where_raw(c, to_operand(x), to_operand(y)))
+    return wrap(where_raw(c, x, y))
 
 
 # -- functional index updates: x.at[idx].set(v) / .add(v) -----------------------------------------

@@ -186,6 +186,29 @@ LIB_CASES = {
     "where": (lambda m, x, y: ea.where(m, x, y), np.where, (MASK, X, Y), (1, 2)),
     "where_number": (lambda m, x: ea.where(m, 0.5, x), lambda m, x: np.where(m, 0.5, x), (MASK, X), (1,)),
     "where_nonbool": (lambda c, x, y: ea.where(c, x, y), np.where, (NONBOOL, X, Y), (1, 2)),
+    # both branches Python numbers: the condition alone carries the library
+    "where_numbers": (
+        lambda m, x: x * ea.where(m, 0.5, -1),
+        lambda m, x: x * np.where(m, 0.5, -1),
+        (MASK, X),
+        (1,),
+    ),
+    # a Python condition: an array of the branches' library, not numpy's beside them
+    "where_python_condition": (
+        *family(
+            (lambda x, y: ea.where(False, x, y), lambda x, y: np.where(False, x, y)),
+            (lambda x, y: ea.where(1, 0.5, y) * x, lambda x, y: np.where(1, 0.5, y) * x),
+        ),
+        (X, Y),
+        (0, 1),
+    ),
+    # numpy's promotion of the branches where the library refuses mixed kinds; float32 stays float32
+    "where_dtypes": (
+        lambda m, i, x: ea.where(m, i, x),
+        np.where,
+        (MASK, np.arange(-6, 6, dtype=np.int8).reshape(3, 4), X.astype(np.float32)),
+        (2,),
+    ),
 }
 
 
@@ -203,3 +226,5 @@ def test_mixed_libraries_name_both(lib):
         ea.concatenate([X, lib.asarray(Y)], axis=0)
     with pytest.raises(TypeError, match="two libraries"):
         ea.where(MASK, lib.asarray(X), Y)
+    with pytest.raises(TypeError, match="two libraries"):  # the condition's library counts too
+        ea.where(MASK, 0.5, lib.asarray(Y))
