@@ -77,6 +77,8 @@ def _reshape_impl(x: Any, shape: Shape) -> Any:
     xp = arrays.xp_of(x)
     if xp is np:
         return np.reshape(x, shape)
+    if 0 in shape_of(x):  # nothing to move (dask's reshape fails on an empty array)
+        return arrays.zeros(x, _resolve_shape(0, shape), dtype_of(x))
     try:
         return xp.reshape(x, shape)
     except NotImplementedError:  # dask reshapes only by merging or splitting axes: merge all, then split

@@ -1087,8 +1087,7 @@ EMPTY = [
 ]
 
 
-# dask's reshape refuses zero-size arrays (its reshape_rechunk), so not dask
-@pytest.mark.parametrize("name", ["numpy", "array_api_strict", "torch"])
+@pytest.mark.parametrize("name", ["numpy", "array_api_strict", "torch", "dask"])
 def test_empty_matrices_have_empty_derivatives(name):
     """Stacks of 0×0 matrices and matrices without rows or columns have no eigenvalue or singular
     value to compare (an empty spectrum's rounding tolerance): numpy's shapes and values, and
