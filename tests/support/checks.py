@@ -209,8 +209,15 @@ def case_params(table, float32=()):
 
 def drop_rules(*prims):
     """Take `prims` out of every rule table (and out of the zero-derivative set)."""
-    tables = (core.jvp_rules, core.vjp_rules, core.structured_vjp_rules, core.keep_rules)
-    for table in (*tables, core.batch_rules, core.residual_rules, core.lower_rules):
+    for table in (
+        core.jvp_rules,
+        core.vjp_rules,
+        core.structured_vjp_rules,
+        core.keep_rules,
+        core.batch_rules,
+        core.residual_rules,
+        core.lower_rules,
+    ):
         for p in prims:
             table.pop(p, None)
     core.zero_derivative.difference_update(prims)
