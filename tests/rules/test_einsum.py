@@ -636,6 +636,17 @@ def test_jvp(lib):
     check_lib(lib, t, want_t)
 
 
+def test_jvp_with_a_tangent_traced_by_an_outer_grad(lib):
+    """jvp inside grad, the tangent of y computed from the outer grad's variable s: the tangent
+    terms are a plain array (x's) then a traced one (y's), summed with the traced term added on
+    the left (array-api-strict's operators refuse a Tensor on their right). Closed form:
+    d/ds of the tangent of x.y along (tx, s ty) is x.ty. Kills: _einsum_jvp 35"""
+    x, y, tx, ty = random_operands([(3,)] * 4)
+    xs, ys, txs, tys = (lib.asarray(v) for v in (x, y, tx, ty))
+    tangent = lambda s: ea.jvp(lambda x, y: ea.einsum("i,i->", x, y), (xs, ys), (txs, s * tys))[1]
+    check_lib(lib, ea.grad(tangent)(lib.asarray(2.0)), np.asarray(x @ ty))
+
+
 def test_second_order(lib):
     # d/dy <grad_x f(x, y), w>: the inner gradient is a broadcast (a Spread) of y's row sums
     x, y, w = random_operands([(2, 3), (3, 3), (2, 3)])

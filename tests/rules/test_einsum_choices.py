@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad.core import lower_rules
 from einad.explain import explain
+from einad.rules import einsum as einsum_rules
 from einad.rules.einsum import Spread, contract_planned, einsum_p, spread, traced_steps
 from tests.support.arraylibs import load
 from tests.support.checks import check_lib, lib_value, random_operands
-from tests.support.numerics import assert_close
+from tests.support.numerics import assert_close, peak_bytes
 
 EQ = "abc,ade,bdf->cef"  # not scalar: its pullback is one sweep (an `einsum_vjp` equation)
 SHAPES = [(4, 3, 5), (4, 2, 3), (3, 2, 4)]  # operand sizes 60, 24, 24 (the packed blocks)
@@ -533,3 +535,142 @@ def test_a_sliced_contraction_with_a_size_one_output_axis_has_gradients():
     assert info.sliced_indices, "the limit must force slicing"
     for got, w in zip(pull(u), want(u)):
         assert_close(got, w, rtol=1e-9)
+
+
+# -- the einsum a numpy program of ea.jit runs: planned once, when the program is compiled ------
+
+
+@pytest.mark.parametrize(
+    "spec, shapes",
+    [("ij,jk->ik", [(2, 1), (1, 3)]), ("ij,jk,kl->il", [(2, 3), (3, 1), (1, 4)])],
+    ids=["pair", "three"],
+)
+def test_a_jitted_einsum_of_numpy_arrays_runs_on_the_plans_made_when_compiled(monkeypatch, spec, shapes):
+    """The lowered einsum of a numpy program (`_lower_einsum`) runs the pairwise plans made
+    when the program was compiled: called with numpy arrays (size-1 axes among them) it never
+    calls the primitive's implementation, which would plan again. Reference: numpy's einsum.
+
+    Kills: _lower_einsum 21, 22, 23, 24, 45, 46, 47, 48, 119, 121, 122"""
+    calls = []
+    impl = einsum_rules._einsum_impl
+    monkeypatch.setattr(einsum_rules, "_einsum_impl", lambda *a, **k: calls.append(1) or impl(*a, **k))
+    ops = random_operands(shapes)
+    f = ea.jit(lambda *xs: ea.einsum(spec, *xs))
+    assert_close(f(*ops), np.einsum(spec, *ops), rtol=1e-12)
+    assert not calls, "the lowered einsum fell back to the implementation"
+
+
+@pytest.mark.parametrize("spec", ["i,j->j", "i,j,j->j"])
+def test_a_jitted_einsum_with_an_empty_operand_is_exactly_zero(spec):
+    """A sum over an empty axis is exactly zero, whatever the other operands hold: the lowered
+    einsum leaves an operand with an empty axis to the implementation (a planned product would
+    give 0 * inf = nan here). Kills: _lower_einsum 19"""
+    ops = [np.zeros(0), np.array([np.inf, 1.0]), np.array([2.0, 3.0])][: len(spec.split(","))]
+    got = ea.jit(lambda *xs: ea.einsum(spec, *xs))(*ops)
+    np.testing.assert_array_equal(got, np.zeros(2))
+
+
+def test_a_jitted_einsum_merged_from_float32_and_float64_pairs_promotes_its_operands_at_once():
+    """The jit optimizer merges (a b) c into one three-operand einsum of float32, float32 and
+    float64 operands: the lowered einsum casts them all to float64 before the first pairwise
+    step, as numpy's einsum does. Reference: numpy in float64. Kills: _lower_einsum 124"""
+    a, b, c = random_operands([(2, 3), (3, 4), (4, 5)])
+    f = ea.jit(lambda a, b, c: ea.einsum("ik,kl->il", ea.einsum("ij,jk->ik", a, b), c))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    program = f.lower(a32, b32, c)
+    assert [len(e.inputs) for e in program.equations] == [3], "merged into one einsum"
+    got = f(a32, b32, c)
+    assert got.dtype == np.float64
+    assert_close(got, a32.astype(np.float64) @ b32.astype(np.float64) @ c, rtol=1e-12)
+
+
+# a(1 x 2) b(2 x K) c(K x 2): the cheapest path is (a b) c, whose intermediate has K elements;
+# contracting b c first (2 x 2) costs a little more and keeps every intermediate within 4 elements.
+K = 1 << 15
+CHAIN = (("ij", "jk", "kl"), "il")
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["einsum, memory_limit=4", "lowered, greedy", "lowered, path given", "lowered, memory_limit=4"],
+)
+def test_a_chain_contracts_along_the_path_its_parameters_choose(how):
+    """The path that `optimize` and `memory_limit` choose is the one run, so its intermediates
+    are the ones made: with a limit of 4 elements that a pairwise path meets, an eager einsum
+    is not sliced and follows that path (`contract_planned`); the einsum of a numpy program
+    (`_lower_einsum`) plans with its equation's own `optimize` and `memory_limit` (a merged
+    einsum keeps the outer einsum's). Each makes no K-element intermediate; the default plan
+    does. Reference: numpy (values), tracemalloc (the peak).
+
+    Kills: contract_planned 21, 25; _lower_einsum 63, 64"""
+    ops = random_operands([(1, 2), (2, K), (K, 2)])
+    inputs, output = CHAIN
+    shapes = [x.shape for x in ops]
+    assert ea.contract_path("ij,jk,kl->il", *shapes, shapes=True)[0] == [(0, 1), (0, 1)]
+    if how.startswith("einsum"):
+        info = ea.contract_path("ij,jk,kl->il", *shapes, shapes=True, memory_limit=4)[1]
+        assert not info.sliced_indices
+        run = lambda *xs: ea.einsum("ij,jk,kl->il", *xs, memory_limit=4)
+    else:
+        optimize, limit = {"greedy": ("greedy", None), "path given": (((1, 2), (0, 1)), None)}.get(
+            how.split(", ")[1], ("auto", 4)
+        )
+        params = {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": limit}
+        run = lower_rules[einsum_p](params, shapes)
+        default = {**params, "optimize": "auto", "memory_limit": None}
+        assert peak_bytes(lower_rules[einsum_p](default, shapes), *ops) >= 8 * K
+    assert_close(run(*ops), ops[0] @ ops[1] @ ops[2], rtol=1e-10)
+    assert peak_bytes(run, *ops) < K  # bytes: an eighth of the (a b) intermediate
+
+
+@pytest.mark.parametrize("limit", [6, None])
+def test_the_pullback_of_a_jitted_einsum_contracts_within_its_memory_limit(limit):
+    """A jit program merges (a b) c into one einsum that keeps the outer einsum's memory_limit;
+    run under vjp, its pullback plans the cotangents' contractions within that limit too
+    (`_einsum_vjp`). a's cotangent, u(1x3) b(2xK) c(Kx3) -> (1x2), is cheapest through u c (K
+    elements); within 6 elements it goes through b c (2x3). Reference: numpy; the pullback's
+    peak holds a K-element array only without the limit. Kills: _einsum_vjp 33"""
+    a, b, c = random_operands([(1, 2), (2, K), (K, 3)])
+    u = random_operands([(1, 3)], seed=3)[0]
+    jf = ea.jit(lambda a, b, c: ea.einsum("ik,kl->il", ea.einsum("ij,jk->ik", a, b), c, memory_limit=limit))
+    program = jf.lower(a, b, c)
+    assert [(len(e.inputs), e.params["memory_limit"]) for e in program.equations] == [(3, limit)]
+    _, pull = ea.vjp(lambda a: jf(a, b, c), a)
+    assert_close(pull(u)[0], u @ (b @ c).T, rtol=1e-10)
+    peak = peak_bytes(pull, u)
+    assert peak < K if limit else peak >= 8 * K, peak
+
+
+def test_an_explicit_path_step_of_three_operands_is_one_traced_node():
+    """A traced contraction follows an explicit path: a step of three operands is bound as one
+    einsum node (its derivative the general rule), a step of two as a pair. Reference: the
+    gradients along the default path. Kills: _traced_step 2"""
+    spec = "ij,jk,kl,lm->im"
+    ops = random_operands([(2, 3), (3, 4), (4, 5), (5, 2)])
+    f = lambda *xs: ea.einsum(spec, *xs, optimize=((0, 1, 2), (0, 1)))
+    graph = ea.make_graph(f)(*ops)
+    assert [len(e.inputs) for e in graph.equations if e.prim is einsum_p] == [3, 2]
+    argnums = (0, 1, 2, 3)
+    grads = ea.grad(lambda *xs: ea.sum(f(*xs)), argnums=argnums)(*ops)
+    want = ea.grad(lambda *xs: ea.sum(ea.einsum(spec, *xs)), argnums=argnums)(*ops)
+    for got, w in zip(grads, want):
+        assert_close(got, w, rtol=1e-12)
+
+
+def test_a_float64_cotangent_sums_the_slices_of_float32_operands_in_float64(lib):
+    """A float64 cotangent of a sliced contraction of float32 operands: each gradient is summed
+    over the slices in float64 (the result type of the cotangent and the operands), then cast to
+    its operand's float32, as the unsliced contraction computes it. Here c's gradient sums
+    2**40, 1 and -2**40, one per slice of b: 1 exactly (0 if summed in float32). Reference: the
+    unsliced einsum's VJP. Kills: _einsum_vjp_impl 22 (numpy; other libraries sum each block in
+    its parts' dtype whatever the buffer's, so 44 changes nothing)"""
+    a = np.array([[2.0**40, 1.0, -(2.0**40)]], np.float32)
+    b, c = np.ones((3, 1), np.float32), np.ones(1, np.float32)
+    u = np.ones(1)
+    ab = [lib.asarray(a), lib.asarray(b)]
+    sliced = lambda c: contract_planned(("ab", "bc", "c"), "a", [*ab, c], ((0, 1), (0, 1)), (("b", 3),), 1)
+    _, pull = ea.vjp(sliced, lib.asarray(c))
+    _, want = ea.vjp(lambda c: ea.einsum("ab,bc,c->a", a, b, c), c)
+    (got,) = pull(lib.asarray(u))
+    check_lib(lib, got, want(u)[0])
+    check_lib(lib, got, np.ones(1, np.float32))
