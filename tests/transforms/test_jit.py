@@ -5,6 +5,8 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -127,6 +129,10 @@ def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
     assert jf(x32, 2).dtype == np.float32  # an int is another signature
     assert len(runs) == 2
     assert ea.jit(lambda x, s: ea.einsum("i,->i", x, s))(x32, 2.0).dtype == np.float32
+    # a staged Python number shows the dtype numpy gives it (Staged.dtype), as the program's input
+    seen = []
+    ea.jit(lambda n, b, f: seen.append((n.dtype, b.dtype, f.dtype)) or n * 2)(3, True, 2.5)
+    assert seen == [(np.result_type(3), np.dtype(bool), np.dtype(np.float64))]
 
 
 def test_float32_stays_float32_through_a_compiled_gradient():
@@ -228,6 +234,37 @@ def test_lower_gives_the_optimized_program_and_its_source():
     assert "def program(" in program.source and "cos" in str(program)
     assert_close(program(np.zeros(3)), np.ones(3))
     assert jf.cache_size() == 1
+
+
+def test_a_program_warns_in_the_users_steps_as_numpy_does_but_not_in_the_derivative_rules():
+    """numpy's floating-point warnings: the user's own 1 / 0 warns in a compiled program as it
+    does eagerly; the steps a derivative rule staged (sqrt's derivative 1 / (2 sqrt x) at 0)
+    run under errstate(all="ignore"), as the rules do eagerly (core.QuietRules, core.in_rules;
+    every warning is an error in this suite). Kills: core.in_rules 9, 10"""
+    x = np.zeros(2)
+
+    def staged_and_run():  # staging computes too: the second call runs the program alone
+        f = ea.jit(lambda x: 1.0 / x)
+        for _ in range(2):
+            with pytest.warns(RuntimeWarning, match="divide by zero"):
+                f(x)
+        grad = ea.jit(ea.grad(lambda x: ea.sum(ea.sqrt(x))))
+        for _ in range(2):
+            np.testing.assert_array_equal(grad(x), np.full(2, np.inf))
+
+    staged_and_run()
+    errors = []  # and on a thread where no derivative rule has run yet
+    thread = threading.Thread(target=lambda: _record_errors(staged_and_run, errors))
+    thread.start()
+    thread.join()
+    assert not errors, errors
+
+
+def _record_errors(f, errors):
+    try:
+        f()
+    except BaseException as e:  # noqa: BLE001  (reported by the test on the main thread)
+        errors.append(e)
 
 
 def test_results_are_fresh_writable_numpy_arrays():
