@@ -588,6 +588,21 @@ def test_complex_parts(lib, name):
     check_lib(lib, g, ea.grad(f)(z), rtol=1e-7, atol=1e-7)
 
 
+def test_a_real_operand_of_a_complex_product_has_a_real_gradient():
+    """x real (broadcast), y complex: the product and its cotangent are complex; x's gradient is
+    the real part of the sum that reaches it, in x's dtype. Closed form: d/dx sum(real(x * y))
+    = real(y) summed over the broadcast axis. Kills: einsum.sum_to_shape 34"""
+    x = uniform_away_from_zero(-2, 2, shape=(3,))
+    y = uniform_away_from_zero(-2, 2, shape=(2, 3)) + 1j * uniform_away_from_zero(-2, 2, (2, 3), seed=3)
+    g = ea.grad(lambda x: ea.sum(ea.real(x * y)))(x)
+    assert g.dtype == np.float64
+    assert_close(g, y.real.sum(axis=0), rtol=1e-12)
+    leaf = ea.tensor(x, requires_grad=True)  # backward() stores what reaches the leaf as it is
+    ea.sum(ea.real(leaf * y)).backward()
+    assert leaf.grad.dtype == np.float64
+    assert_close(leaf.grad, y.real.sum(axis=0), rtol=1e-12)
+
+
 def test_table_names_every_op():
     """Every elementwise op has its standard name or a generic kernel (what other libraries run)."""
     for name in [*UNARY, *BINARY, *CONSTANT, *PREDICATES, "conj", "real", "imag"]:

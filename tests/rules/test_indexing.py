@@ -462,6 +462,23 @@ def test_sort_gradient_through_argsort(lib):
     assert_close(lib_value(lib, g), ea.grad(loss)(x, w))
 
 
+def test_the_pullback_of_take_along_axis_differentiated_in_its_cotangent_keeps_float32():
+    """take_along_axis's pullback scatters the cotangent onto x's shape; differentiated in
+    that cotangent it gathers again, in the cotangent's dtype (float32 here). Reference:
+    numpy's take_along_axis, the transpose of the scatter. Kills: einsum.sum_to_shape 32"""
+    x = X.astype(np.float32)
+    idx = np.array([[0, 0], [3, 1], [2, 2]])
+    _, pull = ea.vjp(lambda x: ea.take_along_axis(x, idx, axis=1), x)
+    _, pull_pull = ea.vjp(lambda ct: pull(ct)[0], np.ones(idx.shape, np.float32))
+    u = np.arange(x.size, dtype=np.float32).reshape(x.shape)
+    (got,) = pull_pull(u)
+    assert got.dtype == np.float32
+    assert_close(got, np.take_along_axis(u, idx, axis=1))
+    pull_pull_of = lambda ct, u: ea.vjp(lambda ct: pull(ct)[0], ct)[1](u)
+    staged = ea.make_graph(pull_pull_of)(np.ones(idx.shape, np.float32), u)
+    assert "astype" not in str(staged), staged  # float32 throughout: no cast there and back
+
+
 def test_torch_autograd_sort_take_along_where():
     torch = pytest.importorskip("torch")
     x32 = X.astype(np.float32)
