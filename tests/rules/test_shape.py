@@ -105,13 +105,15 @@ RESHAPE_REFUSALS = [
     ((0, -1), "cannot reshape an array of size 24 into shape (0, -1)"),
     ((5, -1), "cannot reshape an array of size 24 into shape (5, -1)"),
     ((5, 5), "cannot reshape an array of size 24 into shape (5, 5)"),
+    ((2**64,), f"cannot reshape an array of size 24 into shape ({2**64},)"),  # beyond int64
 ]
 
 
 def test_reshape_refusals_are_value_errors_naming_the_shape():
     """A shape the size does not fit, two -1s or another negative size is a ValueError naming the
     array's size and the shape asked for (numpy refuses the same, but for other negative sizes,
-    which it reads as -1); an empty array leaves a -1 beside a 0 undetermined.
+    which it reads as -1); an empty array leaves a -1 beside a 0 undetermined. A size beyond
+    int64 is no OverflowError: the sizes are multiplied exactly.
     Kills: _resolve_shape (its checks, their messages)."""
     for new_shape, message in RESHAPE_REFUSALS:
         if new_shape != (2, -2):
