@@ -314,6 +314,28 @@ def test_at_leaves_the_input_untouched_and_checks_the_index():
 
 
 @both_modes
+def test_at_takes_a_value_that_fits_the_places_as_numpys_assignment_does():
+    """The value of ``x.at[index].set(v)`` (and of ``.add``) fits as in numpy's ``x[index] = v``:
+    it broadcasts to the indexed places' shape once leading size-1 axes are dropped; anything else
+    is a ValueError naming both shapes. (A (2, 1) value for two places used to be taken, mutual
+    broadcasting being checked; a (1, 1, 2) one failed with an IndexError.)
+    Kills: _prepare's shape check (dropped, or given one shape)."""
+    x, mid = np.arange(4.0), (slice(1, 3),)
+    for v in (np.array([[7.0, 8.0]]), np.array([[[7.0, 8.0]]]), np.array([7.0]), 7.0):
+        np.testing.assert_array_equal(ea.tensor(x).at[mid].set(v).numpy(), np_set(x, mid, v))
+        np.testing.assert_array_equal(ea.tensor(x).at[mid].add(v).numpy(), np_set(x, mid, x[mid] + v))
+    g = ea.grad(lambda v: ea.sum(ea.tensor(x).at[1:3].set(v) * x))(np.ones((1, 1, 2)))
+    np.testing.assert_array_equal(g, [[[1.0, 2.0]]], strict=True)
+    for v in (np.ones((2, 1)), np.ones(3), np.ones((2, 1, 2))):
+        with pytest.raises(ValueError):
+            np_set(x, mid, v)
+        message = f"could not broadcast input array from shape {v.shape} into shape (2,)"
+        for method in ("set", "add"):
+            with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+                getattr(ea.tensor(x).at[1:3], method)(v)
+
+
+@both_modes
 def test_at_under_a_traced_function():
     def f(x):
         return ea.sum(x.at[0].set(x[1] * 2.0) ** 2)
