@@ -8,6 +8,7 @@ einsum module can build on them (reshaping a squeezed operand, casting a cotange
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -110,7 +111,7 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
     shape = tuple(integer(d, "a shape's size") for d in shape)
     if shape.count(-1) > 1 or any(d < -1 for d in shape):
         raise ValueError(f"invalid shape {shape}: at most one -1 and no other negative size")
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = math.prod(d for d in shape if d != -1)  # exact: an int64 product could overflow and wrap
     if -1 in shape:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape an array of size {size} into shape {shape}")

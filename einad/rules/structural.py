@@ -281,7 +281,11 @@ class IndexedUpdate:
         value = to_operand(v)
         if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        np.broadcast_shapes(shape_of(value), target)  # numpy's ValueError if v does not fit
+        vs = shape_of(value)
+        lead = max(len(vs) - len(target), 0)  # numpy's assignment drops leading size-1 axes of v
+        if any(d != 1 for d in vs[:lead]) or any(d not in (1, t) for d, t in zip(vs[::-1], target[::-1])):
+            raise ValueError(f"could not broadcast input array from shape {vs} into shape {target}")
+        value = reshape_raw(value, vs[lead:])
         if isinstance(value, (int, float, complex)):
             value = lib_array(x, np.asarray(value, dtype_of(x)))
         else:

@@ -9,6 +9,7 @@ import einad as ea
 from tests.support.checks import (
     case_params,
     check_case,
+    cotangent_probe,
     family,
 )
 from tests.support.numerics import assert_close
@@ -86,6 +87,22 @@ def test_where_gradient_goes_to_the_chosen_branch():
     )
     assert_close(gx, [1.0, 0.0, 3.0])
     assert_close(gy, [0.0, 2.0, 0.0])
+
+
+@both_modes
+def test_where_hands_each_branch_a_cotangent_of_its_shape_and_dtype():
+    """where(c, x, y) of a float32 x and a float64 y is float64; the cotangent of each branch is
+    the output's where its side was chosen, summed back over the axes it was broadcast along and
+    cast to its dtype: x (float32, broadcast along the rows) receives float32.
+    Kills: _where_vjp's dtype argument of sum_to_shape (dropped or None)."""
+    c = np.array([[True, False, True], [False, False, True]])
+    w = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    x32, y = np.array([0.5, -1.0, 2.0], dtype=np.float32), np.ones((2, 3))
+    probe, seen = cotangent_probe()
+    gx, gy = ea.grad(lambda x, y: ea.sum(ea.where(c, probe(x), y) * w), (0, 1))(x32, y)
+    assert seen == [np.float32]
+    np.testing.assert_array_equal(gx, np.array([1.0, 0.0, 9.0], dtype=np.float32), strict=True)
+    np.testing.assert_array_equal(gy, np.where(c, 0.0, w), strict=True)
 
 
 # name: f(m, x, c) written once for m = einad and m = numpy; linear in x and in the constant c

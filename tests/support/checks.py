@@ -8,6 +8,7 @@
 * `numpy_case`, `stays_float32`, `case_params`: a case written once for einad and numpy;
 * `np_set`, `np_add`: numpy references for ``x.at[i].set(v)`` and ``x.at[i].add(v)``;
 * `finite_value_and_gradient`: the value and gradient of a stable op at huge inputs are finite;
+* `cotangent_probe`: an identity whose VJP records the dtype of the cotangent it is given;
 * `drop_rules`, `forget_rules`: a primitive a test made with a rules factory, out of the rule tables.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 import einad as ea
 from einad import core
 from einad.core import strip
+from einad.util import dtype_of
 from tests.support.numerics import assert_close, check_op
 
 
@@ -177,6 +179,19 @@ def finite_value_and_gradient(f, x):
     grad = ea.grad(lambda x: ea.sum(f(x) * STABLE_WEIGHTS[: x.shape[-1]]))(x)
     assert np.all(np.isfinite(value)) and np.all(np.isfinite(grad))
     return value, grad
+
+
+def cotangent_probe():
+    """``(probe, seen)``: `probe` is the identity, with a VJP that passes its cotangent on and
+    appends the cotangent's dtype to the list `seen` (what a rule hands to the value before it)."""
+    seen = []
+
+    @ea.custom_vjp
+    def probe(x):
+        return x
+
+    probe.defvjp(lambda x: (x, None), lambda res, g: (seen.append(dtype_of(g)) or g,))
+    return probe, seen
 
 
 def stays_float32(f, args):
