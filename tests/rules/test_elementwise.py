@@ -402,6 +402,28 @@ def test_round_decimals(lib):
         np.testing.assert_array_equal(lib_value(lib, got, np.int64), big)
 
 
+def test_round_plans_each_decimals_apart(lib, monkeypatch):
+    """numpy rounds booleans to 0 decimals (float16) and refuses to round them to 2 (it cannot
+    multiply booleans by 100 in place); other libraries follow numpy whichever came first: a plan
+    (the dtype numpy computes in) made for one `decimals` is not reused for another. Bug fixed: the
+    plans were keyed without `decimals`, so round(b, 2) gave float16 after a round(b).
+
+    Kills: _target 20 (the plan worked out without the keyword arguments)."""
+    b = np.array([True, False])
+    with pytest.raises(TypeError):
+        np.round(b, 2)
+    for first in (None, 0):
+        for cache in ("_targets", "_direct"):
+            monkeypatch.setattr(elementwise, cache, {})
+        if first is not None:
+            try:
+                check_lib(lib, ea.round(lib.asarray(b), first), np.round(b, first))
+            except TypeError as e:  # array-api-strict and dask have no float16
+                assert "no dtype float16" in str(e), e
+        with pytest.raises(TypeError):
+            ea.round(lib.asarray(b), 2)
+
+
 def test_round_decimals_of_numbers_and_numpy_scalars():
     """A Python number or a numpy scalar (no array: the primitive runs numpy's kernel on it, not
     through the fast path of numpy arrays) is rounded to its `decimals` too, in numpy's dtype.
