@@ -275,15 +275,22 @@ def test_abs_of_complex_values_has_slope_conj_over_modulus_and_zero_at_zero():
     """d|z| = conj(z)/|z| (the gradient of sum |z|, JAX's convention), and 0 at z = 0 (the zero
     modulus replaced by 1 before the division): no nan in the gradient nor in the JVP.
 
-    Kills: _abs_slope 15, 22, 23, 29 (the zero test broken: 0/0 at z = 0)."""
+    The slope's own derivative along t (forward over reverse) is that of conj(z)/|z|, and at
+    z = 0 that of conj(z)/1 (JAX's too: it replaces the zero modulus by 1): conj(t).
+
+    Kills: _abs_slope 15, 22, 23, 29 (the zero test broken: 0/0 at z = 0), 30 (conj(z)/2 at 0)."""
     z = np.array([0j, 3 + 4j, -2j, -1.5 + 0j])
     modulus = np.where(z == 0, 1, np.abs(z))
-    g = ea.grad(lambda v: ea.sum(ea.abs(v)))(z)
-    np.testing.assert_allclose(g, np.conj(z) / modulus, rtol=1e-12, atol=0)
+    slope = lambda v: ea.grad(lambda u: ea.sum(ea.abs(u)))(v)
+    np.testing.assert_allclose(slope(z), np.conj(z) / modulus, rtol=1e-12, atol=0)
     t = np.array([1 + 2j, 0.5 - 1j, 2 + 0j, 1j])
     _, tangent = ea.jvp(ea.abs, (z,), (t,))
-    np.testing.assert_allclose(tangent, np.real(np.conj(z) * t) / modulus, rtol=1e-12, atol=0)
+    d_modulus = np.real(np.conj(z) * t) / modulus
+    np.testing.assert_allclose(tangent, d_modulus, rtol=1e-12, atol=0)
     assert tangent.dtype == np.float64
+    _, d_slope = ea.jvp(slope, (z,), (t,))
+    want = np.conj(t) / modulus - np.conj(z) * d_modulus / modulus**2
+    np.testing.assert_allclose(d_slope, want, rtol=1e-12)
 
 
 @both_modes
