@@ -330,8 +330,9 @@ def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]
 
     numpy's rules, worked out by numpy on 0-d stand-ins: Python numbers are weak (they
     take the array's dtype), and integers go to floating point for a floating result.
+    The keyword arguments are part of the plan (numpy rounds booleans to 0 decimals, not to 2).
     """
-    key = (name, *keys)
+    key = (name, *keys, *kw.items())
     out = _targets.get(key)
     if out is None:
         probes = [k(1) if isinstance(k, type) else np.ones((), k) for k in keys]

@@ -224,6 +224,19 @@ def test_ndarray_on_the_left_of_a_traced_tensor_keeps_the_derivative():
     assert_close(ea.grad(lambda x: ea.sum(a / x))(np.ones(2)), -a)
 
 
+def test_a_gradient_that_is_a_users_array_is_a_fresh_copy():
+    """The gradient of sum(x * c) is `c` itself: under a cotangent of ones the slope is handed on
+    as a read-only view (no multiplication), so the gradient returned is a writable copy of it,
+    never `c`'s memory.
+
+    Kills: _scale 27 (a writable view: the gradient was `c`'s memory)."""
+    c, x = np.array([1.0, -2.0, 3.0]), np.array([0.5, 0.25, 2.0])
+    for f in (lambda v: ea.sum(v * c), lambda v: ea.sum(c * v), lambda v: ea.sum(ea.multiply(v, c))):
+        g = ea.grad(f)(x)
+        np.testing.assert_array_equal(g, c)
+        assert g.flags.writeable and not np.shares_memory(g, c)
+
+
 @both_modes
 def test_sigmoid_is_stable():
     value, grad = finite_value_and_gradient(ea.sigmoid, BIG)
@@ -256,6 +269,28 @@ def test_abs_and_relu_subgradient_is_zero_at_zero():
     assert_close(ea.grad(lambda x: ea.sum(abs(x)))(x), [-1.0, 0.0, 1.0])
     assert_close(ea.grad(lambda x: ea.sum(ea.relu(x)))(x), [0.0, 0.0, 1.0])
     assert_close(ea.relu(x).numpy(), [0.0, 0.0, 3.0])
+
+
+def test_abs_of_complex_values_has_slope_conj_over_modulus_and_zero_at_zero():
+    """d|z| = conj(z)/|z| (the gradient of sum |z|, JAX's convention), and 0 at z = 0 (the zero
+    modulus replaced by 1 before the division): no nan in the gradient nor in the JVP.
+
+    The slope's own derivative along t (forward over reverse) is that of conj(z)/|z|, and at
+    z = 0 that of conj(z)/1 (JAX's too: it replaces the zero modulus by 1): conj(t).
+
+    Kills: _abs_slope 15, 22, 23, 29 (the zero test broken: 0/0 at z = 0), 30 (conj(z)/2 at 0)."""
+    z = np.array([0j, 3 + 4j, -2j, -1.5 + 0j])
+    modulus = np.where(z == 0, 1, np.abs(z))
+    slope = lambda v: ea.grad(lambda u: ea.sum(ea.abs(u)))(v)
+    np.testing.assert_allclose(slope(z), np.conj(z) / modulus, rtol=1e-12, atol=0)
+    t = np.array([1 + 2j, 0.5 - 1j, 2 + 0j, 1j])
+    _, tangent = ea.jvp(ea.abs, (z,), (t,))
+    d_modulus = np.real(np.conj(z) * t) / modulus
+    np.testing.assert_allclose(tangent, d_modulus, rtol=1e-12, atol=0)
+    assert tangent.dtype == np.float64
+    _, d_slope = ea.jvp(slope, (z,), (t,))
+    want = np.conj(t) / modulus - np.conj(z) * d_modulus / modulus**2
+    np.testing.assert_allclose(d_slope, want, rtol=1e-12)
 
 
 @both_modes
@@ -352,7 +387,9 @@ def test_constant_ops(lib, name):
 def test_round_decimals(lib):
     """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted; integers
     too (a negative `decimals` rounds them to tens, hundreds: other libraries once returned them as
-    they were)."""
+    they were), and integers past 2**53 stay exact (no float64 round trip).
+
+    Kills: _round_xp 4, 6 (integers with decimals >= 0 sent through float64)."""
     for x in (np.array([0.123, -2.567, 10.0449, 3.5]), np.array([1.2345, -2.5, 0.5, 2.675])):
         for d in (0, 1, 2, -1):
             got = ea.round(lib.asarray(x), d)
@@ -367,6 +404,43 @@ def test_round_decimals(lib):
     i = np.array([15, 25, -35, 44, 7, 149])  # integers keep their dtype; to tens and hundreds half to even
     for d in (1, 2, -1, -2):
         check_lib(lib, ea.round(lib.asarray(i), d), np.round(i, d), rtol=0, atol=0)
+    big = np.array([2**53 + 1, -(2**53) - 3, 2**62 + 7])  # exact (assert_allclose compares in float64)
+    for got in (ea.round(lib.asarray(big)), *(ea.round(lib.asarray(big), d) for d in (0, 1, 2))):
+        np.testing.assert_array_equal(lib_value(lib, got, np.int64), big)
+
+
+def test_round_plans_each_decimals_apart(lib, monkeypatch):
+    """numpy rounds booleans to 0 decimals (float16) and refuses to round them to 2 (it cannot
+    multiply booleans by 100 in place); other libraries follow numpy whichever came first: a plan
+    (the dtype numpy computes in) made for one `decimals` is not reused for another. Bug fixed: the
+    plans were keyed without `decimals`, so round(b, 2) gave float16 after a round(b).
+
+    Kills: _target 20 (the plan worked out without the keyword arguments)."""
+    b = np.array([True, False])
+    with pytest.raises(TypeError):
+        np.round(b, 2)
+    for first in (None, 0):
+        for cache in ("_targets", "_direct"):
+            monkeypatch.setattr(elementwise, cache, {})
+        if first is not None:
+            try:
+                check_lib(lib, ea.round(lib.asarray(b), first), np.round(b, first))
+            except TypeError as e:  # array-api-strict and dask have no float16
+                assert "no dtype float16" in str(e), e
+        with pytest.raises(TypeError):
+            ea.round(lib.asarray(b), 2)
+
+
+def test_round_decimals_of_numbers_and_numpy_scalars():
+    """A Python number or a numpy scalar (no array: the primitive runs numpy's kernel on it, not
+    through the fast path of numpy arrays) is rounded to its `decimals` too, in numpy's dtype.
+
+    Kills: _foreign 4 (the keyword arguments dropped on numpy scalars and numbers)."""
+    for x in (1.2345, -2.675, np.float64(1.2345), np.float32(-2.675), np.float64(1234.5)):
+        for d in (0, 2, -1):
+            got = ea.round(x, d).numpy()
+            np.testing.assert_array_equal(got, np.round(x, d))
+            assert got.dtype == np.result_type(x)
 
 
 @both_modes
@@ -601,6 +675,27 @@ def test_a_real_operand_of_a_complex_product_has_a_real_gradient():
     ea.sum(ea.real(leaf * y)).backward()
     assert leaf.grad.dtype == np.float64
     assert_close(leaf.grad, y.real.sum(axis=0), rtol=1e-12)
+
+
+def test_internal_conj_and_real_of_real_values_are_the_values_themselves():
+    """`elementwise.conj` and `elementwise.real` (the rules' internal forms) hand a real value back as
+    it is, raw or traced: no copy, no operation recorded; complex values get numpy's conjugate and
+    real part.
+
+    Kills: conj 1, real 1 (a conj or real operation bound on real values too)."""
+    for v in (np.array([1.5, -2.0]), np.arange(3), np.float32(2.5)):
+        assert elementwise.conj(v) is v and elementwise.real(v) is v
+    seen = []
+
+    def f(v):
+        seen.append((type(v), elementwise.conj(v) is v, elementwise.real(v) is v))
+        return ea.sum(v * v)
+
+    assert_close(ea.grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+    assert seen == [(ea.Tensor, True, True)]
+    z = np.array([1 + 2j, -3j])
+    np.testing.assert_array_equal(elementwise.conj(z), np.conj(z))
+    np.testing.assert_array_equal(elementwise.real(z), np.real(z))
 
 
 def test_table_names_every_op():
@@ -906,7 +1001,10 @@ def test_integers_promote_as_numpy(lib, monkeypatch):
     """Integer operands go to float64 where numpy's result is floating (sin, divide, arctan2), and
     stay integers where it is (add), whatever was planned before for the same dtypes (the plans
     start empty here, an integer sum first: the sine of integers is still float64); numpy scalars
-    convert as numpy's dtype rules say (np.float32 with float32 stays float32)."""
+    convert as numpy's dtype rules say (np.float32 with float32 stays float32); an int16 operand beside
+    float32 is cast to float32, not float64.
+
+    Kills: _foreign 94 (the cast to float64 whatever numpy's dtype)."""
     for cache in ("_targets", "_direct"):
         monkeypatch.setattr(elementwise, cache, {})
     i = np.arange(1, 7, dtype=np.int64).reshape(2, 3)
@@ -921,6 +1019,7 @@ def test_integers_promote_as_numpy(lib, monkeypatch):
         (ea.add(lib.asarray(i), 2), ea.add(i, 2)),
         (ea.add(lib.asarray(i), np.int64(2)), np.add(i, np.int64(2))),
         (ea.multiply(lib.asarray(f), np.float32(0.5)), np.multiply(f, np.float32(0.5))),
+        (ea.add(lib.asarray(i.astype(np.int16)), lib.asarray(f)), np.add(i.astype(np.int16), f)),  # float32
     ]:
         check_lib(lib, got, want, rtol=1e-7, atol=1e-7)
 

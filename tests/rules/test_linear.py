@@ -58,6 +58,29 @@ def test_matmul(shapes):
     check_op(ea.matmul, np.matmul, a, b)
 
 
+@pytest.mark.parametrize(
+    ("shapes", "subscripts"),
+    [
+        (((3,), (3,)), "j,j->"),
+        (((3,), (2, 3, 4)), "j,ajk->ak"),
+        (((5, 2, 3), (3,)), "aij,j->ai"),
+        (((5, 2, 3), (3, 4)), "aij,jk->aik"),
+    ],
+    ids=str,
+)
+def test_matmul_stages_one_einsum_in_numpys_notation(shapes, subscripts):
+    """matmul is one einsum equation (no reshapes or transposes around it), written in numpy's
+    matmul notation (j for the contracted axis, i and k for the kept ones): its staged program
+    reads as the numpy documentation does; the value is numpy's.
+
+    Kills: matmul 66, 76, 86, 94 (other letters: the same value, another program)."""
+    a, b = random_operands(shapes)
+    graph = ea.make_graph(ea.matmul)(a, b)
+    assert [e.op for e in graph.equations] == ["einsum"]
+    assert f"= einsum[{subscripts}] a b" in str(graph), str(graph)
+    assert_close(graph(a, b), np.matmul(a, b))
+
+
 @both_modes
 @pytest.mark.parametrize("shapes", MATMUL_SHAPES[:7], ids=str)
 def test_matmul_operator(shapes):

@@ -446,6 +446,24 @@ def test_max_ties_share_and_clip(lib):
     check_lib(lib, gc, ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(x), rtol=1e-7, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_derivatives_of_float32_are_float32_in_both_modes(lib, name):
+    """float32 in: the tie-sharing weights are float32 too, so the JVP's tangent (which nothing
+    casts back) is float32, like the VJP's gradient; values the closed form (1/count on the ties).
+
+    Kills: _extreme_weights 5, 23 (the weights in float64: a float64 tangent)."""
+    x = np.array([[1.0, 3.0, 3.0], [0.5, -1.0, 2.0]], np.float32)
+    t = np.array([[1.0, 2.0, -4.0], [3.0, 5.0, 0.5]], np.float32)
+    hit = x == getattr(np, name)(x, axis=1, keepdims=True)
+    weights = hit / hit.sum(axis=1, keepdims=True)
+    op = getattr(ea, name)
+    with lib.lazy():
+        _, tangent = ea.jvp(lambda v: op(v, axis=1), (lib.asarray(x),), (lib.asarray(t),))
+        g = ea.grad(lambda v: ea.sum(op(v, axis=1) * 3.0))(lib.asarray(x))
+    check_lib(lib, tangent, (t * weights).sum(axis=1), rtol=1e-6, atol=1e-6, dtype=np.float32)
+    check_lib(lib, g, 3.0 * weights, rtol=1e-6, atol=1e-6, dtype=np.float32)
+
+
 # -- the factories, called by the test ---------------------------------------------------------
 # max_p, min_p and the primitives' implementations are built at import; these tests build fresh
 # ones, so a broken factory (or a broken rule inside one) fails here, not only at import.
