@@ -674,3 +674,40 @@ def test_a_float64_cotangent_sums_the_slices_of_float32_operands_in_float64(lib)
     (got,) = pull(lib.asarray(u))
     check_lib(lib, got, want(u)[0])
     check_lib(lib, got, np.ones(1, np.float32))
+
+
+def test_a_traced_contraction_promotes_all_its_operands_before_the_first_step():
+    """Traced (here staged by make_graph, and under grad), a contraction of float64 and two
+    float32 operands casts the two float32 operands, and only those, to float64 before any
+    pairwise step, as numpy's einsum and einad's untraced einsum do: the cheapest path contracts
+    the float32 pair first, and that step must not round in float32. Reference: numpy in float64.
+
+    Kills: contract 77 (the promotion test compared the dtypes with the second one), 81 (every
+    operand cast, also the one already float64)"""
+    a, b, c = random_operands([(50, 3), (3, 4), (4, 2)])
+    b32, c32 = b.astype(np.float32), c.astype(np.float32)
+    f = lambda a, b, c: ea.einsum("ij,jk,kl->il", a, b, c)
+    graph = ea.make_graph(f)(a, b32, c32)
+    assert [e.op for e in graph.equations] == ["astype", "astype", "einsum", "einsum"]
+    assert graph.einsums[0] == "jk,kl->jl", "the float32 pair is contracted first"
+    want = a @ (b32.astype(np.float64) @ c32.astype(np.float64))
+    value, grad = ea.value_and_grad(lambda a: ea.sum(f(a, b32, c32) * want))(a)
+    assert_close(value, np.sum(want * want), rtol=1e-13)
+    assert_close(grad, want @ (b32.astype(np.float64) @ c32.astype(np.float64)).T, rtol=1e-13)
+
+
+def test_a_pair_under_a_memory_limit_is_contracted_without_asking_the_slicer(monkeypatch):
+    """A pairwise contraction has no intermediate to slice, so `contract` does not plan one with
+    the slicer even under a `memory_limit` (a saving of a planning call per contraction; the
+    derivative rules contract pairs under their equation's limit all the time); three operands
+    are planned. Reference: numpy (values), a call count.
+    Kills: contract 24 (pairs sent to the slicer)"""
+    calls = []
+    plan = einsum_rules.slice_plan
+    monkeypatch.setattr(einsum_rules, "slice_plan", lambda *a, **k: calls.append(a[0]) or plan(*a, **k))
+    a, b, c = random_operands([(2, 3), (3, 4), (4, 2)])
+    assert_close(einsum_rules.contract(("ij", "jk"), "ik", [a, b], memory_limit=4), a @ b, rtol=1e-12)
+    assert calls == []
+    got = einsum_rules.contract(("ij", "jk", "kl"), "il", [a, b, c], memory_limit=4)
+    assert_close(got, a @ b @ c, rtol=1e-12)
+    assert calls == [("ij", "jk", "kl")]

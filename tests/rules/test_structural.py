@@ -89,6 +89,18 @@ def test_where_gradient_goes_to_the_chosen_branch():
     assert_close(gy, [0.0, 2.0, 0.0])
 
 
+def test_a_boolean_condition_is_used_as_it_is_and_any_other_is_cast_without_a_derivative():
+    """A boolean condition (a comparison) goes to `where` as it is; any other is cut from the
+    derivative and cast to bool, once. Reference: the staged program's operations, and numpy.
+    Kills: where 11 (every condition cut and cast, a boolean one too)"""
+    x = np.array([1.5, -2.0, 0.0])
+    g = ea.make_graph(lambda x: ea.where(x > 0, x, 0.0))(x)
+    assert [e.op for e in g.equations] == ["greater", "where"]
+    g = ea.make_graph(lambda x: ea.where(x, x, 0.5))(x)
+    assert [e.op for e in g.equations] == ["stop_gradient", "astype", "where"]
+    assert_close(ea.where(x, x, 0.5), np.where(x, x, 0.5))
+
+
 @both_modes
 def test_where_hands_each_branch_a_cotangent_of_its_shape_and_dtype():
     """where(c, x, y) of a float32 x and a float64 y is float64; the cotangent of each branch is
@@ -210,11 +222,13 @@ LIB_CASES = {
         (MASK, X),
         (1,),
     ),
-    # a Python condition: an array of the branches' library, not numpy's beside them
+    # a Python condition: an array of the branches' library, not numpy's beside them (the library
+    # of x when x is an array, even beside a Python number y; kills: where 10)
     "where_python_condition": (
         *family(
             (lambda x, y: ea.where(False, x, y), lambda x, y: np.where(False, x, y)),
             (lambda x, y: ea.where(1, 0.5, y) * x, lambda x, y: np.where(1, 0.5, y) * x),
+            (lambda x, y: ea.where(True, x, 0.5) * y, lambda x, y: np.where(True, x, 0.5) * y),
         ),
         (X, Y),
         (0, 1),
