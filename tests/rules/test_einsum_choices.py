@@ -546,6 +546,35 @@ def test_the_gradients_of_a_sliced_contraction_have_their_operands_dtypes(lib):
         check_lib(lib, got, w, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("eq", "shapes", "limit"),
+    [(EQ, SHAPES, LIMIT), (TETRA, [(3, 3, 3)] * 4, TETRA_LIMIT)],
+    ids=["sweep", "one_pass"],
+)
+def test_each_gradient_of_a_complex_sliced_contraction_has_its_operands_kind(lib, eq, shapes, limit):
+    """Among complex128 operands, a real one (the real part of a complex input) and a
+    complex64 one: the gradients come packed in complex128, and each goes back in its
+    operand's dtype, the real one as the real part (a complex cotangent would flow through
+    `real`'s VJP into the input's imaginary part), the complex64 one complex (not real). A
+    sliced contraction (one sweep) and a scalar one (its gradients from the one pass, scaled
+    in place on numpy, by an einsum elsewhere). Reference: the unsliced einsum's VJP.
+
+    Kills: _unpack 17, 18, 20, 23, 26, 27; _scaled_blocks 44, 45, 48, 49, 50;
+    _sliced_vjp 33..36, 39."""
+    ops = random_operands(shapes, dtype=np.complex128)
+    ops[2] = ops[2].astype(np.complex64)
+    out_shape = np.einsum(eq, *ops).shape
+    u = random_operands([out_shape], seed=3, dtype=np.complex128)[0]
+
+    def f(w, *rest, limit=limit):
+        return ea.einsum(eq, ea.real(w), *rest, memory_limit=limit)
+
+    _, pull = ea.vjp(f, *[lib.asarray(o) for o in ops])
+    _, want = ea.vjp(lambda *a: f(*a, limit=None), *ops)
+    for got, w in zip(pull(lib.asarray(u)), want(u)):
+        check_lib(lib, got, w, rtol=1e-5, atol=1e-5)
+
+
 def test_a_sliced_contraction_with_a_size_one_output_axis_has_gradients():
     """An output axis of size 1 (not 0: the sweep is skipped only for an empty cotangent)."""
     shapes = [(4, 3, 5), (4, 2, 1), (3, 2, 4)]
