@@ -128,6 +128,25 @@ def test_rev_over_rev_of_the_one_pass_value_and_gradient():
         assert_close(got, ea.grad(outer(None, argnums))(ops[0]), rtol=1e-9)
 
 
+def test_a_concrete_cotangent_scales_traced_one_pass_gradients_by_an_einsum():
+    """A pullback of a scalar sliced contraction called with a concrete cotangent (2.0) inside
+    a function being differentiated: the one-pass gradients are the outer trace's values, so
+    they are scaled by an einsum the outer trace differentiates, not in place (which only a
+    concrete numpy buffer allows). Reference: the same with the unsliced einsum.
+
+    Kills: _scaled_blocks 2, 3 (a traced buffer taken for a numpy one)."""
+    ops = random_operands([(3, 3, 3)] * 4)
+
+    def h(limit):
+        def f(x):
+            _, pull = ea.vjp(lambda y: _tetra(limit)(y, *ops[1:]), x)
+            return ea.sum(pull(np.float64(2.0))[0] ** 2)
+
+        return f
+
+    assert_close(ea.grad(h(TETRA_LIMIT))(ops[0]), ea.grad(h(None))(ops[0]), rtol=1e-9)
+
+
 def test_the_cotangent_derivative_has_the_cotangent_dtype():
     """The derivative in a float32 cotangent, taken through a cast from float64: what comes
     back through the cast holds float32 values (the derivative was cast to the cotangent's
