@@ -930,14 +930,17 @@ def _forward_params(params: Params) -> Params:
     return {k: params[k] for k in ("inputs", "output", "optimize", "memory_limit", "slices")}
 
 
-def _unpack(flat: Any, vals: Sequence[Any], wrt: tuple[int, ...], offset: int = 0) -> list[Any]:
-    """Views of each operand's block of `flat` (the layout of `einsum_vjp_p`), cast to its dtype."""
+def _unpack(
+    flat: Any, vals: Sequence[Any], wrt: tuple[int, ...], offset: int = 0, cast: bool = True
+) -> list[Any]:
+    """Views of each operand's block of `flat` (the layout of `einsum_vjp_p`), cast to its
+    dtype unless not `cast`."""
     out: list[Any] = [None] * len(vals)
     for k in wrt:
         shape = shape_of(vals[k])
         r = bind(unpack_p, [flat], {"offset": offset, "shape": shape})
         dt = dtype_of(vals[k])
-        out[k] = astype(r, dt) if dtype_of(r) != dt else r
+        out[k] = astype(r, dt) if cast and dtype_of(r) != dt else r
         offset += int(np.prod(shape, dtype=np.int64))
     return out
 
@@ -992,7 +995,7 @@ def _scaled_blocks(unit: _Unit, g: Any, needed: list[bool]) -> list[Any] | None:
     for k, block in _grad_blocks(flat, unit.vals, unit.wrt, (), 1).items():
         if needed[k]:
             dt = dtype_of(unit.vals[k])
-            out[k] = block if block.dtype == dt else block.astype(dt)
+            out[k] = block if block.dtype == dt else astype(block, dt)  # a real one: the real part
     return out
 
 
@@ -1001,7 +1004,9 @@ def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         done = _scaled_blocks(ans, g, needed)
         if done is not None:
             return done
-        grads = _unpack(ans.flat, ans.vals, ans.wrt, offset=1)
+        # scaled in the packed dtype, then cast: a real operand's gradient among complex
+        # ones is the real part of the product, not g times the real part
+        grads = _unpack(ans.flat, ans.vals, ans.wrt, offset=1, cast=False)
         out: list[Any] = [None] * len(needed)
         for k in ans.wrt:
             if needed[k]:

@@ -621,6 +621,29 @@ def test_mixed_dtypes_promote_as_numpy(lib):
     )
 
 
+@pytest.mark.parametrize(
+    "number", [np.float64(2.5), np.float32(2.5), np.int64(2), np.complex64(2 - 1j)], ids=repr
+)
+def test_a_numpy_scalar_operand_promotes_as_numpy(lib, number):
+    """A numpy scalar among arrays of a library (first, in the middle, last; with two and
+    with three operands): an array of that library, of the dtype numpy's einsum gives it
+    (numpy scalars are not weak: a float64 one with float32 arrays gives float64).
+    Reference: numpy.einsum.
+
+    Kills: einsum _adopt 25 (the scalar cast to the arrays' dtype, not promoted with them)."""
+    x = random_operands([(3,)], dtype=np.float32)[0]
+    y = np.arange(3)  # int64
+    cases = [
+        (",i->i", (number, x)),
+        ("i,->i", (x, number)),
+        ("i,,i->i", (x, number, y)),
+        ("i,i,->i", (y, y, number)),
+    ]
+    for spec, ops in cases:
+        got = ea.einsum(spec, *[o if isinstance(o, np.generic) else lib.asarray(o) for o in ops])
+        check_lib(lib, got, np.einsum(spec, *ops), rtol=1e-6)
+
+
 def test_empty_operand_gives_zeros(lib):
     a, b = np.zeros((2, 0)), np.ones((0, 3))
     check_lib(lib, ea.einsum("ij,jk->ik", lib.asarray(a), lib.asarray(b)), np.zeros((2, 3)))

@@ -130,6 +130,25 @@ def test_rev_over_rev_of_the_one_pass_value_and_gradient():
         assert_close(got, ea.grad(outer(None, argnums))(ops[0]), rtol=1e-9)
 
 
+def test_a_concrete_cotangent_scales_traced_one_pass_gradients_by_an_einsum():
+    """A pullback of a scalar sliced contraction called with a concrete cotangent (2.0) inside
+    a function being differentiated: the one-pass gradients are the outer trace's values, so
+    they are scaled by an einsum the outer trace differentiates, not in place (which only a
+    concrete numpy buffer allows). Reference: the same with the unsliced einsum.
+
+    Kills: _scaled_blocks 2, 3 (a traced buffer taken for a numpy one)."""
+    ops = random_operands([(3, 3, 3)] * 4)
+
+    def h(limit):
+        def f(x):
+            _, pull = ea.vjp(lambda y: _tetra(limit)(y, *ops[1:]), x)
+            return ea.sum(pull(np.float64(2.0))[0] ** 2)
+
+        return f
+
+    assert_close(ea.grad(h(TETRA_LIMIT))(ops[0]), ea.grad(h(None))(ops[0]), rtol=1e-9)
+
+
 def test_the_cotangent_derivative_has_the_cotangent_dtype():
     """The derivative in a float32 cotangent, taken through a cast from float64: what comes
     back through the cast holds float32 values (the derivative was cast to the cotangent's
@@ -441,21 +460,31 @@ def test_a_pullback_through_the_one_pass_gradient_does_not_keep_it():
 # A step that reads no sliced letter runs once, before the loop (`Schedule.hoisted`); the
 # sweep sums the cotangent of each hoisted value the loop reads over the slices, then pulls
 # it back through the hoisted steps once, last step first. Here "a" is sliced: cf,f->c then
-# bc,c->b (a hoisted step reading a hoisted value) and de,e->d are hoisted.
+# bc,c->b (a hoisted step reading a hoisted value) and deh,e->d (h only there: its pullback
+# to deh spreads along h) are hoisted.
 
-HOIST = ("ab", "bc", "cf", "f", "ad", "de", "e")
-HOIST_SHAPES = [(4, 3), (3, 2), (2, 2), (2,), (4, 3), (3, 2), (2,)]
+HOIST = ("ab", "bc", "cf", "f", "ad", "deh", "e")
+HOIST_SHAPES = [(4, 3), (3, 2), (2, 2), (2,), (4, 3), (3, 2, 2), (2,)]
 HOIST_PATH = ((2, 3), (1, 5), (2, 3), (0, 2), (0, 1), (0, 1))
 
 
-@pytest.mark.parametrize("wrt", [(0, 1, 2, 3, 4, 5, 6), (1,), (3, 5)], ids=["all", "one", "two"])
-def test_the_cotangents_of_hoisted_steps_are_summed_over_the_slices(lib, wrt):
+@pytest.mark.parametrize(
+    ("wrt", "ct"),
+    [((0, 1, 2, 3, 4, 5, 6), np.complex128), ((1,), np.complex128), ((3, 5), np.complex128)]
+    + [((0, 1, 2, 3, 4, 5, 6), np.float64)],
+    ids=["all", "one", "two", "all-real-cotangent"],
+)
+def test_the_cotangents_of_hoisted_steps_are_summed_over_the_slices(lib, wrt, ct):
     """Gradients through hoisted steps, on every library (the sums are blocks off numpy),
-    complex128 (a sum kept in a real dtype would lose the imaginary part), for every operand
-    or some: a hoisted step that no differentiated operand reaches is skipped, and those
-    before it are still pulled back. Reference: the unsliced einsum's VJP."""
+    complex128 (a sum kept in a real dtype would lose the imaginary part, also for a real
+    cotangent), for every operand or some: a hoisted step that no differentiated operand
+    reaches is skipped, and those before it are still pulled back. Reference: the unsliced
+    einsum's VJP.
+
+    Kills: _sweep 23, 25 (the sums' dtype without the operands'), 216 (the spread along h
+    without its shape)."""
     ops = random_operands(HOIST_SHAPES, dtype=np.complex128)
-    u = random_operands([(4,)], seed=3, dtype=np.complex128)[0]
+    u = random_operands([(4,)], seed=3, dtype=ct)[0]
 
     def pulled(f, ops, u):
         def g(*xs):
@@ -469,7 +498,7 @@ def test_the_cotangents_of_hoisted_steps_are_summed_over_the_slices(lib, wrt):
 
     sliced = lambda *a: contract_planned(HOIST, "a", a, HOIST_PATH, (("a", 2),), 1)
     value, grads = pulled(sliced, [lib.asarray(o) for o in ops], lib.asarray(u))
-    want, want_grads = pulled(lambda *a: ea.einsum("ab,bc,cf,f,ad,de,e->a", *a), ops, u)
+    want, want_grads = pulled(lambda *a: ea.einsum("ab,bc,cf,f,ad,deh,e->a", *a), ops, u)
     check_lib(lib, value, want)
     for got, w in zip(grads, want_grads):
         check_lib(lib, got, w)
@@ -489,6 +518,20 @@ def test_the_one_pass_gradients_are_scaled_by_the_cotangent_in_each_operands_dty
     _, want = ea.vjp(_tetra(None), *ops)
     for got, w in zip(pull(lib.asarray(np.float64(2.0))), want(np.float64(2.0))):
         check_lib(lib, got, w, rtol=1e-4, atol=1e-4)
+
+
+def test_the_one_pass_value_of_a_complex_contraction_keeps_its_imaginary_part():
+    """A complex scalar sliced contraction under a reverse trace: its value comes out of the
+    pass that computes the gradients, summed over the slices in complex128 (a real sum would
+    drop the imaginary part). Reference: the unsliced einsum and its VJP.
+
+    Kills: _sweep 57, 59 (the value summed in float64)."""
+    ops = random_operands([(3, 3, 3)] * 4, dtype=np.complex128)
+    value, pull = ea.vjp(_tetra(TETRA_LIMIT), *ops)
+    want, want_pull = ea.vjp(_tetra(None), *ops)
+    assert_close(value, want, rtol=1e-12)
+    for got, w in zip(pull(np.complex128(1 - 2j)), want_pull(np.complex128(1 - 2j))):
+        assert_close(got, w, rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -520,6 +563,35 @@ def test_the_gradients_of_a_sliced_contraction_have_their_operands_dtypes(lib):
     u = random_operands([(5, 3, 4)], seed=3)[0]
     _, pull = ea.vjp(_sliced(LIMIT), *[lib.asarray(o) for o in ops])
     _, want = ea.vjp(_sliced(None), *ops)
+    for got, w in zip(pull(lib.asarray(u)), want(u)):
+        check_lib(lib, got, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("eq", "shapes", "limit"),
+    [(EQ, SHAPES, LIMIT), (TETRA, [(3, 3, 3)] * 4, TETRA_LIMIT)],
+    ids=["sweep", "one_pass"],
+)
+def test_each_gradient_of_a_complex_sliced_contraction_has_its_operands_kind(lib, eq, shapes, limit):
+    """Among complex128 operands, a real one (the real part of a complex input) and a
+    complex64 one: the gradients come packed in complex128, and each goes back in its
+    operand's dtype, the real one as the real part (a complex cotangent would flow through
+    `real`'s VJP into the input's imaginary part), the complex64 one complex (not real). A
+    sliced contraction (one sweep) and a scalar one (its gradients from the one pass, scaled
+    in place on numpy, by an einsum elsewhere). Reference: the unsliced einsum's VJP.
+
+    Kills: _unpack 17, 18, 20, 23, 26, 27; _scaled_blocks 44, 45, 48, 49, 50;
+    _sliced_vjp 33..36, 39."""
+    ops = random_operands(shapes, dtype=np.complex128)
+    ops[2] = ops[2].astype(np.complex64)
+    out_shape = np.einsum(eq, *ops).shape
+    u = random_operands([out_shape], seed=3, dtype=np.complex128)[0]
+
+    def f(w, *rest, limit=limit):
+        return ea.einsum(eq, ea.real(w), *rest, memory_limit=limit)
+
+    _, pull = ea.vjp(f, *[lib.asarray(o) for o in ops])
+    _, want = ea.vjp(lambda *a: f(*a, limit=None), *ops)
     for got, w in zip(pull(lib.asarray(u)), want(u)):
         check_lib(lib, got, w, rtol=1e-5, atol=1e-5)
 
