@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad import executor
 from einad.core import lower_rules
 from einad.explain import explain
 from einad.rules import einsum as einsum_rules
@@ -783,3 +784,60 @@ def test_a_pair_under_a_memory_limit_is_contracted_without_asking_the_slicer(mon
     got = einsum_rules.contract(("ij", "jk", "kl"), "il", [a, b, c], memory_limit=4)
     assert_close(got, a @ b @ c, rtol=1e-12)
     assert calls == [("ij", "jk", "kl")]
+
+
+@pytest.mark.parametrize("name", ["array_api_strict", "torch"])
+def test_off_numpy_a_contraction_follows_the_path_its_parameters_choose(monkeypatch, name):
+    """On another library, a pair is one step of the library's (no path planned), and three
+    operands are contracted pairwise along the path `optimize` and `memory_limit` choose: an
+    explicit path, or the path that keeps a jit program's intermediates within its limit (the
+    chain of `test_a_chain_contracts_along_the_path_its_parameters_choose`: b c first).
+    Reference: numpy (values), the steps run and the plans made.
+
+    Kills: _einsum_impl 50 (a pair planned), 51 (three operands in one step), 64 (the path
+    given ignored), 65 (the limit ignored)"""
+    lib = load(name)
+    if lib is None:
+        pytest.skip(f"{name} is not installed")
+    steps, plans = [], []
+    step, plan = executor.step, einsum_rules._plan
+    monkeypatch.setattr(
+        executor, "step", lambda xp, ins, out, ops: steps.append(tuple(ins)) or step(xp, ins, out, ops)
+    )
+    monkeypatch.setattr(einsum_rules, "_plan", lambda *a: plans.append(a[0]) or plan(*a))
+    a, b, c = random_operands([(1, 2), (2, 64), (64, 2)])
+    want = a @ b @ c
+    check_lib(lib, ea.einsum("ij,jk->ik", lib.asarray(a), lib.asarray(b)), a @ b, rtol=1e-12)
+    assert (steps, plans) == ([("ij", "jk")], [])
+    steps.clear()
+    got = ea.einsum("ij,jk,kl->il", *map(lib.asarray, (a, b, c)), optimize=[(1, 2), (0, 1)])
+    check_lib(lib, got, want, rtol=1e-12)
+    assert steps[0] == ("jk", "kl") and len(steps) == 2
+    steps.clear()
+    params = {"inputs": ("ij", "jk", "kl"), "output": "il", "optimize": "auto", "memory_limit": 4}
+    run = lower_rules[einsum_p](params, ((1, 2), (2, 64), (64, 2)))
+    check_lib(lib, run(*map(lib.asarray, (a, b, c))), want, rtol=1e-12)
+    assert steps[0] == ("jk", "kl") and len(steps) == 2
+
+
+@pytest.mark.parametrize("real, cplx", [(np.float64, np.complex128), (np.float32, np.complex64)])
+def test_a_real_operand_of_a_complex_einsum_gets_a_real_gradient_in_its_dtype(real, cplx):
+    """x real, y complex: the cotangent of einsum("i,ij->j", x, y) is complex, and x's gradient
+    is the real part of what reaches it, in x's dtype (float32 stays float32). `backward`
+    stores what reaches the leaf as it is, so a gradient left complex shows there (grad takes
+    the real part at the end). Closed form: d/dx sum(real(x @ y)) = real(y).sum(1).
+
+    Kills: _einsum_vjp 42, 43 (the cast to the operand's dtype skipped), 46 (cast to float64)"""
+    x = random_operands([(3,)])[0].astype(real)
+    y = (random_operands([(3, 2)], seed=1)[0] + 1j * random_operands([(3, 2)], seed=2)[0]).astype(cplx)
+    leaf = ea.tensor(x, requires_grad=True)
+    ea.sum(ea.real(ea.einsum("i,ij->j", leaf, y))).backward()
+    assert leaf.grad.dtype == real
+    assert_close(leaf.grad, y.real.sum(axis=1), rtol=1e-6)
+    # the staged gradient casts the unit cotangent to complex and x's once to x's dtype: no more
+    g = ea.make_graph(ea.grad(lambda x: ea.sum(ea.real(ea.einsum("i,ij->j", x, y)))))(x)
+    casts = [e.type for e in g.equations if e.op == "astype"]
+    assert casts == [
+        f"{'c64' if real == np.float32 else 'c128'}[2]",
+        f"{'f32' if real == np.float32 else 'f64'}[3]",
+    ]
