@@ -464,3 +464,11 @@ def test_as_array_converts_keeps_the_library_and_copies_only_when_asked(lib):
         assert lib.numpy(a)[0, 0] == 0.0
     with pytest.raises(TypeError, match=r"got ndarray with dtype <U1"):
         core.as_array(np.array(["a"]))
+
+
+def test_a_trace_takes_the_level_it_is_given_or_the_next_one():
+    """The imperative trace is made at import with level 0, below every transformation; a trace
+    given no level takes the next one. Kills: Trace.__init__ 3 (the level given ignored)"""
+    assert core.Trace(level=0).level == 0 and core.IMPERATIVE.level == 0
+    a, b = core.Trace(), core.Trace()
+    assert 0 < a.level < b.level

@@ -841,3 +841,16 @@ def test_a_real_operand_of_a_complex_einsum_gets_a_real_gradient_in_its_dtype(re
         f"{'c64' if real == np.float32 else 'c128'}[2]",
         f"{'f32' if real == np.float32 else 'f64'}[3]",
     ]
+
+
+def test_optimize_none_plans_as_auto_and_false_contracts_in_one_step():
+    """numpy's meanings of `optimize`: None and True plan as "auto" (pairwise steps); False
+    contracts every operand in one step. Reference: numpy (values), the staged steps.
+    Kills: linear._normalize_optimize 11 (None an unknown strategy), linear.einsum 35, 36
+    (optimize=False planned pairwise)"""
+    ops = random_operands([(2, 3), (3, 4), (4, 5)])
+    want = ops[0] @ ops[1] @ ops[2]
+    for optimize, steps in ((None, [2, 2]), (True, [2, 2]), (False, [3])):
+        f = lambda *xs, optimize=optimize: ea.einsum("ij,jk,kl->il", *xs, optimize=optimize)
+        assert_close(f(*ops), want, rtol=1e-12)
+        assert [len(e.inputs) for e in ea.make_graph(f)(*ops).equations] == steps, optimize
