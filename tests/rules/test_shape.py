@@ -333,6 +333,16 @@ def test_at_takes_a_value_that_fits_the_places_as_numpys_assignment_does():
         for method in ("set", "add"):
             with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
                 getattr(ea.tensor(x).at[1:3], method)(v)
+    # places of two axes: every axis of the value is checked against its own (Kills: _prepare 43, 45)
+    x2, rows = np.arange(12.0).reshape(3, 4), (slice(0, 2),)
+    for v in (np.ones((1, 4)), np.ones((2, 1)), np.ones(4)):
+        np.testing.assert_array_equal(ea.tensor(x2).at[rows].set(v).numpy(), np_set(x2, rows, v))
+    for v in (np.ones((3, 4)), np.ones((2, 3))):
+        with pytest.raises(ValueError):
+            np_set(x2, rows, v)
+        message = f"could not broadcast input array from shape {v.shape} into shape (2, 4)"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            ea.tensor(x2).at[rows].set(v)
 
 
 @both_modes
