@@ -47,7 +47,7 @@ def _normalize_optimize(optimize: Optimize) -> Strategy:
         steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
         try:
             return tuple(tuple(int(i) for i in s) for s in steps)
-        except TypeError:
+        except (TypeError, ValueError):  # a step of names ("greedy" reads as letters) or of non-numbers
             pass
     raise EinsumError(
         "optimize must be an opt_einsum strategy name, a path (list of index tuples) or a path "

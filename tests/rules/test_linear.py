@@ -781,6 +781,14 @@ REFUSALS = {
             r"optimizer object, got 3$"
         ),
     ),
+    # a name inside a path list: an EinsumError, not int()'s ValueError (kills _normalize_optimize 22)
+    "optimize a list of names": (
+        lambda x: ea.einsum("ij->", x[0], optimize=["greedy"]),
+        (
+            r"optimize must be an opt_einsum strategy name, a path \(list of index tuples\) or a path "
+            r"optimizer object, got \['greedy'\]$"
+        ),
+    ),
     "reshape with a string": (lambda x: ea.reshape(x, ("a", 4)), r"a shape's size must be an integer"),
 }
 
