@@ -854,3 +854,18 @@ def test_optimize_none_plans_as_auto_and_false_contracts_in_one_step():
         f = lambda *xs, optimize=optimize: ea.einsum("ij,jk,kl->il", *xs, optimize=optimize)
         assert_close(f(*ops), want, rtol=1e-12)
         assert [len(e.inputs) for e in ea.make_graph(f)(*ops).equations] == steps, optimize
+
+
+def test_a_sliced_contraction_along_a_path_with_a_three_operand_step_has_gradients():
+    """An explicit path may contract three operands in one step; sliced (the limit forces it),
+    the pullback of that step contracts its cotangent with the other two, a three-operand
+    contraction planned by the default strategy. Reference: the unsliced gradients.
+    Kills: _einsum_impl 1 (the default strategy unknown)"""
+    spec, path = "ab,bc,cd,de->ae", [(1, 2, 3), (0, 1)]
+    ops = random_operands([(6, 6)] * 4)
+    assert ea.contract_path(spec, *ops, optimize=path, memory_limit=20)[1].sliced_indices
+    loss = lambda *xs, **kw: ea.sum(ea.einsum(spec, *xs, **kw) ** 2)
+    got = ea.grad(lambda *xs: loss(*xs, optimize=path, memory_limit=20), (0, 1, 2, 3))(*ops)
+    want = ea.grad(loss, (0, 1, 2, 3))(*ops)
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=1e-10)
