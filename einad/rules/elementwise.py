@@ -330,7 +330,8 @@ def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]
 
     numpy's rules, worked out by numpy on 0-d stand-ins: Python numbers are weak (they
     take the array's dtype), and integers go to floating point for a floating result.
-    The keyword arguments are part of the plan (numpy rounds booleans to 0 decimals, not to 2).
+    The keyword arguments are part of the plan: numpy's answer may depend on them (booleans
+    round to float16 with 0 decimals and are refused with 2).
     """
     key = (name, *keys, *kw.items())
     out = _targets.get(key)
