@@ -221,6 +221,39 @@ def _expression(text: str, shapes: tuple[Shape, ...], optimize: str | Path, memo
     return oe.contract_expression(text, *shapes, optimize=optimize, memory_limit=memory_limit)
 
 
+def spread(x: Any, src: str, dst: str, shape: Shape) -> Array:
+    """The numpy array indexed by `dst` (shape `shape`) holding `x` (indexed by `src`): the
+    transpose of the one-operand step ``dst -> src``.
+
+    Letters of `dst` missing from `src` are broadcast (a read-only view); letters repeated
+    in `dst` put `x` on that diagonal, zeros elsewhere (one pass over the result).
+    """
+    u, x = spread_source(x, src, dst, shape)
+    if u == dst:
+        return np.broadcast_to(x, shape)
+    out = np.zeros(shape, dtype=x.dtype)
+    np.einsum(numpy_subscripts(dst + "->" + u), out)[...] = x  # a writable view of the diagonal
+    return out
+
+
+def spread_source(x: Any, src: str, dst: str, shape: Shape) -> tuple[str, Array]:
+    """`dst`'s distinct letters, and `x` laid out along them (size 1 where broadcast)."""
+    u, present, view = spread_layout(src, dst, shape)
+    x = np.asarray(x)
+    if present != src:
+        x = np.einsum(numpy_subscripts(src + "->" + present), x)
+    return u, x.reshape(view)
+
+
+@functools.lru_cache(maxsize=4096)
+def spread_layout(src: str, dst: str, shape: Shape) -> tuple[str, str, Shape]:
+    """`dst`'s distinct letters, `src`'s letters in their order, and the shape that lays
+    an array indexed by those along them."""
+    u = unique(dst)
+    dims = dict(zip(dst, shape))
+    return u, "".join(c for c in u if c in src), tuple(dims[c] if c in src else 1 for c in u)
+
+
 def runner(xp: ModuleType) -> Callable[[tuple[str, ...], str, list[Any]], Any]:
     """The function running one step ``(ins, out, picked)`` of a path on arrays of library `xp`."""
     return _raw_step if xp is np else functools.partial(step, xp)

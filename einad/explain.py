@@ -104,7 +104,7 @@ def explain(
         lines.append(f"  JVP  {spec.text:<24} ({', '.join(jvp_ops)})")
     if steps:
         lines.append("")
-        lines.append("backward pass (traced operands: one node per pairwise step, VJPs last step first;")
+        lines.append("backward pass (one sweep, planned with the forward: VJPs last step first;")
         lines.append("the N-operand VJPs above are the same algebra, run as these pairwise einsums)")
         for n, (text, ins, picked, out, result) in reversed(list(enumerate(steps, 1))):
             lines.append(f"  step {n}: {text}")

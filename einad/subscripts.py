@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -370,16 +371,19 @@ def pairwise_steps(
     keeps exactly the letters still needed by the remaining operands or the output.
     """
     work = list(inputs)
+    holders = Counter(c for spec in (*inputs, output) for c in set(spec))  # what still reads each letter
     steps = []
     for n, positions in enumerate(path):
         picked = [work[p] for p in positions]
         for p in sorted(positions, reverse=True):
             del work[p]
+        for spec in picked:
+            holders.subtract(set(spec))
         if n == len(path) - 1 and not work:
             out = output
         else:
-            needed = set(output).union(*work) if work else set(output)
-            out = "".join(c for c in unique("".join(picked)) if c in needed)
+            out = "".join(c for c in unique("".join(picked)) if holders[c] > 0)
+        holders.update(set(out))
         steps.append((tuple(positions), tuple(picked), out))
         work.append(out)
     return tuple(steps)

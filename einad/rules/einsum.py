@@ -45,6 +45,10 @@ from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_o
 from ..core import Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
+from ..network import forward as tree_forward
+from ..network import sweep as tree_sweep
+from ..network import tree_plan
+from ..network import value_and_grad as tree_value_and_grad
 from ..slicing import Schedule, Slices, object_path, schedule, workers
 from ..slicing import plan as slice_plan
 from ..subscripts import (
@@ -199,13 +203,14 @@ lower_rules[einsum_p] = _lower_einsum
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(
+def _path(
     inputs: tuple[str, ...],
     output: str,
     shapes: tuple[Shape, ...],
     optimize: str | Path,
     memory_limit: MemoryLimit,
-) -> Steps:
+) -> Path:
+    """opt_einsum's explicit path for the contraction (an explicit `optimize` is itself)."""
     text = ",".join(inputs) + "->" + output
     try:
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
@@ -216,7 +221,18 @@ def _plan(
         ) from None
     except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=memory_limit)
-    return pairwise_steps(inputs, output, tuple(tuple(p) for p in path))
+    return tuple(tuple(int(i) for i in p) for p in path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(
+    inputs: tuple[str, ...],
+    output: str,
+    shapes: tuple[Shape, ...],
+    optimize: str | Path,
+    memory_limit: MemoryLimit,
+) -> Steps:
+    return pairwise_steps(inputs, output, _path(inputs, output, shapes, optimize, memory_limit))
 
 
 def traced_steps(
@@ -260,9 +276,52 @@ def contract(
     if any(d != dts[0] for d in dts[1:]):  # promoted all at once, as `_promoted` does untraced
         dt = np.result_type(*dts)
         operands = [x if d == dt else astype(x, dt) for x, d in zip(operands, dts)]
-    steps = _plan(inputs, output, shapes, optimize, memory_limit)
-    result: Value = _follow(steps, operands, _traced_step)
+    path = _path(inputs, output, shapes, optimize, memory_limit)
+    kind = _one_trace(operands)
+    if kind == "reverse":  # first-order reverse mode: the whole tree is one node
+        params = {"inputs": inputs, "output": output, "optimize": path, "memory_limit": None, "slices": ()}
+        return bind(sliced_einsum_p, operands, params)
+    if kind == "staging":  # a staged forward: one equation, lowered along the same path
+        return bind(
+            einsum_p, operands, {"inputs": inputs, "output": output, "optimize": path, "memory_limit": None}
+        )
+    result: Value = _follow(pairwise_steps(inputs, output, path), operands, _traced_step)
     return result
+
+
+def _trace_kinds(values: Sequence[Any]) -> set[str]:
+    """The kinds of every trace boxing the values, every level down."""
+    kinds: set[str] = set()
+    for x in values:
+        while type(x) is Tensor and x._trace is not None:
+            kinds.add(x._trace.kind)
+            x = x._value
+    return kinds
+
+
+def _one_trace(operands: Sequence[Value]) -> str | None:
+    """The kind of the one trace that boxes the operands, every level down, a staging trace
+    innermost aside (`einad.jit` compiles what it records); None for two or more.
+
+    ``"reverse"`` is first-order reverse mode (eager, or staged by `einad.jit`), where one tree
+    node pays: its sweep reads the forward's intermediates, and a scalar's value and gradients
+    take one call. Any other nesting keeps pairwise nodes, whose derivatives are pairwise again
+    (a tree node's own derivatives recontract the whole tree).
+    """
+    traces: set[Any] = set()
+    for x in operands:
+        depth = 0
+        while type(x) is Tensor and x._trace is not None:
+            depth += 1
+            if not (depth > 1 and x._trace.kind == "staging"):
+                traces.add(x._trace)
+            x = x._value
+        if not isinstance(x.concrete if type(x) is Staged else x, (np.ndarray, np.generic)):
+            return None  # another library's arrays: each pairwise step in its own einsum
+    if len(traces) != 1:
+        return None
+    kind: str = next(iter(traces)).kind
+    return kind
 
 
 def contract_planned(
@@ -310,21 +369,7 @@ def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Any:
     """
     if xp_of(x) is not np:
         return _spread_any(x, src, dst, shape)
-    u, x = _spread_source(x, src, dst, shape)
-    if u == dst:
-        return np.broadcast_to(x, shape)
-    out = np.zeros(shape, dtype=x.dtype)
-    np.einsum(numpy_subscripts(dst + "->" + u), out)[...] = x  # a writable view of the diagonal
-    return out
-
-
-def _spread_source(x: Any, src: str, dst: str, shape: Shape) -> tuple[str, Array]:
-    """`dst`'s distinct letters, and `x` laid out along them (size 1 where broadcast)."""
-    u, present, view = _spread_layout(src, dst, shape)
-    x = np.asarray(x)
-    if present != src:
-        x = np.einsum(numpy_subscripts(src + "->" + present), x)
-    return u, x.reshape(view)
+    return executor.spread(x, src, dst, shape)
 
 
 def _spread_any(x: Any, src: str, dst: str, shape: Shape) -> Any:
@@ -332,7 +377,7 @@ def _spread_any(x: Any, src: str, dst: str, shape: Shape) -> Any:
     writes (dask stays lazy): `x` laid along `dst` (size 1 at a repeated letter's later
     places), masked by the identity of each repeated letter, broadcast."""
     xp = xp_of(x)
-    u, present, view = _spread_layout(src, dst, shape)
+    u, present, view = executor.spread_layout(src, dst, shape)
     if present != src:
         x = executor.step(xp, (src,), present, [x])
     if u == dst:
@@ -348,15 +393,6 @@ def _spread_any(x: Any, src: str, dst: str, shape: Shape) -> Any:
             mask = eye if mask is None else mask & eye
     zero = xp.zeros((), dtype=x.dtype, device=device(x))
     return xp.broadcast_to(xp.where(mask, x, zero), shape)
-
-
-@functools.lru_cache(maxsize=4096)
-def _spread_layout(src: str, dst: str, shape: Shape) -> tuple[str, str, Shape]:
-    """`dst`'s distinct letters, `src`'s letters in their order, and the shape that lays
-    an array indexed by those along them."""
-    u = unique(dst)
-    dims = dict(zip(dst, shape))
-    return u, "".join(c for c in u if c in src), tuple(dims[c] if c in src else 1 for c in u)
 
 
 spread_p = Primitive("spread", _spread_impl)
@@ -426,12 +462,12 @@ class Spread(Structured):
             # einad's add through Tensor's operator (one of the two is traced)
             return Spread(x + y if type(x) is Tensor else y.__radd__(x), src, self.dst, self.shape)
         # plain arrays: laid out along `src` with size-1 axes, numpy broadcasts them
-        x = _spread_source(_plain(self.x), self.src, src, shape)[1]
-        y = _spread_source(_plain(other.x), other.src, src, shape)[1]
+        x = executor.spread_source(_plain(self.x), self.src, src, shape)[1]
+        y = executor.spread_source(_plain(other.x), other.src, src, shape)[1]
         return Spread(np.add(x, y), src, self.dst, self.shape)
 
     def add_into(self, buf: Array) -> None:
-        u, x = _spread_source(_plain(self.x), self.src, self.dst, self.shape)
+        u, x = executor.spread_source(_plain(self.x), self.src, self.dst, self.shape)
         view = buf if u == self.dst else np.einsum(numpy_subscripts(self.dst + "->" + u), buf)  # writable
         np.add(view, x, out=view)
 
@@ -449,8 +485,25 @@ def _vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[tuple[str, 
 def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     """Operand k's cotangent: the contraction to its kept letters, cast to its dtype,
     then spread to its subscripts (returned as a `Spread`, see `Structured`)."""
+    if (
+        sum(needed) > 1
+        and len(vals) > 2
+        and params["memory_limit"] is None
+        and "batch" not in _trace_kinds([g, *vals])
+    ):
+        # two or more cotangents of a tree: one sweep through its intermediates (it reads every
+        # operand, which the node keeps since each cotangent reads the others)
+        return _tree_vjp(g, vals, params, needed)
+    return _operand_vjps(g, vals, params, needed)
+
+
+def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    """Each operand's cotangent by its own contraction (`_einsum_vjp`'s; for a batch of
+    cotangents, `vmap`'s, each of them one batched contraction)."""
     inputs, output = params["inputs"], params["output"]
     opt, mem = params["optimize"], params["memory_limit"]
+    if not isinstance(opt, str):
+        opt = "auto"  # a path of the forward's operands: the pullbacks' contractions plan their own
     grads: list[Any] = []
     for k, need in enumerate(needed):
         if not need:
@@ -470,6 +523,19 @@ def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         else:
             grads.append(Spread(r, kept, target, shape_of(vals[k])))
     return grads
+
+
+def _tree_vjp(g: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    """The cotangents of an einsum of three or more operands (a staged contraction run under
+    `grad`, or a merged one): one sweep along its path (`einsum_vjp_p`), not one whole
+    contraction per operand."""
+    inputs, output, opt = params["inputs"], params["output"], params["optimize"]
+    if not isinstance(opt, tuple):
+        opt = _path(inputs, output, tuple(shape_of(v) for v in vals), opt, None)
+    wrt = tuple(k for k, n in enumerate(needed) if n)
+    sweep = {"inputs": inputs, "output": output, "optimize": opt, "memory_limit": None, "slices": ()}
+    flat = bind(einsum_vjp_p, [g, *vals], {**sweep, "wrt": wrt, "zero": ()})
+    return _unpack(flat, vals, wrt)
 
 
 def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
@@ -767,7 +833,10 @@ def _sliced_impl(
 ) -> Any:
     if any(0 in a.shape for a in arrays):
         return _einsum_impl(*arrays, inputs=inputs, output=output)
-    s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
+    shapes = tuple(a.shape for a in arrays)
+    if not slices and namespace(*arrays) is np:  # one tree: planned once
+        return tree_forward(tree_plan(inputs, output, shapes, optimize, ()), arrays)[0]
+    s = schedule(inputs, output, shapes, optimize, slices)
     return _run_sliced(s, arrays, memory_limit)
 
 
@@ -822,8 +891,13 @@ def _einsum_vjp_impl(
         dt = np.result_type(dtype_of(g), *(dtype_of(a) for a in arrays))
         grads = {k: _Blocks(g, tuple(arrays[k].shape), dt) for k in wrt if k not in zero}
     if grads and 0 not in g.shape and all(0 not in a.shape for a in arrays):
-        s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
-        _sweep(s, g, arrays, grads, memory_limit)
+        shapes = tuple(a.shape for a in arrays)
+        if not slices and xp is np:  # one tree: the forward keeps what the sweep reads
+            plan = tree_plan(inputs, output, shapes, optimize, tuple(grads))
+            _, kept = tree_forward(plan, arrays, keep=True)
+            tree_sweep(plan, g, arrays, kept, grads)
+        else:
+            _sweep(schedule(inputs, output, shapes, optimize, slices), g, arrays, grads, memory_limit)
     if xp is np:
         return flat
     blocks = [
@@ -870,10 +944,13 @@ def _sliced_vg_impl(
     dt = np.result_type(*arrays)
     flat = np.zeros(1 + total, dtype=dt)
     if all(a.size for a in arrays):
-        s = schedule(inputs, output, tuple(a.shape for a in arrays), optimize, slices)
-        flat[0] = _sweep(
-            s, np.ones((), dt), arrays, _grad_blocks(flat, arrays, wrt, (), 1), memory_limit, True
-        )
+        shapes = tuple(a.shape for a in arrays)
+        grads = _grad_blocks(flat, arrays, wrt, (), 1)
+        if not slices:  # one tree: value and gradients in one call
+            flat[0] = tree_value_and_grad(tree_plan(inputs, output, shapes, optimize, wrt), arrays, grads)
+        else:
+            s = schedule(inputs, output, shapes, optimize, slices)
+            flat[0] = _sweep(s, np.ones((), dt), arrays, grads, memory_limit, True)
     return flat
 
 
@@ -1020,6 +1097,9 @@ def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         vals = ans.vals
     if isinstance(ans, list):  # a residual: the operands themselves
         vals = ans
+    if not params["slices"] and "batch" in _trace_kinds([g, *vals]):
+        # a batch of cotangents (vmap of the pullback: jacrev): each operand's, batched
+        return [r.dense() if isinstance(r, Structured) else r for r in _operand_vjps(g, vals, params, needed)]
     wrt = tuple(k for k, n in enumerate(needed) if n)
     flat = bind(einsum_vjp_p, [g, *vals], {**params, "wrt": wrt, "zero": ()})
     return _unpack(flat, vals, wrt)

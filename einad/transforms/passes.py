@@ -848,12 +848,18 @@ def _inner_einsum(a: Atom, e: Equation, rw: _Rewriter) -> Equation | None:
     which do not merge into a numeric one's sums.
     """
     inner = rw.producer.get(a) if isinstance(a, str) else None
-    if inner is None or inner.prim is not einsum_p:
+    if inner is None or inner.prim is not einsum_p or _planned(inner) or _planned(e):
         return None
     if not (rw.alone(a) or (_is_permutation(inner) and a in rw.einsum_only)):
         return None
     same = inner.dtype == e.dtype or (inner.dtype.kind in "fc" and e.dtype.kind in "fc")
     return inner if same else None
+
+
+def _planned(e: Equation) -> bool:
+    """A contraction of three or more operands along an explicit path (a staged network, or the
+    user's path): merged, it would be planned again as a whole, and the path lost."""
+    return len(e.inputs) > 2 and isinstance(e.params.get("optimize"), tuple)
 
 
 def _merge_rule(e: Equation, rw: _Rewriter) -> Result:

@@ -126,7 +126,13 @@ def logistic(w):
 
 
 def net(a, b, c, d, e):
-    return ea.einsum("ij,jk,kl,lm,mi->", a, b, c, d, e)
+    """A five-operand ring written as its pairwise steps (opt_einsum's order), so that its
+    programs have one einsum per step for the passes to merge (a single einsum of the five
+    operands is one tree node, which the passes leave whole)."""
+    jl = ea.einsum("jk,kl->jl", b, c)
+    il = ea.einsum("ij,jl->il", a, jl)
+    li = ea.einsum("lm,mi->li", d, e)
+    return ea.einsum("il,li->", il, li)
 
 
 def trace_grad_graph():

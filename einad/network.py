@@ -1,0 +1,452 @@
+"""A whole contraction tree planned once: its forward and its gradient sweep, on numpy arrays.
+
+A contraction of three or more operands differentiated in reverse mode is one node
+(`einsum.sliced_einsum_p` with no slices, see `einsum.contract`). Its value, its
+one-pass value-and-gradient and its VJP run here, from a `TreePlan` made once per
+subscripts, shapes, path and differentiated operands (`tree_plan`, cached; under
+`einad.jit`, at compile time):
+
+* **Layouts.** Every intermediate's axis order is one its matrix product writes
+  directly (batch letters, then the two operands' kept letters in their own orders,
+  in whichever of the two group orders lets the step that reads it reshape it
+  without a copy, `_layout`); the operand whose order a product keeps for its
+  batch and contracted letters is the larger one, so when the two disagree the
+  smaller is the one copied. `TreePlan.copies` counts the transposing copies
+  that remain, forward and sweep.
+* **Steps.** Every forward product and every pullback has its `executor._PairPlan`
+  made now: at run time a step is a tuple lookup and one `_run_pair` call (one
+  ``numpy.matmul`` on views where the layouts allow), with no tracing, no dtype
+  decision and no plan lookup.
+* **The sweep** pulls the cotangent back from the result to every differentiated
+  operand through the forward's kept intermediates, one pairwise product per step
+  and operand: all N gradients for about twice the forward's work (the bound for
+  all environments of a tree), each intermediate let go as soon as its last
+  pullback has read it. A scalar contraction's value and gradients take one call
+  (`value_and_grad`).
+
+Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
+module sits below `rules.einsum` and imports only the executor and the subscripts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .aliases import Array, Path, Shape
+from .executor import _expression, _pair_plan, _PairPlan, _run_pair, merges_without_copy, spread
+from .subscripts import numpy_subscripts, unique
+
+Run = Callable[..., Any]
+"""A planned product: takes its operands' arrays, returns the result."""
+
+
+@dataclass(frozen=True)
+class Product:
+    """One planned product: ``run(*values[args])`` is the value `result` (ids: operands
+    ``0..n-1``, then step t's result ``n + t``)."""
+
+    args: tuple[int, ...]
+    result: int
+    run: Run
+    copies: int
+
+
+@dataclass(frozen=True)
+class Pullback:
+    """The cotangent of value `target` read off step `step`: ``run(*values[args])``, where
+    the id `_COTANGENT` stands for the step's cotangent. An operand's is then put in its own
+    layout by `spread` ``(src, dst, shape)`` (a transpose, or a broadcast over the letters only
+    it has, or a diagonal for a repeated letter) when its letters differ from ``src``."""
+
+    step: int
+    target: int
+    args: tuple[int, ...]
+    run: Run
+    spread: tuple[str, str, Shape] | None
+    copies: int
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """The forward products and the pullbacks of one contraction tree, planned once.
+
+    `forward` runs in order; `backward` lists, last step first, the pullbacks of the
+    values a differentiated operand depends on. `kept` are the intermediates the
+    pullbacks read (the forward keeps them); `free_after[t]` the values the sweep lets go
+    once step t's pullbacks are done. `copies` counts the transposing copies of one
+    forward and one sweep (see `_copies`); `specs` names every value's letters.
+    """
+
+    n: int
+    wrt: tuple[int, ...]
+    specs: tuple[str, ...]
+    shapes: tuple[Shape, ...]
+    forward: tuple[Product, ...]
+    backward: tuple[Pullback, ...]
+    kept: frozenset[int]
+    free_after: tuple[tuple[int, ...], ...]
+
+    @property
+    def copies(self) -> int:
+        """Transposing copies of one forward and one sweep, as planned."""
+        return sum(p.copies for p in self.forward) + sum(p.copies for p in self.backward)
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def _size(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _copies(
+    plan: _PairPlan, specs: tuple[str, str], memory: tuple[str, str], so: str, size: dict[str, int]
+) -> tuple[int, str]:
+    """The elements a pair plan copies, given the order its operands lie in memory (`memory`:
+    their letters, outermost first), and the order its result lies in.
+
+    A matrix product reads an operand as a view when each group of its letters (batch, kept,
+    contracted) is contiguous in memory, whatever the groups' order (`merges_without_copy`),
+    and writes its result in the order batch, left, right (then viewed in `so`'s order); a
+    broadcast multiply or a one-pass einsum copies nothing."""
+    sa, sb = specs
+    ma, mb = memory
+    contiguous = ma == sa and mb == sb
+    if plan.outer:
+        return 0, so
+    if not plan.gemm or (plan.matvec and not contiguous):
+        # numpy.einsum lays its result out as its operands lie (order="K"): the larger's order
+        rank = {c: i for i, c in enumerate(max((ma, mb), key=lambda m: _volume(m, size)))}
+        return 0, "".join(sorted(so, key=lambda c: rank.get(c, len(rank))))
+    if plan.swap:
+        sa, sb, ma, mb = sb, sa, mb, ma
+    ra = "".join(c for c in unique(sa) if c in sb or c in so)
+    rb = "".join(c for c in unique(sb) if c in sa or c in so)
+    nl = sum(1 for c in ra if c not in rb)
+    nk = sum(1 for c in ra if c in rb and c not in so)
+    nr = sum(1 for c in rb if c not in ra)
+    lead = [len(ra) - nl - nk] if len(plan.shape_a) == 3 else []
+    copied = 0
+    for spec, kept, mem, perm, groups in (
+        (sa, ra, ma, plan.perm_a, [*lead, nl, nk]),
+        (sb, rb, mb, plan.perm_b, [*lead, nk, nr]),
+    ):
+        mem = kept if kept != spec else mem  # summed or diagonalized first: a fresh array
+        strides = {c: _volume(mem[i + 1 :], size) for i, c in enumerate(mem)}
+        if not merges_without_copy(strides, size, [kept[i] for i in perm], groups):
+            copied += _volume(kept, size)
+    written = [""] * len(so)
+    for i, j in enumerate(plan.perm_out):
+        written[j] = so[i]
+    return copied, "".join(written)
+
+
+def _product(
+    specs: Sequence[str], out: str, shapes: Sequence[Shape], memory: Sequence[str]
+) -> tuple[Run, tuple[int, ...], int, str]:
+    """A planned product of `specs` (lying in memory in the orders `memory`) to `out`: the
+    function, the order it takes the operands in (positions into `specs`), the elements it
+    copies, and the order its result lies in. A pair keeps the larger operand's order."""
+    if len(specs) == 2:
+        # (`_pair_plan` takes a letter's size from its second operand: a label broadcast from
+        # size 1 keeps the order it was written in)
+        da, db = dict(zip(specs[0], shapes[0])), dict(zip(specs[1], shapes[1]))
+        broadcast = any(db[c] != d for c, d in da.items() if c in db)
+        a = 0 if broadcast or _size(shapes[0]) >= _size(shapes[1]) else 1
+        b = 1 - a
+        plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b])
+        size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
+        copied, written = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
+        return functools.partial(_run_pair, plan), (a, b), copied, written
+    order = tuple(range(len(specs)))
+    if len(specs) == 1:
+        return functools.partial(np.einsum, numpy_subscripts(f"{specs[0]}->{out}")), order, 0, out
+    text = ",".join(specs) + "->" + out  # an explicit path's N-operand step
+    return _expression(text, tuple(shapes), "auto", None), order, 0, out
+
+
+def _follow(inputs: tuple[str, ...], output: str, path: Path) -> tuple[list[tuple[int, ...]], list[str]]:
+    """Each step's value ids along `path`, and every value's letters: an intermediate keeps
+    the letters a later step or the output needs, in order of appearance. Linear in the
+    steps: a count of the values (and the output) each letter is still in says what is needed."""
+    n = len(inputs)
+    work = list(range(n))
+    specs = list(inputs)
+    holders = Counter(c for spec in (*inputs, output) for c in set(spec))
+    args_of: list[tuple[int, ...]] = []
+    for t, positions in enumerate(path):
+        args = tuple(work[p] for p in positions)
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        for a in args:
+            holders.subtract(set(specs[a]))
+        if t == len(path) - 1 and not work:
+            keep = output
+        else:
+            keep = "".join(c for c in unique("".join(specs[a] for a in args)) if holders[c] > 0)
+        holders.update(set(keep))
+        work.append(n + t)
+        specs.append(keep)
+        args_of.append(args)
+    return args_of, specs
+
+
+def _choose_layouts(n: int, args_of: list[tuple[int, ...]], specs: list[str], size: dict[str, int]) -> None:
+    """Choose every intermediate's axis order, in place in `specs`, from the result down.
+
+    A pairwise product reads its operands as it lies when each of their letter groups
+    (batch, kept, contracted) is one contiguous block in the order the product uses, and it
+    writes its result as it lies in the order batch, then one operand's kept letters, then
+    the other's. So each step, from the last to the first, asks its intermediate operands
+    for the layouts it reads as they lie (its result's order fixes their batch and kept
+    letters; the contracted letters take the order of an operand that is an input, whose
+    layout is given). The step that makes an intermediate grants the first layout asked
+    that it can write, else writes its own (and the reader copies). Copies are pushed to the
+    inputs, which are the small arrays of a network.
+    """
+    last = len(args_of) - 1
+    wants: dict[int, list[str]] = {}
+    for t in range(last, -1, -1):
+        args = args_of[t]
+        if len(args) != 2:
+            continue
+        a, b = args
+        sets = [set(specs[a]), set(specs[b])]
+        if _volume(specs[a], size) < _volume(specs[b], size):
+            a, b = b, a
+            sets.reverse()
+        keep = set(specs[n + t])
+        batch = sets[0] & sets[1] & keep
+        left, right = (sets[0] - sets[1]) & keep, (sets[1] - sets[0]) & keep
+        if t < last:  # the result's order is the caller's
+            specs[n + t] = _grant(wants.pop(n + t, []), specs[n + t], batch, left, right)
+        order = specs[n + t]
+        inner = _inner_order(a, b, sets[0] & sets[1] - keep, specs, n)
+        bo = "".join(c for c in order if c in batch)
+        lo = "".join(c for c in order if c in left)
+        ro = "".join(c for c in order if c in right)
+        if a >= n:
+            wants[a] = [bo + lo + inner, bo + inner + lo]
+        if b >= n:
+            wants[b] = [bo + inner + ro, bo + ro + inner]
+
+
+def _volume(spec: str, size: dict[str, int]) -> int:
+    return _size([size[c] for c in spec])
+
+
+def _grant(asked: list[str], natural: str, batch: set[str], left: set[str], right: set[str]) -> str:
+    """The first layout `asked` that a product writes as it lies (batch, then the left and the
+    right letters as two blocks); else batch, left, right in the order of the first asked."""
+    for order in asked:
+        nb = len(batch)
+        head, rest = set(order[:nb]), order[nb:]
+        nl = len(left)
+        if head == batch and (
+            (set(rest[:nl]) == left and set(rest[nl:]) == right)
+            or (set(rest[: len(right)]) == right and set(rest[len(right) :]) == left)
+        ):
+            return order
+    ref = asked[0] if asked else natural
+    rank = {c: i for i, c in enumerate(ref)}
+    return "".join(
+        sorted(batch, key=rank.__getitem__)
+        + sorted(left, key=rank.__getitem__)
+        + sorted(right, key=rank.__getitem__)
+    )
+
+
+def _inner_order(a: int, b: int, inner: set[str], specs: list[str], n: int) -> str:
+    """The order a product contracts its `inner` letters in: an input's own (the larger's
+    when both are inputs; `a` is the larger), since an input's layout is given."""
+    source = specs[a] if a < n or b >= n else specs[b]
+    return "".join(c for c in unique(source) if c in inner)
+
+
+@functools.lru_cache(maxsize=256)
+def tree_plan(
+    inputs: tuple[str, ...],
+    output: str,
+    shapes: tuple[Shape, ...],
+    path: Path,
+    wrt: tuple[int, ...],
+    layouts: bool = True,
+) -> TreePlan:
+    """Plan the forward and the sweep of the contraction ``inputs -> output`` along `path`
+    (opt_einsum's explicit path) for the gradients of the operands `wrt`.
+
+    `layouts=False` keeps each intermediate's letters in order of appearance instead of
+    choosing its layout (the baseline that shows what the choice saves).
+    """
+    if layouts:  # the chosen layouts, unless they copy more than letters in order of appearance
+        return min(
+            _tree_plan(inputs, output, shapes, path, wrt, True),
+            tree_plan(inputs, output, shapes, path, wrt, False),
+            key=lambda p: p.copies,
+        )
+    return _tree_plan(inputs, output, shapes, path, wrt, False)
+
+
+def _tree_plan(
+    inputs: tuple[str, ...],
+    output: str,
+    shapes: tuple[Shape, ...],
+    path: Path,
+    wrt: tuple[int, ...],
+    layouts: bool,
+) -> TreePlan:
+    n = len(inputs)
+    size: dict[str, int] = {}
+    for spec, shape in zip(inputs, shapes):
+        size.update(zip(spec, shape))
+    args_of, specs = _follow(inputs, output, path)
+    if layouts:
+        _choose_layouts(n, args_of, specs, size)
+    all_shapes = list(shapes) + [tuple(size[c] for c in spec) for spec in specs[n:]]
+    memory = list(inputs)  # each value's letters in memory order (an input is C-contiguous)
+    forward = []
+    for t, args in enumerate(args_of):
+        picked = [specs[a] for a in args]
+        run, order, copies, written = _product(
+            picked, specs[n + t], [all_shapes[a] for a in args], [memory[a] for a in args]
+        )
+        memory.append(written)
+        forward.append(Product(tuple(args[i] for i in order), n + t, run, copies))
+    need = set(wrt)
+    for t, args in enumerate(args_of):
+        if any(a in need for a in args):
+            need.add(n + t)
+    backward: list[Pullback] = []
+    kept: set[int] = set()
+    free_after: list[tuple[int, ...]] = []
+    layout = {len(specs) - 1: (specs[-1], specs[-1])}  # each cotangent's letters, and in memory
+    for t in reversed(range(len(args_of))):
+        args = args_of[t]
+        if n + t not in need:
+            free_after.append(())
+            continue
+        for j, a in enumerate(args):
+            if a in need:
+                others = args[:j] + args[j + 1 :]
+                kept.update(o for o in others if o >= n)
+                pullback, layout[a] = _pullback(t, a, layout[n + t], others, specs, memory, size)
+                backward.append(pullback)
+        free_after.append(args)
+    return TreePlan(
+        n=n,
+        wrt=tuple(wrt),
+        specs=tuple(specs),
+        shapes=tuple(all_shapes),
+        forward=tuple(forward),
+        backward=tuple(backward),
+        kept=frozenset(kept),
+        free_after=tuple(free_after[::-1]),
+    )
+
+
+def _pullback(
+    t: int,
+    a: int,
+    ct: tuple[str, str],
+    others: tuple[int, ...],
+    specs: list[str],
+    memory: list[str],
+    size: dict[str, int],
+) -> tuple[Pullback, tuple[str, str]]:
+    """The pullback of step t to its operand `a`: the cotangent (letters and memory order
+    `ct`) contracted with the step's other operands to `a`'s letters that appear elsewhere;
+    and the letters and memory order of what it writes, in `a`'s own order or the one its
+    product writes as it lies, whichever copies less (the pullbacks that read that cotangent
+    take it as it lies; an operand's gradient is put in its own order, or spread, as it is
+    written out)."""
+    target = specs[a]
+    elsewhere = set(ct[0]).union(*(specs[o] for o in others))
+    kept = "".join(c for c in unique(target) if c in elsewhere)
+    in_specs = [ct[0]] + [specs[o] for o in others]
+    in_shapes = [tuple(size[c] for c in spec) for spec in in_specs]
+    in_memory = [ct[1]] + [memory[o] for o in others]
+    if len(in_specs) == 2:
+        orders = [_natural(in_specs, in_shapes, set(kept))] + ([target] if kept == target else [])
+        kept = min(orders, key=lambda o: _product(in_specs, o, in_shapes, in_memory)[2])
+    run, order, copies, written = _product(in_specs, kept, in_shapes, in_memory)
+    ids = (_COTANGENT, *others)
+    put = None if kept == target else (kept, target, tuple(size[c] for c in target))
+    return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies), (kept, written)
+
+
+def _natural(specs: list[str], shapes: list[Shape], keep: set[str]) -> str:
+    """The order in which a pair's product writes the letters `keep` as it lies: batch and
+    left letters in the larger operand's order (the one `_product` keeps), then the right
+    letters in the other's."""
+    a, b = (0, 1) if _size(shapes[0]) >= _size(shapes[1]) else (1, 0)
+    sa, sb = specs[a], specs[b]
+    batch = [c for c in unique(sa) if c in sb and c in keep]
+    left = [c for c in unique(sa) if c not in sb and c in keep]
+    right = [c for c in unique(sb) if c not in sa and c in keep]
+    return "".join(batch + left + right)
+
+
+_COTANGENT = -1
+"""The id a pullback's `args` give the cotangent it pulls back."""
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def forward(plan: TreePlan, arrays: Sequence[Array], keep: bool = False) -> tuple[Any, dict[int, Any]]:
+    """The contraction's value, and (with `keep`) the intermediates the sweep reads."""
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    kept = plan.kept if keep else frozenset()
+    last = plan.forward[-1].result
+    for p in plan.forward:
+        vals[p.result] = p.run(*[vals[a] if a in kept else vals.pop(a) for a in p.args])
+    return vals.pop(last), {k: v for k, v in vals.items() if k in kept}
+
+
+def sweep(
+    plan: TreePlan, g: Any, arrays: Sequence[Array], kept: dict[int, Any], grads: dict[int, Any]
+) -> None:
+    """Pull the cotangent `g` of the result back to the operands: each differentiated operand
+    k's gradient is written into ``grads[k]`` (an array of its shape, overwritten)."""
+    vals: dict[int, Any] = dict(enumerate(arrays))
+    vals.update(kept)
+    cts: dict[int, Any] = {plan.forward[-1].result: g}
+    n = plan.n
+    step = -1
+    for p in plan.backward:
+        if p.step != step:
+            if step >= 0:
+                _let_go(plan, step, vals)
+            step = p.step
+            ct = cts.pop(n + step)
+        r = p.run(*[ct if i == _COTANGENT else vals[i] for i in p.args])
+        if p.target < n:
+            out = grads[p.target]
+            if p.spread is None:
+                out[...] = r
+            else:
+                out[...] = spread(r, *p.spread)
+        else:
+            cts[p.target] = r
+
+
+def _let_go(plan: TreePlan, step: int, vals: dict[int, Any]) -> None:
+    for a in plan.free_after[step]:
+        if a >= plan.n:
+            vals.pop(a, None)
+
+
+def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
+    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`."""
+    value, kept = forward(plan, arrays, keep=True)
+    sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads)
+    return value

@@ -1,0 +1,222 @@
+"""A contraction tree planned once (`einad/network.py`): the values and every gradient of random
+networks along random paths, eager and jitted, real and complex, against independent
+references; the layouts the plan chooses and the copies they save, observed as numpy makes
+them; the jitted forward running the eager forward's steps; planning that grows linearly."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import opt_einsum as oe
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opt_einsum.testing import rand_equation
+
+import einad as ea
+from einad import executor, network
+from einad.rules.einsum import _path, sliced_einsum_p, sliced_vg_p
+from tests.support.numerics import assert_close
+
+
+def _random_path(n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """An opt_einsum path contracting two random operands of the working list at each step."""
+    path = []
+    while n > 1:
+        i, j = sorted(rng.choice(n, size=2, replace=False))
+        path.append((int(i), int(j)))
+        n -= 1
+    return path
+
+
+def _network(seed: int, dtype: type, output: int) -> tuple[str, list[np.ndarray], list[tuple[int, int]]]:
+    eq, shapes = rand_equation(int(6 + seed % 5), 3, n_out=output, d_min=2, d_max=3, seed=seed)
+    rng = np.random.default_rng(seed)
+    ops = [rng.standard_normal(s) for s in shapes]
+    if dtype is complex:
+        ops = [x + 1j * rng.standard_normal(x.shape) for x in ops]
+    return eq, ops, _random_path(len(ops), rng)
+
+
+def _environments(eq: str, ops: list[np.ndarray], g: np.ndarray) -> list[np.ndarray]:
+    """Each operand's cotangent for the cotangent `g` of the result, computed by opt_einsum as
+    the contraction of `g` with every other operand (the transpose of a multilinear map)."""
+    ins, out = eq.split("->")
+    specs = ins.split(",")
+    envs = []
+    for k, spec in enumerate(specs):
+        others = [s for j, s in enumerate(specs) if j != k]
+        operands = [x for j, x in enumerate(ops) if j != k]
+        envs.append(oe.contract(",".join([out, *others]) + "->" + spec, g, *operands))
+    return envs
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    dtype=st.sampled_from([float, complex]),
+    output=st.sampled_from([0, 2]),
+    jitted=st.booleans(),
+)
+def test_random_networks_along_random_paths_have_every_gradient(seed, dtype, output, jitted):
+    """Random 3-regular networks (scalar or with two open indices) along random pairwise
+    paths: the value is opt_einsum's and each operand's cotangent is its environment."""
+    eq, ops, path = _network(seed, dtype, output)
+    f = lambda *xs: ea.einsum(eq, *xs, optimize=path)
+    want = oe.contract(eq, *ops, optimize=path)
+    g = np.random.default_rng(seed + 1).standard_normal(np.shape(want)).astype(np.result_type(want))
+
+    def value_and_cotangents(*xs):
+        value, pull = ea.vjp(f, *xs)
+        return value, pull(g)
+
+    run = ea.jit(value_and_cotangents) if jitted else value_and_cotangents
+    for _ in range(1 + jitted):  # jitted: the staged first call, then the compiled program
+        value, cts = run(*ops)
+        assert_close(value, want, rtol=1e-10)
+        for got, env in zip(cts, _environments(eq, ops, g)):
+            assert_close(got, env, rtol=1e-9, atol=1e-9)
+
+
+def test_a_scalar_network_is_one_node_whose_value_and_gradients_take_one_call():
+    """Under first-order reverse mode a network is one node: a scalar one binds the one-pass
+    value-and-gradient, which runs the plan's forward and sweep once (3 products per step)."""
+    eq, ops, path = _network(3, float, 0)
+    graph = ea.make_graph(
+        ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), tuple(range(len(ops))))
+    )(*ops)
+    assert [e.prim for e in graph.equations][:1] == [sliced_vg_p]
+    assert sum(e.prim is sliced_einsum_p for e in graph.equations) == 0
+
+
+@pytest.mark.parametrize("spec", ["ab,bcc,cd->ad", "ab,b,bc,c->a", "ij,jk,kl->"])
+def test_networks_with_repeated_and_broadcast_indices_match_central_differences(spec):
+    """Repeated letters (a diagonal), letters one operand alone has (summed first), and a full
+    contraction: the planned sweep's gradients against central differences."""
+    rng = np.random.default_rng(5)
+    sizes = {"a": 2, "b": 3, "c": 4, "d": 2, "i": 3, "j": 2, "k": 4, "l": 3}
+    ops = tuple(rng.standard_normal([sizes[c] for c in s]) for s in spec.split("->")[0].split(","))
+    f = lambda *xs: ea.sum(ea.sin(ea.einsum(spec, *xs)))
+    assert ea.gradcheck(f, *ops)
+    assert ea.gradcheck(ea.jit(f), *ops)
+
+
+def test_a_broadcast_label_keeps_its_operand_order():
+    """A label of size 1 in one operand and 2 in another (einsum's broadcasting): the pair is
+    planned in the order written, so the product sees the size 2. Reference: numpy."""
+    ops = [np.float64(1.5), np.ones((1, 1, 1)), np.arange(2.0).reshape(1, 2)]
+    value, grads = ea.value_and_grad(lambda *xs: ea.einsum(",bba,ba", *xs), (0, 1, 2))(*ops)
+    assert_close(value, np.einsum(",bba,ba", *ops))
+    assert_close(grads[2], np.full((1, 2), 1.5))
+
+
+# -- layouts ---------------------------------------------------------------------------------------
+
+
+def _observed(plan, a, b) -> int:
+    """The elements `executor._run_pair` copies into its matrix product's operands, as numpy
+    makes them: an operand whose transposed view does not reshape as a view is copied."""
+    if plan.outer or not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
+        return 0
+    if plan.swap:
+        a, b = b, a
+    copied = 0
+    for x, pre, perm, shape in (
+        (a, plan.pre_a, plan.perm_a, plan.shape_a),
+        (b, plan.pre_b, plan.perm_b, plan.shape_b),
+    ):
+        if pre is not None:
+            x = np.einsum(pre, x)
+        if not np.may_share_memory(x.transpose(perm).reshape(shape), x):
+            copied += x.size
+    return copied
+
+
+@pytest.mark.parametrize("seed", [6, 172, 186])
+def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
+    """Each intermediate is laid out so that its reader takes it as it lies: on these networks
+    the plan copies nothing, forward and sweep, where letters in order of appearance copy.
+    Both counts are what numpy does when the plans run (a counter around every product)."""
+    eq, shapes = rand_equation(5, 3, seed=seed, d_min=2, d_max=4)
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    shapes = tuple(tuple(s) for s in shapes)
+    path = _path(inputs, out, shapes, "greedy", None)
+    copied = [0]
+    real = executor._run_pair
+
+    def counting(plan, a, b):
+        copied[0] += _observed(plan, a, b)
+        return real(plan, a, b)
+
+    monkeypatch.setattr(network, "_run_pair", counting)  # the plans made below bind the counter
+    ops = [np.random.default_rng(seed).standard_normal(s) for s in shapes]
+    wrt = tuple(range(len(ops)))
+    counts = []
+    for layouts in (True, False):
+        plan = network._tree_plan(inputs, out, shapes, path, wrt, layouts)
+        copied[0] = 0
+        grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+        value = network.value_and_grad(plan, ops, grads)
+        assert_close(value, oe.contract(eq, *ops, optimize=path))
+        assert copied[0] == plan.copies
+        counts.append(plan.copies)
+    assert counts[0] == 0 < counts[1]
+    assert network.tree_plan(inputs, out, shapes, path, wrt).copies == 0
+
+
+def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
+    """`ea.jit` stages a network as one equation along the eager path, so its compiled forward
+    runs the same matrix products, of the same shapes, as eager einsum (a regression of issue
+    22: the staged steps were merged and planned again by "auto")."""
+    eq, ops, path = _network(11, float, 0)
+    calls: list[tuple] = []
+    real = np.matmul
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def matmul(a, b, *args, **kwargs):
+            calls.append((a.shape, b.shape))
+            return real(a, b, *args, **kwargs)
+
+    f = lambda *xs: ea.einsum(eq, *xs, optimize=path)
+    jf = ea.jit(f)
+    jf(*ops)  # staged and compiled
+    monkeypatch.setattr(executor, "np", Counting())
+    f(*ops)
+    eager, calls[:] = list(calls), []
+    jf(*ops)
+    assert calls == eager and len(eager) >= 3
+    (e,) = jf.lower(*ops).equations
+    assert e.params["optimize"] == tuple(tuple(p) for p in oe.contract_path(eq, *ops, optimize=path)[0])
+
+
+def test_planning_grows_linearly_with_the_tensors():
+    """Planning a ring of 250 and of 1,000 tensors (its path, the pairwise steps, the layouts,
+    every product and pullback): the Python calls made grow with the tensors, not their
+    square (a quadratic planner makes 16 times the calls for 4 times the tensors)."""
+
+    def calls(n: int) -> int:
+        syms = [chr(0x4E00 + i) for i in range(n)]
+        inputs = tuple(syms[i] + syms[(i + 1) % n] for i in range(n))
+        shapes = ((2, 2),) * n
+        count = [0]
+
+        def profile(frame, event, arg):
+            if event == "call":
+                count[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            path = _path(inputs, "", shapes, "greedy", None)
+            network.tree_plan(inputs, "", shapes, path, tuple(range(n)))
+        finally:
+            sys.setprofile(None)
+        return count[0]
+
+    small, large = calls(250), calls(1000)
+    assert large < 6 * small, (small, large)
