@@ -125,7 +125,8 @@ def _copies(
         return 0, so
     if not plan.gemm or (plan.matvec and not contiguous):
         # numpy.einsum lays its result out as its operands lie (order="K"): the larger's order
-        rank = {c: i for i, c in enumerate(max((ma, mb), key=lambda m: _volume(m, size)))}
+        larger = ma if _volume(ma, size) >= _volume(mb, size) else mb
+        rank = {c: i for i, c in enumerate(larger)}
         return 0, "".join(sorted(so, key=lambda c: rank.get(c, len(rank))))
     if plan.swap:
         sa, sb, ma, mb = sb, sa, mb, ma
