@@ -145,8 +145,10 @@ def einsum(
     Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
     (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
     dimensions, repeated indices inside an operand (``"ii->i"``), spaces. Also,
-    as opt_einsum: any Unicode letter as an index (``"αβ,βγ->αγ"``), a ``...``
-    that the output leaves out (summed), and numpy's interleaved form
+    as opt_einsum: any character as an index (``"αβ,βγ->αγ"``, ``"a1,1b"``, every
+    character ``opt_einsum.get_symbol`` gives) but the grammar's ``,``, ``-``,
+    ``>``, ``.`` and whitespace, a ``...`` that the output leaves out (summed),
+    and numpy's interleaved form
     ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: each operand followed by a list of
     labels for its axes (any hashable: ints, strings such as ``"left"``;
     ``Ellipsis`` for ``...``), then optionally the output's list.
