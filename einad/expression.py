@@ -19,7 +19,7 @@ from .errors import EinsumError
 from .rules.einsum import Optimize, Strategy, contract_planned
 from .rules.linear import _check_path, _normalize_optimize, _promote_weak
 from .rules.shape import reshape
-from .slicing import ContractionInfo, Slices, describe, object_path
+from .slicing import ContractionInfo, Slices, check_limit, describe, object_path
 from .slicing import plan as slice_plan
 from .subscripts import Spec, ellipsis_labels, parse
 from .util import shape_of, to_operand, wrap
@@ -62,8 +62,8 @@ def contract_path(
             object (opt_einsum's ``RandomGreedy``, ``DynamicProgramming``, cotengra's
             ``HyperOptimizer``...), as `einsum` takes it.
         memory_limit: The largest intermediate allowed, in elements (or
-            ``"max_input"``). When no pairwise path keeps every intermediate within it,
-            the plan slices indices.
+            ``"max_input"``; None or -1: no limit). When no pairwise path keeps every
+            intermediate within it, the plan slices indices.
         shapes: Whether `operands` are shapes rather than arrays.
 
     Returns:
@@ -86,6 +86,7 @@ def contract_path(
         dims = tuple(shape_of(to_operand(x)) for x in operands)
     spec = parse(subscripts, dims)
     squeezed = _squeezed(spec, dims)
+    memory_limit = check_limit(memory_limit)
     path, slices = _plan(spec, squeezed, optimize, memory_limit)
     info = describe(
         spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(subscripts, spec)
@@ -105,7 +106,7 @@ class ContractExpression:
         shapes: The operand shapes it was planned for.
         path: The contraction path (opt_einsum's convention).
         sliced_indices: The letters sliced (empty when none).
-        memory_limit: The limit it was planned under.
+        memory_limit: The limit it was planned under (None: no limit).
     """
 
     def __init__(
@@ -119,10 +120,12 @@ class ContractExpression:
             raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
         self.subscripts = subscripts
         self.shapes = shapes
-        self.memory_limit = memory_limit
+        self.memory_limit = check_limit(memory_limit)
         self._spec = parse(subscripts, shapes)
         self._labels = ellipsis_labels(subscripts, self._spec)
-        self._path, self._slices = _plan(self._spec, _squeezed(self._spec, shapes), optimize, memory_limit)
+        self._path, self._slices = _plan(
+            self._spec, _squeezed(self._spec, shapes), optimize, self.memory_limit
+        )
 
     @property
     def path(self) -> list[tuple[int, ...]]:
@@ -181,7 +184,8 @@ def contract_expression(
         subscripts: The contraction in numpy's einsum notation.
         *shapes: One shape per operand.
         optimize: As `einsum`'s: a strategy name, an explicit path or an optimizer object.
-        memory_limit: The largest intermediate allowed, in elements (see `einsum`).
+        memory_limit: The largest intermediate allowed, in elements (see `einsum`;
+            None or -1: no limit).
 
     Returns:
         A `ContractExpression`.

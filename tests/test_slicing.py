@@ -195,6 +195,45 @@ def test_memory_limit_is_validated():
     assert info.sliced_indices and info.memory_limit == 27
 
 
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "lots", True])
+def test_memory_limit_is_validated_for_any_number_of_operands(bad):
+    """Not only where a network is planned: one or two operands have no intermediate, but a
+    bad limit is still a mistake (opt_einsum refuses it whatever the operands)."""
+    a = np.ones((2, 3))
+    for call in (
+        lambda: ea.einsum("ij->i", a, memory_limit=bad),
+        lambda: ea.einsum("ij,jk->ik", a, a.T, memory_limit=bad),
+        lambda: ea.contract_path("ij,jk->ik", a, a.T, memory_limit=bad),
+        lambda: ea.contract_expression("ij,jk->ik", (2, 3), (3, 2), memory_limit=bad),
+        lambda: explain("ij,jk->ik", [(2, 3), (3, 2)], memory_limit=bad),
+    ):
+        with pytest.raises(ea.EinsumError, match=r"memory_limit .*-1"):
+            call()
+
+
+def test_memory_limit_minus_one_is_no_limit_as_in_opt_einsum():
+    ops = _tetra(4)
+    assert oe.contract_path(TETRA, *ops, memory_limit=-1)[0] == oe.contract_path(TETRA, *ops)[0]
+    path, info = ea.contract_path(TETRA, *ops, memory_limit=-1)
+    assert path == ea.contract_path(TETRA, *ops)[0] == oe.contract_path(TETRA, *ops)[0]
+    assert info.memory_limit is None and info.sliced_indices == () and info.n_slices == 1
+    assert ea.contract_path(TETRA, *ops, memory_limit=4**3)[1].sliced_indices  # a real limit slices
+    expr = ea.contract_expression(TETRA, *[o.shape for o in ops], memory_limit=-1)
+    assert expr.memory_limit is None and expr.sliced_indices == () and expr.path == path
+    assert "memory limit" not in explain(TETRA, [o.shape for o in ops], memory_limit=-1)
+    assert explain(TETRA, [o.shape for o in ops], memory_limit=-1) == explain(TETRA, [o.shape for o in ops])
+    f = lambda *a: ea.einsum(TETRA, *a, memory_limit=-1)
+    _close(f(*ops), oe.contract(TETRA, *ops, memory_limit=-1))
+    _close(expr(*ops), oe.contract(TETRA, *ops))
+    argnums = (0, 1, 2, 3)
+    want = ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=argnums)(*ops)
+    for got in (ea.grad(f, argnums=argnums)(*ops), ea.jit(ea.grad(f, argnums=argnums))(*ops)):
+        for a, b in zip(got, want):
+            _close(a, b)
+    assert "sliced" not in str(ea.jit(ea.grad(f, argnums=argnums)).lower(*ops))
+    assert str(ea.make_graph(f)(*ops)) == str(ea.make_graph(lambda *a: ea.einsum(TETRA, *a))(*ops))
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 

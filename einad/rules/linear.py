@@ -18,6 +18,7 @@ from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
 from ..core import ArrayLike, Staged, Tensor, Value, bind
 from ..errors import EinsumError
+from ..slicing import check_limit
 from ..subscripts import (
     Names,
     from_sublists,
@@ -166,7 +167,8 @@ def einsum(
             ``ReusableHyperOptimizer``), which is asked once per contraction and
             whose plan the gradient reuses.
         memory_limit: The largest intermediate allowed, in elements (or
-            ``"max_input"``, the largest operand's size). When no pairwise path
+            ``"max_input"``, the largest operand's size; None or -1, as in
+            opt_einsum: no limit). When no pairwise path
             keeps every intermediate within it, the contraction is sliced: a few
             indices are cut into chunks, each slice is contracted within the
             limit and the slices are summed. Its gradient is sliced too (each
@@ -181,7 +183,8 @@ def einsum(
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
             shapes, `optimize` is not a strategy, a valid path or an optimizer, or
-            `memory_limit` is not a positive number of elements. Messages name the
+            `memory_limit` is none of a positive number of elements, ``"max_input"``,
+            -1 and None (checked for any number of operands). Messages name the
             user's letters, or labels in the interleaved form.
         TypeError: If the arguments are neither subscripts and operands nor
             operands interleaved with lists of hashable labels, or an operand
@@ -203,7 +206,7 @@ def einsum(
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
     if isinstance(opt, tuple):
         _check_path(opt, len(ops_))
-    return wrap(contract(spec.inputs, spec.output, ops_, opt, memory_limit))
+    return wrap(contract(spec.inputs, spec.output, ops_, opt, check_limit(memory_limit)))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
