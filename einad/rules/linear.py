@@ -107,6 +107,22 @@ def _concrete(x: Any) -> Any:
     return x.concrete if type(x) is Staged else x
 
 
+def einsum_arguments(subscripts: Any, operands: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
+    """einsum's positional arguments as ``(subscripts, names, operands)``.
+
+    Either subscripts (a string) then the operands, or numpy's interleaved form
+    ``a, [0, 1], b, [1, 2], [0, 2]``, written as subscripts by `from_sublists`; `names`
+    (empty for a string) says how the user wrote each letter, for messages. The
+    operands may be anything (`contract_path` and `contract_expression` pass shapes).
+
+    Raises:
+        TypeError: If the arguments are neither form (see `from_sublists` for labels).
+    """
+    if isinstance(subscripts, str):
+        return subscripts, (), operands
+    return _interleaved((subscripts, *operands))
+
+
 def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
     """numpy's interleaved arguments ``a, [0, 1], b, [1, 2], [0, 2]``: (subscripts, names, operands)."""
     n = len(args) // 2 * 2
@@ -190,11 +206,7 @@ def einsum(
             operands interleaved with lists of hashable labels, or an operand
             is not numeric.
     """
-    names: Names = ()
-    if isinstance(subscripts, str):
-        text, raw = subscripts, operands
-    else:
-        text, names, raw = _interleaved((subscripts, *operands))
+    text, names, raw = einsum_arguments(subscripts, operands)
     ops_ = _promote_weak([to_operand(x) for x in raw])
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
