@@ -151,6 +151,7 @@ def test_an_ellipsis_the_output_leaves_out_is_summed(subscripts, shapes, inputs,
         ([["j", "k"], ["k", "i"]], None, "jk,ki->ij"),  # one-letter labels keep their letter
         ([[0, "a"], ["a", (1, 2)]], [(1, 2), 0], "ba,ac->cb"),  # any hashable; mixed types need an output
         ([["β", "α"]], None, "βα->αβ"),
+        ([[" ", "×"], ["×", ","]], None, "a×,×b->ab"),  # '×' is an index, ' ' and ',' are not: renamed
     ],
 )
 def test_from_sublists(sublists, output, text):
