@@ -4,10 +4,9 @@ Both take `einsum`'s arguments (subscripts, or the interleaved form with its
 labels: `rules.linear.einsum_arguments`), parse them as `einsum` does, ask the
 path strategy (a name, an explicit path, or an optimizer object: asked once)
 and, under a memory limit that no pairwise path meets, choose slices
-(`slicing.plan`). `contract_path`
-reports the plan as opt_einsum does, plus the slicing and the gradient's cost;
-a `ContractExpression` keeps the plan and contracts operands of the planned
-shapes with it, under every transformation.
+(`slicing.plan`). `contract_path` reports the plan as opt_einsum does, plus the
+slicing and the gradient's cost; a `ContractExpression` keeps the plan and
+contracts operands of the planned shapes with it, under every transformation.
 """
 
 from __future__ import annotations
