@@ -24,4 +24,5 @@ Path: TypeAlias = tuple[tuple[int, ...], ...]
 """A contraction path: the operand positions each step contracts (opt_einsum's convention)."""
 
 MemoryLimit: TypeAlias = int | Literal["max_input"] | None
-"""The largest intermediate allowed, in elements; ``"max_input"``: the largest operand's size."""
+"""The largest intermediate allowed, in elements; ``"max_input"``: the largest operand's size;
+None or -1 (opt_einsum's spelling): no limit."""

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from .aliases import MemoryLimit
 from .errors import EinsumError
 from .rules.einsum import traced_steps
-from .slicing import describe, plan
+from .slicing import check_limit, describe, plan
 from .subscripts import ellipsis_labels, parse, vjp_spec
 
 
@@ -49,6 +49,7 @@ def explain(
 ) -> str:
     """The explanation as a string; raises `EinsumError` for bad subscripts or shapes."""
     shapes = tuple(tuple(int(d) for d in s) for s in shapes)
+    memory_limit = check_limit(memory_limit)
     spec = parse(subscripts, shapes)
     squeezed = tuple(tuple(d for a, d in enumerate(s) if a not in ax) for s, ax in zip(shapes, spec.squeeze))
     sizes = dict(spec.sizes)
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="N",
-        help="largest intermediate allowed, in elements: slice the contraction when no path fits",
+        help="largest intermediate allowed, in elements (-1: none): slice the contraction when no path fits",
     )
     args = parser.parse_args(argv)
     try:

@@ -1,11 +1,12 @@
 """`contract_path` and `contract_expression`: planning an einsum once, and reporting the plan.
 
-Both parse the subscripts as `einsum` does, ask the path strategy (a name, an
-explicit path, or an optimizer object: asked once) and, under a memory limit
-that no pairwise path meets, choose slices (`slicing.plan`). `contract_path`
-reports the plan as opt_einsum does, plus the slicing and the gradient's cost;
-a `ContractExpression` keeps the plan and contracts operands of the planned
-shapes with it, under every transformation.
+Both take `einsum`'s arguments (subscripts, or the interleaved form with its
+labels: `rules.linear.einsum_arguments`), parse them as `einsum` does, ask the
+path strategy (a name, an explicit path, or an optimizer object: asked once)
+and, under a memory limit that no pairwise path meets, choose slices
+(`slicing.plan`). `contract_path` reports the plan as opt_einsum does, plus the
+slicing and the gradient's cost; a `ContractExpression` keeps the plan and
+contracts operands of the planned shapes with it, under every transformation.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
 from .rules.einsum import Optimize, Strategy, contract_planned
-from .rules.linear import _check_path, _normalize_optimize, _promote_weak
+from .rules.linear import _check_path, _normalize_optimize, _promote_weak, einsum_arguments
 from .rules.shape import reshape
-from .slicing import ContractionInfo, Slices, describe, object_path
+from .slicing import ContractionInfo, Slices, check_limit, describe, object_path
 from .slicing import plan as slice_plan
-from .subscripts import Spec, ellipsis_labels, parse
+from .subscripts import Names, Spec, ellipsis_labels, parse
 from .util import shape_of, to_operand, wrap
 
 
@@ -47,7 +48,7 @@ def _squeezed(spec: Spec, shapes: Sequence[Shape]) -> tuple[Shape, ...]:
 
 
 def contract_path(
-    subscripts: str,
+    subscripts: str | Any,
     *operands: Any,
     optimize: Optimize = "auto",
     memory_limit: MemoryLimit = None,
@@ -55,15 +56,21 @@ def contract_path(
 ) -> tuple[list[tuple[int, ...]], ContractionInfo]:
     """The contraction path einad follows, and what it costs, as `opt_einsum.contract_path`.
 
+    Takes `einsum`'s arguments: subscripts then operands, or the interleaved form
+    ``contract_path(a, [0, 1], b, [1, 2], [0, 2])`` (with ``shapes=True``, shapes
+    in the operands' places).
+
     Args:
-        subscripts: The contraction in numpy's einsum notation.
-        *operands: The arrays (or, with ``shapes=True``, their shapes).
+        subscripts: The contraction in numpy's einsum notation, or the first
+            operand of the interleaved form.
+        *operands: The arrays (or, with ``shapes=True``, their shapes), one per
+            comma-separated term (or interleaved with their sublists).
         optimize: An opt_einsum strategy name, an explicit path, or a path-optimizer
             object (opt_einsum's ``RandomGreedy``, ``DynamicProgramming``, cotengra's
             ``HyperOptimizer``...), as `einsum` takes it.
         memory_limit: The largest intermediate allowed, in elements (or
-            ``"max_input"``). When no pairwise path keeps every intermediate within it,
-            the plan slices indices.
+            ``"max_input"``; None or -1: no limit). When no pairwise path keeps every
+            intermediate within it, the plan slices indices.
         shapes: Whether `operands` are shapes rather than arrays.
 
     Returns:
@@ -78,17 +85,17 @@ def contract_path(
         EinsumError: For malformed subscripts, shapes that do not fit them, an
             unknown strategy or an invalid path or memory limit.
     """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
+    text, names, raw = einsum_arguments(subscripts, operands)
     if shapes:
-        dims = tuple(tuple(int(d) for d in s) for s in operands)
+        dims = tuple(tuple(int(d) for d in s) for s in raw)
     else:
-        dims = tuple(shape_of(to_operand(x)) for x in operands)
-    spec = parse(subscripts, dims)
+        dims = tuple(shape_of(to_operand(x)) for x in raw)
+    spec = parse(text, dims, names)
     squeezed = _squeezed(spec, dims)
+    memory_limit = check_limit(memory_limit)
     path, slices = _plan(spec, squeezed, optimize, memory_limit)
     info = describe(
-        spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(subscripts, spec)
+        spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(text, spec)
     )
     return [tuple(step) for step in path], info
 
@@ -101,11 +108,11 @@ class ContractExpression:
     same plan (a sliced contraction's gradient is sliced along it too).
 
     Attributes:
-        subscripts: The subscripts, as given.
+        subscripts: The subscripts, as given (the interleaved form written as subscripts).
         shapes: The operand shapes it was planned for.
         path: The contraction path (opt_einsum's convention).
         sliced_indices: The letters sliced (empty when none).
-        memory_limit: The limit it was planned under.
+        memory_limit: The limit it was planned under (None: no limit).
     """
 
     def __init__(
@@ -114,15 +121,18 @@ class ContractExpression:
         shapes: tuple[Shape, ...],
         optimize: Optimize = "auto",
         memory_limit: MemoryLimit = None,
+        names: Names = (),
     ) -> None:
         if not isinstance(subscripts, str):
             raise TypeError(f"einsum subscripts must be a string, got {type(subscripts).__name__}")
         self.subscripts = subscripts
         self.shapes = shapes
-        self.memory_limit = memory_limit
-        self._spec = parse(subscripts, shapes)
+        self.memory_limit = check_limit(memory_limit)
+        self._spec = parse(subscripts, shapes, names)
         self._labels = ellipsis_labels(subscripts, self._spec)
-        self._path, self._slices = _plan(self._spec, _squeezed(self._spec, shapes), optimize, memory_limit)
+        self._path, self._slices = _plan(
+            self._spec, _squeezed(self._spec, shapes), optimize, self.memory_limit
+        )
 
     @property
     def path(self) -> list[tuple[int, ...]]:
@@ -165,8 +175,8 @@ class ContractExpression:
 
 
 def contract_expression(
-    subscripts: str,
-    *shapes: Sequence[int],
+    subscripts: str | Sequence[int],
+    *shapes: Sequence[Any],
     optimize: Optimize = "auto",
     memory_limit: MemoryLimit = None,
 ) -> ContractExpression:
@@ -175,13 +185,17 @@ def contract_expression(
     The path strategy (an optimizer object is asked once) and, under `memory_limit`,
     the slicing are chosen now; ``expr(*operands)`` then contracts Tensors or arrays
     of exactly those shapes with that plan, under `grad`, `jvp`, `jit` and every
-    other transformation.
+    other transformation. As opt_einsum's, it also takes the interleaved form with
+    shapes in the operands' places: ``contract_expression((2, 3), [0, 1], (3, 4),
+    [1, 2], [0, 2])``.
 
     Args:
-        subscripts: The contraction in numpy's einsum notation.
-        *shapes: One shape per operand.
+        subscripts: The contraction in numpy's einsum notation, or the first shape
+            of the interleaved form.
+        *shapes: One shape per operand (or the shapes interleaved with their sublists).
         optimize: As `einsum`'s: a strategy name, an explicit path or an optimizer object.
-        memory_limit: The largest intermediate allowed, in elements (see `einsum`).
+        memory_limit: The largest intermediate allowed, in elements (see `einsum`;
+            None or -1: no limit).
 
     Returns:
         A `ContractExpression`.
@@ -190,5 +204,6 @@ def contract_expression(
         EinsumError: For malformed subscripts, shapes that do not fit them, or an
             invalid strategy, path or memory limit.
     """
-    dims = tuple(tuple(int(d) for d in s) for s in shapes)
-    return ContractExpression(subscripts, dims, optimize, memory_limit)
+    text, names, raw = einsum_arguments(subscripts, shapes)
+    dims = tuple(tuple(int(d) for d in s) for s in raw)
+    return ContractExpression(text, dims, optimize, memory_limit, names)

@@ -158,7 +158,7 @@ class Graph:
             out.append(f'  "{n}" [label="{n}: {t}", shape=ellipse, style=dashed];')
         for i, e in enumerate(self.equations):
             op = f"op{i}"
-            out.append(f'  "{op}" [label="{e.op}{_params(e)}", shape=box];')
+            out.append(f'  "{op}" [label="{_dot_escaped(e.op + _params(e))}", shape=box];')
             for src in e.inputs:
                 if isinstance(src, str):  # literals get no node and no edge
                     out.append(f'  "{src}" -> "{op}";')
@@ -179,6 +179,11 @@ class Graph:
         """Variable names this program does not use yet."""
         used = set(self.avals)
         return (n for n in _names() if n not in used)
+
+
+def _dot_escaped(text: str) -> str:
+    """`text` inside a Graphviz string: einsum indices may be any character, '"' and '\\' too."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _params(e: Equation) -> str:

@@ -65,17 +65,34 @@ def _prod(xs: Iterator[int] | Sequence[int]) -> int:
     return out
 
 
-def resolve_limit(memory_limit: MemoryLimit, shapes: Shapes) -> int | None:
-    """The limit in elements (``"max_input"`` is the largest operand's size)."""
-    if memory_limit is None:
-        return None
-    if memory_limit == "max_input":
-        return max((_prod(s) for s in shapes), default=1)
+def check_limit(memory_limit: MemoryLimit) -> MemoryLimit:
+    """`memory_limit` checked, with opt_einsum's -1 ("no limit") read as None.
+
+    The public functions call it first, so that every call gets the same error for a
+    bad limit (however many operands) and -1 plans, caches and stages as None does.
+
+    Raises:
+        EinsumError: If it is not None, -1, ``"max_input"`` or a positive int.
+    """
+    if memory_limit is None or memory_limit == "max_input":
+        return memory_limit
     if isinstance(memory_limit, bool) or not isinstance(memory_limit, int):
-        raise EinsumError(f"memory_limit must be a number of elements or 'max_input', got {memory_limit!r}")
+        raise EinsumError(
+            f"memory_limit must be a number of elements, 'max_input' or -1 (no limit), got {memory_limit!r}"
+        )
+    if memory_limit == -1:
+        return None
     if memory_limit < 1:
-        raise EinsumError(f"memory_limit must be at least 1 element, got {memory_limit}")
+        raise EinsumError(f"memory_limit must be at least 1 element (or -1: no limit), got {memory_limit}")
     return memory_limit
+
+
+def resolve_limit(memory_limit: MemoryLimit, shapes: Shapes) -> int | None:
+    """The limit in elements (``"max_input"`` is the largest operand's size; None: no limit)."""
+    limit = check_limit(memory_limit)
+    if isinstance(limit, str):  # "max_input"
+        return max((_prod(s) for s in shapes), default=1)
+    return limit
 
 
 def _text(inputs: tuple[str, ...], output: str) -> str:

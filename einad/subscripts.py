@@ -2,13 +2,15 @@
 permutations that give an einsum's derivatives.
 
 Nothing here touches an array. `parse` turns numpy's grammar (implicit output,
-``...``, spaces, size-1 broadcasting), widened as opt_einsum widens it (any
-Unicode letter is an index, a ``...`` the output leaves out is summed), into a
-canonical `Spec`: one string of index letters per operand and one for the
-output, no ellipsis, every index of one size. `from_sublists` writes numpy's
-interleaved form (operands with lists of labels) as subscripts. `vjp_spec` and
-`pairwise_steps` derive new specs from old ones; `numpy_subscripts` renames a
-spec's letters into the 52 that numpy.einsum knows.
+``...``, spaces, size-1 broadcasting), widened as opt_einsum widens it (every
+character that is not reserved is an index, `is_label`; a ``...`` the output
+leaves out is summed), into a canonical `Spec`: one string of index letters per
+operand and one for the output, no ellipsis, every index of one size.
+`from_sublists` writes numpy's interleaved form (operands with lists of labels)
+as subscripts. `vjp_spec` and `pairwise_steps` derive new specs from old ones;
+`numpy_subscripts` renames a spec's letters into the 52 that numpy.einsum knows.
+
+"Letter" below means any character that is an index, not only a Unicode letter.
 """
 
 from __future__ import annotations
@@ -26,6 +28,26 @@ from .errors import EinsumError
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The letters numpy.einsum knows, in opt_einsum's order."""
+
+RESERVED = ",->."
+"""The characters of the grammar: ',' separates operands, '->' leads to the output, '...' is an ellipsis."""
+
+_FIRST_SYMBOL = get_symbol(len(_LETTERS))
+"""'À' (U+00C0): past the 52 ASCII letters, ``get_symbol(i)`` is ``chr(i + 140)``, then
+``chr(i + 2048)`` past the surrogates: every character from this one on but surrogates."""
+
+
+def is_label(c: str) -> bool:
+    """Whether the character `c` is an einsum index, as in opt_einsum: every character is,
+    except the reserved ``,``, ``-``, ``>``, ``.`` and whitespace (a space is ignored, the
+    others are refused).
+
+    Only whitespace below U+00C0 is reserved: every character from U+00C0 on, Unicode
+    spaces such as U+2000 and U+3000 among them, is one that ``opt_einsum.get_symbol``
+    produces, so a network written with get_symbol (cotengra, quimb) is read as written.
+    """
+    return c not in RESERVED and not (c.isspace() and c < _FIRST_SYMBOL)
+
 
 Names: TypeAlias = tuple[tuple[str, str], ...]
 """``(letter, how the user wrote it)`` pairs, for messages about interleaved sublists."""
@@ -71,10 +93,11 @@ def _split_term(term: str, position: str) -> list[str]:
             items.append("...")
             i += 3
             continue
-        if not c.isalpha():
+        if not is_label(c):
             raise EinsumError(
-                f"invalid character {c!r} in the subscripts for {position}: "
-                "only letters (a-z, A-Z or any other Unicode letter) and '...' are allowed"
+                f"invalid character {c!r} in the subscripts for {position}: ',', '-', '>', '.' and "
+                "whitespace are reserved (',' separates operands, '->' leads to the output, '...' is "
+                "an ellipsis); every other character is an index"
             )
         items.append(c)
         i += 1
@@ -121,8 +144,11 @@ class _Shown:
 def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], names: Names = ()) -> Spec:
     """Normalize numpy-style `subscripts` for operands of the given shapes.
 
-    Any Unicode letter is an index. A ``...`` that an explicit output leaves out
-    is summed, as opt_einsum and PyTorch do (numpy refuses it). `names` says how
+    Every character that is not reserved is an index (`is_label`), as in
+    opt_einsum: letters of any script, digits, symbols, the characters
+    ``opt_einsum.get_symbol`` produces. Spaces are ignored. A ``...`` that an
+    explicit output leaves out is summed, as opt_einsum and PyTorch do (numpy
+    refuses it). `names` says how
     the user wrote each letter when `subscripts` come from interleaved sublists
     (`from_sublists`), so that messages show the user's labels.
 
@@ -254,8 +280,9 @@ def from_sublists(
     """numpy's interleaved form as subscripts: ``([[0, 1], [1, 2]], [0, 2])`` gives ``"ab,bc->ac"``.
 
     Labels are any hashable values, as opt_einsum allows (ints, strings such as
-    bond names ``"left"``); ``Ellipsis`` stands for ``...``. A label that is one
-    letter keeps it; the others get fresh letters in order of first appearance.
+    bond names ``"left"``); ``Ellipsis`` stands for ``...``. A label that is a
+    string of one character that is an index (`is_label`) keeps it; the others
+    get fresh letters in order of first appearance.
     Without an output sublist the output is ``...`` (when an operand has one)
     then the labels that appear once, sorted, which is numpy's rule for its
     integer labels. Also returns `names`, each letter with its label's repr, so
@@ -278,7 +305,7 @@ def from_sublists(
                 ) from None
             labels.append(label)
     distinct = list(dict.fromkeys(labels))
-    own = {x for x in distinct if isinstance(x, str) and len(x) == 1 and x.isalpha()}
+    own = {x for x in distinct if isinstance(x, str) and len(x) == 1 and is_label(x)}
     fresh = iter(fresh_symbols(own, len(distinct) - len(own)))
     letter = {x: x if x in own else next(fresh) for x in distinct}
 
@@ -309,7 +336,11 @@ def from_sublists(
 
 
 def fresh_symbols(used: Collection[str], n: int) -> list[str]:
-    """`n` index letters not in `used`: a-z, A-Z, then opt_einsum's Unicode symbols that are letters."""
+    """`n` index letters not in `used`: a-z, A-Z, then opt_einsum's Unicode symbols that are letters.
+
+    Any character `is_label` accepts would do; einad picks letters so that its listings
+    read well (get_symbol's '×', '÷' and Unicode spaces are indices a user may write).
+    """
     out: list[str] = []
     i = 0
     while len(out) < n:
@@ -324,7 +355,9 @@ def fresh_symbols(used: Collection[str], n: int) -> list[str]:
 def numpy_subscripts(text: str) -> str:
     """`text` with every letter numpy.einsum does not know renamed to an unused one it knows.
 
-    numpy.einsum takes only a-z and A-Z; einad's specs may hold any letter.
+    numpy.einsum takes only a-z and A-Z; einad's specs may hold any character that
+    is an index. Each call has the letters of one step, so a network may have any
+    number of indices; one step of more than 52 distinct letters is refused.
     ``numpy_subscripts("αβ,βγ->αγ") == "ab,bc->ac"``.
     """
     odd = unique("".join(c for c in text if c not in _LETTERS and c not in ",->. "))

@@ -71,6 +71,16 @@ def test_main_exit_codes(capsys):
     assert "'->' appears more than once" in capsys.readouterr().err
 
 
+def test_memory_limit_minus_one_is_no_limit(capsys):
+    network = ["explain", "abc,ade,bdf,cef->", "--shapes", "4x4x4,4x4x4,4x4x4,4x4x4"]
+    assert main([*network, "--memory-limit", "-1"]) == 0
+    unlimited = capsys.readouterr().out
+    assert main(network) == 0
+    assert unlimited == capsys.readouterr().out
+    assert main([*network, "--memory-limit", "0"]) == 2
+    assert "memory_limit must be at least 1 element (or -1: no limit), got 0" in capsys.readouterr().err
+
+
 def test_python_dash_m():
     run = subprocess.run(
         [sys.executable, "-m", "einad", "explain", "i,j->ij", "--shapes", "2,3"],

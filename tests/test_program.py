@@ -255,7 +255,8 @@ def check_dot(graph):
     assert rows[0].startswith("digraph") and rows[0].rstrip().endswith("{")
     assert rows[-1] == "}"
     assert dot.count("{") == dot.count("}")
-    assert dot.count('"') % 2 == 0
+    for r in rows:  # quotes pair up on every line, once escaped ones are set aside
+        assert re.sub(r"\\.", "", r).count('"') % 2 == 0, r
     edges = Counter()
     nodes = set()
     for r in rows[1:-1]:
@@ -292,6 +293,12 @@ def test_to_dot_of_an_einsum_function():
     edges = [m.groups() for m in map(EDGE.match, dot.splitlines()) if m]
     into_ops = sorted(src for src, dst in edges if not src.startswith("op"))
     assert into_ops == ["a", "b", "c", "d"]  # the literal 2.0 gets no node and no edge
+
+
+def test_to_dot_escapes_quotes_and_backslashes_in_einsum_indices():
+    g = ea.make_graph(lambda x: ea.einsum('"\\->\\"', x))(M)  # a transpose; opt_einsum allows these indices
+    dot = check_dot(g)
+    assert r'"op0" [label="einsum[\"\\->\\\"]", shape=box];' in dot
 
 
 def test_to_dot_draws_an_edge_per_use_of_a_repeated_operand():

@@ -195,6 +195,45 @@ def test_memory_limit_is_validated():
     assert info.sliced_indices and info.memory_limit == 27
 
 
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "lots", True])
+def test_memory_limit_is_validated_for_any_number_of_operands(bad):
+    """Not only where a network is planned: one or two operands have no intermediate, but a
+    bad limit is still a mistake (opt_einsum refuses it whatever the operands)."""
+    a = np.ones((2, 3))
+    for call in (
+        lambda: ea.einsum("ij->i", a, memory_limit=bad),
+        lambda: ea.einsum("ij,jk->ik", a, a.T, memory_limit=bad),
+        lambda: ea.contract_path("ij,jk->ik", a, a.T, memory_limit=bad),
+        lambda: ea.contract_expression("ij,jk->ik", (2, 3), (3, 2), memory_limit=bad),
+        lambda: explain("ij,jk->ik", [(2, 3), (3, 2)], memory_limit=bad),
+    ):
+        with pytest.raises(ea.EinsumError, match=r"memory_limit .*-1"):
+            call()
+
+
+def test_memory_limit_minus_one_is_no_limit_as_in_opt_einsum():
+    ops = _tetra(4)
+    assert oe.contract_path(TETRA, *ops, memory_limit=-1)[0] == oe.contract_path(TETRA, *ops)[0]
+    path, info = ea.contract_path(TETRA, *ops, memory_limit=-1)
+    assert path == ea.contract_path(TETRA, *ops)[0] == oe.contract_path(TETRA, *ops)[0]
+    assert info.memory_limit is None and info.sliced_indices == () and info.n_slices == 1
+    assert ea.contract_path(TETRA, *ops, memory_limit=4**3)[1].sliced_indices  # a real limit slices
+    expr = ea.contract_expression(TETRA, *[o.shape for o in ops], memory_limit=-1)
+    assert expr.memory_limit is None and expr.sliced_indices == () and expr.path == path
+    assert "memory limit" not in explain(TETRA, [o.shape for o in ops], memory_limit=-1)
+    assert explain(TETRA, [o.shape for o in ops], memory_limit=-1) == explain(TETRA, [o.shape for o in ops])
+    f = lambda *a: ea.einsum(TETRA, *a, memory_limit=-1)
+    _close(f(*ops), oe.contract(TETRA, *ops, memory_limit=-1))
+    _close(expr(*ops), oe.contract(TETRA, *ops))
+    argnums = (0, 1, 2, 3)
+    want = ea.grad(lambda *a: ea.einsum(TETRA, *a), argnums=argnums)(*ops)
+    for got in (ea.grad(f, argnums=argnums)(*ops), ea.jit(ea.grad(f, argnums=argnums))(*ops)):
+        for a, b in zip(got, want):
+            _close(a, b)
+    assert "sliced" not in str(ea.jit(ea.grad(f, argnums=argnums)).lower(*ops))
+    assert str(ea.make_graph(f)(*ops)) == str(ea.make_graph(lambda *a: ea.einsum(TETRA, *a))(*ops))
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 
@@ -432,6 +471,61 @@ def test_contract_expression_is_reusable_and_differentiable(finder):
     _close(plain(ea.tensor(a), b, c).numpy(), a @ b @ c)
     one = ea.contract_expression("ii->i", (3, 3))
     _close(one(np.eye(3) * 2), np.full(3, 2.0))
+
+
+TETRA_BONDS = [["x", "y", "z"], ["x", "u", "v"], ["y", "u", "w"], ["z", "v", "w"]]  # TETRA, labelled
+
+
+def _interleave(operands, sublists, output=()):
+    return [x for pair in zip(operands, sublists) for x in pair] + [list(output)]
+
+
+def test_contract_path_takes_the_interleaved_form():
+    ops = _tetra(6)
+    args = _interleave(ops, TETRA_BONDS)
+    path = ea.contract_path(TETRA, *ops)[0]
+    assert ea.contract_path(*args)[0] == path == oe.contract_path(*args)[0]
+    assert (
+        ea.contract_path(ops[0], [0, 1, 2], ops[1], [0, 3, 4], ops[2], [1, 3, 5], ops[3], [2, 4, 5])[0]
+        == path
+    )
+    limited, linfo = ea.contract_path(TETRA, *ops, memory_limit=6**4 // 4)
+    for arrays in (args, _interleave([x.shape for x in ops], TETRA_BONDS)):
+        got, ginfo = ea.contract_path(*arrays, memory_limit=6**4 // 4, shapes=arrays is not args)
+        assert got == limited and ginfo.n_slices == linfo.n_slices > 1
+        assert ginfo.forward_flops == linfo.forward_flops and ginfo.opt_cost == linfo.opt_cost
+    with pytest.raises(ea.EinsumError, match="label 'bond' has size 3 in operand 0 and size 4 in operand 1"):
+        ea.contract_path((2, 3), ["left", "bond"], (4, 5), ["bond", "right"], shapes=True)
+
+
+def test_contract_expression_takes_the_interleaved_form_with_shapes_as_opt_einsum():
+    ops = _tetra(4)
+    shapes = [x.shape for x in ops]
+    args = _interleave(shapes, TETRA_BONDS)
+    expr, ref = ea.contract_expression(*args), oe.contract_expression(*args)
+    assert expr.path == ea.contract_expression(TETRA, *shapes).path
+    assert expr.shapes == tuple(shapes) and expr.subscripts == "xyz,xuv,yuw,zvw->"  # one-letter labels kept
+    _close(expr(*ops), ref(*ops))
+    sliced = ea.contract_expression(*args, memory_limit=16)
+    assert (
+        sliced.sliced_indices and sliced.path == ea.contract_expression(TETRA, *shapes, memory_limit=16).path
+    )
+    want = ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    for e in (expr, sliced):
+        _close(e(*ops), np.einsum(TETRA, *ops))
+        for got in (
+            ea.grad(lambda *xs, e=e: e(*xs), argnums=(0, 1, 2, 3))(*ops),
+            ea.jit(ea.grad(lambda *xs, e=e: e(*xs), argnums=(0, 1, 2, 3)))(*ops),
+        ):
+            for a, b in zip(got, want):
+                _close(a, b)
+    matrix = ea.contract_expression((2, 3), ["i", Ellipsis], (3,), [Ellipsis])  # implicit output: "...i"
+    _close(
+        matrix(np.ones((2, 3)), np.arange(3.0)),
+        oe.contract(np.ones((2, 3)), ["i", ...], np.arange(3.0), [...]),
+    )
+    with pytest.raises(ea.EinsumError, match="label 'bond' has size 3 in operand 0 and size 4 in operand 1"):
+        ea.contract_expression((2, 3), ["left", "bond"], (4, 5), ["bond", "right"])
 
 
 # -- planning --------------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import string
 
 import pytest
+from opt_einsum import get_symbol
 
 from einad.errors import EinsumError
-from einad.subscripts import fresh_symbols, from_sublists, numpy_subscripts, parse, vjp_spec
+from einad.subscripts import fresh_symbols, from_sublists, is_label, numpy_subscripts, parse, vjp_spec
 
 # -- Unicode letters ----------------------------------------------------------------------------------
 
@@ -28,10 +30,64 @@ def test_any_unicode_letter_is_an_index(subscripts, shapes, inputs, output):
     assert spec.output == output
 
 
-@pytest.mark.parametrize("bad", ["∑", "1", "_", "\u0301", "·"])
-def test_characters_that_are_not_letters_are_refused(bad):
-    with pytest.raises(EinsumError, match=f"invalid character {bad!r}"):
-        parse(f"i{bad},i->", ((2, 2), (2,)))
+# -- opt_einsum's alphabet: every character but the reserved ones ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "label",
+    ["∑", "1", "_", "$", "\u0301", "·", "×", "÷", "😀", get_symbol(75), get_symbol(9000), get_symbol(10**6)],
+)
+def test_every_character_that_is_not_reserved_is_an_index(label):
+    spec = parse(f"i{label},{label}->i", ((2, 3), (3,)))
+    assert spec.inputs == (f"i{label}", label)
+    assert spec.sizes == tuple(sorted({"i": 2, label: 3}.items()))
+
+
+def test_the_unicode_spaces_get_symbol_produces_are_indices():
+    # get_symbol(i) is chr(i + 140) past the 52 ASCII letters: U+2000 and U+3000 are among them
+    spaces = [get_symbol(i) for i in range(52, 20000) if get_symbol(i).isspace()]
+    assert {"\u2000", "\u2028", "\u3000"} <= set(spaces)
+    for c in spaces:
+        assert parse(f"a{c},{c}b", ((2, 3), (3, 4))).inputs == (f"a{c}", f"{c}b")
+    assert all(is_label(get_symbol(i)) for i in range(0, 0x110000 - 2048, 97))
+
+
+@pytest.mark.parametrize(
+    "subscripts, bad",
+    [
+        ("i\tj,j->i", "\t"),  # whitespace other than a space
+        ("ij,j\n->i", "\n"),
+        ("i\xa0j,j->i", "\xa0"),  # no-break space: whitespace below U+00C0, which get_symbol never gives
+        ("ij,j->i,j", ","),  # a comma in the output
+        ("i-j,j->ij", "-"),  # '-' outside '->'
+        ("ij,j->i>j", ">"),
+    ],
+    ids=["tab", "newline", "no-break-space", "comma-in-output", "lone-minus", "lone-greater"],
+)
+def test_a_reserved_character_out_of_place_is_named(subscripts, bad):
+    with pytest.raises(EinsumError, match=re.escape(f"invalid character {bad!r}") + ".*reserved"):
+        parse(subscripts, ((2, 3), (3,)))
+
+
+@pytest.mark.parametrize(
+    "subscripts, match",
+    [
+        ("i.j,j->i", r"'\.' must appear only as an ellipsis"),
+        ("i......,i->i", r"more than one ellipsis '\.\.\.'"),
+        ("ij,jk->ik->ki", r"'->' appears more than once"),
+        ("ij,jk-ik", r"'-' and '>' may only appear as '->'"),
+        (". ..i,i->i", r"no spaces inside '\.\.\.'"),
+    ],
+    ids=["lone-dot", "two-ellipses", "two-arrows", "broken-arrow", "spaced-ellipsis"],
+)
+def test_misused_grammar_is_named(subscripts, match):
+    with pytest.raises(EinsumError, match=match):
+        parse(subscripts, ((2, 3), (3,)))
+
+
+def test_is_label_refuses_exactly_the_reserved_characters():
+    refused = [chr(c) for c in range(0x110000) if not is_label(chr(c))]
+    assert refused == list("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f ,-.>\x85\xa0")
 
 
 def test_the_ellipsis_never_takes_a_letter_the_user_wrote():
@@ -95,6 +151,7 @@ def test_an_ellipsis_the_output_leaves_out_is_summed(subscripts, shapes, inputs,
         ([["j", "k"], ["k", "i"]], None, "jk,ki->ij"),  # one-letter labels keep their letter
         ([[0, "a"], ["a", (1, 2)]], [(1, 2), 0], "ba,ac->cb"),  # any hashable; mixed types need an output
         ([["β", "α"]], None, "βα->αβ"),
+        ([[" ", "×"], ["×", ","]], None, "a×,×b->ab"),  # '×' is an index, ' ' and ',' are not: renamed
     ],
 )
 def test_from_sublists(sublists, output, text):

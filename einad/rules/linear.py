@@ -18,6 +18,7 @@ from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
 from ..core import ArrayLike, Staged, Tensor, Value, bind
 from ..errors import EinsumError
+from ..slicing import check_limit
 from ..subscripts import (
     Names,
     from_sublists,
@@ -106,6 +107,22 @@ def _concrete(x: Any) -> Any:
     return x.concrete if type(x) is Staged else x
 
 
+def einsum_arguments(subscripts: Any, operands: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
+    """einsum's positional arguments as ``(subscripts, names, operands)``.
+
+    Either subscripts (a string) then the operands, or numpy's interleaved form
+    ``a, [0, 1], b, [1, 2], [0, 2]``, written as subscripts by `from_sublists`; `names`
+    (empty for a string) says how the user wrote each letter, for messages. The
+    operands may be anything (`contract_path` and `contract_expression` pass shapes).
+
+    Raises:
+        TypeError: If the arguments are neither form (see `from_sublists` for labels).
+    """
+    if isinstance(subscripts, str):
+        return subscripts, (), operands
+    return _interleaved((subscripts, *operands))
+
+
 def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
     """numpy's interleaved arguments ``a, [0, 1], b, [1, 2], [0, 2]``: (subscripts, names, operands)."""
     n = len(args) // 2 * 2
@@ -145,8 +162,10 @@ def einsum(
     Accepts numpy's whole grammar: explicit (``"ij,jk->ik"``) and implicit
     (``"ij,jk"``) output, ``...`` broadcasting across ranks and size-1
     dimensions, repeated indices inside an operand (``"ii->i"``), spaces. Also,
-    as opt_einsum: any Unicode letter as an index (``"αβ,βγ->αγ"``), a ``...``
-    that the output leaves out (summed), and numpy's interleaved form
+    as opt_einsum: any character as an index (``"αβ,βγ->αγ"``, ``"a1,1b"``, every
+    character ``opt_einsum.get_symbol`` gives) but the grammar's ``,``, ``-``,
+    ``>``, ``.`` and whitespace, a ``...`` that the output leaves out (summed),
+    and numpy's interleaved form
     ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: each operand followed by a list of
     labels for its axes (any hashable: ints, strings such as ``"left"``;
     ``Ellipsis`` for ``...``), then optionally the output's list.
@@ -164,7 +183,8 @@ def einsum(
             ``ReusableHyperOptimizer``), which is asked once per contraction and
             whose plan the gradient reuses.
         memory_limit: The largest intermediate allowed, in elements (or
-            ``"max_input"``, the largest operand's size). When no pairwise path
+            ``"max_input"``, the largest operand's size; None or -1, as in
+            opt_einsum: no limit). When no pairwise path
             keeps every intermediate within it, the contraction is sliced: a few
             indices are cut into chunks, each slice is contracted within the
             limit and the slices are summed. Its gradient is sliced too (each
@@ -179,17 +199,14 @@ def einsum(
     Raises:
         EinsumError: If the subscripts are malformed, do not fit the operands'
             shapes, `optimize` is not a strategy, a valid path or an optimizer, or
-            `memory_limit` is not a positive number of elements. Messages name the
+            `memory_limit` is none of a positive number of elements, ``"max_input"``,
+            -1 and None (checked for any number of operands). Messages name the
             user's letters, or labels in the interleaved form.
         TypeError: If the arguments are neither subscripts and operands nor
             operands interleaved with lists of hashable labels, or an operand
             is not numeric.
     """
-    names: Names = ()
-    if isinstance(subscripts, str):
-        text, raw = subscripts, operands
-    else:
-        text, names, raw = _interleaved((subscripts, *operands))
+    text, names, raw = einsum_arguments(subscripts, operands)
     ops_ = _promote_weak([to_operand(x) for x in raw])
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
@@ -201,7 +218,7 @@ def einsum(
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
     if isinstance(opt, tuple):
         _check_path(opt, len(ops_))
-    return wrap(contract(spec.inputs, spec.output, ops_, opt, memory_limit))
+    return wrap(contract(spec.inputs, spec.output, ops_, opt, check_limit(memory_limit)))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:

@@ -42,7 +42,7 @@ from ..rules.einsum import einsum_p, spread_p
 from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
 from ..rules.shape import astype_p, ones_like_p, reshape_p, scatter_p
 from ..rules.structural import concat_p, where_p
-from ..subscripts import fresh_symbols, unique
+from ..subscripts import fresh_symbols, numpy_subscripts, unique
 
 Aval: TypeAlias = tuple[Shape, np.dtype[Any]]
 """A variable's shape and dtype."""
@@ -603,10 +603,10 @@ def const_source(value: Any, src: str, dst: str, shape: Shape) -> Any:
     if value.shape != tuple(shape) or value.size == 0 or not set(src) <= set(dst) or unique(src) != src:
         return None
     u = unique(dst)
-    diag = np.einsum(f"{dst}->{u}", value)
+    diag = np.einsum(numpy_subscripts(f"{dst}->{u}"), value)  # the letters may be any index's
     line = diag[tuple(slice(None) if c in src else 0 for c in u)]
     present = "".join(c for c in u if c in src)
-    x = np.ascontiguousarray(np.einsum(f"{present}->{src}", line))
+    x = np.ascontiguousarray(np.einsum(numpy_subscripts(f"{present}->{src}"), line))
     rebuilt = spread_p.impl(x, src=src, dst=dst, shape=tuple(shape))
     return x if np.array_equal(rebuilt, value) else None
 

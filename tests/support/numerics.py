@@ -46,18 +46,25 @@ def numeric_jvp(f, args, tangents, eps=1e-6):
 _ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def _is_index(c):
+    """opt_einsum's alphabet: every character but its grammar's (',', '-', '>', '.'), less the
+    whitespace below U+00C0 (from there on every character is one of opt_einsum's symbols)."""
+    return c not in ",->." and not (c.isspace() and ord(c) < 0xC0)
+
+
 def reference_einsum(spec, *operands):
     """numpy.einsum, widened by the two things einad accepts beyond numpy (as opt_einsum
-    and PyTorch do), written without einad: letters outside a-z, A-Z are renamed to unused
-    ASCII ones, and a '...' that an explicit output leaves out is kept by numpy, then summed.
-    Raises whatever numpy raises for anything else."""
-    odd = [c for c in dict.fromkeys(spec) if c.isalpha() and c not in _ASCII]
+    and PyTorch do), written without einad: indices outside a-z, A-Z (any character but the
+    grammar's, `_is_index`) are renamed to unused ASCII letters, and a '...' that an explicit
+    output leaves out is kept by numpy, then summed. Raises whatever numpy raises for
+    anything else."""
+    odd = [c for c in dict.fromkeys(spec) if _is_index(c) and c not in _ASCII]
     spare = [c for c in _ASCII if c not in spec]
     if odd and len(spare) >= len(odd):
         if (
             "-" not in spec and ">" not in spec
         ):  # implicit output: '...', then letters used once by code point
-            letters = [c for c in spec if c.isalpha()]
+            letters = [c for c in spec if _is_index(c)]
             once = sorted(c for c in set(letters) if letters.count(c) == 1)
             spec += "->" + ("..." if "..." in spec else "") + "".join(once)
         spec = spec.translate(str.maketrans(dict(zip(odd, spare))))

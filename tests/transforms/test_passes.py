@@ -467,6 +467,21 @@ def test_fold_spreads_reads_a_constant_that_is_a_spread():
     assert_same_values(g, out)
 
 
+def test_fold_spreads_reads_a_constant_spread_along_letters_numpy_einsum_does_not_know():
+    """The gradient's spread keeps the user's letters ('αβ'); numpy.einsum, which checks the
+    constant, takes only a-z and A-Z."""
+    a, w = RNG.standard_normal((3, 4)), np.arange(1.0, 4.0)
+    c = np.repeat([[2.0], [5.0], [7.0]], 4, axis=1)  # a constant that is a spread along β
+    f = lambda a: ea.sum(ea.einsum("αβ->α", a) * w) + ea.sum(a * c)
+    g = passes.dce(passes.simplify(ea.make_graph(ea.grad(f))(a)))
+    assert body(g) == ["m:f64[3,4] = spread[src=α, dst=αβ, shape=(3,4)] k0", "n:f64[3,4] = add k1 m"]
+    out = passes.dce(passes.fold_spreads(g))
+    assert body(out) == ["b:f64[3] = add k2 k0", "n:f64[3,4] = spread[src=α, dst=αβ, shape=(3,4)] b"]
+    np.testing.assert_array_equal(out.const_values["k2"], [2.0, 5.0, 7.0])
+    assert_same_values(g, out)
+    np.testing.assert_array_equal(ea.jit(ea.grad(f))(a), w[:, None] + c)
+
+
 def test_fold_spreads_needs_a_constant_that_really_is_a_spread():
     almost = np.eye(4)
     almost[0, 1] = 1e-300
