@@ -38,7 +38,7 @@ import numpy as np
 from .. import arrays
 from ..core import Tensor, lower_rules
 from ..errors import TracerError
-from ..program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
+from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.einsum import einsum_p, spread_p
 from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
@@ -53,20 +53,28 @@ class Program(Graph):
     """An optimized, compiled program (what `jitted.lower(*args)` returns).
 
     ``str(program)`` is the optimized listing; ``program.source`` is the Python
-    function it was compiled to; calling it runs the compiled function.
+    function it was compiled to; calling it runs the compiled function on
+    arguments of the signature it was compiled for. Arguments of another pytree
+    structure, shape or dtype raise a `TypeError` naming, for each leaf that
+    differs, the type the program takes and the one given (``this program takes
+    f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
+    Python number (weakly typed) takes a Python number of the same type. The
+    jitted function itself compiles a new program for a new signature instead.
     """
 
     source: str = ""
     fn: Callable[..., Any] | None = None
     xp: Any = np
     """The array library the program computes with (the module `einad.arrays.namespace` gives)."""
+    in_types: tuple[InputType, ...] = ()
+    """What each input leaf takes (`Graph.input_types`, computed once when compiling)."""
 
     def __call__(self, *args: Any) -> Any:
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
         assert self.fn is not None
-        out = self.fn(*[concrete(x) for x in flat])
+        out = self.fn(*check_inputs(self.in_types, [concrete(x) for x in flat]))
         return (
             out
             if self.out_tree is None
@@ -149,7 +157,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
     base = {f.name: getattr(graph, f.name) for f in fields(Graph)}
-    return Program(**base, source=source, fn=namespace["program"], xp=xp)
+    return Program(**base, source=source, fn=namespace["program"], xp=xp, in_types=tuple(graph.input_types()))
 
 
 # Primitives whose result may be a view of their first operand (and so share its memory).

@@ -5,6 +5,7 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
+import re
 import threading
 
 import numpy as np
@@ -234,6 +235,55 @@ def test_lower_gives_the_optimized_program_and_its_source():
     assert "def program(" in program.source and "cos" in str(program)
     assert_close(program(np.zeros(3)), np.ones(3))
     assert jf.cache_size() == 1
+
+
+def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
+    """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
+    would compute in the dtypes it was planned for. Either is a TypeError naming the type the
+    program takes and the one given, per leaf that differs."""
+    program = ea.jit(ea.grad(lambda x, y: ea.sum(x * y) * 2.0)).lower(np.zeros(3), np.zeros(3))
+    assert_close(program(np.ones(3), np.arange(3.0)), 2 * np.arange(3.0))
+    with pytest.raises(TypeError, match=re.escape("this program takes f64[3] for input a, got f64[1] (")):
+        program(np.ones(1), np.ones(3))
+    with pytest.raises(TypeError, match=re.escape("this program takes f64[3] for input b, got f32[3] (")):
+        program(np.ones(3), np.ones(3, np.float32))
+    both = "f64[3] for input a, got i64[3]; f64[3] for input b, got f64[]"
+    with pytest.raises(TypeError, match=re.escape(both)):
+        program(np.ones(3, np.int64), np.float64(1.0))
+    with pytest.raises(TypeError, match="structured as"):  # the pytree structure, as before
+        program(np.ones(3), (np.ones(3),))
+
+
+def test_a_program_takes_python_numbers_where_it_traced_them():
+    """jit traces a Python number weakly typed (x32 * 2.0 stays float32): its program takes a
+    number of the same Python type there, and neither an int nor a numpy scalar, which numpy
+    promotes otherwise."""
+    x32 = np.ones(3, np.float32)
+    program = ea.jit(lambda x, s: x * s).lower(x32, 2.0)
+    out = program(x32, 3.0)
+    assert out.dtype == np.float32
+    assert_close(out, np.full(3, 3.0))
+    with pytest.raises(TypeError, match=re.escape("takes Python float for input b, got Python int")):
+        program(x32, 3)
+    with pytest.raises(TypeError, match=re.escape("takes Python float for input b, got f64[]")):
+        program(x32, np.float64(3.0))
+    strong = ea.jit(lambda x, s: x * s).lower(x32, np.float64(2.0))  # a numpy scalar is an f64[]
+    assert strong(x32, np.array(3.0)).dtype == np.float64
+    with pytest.raises(TypeError, match=re.escape("takes f64[] for input b, got Python int")):
+        strong(x32, 3)
+
+
+def test_the_jitted_function_retraces_where_its_program_refuses():
+    """The check is the Program's, called directly: the jitted function compiles a program
+    per signature, and grad(jit(f)) and vmap(jit(f)) replay theirs on traced values."""
+    jf = ea.jit(lambda x: ea.mean(x))
+    program = jf.lower(np.zeros(4))
+    with pytest.raises(TypeError):
+        program(np.array([1.0, 3.0]))
+    assert_close(jf(np.array([1.0, 3.0])), 2.0)
+    assert jf.cache_size() == 2
+    assert_close(ea.grad(jf)(np.ones(4)), np.full(4, 0.25))
+    assert_close(ea.vmap(jf)(np.arange(8.0).reshape(2, 4)), [1.5, 5.5])
 
 
 def test_a_program_warns_in_the_users_steps_as_numpy_does_but_not_in_the_derivative_rules():
