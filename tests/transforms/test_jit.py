@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import einad as ea
+from einad import executor
+from einad.rules import einsum as einsum_rules
 from tests.support.functions import X3, Y3, f_xy, lib_arrays, lib_result
 from tests.support.jitting import compiled
 from tests.support.numerics import assert_close, peak_bytes
@@ -238,6 +240,61 @@ def test_lower_gives_the_optimized_program_and_its_source():
     assert jf.cache_size() == 1
 
 
+# -- the first call computes once ------------------------------------------------------------------
+
+CHAIN4 = "ij,jk,kl,li->"
+CHAIN4_SHAPES = [(5, 6), (6, 7), (7, 8), (8, 5)]
+
+
+def _count_pairwise_contractions(monkeypatch):
+    """Count the pairwise contractions einad runs: staging and eager mode reach
+    `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
+    lowered einsums look the name up there when they are made and when they run)."""
+    calls = []
+    run_pair = executor._run_pair
+
+    def counted(*args):
+        calls.append(1)
+        return run_pair(*args)
+
+    monkeypatch.setattr(executor, "_run_pair", counted)
+    monkeypatch.setattr(einsum_rules, "_run_pair", counted)
+    return calls
+
+
+def test_the_first_call_contracts_once_as_one_eager_call_does(monkeypatch):
+    """The call that stages a program returns the values staging computed: the first call of
+    a jitted value-and-gradient of a four-operand einsum does the pairwise contractions of one
+    eager call, not those and the program's again; later calls run the (optimized) program.
+    Fails if the first call runs the program after staging."""
+    calls = _count_pairwise_contractions(monkeypatch)
+    ops = [RNG.standard_normal(s) for s in CHAIN4_SHAPES]
+    f = lambda *xs: ea.einsum(CHAIN4, *xs)
+    eager = ea.value_and_grad(f, argnums=(0, 1, 2, 3))
+    want = eager(*ops)
+    one_eager_call = len(calls)
+    vg = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)))
+    calls.clear()
+    first = vg(*ops)
+    first_call = len(calls)
+    calls.clear()
+    again = vg(*ops)
+    program_call = len(calls)
+    assert one_eager_call > 0 and program_call > 0  # the counter sees both paths
+    assert first_call == one_eager_call, (first_call, one_eager_call, program_call)
+    for got in (first, again):
+        assert_close(got[0], want[0], rtol=1e-12)
+        for g, w in zip(got[1], want[1]):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert_close(g, w, rtol=1e-12)
+    # lower() stages and compiles, and returns no values: the call after it runs the program
+    lowered = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)))
+    assert isinstance(lowered.lower(*ops), ea.Program)
+    calls.clear()
+    lowered(*ops)
+    assert len(calls) == program_call
+
+
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
     """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
     would compute in the dtypes it was planned for. Either is a TypeError naming the type the
@@ -318,16 +375,25 @@ def _record_errors(f, errors):
         errors.append(e)
 
 
-def test_results_are_fresh_writable_numpy_arrays():
+@pytest.mark.parametrize("call", ["staging", "program"])
+def test_results_are_fresh_writable_numpy_arrays(call):
+    """On the call that stages the program (which returns what staging computed) and on the
+    calls that run it, results share no memory with an input, a constant or one another, and
+    are writable."""
     x, C = np.arange(3.0), np.ones(2)
-    y, same, const = ea.jit(lambda x: (x, x, C))(x)
-    assert isinstance(y, np.ndarray)
-    assert not np.shares_memory(y, x) and not np.shares_memory(y, same)
+    f = ea.jit(lambda x: (x, x, C, x.reshape(3, 1), 2.0, ea.broadcast_to(ea.sin(x[0]), (2,))))
+    g = ea.jit(ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (2, 3)))))
+    if call == "program":
+        f(x), g(x)
+    y, same, const, view, number, wide = f(x)  # wide: a fresh array's read-only broadcast
+    for r in (y, same, const, view, number, wide):
+        assert type(r) is np.ndarray and r.flags.writeable
+    assert not np.shares_memory(y, x) and not np.shares_memory(y, same) and not np.shares_memory(view, x)
     assert not np.shares_memory(const, C)
+    assert number.dtype == np.float64 and number.shape == ()
     y[0] = 7.0
     assert x[0] == 0.0
-    g = ea.jit(ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (2, 3)))))(x)
-    g[0] = 1.0  # writable
+    g(x)[0] = 1.0  # writable
 
 
 def test_compiled_program_frees_intermediates_after_their_last_use():
