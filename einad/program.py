@@ -12,7 +12,8 @@ function closes over, literals and the seeds of gradients are constants.
 so a program runs on arrays, and under any transformation: the gradient of a
 program is the gradient of its equations. `make_graph(f)(*args)` returns the
 program `f` runs at the shapes and dtypes of `args`; calling that `Graph` with
-new arguments of the same shapes runs it.
+new arguments of the same shapes and dtypes runs it, and calling it with others
+is a TypeError naming both (`check_inputs`).
 """
 
 from __future__ import annotations
@@ -106,8 +107,14 @@ class Graph:
     """A program: typed inputs, constants, equations in order, outputs.
 
     Printing it shows the program in a jaxpr-like text form, one equation per
-    line; calling it runs it (see `run_graph`) on arguments shaped like the ones
-    it was traced with.
+    line; calling it runs it (see `run_graph`) on arguments of the pytree
+    structure, shapes and dtypes it was traced with. Arguments of another
+    signature raise a `TypeError` naming, for each leaf that differs, the type
+    the program takes and the one given (``this program takes f64[4] for input a,
+    got f64[2]``): a program's steps are planned for its input types, and would
+    otherwise compute wrong numbers. A Python number is taken as the 0-d array
+    numpy makes of it, as `make_graph` staged numbers (``2.0`` is an ``f64[]``,
+    ``2`` an ``i64[]``).
 
     Attributes:
         inputs: ``(name, type)`` of each input leaf, in argument order; a type reads
@@ -127,6 +134,9 @@ class Graph:
     avals: dict[str, tuple[Shape, np.dtype[Any]]] = field(default_factory=dict)
     in_tree: TreeDef | None = None
     out_tree: TreeDef | None = None
+    weak_inputs: dict[str, type] = field(default_factory=dict)
+    """The inputs staged as Python numbers (`einad.jit`'s weakly typed scalars), by name, with
+    the number's type; every other input was staged as an array."""
 
     def __str__(self) -> str:
         head = " ".join(f"{n}:{t}" for n, t in self.inputs)
@@ -141,13 +151,17 @@ class Graph:
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
-        out = run_graph(self, flat)
+        out = run_graph(self, check_inputs(self.input_types(), flat))
         return out if self.out_tree is None else tree_unflatten(self.out_tree, out)
 
     @property
     def input_names(self) -> list[str]:
         """The inputs' variable names, in order."""
         return [n for n, _ in self.inputs]
+
+    def input_types(self) -> list[InputType]:
+        """What each input leaf accepts, in order (see `check_inputs`)."""
+        return [InputType(n, *self.avals[n], self.weak_inputs.get(n)) for n in self.input_names]
 
     def to_dot(self) -> str:
         """Graphviz source: values as ellipses, operations as boxes."""
@@ -184,6 +198,77 @@ class Graph:
 def _dot_escaped(text: str) -> str:
     """`text` inside a Graphviz string: einsum indices may be any character, '"' and '\\' too."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+_NUMBERS = (bool, int, float, complex)
+"""Python's number types: weakly typed in numpy's promotion (NEP 50)."""
+
+
+@dataclass(frozen=True)
+class InputType:
+    """The type one input leaf of a program takes: the signature it was staged for.
+
+    An array (or a numpy scalar) of `shape` and `dtype`; or, for an input staged as
+    a Python number (`weak` is its type: `einad.jit` traces numbers weakly typed), a
+    Python number of exactly that type, since numpy promotes numbers and arrays
+    differently.
+    """
+
+    name: str
+    shape: Shape
+    dtype: np.dtype[Any]
+    weak: type | None = None
+
+    def accepts(self, v: Any) -> bool:
+        """Whether the plain value `v` (a number already made an array, see `check_inputs`) is
+        of this type."""
+        if self.weak is not None:
+            return type(v) is self.weak
+        return shape_of(v) == self.shape and _dtype_of(v) == self.dtype
+
+    def __str__(self) -> str:
+        return _typestr(self.shape, self.dtype) if self.weak is None else f"Python {self.weak.__name__}"
+
+
+def _given(v: Any) -> str:
+    """The type of a plain value, as a program's listing writes it (a number: its Python type)."""
+    if type(v) in _NUMBERS:
+        return f"Python {type(v).__name__}"
+    return _typestr(shape_of(v), _dtype_of(v))
+
+
+def check_inputs(types: Sequence[InputType], leaves: Sequence[Any]) -> list[Any]:
+    """`leaves` as a program's inputs, after checking them against the program's `types`.
+
+    A Python number given for an array input becomes the 0-d array numpy makes of
+    it (as `stage` makes it when it does not keep numbers weakly typed); the
+    other leaves are kept as they are (Tensors too, checked by their values).
+    The check compares shapes and dtypes only, so it is cheap enough for every
+    call of a compiled program.
+
+    Raises:
+        TypeError: If a leaf is not of its input's type, naming for each such leaf
+            the type the program takes and the type given; or if the number of
+            leaves differs.
+    """
+    if len(leaves) != len(types):
+        raise TypeError(f"this program takes {len(types)} input leaves, got {len(leaves)}")
+    ready = list(leaves)
+    wrong = []
+    for k, (t, x) in enumerate(zip(types, leaves)):
+        given = concrete(x)
+        v = np.asarray(given) if t.weak is None and type(given) in _NUMBERS else given
+        if not t.accepts(v):
+            wrong.append(f"{t} for input {t.name}, got {_given(given)}")
+        elif v is not given:
+            ready[k] = v
+    if wrong:
+        raise TypeError(
+            "this program takes "
+            + "; ".join(wrong)
+            + " (a program runs at the signature it was staged for; ea.jit compiles one per signature)"
+        )
+    return ready
 
 
 def _params(e: Equation) -> str:
@@ -293,6 +378,8 @@ class StagingTrace(Trace):
         t = _box(Staged(value), self, None, None)
         name = self._remember(t, next(self._fresh), value)
         self.graph.inputs.append((name, _typestr(*self.graph.avals[name])))
+        if type(value) in _NUMBERS:
+            self.graph.weak_inputs[name] = type(value)
         return t
 
     def atom(self, x: Any) -> Atom:

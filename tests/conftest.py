@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 
 import einad as ea
 from tests.support.arraylibs import NAMES, load
+from tests.support.jitting import compiled
 
 
 @pytest.fixture
@@ -76,15 +77,16 @@ def pytest_collection_modifyitems(items):
 # -- every transformation staged and compiled (issue 9) ----------------------------------------
 # A module that sets ``pytestmark = pytest.mark.usefixtures("jit_mode")`` runs each of its tests
 # twice: as written ("eager"), and with every transformation it calls wrapped in `ea.jit`
-# ("jit"), so the compiled program must give what eager mode gives.
+# ("jit"), so the compiled program must give what eager mode gives (`compiled`: the call that
+# stages a program runs it too, and its staged results must be the program's).
 
 _TRANSFORMS = ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian")
 
 
 def _jitted_vjp(vjp):
     def staged_vjp(f, *primals):
-        out = ea.jit(lambda *p: vjp(f, *p)[0])(*primals)
-        pull = ea.jit(lambda p, ct: vjp(f, *p)[1](ct))
+        out = compiled(ea.jit(lambda *p: vjp(f, *p)[0]))(*primals)
+        pull = compiled(ea.jit(lambda p, ct: vjp(f, *p)[1](ct)))
         return out, lambda ct: pull(list(primals), ct)
 
     return staged_vjp
@@ -95,14 +97,18 @@ def jit_mode(request, monkeypatch):
     if request.param == "jit":
         for name in _TRANSFORMS:
             original = getattr(ea, name)
-            monkeypatch.setattr(ea, name, lambda f, *a, _t=original, **k: ea.jit(_t(f, *a, **k)))
+            monkeypatch.setattr(ea, name, lambda f, *a, _t=original, **k: compiled(ea.jit(_t(f, *a, **k))))
         monkeypatch.setattr(ea, "jacobian", ea.jacrev)
         jvp, hvp = ea.jvp, ea.hvp
-        monkeypatch.setattr(ea, "jvp", lambda f, p, t: ea.jit(lambda p, t: jvp(f, p, t))(tuple(p), tuple(t)))
+        monkeypatch.setattr(
+            ea, "jvp", lambda f, p, t: compiled(ea.jit(lambda p, t: jvp(f, p, t)))(tuple(p), tuple(t))
+        )
         monkeypatch.setattr(
             ea,
             "hvp",
-            lambda f, p, t, mode="fwd-over-rev": ea.jit(lambda p, t: hvp(f, p, t, mode))(tuple(p), tuple(t)),
+            lambda f, p, t, mode="fwd-over-rev": compiled(ea.jit(lambda p, t: hvp(f, p, t, mode)))(
+                tuple(p), tuple(t)
+            ),
         )
         monkeypatch.setattr(ea, "vjp", _jitted_vjp(ea.vjp))
     return request.param

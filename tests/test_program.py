@@ -78,6 +78,74 @@ def test_pytree_inputs_and_outputs():
     assert g.outputs == ["a", "c"]
 
 
+# -- calling a graph: its signature is checked ----------------------------------------------------
+
+REST = "a program runs at the signature it was staged for"
+
+
+def test_a_graph_called_at_its_signature_runs_on_new_values():
+    g = ea.make_graph(lambda x, w: ea.mean(x) * ea.sum(w))(np.zeros(4), np.ones((2, 3), np.float32))
+    np.testing.assert_allclose(g(np.array([1.0, 3.0, 2.0, 2.0]), np.full((2, 3), 0.5, np.float32)), 6.0)
+
+
+def test_a_graph_called_with_another_shape_raises_naming_both():
+    """Replayed at (2,) the program of a mean over 4 divides by 4: 1.0 where f gives 2.0."""
+    g = ea.make_graph(lambda x: ea.mean(x))(np.zeros(4))
+    expected = f"this program takes f64[4] for input a, got f64[2] ({REST}"
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        g(np.array([1.0, 3.0]))
+    with pytest.raises(TypeError, match=re.escape("takes f64[4] for input a, got f64[4,1]")):
+        g(np.zeros((4, 1)))
+
+
+def test_a_graph_called_with_another_dtype_raises_naming_both():
+    g = ea.make_graph(lambda x, y: ea.einsum("ij,jk->ik", x, y))(A, B)
+    with pytest.raises(TypeError, match=re.escape("takes f64[3,4] for input a, got f32[3,4]")):
+        g(A.astype(np.float32), B)
+    with pytest.raises(TypeError, match=re.escape("takes f64[4,5] for input b, got c128[4,5]")):
+        g(A, B.astype(complex))
+
+
+def test_each_mismatched_leaf_of_a_pytree_is_named_and_only_those():
+    g = ea.make_graph(lambda p: p["w"] @ p["x"] + p["b"])(
+        {"b": np.ones(2), "w": np.ones((2, 3)), "x": np.ones(3)}
+    )
+    with pytest.raises(TypeError) as err:
+        g({"b": np.ones(2, np.float32), "w": np.ones((2, 3)), "x": np.ones(4)})
+    message = str(err.value)
+    assert message.startswith(
+        "this program takes f64[2] for input a, got f32[2]; f64[3] for input c, got f64[4] ("
+    )
+    assert "input b" not in message
+
+
+def test_a_graph_takes_a_python_number_as_the_0d_array_it_was_staged_as():
+    """make_graph stages a Python number as numpy's 0-d array of it (2.0: f64[], not weakly
+    typed), so the graph takes a float (or a 0-d float64) there, and refuses an int, which
+    would run the program in other dtypes."""
+    x = np.ones(3, np.float32)
+    g = ea.make_graph(lambda x, s: x * s)(x, 2.0)
+    assert g.inputs == [("a", "f32[3]"), ("b", "f64[]")]
+    for s in (3.0, np.float64(3.0), np.array(3.0)):
+        out = g(x, s)
+        assert out.dtype == np.float64  # what f gives for a 0-d float64 array
+        np.testing.assert_array_equal(out, np.full(3, 3.0))
+    with pytest.raises(TypeError, match=re.escape("takes f64[] for input b, got Python int")):
+        g(x, 3)
+    with pytest.raises(TypeError, match=re.escape("takes f64[] for input b, got f64[1]")):
+        g(x, np.array([3.0]))
+
+
+def test_a_graph_checks_traced_arguments_by_their_values_and_still_transforms():
+    g = ea.make_graph(lambda x: ea.sum(ea.sin(x)))(np.zeros(4))
+    np.testing.assert_allclose(ea.grad(g)(np.ones(4)), np.cos(np.ones(4)))
+    np.testing.assert_allclose(ea.vmap(g)(np.ones((2, 4))), np.full(2, 4 * np.sin(1.0)))
+    with pytest.raises(TypeError, match=re.escape("takes f64[4] for input a, got f64[3]")):
+        ea.grad(g)(np.ones(3))
+    with pytest.raises(TypeError, match=re.escape("takes f64[4] for input a, got f64[3]")):
+        ea.vmap(g)(np.ones((2, 3)))  # each example is checked
+
+
 def test_implicit_output_is_listed_explicitly():
     g = ea.make_graph(lambda a, b: ea.einsum("ij,jk", a, b))(A, B)
     assert g.einsums == ["ij,jk->ik"]

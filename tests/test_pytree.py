@@ -8,6 +8,7 @@ import pytest
 
 import einad as ea
 from einad.pytree import TreeDef
+from tests.support.jitting import compiled
 from tests.support.numerics import assert_close
 
 pytestmark = pytest.mark.usefixtures("jit_mode")  # each test eagerly and with every transformation jitted
@@ -228,7 +229,7 @@ def test_jit_tells_a_namedtuple_from_a_tuple():
     jf((np.ones(2), np.ones(2)))
     jf(Params(np.ones(2), np.ones(2)))
     assert jf.cache_size() == 2
-    jid = ea.jit(lambda p: p)
+    jid = compiled(ea.jit(lambda p: p))
     assert type(jid(Params(np.ones(2), np.ones(2)))) is Params
     assert type(jid((np.ones(2), np.ones(2)))) is tuple
 

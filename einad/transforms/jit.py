@@ -11,6 +11,14 @@ trace exists at call time. Variables are deleted after their last use, so
 intermediates are freed as early as in eager mode, and an elementwise step
 writes into the memory of an operand that dies there (`passes.plan_buffers`).
 
+Staging computes every value (`program.StagingTrace` runs each primitive), so the
+call that stages a program returns the values staging computed rather than running
+the program on the same arguments again: the first call computes once, as an
+eager call does. Its results are handed over as the program hands over its own
+(`_handovers`: copies where one could share memory with an argument, a constant or
+another result), so they are the caller's arrays either way. They come from the
+program before optimization, so they may differ from a later call's in rounding.
+
 A program runs on the array library of its inputs, on their device: both are part
 of the signature, so ``jit(f)`` called on numpy arrays and then on torch tensors
 compiles two programs. A numpy program calls the lowered forms and writes into
@@ -38,7 +46,7 @@ import numpy as np
 from .. import arrays
 from ..core import Tensor, lower_rules
 from ..errors import TracerError
-from ..program import ClosedOverTracer, Graph, Lit, concrete, run_graph, stage
+from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.einsum import einsum_p, spread_p
 from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
@@ -53,20 +61,28 @@ class Program(Graph):
     """An optimized, compiled program (what `jitted.lower(*args)` returns).
 
     ``str(program)`` is the optimized listing; ``program.source`` is the Python
-    function it was compiled to; calling it runs the compiled function.
+    function it was compiled to; calling it runs the compiled function on
+    arguments of the signature it was compiled for. Arguments of another pytree
+    structure, shape or dtype raise a `TypeError` naming, for each leaf that
+    differs, the type the program takes and the one given (``this program takes
+    f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
+    Python number (weakly typed) takes a Python number of the same type. The
+    jitted function itself compiles a new program for a new signature instead.
     """
 
     source: str = ""
     fn: Callable[..., Any] | None = None
     xp: Any = np
     """The array library the program computes with (the module `einad.arrays.namespace` gives)."""
+    in_types: tuple[InputType, ...] = ()
+    """What each input leaf takes (`Graph.input_types`, computed once when compiling)."""
 
     def __call__(self, *args: Any) -> Any:
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
         assert self.fn is not None
-        out = self.fn(*[concrete(x) for x in flat])
+        out = self.fn(*check_inputs(self.in_types, [concrete(x) for x in flat]))
         return (
             out
             if self.out_tree is None
@@ -138,10 +154,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
         if dead:
             lines.append(f"{pad}del {', '.join(var(a) for a in dead)}")
     namespace["errstate"] = np.errstate
-    if native:
-        namespace["copy"], namespace["owned"] = np.array, _owned
-    else:  # arrays of other libraries: a copy in the library, and no read-only flags to check
-        namespace["copy"], namespace["owned"] = functools.partial(_library_copy, xp, device), _same
+    namespace.update(_handover_functions(xp, device))
     outs = ", ".join(_returns(graph, [atom(o) for o in graph.outputs]))
     lines.append(f"    return ({outs}{',' if len(graph.outputs) == 1 else ''})")
     source = "\n".join(lines) + "\n"
@@ -149,7 +162,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
     base = {f.name: getattr(graph, f.name) for f in fields(Graph)}
-    return Program(**base, source=source, fn=namespace["program"], xp=xp)
+    return Program(**base, source=source, fn=namespace["program"], xp=xp, in_types=tuple(graph.input_types()))
 
 
 # Primitives whose result may be a view of their first operand (and so share its memory).
@@ -168,21 +181,43 @@ def _roots(graph: Graph) -> dict[str, str]:
     return root
 
 
-def _returns(graph: Graph, exprs: list[str]) -> list[str]:
-    """The expressions returning the outputs: a copy where one could share memory with an
-    input, a constant or an earlier output, or be read-only (results are the caller's)."""
+def _handovers(graph: Graph) -> list[str | None]:
+    """How each output of `graph` becomes the caller's own array (results never share memory
+    with what the caller holds, and can be written to): ``"copy"`` where it could share memory
+    with an input, a constant or an earlier output; ``"owned"`` where it may be a view of a
+    fresh array, possibly read-only (a broadcast): copied only then; None where it is fresh."""
     roots = _roots(graph)
     external = set(graph.input_names) | set(graph.const_values)
     seen: set[str] = set()
-    out = []
-    for o, expr in zip(graph.outputs, exprs):
+    out: list[str | None] = []
+    for o in graph.outputs:
         root = roots[o] if isinstance(o, str) else None
         if root is None or root in external or root in seen:
-            out.append(f"copy({expr})")
+            out.append("copy")
         else:
-            out.append(expr if root == o else f"owned({expr})")
+            out.append(None if root == o else "owned")
             seen.add(root)
     return out
+
+
+def _handover_functions(xp: Any, device: Any) -> dict[str, Callable[[Any], Any]]:
+    """The functions `_handovers` names, for arrays of library `xp` on `device`."""
+    if xp is np:
+        return {"copy": np.array, "owned": _owned}
+    # arrays of other libraries: a copy in the library, and no read-only flags to check
+    return {"copy": functools.partial(_library_copy, xp, device), "owned": _same}
+
+
+def _returns(graph: Graph, exprs: list[str]) -> list[str]:
+    """The expressions returning the outputs, each handed over as `_handovers` says."""
+    return [expr if how is None else f"{how}({expr})" for how, expr in zip(_handovers(graph), exprs)]
+
+
+def _handed_over(graph: Graph, values: Sequence[Any], xp: Any, device: Any) -> list[Any]:
+    """The output `values` of `graph` made the caller's own, as a compiled program makes its
+    outputs (`_handovers`): what the call that staged `graph` returns (see `jit`)."""
+    functions = _handover_functions(xp, device)
+    return [v if how is None else functions[how](v) for how, v in zip(_handovers(graph), values)]
 
 
 def _owned(x: Any) -> Any:
@@ -284,6 +319,9 @@ def jit(
 ) -> Callable[..., Any]:
     """Compile `f`: trace it once per input signature, optimize, and replay the compiled program.
 
+    The first call for a signature returns the values computed while staging (it does not
+    run the new program on the same arguments again); later calls run the program.
+
     Args:
         f: The function; its arguments and results may be pytrees of arrays.
         static_argnums: Positional arguments that are not traced: their values
@@ -322,7 +360,11 @@ def jit(
         sig = tuple(_leaf_signature(x) for x in flat)
         return (len(args), static, tree, sig), flat, tree
 
-    def build(args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], tree: TreeDef) -> Program:
+    def build(
+        args: tuple[Any, ...], kwargs: dict[str, Any], flat: list[Any], tree: TreeDef
+    ) -> tuple[Program, list[Any]]:
+        """Stage, optimize and compile `f` for these arguments; return the program and the
+        results of this call, computed while staging (and handed over as the program would)."""
         pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
 
         traced = [k for k, x in enumerate(flat) if _traced_leaf(x)]
@@ -341,39 +383,48 @@ def jit(
         xp = arrays.namespace(*values)  # a TypeError naming both for two libraries
         foreign = [v for v in values if arrays.is_array(v) and not arrays.is_numpy(v)]
         device = arrays.device(foreign[0]) if foreign else None
-        graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
-        return compile_graph(to_library(optimize(graph), xp, device), xp, device)
+        graph, outputs = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
+        program = compile_graph(to_library(optimize(graph), xp, device), xp, device)
+        return program, _handed_over(graph, outputs, xp, device)
 
-    def program_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Program | None, list[Any]]:
+    def program_for(
+        args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Program | None, list[Any], list[Any] | None]:
+        """The program for the signature of these arguments, their traced leaves, and, when
+        this call staged the program, the results staging computed (else None)."""
         key, leaves, tree = split(args, kwargs)
         flat = [x for x in leaves if _traced_leaf(x)]
         program = cache.get(key)
-        if program is None:
-            try:
-                program = build(args, kwargs, leaves, tree)
-            except ClosedOverTracer:
-                return None, flat  # f closes over an enclosing transformation's tracer: no program
-            cache[key] = program
-        return program, flat
+        if program is not None:
+            return program, flat, None
+        try:
+            program, results = build(args, kwargs, leaves, tree)
+        except ClosedOverTracer:
+            return None, flat, None  # f closes over an enclosing transformation's tracer: no program
+        cache[key] = program
+        return program, flat, results
 
     @functools.wraps(f)
     def jitted(*args: Any, **kwargs: Any) -> Any:
-        program, flat = program_for(args, kwargs)
+        program, flat, staged = program_for(args, kwargs)
         if program is None:
             return f(*args, **kwargs)
         assert program.out_tree is not None
         if any(type(x) is Tensor and x._trace is not None for x in flat):
             out = run_graph(program, flat)  # the enclosing transformations see each equation
             return tree_unflatten(program.out_tree, [_result(o, program.xp) for o in out])
-        assert program.fn is not None
-        out = program.fn(*[concrete(x) for x in flat])
+        if staged is not None:
+            out = staged  # staging computed the results already: the first call computes once
+        else:
+            assert program.fn is not None
+            out = program.fn(*[concrete(x) for x in flat])
         if program.xp is np:
             return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
         return tree_unflatten(program.out_tree, list(out))
 
     def lower(*args: Any, **kwargs: Any) -> Program:
         """The optimized, compiled program for the signature of these arguments."""
-        program, _ = program_for(args, kwargs)
+        program, _, _ = program_for(args, kwargs)
         if program is None:
             raise TracerError("this function closes over a value traced by an enclosing transformation")
         return program

@@ -26,6 +26,7 @@ from einad.rules import einsum as einsum_rules
 from einad.rules.einsum import Spread, contract_planned, einsum_p, spread, traced_steps
 from tests.support.arraylibs import load
 from tests.support.checks import check_lib, lib_value, random_operands
+from tests.support.jitting import compiled
 from tests.support.numerics import assert_close, peak_bytes
 
 EQ = "abc,ade,bdf->cef"  # not scalar: its pullback is one sweep (an `einsum_vjp` equation)
@@ -263,7 +264,7 @@ def test_rev_over_rev_of_a_scalar_sliced_contraction_off_numpy(name):
     want = ea.grad(lambda x, *rest: ea.sum(ea.grad(_tetra(None), argnums=1)(x, *rest)))(*ops)
     check_lib(lib, ea.grad(g)(*[lib.asarray(o) for o in ops]), want, rtol=1e-9)
     # staged by jit, the rule sees the operands' stand-ins: the 1 is made in the library they stand for
-    check_lib(lib, ea.jit(ea.grad(g))(*[lib.asarray(o) for o in ops]), want, rtol=1e-9)
+    check_lib(lib, compiled(ea.jit(ea.grad(g)))(*[lib.asarray(o) for o in ops]), want, rtol=1e-9)
 
 
 # -- small public pieces ---------------------------------------------------------------------
@@ -361,7 +362,7 @@ def test_an_unsliced_contraction_has_numpys_einsum_dtype(lib):
     ops = [rng.integers(-3, 4, s).astype(d) for s, d in zip(SHAPES, MIXED)]
     want = np.einsum(EQ, *ops)
     assert want.dtype == np.float32
-    for f in (lambda *a: ea.einsum(EQ, *a), ea.jit(lambda *a: ea.einsum(EQ, *a))):
+    for f in (lambda *a: ea.einsum(EQ, *a), compiled(ea.jit(lambda *a: ea.einsum(EQ, *a)))):
         got = f(*[lib.asarray(a) for a in ops])
         assert ea.tensor(got).dtype == np.float32
         np.testing.assert_allclose(lib.numpy(got), want, rtol=1e-6)
@@ -628,7 +629,7 @@ def test_a_jitted_einsum_of_numpy_arrays_runs_on_the_plans_made_when_compiled(mo
     impl = einsum_rules._einsum_impl
     monkeypatch.setattr(einsum_rules, "_einsum_impl", lambda *a, **k: calls.append(1) or impl(*a, **k))
     ops = random_operands(shapes)
-    f = ea.jit(lambda *xs: ea.einsum(spec, *xs))
+    f = compiled(ea.jit(lambda *xs: ea.einsum(spec, *xs)))
     assert_close(f(*ops), np.einsum(spec, *ops), rtol=1e-12)
     assert not calls, "the lowered einsum fell back to the implementation"
 
@@ -639,7 +640,7 @@ def test_a_jitted_einsum_with_an_empty_operand_is_exactly_zero(spec):
     einsum leaves an operand with an empty axis to the implementation (a planned product would
     give 0 * inf = nan here). Kills: _lower_einsum 19"""
     ops = [np.zeros(0), np.array([np.inf, 1.0]), np.array([2.0, 3.0])][: len(spec.split(","))]
-    got = ea.jit(lambda *xs: ea.einsum(spec, *xs))(*ops)
+    got = compiled(ea.jit(lambda *xs: ea.einsum(spec, *xs)))(*ops)
     np.testing.assert_array_equal(got, np.zeros(2))
 
 

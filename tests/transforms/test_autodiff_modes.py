@@ -32,6 +32,7 @@ from tests.support.functions import (
     lib_result,
     logistic_loss,
 )
+from tests.support.jitting import compiled
 from tests.support.numerics import assert_close
 
 pytestmark = pytest.mark.usefixtures("jit_mode")  # eager, and with every transformation jitted
@@ -873,7 +874,7 @@ def test_float32_kept(lib):
         gx = ea.grad(f_xy)(x, y)
         _, tan = ea.jvp(f_xy, (x, y), (v, v))
         h = ea.hessian(f_xy)(x, y)
-        jg = ea.jit(ea.grad(f_xy))(x, y)
+        jg = compiled(ea.jit(ea.grad(f_xy)))(x, y)
     f32 = np.float32
     assert_close(lib_result(lib, gx, f32), ea.grad(f_xy)(X3, Y3), rtol=1e-4, atol=1e-4)
     assert_close(lib_result(lib, tan, f32), ea.jvp(f_xy, (X3, Y3), (V3, V3))[1], rtol=1e-4, atol=1e-4)

@@ -5,13 +5,17 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
+import re
 import threading
 
 import numpy as np
 import pytest
 
 import einad as ea
+from einad import executor
+from einad.rules import einsum as einsum_rules
 from tests.support.functions import X3, Y3, f_xy, lib_arrays, lib_result
+from tests.support.jitting import compiled
 from tests.support.numerics import assert_close, peak_bytes
 
 RNG = np.random.default_rng(0)
@@ -138,7 +142,7 @@ def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
 def test_float32_stays_float32_through_a_compiled_gradient():
     x = np.ones((3, 4), np.float32)
     w = np.ones((4, 2), np.float32)
-    gx, gw = ea.jit(ea.grad(lambda x, w: ea.sum(ea.tanh(x @ w)), (0, 1)))(x, w)
+    gx, gw = compiled(ea.jit(ea.grad(lambda x, w: ea.sum(ea.tanh(x @ w)), (0, 1))))(x, w)
     assert gx.dtype == np.float32 and gw.dtype == np.float32
 
 
@@ -148,17 +152,17 @@ def test_pytrees_in_and_out():
     def f(p, x):
         return {"y": x @ p["w"] + p["b"], "n": [ea.sum(p["w"]), None]}
 
-    out = ea.jit(f)(params, np.ones((4, 3)))
+    out = compiled(ea.jit(f))(params, np.ones((4, 3)))
     assert set(out) == {"y", "n"} and out["n"][1] is None
     assert_close(out["y"], np.full((4, 2), 3.0))
     assert_close(out["n"][0], 6.0)
-    g = ea.jit(ea.grad(lambda p, x: ea.sum(f(p, x)["y"])))(params, np.ones((4, 3)))
+    g = compiled(ea.jit(ea.grad(lambda p, x: ea.sum(f(p, x)["y"]))))(params, np.ones((4, 3)))
     assert_close(g["w"], np.full((3, 2), 4.0))
     assert_close(g["b"], np.full(2, 4.0))
 
 
 def test_keyword_arguments_are_traced():
-    jf = ea.jit(lambda x, *, w: ea.sum(x * w))
+    jf = compiled(ea.jit(lambda x, *, w: ea.sum(x * w)))
     assert_close(jf(np.ones(3), w=np.arange(3.0)), 3.0)
     assert_close(ea.grad(lambda w: jf(np.ones(3), w=w))(np.arange(3.0)), np.ones(3))
 
@@ -175,10 +179,10 @@ W, XX = RNG.standard_normal(3), RNG.standard_normal((5, 3))
 
 def test_jit_and_grad_compose_in_both_orders_and_with_itself():
     want = ea.grad(loss)(W, XX)
-    assert_close(ea.jit(ea.grad(loss))(W, XX), want)
+    assert_close(compiled(ea.jit(ea.grad(loss)))(W, XX), want)
     assert_close(ea.grad(ea.jit(loss))(W, XX), want)
-    assert_close(ea.jit(ea.grad(ea.jit(loss)))(W, XX), want)
-    assert_close(ea.jit(ea.jit(loss))(W, XX), loss(W, XX).numpy())
+    assert_close(compiled(ea.jit(ea.grad(ea.jit(loss))))(W, XX), want)
+    assert_close(compiled(ea.jit(ea.jit(loss)))(W, XX), loss(W, XX).numpy())
 
 
 def test_transforming_a_jitted_function_does_not_rerun_its_python():
@@ -196,7 +200,7 @@ def test_transforming_a_jitted_function_does_not_rerun_its_python():
 def test_hvp_under_jit_in_every_mode(mode):
     v = RNG.standard_normal(3)
     want = ea.hessian(loss)(W, XX) @ v
-    hv = ea.jit(lambda w, v: ea.hvp(loss, (w, XX), (v, np.zeros_like(XX)), mode=mode)[0])
+    hv = compiled(ea.jit(lambda w, v: ea.hvp(loss, (w, XX), (v, np.zeros_like(XX)), mode=mode)[0]))
     assert_close(hv(W, v), want)
     (inner,) = ea.hvp(ea.jit(lambda w: loss(w, XX)), (W,), (v,), mode=mode)
     assert_close(inner, want)
@@ -204,7 +208,7 @@ def test_hvp_under_jit_in_every_mode(mode):
 
 def test_jacobians_and_hessian_of_and_under_jit():
     f = lambda w: ea.tanh(XX @ w) * w[1]
-    assert_close(ea.jit(ea.jacfwd(f))(W), ea.jacrev(f)(W))
+    assert_close(compiled(ea.jit(ea.jacfwd(f)))(W), ea.jacrev(f)(W))
     assert_close(ea.jacrev(ea.jit(f))(W), ea.jacfwd(f)(W))
     assert_close(ea.hessian(ea.jit(lambda w: loss(w, XX)))(W), ea.hessian(loss)(W, XX))
 
@@ -234,6 +238,110 @@ def test_lower_gives_the_optimized_program_and_its_source():
     assert "def program(" in program.source and "cos" in str(program)
     assert_close(program(np.zeros(3)), np.ones(3))
     assert jf.cache_size() == 1
+
+
+# -- the first call computes once ------------------------------------------------------------------
+
+CHAIN4 = "ij,jk,kl,li->"
+CHAIN4_SHAPES = [(5, 6), (6, 7), (7, 8), (8, 5)]
+
+
+def _count_pairwise_contractions(monkeypatch):
+    """Count the pairwise contractions einad runs: staging and eager mode reach
+    `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
+    lowered einsums look the name up there when they are made and when they run)."""
+    calls = []
+    run_pair = executor._run_pair
+
+    def counted(*args):
+        calls.append(1)
+        return run_pair(*args)
+
+    monkeypatch.setattr(executor, "_run_pair", counted)
+    monkeypatch.setattr(einsum_rules, "_run_pair", counted)
+    return calls
+
+
+def test_the_first_call_contracts_once_as_one_eager_call_does(monkeypatch):
+    """The call that stages a program returns the values staging computed: the first call of
+    a jitted value-and-gradient of a four-operand einsum does the pairwise contractions of one
+    eager call, not those and the program's again; later calls run the (optimized) program.
+    Fails if the first call runs the program after staging."""
+    calls = _count_pairwise_contractions(monkeypatch)
+    ops = [RNG.standard_normal(s) for s in CHAIN4_SHAPES]
+    f = lambda *xs: ea.einsum(CHAIN4, *xs)
+    eager = ea.value_and_grad(f, argnums=(0, 1, 2, 3))
+    want = eager(*ops)
+    one_eager_call = len(calls)
+    vg = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)))
+    calls.clear()
+    first = vg(*ops)
+    first_call = len(calls)
+    calls.clear()
+    again = vg(*ops)
+    program_call = len(calls)
+    assert one_eager_call > 0 and program_call > 0  # the counter sees both paths
+    assert first_call == one_eager_call, (first_call, one_eager_call, program_call)
+    for got in (first, again):
+        assert_close(got[0], want[0], rtol=1e-12)
+        for g, w in zip(got[1], want[1]):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert_close(g, w, rtol=1e-12)
+    # lower() stages and compiles, and returns no values: the call after it runs the program
+    lowered = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)))
+    assert isinstance(lowered.lower(*ops), ea.Program)
+    calls.clear()
+    lowered(*ops)
+    assert len(calls) == program_call
+
+
+def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
+    """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
+    would compute in the dtypes it was planned for. Either is a TypeError naming the type the
+    program takes and the one given, per leaf that differs."""
+    program = ea.jit(ea.grad(lambda x, y: ea.sum(x * y) * 2.0)).lower(np.zeros(3), np.zeros(3))
+    assert_close(program(np.ones(3), np.arange(3.0)), 2 * np.arange(3.0))
+    with pytest.raises(TypeError, match=re.escape("this program takes f64[3] for input a, got f64[1] (")):
+        program(np.ones(1), np.ones(3))
+    with pytest.raises(TypeError, match=re.escape("this program takes f64[3] for input b, got f32[3] (")):
+        program(np.ones(3), np.ones(3, np.float32))
+    both = "f64[3] for input a, got i64[3]; f64[3] for input b, got f64[]"
+    with pytest.raises(TypeError, match=re.escape(both)):
+        program(np.ones(3, np.int64), np.float64(1.0))
+    with pytest.raises(TypeError, match="structured as"):  # the pytree structure, as before
+        program(np.ones(3), (np.ones(3),))
+
+
+def test_a_program_takes_python_numbers_where_it_traced_them():
+    """jit traces a Python number weakly typed (x32 * 2.0 stays float32): its program takes a
+    number of the same Python type there, and neither an int nor a numpy scalar, which numpy
+    promotes otherwise."""
+    x32 = np.ones(3, np.float32)
+    program = ea.jit(lambda x, s: x * s).lower(x32, 2.0)
+    out = program(x32, 3.0)
+    assert out.dtype == np.float32
+    assert_close(out, np.full(3, 3.0))
+    with pytest.raises(TypeError, match=re.escape("takes Python float for input b, got Python int")):
+        program(x32, 3)
+    with pytest.raises(TypeError, match=re.escape("takes Python float for input b, got f64[]")):
+        program(x32, np.float64(3.0))
+    strong = ea.jit(lambda x, s: x * s).lower(x32, np.float64(2.0))  # a numpy scalar is an f64[]
+    assert strong(x32, np.array(3.0)).dtype == np.float64
+    with pytest.raises(TypeError, match=re.escape("takes f64[] for input b, got Python int")):
+        strong(x32, 3)
+
+
+def test_the_jitted_function_retraces_where_its_program_refuses():
+    """The check is the Program's, called directly: the jitted function compiles a program
+    per signature, and grad(jit(f)) and vmap(jit(f)) replay theirs on traced values."""
+    jf = ea.jit(lambda x: ea.mean(x))
+    program = jf.lower(np.zeros(4))
+    with pytest.raises(TypeError):
+        program(np.array([1.0, 3.0]))
+    assert_close(jf(np.array([1.0, 3.0])), 2.0)
+    assert jf.cache_size() == 2
+    assert_close(ea.grad(jf)(np.ones(4)), np.full(4, 0.25))
+    assert_close(ea.vmap(jf)(np.arange(8.0).reshape(2, 4)), [1.5, 5.5])
 
 
 def test_a_program_warns_in_the_users_steps_as_numpy_does_but_not_in_the_derivative_rules():
@@ -267,16 +375,25 @@ def _record_errors(f, errors):
         errors.append(e)
 
 
-def test_results_are_fresh_writable_numpy_arrays():
+@pytest.mark.parametrize("call", ["staging", "program"])
+def test_results_are_fresh_writable_numpy_arrays(call):
+    """On the call that stages the program (which returns what staging computed) and on the
+    calls that run it, results share no memory with an input, a constant or one another, and
+    are writable."""
     x, C = np.arange(3.0), np.ones(2)
-    y, same, const = ea.jit(lambda x: (x, x, C))(x)
-    assert isinstance(y, np.ndarray)
-    assert not np.shares_memory(y, x) and not np.shares_memory(y, same)
+    f = ea.jit(lambda x: (x, x, C, x.reshape(3, 1), 2.0, ea.broadcast_to(ea.sin(x[0]), (2,))))
+    g = ea.jit(ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (2, 3)))))
+    if call == "program":
+        f(x), g(x)
+    y, same, const, view, number, wide = f(x)  # wide: a fresh array's read-only broadcast
+    for r in (y, same, const, view, number, wide):
+        assert type(r) is np.ndarray and r.flags.writeable
+    assert not np.shares_memory(y, x) and not np.shares_memory(y, same) and not np.shares_memory(view, x)
     assert not np.shares_memory(const, C)
+    assert number.dtype == np.float64 and number.shape == ()
     y[0] = 7.0
     assert x[0] == 0.0
-    g = ea.jit(ea.grad(lambda x: ea.sum(ea.broadcast_to(x, (2, 3)))))(x)
-    g[0] = 1.0  # writable
+    g(x)[0] = 1.0  # writable
 
 
 def test_compiled_program_frees_intermediates_after_their_last_use():
@@ -398,7 +515,7 @@ def test_a_tensor_as_a_python_index():
 def test_jit_value_and_grad_run_on_the_library(lib):
     x, y = lib_arrays(lib, X3, Y3)
     jf = ea.jit(f_xy)
-    jg = ea.jit(ea.grad(f_xy, (0, 1)))
+    jg = compiled(ea.jit(ea.grad(f_xy, (0, 1))))
     with lib.lazy():
         value = jf(x, y)
         gx, gy = jg(x, y)
@@ -431,7 +548,7 @@ def test_jit_program_with_numpy_literals_and_constants(lib):
     def h(a, b):
         return ea.sum(ea.einsum("ij,jk->ik", a, b) * 2.0 + a * 1.0 + 0.0 * b)
 
-    jh = ea.jit(ea.value_and_grad(h))
+    jh = compiled(ea.jit(ea.value_and_grad(h)))
     with lib.lazy():
         value, grad = jh(x, y)
     e_value, e_grad = ea.value_and_grad(h)(X3, Y3)
