@@ -5,6 +5,7 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
+import functools
 import re
 import threading
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad import executor
+from einad import executor, network
 from einad.rules import einsum as einsum_rules
 from tests.support.functions import X3, Y3, f_xy, lib_arrays, lib_result
 from tests.support.jitting import compiled
@@ -249,16 +250,24 @@ CHAIN4_SHAPES = [(5, 6), (6, 7), (7, 8), (8, 5)]
 def _count_pairwise_contractions(monkeypatch):
     """Count the pairwise contractions einad runs: staging and eager mode reach
     `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
-    lowered einsums look the name up there when they are made and when they run)."""
+    lowered einsums look the name up there when they are made and when they run), and a
+    planned tree (`network`) through the products its plan binds. Products that sum no letter
+    (a gradient scaled by its cotangent) are not contraction work, and are not counted."""
     calls = []
     run_pair = executor._run_pair
 
-    def counted(*args):
-        calls.append(1)
-        return run_pair(*args)
+    def counted(plan, a, b):
+        if not plan.outer:  # a contraction (a product summing a letter), not a scaling
+            calls.append(1)
+        return run_pair(plan, a, b)
 
     monkeypatch.setattr(executor, "_run_pair", counted)
     monkeypatch.setattr(einsum_rules, "_run_pair", counted)
+    # a planned tree binds the name when it is planned: plans made now, in a cache of their own
+    monkeypatch.setattr(network, "_run_pair", counted)
+    monkeypatch.setattr(
+        einsum_rules, "tree_plan", functools.lru_cache(maxsize=8)(network.tree_plan.__wrapped__)
+    )
     return calls
 
 
