@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import opt_einsum as oe
+from opt_einsum.parser import convert_to_valid_einsum_chars
 
 from . import ENGINE_NAMES as _LISTED
 
@@ -107,10 +108,11 @@ def pairwise(sa: str, sb: str, out: str, sizes: dict) -> Callable:
     takes a transposed one as it is); when no order serves both, the smaller operand
     alone is copied into place. The result is ``free_a + free_b`` (`natural_order`),
     transposed as a view if `out` asks for another order. Anything else goes to
-    `numpy.einsum`.
+    `numpy.einsum`, its letters renamed into the ones numpy knows.
     """
     if not _plain(sa, sb, out):
-        text = f"{sa},{sb}->{out}"
+        # numpy.einsum knows a-z and A-Z only; a step has few letters, so rename them
+        text = convert_to_valid_einsum_chars(f"{sa},{sb}->{out}")
         return lambda a, b: np.einsum(text, a, b)
     fa = "".join(c for c in sa if c not in sb)
     fb = "".join(c for c in sb if c not in sa)
