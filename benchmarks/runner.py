@@ -8,7 +8,8 @@ value-and-gradient (medians after warm-up), and, for the numpy-based engines,
 record tracemalloc's peak during one value-and-gradient call. For a staged
 engine (``einad-jit``, ``jax-jit``) the checking call is the first call of a
 freshly staged function, so it is timed too: the first-call cost (trace,
-optimize, compile and run).
+optimize, compile and run). In the networks group (n1-n4) every engine's first
+calls are reported, the eager ones' too (their planning and caches).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def _mismatch(got: Any, ref: Any, what: str) -> str | None:
 
 def _check_vag(result, ref, engine) -> str | None:
     value, grads = engine.to_numpy(result)
+    if engine.conjugate_grads:  # PyTorch's convention for complex inputs: back to JAX's
+        grads = [np.conj(g) for g in grads]
     rvalue, rgrads = ref
     bad = _mismatch(np.asarray(value, dtype=np.float64), np.float64(rvalue), "value")
     if bad:
@@ -118,7 +121,8 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.budget = QUICK if args.quick else FULL
-        self.cases = cases_mod.select(args.cases)
+        self.absent: dict[str, str] = {}  # engine (or group of cases) -> why it does not run
+        self.cases = self._available(cases_mod.select(args.cases))
         names = [n.strip() for n in args.engines.split(",")] if args.engines else list(ENGINE_NAMES)
         unknown = [n for n in names if n not in ENGINE_NAMES]
         if unknown:
@@ -128,9 +132,21 @@ class Runner:
         self.engines = [e for e in all_engines() if e.name in names]
         self.rows: list[Row] = []
         self.errors: list[str] = []
-        self.absent: dict[str, str] = {}
         self.busy: dict[str, list] = {}  # engine -> one record per round
         self.versions: dict[str, str] = {}
+        self.round = 0  # the round being run (from 0)
+
+    def _available(self, cases: list) -> list:
+        """`cases` less those whose module is missing (cotengra for the networks group), which
+        are listed as absent: with the case keys named, like the engines."""
+        missing: dict[str, list[str]] = {}
+        for case in cases:
+            why = case.missing()
+            if why is not None:
+                missing.setdefault(why, []).append(case.key)
+        for why, keys in missing.items():
+            self.absent[f"cases {','.join(keys)}"] = why
+        return [c for c in cases if c.missing() is None]
 
     # -- references ---------------------------------------------------------------------
 
@@ -195,7 +211,10 @@ class Runner:
                     return
             # timing
             t_fwd = measure(forward, self.budget)
-            staged = engine.staged
+            # whether the first calls are reported: a staged engine's (each round stages afresh),
+            # and in the networks group an eager one's in the first round (later rounds find its
+            # caches warm); never manual's, whose first calls computed the references
+            staged = engine.staged or (p.first_calls and engine.name != "manual" and self.round == 0)
             if not jobs:
                 self._add(
                     Row(
@@ -276,6 +295,7 @@ class Runner:
         progress = Progress(rounds * len(self.engines) * len(self.cases))
         with Busy() as whole:
             for rnd in range(rounds):
+                self.round = rnd
                 tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
                 for engine in self.engines:
                     if engine.name in self.absent:
@@ -317,7 +337,8 @@ class Runner:
 
     def table(self) -> str:
         m = self.machine
-        staged = any(r.first_forward is not None for r in self.rows)
+        staged = any(r.first_forward is not None for r in self.rows)  # show the first-call columns
+        every_first = any(self.problems[c.key].first_calls for c in self.cases)
         lines = [
             f"einad benchmarks ({'quick' if self.args.quick else 'full'}) — {m['date']}",
             (
@@ -332,6 +353,11 @@ class Runner:
                     "; 1st fwd, 1st vg = the first call of a staged (jit) engine's fresh function: "
                     "trace, optimize, compile and run"
                     if staged
+                    else ""
+                )
+                + (
+                    " (networks group: every engine's first calls, eager ones' planning included)"
+                    if every_first
                     else ""
                 )
                 + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else "")
@@ -417,6 +443,7 @@ class Runner:
             "cases": {
                 c.key: {
                     "title": c.title,
+                    "group": c.group,
                     "size": self.problems[c.key].size,
                     "kind": self.problems[c.key].kind,
                     "per_op": self.problems[c.key].ops,
