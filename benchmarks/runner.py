@@ -457,8 +457,11 @@ class Runner:
         print(f"wrote {path}", file=sys.stderr)
 
     def plot(self, path: str) -> None:
-        """Two panels of bars, log scale: value-and-gradient over manual's, forward over
-        opt_einsum's. One colour per engine; HVP modes (case 8) split their engine's slot."""
+        """Panels of bars, log scale: value-and-gradient over manual's, forward over
+        opt_einsum's, and where rows have them the first value-and-gradient call in seconds
+        (staged engines; every engine in the networks group) and the memory peak over
+        manual's (numpy engines). One colour per engine; HVP modes (case 8) split their
+        engine's slot."""
         try:
             import matplotlib
 
@@ -485,13 +488,22 @@ class Runner:
             "einad-dask-2": "#98df8a",
         }
         hatches = {"": "", "fwd-over-rev": "", "rev-over-fwd": "//", "rev-over-rev": ".."}
+        # (label, a row's value, the engine whose value divides it or None, dashed target or None)
         panels = [
             ("value-and-gradient / manual", lambda r: r.vg, "manual", 1.2),
             ("forward / opt_einsum", lambda r: r.forward, "opt_einsum", 1.1),
+            ("first value-and-gradient call, s", lambda r: r.first_vg, None, None),
+            ("peak memory / manual's", lambda r: r.peak, "manual", None),
         ]
-        fig, axes = plt.subplots(2, 1, figsize=(max(9, 1.2 * len(keys) + 3), 7.5), sharex=True)
+        panels = [p for p in panels if any(p[1](r) for r in ok if base(r) != p[2])]
+        size = (max(9, 1.2 * len(keys) + 3), 3.75 * len(panels))
+        fig, axes = plt.subplots(len(panels), 1, figsize=size, sharex=True, squeeze=False)
+        axes = axes[:, 0]
         for ax, (title, get, denom_name, target) in zip(axes, panels):
-            denom = {r.case: get(r) for r in ok if r.engine == denom_name and get(r)}
+            if denom_name is None:  # plotted as it is
+                denom = dict.fromkeys(keys, 1.0)
+            else:
+                denom = {r.case: get(r) for r in ok if r.engine == denom_name and get(r)}
             names = [n for n in colours if n != denom_name and any(base(r) == n and get(r) for r in ok)]
             slot = 0.8 / max(len(names), 1)
             for j, name in enumerate(names):
@@ -510,15 +522,17 @@ class Runner:
                             w,
                             color=colours[name],
                             edgecolor="white",
-                            hatch=hatches.get(mode(r), "xx") if denom_name == "manual" else "",
+                            hatch=hatches.get(mode(r), "xx") if denom_name != "opt_einsum" else "",
                         )
-            ax.axhline(1.0, color="black", lw=0.8)
-            ax.axhline(target, color="grey", lw=0.8, ls="--")
+            if denom_name is not None:
+                ax.axhline(1.0, color="black", lw=0.8)
             ax.set_yscale("log")
             ax.set_ylabel(title + " (log)")
             handles = [Patch(color=colours[n], label=n) for n in names]
-            handles.append(Patch(color="white", label=f"dashed: target {target}x"))
-            if denom_name == "manual" and any(mode(r) for r in ok):
+            if target is not None:
+                ax.axhline(target, color="grey", lw=0.8, ls="--")
+                handles.append(Patch(color="white", label=f"dashed: target {target}x"))
+            if denom_name != "opt_einsum" and any(mode(r) for r in ok):
                 handles += [
                     Patch(facecolor="white", edgecolor="black", hatch=h, label=f"case 8: {m}")
                     for m, h in hatches.items()
