@@ -6,6 +6,7 @@
     python -m benchmarks --json out.json --plot ratios.png
     python -m benchmarks --threads 1           # one thread for numpy's BLAS, torch and XLA
     python -m benchmarks --cases networks      # real tensor networks (issue 22; cotengra, networkx)
+    python -m benchmarks --planning            # add einad's planning time on networks of 250-1000 tensors
 
 The command line only; the work is in `runner`. `--threads` has to be set
 before numpy is imported, so nothing heavy is imported until the arguments
@@ -48,6 +49,12 @@ def parse(argv=None) -> argparse.Namespace:
         metavar="N",
         help="run the engine blocks N times (each engine still one contiguous block per round) and "
         "keep each median's best round: steadier on a shared machine",
+    )
+    ap.add_argument(
+        "--planning",
+        action="store_true",
+        help="after the table, time einad's planning on networks of 250 and 1000 tensors (50 and 100 with "
+        "--quick), each measurement in a fresh process; needs cotengra and networkx (benchmarks/planning.py)",
     )
     ap.add_argument(
         "--threads",

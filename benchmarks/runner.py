@@ -135,6 +135,7 @@ class Runner:
         self.busy: dict[str, list] = {}  # engine -> one record per round
         self.versions: dict[str, str] = {}
         self.round = 0  # the round being run (from 0)
+        self.planning: list | None = None  # the planning report's records (--planning)
 
     def _available(self, cases: list) -> list:
         """`cases` less those whose module is missing (cotengra for the networks group), which
@@ -321,6 +322,7 @@ class Runner:
                     self.busy.setdefault(engine.name, []).append(record)
         progress.close()
         self.whole = whole
+        self.planning = self.plan_report() if self.args.planning else None
         print(self.table())
         if self.args.json:
             self.write_json(self.args.json)
@@ -332,6 +334,18 @@ class Runner:
                 print("  " + e.replace("\n", "\n    "), file=sys.stderr)
             return 1
         return 0
+
+    def plan_report(self) -> list | None:
+        """The planning-scale records (`benchmarks.planning`), or None without cotengra or
+        networkx (said absent)."""
+        from . import planning
+
+        why = cases_mod.missing_modules(planning.REQUIRES)
+        if why is not None:
+            self.absent["planning report"] = why
+            return None
+        print("planning report: one fresh process per measurement ...", file=sys.stderr)
+        return planning.run(self.args.quick)
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -404,6 +418,10 @@ class Runner:
                     + (f"  ({note})" if note else "")
                 )
             lines.append("")
+        if self.planning:
+            from .planning import table as planning_table
+
+            lines += [planning_table(self.planning), ""]
         for name, reason in self.absent.items():
             lines.append(f"absent: {name} — {reason}")
         lines.append("machine busy-ness (cores in use on average; 'others' = all processes but this one):")
@@ -451,6 +469,7 @@ class Runner:
                 for c in self.cases
             },
             "rows": [r.__dict__ for r in self.rows],
+            "planning": self.planning,
         }
         with open(path, "w") as f:
             json.dump(record, f, indent=1, default=float)

@@ -10,7 +10,7 @@ cost and memory peak included) when it has. And the array-library rows:
 `einad-dask-2` (einad on chunked dask arrays, case 5a), checked against manual like every
 engine, and reported absent (not failed) without their library. And the networks group
 (n1-n4, issue 22; needs cotengra): every engine's value and gradients checked against manual
-on the same cotengra path, and every engine's first calls reported.
+on the same cotengra path, every engine's first calls reported, and the planning report.
 """
 
 import importlib.util
@@ -229,13 +229,13 @@ NETWORK_ENGINES = ["einad", "einad-jit", "opt_einsum", "jax", "jax-jit", "torch"
 
 @pytest.fixture(scope="module")
 def networks_run(tmp_path_factory):
-    """One `--quick --cases networks` run of every engine (those not installed are absent):
-    (stdout, the JSON record)."""
+    """One `--quick --cases networks` run of every engine (those not installed are absent), with
+    the planning report: (stdout, the JSON record)."""
     if not HAVE_COTENGRA:
         pytest.skip("cotengra or networkx is not installed (pip install -e '.[bench]')")
     record = tmp_path_factory.mktemp("bench") / "networks.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1", "--cases", "networks"]
+        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1", "--cases", "networks", "--planning"]
         + ["--engines", ",".join(NETWORK_ENGINES), "--json", str(record)],
         check=False,
         cwd=ROOT,
@@ -282,6 +282,20 @@ def test_networks_report_every_engines_first_call(networks_run):
     manual = [r for r in data["rows"] if r["engine"] == "manual"]
     assert all(r["first_vg"] is None and r["peak"] > 0 for r in manual)
     assert "1st vg" in stdout and "every engine's first calls" in stdout
+
+
+@needs_cotengra
+def test_planning_report(networks_run):
+    """`--planning`: einad's jit lowering and first eager calls on networks of 50 and 100 tensors
+    (--quick), each timed in its own process; every quick network is within numpy.einsum's 52
+    indices per step, so each has its times and no error."""
+    stdout, data = networks_run
+    records = data["planning"]
+    assert [r["tensors"] for r in records] == [50, 100, 50, 100]
+    for r in records:
+        assert r["widest_step"] <= 52 and "lower_error" not in r and "eager_error" not in r, r
+        assert r["lower_s"] > 0 and r["first_vg_s"] > 0 and r["second_vg_s"] > 0, r
+    assert "planning scale" in stdout
 
 
 @needs_cotengra
@@ -347,3 +361,14 @@ def test_networks_are_absent_without_cotengra(monkeypatch, capsys):
     assert "cotengra is not installed" in runner.absent["cases n1,n2,n3,n4"]
     assert {r.case for r in runner.rows} == {"6a"}
     assert "absent: cases n1,n2,n3,n4" in capsys.readouterr().out
+
+
+def test_planning_widest_step():
+    from benchmarks.planning import widest_step
+
+    # a chain of four tensors: pairing neighbours along it keeps every step at 2 indices; the
+    # middle pair first, or the two ends (an outer product, `a` kept for the output), take 3
+    chain = [["a"], ["a", "b"], ["b", "c"], ["c"]]
+    assert widest_step(chain, [], [(0, 1), (0, 1), (0, 1)]) == 2
+    assert widest_step(chain, [], [(1, 2), (0, 1), (0, 1)]) == 3
+    assert widest_step(chain, ["a"], [(0, 3), (0, 1), (0, 1)]) == 3
