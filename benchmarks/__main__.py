@@ -5,6 +5,8 @@
     python -m benchmarks --cases 1,5 --engines einad,torch
     python -m benchmarks --json out.json --plot ratios.png
     python -m benchmarks --threads 1           # one thread for numpy's BLAS, torch and XLA
+    python -m benchmarks --cases networks      # real tensor networks (issue 22; cotengra, networkx)
+    python -m benchmarks --planning            # add einad's planning time on networks of 250-1000 tensors
 
 The command line only; the work is in `runner`. `--threads` has to be set
 before numpy is imported, so nothing heavy is imported until the arguments
@@ -28,7 +30,9 @@ def parse(argv=None) -> argparse.Namespace:
     )
     ap.add_argument("--quick", action="store_true", help="tiny sizes and short timings (under a minute)")
     ap.add_argument(
-        "--cases", help="comma list of case keys (1,...,9; 5 means 5a,5b and 6 means 6a,6b); default all"
+        "--cases",
+        help="comma list of case keys (1,...,10, n1,...,n4; 5 means 5a,5b, 6 means 6a,6b and networks "
+        "means n1,...,n4); default all",
     )
     ap.add_argument(
         "--engines",
@@ -45,6 +49,12 @@ def parse(argv=None) -> argparse.Namespace:
         metavar="N",
         help="run the engine blocks N times (each engine still one contiguous block per round) and "
         "keep each median's best round: steadier on a shared machine",
+    )
+    ap.add_argument(
+        "--planning",
+        action="store_true",
+        help="after the table, time einad's planning on networks of 250 and 1000 tensors (50 and 100 with "
+        "--quick), each measurement in a fresh process; needs cotengra and networkx (benchmarks/planning.py)",
     )
     ap.add_argument(
         "--threads",

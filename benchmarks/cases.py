@@ -1,4 +1,4 @@
-"""The cases of issues 4, 9 and 11 (float64, fixed seeds).
+"""The cases of issues 4, 9, 11 and 22 (float64, complex128 in n2; fixed seeds).
 
 Each case builds a `Problem`: its inputs (read-only arrays, so an engine that
 writes into them fails loudly), which of them are differentiated, the loss
@@ -7,22 +7,30 @@ written once against an engine namespace ``ns`` (see `engines`), and the
 shrinks every size so that the whole suite runs in seconds.
 
 Case 5 and case 6 have two parts each (5a/5b, 6a/6b); ``--cases 5`` picks both.
+Cases n1-n4 are the "networks" group (issue 22): tensor networks made by cotengra,
+contracted along one seeded path that every engine is given; ``--cases networks``
+picks the group, which is left out (and said to be absent) without cotengra.
 """
 
 from __future__ import annotations
 
+import collections
+import importlib.util
+import itertools
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import opt_einsum as oe
 from opt_einsum.testing import rand_equation
 
 from .engines import PairwiseContraction
 
 
-def readonly(a) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=np.float64)
+def readonly(a, dtype=np.float64) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=dtype)
     a.flags.writeable = False
     return a
 
@@ -47,6 +55,7 @@ class Problem:
     ops: int | None = None  # report times per op (case 7)
     skip: dict = field(default_factory=dict)  # engine name -> why it does not run
     notes: str = ""
+    first_calls: bool = False  # time every engine's first calls, eager ones too (the networks group)
 
 
 @dataclass
@@ -54,6 +63,21 @@ class Case:
     key: str
     title: str
     build: Callable[[bool], Problem]
+    group: str = ""  # a name that --cases takes for all the group's cases
+    requires: tuple[str, ...] = ()  # modules the case needs; without them the case is absent
+
+    def missing(self) -> str | None:
+        """Why the case cannot be built here (a module it needs is not installed), or None."""
+        return missing_modules(self.requires)
+
+
+def missing_modules(names: Sequence[str]) -> str | None:
+    """Which of the modules `names` are not installed, as a reason; None when all are."""
+    absent = [m for m in names if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    verb = "is" if len(absent) == 1 else "are"
+    return f"{' and '.join(absent)} {verb} not installed (pip install -e '.[bench]')"
 
 
 # -- 1, 2: (batch) matmul with loss Σ C·G ---------------------------------------------------------
@@ -406,6 +430,154 @@ def _sliced_case(quick: bool) -> Problem:
     return Problem(size, ops, (0, 1, 2, 3), loss, fwd, vag, skip=skip, notes=SLICED_EQ)
 
 
+# -- n1-n4: tensor networks from cotengra (issue 22) -----------------------------------------
+
+NETWORKS = "networks"  # the group's name on the command line
+RANDOM_GRAPHS = ("cotengra", "networkx")  # cotengra draws random regular graphs with networkx
+PATH_TRIALS = 64  # random-greedy trials of each case's one path search
+
+
+def einad_equation(inputs: Sequence[Sequence[str]], output: Sequence[str]) -> str:
+    """cotengra's ``inputs -> output`` as one einsum string whose indices are all letters.
+
+    cotengra names indices with opt_einsum's alphabet (`opt_einsum.get_symbol`), which past
+    52 indices holds symbols that are not letters ('×' is symbol 75, '÷' 107). einad takes
+    a-z, A-Z and other Unicode letters (`str.isalpha`) only, for now, so every index is
+    renamed, in order of first appearance, to a-z, A-Z, then the letters of opt_einsum's
+    alphabet; every engine is given the renamed string.
+
+    This function can go (join cotengra's own symbols) once einad takes opt_einsum's alphabet.
+    """
+    letters = (s for s in map(oe.get_symbol, itertools.count()) if s.isalpha())
+    names: dict = collections.defaultdict(letters.__next__)
+    terms = ["".join(names[ix] for ix in term) for term in inputs]
+    return ",".join(terms) + "->" + "".join(names[ix] for ix in output)
+
+
+def network_path(inputs, output, size_dict: dict) -> list[tuple[int, int]]:
+    """The one contraction path of a network, which every engine is given.
+
+    cotengra's random-greedy search, `PATH_TRIALS` trials from seed 0, in pure Python and in
+    this process (so that neither an installed Rust accelerator nor a process pool can change
+    the result): deterministic, and under half a second on this group's networks. Returned in
+    opt_einsum's explicit (linear) format, the ``optimize=`` that `einad.einsum`,
+    `jax.numpy.einsum` and `opt_einsum.contract` take.
+    """
+    import cotengra as ctg
+
+    search = ctg.RandomGreedyOptimizer(max_repeats=PATH_TRIALS, seed=0, accel=False, parallel=False)
+    return [tuple(int(i) for i in step) for step in search(inputs, output, size_dict)]
+
+
+def network_operands(shapes: Sequence[tuple], seed: int, dtype=np.float64) -> tuple:
+    """Random read-only operands for which the contraction Z has E|Z|² = 1.
+
+    Entries have unit variance (complex ones are (a + ib)/√2 with a, b standard normal) and each
+    tensor is scaled by its size^(-1/4): E|Z|² is the product of every index's size (each index
+    is shared by two tensors) times the product of the tensors' scales squared, which is
+    the inverse of that product. Without the scaling Z of a 165-index network is ~1e25.
+    """
+    rng = np.random.default_rng(seed)
+
+    def one(shape):
+        x = rng.standard_normal(shape)
+        if np.dtype(dtype).kind == "c":
+            x = (x + 1j * rng.standard_normal(shape)) / np.sqrt(2.0)
+        return readonly(x * float(np.prod(shape)) ** -0.25, dtype)
+
+    return tuple(one(s) for s in shapes)
+
+
+def _tn_case(con, label: str, seed: int, complex_: bool = False) -> Problem:
+    """One network of the group: `con` is cotengra's ``(inputs, output, shapes, size_dict)``.
+
+    The loss is the contraction Z itself (a scalar), or for complex operands |Z|² = Re(Z·conj Z),
+    whose gradient follows JAX's convention (einad's too): ``2·conj(Z)·∂Z/∂x`` for operand x,
+    so `manual` seeds its reverse sweep with 2·conj(Z). PyTorch's gradient is the complex
+    conjugate of that (the check conjugates it back: `Engine.conjugate_grads`).
+    """
+    t0 = time.perf_counter()
+    path = network_path(con.inputs, con.output, con.size_dict)
+    search = time.perf_counter() - t0
+    eq = einad_equation(con.inputs, con.output)
+    ops = network_operands(con.shapes, seed, np.complex128 if complex_ else np.float64)
+    pc = PairwiseContraction(eq, [tuple(s) for s in con.shapes], path)
+
+    if complex_:
+
+        def loss(ns, *ops):
+            z = ns.einsum(eq, *ops, optimize=path)
+            return ns.real(z * ns.conj(z))
+
+        def fwd(*ops):
+            z = pc.value(*ops)
+            return (z * np.conj(z)).real
+
+        def vag(*ops):
+            z, grads = pc.value_and_grad(*ops, seed=lambda z: 2.0 * np.conj(z))
+            return (z * np.conj(z)).real, grads
+
+    else:
+
+        def loss(ns, *ops):
+            return ns.einsum(eq, *ops, optimize=path)
+
+        fwd, vag = pc.value, pc.value_and_grad
+
+    n, sizes = len(ops), con.size_dict
+    naive = float(np.prod([float(d) for d in sizes.values()])) * n * n
+    why = (
+        f"its einsum VJP ignores the path and contracts all {n} operands in one numpy.einsum call "
+        f"(est. {naive / 1e9:.0e} s here; numpy.einsum takes 52 indices, this network has {len(sizes)})"
+    )
+    bonds = sorted(set(sizes.values()))
+    size = (
+        f"{label}, {n} tensors, {len(sizes)} indices, bond {'-'.join(map(str, bonds))}"
+        f"{', complex128, loss |Z|²' if complex_ else ''}; path: {len(path)} steps, "
+        f"{pc.info.opt_cost:.1e} flops, largest intermediate {pc.info.largest_intermediate:.1e} "
+        f"elements (found in {search:.2f} s)"
+    )
+    return Problem(
+        size, ops, tuple(range(n)), loss, fwd, vag, skip={"autograd": why}, notes=eq, first_calls=True
+    )
+
+
+def _randreg_case(quick: bool) -> Problem:
+    import cotengra as ctg
+
+    # graph seed 1: on seed 0's graph the random-greedy search's best path costs 2e9 flops (a
+    # forward of about a second), some 75 times what it finds here. At 52 tensors (--quick) the
+    # network still has more than 75 indices, so its equation needs `einad_equation`'s renaming.
+    n = 52 if quick else 110
+    con = ctg.utils.randreg_equation(n, 3, d_min=2, d_max=2, seed=1)
+    return _tn_case(con, "random 3-regular graph (seed 1)", seed=221)
+
+
+def _randreg_complex_case(quick: bool) -> Problem:
+    import cotengra as ctg
+
+    n = 16 if quick else 90
+    con = ctg.utils.randreg_equation(n, 3, d_min=2, d_max=2, seed=0)
+    return _tn_case(con, "random 3-regular graph (seed 0)", seed=222, complex_=True)
+
+
+def _lattice_case(quick: bool) -> Problem:
+    import cotengra as ctg
+
+    # 7x7: at issue 22's example of 6x6 the forward takes 0.2-0.3 ms, under the group's 1-50 ms
+    side, bond = (3, 2) if quick else (7, 4)
+    con = ctg.utils.lattice_equation([side, side], d_min=bond, d_max=bond)
+    return _tn_case(con, f"{side}x{side} lattice", seed=223)
+
+
+def _lattice_dense_case(quick: bool) -> Problem:
+    import cotengra as ctg
+
+    side, bond = (3, 4) if quick else (5, 8)
+    con = ctg.utils.lattice_equation([side, side], d_min=bond, d_max=bond)
+    return _tn_case(con, f"{side}x{side} lattice", seed=224)
+
+
 CASES = [
     Case("1", "matmul ij,jk->ik", _matmul_case),
     Case("2", "batch matmul bij,bjk->bik", _bmm_case),
@@ -419,18 +591,28 @@ CASES = [
     Case("8", "logistic-regression HVP", _hvp_case),
     Case("9", "trace(A) + Σ diagonal(A)²", _trace_diag_case),
     Case("10", "sliced tensor network (memory_limit)", _sliced_case),
+    Case("n1", "random regular network", _randreg_case, NETWORKS, RANDOM_GRAPHS),
+    Case("n2", "complex random regular network, loss |Z|²", _randreg_complex_case, NETWORKS, RANDOM_GRAPHS),
+    Case("n3", "2D lattice network", _lattice_case, NETWORKS, ("cotengra",)),
+    Case(
+        "n4", "2D lattice network, large bond (compute-bound)", _lattice_dense_case, NETWORKS, ("cotengra",)
+    ),
 ]
 
 
 def select(spec: str | None) -> list[Case]:
-    """Cases named by a comma list of keys; ``5`` means 5a and 5b. None: all."""
+    """Cases named by a comma list of keys; ``5`` means 5a and 5b, a group's name (``networks``)
+    all its cases. None: all."""
     if not spec:
         return list(CASES)
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
     out = []
     for w in wanted:
-        hits = [c for c in CASES if c.key == w or c.key.rstrip("ab") == w]
+        hits = [c for c in CASES if c.key == w or c.key.rstrip("ab") == w or c.group == w]
         if not hits:
-            raise SystemExit(f"unknown case {w!r}; choose from {', '.join(c.key for c in CASES)}")
+            groups = sorted({c.group for c in CASES if c.group})
+            raise SystemExit(
+                f"unknown case {w!r}; choose from {', '.join(c.key for c in CASES)} or {', '.join(groups)}"
+            )
         out.extend(c for c in hits if c not in out)
     return out

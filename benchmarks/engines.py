@@ -32,8 +32,10 @@ outside the timed region (the first call of a staged engine is timed apart).
 
 The cases write their loss once, against a small namespace (``ns.einsum``,
 ``ns.tanh``, ``ns.sigmoid``, ``ns.softplus``, ``ns.sin``, ``ns.sum``,
-``ns.mean``, ``ns.trace``, ``ns.diagonal`` and the arithmetic operators), which
-each engine provides.
+``ns.mean``, ``ns.trace``, ``ns.diagonal``, ``ns.real``, ``ns.conj`` and the
+arithmetic operators), which each engine provides. Every engine's ``ns.einsum``
+takes an explicit opt_einsum path as ``optimize=`` (the networks group, n1-n4,
+hands each engine the same one).
 
 An engine with ``staged = True`` (``einad-jit``, ``jax-jit``) compiles each
 callable on its first call; the runner times that call apart (the first-call
@@ -52,6 +54,7 @@ from typing import Any
 
 import numpy as np
 import opt_einsum as oe
+from opt_einsum.parser import convert_to_valid_einsum_chars
 
 from . import ENGINE_NAMES as _LISTED
 
@@ -107,10 +110,11 @@ def pairwise(sa: str, sb: str, out: str, sizes: dict) -> Callable:
     takes a transposed one as it is); when no order serves both, the smaller operand
     alone is copied into place. The result is ``free_a + free_b`` (`natural_order`),
     transposed as a view if `out` asks for another order. Anything else goes to
-    `numpy.einsum`.
+    `numpy.einsum`, its letters renamed into the ones numpy knows.
     """
     if not _plain(sa, sb, out):
-        text = f"{sa},{sb}->{out}"
+        # numpy.einsum knows a-z and A-Z only; a step has few letters, so rename them
+        text = convert_to_valid_einsum_chars(f"{sa},{sb}->{out}")
         return lambda a, b: np.einsum(text, a, b)
     fa = "".join(c for c in sa if c not in sb)
     fb = "".join(c for c in sb if c not in sa)
@@ -240,7 +244,8 @@ class PairwiseContraction:
 
     def value_and_grad(self, *ops, seed=1.0):
         """The contraction and the gradients of ``Σ seed · result`` w.r.t. every operand
-        (`seed` a scalar)."""
+        (`seed` a scalar, or a function of the result giving it: the gradient of |Z|² seeds
+        2·conj(Z))."""
         kept = dict(enumerate(ops))  # array id -> array, operands and intermediates
         work = list(ops)
         for inds, _picked, fresh, fwd, _bwd in self.steps:
@@ -249,6 +254,8 @@ class PairwiseContraction:
             kept[fresh] = res = fwd(a, b)
             work.append(res)
         value = self._result(work[0])
+        if callable(seed):
+            seed = seed(value)
         cot = {self.final: np.broadcast_to(np.asarray(seed, dtype=value.dtype), self.final_shape)}
         for _inds, picked, fresh, _fwd, bwd in reversed(self.steps):
             g = cot.pop(fresh)
@@ -266,14 +273,16 @@ class PairwiseContraction:
 _EXPRESSIONS: dict = {}
 
 
-def planned_contract(eq: str, *ops):
-    """``opt_einsum.contract`` with its path planned once per equation and shapes
-    (`opt_einsum.contract_expression`), the way a program calling it in a loop would."""
-    key = (eq, tuple(o.shape for o in ops))
+def planned_contract(eq: str, *ops, optimize: Any = "auto", backend: str = "auto"):
+    """``opt_einsum.contract`` with its path planned once per equation, shapes and `optimize`
+    (`opt_einsum.contract_expression`), the way a program calling it in a loop would.
+    `optimize` is a strategy name or an explicit path; `backend` as `contract`'s."""
+    strategy = optimize if isinstance(optimize, str) else tuple(tuple(step) for step in optimize)
+    key = (eq, tuple(tuple(o.shape) for o in ops), strategy)
     expr = _EXPRESSIONS.get(key)
     if expr is None:
-        expr = _EXPRESSIONS[key] = oe.contract_expression(eq, *key[1])
-    return expr(*ops)
+        expr = _EXPRESSIONS[key] = oe.contract_expression(eq, *key[1], optimize=optimize)
+    return expr(*ops, backend=backend)
 
 
 # -- namespaces ------------------------------------------------------------------------------
@@ -291,6 +300,8 @@ def _numpy_namespace(einsum: Callable, xp=np) -> SimpleNamespace:
         mean=xp.mean,
         trace=xp.trace,
         diagonal=xp.diagonal,
+        real=xp.real,
+        conj=xp.conj,
     )
 
 
@@ -329,6 +340,9 @@ class Engine:
     grad = True  # computes derivatives (opt_einsum does not)
     only: frozenset[str] | None = None  # the case keys it runs (None: all); others get no row
     staged = False  # compiles on the first call of each callable: the runner times that call
+    # PyTorch's gradient of a real loss of complex inputs is the complex conjugate of JAX's
+    # (einad's and manual's): the check conjugates such an engine's gradients back
+    conjugate_grads = False
 
     def __init__(self):
         self.version = ""
@@ -540,6 +554,8 @@ class JaxEngine(Engine):
             mean=jnp.mean,
             trace=jnp.trace,
             diagonal=jnp.diagonal,
+            real=jnp.real,
+            conj=jnp.conj,
         )
 
     def warm_up(self):
@@ -573,14 +589,31 @@ class JaxEngine(Engine):
         return {"fwd-over-rev": self._wrap(fwd_over_rev, (args[0], tangent) + tuple(args[1:]))}
 
 
+def _torch_einsum(torch) -> Callable:
+    """``torch.einsum``, or with an explicit path (``optimize=[(0, 1), ...]``) the planned
+    ``opt_einsum`` expression for that path run on torch (one ``torch.tensordot`` or
+    ``torch.einsum`` per pairwise step, recorded by autograd): ``torch.einsum`` takes no
+    path, and only a-z and A-Z as indices."""
+
+    def einsum(eq, *ops, optimize=None):
+        if optimize is None:
+            return torch.einsum(eq, *ops)
+        return planned_contract(eq, *ops, optimize=optimize, backend="torch")
+
+    return einsum
+
+
 class TorchEngine(Engine):
-    """PyTorch eager on the CPU (its einsum follows opt_einsum's path when installed).
+    """PyTorch eager on the CPU (its einsum follows opt_einsum's path when installed; an
+    explicit path goes through `_torch_einsum`).
 
     The inputs are copied into torch tensors (``torch.from_numpy`` would share
-    the read-only buffers, which torch cannot honour)."""
+    the read-only buffers, which torch cannot honour). Its complex gradients are the
+    conjugates of JAX's (`Engine.conjugate_grads`)."""
 
     name = "torch"
     module = "torch"
+    conjugate_grads = True
 
     def load(self):
         try:
@@ -591,7 +624,7 @@ class TorchEngine(Engine):
         self.torch = torch
         self.version = f"{torch.__version__} ({torch.get_num_threads()} threads)"
         self.ns = SimpleNamespace(
-            einsum=torch.einsum,
+            einsum=_torch_einsum(torch),
             tanh=torch.tanh,
             sin=torch.sin,
             sigmoid=torch.sigmoid,
@@ -600,6 +633,8 @@ class TorchEngine(Engine):
             mean=torch.mean,
             trace=torch.trace,
             diagonal=torch.diagonal,
+            real=torch.real,
+            conj=torch.conj,
         )
 
     def convert(self, a):

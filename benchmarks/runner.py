@@ -8,7 +8,8 @@ value-and-gradient (medians after warm-up), and, for the numpy-based engines,
 record tracemalloc's peak during one value-and-gradient call. For a staged
 engine (``einad-jit``, ``jax-jit``) the checking call is the first call of a
 freshly staged function, so it is timed too: the first-call cost (trace,
-optimize, compile and run).
+optimize, compile and run). In the networks group (n1-n4) every engine's first
+calls are reported, the eager ones' too (their planning and caches).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ def _mismatch(got: Any, ref: Any, what: str) -> str | None:
 
 def _check_vag(result, ref, engine) -> str | None:
     value, grads = engine.to_numpy(result)
+    if engine.conjugate_grads:  # PyTorch's convention for complex inputs: back to JAX's
+        grads = [np.conj(g) for g in grads]
     rvalue, rgrads = ref
     bad = _mismatch(np.asarray(value, dtype=np.float64), np.float64(rvalue), "value")
     if bad:
@@ -118,7 +121,8 @@ class Runner:
     def __init__(self, args):
         self.args = args
         self.budget = QUICK if args.quick else FULL
-        self.cases = cases_mod.select(args.cases)
+        self.absent: dict[str, str] = {}  # engine (or group of cases) -> why it does not run
+        self.cases = self._available(cases_mod.select(args.cases))
         names = [n.strip() for n in args.engines.split(",")] if args.engines else list(ENGINE_NAMES)
         unknown = [n for n in names if n not in ENGINE_NAMES]
         if unknown:
@@ -128,9 +132,22 @@ class Runner:
         self.engines = [e for e in all_engines() if e.name in names]
         self.rows: list[Row] = []
         self.errors: list[str] = []
-        self.absent: dict[str, str] = {}
         self.busy: dict[str, list] = {}  # engine -> one record per round
         self.versions: dict[str, str] = {}
+        self.round = 0  # the round being run (from 0)
+        self.planning: list | None = None  # the planning report's records (--planning)
+
+    def _available(self, cases: list) -> list:
+        """`cases` less those whose module is missing (cotengra for the networks group), which
+        are listed as absent: with the case keys named, like the engines."""
+        missing: dict[str, list[str]] = {}
+        for case in cases:
+            why = case.missing()
+            if why is not None:
+                missing.setdefault(why, []).append(case.key)
+        for why, keys in missing.items():
+            self.absent[f"cases {','.join(keys)}"] = why
+        return [c for c in cases if c.missing() is None]
 
     # -- references ---------------------------------------------------------------------
 
@@ -195,7 +212,10 @@ class Runner:
                     return
             # timing
             t_fwd = measure(forward, self.budget)
-            staged = engine.staged
+            # whether the first calls are reported: a staged engine's (each round stages afresh),
+            # and in the networks group an eager one's in the first round (later rounds find its
+            # caches warm); never manual's, whose first calls computed the references
+            staged = engine.staged or (p.first_calls and engine.name != "manual" and self.round == 0)
             if not jobs:
                 self._add(
                     Row(
@@ -276,6 +296,7 @@ class Runner:
         progress = Progress(rounds * len(self.engines) * len(self.cases))
         with Busy() as whole:
             for rnd in range(rounds):
+                self.round = rnd
                 tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
                 for engine in self.engines:
                     if engine.name in self.absent:
@@ -301,6 +322,7 @@ class Runner:
                     self.busy.setdefault(engine.name, []).append(record)
         progress.close()
         self.whole = whole
+        self.planning = self.plan_report() if self.args.planning else None
         print(self.table())
         if self.args.json:
             self.write_json(self.args.json)
@@ -313,11 +335,24 @@ class Runner:
             return 1
         return 0
 
+    def plan_report(self) -> list | None:
+        """The planning-scale records (`benchmarks.planning`), or None without cotengra or
+        networkx (said absent)."""
+        from . import planning
+
+        why = cases_mod.missing_modules(planning.REQUIRES)
+        if why is not None:
+            self.absent["planning report"] = why
+            return None
+        print("planning report: one fresh process per measurement ...", file=sys.stderr)
+        return planning.run(self.args.quick)
+
     # -- reporting -------------------------------------------------------------------------
 
     def table(self) -> str:
         m = self.machine
-        staged = any(r.first_forward is not None for r in self.rows)
+        staged = any(r.first_forward is not None for r in self.rows)  # show the first-call columns
+        every_first = any(self.problems[c.key].first_calls for c in self.cases)
         lines = [
             f"einad benchmarks ({'quick' if self.args.quick else 'full'}) — {m['date']}",
             (
@@ -332,6 +367,11 @@ class Runner:
                     "; 1st fwd, 1st vg = the first call of a staged (jit) engine's fresh function: "
                     "trace, optimize, compile and run"
                     if staged
+                    else ""
+                )
+                + (
+                    " (networks group: every engine's first calls, eager ones' planning included)"
+                    if every_first
                     else ""
                 )
                 + (f"; best of {self.args.rounds} rounds" if self.args.rounds > 1 else "")
@@ -378,6 +418,10 @@ class Runner:
                     + (f"  ({note})" if note else "")
                 )
             lines.append("")
+        if self.planning:
+            from .planning import table as planning_table
+
+            lines += [planning_table(self.planning), ""]
         for name, reason in self.absent.items():
             lines.append(f"absent: {name} — {reason}")
         lines.append("machine busy-ness (cores in use on average; 'others' = all processes but this one):")
@@ -417,6 +461,7 @@ class Runner:
             "cases": {
                 c.key: {
                     "title": c.title,
+                    "group": c.group,
                     "size": self.problems[c.key].size,
                     "kind": self.problems[c.key].kind,
                     "per_op": self.problems[c.key].ops,
@@ -424,14 +469,18 @@ class Runner:
                 for c in self.cases
             },
             "rows": [r.__dict__ for r in self.rows],
+            "planning": self.planning,
         }
         with open(path, "w") as f:
             json.dump(record, f, indent=1, default=float)
         print(f"wrote {path}", file=sys.stderr)
 
     def plot(self, path: str) -> None:
-        """Two panels of bars, log scale: value-and-gradient over manual's, forward over
-        opt_einsum's. One colour per engine; HVP modes (case 8) split their engine's slot."""
+        """Panels of bars, log scale: value-and-gradient over manual's, forward over
+        opt_einsum's, and where rows have them the first value-and-gradient call in seconds
+        (staged engines; every engine in the networks group) and the memory peak over
+        manual's (numpy engines). One colour per engine; HVP modes (case 8) split their
+        engine's slot."""
         try:
             import matplotlib
 
@@ -458,13 +507,22 @@ class Runner:
             "einad-dask-2": "#98df8a",
         }
         hatches = {"": "", "fwd-over-rev": "", "rev-over-fwd": "//", "rev-over-rev": ".."}
+        # (label, a row's value, the engine whose value divides it or None, dashed target or None)
         panels = [
             ("value-and-gradient / manual", lambda r: r.vg, "manual", 1.2),
             ("forward / opt_einsum", lambda r: r.forward, "opt_einsum", 1.1),
+            ("first value-and-gradient call, s", lambda r: r.first_vg, None, None),
+            ("peak memory / manual's", lambda r: r.peak, "manual", None),
         ]
-        fig, axes = plt.subplots(2, 1, figsize=(max(9, 1.2 * len(keys) + 3), 7.5), sharex=True)
+        panels = [p for p in panels if any(p[1](r) for r in ok if base(r) != p[2])]
+        size = (max(9, 1.2 * len(keys) + 3), 3.75 * len(panels))
+        fig, axes = plt.subplots(len(panels), 1, figsize=size, sharex=True, squeeze=False)
+        axes = axes[:, 0]
         for ax, (title, get, denom_name, target) in zip(axes, panels):
-            denom = {r.case: get(r) for r in ok if r.engine == denom_name and get(r)}
+            if denom_name is None:  # plotted as it is
+                denom = dict.fromkeys(keys, 1.0)
+            else:
+                denom = {r.case: get(r) for r in ok if r.engine == denom_name and get(r)}
             names = [n for n in colours if n != denom_name and any(base(r) == n and get(r) for r in ok)]
             slot = 0.8 / max(len(names), 1)
             for j, name in enumerate(names):
@@ -483,15 +541,17 @@ class Runner:
                             w,
                             color=colours[name],
                             edgecolor="white",
-                            hatch=hatches.get(mode(r), "xx") if denom_name == "manual" else "",
+                            hatch=hatches.get(mode(r), "xx") if denom_name != "opt_einsum" else "",
                         )
-            ax.axhline(1.0, color="black", lw=0.8)
-            ax.axhline(target, color="grey", lw=0.8, ls="--")
+            if denom_name is not None:
+                ax.axhline(1.0, color="black", lw=0.8)
             ax.set_yscale("log")
             ax.set_ylabel(title + " (log)")
             handles = [Patch(color=colours[n], label=n) for n in names]
-            handles.append(Patch(color="white", label=f"dashed: target {target}x"))
-            if denom_name == "manual" and any(mode(r) for r in ok):
+            if target is not None:
+                ax.axhline(target, color="grey", lw=0.8, ls="--")
+                handles.append(Patch(color="white", label=f"dashed: target {target}x"))
+            if denom_name != "opt_einsum" and any(mode(r) for r in ok):
                 handles += [
                     Patch(facecolor="white", edgecolor="black", hatch=h, label=f"case 8: {m}")
                     for m, h in hatches.items()

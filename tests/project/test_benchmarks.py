@@ -8,7 +8,9 @@ reported absent when einad has no ``jit``, and run on every case (first-call
 cost and memory peak included) when it has. And the array-library rows:
 `einad-torch` (einad on torch tensors, every case, next to `torch`) and `einad-dask-1`,
 `einad-dask-2` (einad on chunked dask arrays, case 5a), checked against manual like every
-engine, and reported absent (not failed) without their library.
+engine, and reported absent (not failed) without their library. And the networks group
+(n1-n4, issue 22; needs cotengra): every engine's value and gradients checked against manual
+on the same cotengra path, every engine's first calls reported, and the planning report.
 """
 
 import importlib.util
@@ -58,12 +60,15 @@ def quick_run(tmp_path_factory):
     return proc.stdout, json.loads(record.read_text())
 
 
+AVAILABLE = [case for case in CASES if case.missing() is None]  # the networks need cotengra
+
+
 def test_quick_run_prints_every_case(quick_run):
     stdout, data = quick_run
-    for case in CASES:
+    for case in AVAILABLE:
         assert f"case {case.key}:" in stdout, case.key
     assert data["errors"] == []
-    for case in CASES:
+    for case in AVAILABLE:
         engines = {
             r["engine"].split(" ")[0] for r in data["rows"] if r["case"] == case.key and r["status"] == "ok"
         }
@@ -82,7 +87,7 @@ def test_einad_jit_is_absent_without_ea_jit(monkeypatch, capsys):
 def test_quick_run_einad_jit(quick_run):
     stdout, data = quick_run
     assert "einad-jit" not in data["absent"]
-    for case in CASES:
+    for case in AVAILABLE:
         rows = [r for r in data["rows"] if r["case"] == case.key and r["engine"].startswith("einad-jit")]
         assert rows and all(r["status"] == "ok" for r in rows), (case.key, rows)
         for r in rows:  # the first call, the steady state and the memory peak, on every row
@@ -125,7 +130,7 @@ def _errors(data, engine):
 def test_quick_run_einad_torch(library_run):
     stdout, data = library_run
     assert _errors(data, "einad-torch") == [] and "einad-torch" not in data["absent"]
-    for case in CASES:
+    for case in AVAILABLE:
         rows = [r for r in data["rows"] if r["case"] == case.key and r["engine"].startswith("einad-torch")]
         assert rows and all(r["status"] == "ok" and r["vg"] > 0 for r in rows), (case.key, rows)
     assert len([r for r in data["rows"] if r["case"] == "8" and r["engine"].startswith("einad-torch")]) == 3
@@ -197,6 +202,7 @@ def _reference_grads(eq, ops):
         ("ab,bc,cd->", [(3, 4), (4, 5), (5, 2)]),
         ("abx,bc,cy->ay", [(2, 3, 4), (3, 5), (5, 6)]),
         ("abx,bc,cy,yz->", [(2, 3, 4), (3, 5), (5, 6), (6, 2)]),
+        ("αβ,βγ,γα->α", [(2, 3), (3, 4), (4, 2)]),  # a step numpy.einsum runs, its letters renamed
     ]
     + [rand_equation(n, 3, d_min=2, d_max=4, seed=s) for n, s in [(6, 1), (10, 3), (12, 0)]],
 )
@@ -210,3 +216,159 @@ def test_manual_pairwise_backward(eq, shapes):
     for g, r in zip(grads, _reference_grads(eq, ops)):
         assert g.shape == r.shape
         np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-9)
+
+
+# -- the networks group (issue 22) ----------------------------------------------------------------
+
+HAVE_COTENGRA = all(importlib.util.find_spec(m) is not None for m in ("cotengra", "networkx"))
+needs_cotengra = pytest.mark.skipif(not HAVE_COTENGRA, reason="cotengra or networkx is not installed")
+NETWORK_KEYS = ["n1", "n2", "n3", "n4"]
+# every engine that runs the group (autograd is skipped there, the dask engines run case 5a only)
+NETWORK_ENGINES = ["einad", "einad-jit", "opt_einsum", "jax", "jax-jit", "torch", "einad-torch", "autograd"]
+
+
+@pytest.fixture(scope="module")
+def networks_run(tmp_path_factory):
+    """One `--quick --cases networks` run of every engine (those not installed are absent), with
+    the planning report: (stdout, the JSON record)."""
+    if not HAVE_COTENGRA:
+        pytest.skip("cotengra or networkx is not installed (pip install -e '.[bench]')")
+    record = tmp_path_factory.mktemp("bench") / "networks.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1", "--cases", "networks", "--planning"]
+        + ["--engines", ",".join(NETWORK_ENGINES), "--json", str(record)],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout, json.loads(record.read_text())
+
+
+@needs_cotengra
+def test_networks_agree_across_engines(networks_run):
+    """Each engine's value and gradients passed the check against manual's (same path, 1e-6),
+    complex128 gradients in n2 included (torch's conjugated back to JAX's convention)."""
+    stdout, data = networks_run
+    assert data["errors"] == []
+    assert [k for k, c in data["cases"].items() if c["group"] == "networks"] == NETWORK_KEYS
+    ran = [e for e in NETWORK_ENGINES if e not in data["absent"]]
+    assert {"einad", "einad-jit", "opt_einsum"} <= set(ran)
+    for key in NETWORK_KEYS:
+        assert f"case {key}:" in stdout
+        rows = {r["engine"]: r for r in data["rows"] if r["case"] == key}
+        assert rows["manual"]["status"] == "ok"
+        for name in ran:
+            if name == "autograd":  # no path: its einsum VJP contracts all operands at once
+                assert rows[name]["status"] == "skipped" and "one numpy.einsum call" in rows[name]["detail"]
+                continue
+            assert rows[name]["status"] == "ok", (key, rows[name])
+
+
+@needs_cotengra
+def test_networks_report_every_engines_first_call(networks_run):
+    """The group's columns: forward, vg (vg/fwd), the first calls of every engine, eager ones too
+    (manual's are not: they computed the references), and the memory peak of numpy engines."""
+    stdout, data = networks_run
+    for r in data["rows"]:
+        if r["status"] != "ok" or r["engine"] == "manual":
+            continue
+        assert r["forward"] > 0 and r["first_forward"] > 0, r
+        if r["engine"] != "opt_einsum":
+            assert r["vg"] > 0 and r["first_vg"] > 0, r
+        assert (r["peak"] is not None) == (r["engine"] in ("einad", "einad-jit")), r
+    manual = [r for r in data["rows"] if r["engine"] == "manual"]
+    assert all(r["first_vg"] is None and r["peak"] > 0 for r in manual)
+    assert "1st vg" in stdout and "every engine's first calls" in stdout
+
+
+@needs_cotengra
+def test_planning_report(networks_run):
+    """`--planning`: einad's jit lowering and first eager calls on networks of 50 and 100 tensors
+    (--quick), each timed in its own process; every quick network is within numpy.einsum's 52
+    indices per step, so each has its times and no error."""
+    stdout, data = networks_run
+    records = data["planning"]
+    assert [r["tensors"] for r in records] == [50, 100, 50, 100]
+    for r in records:
+        assert r["widest_step"] <= 52 and "lower_error" not in r and "eager_error" not in r, r
+        assert r["lower_s"] > 0 and r["first_vg_s"] > 0 and r["second_vg_s"] > 0, r
+    assert "planning scale" in stdout
+
+
+@needs_cotengra
+def test_network_equation_takes_only_letters():
+    """cotengra's symbols past 52 include non-letters ('×' is opt_einsum's symbol 75); the case's
+    equation renames every index to a letter einad takes, keeping the structure."""
+    from benchmarks.cases import einad_equation
+
+    symbols = [oe.get_symbol(i) for i in (0, 75, 107, 1)]
+    assert not symbols[1].isalpha() and not symbols[2].isalpha()
+    eq = einad_equation([symbols[:2], symbols[1:3], [symbols[2], symbols[3]]], [symbols[0], symbols[3]])
+    assert eq == "ab,bc,cd->ad"
+    case = next(c for c in CASES if c.key == "n1").build(True)  # 52 tensors, 78 indices
+    letters = set(case.notes) - set(",->")
+    assert len(letters) == 78 and all(c.isalpha() for c in letters)
+
+
+@needs_cotengra
+def test_network_path_is_seeded():
+    """One path per case, the same on every search (so for every engine and every run), and
+    operands drawn from fixed seeds."""
+    import cotengra as ctg
+
+    from benchmarks.cases import network_path
+
+    con = ctg.utils.randreg_equation(52, 3, d_min=2, d_max=2, seed=1)
+    paths = [network_path(con.inputs, con.output, con.size_dict) for _ in range(2)]
+    assert paths[0] == paths[1] and len(paths[0]) == 51
+    a, b = (next(c for c in CASES if c.key == "n1").build(True) for _ in range(2))
+    assert a.notes == b.notes
+    for x, y in zip(a.arrays, b.arrays):
+        np.testing.assert_array_equal(x, y)
+
+
+@needs_cotengra
+def test_manual_complex_gradient_follows_jax_convention():
+    """n2's reference gradient of |Z|² is ∂L/∂Re x − i·∂L/∂Im x (JAX's and einad's convention),
+    checked by central differences on a few entries."""
+    p = next(c for c in CASES if c.key == "n2").build(True)
+    _value, grads = p.manual_vag(*p.arrays)
+    h = 1e-6
+
+    def loss_at(k, index, delta):
+        ops = [np.array(a) for a in p.arrays]
+        ops[k][index] += delta
+        return float(p.manual_forward(*ops))
+
+    for k, index in [(0, (0, 0, 0)), (5, (1, 0, 1)), (15, (1, 1, 1))]:
+        d_re = (loss_at(k, index, h) - loss_at(k, index, -h)) / (2 * h)
+        d_im = (loss_at(k, index, 1j * h) - loss_at(k, index, -1j * h)) / (2 * h)
+        np.testing.assert_allclose(grads[k][index], d_re - 1j * d_im, rtol=1e-5, atol=1e-9)
+
+
+def test_networks_are_absent_without_cotengra(monkeypatch, capsys):
+    from benchmarks import cases
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        cases.importlib.util, "find_spec", lambda name, *a: None if name == "cotengra" else real(name, *a)
+    )
+    runner = Runner(parse(["--quick", "--cases", "networks,6a", "--engines", "manual"]))
+    assert runner.run() == 0
+    assert "cotengra is not installed" in runner.absent["cases n1,n2,n3,n4"]
+    assert {r.case for r in runner.rows} == {"6a"}
+    assert "absent: cases n1,n2,n3,n4" in capsys.readouterr().out
+
+
+def test_planning_widest_step():
+    from benchmarks.planning import widest_step
+
+    # a chain of four tensors: pairing neighbours along it keeps every step at 2 indices; the
+    # middle pair first, or the two ends (an outer product, `a` kept for the output), take 3
+    chain = [["a"], ["a", "b"], ["b", "c"], ["c"]]
+    assert widest_step(chain, [], [(0, 1), (0, 1), (0, 1)]) == 2
+    assert widest_step(chain, [], [(1, 2), (0, 1), (0, 1)]) == 3
+    assert widest_step(chain, ["a"], [(0, 3), (0, 1), (0, 1)]) == 3
