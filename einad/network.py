@@ -94,7 +94,8 @@ class TreePlan:
 
     @property
     def copies(self) -> int:
-        """Transposing copies of one forward and one sweep, as planned."""
+        """The elements one forward and one sweep copy into their matrix products' operands, as
+        planned (a product left to numpy.einsum's loop counts as copying both operands)."""
         return sum(p.copies for p in self.forward) + sum(p.copies for p in self.backward)
 
 
@@ -124,10 +125,14 @@ def _copies(
     if plan.outer:
         return 0, so
     if not plan.gemm or (plan.matvec and not contiguous):
-        # numpy.einsum lays its result out as its operands lie (order="K"): the larger's order
+        # numpy.einsum lays its result out as its operands lie (order="K"): the larger's order.
+        # It copies nothing, but its loop is far slower than a copy and BLAS: counted as the
+        # copies of both operands, so that a layout never trades a copy for it
         larger = ma if _volume(ma, size) >= _volume(mb, size) else mb
         rank = {c: i for i, c in enumerate(larger)}
-        return 0, "".join(sorted(so, key=lambda c: rank.get(c, len(rank))))
+        return _volume(sa, size) + _volume(sb, size), "".join(
+            sorted(so, key=lambda c: rank.get(c, len(rank)))
+        )
     if plan.swap:
         sa, sb, ma, mb = sb, sa, mb, ma
     ra = "".join(c for c in unique(sa) if c in sb or c in so)
@@ -339,7 +344,8 @@ def _tree_plan(
             if a in need:
                 others = args[:j] + args[j + 1 :]
                 kept.update(o for o in others if o >= n)
-                pullback, layout[a] = _pullback(t, a, layout[n + t], others, specs, memory, size)
+                blocks = _blocks(specs, args_of[a - n]) if a >= n else ()
+                pullback, layout[a] = _pullback(t, a, layout[n + t], others, specs, memory, size, blocks)
                 backward.append(pullback)
         free_after.append(args)
     return TreePlan(
@@ -362,6 +368,7 @@ def _pullback(
     specs: list[str],
     memory: list[str],
     size: dict[str, int],
+    blocks: tuple[set[str], ...] = (),
 ) -> tuple[Pullback, tuple[str, str]]:
     """The pullback of step t to its operand `a`: the cotangent (letters and memory order
     `ct`) contracted with the step's other operands to `a`'s letters that appear elsewhere;
@@ -377,11 +384,36 @@ def _pullback(
     in_memory = [ct[1]] + [memory[o] for o in others]
     if len(in_specs) == 2:
         orders = [_natural(in_specs, in_shapes, set(kept))] + ([target] if kept == target else [])
-        kept = min(orders, key=lambda o: _product(in_specs, o, in_shapes, in_memory)[2])
+        if blocks and set(memory[a]) == set(kept):
+            orders.append(memory[a])  # as `a` lies: read as it lies by its own step's pullbacks
+
+        def cost(o: str) -> int:  # copies now, and when the pullbacks of `a`'s step read it
+            _, _, copies, written = _product(in_specs, o, in_shapes, in_memory)
+            return copies + (0 if _contiguous_blocks(written, blocks) else _volume(kept, size))
+
+        kept = min(orders, key=cost)
     run, order, copies, written = _product(in_specs, kept, in_shapes, in_memory)
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
     return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies), (kept, written)
+
+
+def _blocks(specs: list[str], args: tuple[int, ...]) -> tuple[set[str], ...]:
+    """The letter groups in which a step's pullbacks read its result's cotangent: batch, and
+    each operand's own kept letters (a pair's; none for another step)."""
+    if len(args) != 2:
+        return ()
+    sa, sb = set(specs[args[0]]), set(specs[args[1]])
+    return (sa & sb, sa - sb, sb - sa)
+
+
+def _contiguous_blocks(order: str, blocks: tuple[set[str], ...]) -> bool:
+    """Whether each group of `blocks` is one run of `order` (no groups: nothing to read)."""
+    for group in blocks:
+        at = [i for i, c in enumerate(order) if c in group]
+        if at and at[-1] - at[0] + 1 != len(at):
+            return False
+    return True
 
 
 def _natural(specs: list[str], shapes: list[Shape], keep: set[str]) -> str:

