@@ -387,9 +387,11 @@ def _pullback(
         if blocks and set(memory[a]) == set(kept):
             orders.append(memory[a])  # as `a` lies: read as it lies by its own step's pullbacks
 
-        def cost(o: str) -> int:  # copies now, and when the pullbacks of `a`'s step read it
-            _, _, copies, written = _product(in_specs, o, in_shapes, in_memory)
-            return copies + (0 if _contiguous_blocks(written, blocks) else _volume(kept, size))
+        def cost(o: str) -> int:  # copies now, then when `a`'s step's pullbacks read it, or
+            _, _, copies, written = _product(in_specs, o, in_shapes, in_memory)  # when it is put
+            if blocks:
+                return copies + (0 if _contiguous_blocks(written, blocks) else _volume(kept, size))
+            return copies + (0 if written == target else _volume(kept, size))
 
         kept = min(orders, key=cost)
     run, order, copies, written = _product(in_specs, kept, in_shapes, in_memory)
@@ -449,7 +451,8 @@ def sweep(
     plan: TreePlan, g: Any, arrays: Sequence[Array], kept: dict[int, Any], grads: dict[int, Any]
 ) -> None:
     """Pull the cotangent `g` of the result back to the operands: each differentiated operand
-    k's gradient is written into ``grads[k]`` (an array of its shape, overwritten)."""
+    k's gradient is written into ``grads[k]`` (an array of its shape, overwritten), or, where
+    that is None, becomes it."""
     vals: dict[int, Any] = dict(enumerate(arrays))
     vals.update(kept)
     cts: dict[int, Any] = {plan.forward[-1].result: g}
@@ -464,10 +467,12 @@ def sweep(
         r = p.run(*[ct if i == _COTANGENT else vals[i] for i in p.args])
         if p.target < n:
             out = grads[p.target]
-            if p.spread is None:
-                out[...] = r
+            if p.spread is not None:
+                r = spread(r, *p.spread)
+            if out is None:  # no buffer to fill: the product's own array (a fresh one if spread)
+                grads[p.target] = r if p.spread is None else np.array(r)
             else:
-                out[...] = spread(r, *p.spread)
+                out[...] = r
         else:
             cts[p.target] = r
 

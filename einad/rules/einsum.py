@@ -278,6 +278,8 @@ def contract(
         operands = [x if d == dt else astype(x, dt) for x, d in zip(operands, dts)]
     path = _path(inputs, output, shapes, optimize, memory_limit)
     kind = _one_trace(operands)
+    if kind == "reverse" and output and _staged(operands):
+        kind = None  # a staged sweep of a non-scalar tree would recompute its forward: pairwise
     if kind == "reverse":  # first-order reverse mode: the whole tree is one node
         params = {"inputs": inputs, "output": output, "optimize": path, "memory_limit": None, "slices": ()}
         return bind(sliced_einsum_p, operands, params)
@@ -297,6 +299,11 @@ def _trace_kinds(values: Sequence[Any]) -> set[str]:
             kinds.add(x._trace.kind)
             x = x._value
     return kinds
+
+
+def _staged(operands: Sequence[Value]) -> bool:
+    """Whether a staging trace (`einad.jit`, `make_graph`) boxes any operand, at any level."""
+    return "staging" in _trace_kinds(operands)
 
 
 def _one_trace(operands: Sequence[Value]) -> str | None:
@@ -1043,11 +1050,43 @@ def _sliced_residual(vals: Sequence[Any], params: Params, needed: list[bool]) ->
     scales them by the cotangent, where a sweep would recompute every slice. Otherwise the
     forward alone, keeping the operands for the sweep."""
     wrt = tuple(k for k, n in enumerate(needed) if n)
+    if params["output"] and wrt and not params["slices"] and _plain_numpy(vals):
+        # a tree on arrays (eager): the forward keeps what its sweep reads, for the VJP
+        plan = tree_plan(
+            params["inputs"], params["output"], tuple(v.shape for v in vals), params["optimize"], wrt
+        )
+        value, kept = tree_forward(plan, vals, keep=True)
+        return value, _Kept(plan, kept, list(vals))
     if params["output"] or not wrt or not vg_fusion:
         return bind(sliced_einsum_p, vals, params), list(vals)
     flat = bind(sliced_vg_p, vals, {**params, "wrt": wrt})
     out = bind(unpack_p, [flat], {"offset": 0, "shape": ()})
     return out, _Unit(flat, list(vals), wrt)
+
+
+def _plain_numpy(vals: Sequence[Any]) -> bool:
+    """Whether the values are numpy arrays, none of them empty (not traced, not staged)."""
+    return all(type(v) is np.ndarray and v.size for v in vals)
+
+
+class _Kept:
+    """What a reverse trace keeps of a tree on arrays (`_sliced_residual`): its plan, the
+    forward's intermediates its sweep reads, and the operands."""
+
+    __slots__ = ("kept", "plan", "vals")
+
+    def __init__(self, plan: Any, kept: dict[int, Any], vals: list[Any]) -> None:
+        self.plan, self.kept, self.vals = plan, kept, vals
+
+    def sweep(self, g: Any) -> list[Any]:
+        """Each differentiated operand's cotangent for the cotangent `g` (an array), in its dtype."""
+        grads: dict[int, Any] = dict.fromkeys(self.plan.wrt)
+        tree_sweep(self.plan, np.asarray(g), self.vals, self.kept, grads)
+        out: list[Any] = [None] * len(self.vals)
+        for k, r in grads.items():
+            dk = self.vals[k].dtype
+            out[k] = r if r.dtype == dk else astype(r, dk)  # a real operand's: the real part
+        return out
 
 
 vg_fusion = True
@@ -1077,6 +1116,10 @@ def _scaled_blocks(unit: _Unit, g: Any, needed: list[bool]) -> list[Any] | None:
 
 
 def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+    if isinstance(ans, _Kept):  # a tree's forward kept its intermediates: one sweep through them
+        if isinstance(g, (np.ndarray, np.generic)):
+            return ans.sweep(g)
+        ans = ans.vals  # a traced cotangent: the sweep as an equation, differentiable again
     if isinstance(ans, _Unit) and ans.flat is not None:  # gradients for a cotangent of 1: times g
         done = _scaled_blocks(ans, g, needed)
         if done is not None:
