@@ -1,20 +1,20 @@
 """A whole contraction tree planned once: its forward and its gradient sweep, on numpy arrays.
 
-A contraction of three or more operands differentiated in reverse mode is one node
-(`einsum.sliced_einsum_p` with no slices, see `einsum.contract`). Its value, its
-one-pass value-and-gradient and its VJP run here, from a `TreePlan` made once per
-subscripts, shapes, path and differentiated operands (`tree_plan`, cached; under
-`einad.jit`, at compile time):
+A contraction of three or more numpy operands differentiated in first-order reverse mode
+is one node (`einsum.sliced_einsum_p` with no slices; which contractions, see
+`einsum.contract`). Its value, its one-pass value-and-gradient and its VJP run here, from
+a `TreePlan` made on first use per subscripts, shapes, path and differentiated operands
+(`tree_plan`, cached):
 
-* **Layouts.** Every intermediate's axis order is one its matrix product writes
-  directly (batch letters, then the two operands' kept letters in their own orders,
-  in whichever of the two group orders lets the step that reads it reshape it
-  without a copy, `_layout`); the operand whose order a product keeps for its
-  batch and contracted letters is the larger one, so when the two disagree the
-  smaller is the one copied. `TreePlan.copies` counts the transposing copies
-  that remain, forward and sweep.
+* **Layouts.** Every intermediate's axis order is chosen from the result down: each
+  product asks for its operands in the layout it reads as it lies, and the product
+  that makes an intermediate grants the first layout asked that its matrix product
+  writes as it lies (`_choose_layouts`). A pullback writes a cotangent in the order
+  the next pullbacks read, or the operand's own. `TreePlan.copies` counts the copies
+  that remain, forward and sweep, from each value's order in memory; the chosen layouts
+  are kept only where they copy less than letters in order of appearance.
 * **Steps.** Every forward product and every pullback has its `executor._PairPlan`
-  made now: at run time a step is a tuple lookup and one `_run_pair` call (one
+  made with the plan: at run time a step is a tuple lookup and one `_run_pair` call (one
   ``numpy.matmul`` on views where the layouts allow), with no tracing, no dtype
   decision and no plan lookup.
 * **The sweep** pulls the cotangent back from the result to every differentiated
@@ -31,7 +31,7 @@ module sits below `rules.einsum` and imports only the executor and the subscript
 from __future__ import annotations
 
 import functools
-from collections import Counter
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,7 @@ import numpy as np
 
 from .aliases import Array, Path, Shape
 from .executor import _expression, _pair_plan, _PairPlan, _run_pair, merges_without_copy, spread
-from .subscripts import numpy_subscripts, unique
+from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
 """A planned product: takes its operands' arrays, returns the result."""
@@ -80,13 +80,11 @@ class TreePlan:
     values a differentiated operand depends on. `kept` are the intermediates the
     pullbacks read (the forward keeps them); `free_after[t]` the values the sweep lets go
     once step t's pullbacks are done. `copies` counts the transposing copies of one
-    forward and one sweep (see `_copies`); `specs` names every value's letters.
+    forward and one sweep (see `_copies`).
     """
 
     n: int
     wrt: tuple[int, ...]
-    specs: tuple[str, ...]
-    shapes: tuple[Shape, ...]
     forward: tuple[Product, ...]
     backward: tuple[Pullback, ...]
     kept: frozenset[int]
@@ -100,13 +98,6 @@ class TreePlan:
 
 
 # -- planning --------------------------------------------------------------------------------
-
-
-def _size(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _copies(
@@ -167,7 +158,7 @@ def _product(
         # size 1 keeps the order it was written in)
         da, db = dict(zip(specs[0], shapes[0])), dict(zip(specs[1], shapes[1]))
         broadcast = any(db[c] != d for c, d in da.items() if c in db)
-        a = 0 if broadcast or _size(shapes[0]) >= _size(shapes[1]) else 1
+        a = 0 if broadcast or math.prod(shapes[0]) >= math.prod(shapes[1]) else 1
         b = 1 - a
         plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b])
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
@@ -181,28 +172,17 @@ def _product(
 
 
 def _follow(inputs: tuple[str, ...], output: str, path: Path) -> tuple[list[tuple[int, ...]], list[str]]:
-    """Each step's value ids along `path`, and every value's letters: an intermediate keeps
-    the letters a later step or the output needs, in order of appearance. Linear in the
-    steps: a count of the values (and the output) each letter is still in says what is needed."""
+    """Each step's value ids along `path`, and every value's letters (`pairwise_steps`')."""
     n = len(inputs)
     work = list(range(n))
     specs = list(inputs)
-    holders = Counter(c for spec in (*inputs, output) for c in set(spec))
     args_of: list[tuple[int, ...]] = []
-    for t, positions in enumerate(path):
-        args = tuple(work[p] for p in positions)
+    for t, (positions, _, out) in enumerate(pairwise_steps(inputs, output, path)):
+        args_of.append(tuple(work[p] for p in positions))
         for p in sorted(positions, reverse=True):
             del work[p]
-        for a in args:
-            holders.subtract(set(specs[a]))
-        if t == len(path) - 1 and not work:
-            keep = output
-        else:
-            keep = "".join(c for c in unique("".join(specs[a] for a in args)) if holders[c] > 0)
-        holders.update(set(keep))
         work.append(n + t)
-        specs.append(keep)
-        args_of.append(args)
+        specs.append(out)
     return args_of, specs
 
 
@@ -247,7 +227,7 @@ def _choose_layouts(n: int, args_of: list[tuple[int, ...]], specs: list[str], si
 
 
 def _volume(spec: str, size: dict[str, int]) -> int:
-    return _size([size[c] for c in spec])
+    return math.prod([size[c] for c in spec])
 
 
 def _grant(asked: list[str], natural: str, batch: set[str], left: set[str], right: set[str]) -> str:
@@ -351,8 +331,6 @@ def _tree_plan(
     return TreePlan(
         n=n,
         wrt=tuple(wrt),
-        specs=tuple(specs),
-        shapes=tuple(all_shapes),
         forward=tuple(forward),
         backward=tuple(backward),
         kept=frozenset(kept),
@@ -422,7 +400,7 @@ def _natural(specs: list[str], shapes: list[Shape], keep: set[str]) -> str:
     """The order in which a pair's product writes the letters `keep` as it lies: batch and
     left letters in the larger operand's order (the one `_product` keeps), then the right
     letters in the other's."""
-    a, b = (0, 1) if _size(shapes[0]) >= _size(shapes[1]) else (1, 0)
+    a, b = (0, 1) if math.prod(shapes[0]) >= math.prod(shapes[1]) else (1, 0)
     sa, sb = specs[a], specs[b]
     batch = [c for c in unique(sa) if c in sb and c in keep]
     left = [c for c in unique(sa) if c not in sb and c in keep]

@@ -21,10 +21,11 @@ opt_einsum chooses the contraction path (cached per subscripts, shapes,
 (`executor`): on numpy arrays each step is one ``numpy.matmul`` or one
 memory-bound pass, on any other library's arrays the library's einsum or the
 array API standard's operations. With no trace involved the whole einsum is one
-primitive call. When any operand is
-traced, the contraction is bound as its pairwise steps, so a reverse pass keeps
-the intermediates and gets all N gradients for about twice the forward's work,
-and the derivative program is pairwise too.
+primitive call. Traced, three or more operands are bound as one node that keeps
+the intermediates and gets all N gradients for about twice the forward's work:
+a planned tree (`network`) in first-order reverse mode on numpy arrays, else the
+pairwise steps, one node each, whose derivative program is pairwise too (see
+`contract`).
 """
 
 from __future__ import annotations
@@ -310,10 +311,11 @@ def _one_trace(operands: Sequence[Value]) -> str | None:
     """The kind of the one trace that boxes the operands, every level down, a staging trace
     innermost aside (`einad.jit` compiles what it records); None for two or more.
 
-    ``"reverse"`` is first-order reverse mode (eager, or staged by `einad.jit`), where one tree
-    node pays: its sweep reads the forward's intermediates, and a scalar's value and gradients
-    take one call. Any other nesting keeps pairwise nodes, whose derivatives are pairwise again
-    (a tree node's own derivatives recontract the whole tree).
+    ``"reverse"`` is first-order reverse mode (eager, or staged by `einad.jit` for a scalar
+    result, see `contract`), where one tree node pays: its sweep reads the forward's
+    intermediates, and a scalar's value and gradients take one call. Any other nesting keeps
+    pairwise nodes, whose derivatives are pairwise again (a tree node's own derivatives
+    recontract the whole tree).
     """
     traces: set[Any] = set()
     for x in operands:
