@@ -35,21 +35,11 @@ from benchmarks.engines import PairwiseContraction  # noqa: E402
 from benchmarks.runner import Runner  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    """One `--quick` run of einad, manual and einad-jit: (stdout, the JSON record)."""
+def _run_suite(tmp_path_factory, options):
+    """`python -m benchmarks` with `options`, in a subprocess: (stdout, the JSON record)."""
     record = tmp_path_factory.mktemp("bench") / "bench.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--quick",
-            "--engines",
-            "einad,manual,einad-jit",
-            "--json",
-            str(record),
-        ],
+        [sys.executable, "-m", "benchmarks", *options, "--json", str(record)],
         check=False,
         cwd=ROOT,
         capture_output=True,
@@ -58,6 +48,12 @@ def quick_run(tmp_path_factory):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout, json.loads(record.read_text())
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One `--quick` run of einad, manual and einad-jit: (stdout, the JSON record)."""
+    return _run_suite(tmp_path_factory, ["--quick", "--engines", "einad,manual,einad-jit"])
 
 
 AVAILABLE = [case for case in CASES if case.missing() is None]  # the networks need cotengra
@@ -233,18 +229,8 @@ def networks_run(tmp_path_factory):
     the planning report: (stdout, the JSON record)."""
     if not HAVE_COTENGRA:
         pytest.skip("cotengra or networkx is not installed (pip install -e '.[bench]')")
-    record = tmp_path_factory.mktemp("bench") / "networks.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1", "--cases", "networks", "--planning"]
-        + ["--engines", ",".join(NETWORK_ENGINES), "--json", str(record)],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout, json.loads(record.read_text())
+    options = ["--quick", "--threads", "1", "--cases", "networks", "--planning"]
+    return _run_suite(tmp_path_factory, [*options, "--engines", ",".join(NETWORK_ENGINES)])
 
 
 @needs_cotengra
