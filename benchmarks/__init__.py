@@ -20,4 +20,9 @@ ENGINE_NAMES = [
     "einad-torch",
     "einad-dask-1",
     "einad-dask-2",
+    "torch-cuda",
+    "einad-torch-cuda",
+    "einad-jit-torch-cuda",
+    "einad-cupy",
+    "jax-jit-gpu",
 ]
