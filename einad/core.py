@@ -31,6 +31,7 @@ of freezing a constant into the program.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import warnings
 import weakref
@@ -567,7 +568,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """The number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:

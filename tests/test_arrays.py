@@ -113,9 +113,7 @@ NET_OPEN = "abc,ade,bdf,cgh,egi,fhi->a"
 
 
 def _net_ops(rng, dim=3):
-    return [
-        rng.standard_normal((dim,) * 3) + 1j * rng.standard_normal((dim,) * 3) for _ in range(6)
-    ]
+    return [rng.standard_normal((dim,) * 3) + 1j * rng.standard_normal((dim,) * 3) for _ in range(6)]
 
 
 def _net_loss(*ops, memory_limit=None):

@@ -12,6 +12,7 @@ bases of the Jacobians) is built in the inputs' library through `einad.arrays`.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeAlias, cast
 
@@ -467,7 +468,7 @@ def hvp(
 
 def _basis(shape: Shape, dtype: DTypeLike, like: Any) -> Array:
     """The identity basis of `shape`, stacked: ``(n,) + shape``, in `like`'s library and device."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     like = _ref(like)
     xp = arrays.xp_of(like)
     if xp is np:
@@ -524,7 +525,7 @@ def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> lis
     """``fn`` applied to every basis vector of `basis_of`'s shape at once: leaves of shape
     (n, ...), one per entry of `results` (shaped like it)."""
     shape = shape_of(basis_of)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n == 0:
         return [arrays.zeros(_ref(r), (0,) + shape_of(r), dtype_of(r)) for r in results]
     return tree_flatten(stacked(fn)(_basis(shape, dtype_of(basis_of), basis_of)))[0]
@@ -563,7 +564,7 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         out_meta: list[tuple[Shape, Any]] = []
         cols: list[list[Any] | None] = []
         for j, x in enumerate(in_flat):
-            if int(np.prod(shape_of(x), dtype=np.int64)) == 0:
+            if math.prod(shape_of(x)) == 0:
                 cols.append(None)  # no columns to push
                 continue
 
