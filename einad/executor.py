@@ -191,7 +191,7 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
         perm, shape = plan.view_a
         a = a.transpose(perm).reshape(shape)
         perm, shape = plan.view_b
-        return np.multiply(a, b.transpose(perm).reshape(shape))
+        return np.multiply(a, b.transpose(perm).reshape(shape), order="C")  # laid out as `so` says
     if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
         return np.einsum(plan.text, a, b)
     if plan.swap:
