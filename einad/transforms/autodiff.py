@@ -11,6 +11,7 @@ bases of the Jacobians) is built in the inputs' library through `einad.arrays`.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -58,13 +59,15 @@ ArgNums: TypeAlias = int | Sequence[int]
 # -- inputs and outputs ------------------------------------------------------------------
 
 
-def _diff_value(x: Any, what: str) -> Any:
-    """The value to box as a differentiable input, or TypeError for non-float input."""
+def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
+    """The value to box as a differentiable input, or TypeError for non-float input (`what`
+    names it: a string, or a function that makes the name, called only for the error)."""
+    name = what if isinstance(what, str) else None
     if type(x) is Tensor:
         v = x if traced(x) else strip(x)
     elif isinstance(x, (bool, int, np.integer, np.bool_)):
         raise TypeError(
-            f"cannot differentiate with respect to {what}, the integer {x!r}: "
+            f"cannot differentiate with respect to {name or what()}, the integer {x!r}: "  # type: ignore[operator]
             f"pass a float (e.g. {float(x)!r}) or a floating-point array"
         )
     else:
@@ -72,7 +75,7 @@ def _diff_value(x: Any, what: str) -> Any:
     dt = dtype_of(v)
     if dt.kind not in "fc":
         raise TypeError(
-            f"cannot differentiate with respect to {what} of dtype {dt}: "
+            f"cannot differentiate with respect to {name or what()} of dtype {dt}: "  # type: ignore[operator]
             "differentiable inputs must be floating-point (or complex)"
         )
     return v
@@ -239,7 +242,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args))
         flat, td = tree_flatten([args[i] for i in nums])
-        values = [_diff_value(x, f"argument {_where(nums, td, k)}") for k, x in enumerate(flat)]
+        values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
         _same_library(values)
         with tracing(ReverseTrace()) as trace:
             boxed = [box(v, trace) for v in values]
@@ -277,9 +280,10 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
-    """Name flat leaf `k` of the differentiated arguments: ``1``, or ``0['w']`` in a pytree."""
+    """Name flat leaf `k` of the differentiated arguments: ``argument 1``, or ``argument 0['w']``
+    in a pytree (only when an error names it)."""
     paths = [p for i, c in zip(nums, td.children) for p in c.leaf_paths(str(i))]
-    return paths[k]
+    return f"argument {paths[k]}"
 
 
 def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
