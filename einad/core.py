@@ -1158,7 +1158,11 @@ class Tensor:
             out = out.astype(self.dtype)
         self._value = out._value
         if recording:
+            old = self._node
             self._trace, self._node = out._trace, out._node
+            if old is not None and old.prim is not None and old.tensor is not None and out._node is not None:
+                # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
+                old.tensor, out._node.tensor = None, old.tensor
         return self
 
     def __pos__(self) -> Tensor:
@@ -1244,8 +1248,23 @@ def traced(x: Any) -> bool:
 
     The differentiating transformations take the other Tensors as their values:
     they return plain arrays at top level even for inputs that require grad.
+    Inside ``backward(create_graph=True)`` (`recording_backward`) the imperative
+    graph's Tensors count as traced, so that a rule which calls a transformation
+    (`checkpoint`'s VJP runs `vjp`) stays differentiable in them.
     """
-    return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
+    if type(x) is not Tensor or x._trace is None:
+        return False
+    return x._trace is not IMPERATIVE or getattr(_local, "recording_backward", 0) > 0
+
+
+@contextmanager
+def recording_backward() -> Iterator[None]:
+    """The context of ``backward(create_graph=True)`` on this thread (see `traced`)."""
+    _local.recording_backward = getattr(_local, "recording_backward", 0) + 1
+    try:
+        yield
+    finally:
+        _local.recording_backward -= 1
 
 
 def check_cotangent(ct_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
@@ -42,6 +43,7 @@ from ..core import (
     dense,
     enable_grad,
     no_grad,
+    recording_backward,
     residual_rules,
     strip,
     structured_vjp_rules,
@@ -759,7 +761,7 @@ def _as_grad(g: Any, shape: Shape, dtype: np.dtype[Any], create_graph: bool, rea
             return g
         g = strip(g)
         return _box(np.array(g) if arrays.is_numpy(g) else g, None, None, None)
-    g = strip(g)
+    g = arrays.detached(strip(g))  # (torch operands that require grad make torch record einad's ops)
     xp = arrays.xp_of(g)
     if xp is np:
         g = np.asarray(g)
@@ -891,7 +893,10 @@ def _tensor_backward(
         raise ValueError(f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}")
     check_cotangent(np_dtype(seed.dtype), self.dtype)
     # as in PyTorch, the pass records operations exactly when it makes a graph
-    with enable_grad() if create_graph else no_grad():
+    with (
+        enable_grad() if create_graph else no_grad(),
+        recording_backward() if create_graph else nullcontext(),
+    ):
         reached = backward_pass(
             [root], [seed], consume=not retain_graph, record_in=IMPERATIVE if create_graph else None
         )
