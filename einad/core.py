@@ -1126,6 +1126,8 @@ class Tensor:
             cotangent: ArrayLike | None = None,
             retain_graph: bool | None = None,
             create_graph: bool = False,
+            *,
+            gradient: ArrayLike | None = None,
         ) -> None: ...
 
     def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:

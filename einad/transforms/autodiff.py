@@ -845,6 +845,8 @@ def _tensor_backward(
     cotangent: ArrayLike | None = None,
     retain_graph: bool | None = None,
     create_graph: bool = False,
+    *,
+    gradient: ArrayLike | None = None,
 ) -> None:
     """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad, as PyTorch's.
 
@@ -865,6 +867,7 @@ def _tensor_backward(
             on a leaf), which can be differentiated again, e.g. a Hessian-vector
             product as ``(x.grad * v).sum().backward()`` (which then adds H·v to
             ``x.grad``, as in PyTorch: set ``x.grad = None`` first to read H·v alone).
+        gradient: PyTorch's name for `cotangent` (give one or the other).
 
     Raises:
         RuntimeError: If the tensor was not computed from tensors made with
@@ -873,6 +876,10 @@ def _tensor_backward(
         TypeError: If `cotangent` is omitted for a non-scalar tensor.
         ValueError: If `cotangent` does not have this tensor's shape.
     """
+    if gradient is not None:
+        if cotangent is not None:
+            raise TypeError("backward() takes a cotangent or (PyTorch's name) a gradient, not both")
+        cotangent = gradient
     root = self._node
     if self._trace is not IMPERATIVE or root is None:
         raise RuntimeError(_no_graph(self))

@@ -236,6 +236,15 @@ def test_create_graph_with_a_cotangent_that_requires_grad_as_torch():
     assert_close(x.grad, tgrad(xt))
 
 
+def test_backward_takes_torch_keyword_gradient():
+    x, xt = both()
+    (x * x).backward(gradient=V)
+    (xt * xt).backward(gradient=torch.tensor(V))
+    assert_close(x.grad, tgrad(xt))
+    with pytest.raises(TypeError, match="not both"):
+        (x * x).backward(V, gradient=V)
+
+
 @pytest.mark.parametrize("kind", ["custom_vjp", "custom_jvp", "checkpoint", "jit", "einsum-tree", "linalg"])
 def test_create_graph_through_every_kind_of_node_matches_the_hessian(kind):
     @ea.custom_vjp
