@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, cast
@@ -409,7 +410,7 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         e = normalize_axis(end_dim, len(shape), "end_dim")
         if s > e:
             raise ValueError(f"flatten() has start_dim {start_dim} after end_dim {end_dim}")
-        return self.reshape((*shape[:s], int(np.prod(shape[s : e + 1], dtype=np.int64)), *shape[e + 1 :]))
+        return self.reshape((*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]))
 
     def ravel(self) -> Tensor:
         """The elements as a 1-D tensor, as numpy's ``ravel``."""

@@ -766,7 +766,7 @@ def _as_grad(g: Any, shape: Shape, dtype: np.dtype[Any], create_graph: bool, rea
     if xp is np:
         g = np.asarray(g)
         if g.dtype != dtype:
-            g = (g.real if g.dtype.kind == "c" and dtype.kind != "c" else g).astype(dtype)
+            g = g.astype(dtype)  # (a complex gradient for a real tensor would be a rule's bug: numpy warns)
         if g.shape != shape:
             g = np.broadcast_to(g, shape)
         if readonly:
