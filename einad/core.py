@@ -243,8 +243,12 @@ class Meta:
     __slots__ = ("dtype", "shape")
 
     def __init__(self, v: Any) -> None:
-        self.shape: Shape = tuple(getattr(v, "shape", ()))
-        self.dtype: np.dtype[Any] | None = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
+        if type(v) is np.ndarray:
+            self.shape: Shape = v.shape
+            self.dtype: np.dtype[Any] | None = v.dtype
+            return
+        self.shape = tuple(getattr(v, "shape", ()))
+        self.dtype = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
 
     def __repr__(self) -> str:
         return f"Meta({self.shape}, {self.dtype})"
@@ -287,20 +291,23 @@ class ReverseTrace(Trace):
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         parents: list[Node | None] = []
+        nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
-                vals.append(a._value)
+                v = a._value
                 parents.append(a._node)
             else:
-                vals.append(a)
+                v = a
                 parents.append(None)
+            vals.append(v)
+            nested = nested or type(v) is Tensor
         residual = residual_rules.get(prim)
         if residual is not None:
             out, saved = residual(vals, params, [p is not None for p in parents])
             kept = tuple(vals) if self.keeps_operands else tuple(Meta(v) for v in vals)
             node = Node(prim, params, tuple(parents), kept, saved)
             return _box(out, self, node, None)
-        out = bind(prim, vals, params)
+        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         if prim not in vjp_rules:
             if prim in zero_derivative or not any(p is not None for p in parents):
                 return out

@@ -41,7 +41,6 @@ from ..core import (
     box,
     check_cotangent,
     dead_tracer,
-    dense,
     enable_grad,
     no_grad,
     recording_backward,
@@ -679,7 +678,9 @@ def backward_pass(
         while heap:
             node = heapq.heappop(heap)[1]
             k = id(node)
-            g = dense(cts.pop(k))
+            g = cts.pop(k)
+            if isinstance(g, Structured):
+                g = g.dense()
             owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
             if node.hooks:
                 g = _run_hooks(node.hooks, g, record_in is not None)
