@@ -62,7 +62,9 @@ class Program(Graph):
 
     ``str(program)`` is the optimized listing; ``program.source`` is the Python
     function it was compiled to; calling it runs the compiled function on
-    arguments of the signature it was compiled for. Arguments of another pytree
+    arguments of the signature it was compiled for. Called inside a transformation
+    (``ea.grad(program)``, ``ea.jvp``, ``ea.vmap``...), it runs its optimized equations as
+    einad operations instead, so the transformation differentiates (or maps) it. Arguments of another pytree
     structure, shape or dtype raise a `TypeError` naming, for each leaf that
     differs, the type the program takes and the one given (``this program takes
     f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
@@ -81,6 +83,11 @@ class Program(Graph):
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
+        if any(type(x) is Tensor and x._trace is not None for x in flat):
+            # Under a transformation (grad, jvp, vmap, ...): the optimized equations run one by
+            # one as einad operations, which that transformation sees (the compiled function
+            # computes on plain arrays and would hide the inputs' derivatives)
+            return super().__call__(*args)
         assert self.fn is not None
         out = self.fn(*check_inputs(self.in_types, [concrete(x) for x in flat]))
         return (
