@@ -89,12 +89,25 @@ class Program(Graph):
             # computes on plain arrays and would hide the inputs' derivatives)
             return super().__call__(*args)
         assert self.fn is not None
-        out = self.fn(*check_inputs(self.in_types, [concrete(x) for x in flat]))
+        plain = [concrete(x) for x in flat]
+        xp = arrays.namespace(*plain)
+        if xp is not self.xp and any(not isinstance(x, (bool, int, float, complex)) for x in plain):
+            raise TypeError(
+                f"this program computes on {_lib_name(self.xp)} arrays, got {_lib_name(xp)} ones: lower it "
+                "again with those (jit(f).lower(...)), or call the jitted function, which compiles "
+                "a program per array library"
+            )
+        out = self.fn(*check_inputs(self.in_types, plain))
         return (
             out
             if self.out_tree is None
             else tree_unflatten(self.out_tree, [_result(o, self.xp) for o in out])
         )
+
+
+def _lib_name(xp: Any) -> str:
+    """A library's name as users write it: ``torch`` for array-api-compat's torch namespace."""
+    return str(xp.__name__).split(".")[-1]
 
 
 # -- compiling a program to Python ------------------------------------------------------------

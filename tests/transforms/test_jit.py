@@ -585,3 +585,19 @@ def test_a_lowered_program_is_differentiable_and_mappable(monkeypatch):
     monkeypatch.setattr(einad.program, "run_graph", lambda *a: runs.append(1) or real(*a))
     assert_close(prog(x, y), f(x, y))
     assert runs == []
+
+
+def test_a_lowered_program_refuses_another_array_library():
+    """A program lowered for numpy arrays, called on torch tensors, used to return numpy
+    values without a word: it raises, naming both libraries (the jitted function compiles
+    a program per library)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    f = lambda x: ea.sum(ea.tanh(x) * x)
+    x = np.linspace(0.0, 1.0, 5)
+    prog = ea.jit(f).lower(x)
+    with pytest.raises(TypeError, match=r"computes on numpy arrays, got torch"):
+        prog(torch.tensor(x))
+    on_torch = ea.jit(f).lower(torch.tensor(x))
+    with pytest.raises(TypeError, match=r"computes on torch arrays, got numpy"):
+        on_torch(x)
+    assert_close(on_torch(torch.tensor(x)).numpy(), prog(x))
