@@ -316,7 +316,8 @@ class ReverseTrace(Trace):
         keep = keep_rules.get(prim)
         if keep is not None:
             keep_vals, keep_ans = keep([p is not None for p in parents])
-            vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
+            if False in keep_vals:
+                vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
             if not keep_ans:
                 ans = Meta(out)
         return _box(out, self, Node(prim, params, tuple(parents), tuple(vals), ans), None)
