@@ -605,7 +605,7 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
     Every reverse-mode transformation (`grad`, `vjp`, `jacrev`, ``Tensor.backward``), also
     through `jit` and `vmap`, runs ``fwd`` in the forward pass and ``bwd`` in the reverse pass;
     ``fwd`` and ``bwd`` are themselves differentiated for higher orders. Forward mode (`jvp`,
-    `jacfwd`, ``hvp``'s outer derivative) uses the same rule, transposed: ``bwd`` is the map
+    `jacfwd`, reverse-over-forward) uses the same rule, transposed: ``bwd`` is the map
     ``g -> Jᵀ g``, so the tangent is ``J t``, computed by reverse mode through ``bwd`` as a
     function of ``g`` (JAX raises there instead). So ``bwd`` must be linear in ``g``, as every
     VJP is (a straight-through estimator, a mask, a scaling are; clipping ``g`` itself is not,
