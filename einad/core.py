@@ -1097,10 +1097,20 @@ class Tensor:
             yield self[i]
 
     def _number(self) -> Any:
-        """The value as Python control flow sees it: known under grad/jvp, refused under jit."""
+        """The value as Python control flow sees it: known under grad/jvp, refused under jit
+        and, for a value that depends on a mapped argument, under vmap (one Python number
+        cannot stand for a batch of values)."""
         if self._trace is not None and self._trace.dead:
             raise dead_tracer(self._trace)
-        return strip(self)
+        x: Any = self
+        while type(x) is Tensor:
+            if x._trace is not None and x._trace.batched:
+                raise TracerError(
+                    f"a value mapped by vmap ({x._trace!r}) was read as a Python number (bool, "
+                    "float, int, item): each example has its own value. Write the choice with ea.where"
+                )
+            x = x._value
+        return x
 
     def __float__(self) -> float:
         return float(self._number())
