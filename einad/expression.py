@@ -232,7 +232,9 @@ class ContractExpression:
         wanted = [(k, s) for k, s in enumerate(self.shapes) if k not in self.constants]
         if len(operands) != len(wanted):
             held = f" besides the constants at positions {list(self.constants)}" if self.constants else ""
-            raise EinsumError(f"this expression contracts {len(wanted)} operand(s){held}, got {len(operands)}")
+            raise EinsumError(
+                f"this expression contracts {len(wanted)} operand(s){held}, got {len(operands)}"
+            )
         ops_ = [to_operand(x) for x in operands]
         for x, (k, want) in zip(ops_, wanted):
             if shape_of(x) != want:

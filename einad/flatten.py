@@ -98,7 +98,11 @@ class Unravel:
     """
 
     def __init__(
-        self, treedef: TreeDef, shapes: tuple[Shape, ...], dtypes: tuple[np.dtype[Any], ...], dtype: np.dtype[Any]
+        self,
+        treedef: TreeDef,
+        shapes: tuple[Shape, ...],
+        dtypes: tuple[np.dtype[Any], ...],
+        dtype: np.dtype[Any],
     ) -> None:
         self.treedef = treedef
         self.shapes = shapes
@@ -134,7 +138,9 @@ class Unravel:
         x = to_operand(flat)
         shape, dt = shape_of(x), dtype_of(x)
         if shape != (self.size,):
-            raise ValueError(f"unravel takes a 1-D array of length {self.size}, got an array of shape {shape}")
+            raise ValueError(
+                f"unravel takes a 1-D array of length {self.size}, got an array of shape {shape}"
+            )
         has_complex = any(d.kind == "c" for d in self.dtypes)
         if has_complex and dt.kind == "c":
             raise TypeError(

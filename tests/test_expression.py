@@ -129,7 +129,9 @@ def test_a_constant_step_beyond_the_memory_limit_is_left_to_the_calls():
     x, y = operands([(6,), (7,)], seed=6)
     z = np.random.default_rng(7).standard_normal((6, 7))
     path = [(0, 1), (0, 1)]  # the outer product x⊗y first: 42 elements
-    small = ea.contract_expression("i,j,ij->", x, y, z.shape, constants=[0, 1], optimize=path, memory_limit=10)
+    small = ea.contract_expression(
+        "i,j,ij->", x, y, z.shape, constants=[0, 1], optimize=path, memory_limit=10
+    )
     assert sorted(v.shape for v in ea.make_graph(small)(z).const_values.values()) == [(6,), (7,)]
     big = ea.contract_expression("i,j,ij->", x, y, z.shape, constants=[0, 1], optimize=path)
     assert [v.shape for v in ea.make_graph(big)(z).const_values.values()] == [(6, 7)]
@@ -153,7 +155,9 @@ def test_all_constants_and_the_interleaved_form():
     a, b, c = operands(shapes, seed=9)
     whole = ea.contract_expression(eq, a, b, c, constants=[0, 1, 2])
     assert_close(whole().numpy(), a @ b @ c)
-    mine = ea.contract_expression(a, ["i", "j"], shapes[1], ["j", "k"], c, ["k", "l"], ["l", "i"], constants=[0, 2])
+    mine = ea.contract_expression(
+        a, ["i", "j"], shapes[1], ["j", "k"], c, ["k", "l"], ["l", "i"], constants=[0, 2]
+    )
     ref = oe.contract_expression(a, [0, 1], shapes[1], [1, 2], c, [2, 3], [3, 0], constants=[0, 2])
     assert_close(mine(b).numpy(), ref(b))
 
@@ -187,7 +191,9 @@ def test_bad_constants_and_calls_are_refused():
     with pytest.raises(ea.EinsumError, match="does not match|has size|dimension"):
         ea.contract_expression(eq, shapes[0], np.ones((5, 4)), shapes[2], constants=[1])
     expr = ea.contract_expression(eq, shapes[0], b, shapes[2], constants=[1])
-    with pytest.raises(ea.EinsumError, match=r"2 operand\(s\) besides the constants at positions \[1\], got 3"):
+    with pytest.raises(
+        ea.EinsumError, match=r"2 operand\(s\) besides the constants at positions \[1\], got 3"
+    ):
         expr(a, b, c)
     with pytest.raises(ea.EinsumError, match="operand 2 has shape"):
         expr(a, np.ones((3, 3)))

@@ -64,7 +64,9 @@ def test_ravel_matches_jax_on_real_trees(jax, k):
     np.testing.assert_array_equal(flat.numpy(), np.asarray(ref))
     back, ref_back = unravel(flat), ref_unravel(ref)
     assert ea.tree_flatten(back)[1] == ea.tree_flatten(tree)[1]  # namedtuples, dicts, None rebuilt
-    for a, b, leaf in zip(ea.tree_flatten(back)[0], jax.tree_util.tree_leaves(ref_back), ea.tree_flatten(tree)[0]):
+    for a, b, leaf in zip(
+        ea.tree_flatten(back)[0], jax.tree_util.tree_leaves(ref_back), ea.tree_flatten(tree)[0]
+    ):
         assert a.dtype == b.dtype == np.result_type(leaf) and a.shape == np.shape(leaf)
         np.testing.assert_array_equal(a.numpy(), np.asarray(leaf))
 
@@ -74,7 +76,11 @@ def test_promotion_is_jax_lattice_for_every_pair(jax):
 
     for a, b in combinations_with_replacement(ALL_DTYPES, 2):
         assert result_type([np.dtype(a), np.dtype(b)]) == jnp.promote_types(a, b), (a, b)
-    for triple in [(np.uint64, np.int8, np.float16), (np.bool_, np.uint32, np.int8), (np.uint8, np.complex64, np.int64)]:
+    for triple in [
+        (np.uint64, np.int8, np.float16),
+        (np.bool_, np.uint32, np.int8),
+        (np.uint8, np.complex64, np.int64),
+    ]:
         assert result_type([np.dtype(d) for d in triple]) == jnp.result_type(*triple), triple
 
 

@@ -90,7 +90,8 @@ def test_heisenberg_ground_state_by_lbfgs_reaches_dmrg(dtype):
 
     psi = qtn.MPS_rand_state(L, D, seed=7, dtype=dtype)
     x0, unravel = ea.ravel_pytree(list(psi.arrays))
-    assert x0.dtype == np.float64 and x0.size == sum(a.size for a in psi.arrays) * (1 + (dtype == "complex128"))
+    parts = 2 if dtype == "complex128" else 1  # a complex array's real and imaginary parts
+    assert x0.dtype == np.float64 and x0.size == parts * sum(a.size for a in psi.arrays)
     energy = energy_from_equations(psi, ham)
     value_and_grad = ea.jit(ea.value_and_grad(lambda v: energy(unravel(v))))
 
