@@ -189,7 +189,7 @@ def astype(x: Value, dtype: DTypeLike) -> Value:
     dtype = np.dtype(dtype)
     if dtype_of(x) == dtype:
         return x
-    if dtype.kind in "biu":
+    if dtype.kind in "biu" and dtype_of(x).kind in "fc":
         x = stop_gradient(x)
     return bind(astype_p, (x,), {"dtype": dtype})
 

@@ -403,7 +403,7 @@ def test_mps_energy_agrees_across_engines(mps_run):
                 continue
             r = rows[name]
             assert r["status"] == "ok" and r["first_forward"] > 0, (key, r)
-            assert r["vg"] > 0 and r["first_vg"] > 0 or name == "opt_einsum", (key, r)
+            assert name == "opt_einsum" or (r["vg"] > 0 and r["first_vg"] > 0), (key, r)  # it: forward only
 
 
 @needs_quimb
