@@ -79,7 +79,16 @@ def test_the_other_operands_are_differentiable_as_jax(complex_):
     _, t = ea.jvp(f, (ops[0], ops[3]), (ops[0][::-1], ops[3][::-1]))
     assert_close(t, np.asarray(ref_t))
     assert_close(ea.jit(ea.grad(f, argnums=1))(ops[0], ops[3]), np.asarray(ref[1]))
-    assert ea.gradcheck(lambda a, d: expr(a, d), ops[0], ops[3])
+
+
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+def test_the_other_operands_are_differentiable_by_central_differences(complex_):
+    eq = "ab,bc,cd,de,ea->"
+    shapes = NETWORKS[-1][1]
+    ops = operands(shapes, seed=5, complex_=complex_)
+    expr = ea.contract_expression(eq, shapes[0], ops[1], ops[2], shapes[3], ops[4], constants=[1, 2, 4])
+    assert ea.gradcheck(lambda a, d: expr(a, d), ops[0], ops[3])  # reverse and forward mode
+    assert ea.gradcheck(lambda a, d: ea.abs(expr(a, d)) ** 2, ops[0], ops[3])
 
 
 def test_second_order_and_vmap_through_the_expression():

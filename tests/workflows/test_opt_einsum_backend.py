@@ -1,6 +1,7 @@
 """opt_einsum driving einad: `opt_einsum.contract(..., backend="einad")`, the backend inferred
 from einad values, and `opt_einsum.contract_expression` reused with ``backend="einad"`` (its
-constants evaluated by einad), under grad, vjp, jvp and jit, real and complex, against JAX.
+constants evaluated by einad), under grad, vjp, jvp and jit, real and complex, against the
+derivatives written by hand with numpy (`Reference`, itself checked against JAX where installed).
 
 opt_einsum imports the module named by the backend and calls three of its functions:
 ``einsum(subscripts, *operands)``, ``tensordot(x, y, axes=...)`` and ``transpose(x, axes)``
@@ -26,15 +27,6 @@ def operands(complex_, seed=0):
     r = np.random.default_rng(seed)
     ops = [r.standard_normal(s) for s in SHAPES]
     return [x + 1j * r.standard_normal(x.shape) for x in ops] if complex_ else ops
-
-
-@pytest.fixture
-def jnp():
-    jax = pytest.importorskip("jax", reason="JAX is the gradients' reference")
-    with jax.enable_x64(True):
-        import jax.numpy as jnp
-
-        yield jnp
 
 
 def test_opt_einsum_finds_einads_functions():
@@ -63,71 +55,100 @@ def test_contract_with_einad_backend_values(complex_):
 
 
 def loss_of(contract):
-    """A real loss of the contraction, for real and complex operands alike."""
+    """L(a, d) = Σ_b |Z_b|², Z the contraction: real, for real and complex operands alike."""
     return lambda a, d: ea.sum(ea.abs(contract(a, d)) ** 2)
 
 
-def jax_loss(jnp, ops):
-    return lambda a, d: jnp.sum(jnp.abs(jnp.einsum(EQ, a, ops[1], ops[2], d)) ** 2)
+class Reference:
+    """L's derivatives by hand with numpy, in JAX's convention (einad's): Z is holomorphic in a
+    and d, so the gradient of L = Σ|Z_b|² is 2·Σ_b conj(Z_b)·∂Z_b/∂x, and the pullback of a
+    cotangent u on Z is Σ_b u_b·∂Z_b/∂x, with no conjugate."""
+
+    def __init__(self, ops):
+        self.a, self.b, self.c, self.d = ops
+        self.z = np.einsum(EQ, *ops)
+
+    def pull_a(self, u):
+        return np.einsum("b,jkb,kl,li->ijb", u, self.b, self.c, self.d)
+
+    def pull_d(self, u):
+        return np.einsum("b,ijb,jkb,kl->li", u, self.a, self.b, self.c)
+
+    def grads(self):
+        u = 2 * np.conj(self.z)
+        return self.pull_a(u), self.pull_d(u)
+
+    def tangent(self, ta, td):  # dL = 2 Re Σ conj(Z) dZ
+        dz = np.einsum(EQ, ta, self.b, self.c, self.d) + np.einsum(EQ, self.a, self.b, self.c, td)
+        return 2 * np.real(np.sum(np.conj(self.z) * dz))
+
+
+def check_all_modes(f, contract, ops, complex_):
+    """grad (both operands), jit(grad), jvp and a non-scalar vjp of `f` against `Reference`."""
+    a, _, _, d = ops
+    ref = Reference(ops)
+    want = ref.grads()
+    for got, w in zip(ea.grad(f, argnums=(0, 1))(a, d), want):
+        assert_close(got, w)
+    assert_close(ea.jit(ea.grad(f, argnums=(0, 1)))(a, d)[1], want[1])
+    ta, td = a[::-1].copy(), d[::-1].copy()
+    _, t = ea.jvp(f, (a, d), (ta, td))
+    assert_close(t, ref.tangent(ta, td))
+    out, pull = ea.vjp(lambda a: contract(a, d), a)
+    u = np.arange(2.0) + (1j if complex_ else 0)
+    assert_close(out, ref.z)
+    assert_close(pull(u)[0], ref.pull_a(u))
 
 
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
 @pytest.mark.parametrize("backend", ["einad", "auto"])
-def test_contract_under_every_transformation_as_jax(jnp, complex_, backend):
-    import jax
-
+def test_contract_under_every_transformation(complex_, backend):
     ops = operands(complex_, seed=1)
-    a, b, c, d = ops
+    _, b, c, _ = ops
     # "auto" with a numpy array first is numpy's backend: np.tensordot then meets einad's
     # traced Tensors and hands them to einad (numpy's __array_function__ protocol)
     contract = lambda a, d: oe.contract(EQ, a, b, c, d, backend=backend)
-    f, f_ref = loss_of(contract), jax_loss(jnp, ops)
-    want = jax.grad(f_ref, argnums=(0, 1))(a, d)
-    got = ea.grad(f, argnums=(0, 1))(a, d)
-    for g, w in zip(got, want):
-        assert_close(g, np.asarray(w))
-    assert_close(ea.jit(ea.grad(f, argnums=(0, 1)))(a, d)[1], np.asarray(want[1]))
-    ta, td = a[::-1].copy(), d[::-1].copy()
-    _, t = ea.jvp(f, (a, d), (ta, td))
-    assert_close(t, np.asarray(jax.jvp(f_ref, (a, d), (ta, td))[1]))
-    # a non-scalar output: vjp with a cotangent, against JAX's
-    out, pull = ea.vjp(lambda a: oe.contract(EQ, a, b, c, d, backend=backend), a)
-    u = np.arange(2.0) + (1j if complex_ else 0)
-    ref_out, ref_pull = jax.vjp(lambda a: jnp.einsum(EQ, a, b, c, d), a)
-    assert_close(out, np.asarray(ref_out))
-    assert_close(pull(u)[0], np.asarray(ref_pull(jnp.asarray(u))[0]))
+    check_all_modes(loss_of(contract), contract, ops, complex_)
 
 
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
-def test_backend_inferred_from_traced_values(jnp, complex_):
-    import jax
-
+def test_backend_inferred_from_traced_values(complex_):
     ops = operands(complex_, seed=2)
-    a, b, c, d = ops
-    f = loss_of(lambda a, d: oe.contract(EQ, a, b, c, d))  # a is traced: the backend is einad
-    assert_close(ea.grad(f)(a, d), np.asarray(jax.grad(jax_loss(jnp, ops))(a, d)))
+    _, b, c, _ = ops
+    contract = lambda a, d: oe.contract(EQ, a, b, c, d)  # a, first, is traced: the backend is einad
+    check_all_modes(loss_of(contract), contract, ops, complex_)
 
 
 @pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
-def test_contract_expression_reused_with_einad(jnp, complex_):
-    import jax
-
+def test_contract_expression_reused_with_einad(complex_):
     ops = operands(complex_, seed=3)
-    a, b, c, d = ops
-    f_ref = jax_loss(jnp, ops)
+    _, b, c, _ = ops
     expr = oe.contract_expression(EQ, *SHAPES)
-    f = loss_of(lambda a, d: expr(a, b, c, d, backend="einad"))
-    want = jax.grad(f_ref, argnums=(0, 1))(a, d)
-    for _ in range(2):  # the same expression, called again, under other transformations
-        got = ea.grad(f, argnums=(0, 1))(a, d)
-        assert_close(got[0], np.asarray(want[0]))
-        assert_close(ea.jit(ea.grad(f, argnums=1))(a, d), np.asarray(want[1]))
+    contract = lambda a, d: expr(a, b, c, d, backend="einad")
+    for _ in range(2):  # the same expression, called again, under every transformation
+        check_all_modes(loss_of(contract), contract, ops, complex_)
     # opt_einsum's constants, evaluated once by einad and kept for every later call
     const = oe.contract_expression(EQ, SHAPES[0], b, c, SHAPES[3], constants=[1, 2])
-    g = loss_of(lambda a, d: const(a, d, backend="einad"))
-    assert_close(ea.grad(g, argnums=(0, 1))(a, d)[1], np.asarray(want[1]))
+    contract = lambda a, d: const(a, d, backend="einad")
+    check_all_modes(loss_of(contract), contract, ops, complex_)
     kept = const._evaluated_constants["einad"]
-    assert_close(ea.value_and_grad(g)(a, d)[1], np.asarray(want[0]))
+    check_all_modes(loss_of(contract), contract, ops, complex_)
     assert const._evaluated_constants["einad"] is kept
-    _, t = ea.jvp(g, (a, d), (a, d))
-    assert_close(t, np.asarray(jax.jvp(f_ref, (a, d), (a, d))[1]))
+
+
+def test_reference_matches_jax():
+    """The hand-written reference against JAX's derivatives, where JAX is installed."""
+    jax = pytest.importorskip("jax", reason="JAX cross-checks the hand-written reference")
+    ops = operands(True, seed=4)
+    a, b, c, d = ops
+    ref = Reference(ops)
+    with jax.enable_x64(True):
+        import jax.numpy as jnp
+
+        f = lambda a, d: jnp.sum(jnp.abs(jnp.einsum(EQ, a, b, c, d)) ** 2)
+        for got, w in zip(ref.grads(), jax.grad(f, argnums=(0, 1))(a, d)):
+            assert_close(got, np.asarray(w))
+        assert_close(ref.tangent(a, d), np.asarray(jax.jvp(f, (a, d), (a, d))[1]))
+        u = np.array([1.0 + 2j, -0.5j])
+        pull = jax.vjp(lambda a: jnp.einsum(EQ, a, b, c, d), a)[1]
+        assert_close(ref.pull_a(u), np.asarray(pull(jnp.asarray(u))[0]))
