@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import cluster
 from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
@@ -53,6 +54,7 @@ def contract_path(
     optimize: Optimize = "auto",
     memory_limit: MemoryLimit = None,
     shapes: bool = False,
+    executor: Any = None,
 ) -> tuple[list[tuple[int, ...]], ContractionInfo]:
     """The contraction path einad follows, and what it costs, as `opt_einsum.contract_path`.
 
@@ -72,6 +74,10 @@ def contract_path(
             ``"max_input"``; None or -1: no limit). When no pairwise path keeps every
             intermediate within it, the plan slices indices.
         shapes: Whether `operands` are shapes rather than arrays.
+        executor: Where the slices would run (`einsum`'s `executor`): the report then
+            says how they are cut into tasks (``info.tasks``, ``info.batch``,
+            ``info.reduction_depth``, ``info.executor_threads``), for the executor's
+            workers as they are now. None: the in-process thread pool (``info.threads``).
 
     Returns:
         ``(path, info)``: the path as opt_einsum's list of index tuples, and a
@@ -84,7 +90,10 @@ def contract_path(
     Raises:
         EinsumError: For malformed subscripts, shapes that do not fit them, an
             unknown strategy or an invalid path or memory limit.
+        TypeError: If `executor` is none of None, a dask Client and a
+            ``concurrent.futures.Executor``.
     """
+    cluster.kind(executor)
     text, names, raw = einsum_arguments(subscripts, operands)
     if shapes:
         dims = tuple(tuple(int(d) for d in s) for s in raw)
@@ -97,6 +106,8 @@ def contract_path(
     info = describe(
         spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(text, spec)
     )
+    if executor is not None and slices:
+        info.set_layout(cluster.layout_for(executor, info.n_slices))
     return [tuple(step) for step in path], info
 
 
@@ -148,12 +159,19 @@ class ContractExpression:
         sliced = f", sliced {', '.join(self.sliced_indices)}" if self._slices else ""
         return f"<ContractExpression({self.subscripts!r}) for shapes {list(self.shapes)}{sliced}>"
 
-    def __call__(self, *operands: ArrayLike) -> Any:
+    def __call__(self, *operands: ArrayLike, executor: Any = None, progress: bool = False) -> Any:
         """Contract `operands` (Tensors or arrays of the planned shapes) with the plan.
+
+        `executor` and `progress` are `einsum`'s: where a sliced plan's slices run (None:
+        the in-process thread pool; a ``dask.distributed.Client`` or a
+        ``concurrent.futures.Executor``), and whether to show a bar over them.
 
         Raises:
             EinsumError: If the number of operands or a shape differs from the plan's.
+            TypeError: If `executor` is none of None, a dask Client and a
+                ``concurrent.futures.Executor``.
         """
+        cluster.kind(executor)
         if len(operands) != len(self.shapes):
             raise EinsumError(f"this expression contracts {len(self.shapes)} operand(s), got {len(operands)}")
         ops_ = [to_operand(x) for x in operands]
@@ -170,7 +188,16 @@ class ContractExpression:
                 ops_[k] = reshape(ops_[k], tuple(d for a, d in enumerate(shape) if a not in axes))
         spec = self._spec
         return wrap(
-            contract_planned(spec.inputs, spec.output, ops_, self._path, self._slices, self.memory_limit)
+            contract_planned(
+                spec.inputs,
+                spec.output,
+                ops_,
+                self._path,
+                self._slices,
+                self.memory_limit,
+                executor,
+                bool(progress),
+            )
         )
 
 
