@@ -20,4 +20,7 @@ ENGINE_NAMES = [
     "einad-torch",
     "einad-dask-1",
     "einad-dask-2",
+    "einad-threads-2",
+    "einad-cluster-1",
+    "einad-cluster-2",
 ]

@@ -220,9 +220,12 @@ def in_slice(err: BaseException, i: int, n: int, ranges: dict[str, tuple[int, in
     where = ", ".join(f"{c} in {a}:{b}" for c, a, b in ((c, *r) for c, r in ranges.items()))
     text = f"slice {i} of {n} ({where})"
     note = f"einad: raised in {text} of a sliced contraction"
-    if note in getattr(err, "__notes__", ()):
+    notes = getattr(err, "__notes__", None)
+    if notes is not None and note in notes:
         return err
-    err.add_note(note)
+    if notes is None:
+        notes = err.__notes__ = []  # what BaseException.add_note (Python 3.11) appends to
+    notes.append(note)
     args = err.args
     if len(args) == 1 and isinstance(args[0], str) and type(err).__str__ is BaseException.__str__:
         err.args = (f"{args[0]} [in {text}]",)
@@ -381,9 +384,9 @@ def _keys_left(token: str, dask_scheduler: Any = None) -> int:
 
 
 def _executing(token: str, dask_worker: Any = None) -> int:
-    """On a worker (`client.run`): how many tasks of the call `token` it is still running."""
-    busy = ("executing", "long-running", "cancelled", "resumed")
-    return sum(1 for ts in list(dask_worker.state.tasks.values()) if token in str(ts.key) and ts.state in busy)
+    """On a worker (`client.run`): how many of its threads still run a task of the call `token`
+    (a task the worker was told to drop keeps its thread until it returns)."""
+    return sum(1 for key in list(dask_worker.active_threads.values()) if token in str(key))
 
 
 def _wait_forgotten(client: Any, token: str, workers: bool, timeout: float = 60.0) -> None:
@@ -400,4 +403,4 @@ def _wait_forgotten(client: Any, token: str, workers: bool, timeout: float = 60.
             return
         if not left or time.monotonic() > end:
             return
-        time.sleep(0.01)
+        time.sleep(0.002)
