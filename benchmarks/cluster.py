@@ -92,7 +92,14 @@ def overhead(quick: bool = False) -> dict:
                     vg(*ops)
                 ran = len(stream.data)
                 times = _times(lambda: vg(*ops), reps)
-                rows.append({"tasks_per_thread": k, "batches": lay.tasks, "tasks": ran, "median_s": statistics.median(times)})
+                rows.append(
+                    {
+                        "tasks_per_thread": k,
+                        "batches": lay.tasks,
+                        "tasks": ran,
+                        "median_s": statistics.median(times),
+                    }
+                )
         finally:
             cluster.TASKS_PER_THREAD = saved
     x = np.array([r["tasks"] for r in rows], dtype=float)
@@ -159,25 +166,27 @@ def table(report: dict) -> str:
     lines = []
     o = report.get("overhead")
     if o:
+        local = o["local_s"] * 1e3
         lines += [
-            f"scheduling overhead (value and gradient of {EQ} at n = {N}, {o['slices']} slices of next to no "
-            f"work, LocalCluster of 2 single-threaded worker processes; in-process: {o['local_s'] * 1e3:.1f} ms):",
+            (
+                f"scheduling overhead (value and gradient of {EQ} at n = {N}, {o['slices']} slices of "
+                "next to no work, LocalCluster of 2 single-threaded worker processes; "
+                f"in-process: {local:.1f} ms):"
+            ),
             f"  {'tasks/thread':>12}{'batches':>9}{'tasks run':>11}{'median':>11}",
         ]
         for r in o["rows"]:
-            lines.append(
-                f"  {r['tasks_per_thread']:>12}{r['batches']:>9}{r['tasks']:>11}{r['median_s'] * 1e3:>9.1f} ms"
-            )
-        lines.append(
-            f"  least squares: {o['per_task_s'] * 1e3:.2f} ms per task, {o['per_call_s'] * 1e3:.1f} ms per call"
-        )
+            median = r["median_s"] * 1e3
+            lines.append(f"  {r['tasks_per_thread']:>12}{r['batches']:>9}{r['tasks']:>11}{median:>9.1f} ms")
+        per_task, per_call = o["per_task_s"] * 1e3, o["per_call_s"] * 1e3
+        lines.append(f"  least squares: {per_task:.2f} ms per task, {per_call:.1f} ms per call")
     s = report.get("simulate")
     if s:
+        head = f"{'workers':>7}{'batches':>9}{'slices/batch':>14}{'sums':>6}{'depth':>7}{'other':>7}"
         lines += [
             "",
-            f"tasks and reduction depth ({s[0]['slices']} slices; single-threaded workers as threads of one process):",
-            f"  {'workers':>7}{'batches':>9}{'slices/batch':>14}{'sums':>6}{'depth':>7}{'other':>7}{'workers used':>14}"
-            f"{'  predicted (batches, slices/batch, depth)'}",
+            f"tasks and reduction depth ({s[0]['slices']} slices; single-threaded workers, one process):",
+            f"  {head}{'workers used':>14}  predicted (batches, slices/batch, depth)",
         ]
         for r in s:
             per = -(-r["slices"] // r["batches"])

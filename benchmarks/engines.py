@@ -903,9 +903,8 @@ class EinadClusterEngine(EinadEngine):
         )
         self.client = distributed.Client(self.cluster)
         self.ns = _WithExecutor(self.ea, self.client)
-        self.version += (
-            f" on a dask {distributed.__version__} LocalCluster of {self.workers} single-threaded worker processes"
-        )
+        self.version += f" on a dask {distributed.__version__} LocalCluster"
+        self.version += f" of {self.workers} single-threaded worker processes"
 
     def value_and_grad(self, problem, args):
         ea, ns = self.ea, self.ns
@@ -927,10 +926,11 @@ class EinadClusterEngine(EinadEngine):
         )
         mib = 8 / 2**20
         operands = sum(a.nbytes for a in problem.arrays) / 2**20
+        peak = max(peaks.values()) / 2**20
+        one, partial = info.slice_gradient_peak * mib, info.partial_size * mib
         return (
-            f"worker peak {max(peaks.values()) / 2**20:.0f} MiB: operands {operands:.0f} MiB + one slice "
-            f"{info.slice_gradient_peak * mib:.0f} MiB + partial results of {info.partial_size * mib:.0f} MiB; "
-            f"{info.tasks} tasks of up to {info.batch} slices"
+            f"worker peak {peak:.0f} MiB: operands {operands:.0f} MiB + one slice {one:.0f} MiB "
+            f"+ partial results of {partial:.0f} MiB; {info.tasks} tasks of up to {info.batch} slices"
         )
 
     def close(self):

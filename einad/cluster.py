@@ -93,7 +93,8 @@ def threads(executor: Any) -> int:
     (at least 1), a futures executor's workers (its ``num_workers`` or ``_max_workers``,
     else the cores)."""
     if kind(executor) == "dask":
-        return max(1, sum(executor.nthreads().values()))
+        total: int = sum(executor.nthreads().values())
+        return max(1, total)
     for attr in ("num_workers", "_max_workers"):
         n = getattr(executor, attr, None)
         if isinstance(n, int) and n > 0:
@@ -173,7 +174,7 @@ class Progress:
         if not self.enabled:
             return
         try:
-            from tqdm import tqdm
+            from tqdm import tqdm  # type: ignore[import-untyped]  # optional, untyped
         except ImportError:
             self._line()
         else:
@@ -220,11 +221,12 @@ def in_slice(err: BaseException, i: int, n: int, ranges: dict[str, tuple[int, in
     where = ", ".join(f"{c} in {a}:{b}" for c, a, b in ((c, *r) for c, r in ranges.items()))
     text = f"slice {i} of {n} ({where})"
     note = f"einad: raised in {text} of a sliced contraction"
-    notes = getattr(err, "__notes__", None)
+    notes: list[str] | None = getattr(err, "__notes__", None)
     if notes is not None and note in notes:
         return err
     if notes is None:
-        notes = err.__notes__ = []  # what BaseException.add_note (Python 3.11) appends to
+        notes = []
+        err.__notes__ = notes  # type: ignore[attr-defined]  # what add_note (Python 3.11) appends to
     notes.append(note)
     args = err.args
     if len(args) == 1 and isinstance(args[0], str) and type(err).__str__ is BaseException.__str__:
@@ -242,7 +244,7 @@ def cancelled() -> bool:
         worker = distributed.get_worker()
         key = worker.get_current_task()
         ts = worker.state.tasks.get(key)
-    except Exception:  # not on a worker, or the worker's state changed under us: keep going
+    except Exception:  # noqa: BLE001  (not on a worker, or its state changed under us: keep going)
         return False
     return ts is None or ts.state in ("cancelled", "released", "forgotten")
 
@@ -277,6 +279,11 @@ def run(executor: Any, work: Work, data: Sequence[Any], n_slices: int, progress:
     `in_slice`); then, and on Ctrl-C, the outstanding tasks are cancelled. Nothing of the
     call stays on a dask cluster after it returns or raises.
     """
+    if any(type(x).__module__.partition(".")[0] == "dask" for x in data):
+        raise TypeError(
+            "executor= takes the slices of a contraction of in-memory arrays; dask arrays are tasks "
+            "already: contract them without an executor and compute the result on the cluster"
+        )
     lay = layout_for(executor, n_slices)
     bar = Progress(n_slices, progress)
     try:
@@ -345,22 +352,21 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
                     f.add_done_callback(done)
                 return f
             mid = (lo + hi) // 2
-            return client.submit(work.combine, tree(lo, mid), tree(mid, hi), key=f"einad-sum-{token}-{lo}-{hi}")
+            return client.submit(
+                work.combine, tree(lo, mid), tree(mid, hi), key=f"einad-sum-{token}-{lo}-{hi}"
+            )
 
         root = tree(0, lay.tasks)
         if work.finish is not None:
             root = client.submit(work.finish, root, shared, *stored, key=f"einad-finish-{token}")
         keep.append(root)
-        del root, shared
-        result = keep[-1].result()
+        result = root.result()
     except BaseException as err:
         _release(keep, pending, lock)
-        del keep, stored
         if not isinstance(err, KeyboardInterrupt):  # Ctrl-C: out now; the tasks stop at their next slice
             _wait_forgotten(client, token, workers=True)
         raise
     _release(keep, pending, lock)
-    del keep, stored
     _wait_forgotten(client, token, workers=False)
     return result
 
@@ -399,7 +405,7 @@ def _wait_forgotten(client: Any, token: str, workers: bool, timeout: float = 60.
             left = client.run_on_scheduler(_keys_left, token)
             if workers and not left:
                 left = sum(client.run(_executing, token).values())
-        except Exception:  # the cluster closing, or a worker gone: nothing more to wait for
+        except Exception:  # noqa: BLE001  (the cluster closing, a worker gone: nothing to wait for)
             return
         if not left or time.monotonic() > end:
             return

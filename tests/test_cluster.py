@@ -29,7 +29,9 @@ import pytest
 import einad as ea
 from einad import cluster, executor, slicing
 
-distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install 'einad[dask]')")
+distributed = pytest.importorskip(
+    "distributed", reason="dask.distributed is not installed (pip install 'einad[dask]')"
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TETRA = "abc,ade,bdf,cef->"  # every pairwise path has a 4-index intermediate: sliced
@@ -198,8 +200,11 @@ def test_real_loss_of_a_complex_network_and_second_order(request, where):
     argnums = (0, 1, 2, 3)
     v, g = ea.value_and_grad(loss, argnums=argnums)(*ops)
     v0, g0 = ea.value_and_grad(lambda *xs: loss(*xs, ex=None), argnums=argnums)(*ops)
-    vw, gw = ea.value_and_grad(lambda *xs: ea.real(ea.einsum(TETRA, *xs) * ea.conj(ea.einsum(TETRA, *xs))), argnums=argnums)(*ops)
+    vw, gw = ea.value_and_grad(
+        lambda *xs: ea.real(ea.einsum(TETRA, *xs) * ea.conj(ea.einsum(TETRA, *xs))), argnums=argnums
+    )(*ops)
     _close(v, vw)
+    _close(v0, vw)
     for a, b, c in zip(g, g0, gw):
         _close(a, c)
         _close(b, c)
@@ -304,7 +309,7 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
     scattered.clear()
     cot = _ops([(5, 3, 4)], seed=3)[0]
     three = _ops([(4, 3, 5), (4, 2, 3), (3, 2, 4)])
-    y, pull = ea.vjp(lambda *xs: ea.einsum(OPEN, *xs, memory_limit=20, executor=client), *three)
+    _, pull = ea.vjp(lambda *xs: ea.einsum(OPEN, *xs, memory_limit=20, executor=client), *three)
     pull(cot)
     assert scattered == [sum(x.nbytes for x in three), cot.nbytes + sum(x.nbytes for x in three)]
 
@@ -386,7 +391,11 @@ def _named_slice(err, ops, limit):
     assert any("einad: raised in slice" in note for note in getattr(err, "__notes__", ()))
     path, info = ea.contract_path(TETRA, *ops, memory_limit=limit)
     s = slicing.schedule(
-        ("abc", "ade", "bdf", "cef"), "", ((6, 6, 6),) * 4, tuple(map(tuple, path)), tuple(info.slices.items())
+        ("abc", "ade", "bdf", "cef"),
+        "",
+        ((6, 6, 6),) * 4,
+        tuple(map(tuple, path)),
+        tuple(info.slices.items()),
     )
     i = int(m.group(1))
     assert int(m.group(2)) == s.n_slices
@@ -417,11 +426,13 @@ def test_an_exception_in_a_task_reaches_the_caller_with_its_slice(client):
 
 def test_an_exception_in_a_process_pool_task_and_in_the_thread_pool(monkeypatch):
     ops = _marked()
-    with cf.ProcessPoolExecutor(
-        2, mp_context=multiprocessing.get_context("spawn"), initializer=_install, initargs=(0.0, MARKER)
-    ) as ex:
-        with pytest.raises(ZeroDivisionError, match="met the marker") as info:
-            ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40, executor=ex))(*ops)
+    with (
+        cf.ProcessPoolExecutor(
+            2, mp_context=multiprocessing.get_context("spawn"), initializer=_install, initargs=(0.0, MARKER)
+        ) as ex,
+        pytest.raises(ZeroDivisionError, match="met the marker") as info,
+    ):
+        ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40, executor=ex))(*ops)
     _named_slice(info.value, ops, 40)
     monkeypatch.setattr(slicing, "threads", 2)
     monkeypatch.setattr(executor, "_raw_step", executor._raw_step)
@@ -475,7 +486,7 @@ def test_a_killed_worker_is_replaced_and_the_values_are_the_same(client):
     contraction. (Last in the module: the cluster gets a fresh worker.)"""
     ops = _ops([(6, 6, 6)] * 4, seed=5)
     pids = client.run(_install, delay=0.03)
-    victim = sorted(pids)[0]
+    victim = min(pids)
     killed = threading.Event()
 
     def kill():
@@ -523,7 +534,10 @@ def test_a_cluster_started_with_the_dask_command_line(tmp_path):
     them, and the cluster shut down."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     dask = [sys.executable, "-m", "dask"]
     common = {"env": env, "cwd": tmp_path, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     procs = [

@@ -820,7 +820,13 @@ def _plus_partials(a: _Partial, b: _Partial) -> _Partial:
 
 
 def _sweep_batch(
-    s: Schedule, wrt: tuple[int, ...], fused: bool, slices: range, shared: dict[int, Any] | None, g: Any, *arrays: Any
+    s: Schedule,
+    wrt: tuple[int, ...],
+    fused: bool,
+    slices: range,
+    shared: dict[int, Any] | None,
+    g: Any,
+    *arrays: Any,
 ) -> _Partial:
     """A task of a sweep: its slices' parts of the gradients (and of the value when `fused`)."""
     vals = _values(arrays, shared)
@@ -836,7 +842,13 @@ def _sweep_batch(
 
 
 def _sweep_finish(
-    s: Schedule, wrt: tuple[int, ...], fused: bool, total: _Partial, shared: dict[int, Any] | None, g: Any, *arrays: Any
+    s: Schedule,
+    wrt: tuple[int, ...],
+    fused: bool,
+    total: _Partial,
+    shared: dict[int, Any] | None,
+    g: Any,
+    *arrays: Any,
 ) -> _Partial:
     """The last task of a sweep: the summed cotangents of the hoisted values pulled back through
     the hoisted steps, into (a copy of) the summed gradients."""

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import opt_einsum as oe
 
-from ..aliases import Axis, MemoryLimit, Path, Shape
 from .. import cluster
+from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
 from ..core import ArrayLike, Staged, Tensor, Value, bind
 from ..errors import EinsumError
