@@ -1,7 +1,7 @@
 """Sliced contractions as tasks on a dask cluster (issue 24): a report, no assertion.
 
     python -m benchmarks.cluster              # both parts
-    python -m benchmarks.cluster --quick      # fewer repetitions and cluster sizes, seconds
+    python -m benchmarks.cluster --quick      # n = 6 (216 slices), fewer repetitions and clusters
     python -m benchmarks --cluster            # the same report after the suite's table
 
 Case 10 itself (the tetrahedron under a memory limit) runs in the suite's table on the
@@ -32,12 +32,17 @@ import numpy as np
 
 REQUIRES = ("distributed",)
 EQ = "abc,ade,bdf,cef->"
-N = 8
-LIMIT = 8  # elements: 512 slices of the n = 8 tetrahedron
+N, LIMIT = 8, 8  # the n = 8 tetrahedron under a limit of 8 elements: 512 slices
+QUICK_N, QUICK_LIMIT = 6, 6  # 216 slices
 WORKERS = (1, 2, 4, 8, 16)
+QUICK_WORKERS = (1, 4, 16)
 
 
-def _operands(n: int = N) -> list[np.ndarray]:
+def _sizes(quick: bool) -> tuple[int, int]:
+    return (QUICK_N, QUICK_LIMIT) if quick else (N, LIMIT)
+
+
+def _operands(n: int) -> list[np.ndarray]:
     rng = np.random.default_rng(24)
     return [rng.standard_normal((n, n, n)) for _ in range(4)]
 
@@ -65,12 +70,13 @@ def overhead(quick: bool = False) -> dict:
     from einad import cluster
 
     _quiet()
-    ops = _operands()
+    n, limit = _sizes(quick)
+    ops = _operands(n)
     argnums = (0, 1, 2, 3)
-    reps = 5 if quick else 15
+    reps = 3 if quick else 15
     per_thread = (1, 4, 16) if quick else (1, 2, 4, 8, 16)
-    _, info = ea.contract_path(EQ, *ops, memory_limit=LIMIT)
-    local = ea.value_and_grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=LIMIT), argnums=argnums)
+    _, info = ea.contract_path(EQ, *ops, memory_limit=limit)
+    local = ea.value_and_grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit), argnums=argnums)
     local(*ops)
     t_local = statistics.median(_times(lambda: local(*ops), reps))
     rows = []
@@ -81,7 +87,7 @@ def overhead(quick: bool = False) -> dict:
         distributed.Client(lc) as client,
     ):
         vg = ea.value_and_grad(
-            lambda *xs: ea.einsum(EQ, *xs, memory_limit=LIMIT, executor=client), argnums=argnums
+            lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit, executor=client), argnums=argnums
         )
         saved = cluster.TASKS_PER_THREAD
         try:
@@ -106,6 +112,7 @@ def overhead(quick: bool = False) -> dict:
     y = np.array([r["median_s"] for r in rows])
     slope, intercept = np.polyfit(x, y, 1)
     return {
+        "n": n,
         "slices": info.n_slices,
         "local_s": t_local,
         "rows": rows,
@@ -131,10 +138,11 @@ def simulate(quick: bool = False) -> list[dict]:
     from einad import cluster
 
     _quiet()
-    ops = _operands()
-    _, info = ea.contract_path(EQ, *ops, memory_limit=LIMIT)
+    n, limit = _sizes(quick)
+    ops = _operands(n)
+    _, info = ea.contract_path(EQ, *ops, memory_limit=limit)
     out = []
-    for w in WORKERS:
+    for w in QUICK_WORKERS if quick else WORKERS:
         with (
             distributed.LocalCluster(
                 n_workers=w, threads_per_worker=1, processes=False, dashboard_address=None, memory_limit=0
@@ -142,7 +150,7 @@ def simulate(quick: bool = False) -> list[dict]:
             distributed.Client(lc) as client,
         ):
             with distributed.get_task_stream(client) as stream:
-                ea.grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=LIMIT, executor=client))(*ops)
+                ea.grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit, executor=client))(*ops)
             keys = [str(t["key"]) for t in stream.data]
             lay = cluster.layout_for(client, info.n_slices)
             sums = [k for k in keys if k.startswith("einad-sum-")]
@@ -169,7 +177,7 @@ def table(report: dict) -> str:
         local = o["local_s"] * 1e3
         lines += [
             (
-                f"scheduling overhead (value and gradient of {EQ} at n = {N}, {o['slices']} slices of "
+                f"scheduling overhead (value and gradient of {EQ} at n = {o['n']}, {o['slices']} slices of "
                 "next to no work, LocalCluster of 2 single-threaded worker processes; "
                 f"in-process: {local:.1f} ms):"
             ),
