@@ -350,6 +350,33 @@ def test_a_wrong_executor_is_a_type_error_at_the_call():
             call()
 
 
+def test_another_librarys_arrays_through_an_executor():
+    """torch tensors through an executor: each task sums only its own slices' blocks of a
+    gradient (`_Blocks` fills the blocks it did not reach with zeros), and the result and the
+    gradients are torch tensors. dask arrays are refused: they are tasks already."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'einad[torch]')")
+    shapes = [(4, 3, 5), (4, 2, 3), (3, 2, 4)]
+    ops = _ops(shapes)
+    tops = [torch.tensor(x) for x in ops]
+    loss = lambda *xs, ex=None: ea.sum(ea.einsum(OPEN, *xs, memory_limit=20, executor=ex) ** 2)
+    want = ea.grad(lambda *xs: ea.sum(ea.einsum(OPEN, *xs) ** 2), argnums=(0, 1, 2))(*ops)
+    with cf.ThreadPoolExecutor(2) as ex:
+        got = ea.grad(lambda *xs: loss(*xs, ex=ex), argnums=(0, 1, 2))(*tops)
+        assert all(isinstance(g, torch.Tensor) for g in got)
+        for a, b in zip(got, want):
+            _close(a.numpy(), b)
+        scalar = ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=24, executor=ex), argnums=(0, 3))
+        four = _ops([(4, 4, 4)] * 4)
+        for a, b in zip(
+            scalar(*[torch.tensor(x) for x in four]),
+            ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 3))(*four),
+        ):
+            _close(a.numpy(), b)
+        da = pytest.importorskip("dask.array", reason="dask.array is not installed")
+        with pytest.raises(TypeError, match="dask arrays are tasks already"):
+            ea.einsum(OPEN, *[da.from_array(x) for x in ops], memory_limit=20, executor=ex).numpy()
+
+
 # -- progress -----------------------------------------------------------------------------------
 
 

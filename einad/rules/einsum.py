@@ -866,7 +866,8 @@ def _sweep_finish(
 class _Blocks:
     """An array summed from blocks, for libraries other than numpy, never written into (dask
     stays lazy): `add` sums what lands on one block; `value` lays the blocks side by side
-    (concatenation), zeros where nothing landed."""
+    (concatenation), zeros where nothing landed (off a repeated letter's diagonal, or the
+    slices of another task)."""
 
     def __init__(self, like: Any, shape: Shape, dtype: np.dtype[Any]) -> None:
         self.like, self.shape, self.dtype = like, shape, dtype
@@ -885,7 +886,10 @@ class _Blocks:
         elif not self.parts:
             out = zeros(self.like, self.shape, self.dtype)
         else:
-            cuts = [sorted({k[axis] for k in self.parts}) for axis in range(nd)]
+            cuts = []  # each axis cut at every block's edges, so that the cuts cover it
+            for axis, n in enumerate(self.shape):
+                edges = sorted({0, n} | {e for k in self.parts for e in k[axis]})
+                cuts.append(list(zip(edges, edges[1:])))
 
             def build(axis: int, key: tuple[tuple[int, int], ...]) -> Any:
                 if axis == nd:
