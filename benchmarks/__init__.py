@@ -23,4 +23,9 @@ ENGINE_NAMES = [
     "einad-threads-2",
     "einad-cluster-1",
     "einad-cluster-2",
+    "torch-cuda",
+    "einad-torch-cuda",
+    "einad-jit-torch-cuda",
+    "einad-cupy",
+    "jax-jit-gpu",
 ]

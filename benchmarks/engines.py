@@ -27,6 +27,10 @@ outside the timed region (the first call of a staged engine is timed apart).
   operand chunked in halves along the network's largest index, the lazy value and
   gradients built by einad and computed by dask's threaded scheduler with 1 or 2 workers;
   the yardstick is ``einad`` on numpy. Absent without dask.
+* ``torch-cuda``, ``einad-torch-cuda``, ``einad-jit-torch-cuda``, ``einad-cupy``,
+  ``jax-jit-gpu`` — the GPU rows: the same calls on the first CUDA device (torch tensors,
+  CuPy arrays, JAX arrays placed on the GPU), each callable ending in a device
+  synchronisation so that the timer sees the finished work. Absent without a CUDA device.
 * ``einad-threads-2``, ``einad-cluster-1``, ``einad-cluster-2`` — case 10 only (issue 24): the
   sliced contraction's slices on an in-process pool of 2 threads, and as tasks on a dask
   ``LocalCluster`` of 1 and 2 single-threaded worker processes (``executor=client``).
@@ -51,6 +55,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -817,6 +822,152 @@ class EinadDaskEngine(EinadEngine):
         return np.asarray(x)
 
 
+class _OnCuda:
+    """Mixin for the GPU rows: the inputs are copied to the first CUDA device, every callable
+    waits for the device before it returns (`sync`), and results come back to the host for
+    the check. A subclass gives `_cuda_ready` (raises `EngineAbsent` without a device) and `sync`."""
+
+    def _cuda_ready(self) -> None:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def load(self):
+        super().load()  # type: ignore[misc]
+        self._cuda_ready()
+        self.version += " on CUDA"  # type: ignore[attr-defined]
+
+    def _synced(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        sync = self.sync
+
+        def run():
+            out = fn()
+            sync()
+            return out
+
+        return run
+
+    def forward(self, problem, args):
+        return self._synced(super().forward(problem, args))  # type: ignore[misc]
+
+    def value_and_grad(self, problem, args):
+        return self._synced(super().value_and_grad(problem, args))  # type: ignore[misc]
+
+    def hvp(self, problem, args, tangent):
+        jobs = super().hvp(problem, args, tangent)  # type: ignore[misc]
+        return {mode: self._synced(fn) for mode, fn in jobs.items()}
+
+
+class _TorchCuda(_OnCuda):
+    torch: Any
+
+    def _cuda_ready(self):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise EngineAbsent("no CUDA device (torch.cuda.is_available() is False)")
+        self.torch = torch
+        self.device = torch.device("cuda", 0)
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def convert(self, a):
+        return self.torch.tensor(np.array(a), device=self.device)
+
+    def to_numpy(self, x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        ea = getattr(self, "ea", None)
+        if ea is not None and isinstance(x, ea.Tensor):
+            return x.numpy()
+        if isinstance(x, self.torch.Tensor):
+            return x.detach().cpu().numpy()
+        return np.asarray(x)
+
+
+class TorchCudaEngine(_TorchCuda, TorchEngine):
+    """PyTorch eager on the GPU: `TorchEngine`'s calls on CUDA tensors."""
+
+    name = "torch-cuda"
+
+
+class EinadTorchCudaEngine(_TorchCuda, EinadTorchEngine):
+    """einad on CUDA torch tensors (eager); `torch-cuda` is its yardstick."""
+
+    name = "einad-torch-cuda"
+
+
+class EinadJitTorchCudaEngine(_TorchCuda, EinadJitEngine):
+    """``ea.jit`` programs run on CUDA torch tensors."""
+
+    name = "einad-jit-torch-cuda"
+    module = "torch"
+
+
+class EinadCupyEngine(_OnCuda, EinadEngine):
+    """einad on CuPy arrays (eager)."""
+
+    name = "einad-cupy"
+    module = "cupy"
+
+    def _cuda_ready(self):
+        try:
+            import cupy
+
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as err:
+            raise EngineAbsent(f"cupy finds no CUDA device: {err}") from None
+        if count == 0:
+            raise EngineAbsent("cupy finds no CUDA device")
+        self.cupy = cupy
+
+    def sync(self):
+        self.cupy.cuda.get_current_stream().synchronize()
+
+    def convert(self, a):
+        return self.cupy.asarray(np.array(a))
+
+    def to_numpy(self, x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(self.to_numpy(v) for v in x)
+        if isinstance(x, self.ea.Tensor):
+            return x.numpy()
+        if isinstance(x, self.cupy.ndarray):
+            return self.cupy.asnumpy(x)
+        return np.asarray(x)
+
+
+class JaxGpuEngine(JaxEngine):
+    """JAX jit on the GPU in float64. Absent when jax has no GPU backend, or when an earlier
+    engine of the same run initialised jax for the CPU only (run it without ``jax``/``jax-jit``
+    to see it: jax picks its platforms once per process)."""
+
+    def __init__(self):
+        super().__init__(jit=True)
+        self.name = "jax-jit-gpu"
+
+    def load(self):
+        if "jax" not in sys.modules:
+            os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu")
+        try:
+            super().load()
+            self.gpu = self.jax.devices("gpu")[0]
+        except EngineAbsent:
+            raise
+        except Exception as err:
+            raise EngineAbsent(f"jax has no GPU backend here: {err}") from None
+        self.version += f" on {self.gpu.device_kind}"
+
+    def warm_up(self):
+        x = self.jax.device_put(self.jnp.ones(3), self.gpu)
+        self.jax.block_until_ready(self.jax.jit(lambda x: x * 2.0)(x))
+
+    def convert(self, a):
+        return self.jax.device_put(np.array(a), self.gpu)
+
+
 class _WithExecutor:
     """einad's namespace, with ``einsum`` sending its slices to `executor`."""
 
@@ -960,6 +1111,11 @@ def all_engines() -> list[Engine]:
         EinadThreadsEngine(2),
         EinadClusterEngine(1),
         EinadClusterEngine(2),
+        TorchCudaEngine(),
+        EinadTorchCudaEngine(),
+        EinadJitTorchCudaEngine(),
+        EinadCupyEngine(),
+        JaxGpuEngine(),
     ]
 
 

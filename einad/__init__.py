@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
 from .aliases import DTypeLike
-from .core import ArrayLike, Tensor, no_grad
+from .core import ArrayLike, Tensor, enable_grad, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
 from .ops import ELEMENTWISE as _ELEMENTWISE
@@ -123,6 +123,7 @@ __all__ = [
     "diagonal",
     "dot",
     "einsum",
+    "enable_grad",
     "expand_dims",
     "flip",
     "grad",

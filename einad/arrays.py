@@ -177,6 +177,14 @@ def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
     return xp.asarray(value, dtype=dt, device=device(like))
 
 
+def detached(x: Any) -> Any:
+    """`x` without its library's own autograd record: a torch tensor made with
+    ``requires_grad=True`` is detached (einad differentiates; torch's graph would only cost memory)."""
+    if getattr(x, "requires_grad", False) and library(x) == "torch":
+        return x.detach()
+    return x
+
+
 def to_numpy(x: Any) -> Any:
     """A numpy copy of an array of any library (dask arrays are computed): for tests and printing."""
     if isinstance(x, (np.ndarray, np.generic, *_SCALARS)):

@@ -31,6 +31,7 @@ of freezing a constant into the program.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import warnings
 import weakref
@@ -214,7 +215,7 @@ class Node:
     dtype), so the graph does not keep forward intermediates alive for nothing.
     """
 
-    __slots__ = ("__weakref__", "ans", "params", "parents", "prim", "seq", "tensor", "vals")
+    __slots__ = ("__weakref__", "ans", "hooks", "params", "parents", "prim", "seq", "tensor", "vals")
 
     def __init__(
         self,
@@ -229,7 +230,10 @@ class Node:
         self.parents = parents
         self.vals = vals
         self.ans = ans
-        self.tensor: weakref.ref[Tensor] | None = None  # imperative leaves: a weak reference to their Tensor
+        # imperative leaves, and results that retain_grad(): a weak reference to their Tensor
+        self.tensor: weakref.ref[Tensor] | None = None
+        # `Tensor.register_hook`'s hooks, run on the node's cotangent: ``hook(g, create_graph) -> g``
+        self.hooks: list[Any] | None = None
         self.seq = next(_node_seq)  # creation order: parents always have smaller numbers
 
 
@@ -239,8 +243,12 @@ class Meta:
     __slots__ = ("dtype", "shape")
 
     def __init__(self, v: Any) -> None:
-        self.shape: Shape = tuple(getattr(v, "shape", ()))
-        self.dtype: np.dtype[Any] | None = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
+        if type(v) is np.ndarray:
+            self.shape: Shape = v.shape
+            self.dtype: np.dtype[Any] | None = v.dtype
+            return
+        self.shape = tuple(getattr(v, "shape", ()))
+        self.dtype = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
 
     def __repr__(self) -> str:
         return f"Meta({self.shape}, {self.dtype})"
@@ -278,23 +286,28 @@ class ReverseTrace(Trace):
 
     __slots__ = ()
     kind = "reverse"
+    keeps_operands = False  # whether a residual rule's node keeps its operands (see ImperativeTrace)
 
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         parents: list[Node | None] = []
+        nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
-                vals.append(a._value)
+                v = a._value
                 parents.append(a._node)
             else:
-                vals.append(a)
+                v = a
                 parents.append(None)
+            vals.append(v)
+            nested = nested or type(v) is Tensor
         residual = residual_rules.get(prim)
         if residual is not None:
             out, saved = residual(vals, params, [p is not None for p in parents])
-            node = Node(prim, params, tuple(parents), tuple(Meta(v) for v in vals), saved)
+            kept = tuple(vals) if self.keeps_operands else tuple(Meta(v) for v in vals)
+            node = Node(prim, params, tuple(parents), kept, saved)
             return _box(out, self, node, None)
-        out = bind(prim, vals, params)
+        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         if prim not in vjp_rules:
             if prim in zero_derivative or not any(p is not None for p in parents):
                 return out
@@ -343,9 +356,14 @@ class ImperativeTrace(ReverseTrace):
 
     Like any reverse trace, except that it records nothing while `no_grad` is
     on: operations then see its Tensors as their values, and give constants.
+    A node made by a residual rule keeps its operands beside the residuals:
+    ``backward(create_graph=True)`` computes the residuals again from them, as
+    einad operations, so that the gradient it records is differentiable
+    through them too.
     """
 
     __slots__ = ()
+    keeps_operands = True
 
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         if not grad_enabled():
@@ -366,7 +384,21 @@ def grad_enabled() -> bool:
     return not getattr(_local, "no_grad", 0)
 
 
-class no_grad(ContextDecorator):
+class _GradMode(ContextDecorator):
+    """A context manager that is also a decorator, with or without parentheses (as PyTorch's)."""
+
+    def __new__(cls, func: Callable[..., Any] | None = None) -> Any:
+        if func is None:
+            return super().__new__(cls)
+        if not callable(func):
+            raise TypeError(
+                f"einad.{cls.__name__} takes no arguments: use `with einad.{cls.__name__}():`, "
+                f"or decorate a function with @einad.{cls.__name__} (got {func!r})"
+            )
+        return cls()(func)  # bare @decorator: the function, wrapped
+
+
+class no_grad(_GradMode):
     """Stop recording the imperative graph, as ``torch.no_grad``: a context manager or a decorator.
 
     Inside, operations on tensors that require grad record nothing: their
@@ -376,10 +408,12 @@ class no_grad(ContextDecorator):
             w -= lr * w.grad  # w stays a leaf that requires grad
         w.grad = None
 
-    It concerns the imperative graph only (`Tensor.backward`), on the current
-    thread: transformations (`einad.grad`, `einad.jit`, ...) called inside it
-    work as anywhere else, and inside a transformed function it does not stop
-    that transformation's derivative (use `einad.stop_gradient` there).
+    As a decorator it takes parentheses or not (``@ea.no_grad`` and
+    ``@ea.no_grad()`` are the same). It concerns the imperative graph only
+    (`Tensor.backward`), on the current thread: transformations (`einad.grad`,
+    `einad.jit`, ...) called inside it work as anywhere else, and inside a
+    transformed function it does not stop that transformation's derivative
+    (use `einad.stop_gradient` there).
     """
 
     def __enter__(self) -> None:
@@ -387,6 +421,22 @@ class no_grad(ContextDecorator):
 
     def __exit__(self, *exc: object) -> None:
         _local.no_grad -= 1
+
+
+class enable_grad(_GradMode):
+    """Record the imperative graph again inside `no_grad`, as ``torch.enable_grad``.
+
+    A context manager or a decorator (with parentheses or not); on leaving it,
+    recording is as it was before.
+    """
+
+    def __enter__(self) -> None:
+        saved: list[int] = _local.__dict__.setdefault("grad_saved", [])
+        saved.append(getattr(_local, "no_grad", 0))
+        _local.no_grad = 0
+
+    def __exit__(self, *exc: object) -> None:
+        _local.no_grad = _local.grad_saved.pop()
 
 
 class QuietRules:
@@ -518,6 +568,103 @@ def bind(prim: Primitive, args: Sequence[Any], params: Params) -> Value:
     return top.process(prim, args, params)
 
 
+class Hook:
+    """A function `Tensor.register_hook` registered, with the shape and dtype of the gradient it takes."""
+
+    __slots__ = ("dtype", "fn", "shape")
+
+    def __init__(self, fn: Callable[[Any], Any], shape: Shape, dtype: np.dtype[Any]) -> None:
+        self.fn, self.shape, self.dtype = fn, shape, dtype
+
+
+class HookHandle:
+    """What `Tensor.register_hook` returns: ``remove()`` unregisters the hook (as PyTorch's handle)."""
+
+    __slots__ = ("_entry", "_hooks")
+
+    def __init__(self, hooks: list[Any], entry: Hook) -> None:
+        self._hooks, self._entry = hooks, entry
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        if self._entry in self._hooks:
+            self._hooks.remove(self._entry)
+
+    def __enter__(self) -> HookHandle:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class GradFn:
+    """A node of the imperative graph, as `Tensor.grad_fn` shows it (PyTorch's ``grad_fn``).
+
+    ``name()`` names the operation that computed the tensor (``"MultiplyBackward"``,
+    ``"EinsumBackward"``), or ``"AccumulateGrad"`` for a leaf reached through
+    `next_functions`; ``variable`` is that leaf. Two GradFns of the same node are equal.
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def name(self) -> str:
+        """The operation's name, in PyTorch's spelling."""
+        prim = self._node.prim
+        if prim is None:
+            return "AccumulateGrad"
+        return "".join(w.capitalize() for w in prim.name.split("_")) + "Backward"
+
+    @property
+    def next_functions(self) -> tuple[tuple[GradFn | None, int], ...]:
+        """One ``(GradFn or None, 0)`` per operand: None for a constant operand."""
+        return tuple((None if p is None else GradFn(p), 0) for p in self._node.parents)
+
+    @property
+    def variable(self) -> Tensor | None:
+        """The leaf tensor of an ``AccumulateGrad`` (None for an operation, or a leaf no longer alive)."""
+        ref = self._node.tensor
+        return ref() if ref is not None and self._node.prim is None else None
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is GradFn and other._node is self._node
+
+    def __hash__(self) -> int:
+        return id(self._node)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+def _index_text(index: Any) -> str:
+    """An index as it is written between brackets (``0``, ``1:3``, ``..., 0``), for messages."""
+
+    def one(i: Any) -> str:
+        if isinstance(i, slice):
+            parts = ["" if v is None else one(v) for v in (i.start, i.stop, i.step)]
+            return ":".join(parts[:2]) + (f":{parts[2]}" if i.step is not None else "")
+        if i is Ellipsis:
+            return "..."
+        if i is None or isinstance(i, (int, np.integer, bool)):
+            return repr(i if i is None or isinstance(i, bool) else int(i))
+        if isinstance(i, list) and len(i) <= 6:
+            return repr(i)
+        return "idx"
+
+    if isinstance(index, tuple):
+        return ", ".join(one(i) for i in index) if index else "()"
+    return one(index)
+
+
+def _value_text(value: Any) -> str:
+    """A value to set, for messages: a number as written, anything else ``v``."""
+    if isinstance(value, (int, float, complex, np.number)) and not isinstance(value, bool):
+        return repr(value.item() if isinstance(value, np.number) else value)
+    return "v"
+
+
 class Tensor:
     """The array type that flows through einad code; wraps a numpy array.
 
@@ -540,7 +687,7 @@ class Tensor:
     _trace: Trace | None
     _node: Node | None
     _tangent: Any
-    _grad: Array | None
+    _grad: Array | Tensor | None
 
     def __init__(self, data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> None:
         self._value = as_array(data, dtype, copy=True)  # the Tensor's own array, as torch.tensor's
@@ -567,7 +714,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """The number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -631,21 +778,23 @@ class Tensor:
         return self
 
     @property
-    def grad(self) -> Array | None:
+    def grad(self) -> Array | Tensor | None:
         """The gradient `backward` accumulated into this leaf, or None: an array of its shape, of the
         tensor's library and on its device (a numpy array for a numpy tensor).
 
         None until the first `backward` reaching the tensor, and on tensors that
-        do not require grad. Set it to None to start accumulating afresh. On a
-        computed (non-leaf) tensor it is None, with a `UserWarning`: `backward`
-        fills leaves only.
+        do not require grad. Set it to None to start accumulating afresh. After
+        ``backward(create_graph=True)`` it is an einad Tensor instead, recorded in
+        the imperative graph (it requires grad where it depends on a leaf), so it
+        can be differentiated again. On a computed (non-leaf) tensor it is None,
+        with a `UserWarning`, unless the tensor called `retain_grad`.
         """
-        if self._trace is IMPERATIVE and not self.is_leaf:
+        if self._trace is IMPERATIVE and not self.is_leaf and not self.retains_grad:
             warnings.warn(
                 "the .grad of a tensor that is not a leaf is None: backward() accumulates gradients "
                 "into leaves only (tensors made with requires_grad=True). For the gradient of an "
-                "intermediate result h, make it a leaf (h = h.detach().requires_grad_()) before "
-                "using it, or use einad.grad / einad.vjp",
+                "intermediate result h, call h.retain_grad() before backward(), make it a leaf "
+                "(h = h.detach().requires_grad_()), or use einad.grad / einad.vjp",
                 UserWarning,
                 stacklevel=2,
             )
@@ -655,6 +804,14 @@ class Tensor:
     def grad(self, value: ArrayLike | None) -> None:
         if value is None:
             self._grad = None
+            return
+        if type(value) is Tensor and value._trace is IMPERATIVE:  # a gradient that is differentiable
+            if value.shape != self.shape or value.dtype != self.dtype:
+                raise ValueError(
+                    f"a gradient of shape {value.shape} and dtype {value.dtype} for a tensor of "
+                    f"shape {self.shape} and dtype {self.dtype}"
+                )
+            self._grad = value
             return
         g = self._in_my_library(value)
         if tuple(g.shape) != self.shape:
@@ -688,6 +845,93 @@ class Tensor:
     def is_leaf(self) -> bool:
         """Whether the tensor is an input of its graph rather than an operation's result."""
         return self._node is None or self._node.prim is None
+
+    def _imperative_node(self, what: str) -> Node:
+        """This tensor's node in the imperative graph, or RuntimeError saying why `what` needs one."""
+        if self._trace is not IMPERATIVE or self._node is None:
+            if self._trace is not None:
+                raise RuntimeError(
+                    f"{what} on a value traced by a transformation (einad.grad, jit, ...): it concerns "
+                    "the imperative graph of tensors made with requires_grad=True"
+                )
+            raise RuntimeError(
+                f"{what} on a tensor that does not require grad: make it with "
+                "ea.tensor(data, requires_grad=True), or call t.requires_grad_()"
+            )
+        return self._node
+
+    @property
+    def grad_fn(self) -> GradFn | None:
+        """The operation that computed this tensor in the imperative graph, as PyTorch's ``grad_fn``.
+
+        None on leaves and on tensors that do not require grad; otherwise a
+        `GradFn` naming the operation (``grad_fn.name()``, e.g. ``"MultiplyBackward"``)
+        and leading to its inputs' (``grad_fn.next_functions``).
+        """
+        node = self._node
+        if self._trace is not IMPERATIVE or node is None or node.prim is None:
+            return None
+        return GradFn(node)
+
+    def retain_grad(self) -> None:
+        """Make `backward` fill this computed tensor's `grad` too, as PyTorch's ``retain_grad``.
+
+        The gradient accumulates over backward calls like a leaf's; it is taken
+        after the tensor's hooks (`register_hook`) have run. On a leaf it does
+        nothing (a leaf's gradient is always kept).
+
+        Raises:
+            RuntimeError: If the tensor does not require grad.
+        """
+        node = self._imperative_node("retain_grad()")
+        if node.prim is not None:
+            node.tensor = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether `retain_grad` was called on this computed tensor (False on leaves, as in PyTorch)."""
+        node = self._node
+        if self._trace is not IMPERATIVE or node is None:
+            return False
+        return node.prim is not None and node.tensor is not None
+
+    def register_hook(self, hook: Callable[[Any], Any]) -> HookHandle:
+        """Call ``hook(grad)`` each time `backward` computes the gradient of this tensor, as PyTorch's.
+
+        `grad` is the gradient as ``.grad`` would hold it: an array of the
+        tensor's shape, dtype and library (read-only for numpy: a hook must not
+        write into it), or an einad Tensor during ``backward(create_graph=True)``.
+        A hook that returns a value (not None) replaces the gradient: the
+        backward pass goes on with it, and a leaf accumulates it into ``.grad``.
+        Several hooks run in the order they were registered, each given the
+        previous one's result.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook (also a context manager
+            that removes it on exit).
+
+        Raises:
+            RuntimeError: If the tensor does not require grad.
+        """
+        if not callable(hook):
+            raise TypeError(f"register_hook takes a function of the gradient, got {hook!r}")
+        node = self._imperative_node("register_hook()")
+        if node.hooks is None:
+            node.hooks = []
+        entry = Hook(hook, self.shape, self.dtype)
+        node.hooks.append(entry)
+        return HookHandle(node.hooks, entry)
+
+    def tolist(self) -> Any:
+        """The value as (nested lists of) Python numbers, as numpy's and PyTorch's ``tolist``."""
+        return to_numpy(self._number()).tolist()
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            "einad Tensors do not support item assignment (einad never writes into an array): "
+            f"write t = t.at[{_index_text(index)}].set({_value_text(value)}) for a new tensor with "
+            "those elements replaced (differentiable in both), or .add(...) to add to them"
+        )
 
     if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)
 
@@ -736,6 +980,54 @@ class Tensor:
         @property
         def at(self) -> Any: ...
         def astype(self, dtype: DTypeLike) -> Tensor: ...
+        def std(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor: ...
+        def cumsum(self, axis: int | None = None) -> Tensor: ...
+        def cumprod(self, axis: int | None = None) -> Tensor: ...
+        def clip(self, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor: ...  # noqa: A002
+        def clamp(self, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor: ...  # noqa: A002
+        def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor: ...
+        def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor: ...
+        def argsort(self, axis: int | None = -1) -> Tensor: ...
+        def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor: ...
+        def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor: ...
+        def round(self, decimals: int = 0) -> Tensor: ...
+        def pow(self, exponent: ArrayLike) -> Tensor: ...
+        def conj(self) -> Tensor: ...
+        @property
+        def real(self) -> Tensor: ...
+        @property
+        def imag(self) -> Tensor: ...
+        def clone(self) -> Tensor: ...
+        def copy(self) -> Tensor: ...
+        def view(self, *shape: int | Sequence[int]) -> Tensor: ...
+        def unsqueeze(self, dim: int) -> Tensor: ...
+        def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor: ...
+        def ravel(self) -> Tensor: ...
+        def swapaxes(self, axis1: int, axis2: int) -> Tensor: ...
+        def numel(self) -> int: ...
+        def dim(self) -> int: ...
+        def zero_(self) -> Tensor: ...
+        def fill_(self, value: ArrayLike) -> Tensor: ...
+        def _inplace_method(self, value: ArrayLike, name: str) -> Tensor: ...
+        # the elementwise methods (`einad.ops.TENSOR_ELEMENTWISE`)
+        def abs(self) -> Tensor: ...
+        def ceil(self) -> Tensor: ...
+        def cos(self) -> Tensor: ...
+        def cosh(self) -> Tensor: ...
+        def expm1(self) -> Tensor: ...
+        def floor(self) -> Tensor: ...
+        def log10(self) -> Tensor: ...
+        def log1p(self) -> Tensor: ...
+        def log2(self) -> Tensor: ...
+        def relu(self) -> Tensor: ...
+        def sigmoid(self) -> Tensor: ...
+        def sign(self) -> Tensor: ...
+        def sin(self) -> Tensor: ...
+        def sinh(self) -> Tensor: ...
+        def sqrt(self) -> Tensor: ...
+        def square(self) -> Tensor: ...
+        def tan(self) -> Tensor: ...
+        def tanh(self) -> Tensor: ...
 
     def numpy(self) -> Array:
         """The value as a numpy array, detached from every trace (copied off its device)."""
@@ -836,7 +1128,14 @@ class Tensor:
 
     if TYPE_CHECKING:  # attached by einad.transforms.autodiff (the imperative reverse pass)
 
-        def backward(self, cotangent: ArrayLike | None = None) -> None: ...
+        def backward(
+            self,
+            cotangent: ArrayLike | None = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+            *,
+            gradient: ArrayLike | None = None,
+        ) -> None: ...
 
     def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:
         """``self op= other``: this tensor takes the result's value, never writing into an array.
@@ -868,7 +1167,11 @@ class Tensor:
             out = out.astype(self.dtype)
         self._value = out._value
         if recording:
+            old = self._node
             self._trace, self._node = out._trace, out._node
+            if old is not None and old.prim is not None and old.tensor is not None and out._node is not None:
+                # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
+                old.tensor, out._node.tensor = None, old.tensor
         return self
 
     def __pos__(self) -> Tensor:
@@ -937,6 +1240,7 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
         data = strip(data)
     arr: Any
     if arrays.is_array(data) and not arrays.is_numpy(data):
+        data = arrays.detached(data)  # a torch tensor's own requires_grad: einad's tensor(..) decides
         xp = arrays.xp_of(data)
         arr = data if dtype is None else xp.astype(data, arrays.lib_dtype(xp, dtype))
         arr = xp.asarray(arr, copy=True) if copy else arr
@@ -953,8 +1257,23 @@ def traced(x: Any) -> bool:
 
     The differentiating transformations take the other Tensors as their values:
     they return plain arrays at top level even for inputs that require grad.
+    Inside ``backward(create_graph=True)`` (`recording_backward`) the imperative
+    graph's Tensors count as traced, so that a rule which calls a transformation
+    (`checkpoint`'s VJP runs `vjp`) stays differentiable in them.
     """
-    return type(x) is Tensor and x._trace is not None and x._trace is not IMPERATIVE
+    if type(x) is not Tensor or x._trace is None:
+        return False
+    return x._trace is not IMPERATIVE or getattr(_local, "recording_backward", 0) > 0
+
+
+@contextmanager
+def recording_backward() -> Iterator[None]:
+    """The context of ``backward(create_graph=True)`` on this thread (see `traced`)."""
+    _local.recording_backward = getattr(_local, "recording_backward", 0) + 1
+    try:
+        yield
+    finally:
+        _local.recording_backward -= 1
 
 
 def check_cotangent(ct_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -118,7 +119,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
 
     def prod(cs: list[str]) -> int:
-        return int(np.prod([size[c] for c in cs], dtype=np.int64))
+        return math.prod([size[c] for c in cs])
 
     nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
     plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
@@ -151,7 +152,7 @@ def _view_ok(spec: str, perm: tuple[int, ...], groups: list[int], size: dict[str
     """Whether a C-contiguous array indexed by `spec`, transposed by `perm`, can be
     reshaped into `groups` (axis counts per merged dimension) without a copy."""
     shape = [size[c] for c in spec]
-    strides = [int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))]
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
     return merges_without_copy(strides, shape, list(perm), groups)
 
 
@@ -190,7 +191,7 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
         perm, shape = plan.view_a
         a = a.transpose(perm).reshape(shape)
         perm, shape = plan.view_b
-        return np.multiply(a, b.transpose(perm).reshape(shape))
+        return np.multiply(a, b.transpose(perm).reshape(shape), order="C")  # laid out as `so` says
     if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
         return np.einsum(plan.text, a, b)
     if plan.swap:

@@ -12,6 +12,7 @@ the table is a TypeError naming it (raised by the Tensor).
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -228,7 +229,7 @@ def _ndim(a: ArrayLike) -> int:
 
 def _size(a: ArrayLike, axis: int | None = None) -> int:
     s = shape_of(a)
-    return int(np.prod(s, dtype=np.int64)) if axis is None else s[axis]
+    return math.prod(s) if axis is None else s[axis]
 
 
 def _result_type(*arrays_and_dtypes: Any) -> np.dtype[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, cast
@@ -9,9 +10,10 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import ArrayLike, Tensor, _unbox_bool, bind
+from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
+from .rules.indexing import argmax, argmin, argsort
 from .rules.linear import (
     diagonal,
     dot,
@@ -25,11 +27,24 @@ from .rules.linear import (
     trace,
     transpose,
 )
-from .rules.reductions import clip, log_softmax, logsumexp, max, mean, min, prod, softmax, var
-from .rules.shape import astype, expand_dims, flip, getitem, reshape, squeeze
+from .rules.reductions import (
+    clip,
+    cumprod,
+    cumsum,
+    log_softmax,
+    logsumexp,
+    max,
+    mean,
+    min,
+    prod,
+    softmax,
+    std,
+    var,
+)
+from .rules.shape import astype, astype_p, expand_dims, flip, getitem, reshape, squeeze
 from .rules.shape import stop_gradient as _stop_gradient
 from .rules.structural import IndexUpdate, broadcast_to, concatenate, split, stack, where
-from .util import dtype_of, to_operand, wrap
+from .util import dtype_of, normalize_axis, to_operand, wrap
 
 # One public function per entry of the elementwise table (`ea.exp`, `ea.add`, ...): adding an
 # entry exports it, and numpy's function of the same name dispatches to it (numpy_api).
@@ -293,6 +308,154 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return squeeze(self, axis)
 
+    def std(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Standard deviation along `axis`, as `einad.std` (numpy's ``ddof=0``; PyTorch's default is 1)."""
+        return std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def cumsum(self, axis: int | None = None) -> Tensor:
+        """Cumulative sum along `axis` (of the flattened tensor by default), as `einad.cumsum`."""
+        return cumsum(self, axis)
+
+    def cumprod(self, axis: int | None = None) -> Tensor:
+        """Cumulative product along `axis` (of the flattened tensor by default), as `einad.cumprod`."""
+        return cumprod(self, axis)
+
+    def clip(self, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor:  # noqa: A002
+        """Values limited to ``[min, max]`` (either may be None), as `einad.clip`."""
+        return clip(self, min, max)
+
+    def clamp(self, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor:  # noqa: A002
+        """PyTorch's name for `clip`."""
+        return clip(self, min, max)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the largest element along `axis` (of the flattened tensor by default), the
+        first one on ties, as `einad.argmax`; an integer tensor, not differentiable."""
+        return argmax(self, axis, keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the smallest element along `axis`, as `einad.argmin`."""
+        return argmin(self, axis, keepdims)
+
+    def argsort(self, axis: int | None = -1) -> Tensor:
+        """The indices that sort the tensor along `axis`, as `einad.argsort`."""
+        return argsort(self, axis)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+        """The diagonal (an einsum), as `einad.diagonal`."""
+        return diagonal(self, offset, axis1, axis2)
+
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+        """The sum of the diagonal, as `einad.trace`."""
+        return trace(self, offset, axis1, axis2)
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """Rounded to `decimals` decimal places (half to even), as `einad.round`."""
+        return round(self, decimals)
+
+    def pow(self, exponent: ArrayLike) -> Tensor:
+        """``self ** exponent``, as PyTorch's ``pow``."""
+        return ELEMENTWISE["power"](self, exponent)
+
+    def conj(self) -> Tensor:
+        """The complex conjugate, as `einad.conj`."""
+        return conj(self)
+
+    @property
+    def real(self) -> Tensor:
+        """The real part, as `einad.real`."""
+        return real(self)
+
+    @property
+    def imag(self) -> Tensor:
+        """The imaginary part, as `einad.imag`."""
+        return imag(self)
+
+    # -- PyTorch's and numpy's everyday shape methods ------------------------------------------
+
+    def clone(self) -> Tensor:
+        """A copy with its own array, differentiable (the gradient flows to this tensor), as PyTorch's."""
+        return wrap(bind(astype_p, (to_operand(self),), {"dtype": self.dtype}))
+
+    def copy(self) -> Tensor:
+        """numpy's name for `clone`."""
+        return self.clone()
+
+    def view(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in a new shape, as PyTorch's ``view`` (and `reshape`).
+
+        einad never writes into an array, so a view and its base never change
+        together: an in-place update of either gives that tensor a new array.
+        """
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Sequence)):
+            raise TypeError(
+                f"view() takes a shape; einad does not reinterpret memory as another dtype "
+                f"({shape[0]!r}): use astype for a conversion"
+            )
+        return self.reshape(*shape)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """A size-1 axis inserted at `dim` (negative counts from the end of the result), as PyTorch's."""
+        return expand_dims(self, dim)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Axes `start_dim` to `end_dim` merged into one, as PyTorch's; all of them by default
+        (numpy's ``flatten()``). A 0-d tensor gives shape ``(1,)``."""
+        shape = self.shape
+        if not shape:
+            normalize_axis(start_dim, 1, "start_dim")
+            normalize_axis(end_dim, 1, "end_dim")
+            return self.reshape(1)
+        s = normalize_axis(start_dim, len(shape), "start_dim")
+        e = normalize_axis(end_dim, len(shape), "end_dim")
+        if s > e:
+            raise ValueError(f"flatten() has start_dim {start_dim} after end_dim {end_dim}")
+        return self.reshape((*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]))
+
+    def ravel(self) -> Tensor:
+        """The elements as a 1-D tensor, as numpy's ``ravel``."""
+        return self.reshape(-1)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """Axes `axis1` and `axis2` interchanged, as numpy's (and PyTorch's) ``swapaxes``."""
+        perm = list(range(self.ndim))
+        a, b = normalize_axis(axis1, self.ndim), normalize_axis(axis2, self.ndim)
+        perm[a], perm[b] = perm[b], perm[a]
+        return transpose(self, tuple(perm))
+
+    def numel(self) -> int:
+        """The number of elements (`size`), as PyTorch's ``numel()``."""
+        return self.size
+
+    def dim(self) -> int:
+        """The number of dimensions (`ndim`), as PyTorch's ``dim()``."""
+        return self.ndim
+
+    # -- in place, as PyTorch's: a new array for the tensor, never written into ---------------
+
+    def zero_(self) -> Tensor:
+        """Set every element to 0 in place and return the tensor, as PyTorch's ``zero_``.
+
+        The tensor gets a new array: the one it had (perhaps shared with a
+        detached tensor) is never written into. On a leaf that requires grad
+        only under `einad.no_grad` (else RuntimeError); on a computed tensor it
+        is recorded (its gradient is then zero).
+        """
+        return self._inplace_method(0, "zero_()")
+
+    def fill_(self, value: ArrayLike) -> Tensor:
+        """Set every element to `value` in place and return the tensor, as PyTorch's ``fill_``
+        (differentiable in `value`); as `zero_`, it never writes into an array."""
+        return self._inplace_method(value, "fill_()")
+
+    def _inplace_method(self, value: ArrayLike, name: str) -> Tensor:
+        if self._trace is not None and self._trace is not IMPERATIVE:
+            raise RuntimeError(
+                f"{name} on a value traced by a transformation: write x = x.at[...].set(value) "
+                "for a new tensor (einad transforms functions of values, not of updates)"
+            )
+        return self._inplace(lambda t, v: IndexUpdate(t)[...].set(v), value, name)
+
     @property
     def at(self) -> IndexUpdate:
         """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
@@ -302,6 +465,25 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """The value cast to `dtype`; differentiable (the cotangent is cast back)."""
         return wrap(astype(self, dtype))
 
+
+def _elementwise_method(name: str) -> Callable[[Tensor], Tensor]:
+    op = ELEMENTWISE[name]
+
+    def method(self: Tensor) -> Tensor:
+        return op(self)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The elementwise ``{name}``, as `einad.{name}` (differentiable)."
+    return method
+
+
+# the one-argument operations that PyTorch or numpy also have as methods
+TENSOR_ELEMENTWISE = (
+    "abs", "ceil", "cos", "cosh", "expm1", "floor", "log10", "log1p", "log2", "relu", "sigmoid",
+    "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh",
+)  # fmt: skip
+for _name in TENSOR_ELEMENTWISE:
+    setattr(Tensor, _name, _elementwise_method(_name))
 
 for _name, _method in vars(_TensorMethods).items():
     if isinstance(_method, (FunctionType, property)):  # not what Python puts in a class body

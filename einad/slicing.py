@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeAlias
 
+import numpy as np
 import opt_einsum as oe
 from opt_einsum.contract import PathInfo
 
@@ -77,10 +78,11 @@ def check_limit(memory_limit: MemoryLimit) -> MemoryLimit:
     """
     if memory_limit is None or memory_limit == "max_input":
         return memory_limit
-    if isinstance(memory_limit, bool) or not isinstance(memory_limit, int):
+    if isinstance(memory_limit, (bool, np.bool_)) or not isinstance(memory_limit, (int, np.integer)):
         raise EinsumError(
             f"memory_limit must be a number of elements, 'max_input' or -1 (no limit), got {memory_limit!r}"
         )
+    memory_limit = int(memory_limit)  # a numpy integer too (a size computed with numpy), as a key
     if memory_limit == -1:
         return None
     if memory_limit < 1:

@@ -104,3 +104,39 @@ def test_cupy_grad_jit_on_the_device():
     assert_close(cupy.asnumpy(gy), ey)
     assert_close(cupy.asnumpy(jx), ex)
     assert_close(cupy.asnumpy(h), ea.hessian(f)(X, Y))
+
+
+# a 3-regular network of six tensors (every index shared by two), complex, contracted to a
+# scalar |Z|^2 and to an open vector; with and without slicing (memory_limit)
+NET = "abc,ade,bdf,cgh,egi,fhi->"
+NET_OPEN = "abc,ade,bdf,cgh,egi,fhi->a"
+
+
+def _net_ops(rng, dim=3):
+    return [rng.standard_normal((dim,) * 3) + 1j * rng.standard_normal((dim,) * 3) for _ in range(6)]
+
+
+def _net_loss(*ops, memory_limit=None):
+    z = ea.einsum(NET, *ops, memory_limit=memory_limit)
+    v = ea.einsum(NET_OPEN, *ops, memory_limit=memory_limit)
+    return ea.real(z * ea.conj(z)) + ea.sum(ea.real(v * ea.conj(v)))
+
+
+@pytest.mark.parametrize("memory_limit", [None, 9])
+@pytest.mark.parametrize("where", ["torch", "cupy"])
+def test_complex_network_gradients_on_the_device(where, memory_limit):
+    """A complex network's value and gradients (eager and jitted, sliced or not) on the GPU
+    equal numpy's, and stay on the device."""
+    xp = _cuda_torch() if where == "torch" else _cupy()
+    put = (lambda a: xp.tensor(a, device="cuda")) if where == "torch" else xp.asarray
+    ops = _net_ops(np.random.default_rng(5))
+    loss = lambda *o: _net_loss(*o, memory_limit=memory_limit)
+    argnums = tuple(range(6))
+    value, grads = ea.value_and_grad(loss, argnums)(*ops)
+    on_device = [put(a) for a in ops]
+    for vg in (ea.value_and_grad(loss, argnums), ea.jit(ea.value_and_grad(loss, argnums))):
+        v, gs = vg(*on_device)
+        assert_close(to_numpy(v), value)
+        for g, e in zip(gs, grads):
+            assert device(g) == device(on_device[0])
+            assert_close(to_numpy(g), e)

@@ -137,6 +137,23 @@ def _observed(plan, a, b) -> int:
     return copied
 
 
+def _count_lay_outs(monkeypatch, copied):
+    """Count the copies of the values a plan lays out once (`network._lay_out`) into `copied`."""
+    real = network._lay_out
+
+    def lay_out(spec, order):
+        lay = real(spec, order)
+
+        def counted(x):
+            y = lay(x)
+            copied[0] += 0 if np.may_share_memory(x, y) else x.size
+            return y
+
+        return counted
+
+    monkeypatch.setattr(network, "_lay_out", lay_out)
+
+
 @pytest.mark.parametrize("seed", [186, 292])
 def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     """Each intermediate is laid out so that its reader takes it as it lies: on these networks
@@ -155,6 +172,7 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
         return real(plan, a, b)
 
     monkeypatch.setattr(network, "_run_pair", counting)  # the plans made below bind the counter
+    _count_lay_outs(monkeypatch, copied)
     ops = [np.random.default_rng(seed).standard_normal(s) for s in shapes]
     wrt = tuple(range(len(ops)))
     counts = []
@@ -224,3 +242,63 @@ def test_planning_grows_linearly_with_the_tensors():
 
     small, large = calls(250), calls(1000)
     assert large < 6 * small, (small, large)
+
+
+def test_a_jitted_network_gradient_makes_no_numpy_call_per_operand_for_sizes(monkeypatch):
+    """The per-call work of a planned tree is its products: the gradient blocks are sized
+    with Python arithmetic (`math.prod`), not one `np.prod` call (~3 us each) per operand
+    and per block, which cost a tiny network a third of its time."""
+    eq, shapes = rand_equation(10, 2, seed=3, d_min=2, d_max=3)
+    ops = [np.random.default_rng(i).standard_normal(s) for i, s in enumerate(shapes)]
+    vg = ea.jit(ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs), argnums=tuple(range(10))))
+    expected = vg(*ops)
+    calls = []
+    real = np.prod
+    monkeypatch.setattr(np, "prod", lambda *a, **k: calls.append(a) or real(*a, **k))
+    value, grads = vg(*ops)
+    assert calls == []
+    assert_close(value, expected[0])
+    for g, e in zip(grads, expected[1]):
+        assert_close(g, e)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_sweep_reads_what_was_laid_out_once(monkeypatch, seed):
+    """A value the forward would copy into a product's layout is laid out once where it is
+    made, and the sweep, which reads it again in the same groups, reads that copy; a
+    cotangent that two pullbacks would each copy is laid out once as its value was written.
+    On random 3-regular networks of bond 2 the sweep then copies at most 1.8 times what the
+    forward copies (2.1-2.8 times when every reader copies for itself), as counted around
+    every product and every lay-out while the plan runs, and as the plan counts."""
+    eq, shapes = rand_equation(40, 3, seed=seed, d_min=2, d_max=2)
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    shapes = tuple(tuple(s) for s in shapes)
+    path = _path(inputs, out, shapes, "greedy", None)
+    copied = [0]
+    real = executor._run_pair
+
+    def counting(plan, a, b):
+        copied[0] += _observed(plan, a, b)
+        return real(plan, a, b)
+
+    monkeypatch.setattr(network, "_run_pair", counting)
+    _count_lay_outs(monkeypatch, copied)
+    network.tree_plan.cache_clear()
+    wrt = tuple(range(len(inputs)))
+    plan = network.tree_plan(inputs, out, shapes, path, wrt)
+    network.tree_plan.cache_clear()  # the next tests plan with the real functions
+    ops = [np.random.default_rng(seed).standard_normal(s) for s in shapes]
+    value, kept = network.forward(plan, ops, keep=True)
+    forward_copies, copied[0] = copied[0], 0
+    grads = {k: None for k in wrt}
+    network.sweep(plan, np.ones(()), ops, kept, grads)
+    sweep_copies = copied[0]
+    assert forward_copies == sum(p.copies for p in plan.forward) > 0
+    assert sweep_copies == sum(p.copies for p in plan.backward)
+    assert sweep_copies <= 1.8 * forward_copies
+    expr = oe.contract_expression(eq, *shapes, optimize=path)
+    assert_close(value, expr(*ops))
+    g_num = ea.grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), argnums=wrt)(*ops)
+    for k in wrt:
+        assert_close(grads[k], g_num[k])

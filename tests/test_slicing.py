@@ -196,7 +196,16 @@ def test_memory_limit_is_validated():
     assert info.sliced_indices and info.memory_limit == 27
 
 
-@pytest.mark.parametrize("bad", [0, -2, 1.5, "lots", True])
+def test_a_numpy_integer_is_a_memory_limit():
+    """A limit computed with numpy (``np.prod(shape) // 4``) is a number of elements too."""
+    ops = _tetra(3)
+    expected = ea.einsum(TETRA, *ops, memory_limit=27)
+    _close(ea.einsum(TETRA, *ops, memory_limit=np.int64(27)), expected)
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=np.int32(27))
+    assert info.sliced_indices and info.memory_limit == 27 and type(info.memory_limit) is int
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "lots", True, np.True_, np.float64(27.0)])
 def test_memory_limit_is_validated_for_any_number_of_operands(bad):
     """Not only where a network is planned: one or two operands have no intermediate, but a
     bad limit is still a mistake (opt_einsum refuses it whatever the operands)."""

@@ -31,6 +31,8 @@ pairwise steps, one node each, whose derivative program is pairwise too (see
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -889,7 +891,7 @@ class _Blocks:
             cuts = []  # each axis cut at every block's edges, so that the cuts cover it
             for axis, n in enumerate(self.shape):
                 edges = sorted({0, n} | {e for k in self.parts for e in k[axis]})
-                cuts.append(list(zip(edges, edges[1:])))
+                cuts.append(list(itertools.pairwise(edges)))
 
             def build(axis: int, key: tuple[tuple[int, int], ...]) -> Any:
                 if axis == nd:
@@ -998,7 +1000,7 @@ class _Sweep:
             # let go before it runs (a large intermediate and its cotangent never coexist).
             order = sorted(
                 (j for j, a in enumerate(st.args) if a in need),
-                key=lambda j: int(np.prod(shapes[j], dtype=np.int64)),
+                key=lambda j: math.prod(shapes[j]),
             )
             for i, j in enumerate(order):
                 if i == len(order) - 1:
@@ -1095,7 +1097,7 @@ def _grad_blocks(
     grads: dict[int, Any] = {}
     offset = start
     for k in wrt:
-        size = int(np.prod(arrays[k].shape, dtype=np.int64))
+        size = math.prod(arrays[k].shape)
         if k not in skip:
             grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
         offset += size
@@ -1104,7 +1106,7 @@ def _grad_blocks(
 
 def _block_total(vals: Sequence[Any], wrt: tuple[int, ...]) -> int:
     """The elements of the gradient blocks of the operands `wrt`."""
-    return int(np.sum([np.prod(shape_of(vals[k]), dtype=np.int64) for k in wrt], dtype=np.int64))
+    return sum(math.prod(shape_of(vals[k])) for k in wrt)
 
 
 def _einsum_vjp_impl(
@@ -1123,7 +1125,7 @@ def _einsum_vjp_impl(
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
     xp = namespace(g, *arrays)
-    sizes = [int(np.prod(arrays[k].shape, dtype=np.int64)) for k in wrt]
+    sizes = [math.prod(arrays[k].shape) for k in wrt]
     grads: dict[int, Any] = {}
     if xp is np:
         g = np.asarray(g)
@@ -1218,7 +1220,7 @@ a scalar `sliced_einsum_p`, so that value and gradient take one pass over the sl
 
 
 def _unpack_impl(flat: Any, offset: int, shape: Shape) -> Any:
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     xp = xp_of(flat)
     if xp is not np:
         return xp.reshape(flat[offset : offset + size], shape)
@@ -1278,7 +1280,7 @@ def _unpack(
         r = bind(unpack_p, [flat], {"offset": offset, "shape": shape})
         dt = dtype_of(vals[k])
         out[k] = astype(r, dt) if cast and dtype_of(r) != dt else r
-        offset += int(np.prod(shape, dtype=np.int64))
+        offset += math.prod(shape)
     return out
 
 
@@ -1486,7 +1488,7 @@ def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, neede
     offset = 0
     for k in params["wrt"]:
         shape = shape_of(operands[k])
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
         if k in params["zero"]:
             offset += size
             continue

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import arrays
-from ..core import ArrayLike, KeepRule, Primitive, Tensor, bind, rules, zero_derivative
+from ..core import ArrayLike, KeepRule, Meta, Primitive, Tensor, bind, rules, zero_derivative
 from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .shape import astype, zeros_like
@@ -484,6 +484,10 @@ def _plus(a: Any, b: Any) -> Any:
     return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
 
 
+_PLAIN = (np.ndarray, Meta)
+"""Operand values whose shape and dtype attributes are numpy's own."""
+
+
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, _impl(name, kernel))
     partials = (dx, dy)
@@ -494,7 +498,14 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             x, y, z = _boxed(x, y, z)
         out: list[Any] = []
         for v, need, d in zip(vals, needed, partials):
-            out.append(sum_to_shape(_scale(g, d, x, y, z), shape_of(v), dtype_of(v)) if need else None)
+            if not need:
+                out.append(None)
+                continue
+            r = _scale(g, d, x, y, z)
+            if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
+                out.append(r)  # the common case: nothing to sum or cast
+            else:
+                out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
         return out
 
     def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:

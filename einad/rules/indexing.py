@@ -16,6 +16,7 @@ zero derivative.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,7 +86,7 @@ def _take_along_impl(x: Any, index: Any, axis: int) -> Any:
         return along(x, index, axis=axis)
     # the flat position of each element named: index * stride(axis) + the other coordinates'
     xs, js = shape_of(x), shape_of(index)
-    strides = [int(np.prod(xs[d + 1 :], dtype=np.int64)) for d in range(len(xs))]
+    strides = [math.prod(xs[d + 1 :]) for d in range(len(xs))]
     flat = index * strides[axis]
     for d, n in enumerate(js):
         if d != axis and n > 1:
@@ -160,7 +161,7 @@ def _index_operand(indices: ArrayLike, like: Value) -> Value:
 
 
 def _flat(x: Value) -> Value:
-    return reshape_raw(x, (int(np.prod(shape_of(x), dtype=np.int64)),))
+    return reshape_raw(x, (math.prod(shape_of(x)),))
 
 
 def _axis(axis: int, nd: int) -> int:

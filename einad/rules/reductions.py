@@ -11,6 +11,7 @@ libraries' arrays, in numpy's result dtype; their rules are einad operations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -171,7 +172,7 @@ def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 def _count(shape: Shape, axes: tuple[int, ...]) -> int:
-    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    return math.prod([shape[a] for a in axes])
 
 
 def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
@@ -279,7 +280,7 @@ def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tens
 def _scan_axis(x: Value, axis: int | None) -> tuple[Value, int]:
     """`x` flattened when `axis` is None (numpy's convention for scans), and the axis as an index."""
     if axis is None:
-        return reshape_raw(x, (int(np.prod(shape_of(x), dtype=np.int64)),)), 0
+        return reshape_raw(x, (math.prod(shape_of(x)),)), 0
     return x, normalize_axes(axis, len(shape_of(x)))[0]
 
 

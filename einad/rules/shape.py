@@ -133,7 +133,7 @@ def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     xs = shape_of(x)
-    return wrap(reshape_raw(x, _resolve_shape(int(np.prod(xs, dtype=np.int64)), tuple(shape))))
+    return wrap(reshape_raw(x, _resolve_shape(math.prod(xs), tuple(shape))))
 
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
@@ -315,7 +315,7 @@ def _getitem_any(xp: Any, x: Any, index: Any) -> Any:
             rest, k, idx = one
             y = xp.take(_getitem_any(xp, x, rest), lib_array(x, idx.ravel()), axis=k)
         else:
-            places = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+            places = np.arange(math.prod(shape)).reshape(shape)[index]
             y = xp.take(_reshape_impl(x, (-1,)), lib_array(x, places.ravel()), axis=0)
     return y if tuple(y.shape) == out_shape else _reshape_impl(y, out_shape)
 
@@ -362,7 +362,7 @@ def _scatter_any(xp: Any, g: Any, index: Any, shape: Shape) -> Any:
         sub = list(_ghost(shape)[rest].shape)
         g = _reshape_impl(g, (*sub[:k], idx.size, *sub[k + 1 :]))
         return _scatter_any(xp, _scatter_add_take(xp, g, idx.ravel(), sub[k], k), rest, shape)
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     places = np.arange(size).reshape(shape)[index]
     flat = _scatter_add_take(xp, _reshape_impl(g, (-1,)), places.ravel(), size, 0)
     return _reshape_impl(flat, shape)

@@ -9,6 +9,7 @@ broadcast back is an einsum (`einsum.sum_to_shape`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -320,7 +321,7 @@ class IndexedUpdate:
 
 def _last_writes(shape: Shape, index: Any) -> Array:
     """Over the indexed elements: True where no later element of the index writes the same place."""
-    places: Array = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)[index]
+    places: Array = np.arange(math.prod(shape)).reshape(shape)[index]
     flat = places.ravel()
     _, first_from_end = np.unique(flat[::-1], return_index=True)
     last = np.zeros(flat.size, dtype=bool)

@@ -11,8 +11,11 @@ bases of the Jacobians) is built in the inputs' library through `einad.arrays`.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import math
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
@@ -24,17 +27,24 @@ from ..core import (
     IMPERATIVE,
     ArrayLike,
     ForwardTrace,
+    Hook,
+    Meta,
     Node,
     QuietRules,
     ReverseTrace,
     Staged,
     Structured,
     Tensor,
+    Trace,
+    _box,
     bind,
     box,
     check_cotangent,
     dead_tracer,
-    dense,
+    enable_grad,
+    no_grad,
+    recording_backward,
+    residual_rules,
     strip,
     structured_vjp_rules,
     traced,
@@ -48,7 +58,7 @@ from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
 from ..rules.shape import astype, ones_like, reshape
 from ..rules.structural import broadcast_to
-from ..util import dtype_of, shape_of
+from ..util import dtype_of, shape_of, wrap
 from .batching import stacked
 
 ArgNums: TypeAlias = int | Sequence[int]
@@ -57,13 +67,15 @@ ArgNums: TypeAlias = int | Sequence[int]
 # -- inputs and outputs ------------------------------------------------------------------
 
 
-def _diff_value(x: Any, what: str) -> Any:
-    """The value to box as a differentiable input, or TypeError for non-float input."""
+def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
+    """The value to box as a differentiable input, or TypeError for non-float input (`what`
+    names it: a string, or a function that makes the name, called only for the error)."""
+    name = what if isinstance(what, str) else None
     if type(x) is Tensor:
         v = x if traced(x) else strip(x)
     elif isinstance(x, (bool, int, np.integer, np.bool_)):
         raise TypeError(
-            f"cannot differentiate with respect to {what}, the integer {x!r}: "
+            f"cannot differentiate with respect to {name or what()}, the integer {x!r}: "  # type: ignore[operator]
             f"pass a float (e.g. {float(x)!r}) or a floating-point array"
         )
     else:
@@ -71,7 +83,7 @@ def _diff_value(x: Any, what: str) -> Any:
     dt = dtype_of(v)
     if dt.kind not in "fc":
         raise TypeError(
-            f"cannot differentiate with respect to {what} of dtype {dt}: "
+            f"cannot differentiate with respect to {name or what()} of dtype {dt}: "  # type: ignore[operator]
             "differentiable inputs must be floating-point (or complex)"
         )
     return v
@@ -238,7 +250,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums(argnums, len(args))
         flat, td = tree_flatten([args[i] for i in nums])
-        values = [_diff_value(x, f"argument {_where(nums, td, k)}") for k, x in enumerate(flat)]
+        values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
         _same_library(values)
         with tracing(ReverseTrace()) as trace:
             boxed = [box(v, trace) for v in values]
@@ -276,9 +288,10 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
-    """Name flat leaf `k` of the differentiated arguments: ``1``, or ``0['w']`` in a pytree."""
+    """Name flat leaf `k` of the differentiated arguments: ``argument 1``, or ``argument 0['w']``
+    in a pytree (only when an error names it)."""
     paths = [p for i, c in zip(nums, td.children) for p in c.leaf_paths(str(i))]
-    return paths[k]
+    return f"argument {paths[k]}"
 
 
 def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
@@ -467,7 +480,7 @@ def hvp(
 
 def _basis(shape: Shape, dtype: DTypeLike, like: Any) -> Array:
     """The identity basis of `shape`, stacked: ``(n,) + shape``, in `like`'s library and device."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     like = _ref(like)
     xp = arrays.xp_of(like)
     if xp is np:
@@ -524,7 +537,7 @@ def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> lis
     """``fn`` applied to every basis vector of `basis_of`'s shape at once: leaves of shape
     (n, ...), one per entry of `results` (shaped like it)."""
     shape = shape_of(basis_of)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n == 0:
         return [arrays.zeros(_ref(r), (0,) + shape_of(r), dtype_of(r)) for r in results]
     return tree_flatten(stacked(fn)(_basis(shape, dtype_of(basis_of), basis_of)))[0]
@@ -563,7 +576,7 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         out_meta: list[tuple[Shape, Any]] = []
         cols: list[list[Any] | None] = []
         for j, x in enumerate(in_flat):
-            if int(np.prod(shape_of(x), dtype=np.int64)) == 0:
+            if math.prod(shape_of(x)) == 0:
                 cols.append(None)  # no columns to push
                 continue
 
@@ -618,17 +631,25 @@ def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 
 
 def backward_pass(
-    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False
+    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False, record_in: Trace | None = None
 ) -> list[tuple[Node, Any]]:
     """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
 
-    Returns ``[(leaf node, cotangent), ...]`` for the inputs reached.
+    Returns ``[(node, cotangent), ...]`` for the inputs reached, and for the
+    nodes reached that keep a Tensor to fill (`Node.tensor`: `retain_grad`).
     Cotangents are einad values, so an enclosing trace records this whole
     computation. Nodes are visited newest first (a heap on their creation
     numbers), which is a reverse topological order, and only nodes that a
-    cotangent reaches are visited; the walk is iterative. With `consume`, each
-    node lets go of its saved values once its rule has run, so forward
-    intermediates are freed as the pass moves back.
+    cotangent reaches are visited; the walk is iterative. A node's hooks
+    (`Tensor.register_hook`) run on its summed cotangent before its rule does.
+
+    With `consume`, each node lets go of its saved values once its rule has run,
+    so forward intermediates are freed as the pass moves back; reaching a node
+    freed so by an earlier pass is a RuntimeError (PyTorch's ``retain_graph``).
+    With `record_in` (the trace that recorded the nodes: ``backward(create_graph=True)``),
+    the rules read each saved value as a Tensor of that trace linked to the node
+    that made it, so the trace records the pass and the cotangents are
+    differentiable again.
 
     The cotangents a node receives are summed as they arrive (`_accumulate`):
     `Structured` ones stay structured while they can, and are made dense only
@@ -652,28 +673,117 @@ def backward_pass(
 
     for node, s in zip(outs, seeds):
         send(node, s)
-    leaves = []
+    reached = []
     with QuietRules():  # the rules run quietly (see QuietRules)
         while heap:
             node = heapq.heappop(heap)[1]
             k = id(node)
-            g = dense(cts.pop(k))
+            g = cts.pop(k)
+            if isinstance(g, Structured):
+                g = g.dense()
             owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
+            if node.hooks:
+                g = _run_hooks(node.hooks, g, record_in is not None)
             prim = node.prim
-            if prim is None:
-                leaves.append((node, g))
-                continue
+            if prim is None or node.tensor is not None:
+                reached.append((node, g))
+                if prim is None:
+                    continue
             parents = node.parents
-            assert node.params is not None and node.vals is not None
+            if node.vals is None:
+                raise _freed(prim.name)
+            assert node.params is not None
             needed = [p is not None for p in parents]
             rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
-            contribs = rule(g, node.ans, node.vals, node.params, needed)
+            vals, ans = (node.vals, node.ans) if record_in is None else _recorded(node, record_in, needed)
+            contribs = rule(g, ans, vals, node.params, needed)
             if consume:
                 node.vals = node.ans = None
             for p, c in zip(parents, contribs):
                 if p is not None and c is not None:
                     send(p, c)
-    return leaves
+    return reached
+
+
+def _freed(name: str) -> RuntimeError:
+    return RuntimeError(
+        f"backward through the graph a second time: an earlier backward() freed the values that the "
+        f"derivative of {name!r} reads (as PyTorch does, the first backward() frees them unless it is "
+        "called as backward(retain_graph=True)). Pass retain_graph=True to every backward() but the "
+        "last through the same graph, or compute the result again"
+    )
+
+
+def _recorded(node: Node, trace: Trace, needed: list[bool]) -> tuple[Sequence[Any], Any]:
+    """The values `node`'s rule reads, as Tensors of `trace` linked to the nodes that made them
+    (an operand to its parent, the result to `node` itself): the rule's operations on them are
+    recorded by `trace`, differentiably in every value. A residual rule's residuals are
+    computed again from the operands, so that they are linked too."""
+    assert node.vals is not None and node.prim is not None
+    vals = [
+        v if p is None or isinstance(v, Meta) else _box(v, trace, p, None)
+        for v, p in zip(node.vals, node.parents)
+    ]
+    residual = residual_rules.get(node.prim)
+    if residual is not None:
+        if any(isinstance(v, Meta) for v in vals):
+            raise NotImplementedError(
+                f"create_graph through {node.prim.name!r}: its node did not keep its operands"
+            )
+        return vals, residual(vals, node.params or {}, needed)[1]
+    ans = node.ans if isinstance(node.ans, Meta) else _box(node.ans, trace, node, None)
+    return vals, ans
+
+
+def _run_hooks(hooks: list[Hook], g: Any, create_graph: bool) -> Any:
+    """`g` passed through each hook in turn (`Tensor.register_hook`): a hook sees the gradient as
+    ``.grad`` would hold it, and what it returns (unless None) replaces the gradient."""
+    for h in list(hooks):  # a hook may remove itself
+        out = h.fn(_as_grad(g, h.shape, h.dtype, create_graph, readonly=True))
+        if out is None:
+            continue
+        if type(out) is not Tensor and not arrays.is_array(out):
+            out = _in_library_of(g, out)
+        if shape_of(out) != h.shape:
+            raise ValueError(
+                f"the hook {getattr(h.fn, '__name__', h.fn)!r} returned a gradient of shape {shape_of(out)} "
+                f"for a tensor of shape {h.shape}"
+            )
+        g = out if create_graph and type(out) is Tensor and out._trace is not None else strip(out)
+    return g
+
+
+def _as_grad(g: Any, shape: Shape, dtype: np.dtype[Any], create_graph: bool, readonly: bool = False) -> Any:
+    """A cotangent as ``.grad`` holds it, of the given shape and dtype: an array of its library
+    (a new one, or with `readonly` a read-only view for numpy), or with `create_graph` an einad
+    Tensor whose operations are recorded."""
+    if create_graph:
+        if shape_of(g) != shape:
+            g = broadcast_to(g, shape)
+        if dtype_of(g) != dtype:
+            g = astype(g, dtype)
+        if type(g) is Tensor:
+            return g
+        g = strip(g)
+        return _box(np.array(g) if arrays.is_numpy(g) else g, None, None, None)
+    g = arrays.detached(strip(g))  # (torch operands that require grad make torch record einad's ops)
+    xp = arrays.xp_of(g)
+    if xp is np:
+        g = np.asarray(g)
+        if g.dtype != dtype:
+            g = g.astype(dtype)  # (a complex gradient for a real tensor would be a rule's bug: numpy warns)
+        if g.shape != shape:
+            g = np.broadcast_to(g, shape)
+        if readonly:
+            g = g.view()
+            g.flags.writeable = False
+            return g
+        return np.array(g)
+    if np_dtype(g.dtype) != dtype:
+        g = xp.astype(g, arrays.lib_dtype(xp, dtype))
+    if tuple(g.shape) != shape:
+        g = xp.broadcast_to(g, shape)
+    return g if readonly else xp.asarray(g, copy=True)
 
 
 def _numpy_source(s: Structured) -> bool:
@@ -735,53 +845,105 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
     return a + c, False
 
 
-def _tensor_backward(self: Tensor, cotangent: ArrayLike | None = None) -> None:
-    """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+def _tensor_backward(
+    self: Tensor,
+    cotangent: ArrayLike | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    *,
+    gradient: ArrayLike | None = None,
+) -> None:
+    """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad, as PyTorch's.
+
+    The graph is freed as the pass goes (the values its derivatives read are
+    let go): a second `backward` through any part of it raises a RuntimeError,
+    unless every backward but the last passes ``retain_graph=True``. (PyTorch
+    lets a second pass through operations that saved no values; einad refuses
+    every one.) Tensors that called `retain_grad` get their ``.grad`` too, and
+    hooks (`register_hook`) run on the way.
 
     Args:
         cotangent: The vector to pull back, of this tensor's shape; may be
             omitted for a scalar (it is then 1).
+        retain_graph: Keep the graph for another backward through it. By
+            default, `create_graph`.
+        create_graph: Record the backward pass itself in the imperative graph:
+            ``.grad`` becomes an einad Tensor that requires grad (where it depends
+            on a leaf), which can be differentiated again, e.g. a Hessian-vector
+            product as ``(x.grad * v).sum().backward()`` (which then adds H·v to
+            ``x.grad``, as in PyTorch: set ``x.grad = None`` first to read H·v alone).
+        gradient: PyTorch's name for `cotangent` (give one or the other).
 
     Raises:
         RuntimeError: If the tensor was not computed from tensors made with
-            ``requires_grad=True``.
+            ``ea.tensor(..., requires_grad=True)``, or the pass reaches a part of
+            the graph an earlier backward freed.
         TypeError: If `cotangent` is omitted for a non-scalar tensor.
         ValueError: If `cotangent` does not have this tensor's shape.
     """
+    if gradient is not None:
+        if cotangent is not None:
+            raise TypeError("backward() takes a cotangent or (PyTorch's name) a gradient, not both")
+        cotangent = gradient
     root = self._node
     if self._trace is not IMPERATIVE or root is None:
-        raise RuntimeError(
-            "element 0 of tensors does not require grad and does not have a grad_fn: backward() "
-            "needs a tensor computed, outside no_grad, from tensors made with requires_grad=True"
-        )
+        raise RuntimeError(_no_graph(self))
+    if retain_graph is None:
+        retain_graph = create_graph
     if cotangent is None:
         if self.shape != ():
             raise TypeError(
                 f"backward() without a cotangent needs a scalar, got shape {self.shape}; "
                 "pass backward(cotangent) with the output's shape"
             )
-        seed = arrays.ones(strip(self), (), self.dtype)
+        seed: Any = arrays.ones(strip(self), (), self.dtype)
+    elif create_graph and type(cotangent) is Tensor and cotangent._trace is IMPERATIVE:
+        seed = cotangent  # the gradient is then differentiable in the cotangent too
     else:
         seed = self._in_my_library(cotangent)
-        if tuple(seed.shape) != self.shape:
-            raise ValueError(f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}")
-        check_cotangent(np_dtype(seed.dtype), self.dtype)
-    for node, g in backward_pass([root], [seed]):
-        leaf = node.tensor() if node.tensor is not None else None
-        if leaf is None:
-            continue
-        g = strip(g)
-        xp = arrays.xp_of(strip(leaf))
-        if xp is np:
-            g = np.asarray(g).astype(leaf.dtype, copy=False)
-        elif np_dtype(g.dtype) != leaf.dtype:
-            g = xp.astype(g, arrays.lib_dtype(xp, leaf.dtype))
-        if tuple(g.shape) != leaf.shape:
-            g = xp.broadcast_to(g, leaf.shape)
-        if leaf._grad is not None:
-            leaf._grad = leaf._grad + g
-        else:
-            leaf._grad = np.array(g) if xp is np else xp.asarray(g, copy=True)
+    if tuple(seed.shape) != self.shape:
+        raise ValueError(f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}")
+    check_cotangent(np_dtype(seed.dtype), self.dtype)
+    # as in PyTorch, the pass records operations exactly when it makes a graph
+    with (
+        enable_grad() if create_graph else no_grad(),
+        recording_backward() if create_graph else nullcontext(),
+    ):
+        reached = backward_pass(
+            [root], [seed], consume=not retain_graph, record_in=IMPERATIVE if create_graph else None
+        )
+        for node, g in reached:
+            t = node.tensor() if node.tensor is not None else None
+            if t is None:
+                continue
+            old = t._grad
+            g = _as_grad(g, t.shape, t.dtype, create_graph, readonly=old is not None)
+            if old is None:
+                t._grad = g
+            elif create_graph:
+                t._grad = wrap(bind(PRIMITIVES["add"], (old, g), {}))
+            else:
+                t._grad = strip(old) + g  # a new array: never written into
+
+
+def _no_graph(t: Tensor) -> str:
+    """Why `t.backward()` has nothing to differentiate, in einad's spelling."""
+    if t._trace is not None and t._trace is not IMPERATIVE:
+        return (
+            "backward() on a value traced by a transformation (einad.grad, jit, vmap, ...): inside a "
+            "transformed function, return the value and differentiate with einad.grad / einad.vjp"
+        )
+    msg = (
+        "element 0 of tensors does not require grad and does not have a grad_fn: backward() needs a "
+        "tensor computed, outside no_grad, from tensors made with ea.tensor(data, requires_grad=True)"
+    )
+    if arrays.library(_ref(t)) == "torch":
+        msg += (
+            ". einad does not follow torch's own requires_grad=True (that is torch's graph, not "
+            "einad's): wrap each torch tensor to differentiate as w = ea.tensor(t, requires_grad=True) "
+            "(it stays a torch tensor, on its device) and compute with w"
+        )
+    return msg
 
 
 # Tensor's own method, attached here (core declares it for type checkers only)

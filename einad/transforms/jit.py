@@ -62,7 +62,9 @@ class Program(Graph):
 
     ``str(program)`` is the optimized listing; ``program.source`` is the Python
     function it was compiled to; calling it runs the compiled function on
-    arguments of the signature it was compiled for. Arguments of another pytree
+    arguments of the signature it was compiled for. Called inside a transformation
+    (``ea.grad(program)``, ``ea.jvp``, ``ea.vmap``...), it runs its optimized equations as
+    einad operations instead, so the transformation differentiates (or maps) it. Arguments of another pytree
     structure, shape or dtype raise a `TypeError` naming, for each leaf that
     differs, the type the program takes and the one given (``this program takes
     f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
@@ -81,13 +83,31 @@ class Program(Graph):
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:
             raise TypeError(f"this program takes arguments structured as {self.in_tree}, got {td}")
+        if any(type(x) is Tensor and x._trace is not None for x in flat):
+            # Under a transformation (grad, jvp, vmap, ...): the optimized equations run one by
+            # one as einad operations, which that transformation sees (the compiled function
+            # computes on plain arrays and would hide the inputs' derivatives)
+            return super().__call__(*args)
         assert self.fn is not None
-        out = self.fn(*check_inputs(self.in_types, [concrete(x) for x in flat]))
+        plain = [concrete(x) for x in flat]
+        xp = arrays.namespace(*plain)
+        if xp is not self.xp and any(not isinstance(x, (bool, int, float, complex)) for x in plain):
+            raise TypeError(
+                f"this program computes on {_lib_name(self.xp)} arrays, got {_lib_name(xp)} ones: lower it "
+                "again with those (jit(f).lower(...)), or call the jitted function, which compiles "
+                "a program per array library"
+            )
+        out = self.fn(*check_inputs(self.in_types, plain))
         return (
             out
             if self.out_tree is None
             else tree_unflatten(self.out_tree, [_result(o, self.xp) for o in out])
         )
+
+
+def _lib_name(xp: Any) -> str:
+    """A library's name as users write it: ``torch`` for array-api-compat's torch namespace."""
+    return str(xp.__name__).split(".")[-1]
 
 
 # -- compiling a program to Python ------------------------------------------------------------

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import einad as ea
+import einad.program
 from einad import executor, network
 from einad.rules import einsum as einsum_rules
 from tests.support.functions import X3, Y3, f_xy, lib_arrays, lib_result
@@ -563,3 +564,40 @@ def test_jit_program_with_numpy_literals_and_constants(lib):
     e_value, e_grad = ea.value_and_grad(h)(X3, Y3)
     assert_close(lib_result(lib, value), e_value)
     assert_close(lib_result(lib, grad), e_grad)
+
+
+def test_a_lowered_program_is_differentiable_and_mappable(monkeypatch):
+    """``ea.grad(program)`` used to return zeros (the compiled function computes on plain arrays,
+    dropping the inputs' traces): under a transformation a program runs its optimized
+    equations as einad operations, and outside one its compiled function (no equation run)."""
+    f = lambda x, y: ea.sum(ea.tanh(ea.einsum("ij,jk->ik", x, y)) * x[:, :1])
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    prog = ea.jit(f).lower(x, y)
+    for a, b in zip(ea.grad(prog, (0, 1))(x, y), ea.grad(f, (0, 1))(x, y)):
+        assert_close(a, b)
+    assert_close(ea.hessian(prog)(x, y), ea.hessian(f)(x, y))
+    tangents = (rng.standard_normal((3, 4)), rng.standard_normal((4, 2)))
+    assert_close(ea.jvp(prog, (x, y), tangents)[1], ea.jvp(f, (x, y), tangents)[1])
+    assert_close(ea.vmap(prog, in_axes=(0, None))(np.stack([x, 2 * x]), y), np.array([f(x, y), f(2 * x, y)]))
+    runs = []
+    real = einad.program.run_graph
+    monkeypatch.setattr(einad.program, "run_graph", lambda *a: runs.append(1) or real(*a))
+    assert_close(prog(x, y), f(x, y))
+    assert runs == []
+
+
+def test_a_lowered_program_refuses_another_array_library():
+    """A program lowered for numpy arrays, called on torch tensors, used to return numpy
+    values without a word: it raises, naming both libraries (the jitted function compiles
+    a program per library)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    f = lambda x: ea.sum(ea.tanh(x) * x)
+    x = np.linspace(0.0, 1.0, 5)
+    prog = ea.jit(f).lower(x)
+    with pytest.raises(TypeError, match=r"computes on numpy arrays, got torch"):
+        prog(torch.tensor(x))
+    on_torch = ea.jit(f).lower(torch.tensor(x))
+    with pytest.raises(TypeError, match=r"computes on torch arrays, got numpy"):
+        on_torch(x)
+    assert_close(on_torch(torch.tensor(x)).numpy(), prog(x))
