@@ -1,4 +1,4 @@
-"""The cases of issues 4, 9, 11 and 22 (float64, complex128 in n2; fixed seeds).
+"""The cases of issues 4, 9, 11, 22 and 23 (float64, complex128 in n2; fixed seeds).
 
 Each case builds a `Problem`: its inputs (read-only arrays, so an engine that
 writes into them fails loudly), which of them are differentiated, the loss
@@ -10,13 +10,17 @@ Case 5 and case 6 have two parts each (5a/5b, 6a/6b); ``--cases 5`` picks both.
 Cases n1-n4 are the "networks" group (issue 22): tensor networks made by cotengra,
 contracted along one seeded path that every engine is given; ``--cases networks``
 picks the group, which is left out (and said to be absent) without cotengra.
+Cases m1 and m2 are the "mps" group (issue 23): the energy of a matrix product state that
+quimb builds, by one einsum per network (m1) and by quimb's own contraction (m2).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import importlib.util
 import itertools
+import operator
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -579,6 +583,118 @@ def _lattice_dense_case(quick: bool) -> Problem:
     return _tn_case(con, f"{side}x{side} lattice", seed=224)
 
 
+# -- m1, m2: the energy of a matrix product state (issue 23) -------------------------------------
+
+MPS = "mps"  # the group's name on the command line
+MPS_MODULES = ("quimb", "cotengra")  # quimb builds the networks, cotengra finds the one path
+
+
+@dataclass
+class MpsNetworks:
+    """What quimb builds once for the MPS energy <psi|H|psi> / <psi|psi> of the Heisenberg chain.
+
+    The two networks (the energy's sandwich bra-MPO-ket, the norm's bra-ket) as quimb aligns
+    them, with each tensor's indices, an einsum equation over letters (`einad_equation`) and
+    one cotengra path each (`network_path`); the operands are the L MPS arrays (the ket; the
+    MPS is real, so the bra holds the same arrays) then the L MPO arrays.
+    """
+
+    sites: int
+    bond: int
+    arrays: tuple  # the ket's L arrays, then the MPO's L arrays, read-only
+    energy_inds: list  # each tensor's indices in the sandwich: bra's L, MPO's L, ket's L
+    norm_inds: list  # bra's L, ket's L
+    energy_eq: str
+    norm_eq: str
+    energy_path: list
+    norm_path: list
+
+
+def mps_networks(sites: int, bond: int) -> MpsNetworks:
+    import quimb.tensor as qtn
+
+    psi = qtn.MPS_rand_state(sites, bond, seed=230)
+    ham = qtn.MPO_ham_heis(sites)
+    sandwich = qtn.tensor_network_align(psi.H, ham, psi)
+    overlap = qtn.tensor_network_align(psi.H, psi)
+    nets = []
+    for parts in (sandwich, overlap):
+        # `&` renames the bonds the copies share (bra and ket have the same bond names)
+        tensors = list(functools.reduce(operator.and_, parts))  # in order: bra, (MPO,) ket
+        inputs = [t.inds for t in tensors]
+        sizes = {ix: d for t in tensors for ix, d in zip(t.inds, t.shape)}
+        nets.append((inputs, einad_equation(inputs, ()), network_path(inputs, (), sizes)))
+    arrays = tuple(readonly(t.data) for t in psi) + tuple(readonly(t.data) for t in ham)
+    (e_inds, e_eq, e_path), (n_inds, n_eq, n_path) = nets
+    return MpsNetworks(sites, bond, arrays, e_inds, n_inds, e_eq, n_eq, e_path, n_path)
+
+
+def _mps_problem(quick: bool, via_quimb: bool) -> Problem:
+    sites, bond = (6, 4) if quick else (32, 32)
+    net = mps_networks(sites, bond)
+    n = sites
+    energy_shapes = [a.shape for a in net.arrays[:n] + net.arrays[n:] + net.arrays[:n]]
+    pc_e = PairwiseContraction(net.energy_eq, energy_shapes, net.energy_path)
+    pc_n = PairwiseContraction(net.norm_eq, [a.shape for a in net.arrays[:n] * 2], net.norm_path)
+
+    if via_quimb:
+        import quimb.tensor as qtn
+
+        def contract(inds, path, arrays):
+            tensors = [qtn.Tensor(a, ix) for a, ix in zip(arrays, inds)]
+            return qtn.tensor_contract(*tensors, output_inds=(), optimize=path)
+
+        def loss(ns, *arrays):  # quimb's contraction (cotengra, autoray) on the engine's arrays
+            kets, mpo = arrays[:n], arrays[n:]
+            num = contract(net.energy_inds, net.energy_path, (*kets, *mpo, *kets))
+            return num / contract(net.norm_inds, net.norm_path, (*kets, *kets))
+
+    else:
+
+        def loss(ns, *arrays):
+            kets, mpo = arrays[:n], arrays[n:]
+            num = ns.einsum(net.energy_eq, *kets, *mpo, *kets, optimize=net.energy_path)
+            return num / ns.einsum(net.norm_eq, *kets, *kets, optimize=net.norm_path)
+
+    def fwd(*arrays):
+        kets, mpo = arrays[:n], arrays[n:]
+        return pc_e.value(*kets, *mpo, *kets) / pc_n.value(*kets, *kets)
+
+    def vag(*arrays):
+        # E/N with E = <psi|H|psi>, N = <psi|psi>; each ket array appears twice in each network
+        kets, mpo = arrays[:n], arrays[n:]
+        e, ge = pc_e.value_and_grad(*kets, *mpo, *kets)
+        m, gm = pc_n.value_and_grad(*kets, *kets)
+        ratio = e / m
+        grads = tuple((ge[i] + ge[2 * n + i] - ratio * (gm[i] + gm[n + i])) / m for i in range(n))
+        return ratio, grads
+
+    why_autograd = "its einsum VJP ignores the path and contracts all operands in one numpy.einsum call"
+    skip = {"autograd": why_autograd}
+    if via_quimb:
+        skip = {
+            "autograd": "quimb's contraction on autograd's boxes is not what this case measures",
+            "opt_einsum": "the loss is quimb's own contraction, not an einsum (manual is the yardstick)",
+            "jax": "JAX eager runs quimb's contraction op by op, compiling each: quimb's JAX users jit",
+        }
+    size = (
+        f"L={sites}, D={bond}, Heisenberg MPO (bond 5), real; energy network {len(energy_shapes)} tensors "
+        f"{pc_e.info.opt_cost:.1e} flops, norm network {2 * n} tensors {pc_n.info.opt_cost:.1e} flops"
+        + ("; every engine runs quimb's own contraction" if via_quimb else "; one einsum per network")
+    )
+    return Problem(
+        size, net.arrays, tuple(range(n)), loss, fwd, vag, skip=skip, notes=net.energy_eq, first_calls=True
+    )
+
+
+def _mps_einsum_case(quick: bool) -> Problem:
+    return _mps_problem(quick, via_quimb=False)
+
+
+def _mps_quimb_case(quick: bool) -> Problem:
+    return _mps_problem(quick, via_quimb=True)
+
+
 CASES = [
     Case("1", "matmul ij,jk->ik", _matmul_case),
     Case("2", "batch matmul bij,bjk->bik", _bmm_case),
@@ -598,6 +714,8 @@ CASES = [
     Case(
         "n4", "2D lattice network, large bond (compute-bound)", _lattice_dense_case, NETWORKS, ("cotengra",)
     ),
+    Case("m1", "MPS energy <psi|H|psi>/<psi|psi>, einsum", _mps_einsum_case, MPS, MPS_MODULES),
+    Case("m2", "MPS energy <psi|H|psi>/<psi|psi>, quimb's contraction", _mps_quimb_case, MPS, MPS_MODULES),
 ]
 
 

@@ -13,6 +13,7 @@ from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, enable_grad, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
+from .flatten import ravel_pytree
 from .ops import ELEMENTWISE as _ELEMENTWISE
 from .ops import (
     angle,
@@ -150,6 +151,7 @@ __all__ = [
     "outer",
     "pad",
     "prod",
+    "ravel_pytree",
     "real",
     "register_pytree_node",
     "repeat",

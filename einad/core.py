@@ -316,7 +316,8 @@ class ReverseTrace(Trace):
         keep = keep_rules.get(prim)
         if keep is not None:
             keep_vals, keep_ans = keep([p is not None for p in parents])
-            vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
+            if False in keep_vals:
+                vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
             if not keep_ans:
                 ans = Meta(out)
         return _box(out, self, Node(prim, params, tuple(parents), tuple(vals), ans), None)
@@ -1096,10 +1097,20 @@ class Tensor:
             yield self[i]
 
     def _number(self) -> Any:
-        """The value as Python control flow sees it: known under grad/jvp, refused under jit."""
+        """The value as Python control flow sees it: known under grad/jvp, refused under jit
+        and, for a value that depends on a mapped argument, under vmap (one Python number
+        cannot stand for a batch of values)."""
         if self._trace is not None and self._trace.dead:
             raise dead_tracer(self._trace)
-        return strip(self)
+        x: Any = self
+        while type(x) is Tensor:
+            if x._trace is not None and x._trace.batched:
+                raise TracerError(
+                    f"a value mapped by vmap ({x._trace!r}) was read as a Python number (bool, "
+                    "float, int, item): each example has its own value. Write the choice with ea.where"
+                )
+            x = x._value
+        return x
 
     def __float__(self) -> float:
         return float(self._number())

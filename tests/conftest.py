@@ -48,6 +48,20 @@ def pytest_configure(config):
     if _UNDER_MUTMUT:
         gc.freeze()
         config.option.tbstyle = "line"
+    _cotengra_searches_in_threads()
+
+
+def _cotengra_searches_in_threads():
+    """cotengra's hyper-optimizer (what quimb's structured contractions call, parallel="auto")
+    would start a pool of forked processes: slow on two cores, and a fork of a process that has
+    JAX's threads warns (an error here). Its default pool is made a thread pool instead, as its
+    "threads" backend (cotengra has no public switch for what "auto" means)."""
+    import importlib.util
+
+    if importlib.util.find_spec("cotengra") is not None:
+        import cotengra.parallel
+
+        cotengra.parallel._DEFAULT_BACKEND = "threads"
 
 
 def pytest_make_parametrize_id(config, val, argname):

@@ -401,7 +401,15 @@ def _scale(g: Any, d: Partial, *args: Any) -> Any:
         # Another library's array, or a Tensor (of one): the multiply primitive applies numpy's
         # promotion on every library (a boolean slope times a float32 cotangent is float32).
         return bind(_multiply, (g, r), {})
-    if _is_ones(g) and type(r) is np.ndarray and r.shape == g.shape and r.dtype == g.dtype:
+    st = g.strides if type(g) is np.ndarray else None
+    if (
+        st is not None
+        and (not st or st[-1] == 0)  # (a broadcast constant: see _is_ones)
+        and _is_ones(g)
+        and type(r) is np.ndarray
+        and r.shape == g.shape
+        and r.dtype == g.dtype
+    ):
         # A cotangent of ones (the seed of a sum): the product is `r` itself. A
         # read-only view lets it flow on without a copy, and makes any top-level
         # gradient that is still this view a fresh copy (see transforms._grad_out).
@@ -626,7 +634,10 @@ def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
     prim = PRIMITIVES[name]
 
     def op(x: ArrayLike) -> Tensor:
-        return wrap(bind(prim, (to_operand(x),), {}))
+        if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
+            x = to_operand(x)
+        out = bind(prim, (x,), {})
+        return out if type(out) is Tensor else wrap(out)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = _DOCS.get(name, f"Elementwise {name}, as numpy.{name}; differentiable.")
@@ -638,7 +649,12 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
     prim = PRIMITIVES[name]
 
     def op(x: ArrayLike, y: ArrayLike) -> Tensor:
-        return wrap(bind(prim, (to_operand(x), to_operand(y)), {}))
+        if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
+            x = to_operand(x)
+        if type(y) is not Tensor or y._trace is None:
+            y = to_operand(y)
+        out = bind(prim, (x, y), {})
+        return out if type(out) is Tensor else wrap(out)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = _DOCS.get(

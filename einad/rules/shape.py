@@ -181,10 +181,16 @@ astype_p = Primitive("astype", _astype_impl)
 
 
 def astype(x: Value, dtype: DTypeLike) -> Value:
-    """`x` cast to `dtype` (returned unchanged if it has that dtype); the cotangent is cast back."""
+    """`x` cast to `dtype` (returned unchanged if it has that dtype); the cotangent is cast back.
+
+    A cast to an integer or boolean dtype has derivative zero, as in JAX: its values
+    move in steps, and a float cotangent cast to an integer would be truncated.
+    """
     dtype = np.dtype(dtype)
     if dtype_of(x) == dtype:
         return x
+    if dtype.kind in "biu" and dtype_of(x).kind in "fc":
+        x = stop_gradient(x)
     return bind(astype_p, (x,), {"dtype": dtype})
 
 

@@ -42,7 +42,6 @@ from .shape import (
     reshape,
     reshape_raw,
     scatter_raw,
-    stop_gradient,
     zeros_like,
 )
 
@@ -246,7 +245,7 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     # a Python condition becomes an array of the branches' library (numpy's beside torch is refused)
     c = to_array_operand(condition, like=y if isinstance(x, (bool, int, float, complex)) else x)
     if dtype_of(c) != np.bool_:
-        c = astype(stop_gradient(c), np.bool_)
+        c = astype(c, np.bool_)  # a cast to bool has no derivative (astype cuts it)
     return wrap(where_raw(c, x, y))
 
 

@@ -1,30 +1,39 @@
 """User-defined derivatives and rematerialization: `custom_vjp`, `custom_jvp`, `checkpoint`.
 
-Each is one primitive whose parameter ``call`` holds the user's function (and
-rules) and the structure of its arguments; the operands are the argument
-leaves. So a staged program keeps one equation per call, and replaying that
-program under a transformation (``grad(jit(f))``) binds the primitive again and
-meets the same rules. The primitive's `impl` runs the user's function on plain
-arrays: its Python (branches included) runs on values, at every call.
+Each is one primitive whose parameter ``call`` (a `_Call`) holds the user's function and
+rules as *flat* functions of the operands, as JAX flattens them: the operands are the array
+leaves of the arguments (those at ``nondiff_argnums`` included, marked as receiving no
+derivative); the other leaves of those arguments (functions, strings, numbers of the
+user's own) are kept in the call. The function's output, any pytree, is one array for the
+primitive: a single array stays itself, several are raveled and joined (`_Out`), and the
+user's call splits them again with einad operations, so every transformation sees one
+result. A staged program keeps one equation per call, and replaying that program under a
+transformation (``grad(jit(f))``) binds the primitive again and meets the same rules. The
+primitive's `impl` runs the user's function on plain arrays: its Python (branches included)
+runs on values, at every call.
 
-* ``custom_vjp_call``: a reverse trace computes it with its residual rule, the
-  user's ``fwd`` run on the unboxed values (lower traces record its
-  operations), and keeps the residuals on the node for ``bwd``. Forward mode
-  differentiates the undecorated function (JAX refuses instead).
-* ``custom_jvp_call``: forward mode calls the user's rule; reverse mode is
-  the transpose of the rule's tangent map, taken by reverse mode through the
-  rule as a function of the tangents (the rule must be linear in them).
-* ``checkpoint``: a reverse trace keeps only the operands; the VJP rule runs
-  ``vjp(f)`` again, so `f`'s intermediates live only during its own pullback.
+* ``custom_vjp_call``: a reverse trace computes it with its residual rule, the user's
+  ``fwd`` run on the unboxed values (lower traces record its operations), and keeps the
+  residuals on the node for ``bwd``. Forward mode uses the same rule: the JVP along ``t``
+  is ``J t``, and ``bwd`` is ``g -> Jᵀ g``, so the JVP is the transpose of ``bwd`` in ``g``,
+  taken by einad's reverse mode through ``bwd`` (``bwd`` must be linear in ``g``, as a VJP is).
+* ``custom_jvp_call``: forward mode calls the user's rule; reverse mode is the transpose of
+  the rule's tangent map, taken by reverse mode through the rule as a function of the
+  tangents (the rule must be linear in them).
+* ``checkpoint``: a reverse trace keeps only the operands; the VJP rule runs ``vjp(f)``
+  again, so `f`'s intermediates live only during its own pullback.
 
-The function must return one array (a primitive has one result); a pytree
-result raises TypeError. Batching uses `vmap`'s per-example loop, which keeps
-the primitive, and so the custom rules, for each example.
+Batching maps the function and its rules with `vmap` into a new call of the same primitive
+(one call of the user's code per `vmap`, the custom rule kept for any derivative taken
+outside); where the function reads a batched value as a Python number (a branch on it) the
+batch falls back to one call per example.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,76 +43,53 @@ from .. import arrays
 from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip
 from ..errors import TracerError
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
-from ..rules.structural import broadcast_to
-from ..util import dtype_of, shape_of, to_operand, wrap
+from ..rules.linear import sum as _sum
+from ..rules.shape import astype, getitem_raw, reshape_raw
+from ..rules.structural import broadcast_to, concat_p
+from ..util import dtype_of, shape_of, to_array_operand, to_operand, wrap
 from . import autodiff as transforms
+from .batching import _loop, vmap
 
 _NUMBERS = (bool, int, float, complex)
 
+FlatFn = Callable[[Sequence[Any]], Any]
+
 
 class _Call:
-    """The static part of one custom call: the user's function, its rules, its arguments' structure.
+    """The static part of one custom call: the user's function and rules as flat functions.
 
-    It prints as the function's name in a program listing.
+    ``fn(vals) -> out``; ``fwd(vals) -> (out, residuals)``; ``bwd(residuals, g)`` -> one
+    cotangent (or None) per operand; ``jvp(vals, tangents) -> tangent`` (no None among the
+    tangents). `out` is one array (several outputs joined by `_Out`). `nondiff` marks the
+    operands that get no derivative (the arrays of ``nondiff_argnums``). It prints as the
+    function's name in a program listing.
     """
 
-    __slots__ = ("bwd", "fn", "fwd", "jvp", "name", "tree")
+    __slots__ = ("bwd", "fn", "fwd", "jvp", "name", "nondiff")
 
     def __init__(
         self,
-        fn: Callable[..., Any],
-        tree: TreeDef,
-        fwd: Callable[..., Any] | None = None,
-        bwd: Callable[..., Any] | None = None,
-        jvp: Callable[..., Any] | None = None,
+        name: str,
+        fn: FlatFn,
+        nondiff: Sequence[bool],
+        fwd: FlatFn | None = None,
+        bwd: Callable[[Any, Any], list[Any]] | None = None,
+        jvp: Callable[[Sequence[Any], Sequence[Any]], Any] | None = None,
     ) -> None:
-        self.fn, self.tree, self.fwd, self.bwd, self.jvp = fn, tree, fwd, bwd, jvp
-        self.name = getattr(fn, "__name__", "f")
+        self.name, self.fn, self.nondiff = name, fn, tuple(nondiff)
+        self.fwd, self.bwd, self.jvp = fwd, bwd, jvp
 
     def __repr__(self) -> str:
         return self.name
 
-    def args(self, vals: Sequence[Any]) -> list[Any]:
-        """The user's positional arguments from operand values (arrays given as Tensors)."""
-        return list(tree_unflatten(self.tree, [_arg(v) for v in vals]))
+
+def _is_array(x: Any) -> bool:
+    return type(x) is Tensor or isinstance(x, (np.ndarray, np.generic)) or arrays.is_array(x)
 
 
 def _arg(v: Any) -> Any:
     """An operand as the user's code sees it: a Tensor (traced or constant), or a Python number."""
     return v if isinstance(v, _NUMBERS) else wrap(v)
-
-
-def _result(out: Any, name: str, what: str = "function") -> Any:
-    """The one array a custom function returned, as a value one level down (or TypeError)."""
-    array = isinstance(out, (np.ndarray, np.generic, *_NUMBERS)) or arrays.is_array(out)
-    if not (type(out) is Tensor or array):
-        raise TypeError(
-            f"the custom {what} {name!r} must return one array, got {type(out).__name__}: "
-            "custom_vjp, custom_jvp and checkpoint functions have a single array output"
-        )
-    return to_operand(out)
-
-
-def _operands(args: Sequence[Any]) -> tuple[list[Any], TreeDef]:
-    leaves, tree = tree_flatten(list(args))
-    return [to_operand(x) for x in leaves], tree
-
-
-def _impl(*vals: Any, call: _Call) -> Any:
-    """Run the user's function on plain arrays; the result is an array of its own."""
-    out = _result(call.fn(*call.args(vals)), call.name)
-    if type(out) is Tensor:
-        raise TracerError(
-            f"the custom function {call.name!r} closes over a value traced by {out._trace!r}: "
-            "pass that value as an argument instead"
-        )
-    if not arrays.is_array(out):
-        out = np.asarray(out)
-    elif not arrays.is_numpy(out):
-        return out  # another library's array: einad never writes into those
-    if any(isinstance(v, np.ndarray) and np.may_share_memory(out, v) for v in vals):
-        out = out.copy()  # a program may hand the result on or write into it
-    return out
 
 
 def _zeros_like(v: Any) -> Any:
@@ -116,35 +102,349 @@ def _concrete(v: Any) -> Any:
     return v.concrete if type(v) is Staged else v
 
 
-def _like(t: Any, ans: Any, name: str) -> Any:
-    """A tangent or cotangent with the shape of `ans` (user rules may return a broadcastable one)."""
-    t = _result(t, name, "rule")
-    return t if shape_of(t) == shape_of(ans) else broadcast_to(t, shape_of(ans))
+def _typestr(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str:
+    return f"{dtype.name}{list(shape)}"
 
 
-def _jvp_of(call: _Call, tangents: list[Any], vals: Sequence[Any]) -> Any:
-    """The tangent of the undecorated function: forward mode through `call.fn`."""
-    idx = [i for i, t in enumerate(tangents) if t is not None]
-
-    def partial(*d: Any) -> Any:
-        leaves = list(vals)
-        for i, x in zip(idx, d):
-            leaves[i] = x
-        return call.fn(*call.args(leaves))
-
-    _, t = transforms.jvp(partial, [vals[i] for i in idx], [tangents[i] for i in idx])
-    return to_operand(t)
+def _is_value(x: Any) -> bool:
+    """Whether `x` may be a leaf of an output, a cotangent or a tangent: an array or a number."""
+    return _is_array(x) or isinstance(x, _NUMBERS)
 
 
-def _pullback_of(f: Callable[..., Any], vals: Sequence[Any], g: Any, needed: list[bool]) -> list[Any | None]:
-    """The cotangents of the operands `needed`, by reverse mode through ``f(*vals)``."""
+def _got(x: Any) -> str:
+    """What a rule returned, for an error message: ``a tuple of 3``, ``Tensor``."""
+    return f"a {type(x).__name__} of {len(x)}" if isinstance(x, (tuple, list)) else type(x).__name__
+
+
+def _pair(x: Any) -> bool:
+    return isinstance(x, (tuple, list)) and len(x) == 2
+
+
+def _fitted(x: Any, shape: tuple[int, ...]) -> Any | None:
+    """`x` broadcast to `shape` (a rule may return a cotangent or tangent that broadcasts to
+    its value's shape, a scalar say), or None if it does not."""
+    if shape_of(x) == shape:
+        return x
+    try:
+        fits = np.broadcast_shapes(shape_of(x), shape) == shape
+    except ValueError:
+        fits = False
+    return to_operand(broadcast_to(x, shape)) if fits else None
+
+
+# -- the arguments of one call -------------------------------------------------------------
+
+
+def _positional(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], what: str
+) -> list[Any]:
+    """The call's arguments as positional ones (keywords placed by `fn`'s signature, as JAX does)."""
+    if not kwargs:
+        return list(args)
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"{what}: keyword-only arguments ({', '.join(bound.kwargs)}) cannot be passed to it")
+    return list(bound.args)
+
+
+def _argnums(nums: Any, keyword: str, what: str) -> tuple[int, ...]:
+    """`nums` (an int or a sequence of ints) as a tuple, or TypeError."""
+    items = (nums,) if isinstance(nums, (int, np.integer)) else nums
+    if not isinstance(items, (tuple, list)) or not all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in items
+    ):
+        raise TypeError(f"{what}: {keyword} must be an int or a tuple of ints, got {nums!r}")
+    return tuple(int(i) for i in items)
+
+
+class _Args:
+    """How one call's positional arguments become the primitive's operands, and back.
+
+    Every leaf of an argument not in `nondiff` is an operand (numbers and arrays; anything
+    else is a TypeError naming the argument). In a `nondiff` argument, array leaves are
+    operands marked `nondiff` (no derivative flows to them, and a traced one stays traced,
+    so `jit` and `vmap` see it); other leaves are kept as they are.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        what: str,
+        args: list[Any],
+        nondiff: tuple[int, ...],
+        operands: list[Any],
+        keyword: str = "nondiff_argnums",
+    ) -> None:
+        """Fill `operands` (the caller's list: a call keeps no operand alive) from `args`."""
+        self.fn = fn
+        n = len(args)
+        for i in nondiff:
+            if not -n <= i < n:
+                raise ValueError(
+                    f"{what}: {keyword} {nondiff!r} is out of range for a call with {n} argument(s)"
+                )
+        self.nondiff_pos = tuple(sorted({i % n for i in nondiff}))
+        self.diff_pos = tuple(i for i in range(n) if i not in self.nondiff_pos)
+        leaves, self.tree = tree_flatten(args)
+        self.owner: list[int] = [i for i, c in enumerate(self.tree.children) for _ in range(c.num_leaves)]
+        self.slot: list[int | None] = []  # per leaf: its operand, or None for a leaf kept as it is
+        self.static: list[Any] = []
+        self.nondiff: list[bool] = []
+        for k, (leaf, i) in enumerate(zip(leaves, self.owner)):
+            kept = i in self.nondiff_pos
+            if kept and not _is_array(leaf):
+                self.slot.append(None)
+                self.static.append(leaf)
+                continue
+            try:
+                v = to_operand(leaf)
+            except TypeError:
+                hint = "" if kept else f"; list its position in {keyword} to pass it as it is"
+                raise TypeError(
+                    f"{what}: {self.label(k)} is a {type(leaf).__name__}, not an array{hint}"
+                ) from None
+            self.slot.append(len(operands))
+            self.static.append(None)
+            operands.append(v)
+            self.nondiff.append(kept)
+        self.shapes = [shape_of(v) for v in operands]
+        self.dtypes = [dtype_of(v) for v in operands]
+        self.nondiff_ops = [j for j, nd in enumerate(self.nondiff) if nd]
+
+    def label(self, leaf: int) -> str:
+        """How the user names a leaf: ``argument 1 (params['w'])``."""
+        i = self.owner[leaf]
+        first = self.owner.index(i)
+        path = self.tree.children[i].leaf_paths()[leaf - first]
+        return f"argument {i} ({_param_name(self.fn, i)}{path})"
+
+    def args(self, vals: Sequence[Any]) -> list[Any]:
+        """The user's positional arguments from operand values (None for values not at hand)."""
+        leaves = [
+            self.static[k] if s is None else _arg(vals[s]) if vals[s] is not None else None
+            for k, s in enumerate(self.slot)
+        ]
+        return list(tree_unflatten(self.tree, leaves))
+
+    def split(self, vals: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
+        """The arguments at ``nondiff_argnums`` (in that order), and the others (a tuple)."""
+        args = self.args(vals)
+        return [args[i] for i in self.nondiff_pos], tuple(args[i] for i in self.diff_pos)
+
+    def nondiff_args(self, nd_vals: Sequence[Any]) -> list[Any]:
+        """The arguments at ``nondiff_argnums`` from the values of the nondiff operands only."""
+        vals: list[Any] = [None] * len(self.nondiff)
+        for j, v in zip(self.nondiff_ops, nd_vals):
+            vals[j] = v
+        return self.split(vals)[0]
+
+    def cotangents(self, cts: Any, who: str) -> list[Any]:
+        """One cotangent (or None) per operand from what a ``bwd`` returned, checked against
+        the arguments: one entry per differentiable argument, of its structure and shapes."""
+        n = len(self.diff_pos)
+        if not isinstance(cts, (tuple, list)) or len(cts) != n:
+            names = ", ".join(_param_name(self.fn, i) for i in self.diff_pos)
+            raise TypeError(
+                f"{who} must return a tuple of {n} cotangent(s), one per differentiable argument "
+                f"({names}; None for zero), got {_got(cts)}"
+            )
+        out: list[Any] = [None] * len(self.nondiff)
+        for i, c in zip(self.diff_pos, cts):
+            sub = self.tree.children[i]
+            first = self.owner.index(i) if sub.num_leaves else 0
+            ct_leaves, ct_tree = tree_flatten(c)
+            picked = _up_to(ct_tree, sub)
+            if picked is None:
+                raise TypeError(
+                    f"{who} returned a cotangent of structure {ct_tree} for argument {i} "
+                    f"({_param_name(self.fn, i)}), which has structure {sub}"
+                )
+            it = iter(ct_leaves)
+            for k, take in enumerate(picked):
+                leaf = first + k
+                ct = next(it) if take else None
+                if ct is not None:
+                    j = self.slot[leaf]
+                    assert j is not None
+                    out[j] = self._checked(ct, j, leaf, who)
+        return out
+
+    def _checked(self, ct: Any, j: int, leaf: int, who: str) -> Any:
+        if not _is_value(ct):
+            raise TypeError(f"{who} returned a {type(ct).__name__} as the cotangent of {self.label(leaf)}")
+        ct = to_operand(ct)
+        shape, dt = self.shapes[j], self.dtypes[j]
+        if dtype_of(ct).kind == "c" and dt.kind != "c":
+            raise TypeError(
+                f"{who} returned a complex cotangent ({_typestr(shape_of(ct), dtype_of(ct))}) "
+                f"for {self.label(leaf)}, which is real ({_typestr(shape, dt)})"
+            )
+        fitted = _fitted(ct, shape)
+        if fitted is None:
+            raise ValueError(
+                f"{who} returned a cotangent of shape {shape_of(ct)} for {self.label(leaf)}, "
+                f"which has shape {shape}"
+            )
+        return fitted
+
+
+def _up_to(ct: TreeDef, arg: TreeDef) -> list[bool] | None:
+    """Per leaf of `arg`, whether `ct` has a value for it (False: None stands for zeros there);
+    None if `ct` does not have `arg`'s structure."""
+    if ct.node_type is type(None) and arg.node_type is not type(None):
+        return [False] * arg.num_leaves
+    if arg.is_leaf:
+        return [True] if ct.is_leaf else None
+    if ct.node_type is not arg.node_type or ct.aux != arg.aux or len(ct.children) != len(arg.children):
+        return None
+    picked: list[bool] = []
+    for c, a in zip(ct.children, arg.children):
+        sub = _up_to(c, a)
+        if sub is None:
+            return None
+        picked += sub
+    return picked
+
+
+def _param_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return tuple(p.name for p in params if p.kind in kinds)
+
+
+def _param_name(fn: Callable[..., Any], i: int) -> str:
+    names = _param_names(fn)
+    return names[i] if i < len(names) else f"args[{i}]"
+
+
+# -- the output of one call ----------------------------------------------------------------
+
+
+class _Out:
+    """The output of a custom function: its structure and each leaf's shape and dtype.
+
+    The first run records them; later runs (the function, its ``fwd``, a JVP rule's
+    tangent) must match. Several leaves are raveled and joined into one array of their
+    common dtype (`pack`), which `unpack` splits again with einad operations.
+    """
+
+    __slots__ = ("dtype", "dtypes", "name", "shapes", "tree", "who")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tree: TreeDef | None = None
+        self.shapes: list[tuple[int, ...]] = []
+        self.dtypes: list[np.dtype[Any]] = []
+        self.dtype: np.dtype[Any] = np.dtype(float)
+        self.who = ""
+
+    def describe(self) -> str:
+        leaves = ", ".join(_typestr(s, d) for s, d in zip(self.shapes, self.dtypes))
+        return f"{self.tree} of {leaves}" if self.tree is not None and not self.tree.is_leaf else leaves
+
+    def pack(self, out: Any, who: str) -> Any:
+        """`out` (the function's or ``fwd``'s output) as the primitive's one array."""
+        leaves, tree = tree_flatten(out)
+        for k, x in enumerate(leaves):
+            if not _is_value(x):
+                where = tree.leaf_paths("output")[k]
+                raise TypeError(f"{who} returned a {type(x).__name__} as {where}: outputs are arrays")
+        ops = [to_operand(x) for x in leaves]
+        shapes, dtypes = [shape_of(x) for x in ops], [dtype_of(x) for x in ops]
+        if self.tree is None:
+            self.tree, self.shapes, self.dtypes, self.who = tree, shapes, dtypes, who
+            self.dtype = np.result_type(*dtypes) if dtypes else np.dtype(float)
+        elif (tree, shapes, dtypes) != (self.tree, self.shapes, self.dtypes):
+            mine = _Out(self.name)
+            mine.tree, mine.shapes, mine.dtypes = tree, shapes, dtypes
+            raise TypeError(f"{who} returned {mine.describe()}, but {self.who} returned {self.describe()}")
+        return self._join(ops)
+
+    def pack_tangent(self, t: Any, who: str) -> Any:
+        """A tangent of the output (from a JVP rule) as one array; shapes may broadcast."""
+        assert self.tree is not None, "the output is recorded before a rule runs"
+        leaves, tree = tree_flatten(t)
+        if tree != self.tree:
+            raise TypeError(
+                f"{who} returned a tangent of structure {tree}, but the output has structure {self.tree}"
+            )
+        paths = self.tree.leaf_paths("output")
+        ops = []
+        for x, shape, dt, path in zip(leaves, self.shapes, self.dtypes, paths):
+            if not _is_value(x):
+                raise TypeError(f"{who} returned a {type(x).__name__} as the tangent of {path}")
+            x = to_operand(x)
+            if dtype_of(x).kind == "c" and dt.kind != "c":
+                raise TypeError(
+                    f"{who} returned a complex tangent ({_typestr(shape_of(x), dtype_of(x))}) for {path}, "
+                    f"which is real ({_typestr(shape, dt)})"
+                )
+            fitted = _fitted(x, shape)
+            if fitted is None:
+                raise ValueError(
+                    f"{who} returned a tangent of shape {shape_of(x)} for {path}, which has shape {shape}"
+                )
+            ops.append(astype(fitted, dt) if dt.kind in "fc" else fitted)
+        return self._join(ops)
+
+    def _join(self, ops: list[Any]) -> Any:
+        if len(ops) == 1:
+            return ops[0]
+        if not ops:
+            return np.zeros(0)
+        parts = [reshape_raw(astype(to_array_operand(x), self.dtype), (-1,)) for x in ops]
+        return bind(concat_p, parts, {"axis": 0})
+
+    def unpack(self, packed: Any) -> Any:
+        """The output pytree (of Tensors) from the primitive's array."""
+        assert self.tree is not None
+        if len(self.shapes) == 1:
+            return tree_unflatten(self.tree, [wrap(packed)])
+        leaves = []
+        start = 0
+        for shape, dt in zip(self.shapes, self.dtypes):
+            size = math.prod(shape)
+            x = reshape_raw(getitem_raw(packed, slice(start, start + size)), shape)
+            leaves.append(wrap(astype(x, dt)))
+            start += size
+        return tree_unflatten(self.tree, leaves)
+
+
+def _impl(*vals: Any, call: _Call) -> Any:
+    """Run the user's function on plain arrays; the result is an array of its own."""
+    out = call.fn(vals)
+    if type(out) is Tensor:
+        if out._trace is not None:
+            raise TracerError(
+                f"the custom function {call.name!r} closes over a value traced by {out._trace!r}: "
+                "pass that value as an argument instead"
+            )
+        out = out._value
+    if not arrays.is_array(out):
+        out = np.asarray(out)
+    elif not arrays.is_numpy(out):
+        return out  # another library's array: einad never writes into those
+    if any(isinstance(v, np.ndarray) and np.may_share_memory(out, v) for v in vals):
+        out = out.copy()  # a program may hand the result on or write into it
+    return out
+
+
+def _pullback_of(f: FlatFn, vals: Sequence[Any], g: Any, needed: list[bool]) -> list[Any | None]:
+    """The cotangents of the operands `needed`, by reverse mode through ``f(vals)``."""
     idx = [i for i, n in enumerate(needed) if n]
 
     def partial(*d: Any) -> Any:
         leaves = list(vals)
         for i, x in zip(idx, d):
             leaves[i] = x
-        return f(*leaves)
+        return f(leaves)
 
     _, pull = transforms.vjp(partial, *[vals[i] for i in idx])
     cts: list[Any | None] = [None] * len(vals)
@@ -153,113 +453,249 @@ def _pullback_of(f: Callable[..., Any], vals: Sequence[Any], g: Any, needed: lis
     return cts
 
 
+def _tangent_of(f: FlatFn, tangents: list[Any], vals: Sequence[Any], nondiff: Sequence[bool]) -> Any:
+    """The tangent of ``f(vals)`` by forward mode through it (nondiff operands held fixed)."""
+    idx = [i for i, t in enumerate(tangents) if t is not None and not nondiff[i]]
+    if not idx:
+        return None
+
+    def partial(*d: Any) -> Any:
+        leaves = list(vals)
+        for i, x in zip(idx, d):
+            leaves[i] = x
+        return f(leaves)
+
+    _, t = transforms.jvp(partial, [vals[i] for i in idx], [tangents[i] for i in idx])
+    return to_operand(t)
+
+
+# -- batching --------------------------------------------------------------------------------
+
+
+class _Kept:
+    """Residuals across `vmap`: the traced leaves go through the map (batched), the others
+    (Python objects, constants) are kept as they are, with the structure."""
+
+    __slots__ = ("flags", "static", "tree")
+
+    def __init__(self) -> None:
+        self.tree: TreeDef | None = None
+        self.flags: list[bool] = []
+        self.static: list[Any] = []
+
+    def split(self, res: Any) -> list[Any]:
+        leaves, self.tree = tree_flatten(res)
+        self.flags = [type(x) is Tensor and x._trace is not None for x in leaves]
+        self.static = [None if t else x for x, t in zip(leaves, self.flags)]
+        return [x for x, t in zip(leaves, self.flags) if t]
+
+    def join(self, traced: Sequence[Any]) -> Any:
+        assert self.tree is not None
+        it = iter(traced)
+        return tree_unflatten(self.tree, [next(it) if t else s for s, t in zip(self.static, self.flags)])
+
+
+def _batched_call(call: _Call, batched: list[bool]) -> _Call:
+    """`call` mapped over the leading axis of the `batched` operands: the function and its
+    rules under `vmap`, so the user's code runs once for the whole batch."""
+    axes = tuple(0 if b else None for b in batched)
+
+    def fn(vals: Sequence[Any]) -> Any:
+        return vmap(lambda *v: call.fn(v), in_axes=axes)(*vals)
+
+    fwd = bwd = jvp = None
+    if call.fwd is not None:
+        user_fwd, user_bwd = call.fwd, call.bwd
+        assert user_bwd is not None
+
+        def fwd(vals: Sequence[Any]) -> Any:
+            kept = _Kept()
+
+            def one(*v: Any) -> Any:
+                out, res = user_fwd(v)
+                return out, kept.split(res)
+
+            out, traced = vmap(one, in_axes=axes)(*vals)
+            return out, (kept, traced)
+
+        def bwd(res: Any, g: Any) -> list[Any]:
+            kept, traced = res
+            cts = vmap(lambda r, gi: user_bwd(kept.join(r), gi), in_axes=(0, 0))(traced, g)
+            return [c if c is None or b else to_operand(_sum(c, axis=0)) for c, b in zip(cts, batched)]
+
+    if call.jvp is not None:
+        user_jvp = call.jvp
+        both = (list(axes), list(axes))
+
+        def jvp(vals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+            return vmap(lambda v, t: user_jvp(v, t), in_axes=both)(list(vals), list(tangents))
+
+    return _Call(f"vmap({call.name})", fn, call.nondiff, fwd=fwd, bwd=bwd, jvp=jvp)
+
+
+def _batch(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """The batching rule of the three primitives: the same primitive on the mapped call, or,
+    where the user's code reads a batched value as a number, one call per example."""
+    try:
+        return bind(prim, vals, {**params, "call": _batched_call(params["call"], batched)})
+    except TracerError:
+        return _loop(prim, vals, batched, params, size)
+
+
 # -- custom_vjp ----------------------------------------------------------------------------------
 
 
 def _vjp_residuals(vals: Sequence[Any], params: Params, needed: list[bool]) -> tuple[Any, Any]:
     call: _Call = params["call"]
     assert call.fwd is not None
-    pair = call.fwd(*call.args(vals))
-    if not (isinstance(pair, tuple) and len(pair) == 2):
-        raise TypeError(f"the fwd of custom_vjp {call.name!r} must return a pair (output, residuals)")
-    return _result(pair[0], call.name, "fwd"), pair[1]
+    out, res = call.fwd(vals)
+    return to_operand(out), res
 
 
 def _custom_vjp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     call: _Call = params["call"]
     assert call.bwd is not None
-    cts = call.bwd(ans, _arg(g))
-    n = len(call.tree.children)
-    if not isinstance(cts, (tuple, list)) or len(cts) != n:
-        raise TypeError(
-            f"the bwd of custom_vjp {call.name!r} must return a tuple of {n} cotangent(s), "
-            f"one per argument (None for zero), got {type(cts).__name__}"
-        )
-    flat: list[Any] = []
-    for sub, c in zip(call.tree.children, cts):
-        leaves = [None] * sub.num_leaves if c is None else tree_flatten(c)[0]
-        if len(leaves) != sub.num_leaves:
-            raise TypeError(f"the bwd of custom_vjp {call.name!r} returned {c!r} for an argument {sub}")
-        flat += leaves
-    return [None if c is None else _like(c, v, call.name) for c, v in zip(flat, vals)]
+    cts = call.bwd(ans, g)
+    return [c if n else None for c, n in zip(cts, needed)]  # None for the nondiff operands already
+
+
+def _custom_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+    """``J t`` from ``bwd: g -> Jᵀ g``: the transpose of `bwd` in `g`, by reverse mode through it."""
+    call: _Call = params["call"]
+    assert call.fwd is not None and call.bwd is not None
+    idx = [i for i, t in enumerate(tangents) if t is not None and not call.nondiff[i]]
+    if not idx or dtype_of(ans).kind not in "fc":
+        return None
+    _, res = call.fwd(vals)
+    bwd = call.bwd
+
+    def transposed(g: Any) -> list[Any]:  # g -> Jᵀ g, the entries of the operands with a tangent
+        cts = bwd(res, g)
+        return [_zeros_like(vals[i]) if cts[i] is None else cts[i] for i in idx]
+
+    _, pull = transforms.vjp(transposed, _zeros_like(ans))
+    (t,) = pull([tangents[i] for i in idx])
+    return to_operand(t)
 
 
 custom_vjp_p = rules(
     Primitive("custom_vjp_call", _impl),
     vjp=_custom_vjp_vjp,
-    jvp=lambda ts, ans, vals, p: _jvp_of(p["call"], ts, vals),
+    jvp=_custom_vjp_jvp,
     residual=_vjp_residuals,
+    batch=_batch,
 )
 
 
 class custom_vjp:  # lower case: JAX's name, used as a decorator
     """A function with a reverse-mode derivative of your own, as ``jax.custom_vjp``.
 
-    Decorate the function, then give its rule with ``f.defvjp(fwd, bwd)``:
-    ``fwd(*args)`` returns ``(output, residuals)`` and ``bwd(residuals, g)``
-    returns a tuple with one cotangent per argument (None for zero; a pytree
-    for a pytree argument). Every reverse-mode transformation (`grad`, `vjp`,
-    `jacrev`, ``Tensor.backward``), also through `jit` and `vmap`, runs `fwd` in
-    the forward pass and `bwd` in the reverse pass; `fwd` and `bwd` are
-    themselves differentiated for higher orders. Forward mode (`jvp`,
-    `jacfwd`) differentiates the undecorated function (JAX raises there).
+    Decorate the function, then give its rule with ``f.defvjp(fwd, bwd)``: ``fwd`` takes
+    the function's arguments and returns ``(output, residuals)``; ``bwd(residuals, g)``
+    takes the residuals and a cotangent of the output's structure and returns a tuple with
+    one cotangent per argument (None for zero, also inside a pytree; a pytree for a pytree
+    argument). The function may take and return pytrees of arrays.
 
-    The function takes arrays (or pytrees of them) and returns one array. It
-    runs on plain arrays, so Python may branch on its values, even under `jit`.
+    ``nondiff_argnums`` (JAX's convention) lists the arguments that are not differentiated:
+    functions, strings, shapes, or arrays that are held fixed. ``fwd`` still takes every
+    argument in its place; ``bwd`` takes them first, ``bwd(*nondiff_args, residuals, g)``,
+    and returns cotangents for the other arguments only. An array at such a position may
+    be traced (JAX refuses that for custom_vjp): no derivative flows to it.
+
+    Every reverse-mode transformation (`grad`, `vjp`, `jacrev`, ``Tensor.backward``), also
+    through `jit` and `vmap`, runs ``fwd`` in the forward pass and ``bwd`` in the reverse pass;
+    ``fwd`` and ``bwd`` are themselves differentiated for higher orders. Forward mode (`jvp`,
+    `jacfwd`, reverse-over-forward) uses the same rule, transposed: ``bwd`` is the map
+    ``g -> Jᵀ g``, so the tangent is ``J t``, computed by reverse mode through ``bwd`` as a
+    function of ``g`` (JAX raises there instead). So ``bwd`` must be linear in ``g``, as every
+    VJP is (a straight-through estimator, a mask, a scaling are; clipping ``g`` itself is not,
+    and forward mode then uses its derivative at ``g = 0``). `vmap` maps the function, ``fwd``
+    and ``bwd`` once for the whole batch.
+
+    The function runs on plain arrays, so Python may branch on its values, even under `jit`.
 
     Example::
 
         @ea.custom_vjp
-        def clip_gradient(x):
-            return x
+        def straight_through_round(x):
+            return ea.round(x)
 
-        clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (ea.clip(g, -1.0, 1.0),))
+        straight_through_round.defvjp(lambda x: (ea.round(x), None), lambda res, g: (g,))
     """
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], nondiff_argnums: int | Sequence[int] = ()) -> None:
         self.fn = fn
+        self.nondiff_argnums = _argnums(nondiff_argnums, "nondiff_argnums", f"custom_vjp {_name(fn)!r}")
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
         functools.update_wrapper(self, fn)
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
-        """Set the rule: ``fwd(*args) -> (output, residuals)``, ``bwd(residuals, g) -> cotangents``."""
+        """Set the rule: ``fwd(*args) -> (output, residuals)``,
+        ``bwd(*nondiff_args, residuals, g) -> cotangents``."""
         self.fwd, self.bwd = fwd, bwd
 
-    def __call__(self, *args: Any) -> Tensor:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _name(self.fn)
+        what = f"custom_vjp {name!r}"
         if self.fwd is None or self.bwd is None:
-            raise TypeError(f"custom_vjp {self.fn.__name__!r} has no rule: call its defvjp(fwd, bwd) first")
-        vals, tree = _operands(args)
-        return wrap(bind(custom_vjp_p, vals, {"call": _Call(self.fn, tree, fwd=self.fwd, bwd=self.bwd)}))
+            raise TypeError(f"{what} has no rule: call its defvjp(fwd, bwd) first")
+        operands: list[Any] = []
+        a = _Args(self.fn, what, _positional(self.fn, args, kwargs, what), self.nondiff_argnums, operands)
+        out = _Out(name)
+        fn, user_fwd, user_bwd = self.fn, self.fwd, self.bwd
+
+        def flat_fn(vals: Sequence[Any]) -> Any:
+            return out.pack(fn(*a.args(vals)), repr(name))
+
+        def flat_fwd(vals: Sequence[Any]) -> Any:
+            pair = user_fwd(*a.args(vals))
+            if not _pair(pair):
+                raise TypeError(f"the fwd of {what} must return a pair (output, residuals), got {_got(pair)}")
+            return out.pack(pair[0], f"the fwd of {what}"), (pair[1], [vals[j] for j in a.nondiff_ops])
+
+        def flat_bwd(res: Any, g: Any) -> list[Any]:
+            user_res, nd_vals = res
+            cts = user_bwd(*a.nondiff_args(nd_vals), user_res, out.unpack(g))
+            return a.cotangents(cts, f"the bwd of {what}")
+
+        call = _Call(name, flat_fn, a.nondiff, fwd=flat_fwd, bwd=flat_bwd)
+        return out.unpack(bind(custom_vjp_p, operands, {"call": call}))
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", "f")
 
 
 # -- custom_jvp ----------------------------------------------------------------------------------
 
 
-def _rule_tangent(call: _Call, vals: Sequence[Any], tangents: Sequence[Any]) -> Any:
-    """The tangent output of the user's rule, zeros standing for absent tangents."""
-    assert call.jvp is not None
-    ts = [_zeros_like(v) if t is None else t for v, t in zip(vals, tangents)]
-    pair = call.jvp(tuple(call.args(vals)), tuple(call.args(ts)))
-    if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-        raise TypeError(f"the jvp rule of custom_jvp {call.name!r} must return (primal_out, tangent_out)")
-    return pair[1]
+def _full_tangents(vals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
+    return [_zeros_like(v) if t is None else t for v, t in zip(vals, tangents)]
 
 
 def _custom_jvp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
-    return _like(_rule_tangent(params["call"], vals, tangents), ans, params["call"].name)
+    call: _Call = params["call"]
+    assert call.jvp is not None
+    if all(t is None or nd for t, nd in zip(tangents, call.nondiff)):
+        return None
+    return call.jvp(vals, _full_tangents(vals, tangents))
 
 
 def _custom_jvp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     call: _Call = params["call"]
+    assert call.jvp is not None
+    rule = call.jvp
     zeros = [_zeros_like(v) for v in vals]
-    idx = [i for i, n in enumerate(needed) if n]
+    idx = [i for i, n in enumerate(needed) if n and not call.nondiff[i]]
+    if not idx:
+        return [None] * len(vals)
 
     def tangent_map(*ts: Any) -> Any:  # linear in the tangents: its transpose is the VJP
         full: list[Any] = list(zeros)
         for i, t in zip(idx, ts):
             full[i] = t
-        return _like(_rule_tangent(call, vals, full), ans, call.name)
+        return rule(vals, full)
 
     _, pull = transforms.vjp(tangent_map, *[zeros[i] for i in idx])
     cts: list[Any] = [None] * len(vals)
@@ -273,21 +709,28 @@ custom_jvp_p = rules(
     jvp=_custom_jvp_jvp,
     vjp=_custom_jvp_vjp,
     keep=lambda needed: ([True] * len(needed), False),
+    batch=_batch,
 )
 
 
 class custom_jvp:  # lower case: JAX's name, used as a decorator
     """A function with a forward-mode derivative of your own, as ``jax.custom_jvp``.
 
-    Decorate the function, then give its rule with ``f.defjvp(rule)`` (or
-    decorate the rule with ``@f.defjvp``): ``rule(primals, tangents)`` takes two
-    tuples with one entry per argument and returns ``(primal_out,
-    tangent_out)``; a tangent the caller does not differentiate is zeros.
-    `jvp`, `jacfwd` and `hessian` call the rule; reverse mode (`grad`, `vjp`,
-    `jacrev`) uses its transpose, taken by reverse mode through the rule as a
-    function of the tangents, so the rule must be linear in the tangents (as
-    a JVP is). Higher orders differentiate the rule. The function takes
-    arrays (or pytrees of them) and returns one array.
+    Decorate the function, then give its rule with ``f.defjvp(rule)`` (or decorate the
+    rule with ``@f.defjvp``): ``rule(primals, tangents)`` takes two tuples with one entry
+    per argument and returns ``(primal_out, tangent_out)``, the tangent of the output's
+    structure; a tangent the caller does not differentiate is zeros. The function may take
+    and return pytrees of arrays.
+
+    ``nondiff_argnums`` (JAX's convention) lists the arguments that are not differentiated:
+    the rule takes them first, ``rule(*nondiff_args, primals, tangents)``, and `primals` and
+    `tangents` hold the other arguments only. An array at such a position may be traced; it
+    is held fixed (JAX's ``stop_gradient``).
+
+    `jvp`, `jacfwd` and `hessian` call the rule; reverse mode (`grad`, `vjp`, `jacrev`) uses
+    its transpose, taken by reverse mode through the rule as a function of the tangents, so
+    the rule must be linear in the tangents (as a JVP is). Higher orders differentiate the
+    rule. `vmap` maps the function and the rule once for the whole batch.
 
     Example (a log(1 + e^x) whose derivative stays finite for large x)::
 
@@ -301,21 +744,43 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
             return log1pexp(x), t * (1.0 - 1.0 / (1.0 + ea.exp(x)))
     """
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], nondiff_argnums: int | Sequence[int] = ()) -> None:
         self.fn = fn
+        self.nondiff_argnums = _argnums(nondiff_argnums, "nondiff_argnums", f"custom_jvp {_name(fn)!r}")
         self.rule: Callable[..., Any] | None = None
         functools.update_wrapper(self, fn)
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
-        """Set the rule ``rule(primals, tangents) -> (primal_out, tangent_out)``; returns `rule`."""
+        """Set the rule ``rule(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``;
+        returns `rule`."""
         self.rule = rule
         return rule
 
-    def __call__(self, *args: Any) -> Tensor:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _name(self.fn)
+        what = f"custom_jvp {name!r}"
         if self.rule is None:
-            raise TypeError(f"custom_jvp {self.fn.__name__!r} has no rule: call its defjvp(rule) first")
-        vals, tree = _operands(args)
-        return wrap(bind(custom_jvp_p, vals, {"call": _Call(self.fn, tree, jvp=self.rule)}))
+            raise TypeError(f"{what} has no rule: call its defjvp(rule) first")
+        operands: list[Any] = []
+        a = _Args(self.fn, what, _positional(self.fn, args, kwargs, what), self.nondiff_argnums, operands)
+        out = _Out(name)
+        fn, rule = self.fn, self.rule
+
+        def flat_fn(vals: Sequence[Any]) -> Any:
+            return out.pack(fn(*a.args(vals)), repr(name))
+
+        def flat_jvp(vals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+            nd_args, primals = a.split(vals)
+            _, ts = a.split(tangents)
+            pair = rule(*nd_args, primals, ts)
+            if not _pair(pair):
+                raise TypeError(
+                    f"the jvp rule of {what} must return a pair (primal_out, tangent_out), got {_got(pair)}"
+                )
+            return out.pack_tangent(pair[1], f"the jvp rule of {what}")
+
+        call = _Call(name, flat_fn, a.nondiff, jvp=flat_jvp)
+        return out.unpack(bind(custom_jvp_p, operands, {"call": call}))
 
 
 # -- checkpoint ----------------------------------------------------------------------------------
@@ -323,31 +788,43 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
 
 def _checkpoint_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     call: _Call = params["call"]
-    return _pullback_of(lambda *v: call.fn(*call.args(v)), vals, g, needed)
+    needed = [n and not nd for n, nd in zip(needed, call.nondiff)]
+    return _pullback_of(call.fn, vals, g, needed)
 
 
 checkpoint_p = rules(
     Primitive("checkpoint", _impl),
     vjp=_checkpoint_vjp,
-    jvp=lambda ts, ans, vals, p: _jvp_of(p["call"], ts, vals),
+    jvp=lambda ts, ans, vals, p: _tangent_of(p["call"].fn, ts, vals, p["call"].nondiff),
     keep=lambda needed: ([True] * len(needed), False),  # the operands, never the intermediates
+    batch=_batch,
 )
 
 
-def checkpoint(f: Callable[..., Any]) -> Callable[..., Tensor]:
+def checkpoint(f: Callable[..., Any], *, static_argnums: int | Sequence[int] = ()) -> Callable[..., Any]:
     """`f` recomputed in the reverse pass instead of remembered (``jax.checkpoint``, remat).
 
-    Values and derivatives are `f`'s. A reverse pass keeps only `f`'s arguments
-    through the forward pass, not its intermediates, and runs `f` again when
-    the cotangent reaches it: memory for compute. Wrapping each block of a
-    deep chain bounds the memory of `grad` by the blocks' boundaries plus one
-    block's intermediates. `f` takes arrays (or pytrees of them) and returns one
-    array; forward mode differentiates `f` directly.
+    Values and derivatives are `f`'s. A reverse pass keeps only `f`'s arguments through the
+    forward pass, not its intermediates, and runs `f` again when the cotangent reaches it:
+    memory for compute. Wrapping each block of a deep chain bounds the memory of `grad` by
+    the blocks' boundaries plus one block's intermediates. `f` takes and returns pytrees of
+    arrays; forward mode differentiates `f` directly, and `vmap` maps `f` once for the batch.
+
+    ``static_argnums`` (JAX's keyword) lists the arguments passed to `f` as they are, not
+    differentiated: functions, strings, shapes (an array there is held fixed).
     """
+    what = f"checkpoint {_name(f)!r}"
+    nums = _argnums(static_argnums, "static_argnums", what)
 
     @functools.wraps(f)
-    def checkpointed(*args: Any) -> Tensor:
-        vals, tree = _operands(args)
-        return wrap(bind(checkpoint_p, vals, {"call": _Call(f, tree)}))
+    def checkpointed(*args: Any, **kwargs: Any) -> Any:
+        operands: list[Any] = []
+        a = _Args(f, what, _positional(f, args, kwargs, what), nums, operands, "static_argnums")
+        out = _Out(_name(f))
+
+        def flat_fn(vals: Sequence[Any]) -> Any:
+            return out.pack(f(*a.args(vals)), repr(_name(f)))
+
+        return out.unpack(bind(checkpoint_p, operands, {"call": _Call(_name(f), flat_fn, a.nondiff)}))
 
     return checkpointed

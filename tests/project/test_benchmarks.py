@@ -10,7 +10,9 @@ cost and memory peak included) when it has. And the array-library rows:
 `einad-dask-2` (einad on chunked dask arrays, case 5a), checked against manual like every
 engine, and reported absent (not failed) without their library. And the networks group
 (n1-n4, issue 22; needs cotengra): every engine's value and gradients checked against manual
-on the same cotengra path, every engine's first calls reported, and the planning report.
+on the same cotengra path, every engine's first calls reported, and the planning report. And the
+MPS group (m1, m2, issue 23; needs quimb and cotengra): the energy of an MPS, by einsum and by
+quimb's own contraction, every engine checked against manual, whose gradient is checked here.
 """
 
 import importlib.util
@@ -408,3 +410,74 @@ def test_planning_widest_step():
     assert widest_step(chain, [], [(0, 1), (0, 1), (0, 1)]) == 2
     assert widest_step(chain, [], [(1, 2), (0, 1), (0, 1)]) == 3
     assert widest_step(chain, ["a"], [(0, 3), (0, 1), (0, 1)]) == 3
+
+
+# -- the MPS group (issue 23) -----------------------------------------------------------------------
+
+HAVE_QUIMB = all(importlib.util.find_spec(m) is not None for m in ("quimb", "cotengra"))
+needs_quimb = pytest.mark.skipif(not HAVE_QUIMB, reason="quimb or cotengra is not installed")
+MPS_ENGINES = ["einad", "einad-jit", "opt_einsum", "jax", "jax-jit", "torch", "einad-torch", "autograd"]
+# the engines a case skips, and a word of the reason
+MPS_SKIPS = {
+    "m1": {"autograd": "one numpy.einsum call"},
+    "m2": {"autograd": "autograd's boxes", "opt_einsum": "not an einsum", "jax": "quimb's JAX users jit"},
+}
+
+
+@pytest.fixture(scope="module")
+def mps_run(tmp_path_factory):
+    """One `--quick --cases mps` run of every engine (those not installed are absent)."""
+    if not HAVE_QUIMB:
+        pytest.skip("quimb or cotengra is not installed (pip install -e '.[bench]')")
+    options = ["--quick", "--threads", "1", "--cases", "mps", "--engines", ",".join(MPS_ENGINES)]
+    return _run_suite(tmp_path_factory, options)
+
+
+@needs_quimb
+def test_mps_energy_agrees_across_engines(mps_run):
+    """Every engine that runs the group passed the check against manual (value and every MPS
+    array's gradient, 1e-6): by einsum along the one path (m1), and through quimb's own
+    contraction on the engine's arrays (m2); its first calls are reported."""
+    stdout, data = mps_run
+    assert data["errors"] == []
+    assert [k for k, c in data["cases"].items() if c["group"] == "mps"] == ["m1", "m2"]
+    ran = [e for e in MPS_ENGINES if e not in data["absent"]]
+    assert {"einad", "einad-jit", "opt_einsum"} <= set(ran)
+    for key, skips in MPS_SKIPS.items():
+        assert f"case {key}:" in stdout
+        rows = {r["engine"]: r for r in data["rows"] if r["case"] == key}
+        assert rows["manual"]["status"] == "ok"
+        for name in ran:
+            if name in skips:
+                assert rows[name]["status"] == "skipped" and skips[name] in rows[name]["detail"], rows[name]
+                continue
+            r = rows[name]
+            assert r["status"] == "ok" and r["first_forward"] > 0, (key, r)
+            assert name == "opt_einsum" or (r["vg"] > 0 and r["first_vg"] > 0), (key, r)  # it: forward only
+
+
+@needs_quimb
+def test_mps_manual_is_the_energy_and_its_gradient():
+    """manual's value is quimb's energy <psi|H|psi>/<psi|psi> of the case's arrays, and its gradient
+    (the quotient rule over the two networks, each ket array counted as bra and ket) matches
+    central differences; m1 and m2 are the same problem."""
+    import quimb.tensor as qtn
+
+    p, q = (next(c for c in CASES if c.key == k).build(True) for k in ("m1", "m2"))
+    n = len(p.argnums)
+    for x, y in zip(p.arrays, q.arrays):
+        np.testing.assert_array_equal(x, y)
+    psi = qtn.MatrixProductState([np.array(a) for a in p.arrays[:n]])
+    ham = qtn.MatrixProductOperator([np.array(a) for a in p.arrays[n:]])
+    value, grads = p.manual_vag(*p.arrays)
+    energy = qtn.expec_TN_1D(psi.H, ham, psi) / (psi.H @ psi)
+    np.testing.assert_allclose(value, energy, rtol=1e-12)
+    np.testing.assert_allclose(p.manual_forward(*p.arrays), energy, rtol=1e-12)
+    h = 1e-6
+    for k, index in [(0, (0, 1)), (2, (1, 2, 0)), (n - 1, (3, 1))]:
+        ops = [np.array(a) for a in p.arrays]
+        ops[k][index] += h
+        up = p.manual_forward(*ops)
+        ops[k][index] -= 2 * h
+        down = p.manual_forward(*ops)
+        np.testing.assert_allclose(grads[k][index], (up - down) / (2 * h), rtol=1e-5, atol=1e-9)

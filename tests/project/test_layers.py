@@ -56,6 +56,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.ops",
         "einad.numpy_api",
         "einad.expression",
+        "einad.flatten",
         "einad.explain",
         "einad.testing",
         "einad",

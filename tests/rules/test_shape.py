@@ -150,6 +150,18 @@ def test_cotangents_reach_a_value_in_its_dtype():
     assert_close(g, np.cos(x32.astype(np.float64)).astype(np.float32), rtol=1e-6)
 
 
+@both_modes
+def test_a_cast_to_integers_has_derivative_zero_as_in_jax():
+    """x.astype(int) moves in steps: its gradient and tangent are zero (JAX's convert_element_type),
+    never the float cotangent truncated to an integer (which gave [0, 0, 1] here).
+    Kills: astype without the stop_gradient before an integer or boolean cast."""
+    x, w = np.array([1.0, 2.0, 3.0]), np.array([0.3, -0.7, 1.1])
+    f = lambda x: ea.sum(x.astype(np.int64) * w) + ea.sum(x.astype(bool) * x)
+    np.testing.assert_array_equal(ea.grad(f)(x), np.ones(3))  # only the second factor x
+    _, t = ea.jvp(lambda x: x.astype(np.int32) * w, (x,), (np.ones(3),))
+    np.testing.assert_array_equal(t, np.zeros(3))
+
+
 def test_checking_an_index_costs_a_byte_per_selected_element():
     """getitem and x.at[...] let numpy check the index on a zero-memory int8 stand-in of the array:
     where numpy must copy (an integer-array index), the copy is one byte per selected element, so

@@ -91,6 +91,24 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
+def test_a_mapped_value_read_as_a_python_number_is_a_tracer_error():
+    # one number cannot stand for a batch: refused, as jit refuses a staged value (numpy raised
+    # "only 0-dimensional arrays can be converted" before), also for a batch of one
+    branch = lambda x: x if float(ea.sum(x)) > 0 else -x
+    for size in (3, 1):
+        with pytest.raises(ea.TracerError, match="mapped by vmap .* read as a Python number"):
+            ea.vmap(branch)(np.ones((size, 2)))
+    with pytest.raises(ea.TracerError):  # (under jit_mode, grad is staged: its refusal comes first)
+        ea.vmap(ea.grad(lambda x: ea.sum(branch(x))))(np.ones((3, 2)))
+    with pytest.raises(ea.TracerError, match="mapped by vmap"):
+        ea.vmap(lambda x: x[0].item())(np.ones((3, 2)))
+    # a value that does not depend on the mapped argument is a number as before
+    assert_close(
+        ea.vmap(lambda x, y: x * float(ea.sum(y)), in_axes=(0, None))(np.ones((3, 2)), np.ones(2)),
+        np.full((3, 2), 2.0),
+    )
+
+
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
