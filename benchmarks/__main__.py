@@ -7,6 +7,7 @@
     python -m benchmarks --threads 1           # one thread for numpy's BLAS, torch and XLA
     python -m benchmarks --cases networks      # real tensor networks (issue 22; cotengra, networkx)
     python -m benchmarks --planning            # add einad's planning time on networks of 250-1000 tensors
+    python -m benchmarks --cluster             # add dask's overhead per task and the tasks on 1-16 workers
 
 The command line only; the work is in `runner`. `--threads` has to be set
 before numpy is imported, so nothing heavy is imported until the arguments
@@ -55,6 +56,13 @@ def parse(argv=None) -> argparse.Namespace:
         action="store_true",
         help="after the table, time einad's planning on networks of 250 and 1000 tensors (50 and 100 with "
         "--quick), each measurement in a fresh process; needs cotengra and networkx (benchmarks/planning.py)",
+    )
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="after the table, the sliced contraction on a dask cluster (issue 24): the scheduling overhead "
+        "per task on tiny slices and the tasks and reduction depth on 1-16 workers; needs dask.distributed "
+        "(benchmarks/cluster.py)",
     )
     ap.add_argument(
         "--threads",

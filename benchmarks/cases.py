@@ -60,6 +60,7 @@ class Problem:
     skip: dict = field(default_factory=dict)  # engine name -> why it does not run
     notes: str = ""
     first_calls: bool = False  # time every engine's first calls, eager ones too (the networks group)
+    memory_limit: int | None = None  # case 10: the sliced contraction's limit, in elements
 
 
 @dataclass
@@ -431,7 +432,7 @@ def _sliced_case(quick: bool) -> Problem:
     )
     why = "no sliced contraction: the unsliced intermediate alone is the size in the title"
     skip = {e: why for e in ("opt_einsum", "autograd", "jax", "jax-jit", "torch")}
-    return Problem(size, ops, (0, 1, 2, 3), loss, fwd, vag, skip=skip, notes=SLICED_EQ)
+    return Problem(size, ops, (0, 1, 2, 3), loss, fwd, vag, skip=skip, notes=SLICED_EQ, memory_limit=limit)
 
 
 # -- n1-n4: tensor networks from cotengra (issue 22) -----------------------------------------

@@ -31,6 +31,9 @@ outside the timed region (the first call of a staged engine is timed apart).
   ``jax-jit-gpu`` — the GPU rows: the same calls on the first CUDA device (torch tensors,
   CuPy arrays, JAX arrays placed on the GPU), each callable ending in a device
   synchronisation so that the timer sees the finished work. Absent without a CUDA device.
+* ``einad-threads-2``, ``einad-cluster-1``, ``einad-cluster-2`` — case 10 only (issue 24): the
+  sliced contraction's slices on an in-process pool of 2 threads, and as tasks on a dask
+  ``LocalCluster`` of 1 and 2 single-threaded worker processes (``executor=client``).
 * ``autograd``, ``jax``, ``jax-jit``, ``torch`` — the peers. Each is imported
   lazily, when its block starts, and reported as absent when not installed.
 
@@ -391,6 +394,13 @@ class Engine:
     def hvp(self, problem, args: Sequence, tangent: Any) -> dict:
         """Mode label -> callable giving the HVP w.r.t. argument 0."""
         return {}
+
+    def note(self, problem, vg: Callable[[], Any]) -> str:
+        """A note for the row of `vg` (after its timing); empty for most engines."""
+        return ""
+
+    def close(self) -> None:
+        """Release what `load` started (a cluster), after the last round."""
 
 
 class EinadEngine(Engine):
@@ -958,6 +968,132 @@ class JaxGpuEngine(JaxEngine):
         return self.jax.device_put(np.array(a), self.gpu)
 
 
+class _WithExecutor:
+    """einad's namespace, with ``einsum`` sending its slices to `executor`."""
+
+    def __init__(self, ea, executor):
+        self._ea, self._executor = ea, executor
+
+    def __getattr__(self, name):
+        return getattr(self._ea, name)
+
+    def einsum(self, *args, **kwargs):
+        return self._ea.einsum(*args, executor=self._executor, **kwargs)
+
+
+class EinadThreadsEngine(EinadEngine):
+    """einad with the slices of a sliced contraction on an in-process pool of `threads`
+    threads, whatever the memory limit holds (``ea.slicing.threads``): case 10 only, the
+    yardstick of the cluster engines."""
+
+    only = frozenset({"10"})
+
+    def __init__(self, threads: int):
+        super().__init__()
+        self.threads = threads
+        self.name = f"einad-threads-{threads}"
+
+    def load(self):
+        super().load()
+        self.version += f" (slices on {self.threads} threads)"
+
+    def _pinned(self, fn):
+        slicing = self.ea.slicing
+
+        def run():
+            old, slicing.threads = slicing.threads, self.threads
+            try:
+                return fn()
+            finally:
+                slicing.threads = old
+
+        return run
+
+    def forward(self, problem, args):
+        return self._pinned(super().forward(problem, args))
+
+    def value_and_grad(self, problem, args):
+        return self._pinned(super().value_and_grad(problem, args))
+
+
+class EinadClusterEngine(EinadEngine):
+    """einad with the slices of a sliced contraction as tasks on a dask ``LocalCluster`` of
+    `workers` single-threaded worker processes (issue 24): ``ea.einsum(..., executor=client)``.
+    Case 10 only. The cluster starts when the engine loads and closes after the run; dask's
+    nanny gives each worker one BLAS thread. Each row's note gives the peak memory of a worker
+    during one value-and-gradient call (tracemalloc in the worker processes), next to what
+    ``ea.contract_path(..., executor=client)`` reports a worker holds."""
+
+    module = "distributed"
+    only = frozenset({"10"})
+
+    def __init__(self, workers: int):
+        super().__init__()
+        self.workers = workers
+        self.name = f"einad-cluster-{workers}"
+        self.client = self.cluster = None
+
+    def check_installed(self):
+        if importlib.util.find_spec("distributed") is None:
+            return "dask.distributed is not installed (pip install -e '.[cluster]')"
+        return None
+
+    def load(self):
+        super().load()
+        try:
+            import distributed
+        except Exception as err:  # pragma: no cover
+            raise EngineAbsent(f"dask.distributed fails to import: {err}") from None
+        self.cluster = distributed.LocalCluster(
+            n_workers=self.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=0,
+            silence_logs=50,
+        )
+        self.client = distributed.Client(self.cluster)
+        self.ns = _WithExecutor(self.ea, self.client)
+        self.version += f" on a dask {distributed.__version__} LocalCluster"
+        self.version += f" of {self.workers} single-threaded worker processes"
+
+    def value_and_grad(self, problem, args):
+        ea, ns = self.ea, self.ns
+        vg = ea.value_and_grad(lambda *a: problem.loss(ns, *a), argnums=tuple(problem.argnums))
+        return lambda: vg(*args)
+
+    def note(self, problem, vg) -> str:
+        """A worker's peak memory in one call of `vg`, against what einad reports it holds."""
+        import tracemalloc
+
+        self.client.run(tracemalloc.start)
+        try:
+            vg()
+            peaks = self.client.run(lambda: tracemalloc.get_traced_memory()[1])
+        finally:
+            self.client.run(tracemalloc.stop)
+        _, info = self.ea.contract_path(
+            problem.notes, *problem.arrays, memory_limit=problem.memory_limit, executor=self.client
+        )
+        mib = 8 / 2**20
+        operands = sum(a.nbytes for a in problem.arrays) / 2**20
+        peak = max(peaks.values()) / 2**20
+        one, partial = info.slice_gradient_peak * mib, info.partial_size * mib
+        return (
+            f"worker peak {peak:.0f} MiB: operands {operands:.0f} MiB + one slice {one:.0f} MiB "
+            f"+ partial results of {partial:.0f} MiB; {info.tasks} tasks of up to {info.batch} slices"
+        )
+
+    def close(self):
+        if self.client is not None:
+            import logging
+
+            logging.getLogger("distributed").setLevel(logging.ERROR)  # no INFO lines on closing
+            self.client.close()
+            self.cluster.close()
+            self.client = self.cluster = None
+
+
 def all_engines() -> list[Engine]:
     """In running order: `manual` first, since it gives the references."""
     return [
@@ -972,6 +1108,9 @@ def all_engines() -> list[Engine]:
         EinadTorchEngine(),
         EinadDaskEngine(1),
         EinadDaskEngine(2),
+        EinadThreadsEngine(2),
+        EinadClusterEngine(1),
+        EinadClusterEngine(2),
         TorchCudaEngine(),
         EinadTorchCudaEngine(),
         EinadJitTorchCudaEngine(),

@@ -28,7 +28,18 @@ from .engines import ENGINE_NAMES, EngineAbsent, all_engines
 from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_memory
 
 # a crash of one of these is an error, not a row
-OURS = {"einad", "einad-jit", "manual", "opt_einsum", "einad-torch", "einad-dask-1", "einad-dask-2"}
+OURS = {
+    "einad",
+    "einad-jit",
+    "manual",
+    "opt_einsum",
+    "einad-torch",
+    "einad-dask-1",
+    "einad-dask-2",
+    "einad-threads-2",
+    "einad-cluster-1",
+    "einad-cluster-2",
+}
 TRACEMALLOC = {"einad", "einad-jit", "manual", "autograd"}  # engines whose memory numpy reports
 RTOL = 1e-6  # relative (2-norm) tolerance of every check against manual
 # engine -> the engines it is measured against, besides manual: its table rows end in
@@ -37,6 +48,9 @@ YARDSTICKS = {
     "einad-torch": ("torch",),
     "einad-dask-1": ("einad",),
     "einad-dask-2": ("einad", "einad-dask-1"),
+    # issue 24: two workers against one, and against the in-process pool of two threads
+    "einad-cluster-1": ("einad-threads-2",),
+    "einad-cluster-2": ("einad-threads-2", "einad-cluster-1"),
 }
 
 
@@ -136,6 +150,7 @@ class Runner:
         self.versions: dict[str, str] = {}
         self.round = 0  # the round being run (from 0)
         self.planning: list | None = None  # the planning report's records (--planning)
+        self.cluster: dict | None = None  # the cluster report (--cluster)
 
     def _available(self, cases: list) -> list:
         """`cases` less those whose module is missing (cotengra for the networks group), which
@@ -243,6 +258,7 @@ class Runner:
                 )
                 if engine.name in TRACEMALLOC:
                     row.peak, row.retained = peak_memory(fn)
+                row.detail = engine.note(p, fn)
                 self._add(row)
         except Exception as err:
             msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -321,8 +337,11 @@ class Runner:
                     record["summary"] = block.summary()
                     self.busy.setdefault(engine.name, []).append(record)
         progress.close()
+        for engine in self.engines:
+            engine.close()
         self.whole = whole
         self.planning = self.plan_report() if self.args.planning else None
+        self.cluster = self.cluster_report() if getattr(self.args, "cluster", False) else None
         print(self.table())
         if self.args.json:
             self.write_json(self.args.json)
@@ -346,6 +365,17 @@ class Runner:
             return None
         print("planning report: one fresh process per measurement ...", file=sys.stderr)
         return planning.run(self.args.quick)
+
+    def cluster_report(self) -> dict | None:
+        """The cluster report (`benchmarks.cluster`), or None without dask.distributed (said absent)."""
+        from . import cluster
+
+        why = cases_mod.missing_modules(cluster.REQUIRES)
+        if why is not None:
+            self.absent["cluster report"] = why
+            return None
+        print("cluster report: LocalClusters of 1-16 workers ...", file=sys.stderr)
+        return cluster.run(self.args.quick)
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -422,6 +452,10 @@ class Runner:
             from .planning import table as planning_table
 
             lines += [planning_table(self.planning), ""]
+        if self.cluster:
+            from .cluster import table as cluster_table
+
+            lines += [cluster_table(self.cluster), ""]
         for name, reason in self.absent.items():
             lines.append(f"absent: {name} — {reason}")
         lines.append("machine busy-ness (cores in use on average; 'others' = all processes but this one):")
@@ -470,6 +504,7 @@ class Runner:
             },
             "rows": [r.__dict__ for r in self.rows],
             "planning": self.planning,
+            "cluster": self.cluster,
         }
         with open(path, "w") as f:
             json.dump(record, f, indent=1, default=float)
@@ -505,6 +540,9 @@ class Runner:
             "einad-torch": "#d62728",
             "einad-dask-1": "#2ca02c",
             "einad-dask-2": "#98df8a",
+            "einad-threads-2": "#aec7e8",
+            "einad-cluster-1": "#8c564b",
+            "einad-cluster-2": "#c49c94",
         }
         hatches = {"": "", "fwd-over-rev": "", "rev-over-fwd": "//", "rev-over-rev": ".."}
         # (label, a row's value, the engine whose value divides it or None, dashed target or None)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cluster
 from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
@@ -59,6 +60,7 @@ def contract_path(
     optimize: Optimize = "auto",
     memory_limit: MemoryLimit = None,
     shapes: bool = False,
+    executor: Any = None,
 ) -> tuple[list[tuple[int, ...]], ContractionInfo]:
     """The contraction path einad follows, and what it costs, as `opt_einsum.contract_path`.
 
@@ -78,6 +80,10 @@ def contract_path(
             ``"max_input"``; None or -1: no limit). When no pairwise path keeps every
             intermediate within it, the plan slices indices.
         shapes: Whether `operands` are shapes rather than arrays.
+        executor: Where the slices would run (`einsum`'s `executor`): the report then
+            says how they are cut into tasks (``info.tasks``, ``info.batch``,
+            ``info.reduction_depth``, ``info.executor_threads``), for the executor's
+            workers as they are now. None: the in-process thread pool (``info.threads``).
 
     Returns:
         ``(path, info)``: the path as opt_einsum's list of index tuples, and a
@@ -90,7 +96,10 @@ def contract_path(
     Raises:
         EinsumError: For malformed subscripts, shapes that do not fit them, an
             unknown strategy or an invalid path or memory limit.
+        TypeError: If `executor` is none of None, a dask Client and a
+            ``concurrent.futures.Executor``.
     """
+    cluster.kind(executor)
     text, names, raw = einsum_arguments(subscripts, operands)
     if shapes:
         dims = tuple(tuple(int(d) for d in s) for s in raw)
@@ -103,6 +112,8 @@ def contract_path(
     info = describe(
         spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(text, spec)
     )
+    if executor is not None and slices:
+        info.set_layout(cluster.layout_for(executor, info.n_slices))
     return [tuple(step) for step in path], info
 
 
@@ -221,14 +232,20 @@ class ContractExpression:
         consts = f", constants {list(self.constants)}" if self.constants else ""
         return f"<ContractExpression({self.subscripts!r}) for shapes {list(self.shapes)}{consts}{sliced}>"
 
-    def __call__(self, *operands: ArrayLike) -> Any:
+    def __call__(self, *operands: ArrayLike, executor: Any = None, progress: bool = False) -> Any:
         """Contract `operands` (Tensors or arrays of the planned shapes) with the plan.
 
-        With constants, `operands` are the other operands, in their order.
+        With constants, `operands` are the other operands, in their order. `executor` and
+        `progress` are `einsum`'s: where a sliced plan's slices run (None: the in-process
+        thread pool; a ``dask.distributed.Client`` or a ``concurrent.futures.Executor``),
+        and whether to show a bar over them.
 
         Raises:
             EinsumError: If the number of operands or a shape differs from the plan's.
+            TypeError: If `executor` is none of None, a dask Client and a
+                ``concurrent.futures.Executor``.
         """
+        cluster.kind(executor)
         wanted = [(k, s) for k, s in enumerate(self.shapes) if k not in self.constants]
         if len(operands) != len(wanted):
             held = f" besides the constants at positions {list(self.constants)}" if self.constants else ""
@@ -251,10 +268,19 @@ class ContractExpression:
                 shape = shape_of(ops_[j])
                 ops_[j] = reshape(ops_[j], tuple(d for a, d in enumerate(shape) if a not in axes))
         if self._rest is not None:
-            return self._rest(*ops_, *self._folded)
+            return self._rest(*ops_, *self._folded, executor=executor, progress=progress)
         spec = self._spec
         return wrap(
-            contract_planned(spec.inputs, spec.output, ops_, self._path, self._slices, self.memory_limit)
+            contract_planned(
+                spec.inputs,
+                spec.output,
+                ops_,
+                self._path,
+                self._slices,
+                self.memory_limit,
+                executor,
+                bool(progress),
+            )
         )
 
 

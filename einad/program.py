@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays
+from . import arrays, cluster
 from .aliases import DTypeLike, Shape
 from .core import Params, Primitive, QuietRules, Staged, Tensor, Trace, _box, bind, in_rules, tracing
 from .errors import TracerError
@@ -275,6 +275,8 @@ def _params(e: Equation) -> str:
     p = e.params
     sliced = "".join(f" {c}/{m}" for c, m in p.get("slices", ()))
     sliced = f"; sliced{sliced}" if sliced else ""
+    if p.get("executor") is not None:  # where the slices run as tasks
+        sliced += f"; on {cluster.name(p['executor'])}"
     if e.op == "einsum":
         return f"[{e.subscripts}{sliced}]"
     if e.op == "einsum_vg":

@@ -44,6 +44,7 @@ import opt_einsum as oe
 from opt_einsum.contract import PathInfo
 
 from .aliases import MemoryLimit, Path
+from .cluster import Layout
 from .errors import EinsumError
 from .executor import _pair_plan, merges_without_copy
 from .subscripts import pairwise_steps, vjp_spec
@@ -421,6 +422,14 @@ class Schedule:
         for combo in itertools.product(*self.bounds):
             yield dict(zip(letters, combo))
 
+    def slice_ranges(self, i: int) -> dict[str, tuple[int, int]]:
+        """Slice `i` (in the order `ranges` yields them) as ``{letter: (start, stop)}``."""
+        out: dict[str, tuple[int, int]] = {}
+        for (c, _), bounds in zip(reversed(self.slices), reversed(self.bounds)):
+            i, r = divmod(i, len(bounds))
+            out[c] = bounds[r]
+        return {c: out[c] for c, _ in self.slices}
+
     @staticmethod
     def index(spec: str, ranges: dict[str, tuple[int, int]]) -> tuple[slice, ...]:
         """The basic index that cuts an array indexed by `spec` to the slice `ranges`."""
@@ -758,6 +767,20 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
             slice's intermediates per thread.
         scalar: Whether the result is a scalar (then a reverse pass computes the
             gradients with the value, and `gradient_flops` holds no recomputation).
+        slice_forward_peak: What one slice of the forward holds at once, in elements
+            (one thread's share of `forward_peak`).
+        slice_gradient_peak: The same for one slice of the gradient.
+        partial_size: The elements of one task's partial result when the slices run as
+            tasks on an executor: every operand's gradient (and the value).
+        executor: Where `contract_path` was told the slices run (``"dask"``, the
+            executor's class name), or None (the in-process thread pool).
+        tasks: With an executor: the tasks the slices are cut into (`cluster.layout`);
+            None without.
+        batch: With an executor: the most slices in one task.
+        reduction_depth: With a dask executor: the levels of the tree of sums of the
+            tasks' partial results (0 for other executors, whose caller sums them).
+        executor_threads: With an executor: the slices it runs at once (its worker
+            threads).
     """
 
     sliced_indices: tuple[str, ...]
@@ -771,6 +794,22 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
     gradient_peak: int
     threads: int
     scalar: bool
+    slice_forward_peak: int
+    slice_gradient_peak: int
+    partial_size: int
+    executor: str | None = None
+    tasks: int | None = None
+    batch: int | None = None
+    reduction_depth: int | None = None
+    executor_threads: int | None = None
+    _layout: Layout | None = None
+
+    def set_layout(self, layout: Layout) -> None:
+        """Report the slices as run in tasks cut as `layout` says."""
+        self._layout = layout
+        self.executor = layout.name
+        self.tasks, self.batch = layout.tasks, layout.batch
+        self.reduction_depth, self.executor_threads = layout.depth, layout.threads
 
     def __repr__(self) -> str:
         return str(super().__repr__()) + "\n" + "\n".join(self.summary())
@@ -801,7 +840,13 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
                 "  (the gradient of every operand is one sweep over the slices: each slice's "
                 "intermediates are recomputed and the cotangent pulled back through them)"
             )
-        if self.sliced_indices and self.threads > 1:
+        if self._layout is not None:
+            lines.append(f"  {self._layout.describe()}")
+            lines.append(
+                f"  each worker thread holds one slice (peak {self.slice_gradient_peak:,} elements in "
+                f"the gradient) and partial results of {self.partial_size:,} elements, besides the operands"
+            )
+        elif self.sliced_indices and self.threads > 1:
             lines.append(f"  slices run on {self.threads} threads (peaks: one slice per thread)")
         return lines
 
@@ -831,6 +876,9 @@ def describe(
     info.n_slices = costs.n_slices
     info.memory_limit = resolve_limit(memory_limit, shapes)
     info.slice_largest_intermediate = costs.largest
+    info.slice_forward_peak = costs.slice_forward_peak
+    info.slice_gradient_peak = costs.slice_gradient_peak
+    info.partial_size = sum(_prod(sh) for sh in shapes) + (output == "")
     info.forward_flops = costs.forward_flops
     info.gradient_flops = costs.gradient_flops
     info.forward_peak = costs.forward_peak

@@ -31,6 +31,7 @@ pairwise steps, one node each, whose derivative program is pairwise too (see
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -41,7 +42,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import opt_einsum as oe
 
-from .. import executor
+from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
 from ..core import Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
@@ -251,13 +252,16 @@ def contract(
     operands: Sequence[Value],
     optimize: Strategy = "auto",
     memory_limit: MemoryLimit = None,
+    executor: Any = None,
+    progress: bool = False,
 ) -> Value:
     """Contract canonical subscripts; returns a raw array when nothing is traced.
 
     This is the internal entry point the rules use; `einsum` parses and wraps.
     An optimizer object is asked for its path once (`slicing.object_path`); with
     a `memory_limit` that no pairwise path meets, the contraction is sliced
-    (`slicing.plan`) and bound as one `sliced_einsum_p` equation.
+    (`slicing.plan`) and bound as one `sliced_einsum_p` equation, whose slices run
+    on `executor` (None: the in-process thread pool; see `contract_planned`).
     """
     if len(operands) == 1 and inputs[0] == output:
         return operands[0]
@@ -266,7 +270,7 @@ def contract(
         optimize = object_path(optimize, inputs, output, shapes)
     if memory_limit is not None and len(operands) > 2:
         path, slices = slice_plan(inputs, output, shapes, optimize, memory_limit)
-        return contract_planned(inputs, output, operands, path, slices, memory_limit)
+        return contract_planned(inputs, output, operands, path, slices, memory_limit, executor, progress)
     traced = any(type(x) is Tensor and x._trace is not None for x in operands)
     if not traced or len(operands) <= 2:
         return bind(
@@ -341,12 +345,21 @@ def contract_planned(
     path: Path,
     slices: Slices,
     memory_limit: MemoryLimit,
+    executor: Any = None,
+    progress: bool = False,
 ) -> Value:
     """Contract along a planned `path`: one sliced equation when `slices`, else as `contract`.
 
     `memory_limit` is kept in a sliced equation's parameters, so the contractions
-    its derivatives make are planned within it too.
+    its derivatives make are planned within it too. So are `executor` (where the
+    slices run: a `dask.distributed.Client` or a `concurrent.futures.Executor`, see
+    `cluster`; None, the in-process thread pool, is left out) and `progress` (a bar
+    over the slices; False is left out): the derivatives' slices run there too, and
+    `einad.jit` compiles the equation with them. Both are static parameters, compared
+    by identity, never traced. A contraction that is not sliced runs in the caller's
+    process whatever `executor` says.
     """
+    cluster.kind(executor)  # a TypeError at the call for anything else
     if slices:
         params = {
             "inputs": inputs,
@@ -355,6 +368,10 @@ def contract_planned(
             "memory_limit": memory_limit,
             "slices": slices,
         }
+        if executor is not None:
+            params["executor"] = executor
+        if progress:
+            params["progress"] = True
         return bind(sliced_einsum_p, operands, params)
     return contract(inputs, output, operands, path)
 
@@ -604,24 +621,52 @@ def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequenc
     return r
 
 
-def _over_slices(s: Schedule, memory_limit: MemoryLimit, gradient: bool, body: Callable[..., None]) -> None:
-    """Run ``body(ranges)`` for every slice: one after the other, or spread over a pool of
-    `slicing.workers` threads (numpy's matrix products release the GIL). Each thread takes
-    every w-th slice; `body` adds into shared arrays under `_add_lock`."""
-    todo = list(s.ranges())
+def _over_slices(
+    s: Schedule,
+    memory_limit: MemoryLimit,
+    gradient: bool,
+    body: Callable[[dict[str, tuple[int, int]]], None],
+    progress: bool = False,
+) -> None:
+    """Run ``body(ranges)`` for every slice in this process: one after the other, or spread
+    over a pool of `slicing.workers` threads (numpy's matrix products release the GIL). Each
+    thread takes every w-th slice; `body` adds into shared arrays under `_add_lock`.
+
+    An exception names the slice it came from (`cluster.in_slice`); it, or Ctrl-C, stops
+    the other threads before their next slice, and the pool is empty when this returns.
+    """
+    n = s.n_slices
     w = workers(s, memory_limit, gradient)
-    if w <= 1:
-        for ranges in todo:
-            body(ranges)
-        return
+    bar = cluster.Progress(n, progress)
+    stop = threading.Event()
 
-    def run(share: list[dict[str, tuple[int, int]]]) -> None:
-        for ranges in share:
-            body(ranges)
+    def share(first: int) -> None:
+        for i in range(first, n, w):
+            if stop.is_set():
+                return
+            ranges = s.slice_ranges(i)
+            try:
+                body(ranges)
+            except Exception as err:
+                stop.set()
+                cluster.in_slice(err, i, n, ranges)
+                raise
+            bar.update(1)
 
-    with ThreadPoolExecutor(max_workers=w, thread_name_prefix="einad-slice") as pool:
-        for f in [pool.submit(run, todo[i::w]) for i in range(w)]:
-            f.result()
+    try:
+        if w <= 1:
+            share(0)
+        else:
+            with ThreadPoolExecutor(max_workers=w, thread_name_prefix="einad-slice") as pool:
+                futures = [pool.submit(share, i) for i in range(w)]
+                try:
+                    for f in futures:
+                        f.result()
+                except BaseException:
+                    stop.set()  # the other threads stop before their next slice
+                    raise
+    finally:
+        bar.close()
 
 
 _add_lock = threading.Lock()
@@ -646,37 +691,185 @@ def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, An
     return vals
 
 
-def _run_sliced(s: Schedule, arrays: Sequence[Any], memory_limit: MemoryLimit = None) -> Any:
-    """The forward of a sliced contraction: hoisted steps once, the rest per slice."""
+def _forward_slice(
+    s: Schedule, arrays: Sequence[Any], vals: dict[int, Any], run: Callable[..., Any], ranges: dict[str, Any]
+) -> Any:
+    """One slice of the forward: its looped steps, reading the operands' slices and the
+    hoisted values `vals`; returns its part of the result."""
     n = len(s.inputs)
-    xp = namespace(*arrays)
-    run = executor.runner(xp)
+    local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
+    for t in s.looped:
+        st = s.steps[t]
+        picked = [local.pop(a) if a in local else vals[a] for a in st.args]
+        local[st.result] = run(st.ins, st.out, picked)
+        del picked
+    return local.pop(s.steps[-1].result)
+
+
+def _result_buffer(like: Any, shape: Shape, dtype: np.dtype[Any]) -> Any:
+    """Zeros to add slices into: a numpy array, or `_Blocks` for another library."""
+    return np.zeros(shape, dtype=dtype) if xp_of(like) is np else _Blocks(like, shape, dtype)
+
+
+def _run_sliced(
+    s: Schedule,
+    arrays: Sequence[Any],
+    memory_limit: MemoryLimit = None,
+    where: Any = None,
+    progress: bool = False,
+) -> Any:
+    """The forward of a sliced contraction: hoisted steps once, the rest per slice; on the
+    thread pool, or as tasks on the executor `where` (`cluster.run`)."""
+    if where is not None:
+        prepare = functools.partial(_prepare_forward, s) if s.hoisted else None
+        work = cluster.Work(prepare, functools.partial(_forward_batch, s), _plus_arrays, None)
+        out = cluster.run(where, work, arrays, s.n_slices, progress)
+        return np.asarray(out) if isinstance(out, np.generic) else out
+    run = executor.runner(namespace(*arrays))
     vals = _hoisted(s, arrays, keep_all=False)
     sizes = dict(s.sizes)
     shape = tuple(sizes[c] for c in s.output)
     dtype = np.result_type(*(dtype_of(a) for a in arrays))
-    result: Any = np.zeros(shape, dtype=dtype) if xp is np else _Blocks(arrays[0], shape, dtype)
-    final = s.steps[-1].result
+    result = _result_buffer(arrays[0], shape, dtype)
 
     def body(ranges: dict[str, tuple[int, int]]) -> None:
-        local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
-        for t in s.looped:
-            st = s.steps[t]
-            picked = [local.pop(a) if a in local else vals[a] for a in st.args]
-            local[st.result] = run(st.ins, st.out, picked)
-            del picked
-        part = local.pop(final)
+        part = _forward_slice(s, arrays, vals, run, ranges)
         with _add_lock:
             _add_at(result, s.index(s.output, ranges), part)
 
-    _over_slices(s, memory_limit, False, body)
+    _over_slices(s, memory_limit, False, body, progress)
     return _total(result)
+
+
+# The tasks of a sliced call on an executor (`cluster.Work`): module-level functions of the
+# schedule and the call's data, so that they pickle by name to any worker that imports einad.
+
+
+def _prepare_forward(s: Schedule, *arrays: Any) -> dict[int, Any]:
+    """The hoisted values the forward's slices read (not the operands, which every task has)."""
+    n = len(s.inputs)
+    return {k: v for k, v in _hoisted(s, arrays, keep_all=False).items() if k >= n}
+
+
+def _prepare_sweep(s: Schedule, g: Any, *arrays: Any) -> dict[int, Any]:
+    """Every hoisted value (a sweep pulls back through all of them at the end)."""
+    n = len(s.inputs)
+    return {k: v for k, v in _hoisted(s, arrays, keep_all=True).items() if k >= n}
+
+
+def _values(arrays: Sequence[Any], shared: dict[int, Any] | None) -> dict[int, Any]:
+    vals = dict(enumerate(arrays))
+    vals.update(shared or {})
+    return vals
+
+
+def _each_slice(s: Schedule, slices: range, body: Callable[[dict[str, tuple[int, int]]], None]) -> None:
+    """``body(ranges)`` for the slices `slices` of a task, one after the other: an exception
+    names its slice, and a task whose call was cancelled stops before its next slice."""
+    for i in slices:
+        if cluster.cancelled():
+            raise cluster.Cancelled(f"the call was cancelled before slice {i}")
+        ranges = s.slice_ranges(i)
+        try:
+            body(ranges)
+        except Exception as err:
+            cluster.in_slice(err, i, s.n_slices, ranges)
+            raise
+
+
+def _forward_batch(s: Schedule, slices: range, shared: dict[int, Any] | None, *arrays: Any) -> Any:
+    """A task of the forward: the sum of its slices, laid out as the result."""
+    vals = _values(arrays, shared)
+    run = executor.runner(namespace(*arrays))
+    sizes = dict(s.sizes)
+    dtype = np.result_type(*(dtype_of(a) for a in arrays))
+    result = _result_buffer(arrays[0], tuple(sizes[c] for c in s.output), dtype)
+
+    def body(ranges: dict[str, tuple[int, int]]) -> None:
+        _add_at(result, s.index(s.output, ranges), _forward_slice(s, arrays, vals, run, ranges))
+
+    _each_slice(s, slices, body)
+    return _total(result)
+
+
+def _plus_arrays(a: Any, b: Any) -> Any:
+    """A new array: ``a + b`` (the tasks' inputs are never written)."""
+    return a + b
+
+
+class _Partial:
+    """What a task of a sweep returns: its slices' part of a scalar contraction's value
+    (`fused`; else None), of each gradient (`grads`, by operand) and of the cotangents of the
+    hoisted values the slices read (`acc`, by value id)."""
+
+    __slots__ = ("acc", "grads", "value")
+
+    def __init__(self, value: Any, grads: dict[int, Any], acc: dict[int, Any]) -> None:
+        self.value, self.grads, self.acc = value, grads, acc
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Partial, (self.value, self.grads, self.acc))
+
+
+def _plus_partials(a: _Partial, b: _Partial) -> _Partial:
+    """A new `_Partial`: the sum of two (the inputs are not written)."""
+    value = None if a.value is None else a.value + b.value
+    return _Partial(
+        value,
+        {k: a.grads[k] + b.grads[k] for k in a.grads},
+        {k: a.acc[k] + b.acc[k] for k in a.acc},
+    )
+
+
+def _sweep_batch(
+    s: Schedule,
+    wrt: tuple[int, ...],
+    fused: bool,
+    slices: range,
+    shared: dict[int, Any] | None,
+    g: Any,
+    *arrays: Any,
+) -> _Partial:
+    """A task of a sweep: its slices' parts of the gradients (and of the value when `fused`)."""
+    vals = _values(arrays, shared)
+    dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
+    grads = {k: _result_buffer(g, tuple(arrays[k].shape), dt) for k in wrt}
+    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
+    _each_slice(s, slices, sw.slice)
+    return _Partial(
+        sw.total if fused else None,
+        {k: _total(b) for k, b in grads.items()},
+        {a: _total(b) for a, b in sw.acc.items()},
+    )
+
+
+def _sweep_finish(
+    s: Schedule,
+    wrt: tuple[int, ...],
+    fused: bool,
+    total: _Partial,
+    shared: dict[int, Any] | None,
+    g: Any,
+    *arrays: Any,
+) -> _Partial:
+    """The last task of a sweep: the summed cotangents of the hoisted values pulled back through
+    the hoisted steps, into (a copy of) the summed gradients."""
+    vals = _values(arrays, shared)
+    dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
+    grads = {k: _result_buffer(g, tuple(arrays[k].shape), dt) for k in wrt}
+    for k in wrt:
+        _add_at(grads[k], (), total.grads[k])
+    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
+    sw.acc = dict(total.acc)
+    sw.pull_hoisted()
+    return _Partial(total.value, {k: _total(b) for k, b in grads.items()}, {})
 
 
 class _Blocks:
     """An array summed from blocks, for libraries other than numpy, never written into (dask
     stays lazy): `add` sums what lands on one block; `value` lays the blocks side by side
-    (concatenation), zeros where nothing landed."""
+    (concatenation), zeros where nothing landed (off a repeated letter's diagonal, or the
+    slices of another task)."""
 
     def __init__(self, like: Any, shape: Shape, dtype: np.dtype[Any]) -> None:
         self.like, self.shape, self.dtype = like, shape, dtype
@@ -695,7 +888,10 @@ class _Blocks:
         elif not self.parts:
             out = zeros(self.like, self.shape, self.dtype)
         else:
-            cuts = [sorted({k[axis] for k in self.parts}) for axis in range(nd)]
+            cuts = []  # each axis cut at every block's edges, so that the cuts cover it
+            for axis, n in enumerate(self.shape):
+                edges = sorted({0, n} | {e for k in self.parts for e in k[axis]})
+                cuts.append(list(itertools.pairwise(edges)))
 
             def build(axis: int, key: tuple[tuple[int, int], ...]) -> Any:
                 if axis == nd:
@@ -725,47 +921,53 @@ def _total(buf: Any) -> Any:
     return buf.value() if type(buf) is _Blocks else buf
 
 
-def _sweep(
-    s: Schedule,
-    g: Any,
-    arrays: Sequence[Any],
-    grads: dict[int, Any],
-    memory_limit: MemoryLimit = None,
-    fused: bool = False,
-) -> Any:
-    """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]``.
+class _Sweep:
+    """One gradient sweep over a schedule's slices, adding the gradient of ``<g, contraction>``
+    w.r.t. operand k into ``grads[k]`` (under `lock`).
 
-    Per slice: recompute the slice's intermediates that the pullbacks read (all
-    but the last when every operand is differentiated: `Schedule.rerun`), then
-    pull the slice of `g` back through the looped steps, adding each operand's
-    cotangent into its slice of the gradient; hoisted values get their
-    cotangents accumulated over the slices and are pulled back once at the end.
+    `slice(ranges)`, per slice: recompute the slice's intermediates that the pullbacks read
+    (all but the last when every operand is differentiated: `Schedule.rerun`), then pull the
+    slice of `g` back through the looped steps, adding each operand's cotangent into its
+    slice of the gradient; the cotangents of hoisted values are summed in `acc`, and
+    `pull_hoisted`, after the last slice, pulls them back through the hoisted steps once.
 
-    `fused` (a scalar contraction, `g` = 1): each slice runs its whole forward
-    first, so the same pass also returns the contraction's value; the values no
-    pullback reads are let go as soon as the forward has used them.
+    `fused` (a scalar contraction, `g` = 1): each slice runs its whole forward first, so
+    the same pass also sums the contraction's value into `total`; the values no pullback
+    reads are let go as soon as the forward has used them.
     """
-    n = len(s.inputs)
-    xp = namespace(g, *arrays)
-    run = executor.runner(xp)
-    need = s.needs(frozenset(grads))
-    vals = _hoisted(s, arrays, keep_all=True)
-    dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
-    acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
-    for t in s.looped:
-        for a in s.steps[t].args:
-            if a >= n and a not in s.varies and a in need:
-                if xp is np:
-                    acc[a] = np.zeros(vals[a].shape, dtype=dt)
-                else:
-                    acc[a] = _Blocks(g, tuple(vals[a].shape), dt)
-    final = s.steps[-1].result
-    rerun = s.rerun(need)
-    producer = {st.result: t for t, st in enumerate(s.steps)}
-    sizes = dict(s.sizes)
-    total = np.zeros((), dtype=dt)
 
-    def body(ranges: dict[str, tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        s: Schedule,
+        g: Any,
+        arrays: Sequence[Any],
+        vals: dict[int, Any],
+        grads: dict[int, Any],
+        fused: bool,
+        lock: Any,
+    ) -> None:
+        n = len(s.inputs)
+        self.s, self.g, self.arrays, self.vals, self.grads = s, g, arrays, vals, grads
+        self.fused, self.lock = fused, lock
+        xp = namespace(g, *arrays)
+        self.run = executor.runner(xp)
+        self.need = need = s.needs(frozenset(grads))
+        dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
+        self.acc: dict[int, Any] = {}  # cotangents of the hoisted values the loop reads
+        for t in s.looped:
+            for a in s.steps[t].args:
+                if a >= n and a not in s.varies and a in need:
+                    self.acc[a] = _result_buffer(g, tuple(vals[a].shape), dt)
+        self.final = s.steps[-1].result
+        self.rerun = s.rerun(need)
+        self.producer = {st.result: t for t, st in enumerate(s.steps)}
+        self.sizes = dict(s.sizes)
+        self.total = np.zeros((), dtype=dt)
+
+    def slice(self, ranges: dict[str, tuple[int, int]]) -> None:
+        s, g, arrays, vals, need, run = self.s, self.g, self.arrays, self.vals, self.need, self.run
+        fused, rerun, producer, sizes = self.fused, self.rerun, self.producer, self.sizes
+        n = len(s.inputs)
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
             st = s.steps[t]
@@ -776,11 +978,11 @@ def _sweep(
                     if _is_looped(s, a) and producer[a] not in rerun:
                         local.pop(a, None)
         if fused:
-            part = local.pop(final)
-            with _add_lock:
-                total[()] += part
+            part = local.pop(self.final)
+            with self.lock:
+                self.total[()] += part
             del part
-        cot = {final: g[s.index(s.output, ranges)]}
+        cot = {self.final: g[s.index(s.output, ranges)]}
         for t in reversed(s.looped):
             st = s.steps[t]
             if st.result not in cot:  # no operand below it is differentiated
@@ -806,31 +1008,64 @@ def _sweep(
                 a = st.args[j]
                 r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
                 if a < n:
-                    with _add_lock:
-                        _add_at(grads[a], s.index(s.inputs[a], ranges) if a in s.varies else (), r)
+                    with self.lock:
+                        _add_at(self.grads[a], s.index(s.inputs[a], ranges) if a in s.varies else (), r)
                 elif a in s.varies:
                     cot[a] = r
                 else:
-                    with _add_lock:
-                        _add_at(acc[a], (), r)
+                    with self.lock:
+                        _add_at(self.acc[a], (), r)
                 del r
             del ct, operands
 
-    _over_slices(s, memory_limit, True, body)
-    for t in reversed(s.hoisted):
-        st = s.steps[t]
-        if st.result not in acc:
-            continue
-        ct = _total(acc.pop(st.result))
-        operands = [vals[a] for a in st.args]
-        for j, a in enumerate(st.args):
-            if a in need:
-                r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
-                if a < n:
-                    _add_at(grads[a], (), r)
-                else:
-                    acc[a] = r
-    return total
+    def pull_hoisted(self) -> None:
+        """After the slices: the hoisted values' summed cotangents, pulled back once."""
+        s, acc, vals, n = self.s, self.acc, self.vals, len(self.s.inputs)
+        for t in reversed(s.hoisted):
+            st = s.steps[t]
+            if st.result not in acc:
+                continue
+            ct = _total(acc.pop(st.result))
+            operands = [vals[a] for a in st.args]
+            for j, a in enumerate(st.args):
+                if a in self.need:
+                    r = _pullback(st.ins, st.out, j, ct, operands, operands[j].shape)
+                    if a < n:
+                        _add_at(self.grads[a], (), r)
+                    else:
+                        acc[a] = r
+
+
+def _sweep(
+    s: Schedule,
+    g: Any,
+    arrays: Sequence[Any],
+    grads: dict[int, Any],
+    memory_limit: MemoryLimit = None,
+    fused: bool = False,
+    where: Any = None,
+    progress: bool = False,
+) -> Any:
+    """Add the gradient of ``<g, contraction>`` w.r.t. operand k into ``grads[k]`` (see
+    `_Sweep`): on the thread pool, or as tasks on the executor `where` (`cluster.run`),
+    whose summed gradients are added in at the end. Returns the value when `fused`."""
+    if where is not None:
+        wrt = tuple(grads)
+        work = cluster.Work(
+            functools.partial(_prepare_sweep, s) if s.hoisted else None,
+            functools.partial(_sweep_batch, s, wrt, fused),
+            _plus_partials,
+            functools.partial(_sweep_finish, s, wrt, fused),
+        )
+        total: _Partial = cluster.run(where, work, (g, *arrays), s.n_slices, progress)
+        for k, r in total.grads.items():
+            _add_at(grads[k], (), r)
+        return total.value
+    vals = _hoisted(s, arrays, keep_all=True)
+    sw = _Sweep(s, g, arrays, vals, grads, fused, _add_lock)
+    _over_slices(s, memory_limit, True, sw.slice, progress)
+    sw.pull_hoisted()
+    return sw.total
 
 
 def _sliced_impl(
@@ -840,6 +1075,8 @@ def _sliced_impl(
     optimize: Path,
     memory_limit: MemoryLimit,
     slices: Slices,
+    executor: Any = None,
+    progress: bool = False,
 ) -> Any:
     if any(0 in a.shape for a in arrays):
         return _einsum_impl(*arrays, inputs=inputs, output=output)
@@ -847,7 +1084,7 @@ def _sliced_impl(
     if not slices and namespace(*arrays) is np:  # one tree: planned once
         return tree_forward(tree_plan(inputs, output, shapes, optimize, ()), arrays)[0]
     s = schedule(inputs, output, shapes, optimize, slices)
-    return _run_sliced(s, arrays, memory_limit)
+    return _run_sliced(s, arrays, memory_limit, executor, progress)
 
 
 sliced_einsum_p = Primitive("einsum", _sliced_impl)
@@ -882,6 +1119,8 @@ def _einsum_vjp_impl(
     slices: Slices,
     wrt: tuple[int, ...],
     zero: tuple[int, ...],
+    executor: Any = None,
+    progress: bool = False,
 ) -> Any:
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
@@ -907,7 +1146,8 @@ def _einsum_vjp_impl(
             _, kept = tree_forward(plan, arrays, keep=True)
             tree_sweep(plan, g, arrays, kept, grads)
         else:
-            _sweep(schedule(inputs, output, shapes, optimize, slices), g, arrays, grads, memory_limit)
+            s = schedule(inputs, output, shapes, optimize, slices)
+            _sweep(s, g, arrays, grads, memory_limit, False, executor, progress)
     if xp is np:
         return flat
     blocks = [
@@ -928,13 +1168,22 @@ def _sliced_vg_impl(
     memory_limit: MemoryLimit,
     slices: Slices,
     wrt: tuple[int, ...],
+    executor: Any = None,
+    progress: bool = False,
 ) -> Array:
     """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
     the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
     xp = namespace(*arrays)
     if xp is not np:  # another library: the forward, then the sweep, laid end to end
+        where = {"executor": executor, "progress": progress}
         value = _sliced_impl(
-            *arrays, inputs=inputs, output=output, optimize=optimize, memory_limit=memory_limit, slices=slices
+            *arrays,
+            inputs=inputs,
+            output=output,
+            optimize=optimize,
+            memory_limit=memory_limit,
+            slices=slices,
+            **where,
         )
         g = xp.ones_like(value)
         grads = _einsum_vjp_impl(
@@ -947,6 +1196,7 @@ def _sliced_vg_impl(
             slices=slices,
             wrt=wrt,
             zero=(),
+            **where,
         )
         joined: Array = xp.concat([xp.reshape(value, (1,)), xp.astype(grads, value.dtype)])
         return joined
@@ -960,7 +1210,7 @@ def _sliced_vg_impl(
             flat[0] = tree_value_and_grad(tree_plan(inputs, output, shapes, optimize, wrt), arrays, grads)
         else:
             s = schedule(inputs, output, shapes, optimize, slices)
-            flat[0] = _sweep(s, np.ones((), dt), arrays, grads, memory_limit, True)
+            flat[0] = _sweep(s, np.ones((), dt), arrays, grads, memory_limit, True, executor, progress)
     return flat
 
 
@@ -1014,7 +1264,9 @@ rules(
 
 
 def _forward_params(params: Params) -> Params:
-    return {k: params[k] for k in ("inputs", "output", "optimize", "memory_limit", "slices")}
+    """A sliced equation's parameters as its forward's (its executor and progress kept)."""
+    keys = ("inputs", "output", "optimize", "memory_limit", "slices", "executor", "progress")
+    return {k: params[k] for k in keys if k in params}
 
 
 def _unpack(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import opt_einsum as oe
 
+from .. import cluster
 from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
 from ..core import ArrayLike, Staged, Tensor, Value, bind
@@ -155,7 +156,12 @@ def _interleaved(args: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
 
 
 def einsum(
-    subscripts: str | ArrayLike, *operands: Any, optimize: Optimize = "auto", memory_limit: MemoryLimit = None
+    subscripts: str | ArrayLike,
+    *operands: Any,
+    optimize: Optimize = "auto",
+    memory_limit: MemoryLimit = None,
+    executor: Any = None,
+    progress: bool = False,
 ) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
@@ -192,6 +198,16 @@ def einsum(
             peak memory of the forward and of the gradient follows the limit.
             The operands, the result and the gradients are not intermediates.
             See `contract_path` for the plan.
+        executor: Where the slices of a sliced contraction run: None (the default), a
+            thread pool in this process (`einad.slicing.threads`); a
+            ``dask.distributed.Client``, or any ``concurrent.futures.Executor`` (a process
+            pool, loky, ``mpi4py.futures``): the slices of the forward and of the
+            gradient then run there as tasks, the operands sent once per call and the
+            partial results summed there (docs: "Beyond one machine"). The same under
+            every transformation and inside `einad.jit`. A contraction that is not
+            sliced ignores it.
+        progress: Show a progress bar over the slices (tqdm's when installed, else a
+            line on stderr), on the thread pool and on an executor alike.
 
     Returns:
         The contraction, as a Tensor.
@@ -203,9 +219,11 @@ def einsum(
             -1 and None (checked for any number of operands). Messages name the
             user's letters, or labels in the interleaved form.
         TypeError: If the arguments are neither subscripts and operands nor
-            operands interleaved with lists of hashable labels, or an operand
-            is not numeric.
+            operands interleaved with lists of hashable labels, an operand
+            is not numeric, or `executor` is none of None, a dask Client and a
+            ``concurrent.futures.Executor``.
     """
+    cluster.kind(executor)
     text, names, raw = einsum_arguments(subscripts, operands)
     ops_ = _promote_weak([to_operand(x) for x in raw])
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
@@ -218,7 +236,8 @@ def einsum(
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
     if isinstance(opt, tuple):
         _check_path(opt, len(ops_))
-    return wrap(contract(spec.inputs, spec.output, ops_, opt, check_limit(memory_limit)))
+    limit = check_limit(memory_limit)
+    return wrap(contract(spec.inputs, spec.output, ops_, opt, limit, executor, bool(progress)))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:

@@ -107,7 +107,15 @@ def _einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Param
     inputs, output = params["inputs"], params["output"]
     beta = fresh_symbols(set("".join(inputs) + output), 1)[0]
     new_inputs = tuple(beta + s if b else s for s, b in zip(inputs, batched))
-    return contract(new_inputs, beta + output, vals, params["optimize"], params["memory_limit"])
+    return contract(
+        new_inputs,
+        beta + output,
+        vals,
+        params["optimize"],
+        params["memory_limit"],
+        params.get("executor"),
+        params.get("progress", False),
+    )
 
 
 def _spread(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:

@@ -165,6 +165,56 @@ def test_library_engines_are_absent_without_their_library(monkeypatch, capsys):
     assert "absent: einad-torch" in capsys.readouterr().out
 
 
+HAVE_DISTRIBUTED = importlib.util.find_spec("distributed") is not None
+CLUSTER_ENGINES = ["einad-threads-2", "einad-cluster-1", "einad-cluster-2"]
+
+
+@pytest.mark.skipif(
+    not HAVE_DISTRIBUTED, reason="dask.distributed is not installed (pip install -e '.[cluster]')"
+)
+def test_quick_run_sliced_case_on_a_cluster(tmp_path_factory):
+    """Issue 24: case 10 with its slices on two in-process threads and as tasks on LocalClusters
+    of one and two worker processes, checked against manual; the rows' notes (a worker's peak,
+    the ratios the targets are about); and the cluster report: the overhead per task fitted, and
+    the tasks and the tree depth recorded on 1-16 workers as `einad.cluster.layout` predicts."""
+    options = ["--quick", "--threads", "1", "--cases", "10", "--cluster"]
+    stdout, data = _run_suite(tmp_path_factory, [*options, "--engines", ",".join(CLUSTER_ENGINES)])
+    assert data["errors"] == []
+    for name in CLUSTER_ENGINES:
+        rows = [r for r in data["rows"] if r["engine"] == name]
+        assert [r["case"] for r in rows] == ["10"], rows
+        assert rows[0]["status"] == "ok" and rows[0]["vg"] > 0 and rows[0]["forward"] > 0
+    for name in CLUSTER_ENGINES[1:]:
+        detail = next(r["detail"] for r in data["rows"] if r["engine"] == name)
+        assert detail.startswith("worker peak ") and "tasks of up to" in detail, detail
+        assert "LocalCluster" in data["versions"][name]
+    assert "vg/einad-cluster-1" in stdout and "vg/einad-threads-2" in stdout
+    overhead = data["cluster"]["overhead"]
+    assert np.isfinite(overhead["per_task_s"]) and len(overhead["rows"]) >= 3
+    assert [r["tasks"] for r in overhead["rows"]] == sorted(r["tasks"] for r in overhead["rows"])
+    simulated = data["cluster"]["simulate"]
+    assert [r["workers"] for r in simulated] == [1, 4, 16]  # --quick's clusters
+    for r in simulated:
+        assert (r["batches"], r["depth"]) == (r["predicted"][0], r["predicted"][2]), r
+        assert r["sums"] == r["batches"] - 1 and r["workers_used"] == r["workers"]
+    assert "least squares:" in stdout and "tasks and reduction depth" in stdout
+
+
+def test_cluster_engines_are_absent_without_distributed(monkeypatch):
+    from benchmarks import engines
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        engines.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "distributed" else real(name, *a),
+    )
+    runner = Runner(parse(["--quick", "--cases", "10", "--engines", "einad-cluster-2"]))
+    assert runner.run() == 0
+    assert "dask.distributed is not installed" in runner.absent["einad-cluster-2"]
+    assert not [r for r in runner.rows if r.engine.startswith("einad-cluster")]
+
+
 def test_unknown_engine_is_refused():
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--engines", "nope"],
