@@ -8,6 +8,7 @@ are built on one small tracing core.
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import autoray_backend as _autoray_backend
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
 from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, no_grad
@@ -62,6 +63,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp
 from .transforms.jit import Program, jit
 
 globals().update(_ELEMENTWISE)  # ea.exp, ea.add, ...: one per entry of the elementwise table
+_autoray_backend.register()  # quimb and cotengra reach einad through autoray, when it is installed
 if TYPE_CHECKING:  # what type checkers see of them
 
     def __getattr__(name: str) -> Callable[..., Tensor]: ...
