@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from . import numpy_api, ops
+from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which `functions` reads)
+from . import ops
 from .aliases import DTypeLike
-from .core import ArrayLike, Tensor
+from .core import ArrayLike, Tensor, numpy_functions
 from .rules import linalg
 from .rules.indexing import pad
 from .util import dtype_of, shape_of
@@ -347,7 +348,7 @@ def functions() -> dict[str, Function]:
     """Every name this module gives autoray: `TRANSLATIONS`, then numpy's functions as einad runs
     them on Tensors (`numpy_api`'s table, under numpy's own names)."""
     table: dict[str, Function] = {}
-    for func, impl in numpy_api.numpy_functions.items():
+    for func, impl in numpy_functions.items():
         name = getattr(func, "__name__", None)
         if isinstance(name, str) and getattr(np, name, None) is func:
             table[name] = impl
