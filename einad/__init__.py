@@ -63,7 +63,6 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp
 from .transforms.jit import Program, jit
 
 globals().update(_ELEMENTWISE)  # ea.exp, ea.add, ...: one per entry of the elementwise table
-_autoray_backend.register()  # quimb and cotengra reach einad through autoray, when it is installed
 if TYPE_CHECKING:  # what type checkers see of them
 
     def __getattr__(name: str) -> Callable[..., Tensor]: ...
@@ -181,3 +180,5 @@ __all__ = [
     "where",
 ]
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
+# quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
+_autoray_backend.register(__all__)

@@ -17,14 +17,15 @@ Where each name's function comes from, first match wins:
    and helpers without a derivative (``allclose``, ``count_nonzero``, ``to_numpy``), which
    read a value and return plain numpy values (on a value staged by `einad.jit` they raise
    `TracerError`, as reading a traced value always does).
-2. numpy's function of that name as einad runs it on Tensors (`numpy_api`'s table): numpy's
-   signature, einad's differentiable operation (``swapaxes``, ``clip``, ``copy``, ...).
-3. autoray's own lookup in `einad`, for everything else.
+2. autoray's own lookup in `einad`: einad's operations take numpy's arguments.
+3. numpy's function of that name as einad runs it on Tensors (`numpy_api`'s table), for the
+   names `einad` does not export: numpy's signature, einad's differentiable operation
+   (``swapaxes``, ``copy``, ``ravel``, ...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -344,24 +345,27 @@ TRANSLATIONS: dict[str, Function] = {
 }
 
 
-def functions() -> dict[str, Function]:
-    """Every name this module gives autoray: `TRANSLATIONS`, then numpy's functions as einad runs
-    them on Tensors (`numpy_api`'s table, under numpy's own names)."""
+def functions(exported: Iterable[str] = ()) -> dict[str, Function]:
+    """Every name this module gives autoray: `TRANSLATIONS`, and numpy's functions as einad runs
+    them on Tensors (`numpy_api`'s table, under numpy's own names) for the names einad does not
+    export itself (`exported`: autoray finds those in `einad` directly, without the layer that
+    binds numpy's arguments)."""
+    skip = set(exported)
     table: dict[str, Function] = {}
     for func, impl in numpy_functions.items():
         name = getattr(func, "__name__", None)
-        if isinstance(name, str) and getattr(np, name, None) is func:
+        if isinstance(name, str) and name not in skip and getattr(np, name, None) is func:
             table[name] = impl
     table.update(TRANSLATIONS)
     return table
 
 
-def register() -> bool:
-    """Register einad's functions with autoray (see the module docstring). Returns whether autoray
-    is installed; importing einad calls it."""
+def register(exported: Iterable[str] = ()) -> bool:
+    """Register `functions` with autoray (see the module docstring); `exported` are the names of
+    `einad`'s namespace. Returns whether autoray is installed; importing einad calls it."""
     if _autoray is None:
         return False
-    for name, fn in functions().items():
+    for name, fn in functions(exported).items():
         _autoray.register_function(BACKEND, name, fn)
     return True
 

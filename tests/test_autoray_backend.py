@@ -419,12 +419,13 @@ def test_autoray_gets_the_reduced_svd_while_einad_keeps_numpys_default():
 
 
 def test_registration_covers_numpys_functions_and_the_translations():
-    table = autoray_backend.functions()
+    table = autoray_backend.functions(ea.__all__)
     assert table["swapaxes"] is ea.core.numpy_functions[np.swapaxes]  # numpy's signature, einad's op
+    assert "tensordot" not in table and ar.get_lib_fn("einad", "tensordot") is ea.tensordot  # einad's own
     assert set(autoray_backend.TRANSLATIONS) <= set(table)
-    for name in ("zeros", "linalg.svd", "complex", "indices"):
+    for name in ("zeros", "linalg.svd", "complex", "indices", "swapaxes"):
         assert ar.get_lib_fn("einad", name) is table[name]
-    assert autoray_backend.register() is True
+    assert autoray_backend.register(ea.__all__) is True
 
 
 def test_backend_inference_is_einad_for_traced_values_too():
