@@ -12,7 +12,7 @@ Where each name's function comes from, first match wins:
 1. `TRANSLATIONS`: autoray's conventions where einad keeps numpy's (``linalg.svd`` is the
    reduced SVD under autoray, as autoray gives numpy, JAX and torch, while
    `einad.linalg.svd` keeps numpy's ``full_matrices=True``), scipy's functions
-   (``scipy.linalg.expm``, ``scipy.linalg.solve_triangular``), array creation, which
+   (``scipy.linalg.expm``, ``scipy.linalg.lu``, ``scipy.linalg.solve_triangular``), array creation, which
    returns constant Tensors as ``do("zeros", ..., like=x)`` returns the backend's arrays,
    and helpers without a derivative (``allclose``, ``count_nonzero``, ``to_numpy``), which
    read a value and return plain numpy values (on a value staged by `einad.jit` they raise
@@ -104,18 +104,24 @@ def _stacked(obj: Any) -> Any:
     return obj
 
 
-def array(obj: Any, dtype: DTypeLike | None = None, copy: Any = True, **kwargs: Any) -> Tensor:
+def array(
+    obj: Any, dtype: DTypeLike | None = None, copy: Any = True, order: str = "K", ndmin: int = 0
+) -> Tensor:
     """numpy.array for einad: a Tensor as it is (values are immutable, so it is never copied),
-    nested lists holding Tensors stacked (differentiable), anything else a constant Tensor."""
+    nested lists holding Tensors stacked (differentiable), anything else a constant Tensor (an
+    array of another library stays in its library)."""
     if type(obj) is Tensor or _holds_tensor(obj):
         out: Tensor = _stacked(obj)
-        return out.astype(dtype) if dtype is not None else out
-    return Tensor(np.array(_value(obj), dtype=dtype, **kwargs))
+        out = out.astype(dtype) if dtype is not None else out
+    else:
+        out = Tensor(obj, dtype=dtype)
+    missing = int(ndmin) - out.ndim
+    return ops.reshape(out, (1,) * missing + out.shape) if missing > 0 else out
 
 
-def asarray(obj: Any, dtype: DTypeLike | None = None, **kwargs: Any) -> Tensor:
+def asarray(obj: Any, dtype: DTypeLike | None = None, order: str = "K", **kwargs: Any) -> Tensor:
     """numpy.asarray for einad (the same as `array`: no einad value is ever written into)."""
-    return array(obj, dtype, **kwargs)
+    return array(obj, dtype)
 
 
 def zeros(shape: Any, dtype: DTypeLike = float, order: str = "C") -> Tensor:
@@ -164,7 +170,8 @@ def _like(fill: Any) -> Function:
     def like(
         a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
     ) -> Tensor:
-        return Tensor(np.full(shape_of(a) if shape is None else shape, fill, dtype=dtype or dtype_of(a)))
+        dt = dtype_of(a) if dtype is None else dtype
+        return Tensor(np.full(shape_of(a) if shape is None else shape, fill, dtype=dt))
 
     like.__doc__ = f"numpy's ``*_like`` filled with {fill}: a constant Tensor of `a`'s shape and dtype."
     return like
@@ -307,6 +314,7 @@ TRANSLATIONS: dict[str, Function] = {
     "linalg.svd": svd,
     "linalg.householder_product": householder_product,
     "scipy.linalg.expm": linalg.expm,
+    "scipy.linalg.lu": linalg.lu,
     "scipy.linalg.solve_triangular": solve_triangular,
     "complex": complex_of,
     # creation: constant Tensors

@@ -138,6 +138,20 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """The transpose (axes reversed), as `einad.transpose`."""
         return transpose(self)
 
+    @property
+    def real(self) -> Tensor:
+        """The real part, as `einad.real` (numpy's ``ndarray.real``)."""
+        return real(self)
+
+    @property
+    def imag(self) -> Tensor:
+        """The imaginary part, as `einad.imag` (numpy's ``ndarray.imag``)."""
+        return imag(self)
+
+    def conj(self) -> Tensor:
+        """The complex conjugate, as `einad.conj` (numpy's ``ndarray.conj``)."""
+        return conj(self)
+
     def detach(self) -> Tensor:
         """A new Tensor with this value (sharing its memory) and no derivative.
 

@@ -65,7 +65,6 @@ NOT_SERVED = {
     "either, and quimb's 'svd:rand' works on einad values",
     "scipy.sparse.linalg": "scipy's iterative solvers on linear operators (quimb's fitting with "
     "solver='cg', ...), which run on numpy arrays only",
-    "scipy.linalg.lu": "an LU decomposition with a derivative is not written yet (quimb's method='lu')",
 }
 
 _PATTERNS = (
@@ -270,6 +269,9 @@ CASES: dict[str, Case] = {
     "scipy.linalg.expm": Case(
         lambda x: get_namespace(x).scipy.linalg.expm(x), [(0.3 * SQ,), (0.3 * SQZ,)], needs=("scipy",)
     ),
+    "scipy.linalg.lu": Case(
+        lambda x: get_namespace(x).scipy.linalg.lu(x, permute_l=True), [(A,), (Z.T,)], needs=("scipy",)
+    ),
     "scipy.linalg.solve_triangular": Case(
         lambda x, y: get_namespace(x).scipy.linalg.solve_triangular(x, y, lower=True),
         _real_complex(SQ, A),
@@ -440,10 +442,14 @@ def test_backend_inference_is_einad_for_traced_values_too():
     assert seen == ["einad", "einad"]
 
 
-def test_creation_takes_the_dtype_of_like():
+def test_creation_takes_the_dtype_of_like_or_the_one_given():
     assert do("zeros", (2,), like=ea.tensor(Z)).dtype == np.complex128
     assert do("eye", 2, like=ea.tensor(A.astype(np.float32))).dtype == np.float32
     assert do("array", [1, 2], like="einad").dtype == np.int64
+    assert do("zeros_like", ea.tensor(A), dtype=np.dtype(np.complex64)).dtype == np.complex64
+    assert do("array", [1.0, 2.0], like="einad", ndmin=2).shape == (1, 2)
+    traced = ea.grad(lambda x: ea.sum(do("array", x, dtype=np.complex128).real ** 2))(A)
+    np.testing.assert_allclose(traced, 2 * A)
 
 
 def test_array_of_traced_scalars_is_differentiable():

@@ -1,9 +1,11 @@
 """Linear algebra: numpy.linalg's functions, differentiable in both modes to any order.
 
-``inv, solve, det, slogdet, cholesky, eigh, svd, qr`` are primitives whose
+``inv, solve, det, slogdet, cholesky, eigh, eig, svd, qr, pinv`` are primitives whose
 implementation is numpy.linalg's own on numpy arrays (so values, dtypes and errors are
-numpy's), the array API ``linalg`` extension of the array's library on others (torch,
-array-api-strict, CuPy), and numpy.linalg block by block, lazily, on dask arrays;
+numpy's; ``expm`` and ``lu``, which numpy lacks, are scipy.linalg's), the array API
+``linalg`` extension of the array's library on others (torch, array-api-strict, CuPy;
+torch's ``eig``, ``matrix_exp`` and ``lu`` beyond the standard), and numpy.linalg block by
+block, lazily, on dask arrays;
 their derivative rules are einad operations (no library call of their own:
 constant masks are made in the operand's library): einsums for every matrix
 product, transpose and diagonal, elementwise operations, and the linear
@@ -13,7 +15,7 @@ gradient ``det · A⁻ᵀ`` of ``det``). A rule therefore differentiates again,
 batches and stages under `einad.jit` like any other code, and reads no value
 in Python.
 ``norm`` is a composition of einad operations (and ``svd`` for the spectral
-and nuclear norms).
+and nuclear norms); so are ``lstsq`` (``pinv``), ``eigvals`` and ``eigvalsh``.
 
 Several results, one primitive. A primitive has one result, so a
 decomposition (``eigh``'s eigenvalues and eigenvectors, ``svd``'s U, S, Vh,
@@ -104,6 +106,7 @@ __all__ = [
     "expm",
     "inv",
     "lstsq",
+    "lu",
     "norm",
     "pinv",
     "qr",
@@ -1013,6 +1016,97 @@ expm_p = rules(
 )
 
 
+# -- lu -----------------------------------------------------------------------------------------
+#
+# A = P L U with P a permutation (piecewise constant: no derivative), L (m × k) unit lower and U
+# (k × n) upper trapezoidal, k = min(m, n). Completed to square factors, L̂ = [L | 0; I] (m × m)
+# and Û = [U; 0 I] (n × n), M = L̂⁻¹ Pᵀ dA Û⁻¹ splits into dL = (L̂ tril₋₁(M))[:, :k] and
+# dU = (triu(M) Û)[:k, :] (as JAX's rule); the VJP is the transpose of that map.
+
+
+def _lu_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        try:  # an optional dependency, imported when first needed (it is slow to import)
+            import scipy.linalg
+        except ImportError:  # pragma: no cover - scipy comes with quimb and jax
+            raise ImportError("einad.linalg.lu needs scipy for numpy arrays: pip install scipy") from None
+        p, lower, upper = scipy.linalg.lu(a)
+        return _pack_np([p.astype(a.dtype), lower, upper], a.ndim - 2)
+    if _is_dask(a):
+        m, n = shape_of(a)[-2:]
+        k = min(m, n)
+        return _on_blocks(_lu_impl, [a], (m * m + m * k + k * n,), dtype_of(a))
+    p, lower, upper = _call(xp, "lu", a)
+    return _pack_xp(xp, [p, lower, upper], len(shape_of(a)) - 2)
+
+
+def _lu_parts(ans: Any, a: Any) -> tuple[Any, Any, Any]:
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    p, lower, upper = _unpack(ans, [(m, m), (m, k), (k, n)])
+    return real(p), lower, upper  # P is real, as scipy's
+
+
+def _tri(like: Any, rows: int, cols: int, k: int) -> Any:
+    """A constant rows × cols matrix of `like`'s real dtype: ones on and below the k-th diagonal."""
+    return _constant(like, np.tri(rows, cols, k, dtype=_real_dtype(dtype_of(like))))
+
+
+def _lu_square(lower: Any, upper: Any) -> tuple[Any, Any]:
+    """L̂ (m × m) and Û (n × n): L and U completed by the last columns (rows) of the identity."""
+    m, k = shape_of(lower)[-2:]
+    n = shape_of(upper)[-1]
+    batch = shape_of(lower)[:-2]
+
+    def block(like: Any, value: Array) -> Any:
+        return astype(broadcast_raw(_constant(like, value), batch + value.shape), dtype_of(like))
+
+    axis = len(batch)
+    if m > k:
+        lower = bind(concat_p, [lower, block(lower, np.eye(m)[:, k:])], {"axis": axis + 1})
+    if n > k:
+        upper = bind(concat_p, [upper, block(upper, np.eye(n)[k:, :])], {"axis": axis})
+    return lower, upper
+
+
+def _lu_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    perm, lower, upper = _lu_parts(ans, a)
+    l_sq, u_sq = _lu_square(lower, upper)
+    x = _mm(_mT(perm), astype(ts[0], dtype_of(a)))  # Pᵀ dA
+    mm = _rsolve(_solve(l_sq, x), u_sq)  # L̂⁻¹ Pᵀ dA Û⁻¹
+    dl = _cols(_mm(l_sq, _mul(mm, _tri(mm, m, n, -1))), 0, k)
+    du = _rows(_mm(_sub(mm, _mul(mm, _tri(mm, m, n, -1))), u_sq), 0, k)
+    batch = shape_of(a)[:-2]
+    return _pack([_zeros(dl, shape_of(perm), dtype_of(ans)), dl, du], batch, dtype_of(ans))
+
+
+def _lu_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    batch = shape_of(a)[:-2]
+    perm, lower, upper = _lu_parts(ans, a)
+    _, g_l, g_u = _lu_parts(g, a)
+    l_sq, u_sq = _lu_square(lower, upper)
+    nb = len(batch)
+    if n > k:  # dL is the first k columns of an m × n product: pad its cotangent with zeros
+        g_l = bind(concat_p, [g_l, _zeros(g_l, batch + (m, n - k), dtype_of(g_l))], {"axis": nb + 1})
+    if m > k:
+        g_u = bind(concat_p, [g_u, _zeros(g_u, batch + (m - k, n), dtype_of(g_u))], {"axis": nb})
+    low = _tri(g_l, m, n, -1)  # tril₋₁ and triu are masks: each its own transpose
+    g_upper = _mm(g_u, _mT(u_sq))
+    g_m = _add(_mul(_mm(_mT(l_sq), g_l), low), _sub(g_upper, _mul(g_upper, low)))
+    g_x = _rsolve(_solve(_mT(l_sq), g_m), _mT(u_sq))  # L̂⁻ᵀ G_M Û⁻ᵀ
+    return [_like(_mm(perm, g_x), a)]
+
+
+lu_p = rules(Primitive("lu", _lu_impl), jvp=_lu_jvp, vjp=_lu_vjp, keep=_only_result, batch=_ride_along)
+
+
 # -- the public functions -----------------------------------------------------------------------
 
 _SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
@@ -1341,6 +1435,35 @@ def expm(a: ArrayLike) -> Tensor:
         LinAlgError: If `a` is not a stack of square matrices.
     """
     return wrap(bind(expm_p, (_matrix(a),), {}))
+
+
+def lu(a: ArrayLike, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The LU decomposition with partial pivoting ``a = P @ L @ U``, as scipy.linalg.lu.
+
+    For `a` of shape ``(..., m, n)`` and ``k = min(m, n)``: P is a permutation matrix
+    ``(..., m, m)`` (derivative zero), L unit lower trapezoidal ``(..., m, k)``, U upper
+    trapezoidal ``(..., k, n)``. Derivatives need the leading k × k block of U invertible;
+    with ``M = L̂⁻¹ Pᵀ dA Û⁻¹`` (L and U completed to square by the identity),
+    ``dL = L̂ tril₋₁(M)`` and ``dU = triu(M) Û`` (first k columns and rows). On numpy
+    arrays it needs scipy; on torch arrays it is ``torch.linalg.lu``.
+
+    Args:
+        a: A matrix or a stack ``(..., m, n)``.
+        permute_l: Return ``(P @ L, U)`` instead of ``(P, L, U)``.
+        overwrite_a: Accepted for scipy's signature (einad never writes into an array).
+        check_finite: Accepted for scipy's signature.
+
+    Returns:
+        ``(P, L, U)``, or ``(P @ L, U)`` with `permute_l`.
+
+    Raises:
+        LinAlgError: If `a` has fewer than 2 dimensions.
+    """
+    x = _matrix(a, square=False)
+    perm, low, up = (wrap(v) for v in _lu_parts(bind(lu_p, (x,), {}), x))
+    if permute_l:
+        return wrap(_mm(perm, low)), up
+    return perm, low, up
 
 
 # -- norm: a composition of einad operations --------------------------------------------------

@@ -1188,7 +1188,7 @@ def test_torch_gradients_match_autograd(name, dtype):
         assert_close(g.numpy(), ref.numpy(), rtol=tol, atol=tol)
 
 
-# -- eig, eigvals, eigvalsh, pinv, lstsq, expm (issue 23: what quimb's decompositions reach) -------
+# -- eig, eigvals, eigvalsh, pinv, lstsq, expm, lu (issue 23: what quimb's decompositions reach) ---
 
 
 def _scipy_expm(a):
@@ -1197,7 +1197,7 @@ def _scipy_expm(a):
 
 @both_modes
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_eig_pinv_lstsq_expm_match_numpy_and_scipy(dtype):
+def test_eig_pinv_lstsq_expm_lu_match_numpy_and_scipy(dtype):
     a = general((2, 3, 3), dtype)
     tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
     ctype = np.result_type(dtype, np.complex64)
@@ -1223,6 +1223,11 @@ def test_eig_pinv_lstsq_expm_match_numpy_and_scipy(dtype):
                 assert o.shape == np.shape(t)
                 assert_close(o.numpy(), t, rtol=tol, atol=tol)
     _close(L.expm(0.5 * a), _scipy_expm(0.5 * a).astype(dtype), dtype)
+    lu = pytest.importorskip("scipy.linalg", reason="lu's reference is scipy's").lu
+    for shape in SQUARE + RECT:
+        r = _normal(shape, dtype)
+        _close(L.lu(r), lu(r), dtype)
+        _close(L.lu(r, permute_l=True), lu(r, permute_l=True), dtype)
 
 
 def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution():
@@ -1262,10 +1267,12 @@ def test_gradients_of_eig_pinv_expm(name, dtype):
 
 @both_modes
 @pytest.mark.parametrize("dtype", [REAL, COMPLEX])
-@pytest.mark.parametrize("shape", RECT)
-def test_gradients_of_pinv_and_lstsq(shape, dtype):
+@pytest.mark.parametrize("shape", RECT + [(4, 4)])
+def test_gradients_of_pinv_lstsq_and_lu(shape, dtype):
     a = _normal(shape, dtype)
     assert ea.gradcheck(L.pinv, a)
+    assert ea.gradcheck(lambda a: L.lu(a)[1:], a)  # L and U (P is piecewise constant)
+    assert ea.gradcheck(lambda a: L.lu(a, permute_l=True), a)
     if len(shape) == 2:
         b = _normal(shape[:1], dtype)
         assert ea.gradcheck(lambda a, b: L.lstsq(a, b)[:2], a, b)  # the solution and the residuals
@@ -1297,6 +1304,7 @@ NEW_SECOND = {
     "pinv": lambda a: ea.sum(L.pinv(a[:, :3]) ** 2),
     "expm": lambda a: ea.sum(L.expm(0.3 * a) * C4),
     "lstsq": lambda a: ea.sum(L.lstsq(a[:, :3], np.arange(4.0))[0] ** 2),
+    "lu": lambda a: ea.sum(L.lu(a)[1] * C4) + ea.sum(L.lu(a[:3])[2] ** 3),
 }
 
 
@@ -1311,9 +1319,11 @@ def test_second_order_of_eig_pinv_lstsq_expm(name):
 
 
 @both_modes
-@pytest.mark.parametrize("name", ["eig", "pinv", "expm"])
-def test_jacobians_of_eig_pinv_expm_take_the_batched_path(name, no_loops):
-    f = {"eig": lambda a: ea.abs(L.eig(a)[1]), "pinv": L.pinv, "expm": L.expm}[name]
+@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
+def test_jacobians_of_eig_pinv_expm_lu_take_the_batched_path(name, no_loops):
+    f = {"eig": lambda a: ea.abs(L.eig(a)[1]), "pinv": L.pinv, "expm": L.expm, "lu": lambda a: L.lu(a)[2]}[
+        name
+    ]
     a = general((3, 3))
     assert_close(ea.jacfwd(f)(a), ea.jacrev(f)(a), atol=1e-8)
 
@@ -1323,11 +1333,12 @@ class _JaxLinalg:
 
     def __init__(self, jax):
         self.pinv = jax.numpy.linalg.pinv
+        self.lu = jax.scipy.linalg.lu
         self.eig = lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
 
 
-@pytest.mark.parametrize("name", ["eig", "pinv", "expm"])
-def test_eig_pinv_expm_against_jax(name):
+@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
+def test_eig_pinv_expm_lu_against_jax(name):
     jax = pytest.importorskip("jax", reason="the reference here is JAX")
     jax.config.update("jax_enable_x64", True)
     jnp = jax.numpy
@@ -1341,6 +1352,9 @@ def test_eig_pinv_expm_against_jax(name):
                 return lib.sum(lib.real(w * w)) + lib.sum(lib.abs(v) * c)
             if name == "pinv":
                 return lib.sum(lib.abs(linalg.pinv(a[:, :2])) ** 2)
+            if name == "lu":
+                pl, u = linalg.lu(a[:, :2], permute_l=True)
+                return lib.sum(lib.abs(pl) ** 2 * c[:, :2]) + lib.sum(lib.real(u * c[:2, :2]))
             return lib.sum(lib.real(expm(0.5 * a) * c))
 
         ours = ea.grad(lambda a: loss(a, ea, L, L.expm))(a)
@@ -1361,8 +1375,8 @@ def test_errors_of_eig_pinv_lstsq_expm_come_at_the_call():
         L.lstsq(np.ones((2, 3, 2)), np.ones(3))
 
 
-@pytest.mark.parametrize("name", ["eig", "pinv", "expm"])
-def test_eig_pinv_expm_on_every_library(lib, name):
+@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
+def test_eig_pinv_expm_lu_on_every_library(lib, name):
     if name != "pinv" and lib.name == "array_api_strict":
         pytest.skip(f"the array API standard has no {name}")
     a = lib_general((2, 3, 3))
@@ -1371,6 +1385,7 @@ def test_eig_pinv_expm_on_every_library(lib, name):
         "eig": lambda x, w: wsum(w, ea.abs(L.eig(x).eigenvectors)) + ea.sum(ea.real(L.eigvals(x))),
         "pinv": lambda x, w: wsum(w, L.pinv(x)),
         "expm": lambda x, w: wsum(w, L.expm(x)),
+        "lu": lambda x, w: wsum(w, L.lu(x)[1]) + wsum(w, L.lu(x, permute_l=True)[1]),
     }[name]
     want_value, want_grad = ea.value_and_grad(f)(a, w)
     got_value, got_grad = ea.value_and_grad(f)(lib.asarray(a), lib.asarray(w))
