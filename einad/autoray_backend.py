@@ -7,20 +7,21 @@ array's type: for an einad Tensor, traced or not, it looks ``name`` up in the mo
 and `register` hands it over; importing einad calls `register` when autoray is installed
 (autoray is an optional dependency: without it einad imports and this module does nothing).
 
-Where each name's function comes from, first match wins:
+Where each name's function comes from:
 
 1. `TRANSLATIONS`: autoray's conventions where einad keeps numpy's (``linalg.svd`` is the
    reduced SVD under autoray, as autoray gives numpy, JAX and torch, while
-   `einad.linalg.svd` keeps numpy's ``full_matrices=True``), scipy's functions
-   (``scipy.linalg.expm``, ``scipy.linalg.lu``, ``scipy.linalg.solve_triangular``), array creation, which
-   returns constant Tensors as ``do("zeros", ..., like=x)`` returns the backend's arrays,
-   and helpers without a derivative (``allclose``, ``count_nonzero``, ``to_numpy``), which
-   read a value and return plain numpy values (on a value staged by `einad.jit` they raise
-   `TracerError`, as reading a traced value always does).
-2. autoray's own lookup in `einad`: einad's operations take numpy's arguments.
-3. numpy's function of that name as einad runs it on Tensors (`numpy_api`'s table), for the
+   `einad.linalg.svd` keeps numpy's ``full_matrices=True``); scipy's functions
+   (``scipy.linalg.expm``, ``scipy.linalg.lu``, ``scipy.linalg.solve_triangular``); array
+   creation, which returns constant Tensors as ``do("zeros", ..., like=x)`` returns the
+   backend's arrays; and helpers without a derivative (``allclose``, ``count_nonzero``,
+   ``to_numpy``), which read a value and return plain numpy values (on a value staged by
+   `einad.jit` they raise `TracerError`, as reading a traced value always does).
+2. numpy's function of that name as einad runs it on Tensors (`numpy_api`'s table), for the
    names `einad` does not export: numpy's signature, einad's differentiable operation
    (``swapaxes``, ``copy``, ``ravel``, ...).
+3. Everything else is autoray's own lookup in `einad` (not registered): einad's operations,
+   which take numpy's arguments (those einad supports), called directly.
 """
 
 from __future__ import annotations

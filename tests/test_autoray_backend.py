@@ -410,6 +410,41 @@ def _check_inside_transformations(case: Case, args: tuple[np.ndarray, ...], expe
             ea.jit(loss)(*args)
 
 
+# The translations einad registers beyond the audit (numpy's siblings of audited names).
+EXTRA_CASES: dict[str, Case] = {
+    "any": Case(lambda x: do("any", x > 2), [(A,)], kind="plain", jit=False),
+    "asarray": Case(lambda x: do("asarray", [x[0], x[1] * 2], like=x), [(A,)]),
+    "iinfo": Case(lambda x: get_namespace(x).iinfo(np.int32).max, [(A,)], kind="plain"),
+    "ascontiguousarray": Case(_d("ascontiguousarray"), [(A,)]),
+    "triu": Case(_d("triu", 1), _real_complex(A)),
+    "empty": Case(lambda x: do("empty", (2,), like=x) * 0, [(A,)], kind="make"),
+    "full": Case(lambda x: do("full", (2, 2), 3.0, like=x), [(A,)], kind="make"),
+    "identity": Case(lambda x: do("identity", 3, like=x), [(Z,)], kind="make"),
+    "ones_like": Case(_d("ones_like"), [(A,)], kind="make"),
+    "full_like": Case(_d("full_like", 2.5), [(A,)], kind="make"),
+    "random.uniform": Case(
+        lambda x: (np.random.seed(4), get_namespace(x).random.uniform(size=(3,)))[1], [(A,)], kind="make"
+    ),
+}
+
+
+def test_the_extra_cases_are_the_translations_beyond_the_audit():
+    beyond = set(autoray_backend.TRANSLATIONS) - AUDITED
+    assert beyond == set(EXTRA_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA_CASES))
+def test_each_extra_translation(name):
+    case = EXTRA_CASES[name]
+    for args in case.inputs:
+        ours = case.fn(*[ea.tensor(a) for a in args])
+        _tree_close(case.compare(ours), case.compare(case.fn(*args)))
+        if case.kind == "diff":
+            _check_derivatives(case, args)
+        else:
+            _check_inside_transformations(case, args, case.fn(*args))
+
+
 # -- conventions -----------------------------------------------------------------------------
 
 
