@@ -182,7 +182,8 @@ def test_peps_norm_under_jit_grad(jax):
 
     staged = ea.jit(ea.grad(lambda a: log_norm(a, ea)))
     grad = staged(arrays)
-    _close(staged(arrays), grad)  # the cached program replays
+    other = tuple(a * (1 + 0.1 * k) for k, a in enumerate(arrays))  # the cached program replays on new values
+    _close(staged(other), ea.grad(lambda a: log_norm(a, ea))(other))
     jgrad = jax.jit(jax.grad(lambda a: log_norm(a, jax.numpy)))(tuple(jax.numpy.asarray(a) for a in arrays))
     _close(grad, jgrad)
     assert ea.gradcheck(lambda a: log_norm(a, ea), arrays, directions=1)
@@ -222,8 +223,11 @@ def test_sliced_cotengra_contraction_under_jit_grad(sliced_tree, dtype, how):
         return tree.gather_slices([tree.contract_slice(arrays, i) for i in range(tree.multiplicity)])
 
     loss = lambda a: ea.sum(ea.abs(contract(a)) ** 2)
-    grad = ea.jit(ea.grad(loss))(arrays)
+    staged = ea.jit(ea.grad(loss))
+    grad = staged(arrays)
     _close(grad, ea.grad(loss)(arrays), rtol=1e-12)
+    other = tuple(np.flip(a) * 1.5 for a in arrays)  # new values, the same shapes: the program replays
+    _close(staged(other), ea.grad(loss)(other), rtol=1e-12)
     leaves = [torch.tensor(a, requires_grad=True) for a in arrays]
     (torch.einsum(eq, *leaves).abs() ** 2).sum().backward()
     _close(grad, [np.conj(x.grad.numpy()) for x in leaves], rtol=1e-9, atol=1e-9)
