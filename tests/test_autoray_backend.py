@@ -27,6 +27,7 @@ import pytest
 
 import einad as ea
 from einad import autoray_backend
+from tests.support.jax_reference import jax_reference
 
 ar = pytest.importorskip("autoray", reason="autoray is optional (pip install einad[tn])")
 do = ar.do
@@ -495,18 +496,25 @@ def test_array_of_traced_scalars_is_differentiable():
     assert np.isclose(ea.grad(f)(0.3), -np.sin(0.3) - 2 * np.cos(0.3) + 3 * np.cos(0.3) - 4 * np.sin(0.3))
 
 
+W = np.array([0.3 + 0.7j, -1.1 + 0.2j])
+
+
+def _complex_loss(re, im, lib, complex_):
+    z = complex_(re, im)
+    return lib.sum(lib.abs(z * W) ** 2 + lib.real(z**2))
+
+
+def jax_complex_gradients(jax, re, im):
+    """The reference (run by `jax_reference` in a subprocess): JAX's gradients through lax.complex."""
+    return jax.grad(lambda r, i: _complex_loss(r, i, jax.numpy, jax.lax.complex), argnums=(0, 1))(re, im)
+
+
 def test_complex_follows_jaxs_derivative_convention():
-    jax = pytest.importorskip("jax", reason="the reference for complex derivatives is JAX")
-    jnp = jax.numpy
-    jax.config.update("jax_enable_x64", True)
-    w = np.array([0.3 + 0.7j, -1.1 + 0.2j])
-
-    def loss(re, im, lib):
-        z = do("complex", re, im) if lib is ea else jax.lax.complex(re, im)
-        return lib.sum(lib.abs(z * w) ** 2 + lib.real(z**2))
-
-    ours = ea.grad(lambda r, i: loss(r, i, ea), argnums=(0, 1))(POS[0, :2], A[0, :2])
-    theirs = jax.grad(lambda r, i: loss(r, i, jnp), argnums=(0, 1))(POS[0, :2], A[0, :2])
+    re, im = POS[0, :2], A[0, :2]
+    ours = ea.grad(lambda r, i: _complex_loss(r, i, ea, lambda r, i: do("complex", r, i)), argnums=(0, 1))(
+        re, im
+    )
+    theirs = jax_reference("tests.test_autoray_backend", "jax_complex_gradients", re, im)
     _tree_close(ours, theirs, rtol=1e-12)
 
 

@@ -1,8 +1,9 @@
 """quimb and cotengra driving einad end to end, as a tensor-network user would (issue 23):
 a parametrized quimb circuit (its default simplifications on) differentiated and optimized,
 MPS canonization and compression inside `ea.grad`, a PEPS norm and sliced cotengra
-contractions under ``ea.jit(ea.grad(...))``. References: the same quimb and cotengra code on
-JAX arrays (autoray's jax backend), and central differences (`ea.gradcheck`).
+contractions under ``ea.jit(ea.grad(...))``. References: JAX (in a subprocess,
+`tests/support/jax_reference.py`) on the same quimb code or the same network, quimb on torch
+(torch.autograd), and central differences (`ea.gradcheck`).
 """
 
 from __future__ import annotations
@@ -11,17 +12,11 @@ import numpy as np
 import pytest
 
 import einad as ea
+from tests.support.jax_reference import jax_reference
 
 qu = pytest.importorskip("quimb", reason="the workflows build networks with quimb (pip install einad[tn])")
 qtn = pytest.importorskip("quimb.tensor", reason="the workflows build networks with quimb.tensor")
 ctg = pytest.importorskip("cotengra", reason="the sliced contractions are cotengra's (pip install einad[tn])")
-
-
-@pytest.fixture(scope="module")
-def jax():
-    jax = pytest.importorskip("jax", reason="the reference gradients are JAX's (pip install jax)")
-    jax.config.update("jax_enable_x64", True)
-    return jax
 
 
 def _einad(x):
@@ -96,11 +91,27 @@ def _jax_quantities(params, jnp):
     )
 
 
-def test_circuit_gradients_match_jax(jax):
+def jax_references(jax):
+    """What the tests compare with (run by `jax_reference` in a subprocess, one compilation):
+    the circuit's energy and amplitude and their gradients, and the PEPS log-norm's gradient."""
+    jnp = jax.numpy
+
+    def all_of_them(params, peps_arrays):
+        quantities = lambda p: _jax_quantities(p, jnp)
+        peps_grad = jax.grad(lambda a: peps_log_norm(a, jnp))(peps_arrays)
+        return quantities(params), jax.jacrev(quantities)(params), *peps_grad
+
+    return jax.jit(all_of_them)(jnp.asarray(PARAMS), tuple(jnp.asarray(a) for a in PEPS_ARRAYS))
+
+
+@pytest.fixture(scope="module")
+def jax_refs():
+    return jax_reference("tests.test_tn_workflows", "jax_references")
+
+
+def test_circuit_gradients_match_jax(jax_refs):
     ours = [ea.value_and_grad(lambda p, f=f: f(p, ea))(PARAMS) for f in (energy, amplitude)]
-    jparams = jax.numpy.asarray(PARAMS)
-    quantities = lambda p: _jax_quantities(p, jax.numpy)
-    values, grads = jax.jit(lambda p: (quantities(p), jax.jacrev(quantities)(p)))(jparams)
+    values, grads = jax_refs[:2]
     for k, (value, grad) in enumerate(ours):
         _close(value, values[k])
         _close(grad, grads[k])
@@ -170,23 +181,24 @@ def test_mps_canonize_and_compress_inside_grad(dtype):
 # -- PEPS norm and sliced cotengra contractions under jit(grad) ------------------------------------
 
 
-def test_peps_norm_under_jit_grad(jax):
-    peps = qtn.PEPS.rand(2, 3, bond_dim=2, seed=5, dtype="complex128")
-    arrays = tuple(t.data for t in peps)
+PEPS = qtn.PEPS.rand(2, 3, bond_dim=2, seed=5, dtype="complex128")
+PEPS_ARRAYS = tuple(t.data for t in PEPS)
 
-    def log_norm(arrays, lib):
-        psi = peps.copy()
-        for t, a in zip(psi, arrays):
-            t.modify(data=a)
-        return lib.log(lib.real((psi.H & psi).contract(all, optimize="greedy")))
 
-    staged = ea.jit(ea.grad(lambda a: log_norm(a, ea)))
-    grad = staged(arrays)
-    other = tuple(a * (1 + 0.1 * k) for k, a in enumerate(arrays))  # the cached program replays on new values
-    _close(staged(other), ea.grad(lambda a: log_norm(a, ea))(other))
-    jgrad = jax.jit(jax.grad(lambda a: log_norm(a, jax.numpy)))(tuple(jax.numpy.asarray(a) for a in arrays))
-    _close(grad, jgrad)
-    assert ea.gradcheck(lambda a: log_norm(a, ea), arrays, directions=1)
+def peps_log_norm(arrays, lib):
+    psi = PEPS.copy()
+    for t, a in zip(psi, arrays):
+        t.modify(data=a)
+    return lib.log(lib.real((psi.H & psi).contract(all, optimize="greedy")))
+
+
+def test_peps_norm_under_jit_grad(jax_refs):
+    staged = ea.jit(ea.grad(lambda a: peps_log_norm(a, ea)))
+    grad = staged(PEPS_ARRAYS)
+    _close(grad, jax_refs[2:])
+    other = tuple(a * (1 + 0.1 * k) for k, a in enumerate(PEPS_ARRAYS))  # the program replays on new values
+    _close(staged(other), ea.grad(lambda a: peps_log_norm(a, ea))(other))
+    assert ea.gradcheck(lambda a: peps_log_norm(a, ea), PEPS_ARRAYS, directions=1)
 
 
 @pytest.fixture(scope="module")

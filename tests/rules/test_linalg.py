@@ -18,6 +18,7 @@ from einad.rules.elementwise import (
 )
 from einad.util import dtype_of
 from tests.support.arraylibs import load
+from tests.support.jax_reference import jax_reference
 from tests.support.jitting import compiled
 from tests.support.numerics import (
     assert_close,
@@ -1328,38 +1329,59 @@ def test_jacobians_of_eig_pinv_expm_lu_take_the_batched_path(name, no_loops):
     assert_close(ea.jacfwd(f)(a), ea.jacrev(f)(a), atol=1e-8)
 
 
-class _JaxLinalg:
-    """jax.numpy.linalg with eigenvector derivatives opted in (JAX asks: they need distinct eigenvalues)."""
-
-    def __init__(self, jax):
-        self.pinv = jax.numpy.linalg.pinv
-        self.lu = jax.scipy.linalg.lu
-        self.eig = lambda a: jax.lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+JAX_NAMES = ("eig", "pinv", "expm", "lu")
+JAX_C = _normal((3, 3))
+JAX_INPUTS = [general((3, 3), dtype) for dtype in (REAL, COMPLEX)]
 
 
-@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
-def test_eig_pinv_expm_lu_against_jax(name):
-    jax = pytest.importorskip("jax", reason="the reference here is JAX")
-    jax.config.update("jax_enable_x64", True)
-    jnp = jax.numpy
-    c = _normal((3, 3))
-    for dtype in (REAL, COMPLEX):
-        a = general((3, 3), dtype)
+def _jax_style_loss(name, a, lib, linalg, expm, lu):
+    if name == "eig":
+        w, v = linalg.eig(a)
+        return lib.sum(lib.real(w * w)) + lib.sum(lib.abs(v) * JAX_C)
+    if name == "pinv":
+        return lib.sum(lib.abs(linalg.pinv(a[:, :2])) ** 2)
+    if name == "lu":
+        pl, u = lu(a[:, :2], permute_l=True)
+        return lib.sum(lib.abs(pl) ** 2 * JAX_C[:, :2]) + lib.sum(lib.real(u * JAX_C[:2, :2]))
+    return lib.sum(lib.real(expm(0.5 * a) * JAX_C))
 
-        def loss(a, lib, linalg, expm):
-            if name == "eig":
-                w, v = linalg.eig(a)
-                return lib.sum(lib.real(w * w)) + lib.sum(lib.abs(v) * c)
-            if name == "pinv":
-                return lib.sum(lib.abs(linalg.pinv(a[:, :2])) ** 2)
-            if name == "lu":
-                pl, u = linalg.lu(a[:, :2], permute_l=True)
-                return lib.sum(lib.abs(pl) ** 2 * c[:, :2]) + lib.sum(lib.real(u * c[:2, :2]))
-            return lib.sum(lib.real(expm(0.5 * a) * c))
 
-        ours = ea.grad(lambda a: loss(a, ea, L, L.expm))(a)
-        theirs = jax.grad(lambda a: loss(a, jnp, _JaxLinalg(jax), jax.scipy.linalg.expm))(a)
-        assert_close(ours, np.asarray(theirs), rtol=1e-8, atol=1e-10)
+def jax_gradients(jax, inputs):
+    """The reference (run by `jax_reference` in a subprocess): JAX's gradient of each loss at
+    each input, eigenvector derivatives opted in (JAX asks: they need distinct eigenvalues)."""
+
+    class Linalg:
+        pinv = staticmethod(jax.numpy.linalg.pinv)
+
+        @staticmethod
+        def eig(a):
+            return jax.lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+
+    def gradients(inputs):
+        out = []
+        for name in JAX_NAMES:
+            for a in inputs:
+                loss = lambda a, n=name: _jax_style_loss(
+                    n, a, jax.numpy, Linalg, jax.scipy.linalg.expm, jax.scipy.linalg.lu
+                )
+                out.append(jax.grad(loss)(a))
+        return out
+
+    return jax.jit(gradients)(inputs)  # one program: one compilation
+
+
+@pytest.fixture(scope="module")
+def jax_grads():
+    grads = jax_reference("tests.rules.test_linalg", "jax_gradients", JAX_INPUTS)
+    return dict(zip([(n, k) for n in JAX_NAMES for k in range(len(JAX_INPUTS))], grads))
+
+
+@pytest.mark.parametrize("name", JAX_NAMES)
+def test_eig_pinv_expm_lu_against_jax(name, jax_grads):
+    pytest.importorskip("scipy.linalg", reason="expm and lu need scipy")
+    for k, a in enumerate(JAX_INPUTS):
+        ours = ea.grad(lambda a: _jax_style_loss(name, a, ea, L, L.expm, L.lu))(a)
+        assert_close(ours, jax_grads[name, k], rtol=1e-8, atol=1e-10)
 
 
 def test_errors_of_eig_pinv_lstsq_expm_come_at_the_call():
