@@ -54,8 +54,22 @@ BACKEND = "einad"
 
 
 def _value(x: Any) -> Any:
-    """The numpy value of `x`, every trace removed; TracerError for a value staged by `einad.jit`."""
+    """The numpy value of `x`, every trace removed; TracerError for a value staged by `einad.jit`.
+
+    Raises:
+        TypeError: Inside `einad.vmap` (the value there holds the whole batch, and a count or a
+            comparison of it would mix the examples).
+    """
     if type(x) is Tensor:
+        inner: Any = x
+        while type(inner) is Tensor:
+            if inner._trace is not None and inner._trace.batched:
+                raise TypeError(
+                    "autoray's helpers that read a value (allclose, count_nonzero, all, to_numpy) "
+                    "cannot run inside einad.vmap: the value holds every example of the batch. "
+                    "Loop over the examples instead"
+                )
+            inner = inner._value
         return x.numpy()
     if isinstance(x, (list, tuple)):
         return type(x)(_value(v) for v in x)

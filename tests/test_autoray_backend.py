@@ -518,6 +518,18 @@ def test_complex_follows_jaxs_derivative_convention():
     _tree_close(ours, theirs, rtol=1e-12)
 
 
+def test_value_reading_helpers_work_in_jacobians_and_hessians_but_refuse_vmap():
+    def f(x):  # quimb's pattern: a structure test on the values, then differentiable work
+        scale = 2.0 if do("allclose", x, x.T) else 3.0
+        return ea.sum(x**3) * scale
+
+    sym = A[:, :3] @ A[:, :3].T
+    np.testing.assert_allclose(ea.hessian(f)(sym).reshape(9, 9), np.diag(12 * sym.ravel()), rtol=1e-12)
+    np.testing.assert_allclose(ea.jacfwd(ea.grad(f))(A[:, :3]).reshape(9, 9), np.diag(18 * A[:, :3].ravel()))
+    with pytest.raises(TypeError, match="vmap"):
+        ea.vmap(lambda x: ea.sum(x) * do("count_nonzero", x > 0))(A)
+
+
 def test_value_reading_helpers_refuse_staged_values_with_a_clear_error():
     with pytest.raises(ea.TracerError):
         ea.jit(lambda x: ea.sum(x) * do("count_nonzero", x))(A)
