@@ -18,6 +18,8 @@ from __future__ import annotations
 import importlib
 import pathlib
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -464,6 +466,22 @@ def test_registration_covers_numpys_functions_and_the_translations():
     for name in ("zeros", "linalg.svd", "complex", "indices", "swapaxes"):
         assert ar.get_lib_fn("einad", name) is table[name]
     assert autoray_backend.register(ea.__all__) is True
+
+
+def test_einad_imports_and_registers_nothing_without_autoray():
+    code = (
+        "import sys; sys.modules['autoray'] = None\n"  # as if it were not installed
+        "import einad, numpy as np\n"
+        "from einad import autoray_backend\n"
+        "assert autoray_backend.register(einad.__all__) is False\n"
+        "print(einad.grad(lambda x: einad.sum(x ** 2))(np.ones(2)))"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=root, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[2. 2.]"
 
 
 def test_backend_inference_is_einad_for_traced_values_too():
