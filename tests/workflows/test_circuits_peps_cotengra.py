@@ -106,7 +106,7 @@ def jax_references(jax):
 
 @pytest.fixture(scope="module")
 def jax_refs():
-    return jax_reference("tests.project.test_tn_workflows", "jax_references")
+    return jax_reference("tests.workflows.test_circuits_peps_cotengra", "jax_references")
 
 
 def test_circuit_gradients_match_jax(jax_refs):
