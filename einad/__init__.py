@@ -8,6 +8,7 @@ are built on one small tracing core.
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import autoray_backend as _autoray_backend
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
 from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, enable_grad, no_grad
@@ -182,3 +183,5 @@ __all__ = [
     "where",
 ]
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
+# quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
+_autoray_backend.register(__all__)

@@ -153,6 +153,20 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """The transpose (axes reversed), as `einad.transpose`."""
         return transpose(self)
 
+    @property
+    def real(self) -> Tensor:
+        """The real part, as `einad.real` (numpy's ``ndarray.real``)."""
+        return real(self)
+
+    @property
+    def imag(self) -> Tensor:
+        """The imaginary part, as `einad.imag` (numpy's ``ndarray.imag``)."""
+        return imag(self)
+
+    def conj(self) -> Tensor:
+        """The complex conjugate, as `einad.conj` (numpy's ``ndarray.conj``)."""
+        return conj(self)
+
     def detach(self) -> Tensor:
         """A new Tensor with this value (sharing its memory) and no derivative.
 
@@ -356,20 +370,6 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def pow(self, exponent: ArrayLike) -> Tensor:
         """``self ** exponent``, as PyTorch's ``pow``."""
         return ELEMENTWISE["power"](self, exponent)
-
-    def conj(self) -> Tensor:
-        """The complex conjugate, as `einad.conj`."""
-        return conj(self)
-
-    @property
-    def real(self) -> Tensor:
-        """The real part, as `einad.real`."""
-        return real(self)
-
-    @property
-    def imag(self) -> Tensor:
-        """The imaginary part, as `einad.imag`."""
-        return imag(self)
 
     # -- PyTorch's and numpy's everyday shape methods ------------------------------------------
 

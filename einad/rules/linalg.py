@@ -1,9 +1,11 @@
 """Linear algebra: numpy.linalg's functions, differentiable in both modes to any order.
 
-``inv, solve, det, slogdet, cholesky, eigh, svd, qr`` are primitives whose
+``inv, solve, det, slogdet, cholesky, eigh, eig, svd, qr, pinv`` are primitives whose
 implementation is numpy.linalg's own on numpy arrays (so values, dtypes and errors are
-numpy's), the array API ``linalg`` extension of the array's library on others (torch,
-array-api-strict, CuPy), and numpy.linalg block by block, lazily, on dask arrays;
+numpy's; ``expm`` and ``lu``, which numpy lacks, are scipy.linalg's), the array API
+``linalg`` extension of the array's library on others (torch, array-api-strict, CuPy;
+torch's ``eig``, ``matrix_exp`` and ``lu`` beyond the standard), and numpy.linalg block by
+block, lazily, on dask arrays;
 their derivative rules are einad operations (no library call of their own:
 constant masks are made in the operand's library): einsums for every matrix
 product, transpose and diagonal, elementwise operations, and the linear
@@ -13,7 +15,7 @@ gradient ``det · A⁻ᵀ`` of ``det``). A rule therefore differentiates again,
 batches and stages under `einad.jit` like any other code, and reads no value
 in Python.
 ``norm`` is a composition of einad operations (and ``svd`` for the spectral
-and nuclear norms).
+and nuclear norms); so are ``lstsq`` (``pinv``), ``eigvals`` and ``eigvalsh``.
 
 Several results, one primitive. A primitive has one result, so a
 decomposition (``eigh``'s eigenvalues and eigenvectors, ``svd``'s U, S, Vh,
@@ -89,6 +91,7 @@ from .structural import broadcast_raw, concat_p, where_raw
 LinAlgError = np.linalg.LinAlgError
 
 __all__ = [
+    "EigResult",
     "EighResult",
     "LinAlgError",
     "QRResult",
@@ -96,9 +99,16 @@ __all__ = [
     "SlogdetResult",
     "cholesky",
     "det",
+    "eig",
     "eigh",
+    "eigvals",
+    "eigvalsh",
+    "expm",
     "inv",
+    "lstsq",
+    "lu",
     "norm",
+    "pinv",
     "qr",
     "slogdet",
     "solve",
@@ -126,6 +136,13 @@ class SVDResult(NamedTuple):
     U: Tensor
     S: Tensor
     Vh: Tensor
+
+
+class EigResult(NamedTuple):
+    """``eig``'s result, as numpy's: eigenvalues, eigenvectors as columns (complex)."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
 
 
 class QRResult(NamedTuple):
@@ -269,6 +286,12 @@ def _mask(like: Any, lower: bool, diagonal: float) -> Any:
 def _eye(like: Any) -> Any:
     """The n×n identity for `like` (..., n, n), of its real dtype."""
     return _constant(like, np.eye(shape_of(like)[-1], dtype=_real_dtype(dtype_of(like))))
+
+
+def _eye_of(like: Any, side: int) -> Any:
+    """The identity of the rows (`side` 0) or the columns (1) of `like` (..., m, n), of its real dtype."""
+    n = shape_of(like)[side - 2]
+    return _constant(like, np.eye(n, dtype=_real_dtype(dtype_of(like))))
 
 
 def _zeros(like: Any, shape: Shape, dtype: np.dtype[Any]) -> Any:
@@ -854,6 +877,235 @@ def _qr_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
 
 qr_p = rules(Primitive("qr", _qr_impl), jvp=_qr_jvp, vjp=_qr_vjp, keep=_only_result, batch=_ride_along)
 
+# -- eig ----------------------------------------------------------------------------------------
+#
+# A V = V Λ with V invertible gives V⁻¹ dA V = V⁻¹ dV Λ − Λ V⁻¹ dV + dΛ: with E = V⁻¹ dA V,
+# dλ = diag(E) and dV = V (F ∘ E), F[i, j] = 1 / (λ_j − λ_i) as for eigh; then the change
+# that keeps each column of unit norm (numpy's normalization) is removed:
+# dV ← dV − V Re diag(Vᴴ dV). The results are complex whatever the input (as JAX's and
+# torch's; numpy's dtype would depend on the values, which a staged program cannot).
+
+
+def _eig_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        w, v = np.linalg.eig(a)
+        dt = np.result_type(a.dtype, np.complex64)
+        return _pack_np([w.astype(dt), v.astype(dt)], w.ndim - 1)
+    n = shape_of(a)[-1]
+    if _is_dask(a):
+        return _on_blocks(_eig_impl, [a], (n + n * n,), np.result_type(dtype_of(a), np.complex64))
+    w, v = _call(xp, "eig", a)
+    return _pack_xp(xp, [w, v], len(shape_of(a)) - 2)
+
+
+def _eig_parts(ans: Any, a: Any) -> tuple[Any, Any]:
+    n = shape_of(a)[-1]
+    w, v = _unpack(ans, [(n,), (n, n)])
+    return w, v
+
+
+def _eig_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    w, v = _eig_parts(ans, vals[0])
+    e = _solve(v, _mm(astype(ts[0], dtype_of(v)), v))  # V⁻¹ dA V
+    dv = _mm(v, _mul(_gaps(w), e))
+    dv = _sub(dv, _mul(v, _row(real(_diag(_mm(_mH(v), dv))))))
+    return _pack([_diag(e), dv], shape_of(w)[:-1], dtype_of(ans))
+
+
+def _eig_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    w, v = _eig_parts(ans, a)
+    g_w, g_v = _eig_parts(conj(g), a)  # the textbook convention: conjugate in and out
+    vh = _mH(v)
+    g_z = _sub(g_v, _mul(v, _row(real(_diag(_mm(vh, g_v))))))
+    k = _add(_diag_embed(g_w), _mul(conj(_gaps(w)), _mm(vh, g_z)))
+    ga = _solve(vh, _mm(k, vh))  # V⁻ᴴ K Vᴴ
+    return [_like(conj(ga), a)]
+
+
+eig_p = rules(Primitive("eig", _eig_impl), jvp=_eig_jvp, vjp=_eig_vjp, keep=_only_result, batch=_ride_along)
+
+# -- pinv ---------------------------------------------------------------------------------------
+#
+# For a matrix of constant rank, X = A⁺ moves as (Golub and Pereyra)
+#   dX = −X dA X + X Xᴴ dAᴴ (I − A X) + (I − X A) dAᴴ Xᴴ X,
+# and the VJP is the transpose of that map. Both are written with `pinv` itself, so they
+# differentiate again. Singular values at or below ``rcond`` times the largest are zero
+# (numpy's cutoff): the rank, and so the derivative, is that of the truncated matrix.
+
+
+def _pinv_impl(a: Any, rcond: float, hermitian: bool) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian)
+    if _is_dask(a):
+        m, n = shape_of(a)[-2:]
+        return _on_blocks(_pinv_impl, [a], (n, m), dtype_of(a), rcond=rcond, hermitian=hermitian)
+    if hermitian:  # the standard has no `hermitian`: the matrix numpy reads (its lower triangle)
+        n = shape_of(a)[-1]
+        half = a * arrays.asarray(a, _np_mask(n, dtype_of(a), True, 0.5))
+        a = half + _mH_xp(xp, half)
+    return _call(xp, "pinv", a, rtol=rcond)
+
+
+def _pinv_jvp(ts: list[Any], x: Any, vals: Sequence[Any], p: Params) -> Any:
+    a, da = vals[0], ts[0]
+    if p["hermitian"]:
+        a, da = _hermitian_part(a, lower=True), _hermitian_part(da, lower=True)
+    da_h = _mH(da)
+    left = _sub(_eye_of(a, 0), _mm(a, x))  # I − A X  (m × m)
+    right = _sub(_eye_of(a, 1), _mm(x, a))  # I − X A  (n × n)
+    return _add(-_mm3(x, da, x), _mm3(_mm(x, _mH(x)), da_h, left), _mm3(right, da_h, _mm(_mH(x), x)))
+
+
+def _pinv_vjp(g: Any, x: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    if p["hermitian"]:
+        a = _hermitian_part(a, lower=True)
+    g = conj(g)  # the textbook convention: conjugate in and out
+    xh, gh = _mH(x), _mH(g)
+    left = _sub(_eye_of(a, 0), _mm(a, x))
+    right = _sub(_eye_of(a, 1), _mm(x, a))
+    ga = _add(-_mm3(xh, g, xh), _mm3(left, gh, _mm(x, xh)), _mm3(_mm(xh, x), gh, right))
+    if p["hermitian"]:
+        ga = _hermitian_part_vjp(ga, lower=True)
+    return [_like(conj(ga), vals[0])]
+
+
+pinv_p = rules(Primitive("pinv", _pinv_impl), jvp=_pinv_jvp, vjp=_pinv_vjp, batch=_ride_along)
+
+# -- expm ---------------------------------------------------------------------------------------
+#
+# The derivative of the matrix exponential is its Fréchet derivative L(A, dA), the upper right
+# block of exp([[A, dA], [0, A]]) (Mathias, 1996); the transpose of L(A, ·) under the pairing
+# Σ g·y is L(Aᵀ, ·). Both are one more `expm` of twice the size, so they differentiate again.
+
+
+def _expm_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        try:  # an optional dependency, imported when first needed (it is slow to import)
+            import scipy.linalg
+        except ImportError:  # pragma: no cover - scipy comes with quimb and jax
+            raise ImportError("einad.linalg.expm needs scipy for numpy arrays: pip install scipy") from None
+        return np.asarray(scipy.linalg.expm(a))
+    if _is_dask(a):
+        return _on_blocks(_expm_impl, [a], shape_of(a)[-2:], dtype_of(a))
+    return _call(xp, "matrix_exp", a)
+
+
+def _frechet(a: Any, e: Any) -> Any:
+    """L(a, e): the upper right block of expm([[a, e], [0, a]])."""
+    dtype = np.result_type(dtype_of(a), dtype_of(e))
+    a, e = astype(a, dtype), astype(e, dtype)
+    axis = len(shape_of(a)) - 1
+    top = bind(concat_p, [a, e], {"axis": axis})
+    bottom = bind(concat_p, [_zeros(a, shape_of(a), dtype), a], {"axis": axis})
+    block = bind(expm_p, (bind(concat_p, [top, bottom], {"axis": axis - 1}),), {})
+    n = shape_of(a)[-1]
+    return _cols(_rows(block, 0, n), n, None)
+
+
+expm_p = rules(
+    Primitive("expm", _expm_impl),
+    jvp=lambda ts, x, vals, p: _frechet(vals[0], ts[0]),
+    vjp=lambda g, x, vals, p, needed: [_like(_frechet(_mT(vals[0]), g), vals[0])],
+    keep=lambda needed: ((True,), False),
+    batch=_ride_along,
+)
+
+
+# -- lu -----------------------------------------------------------------------------------------
+#
+# A = P L U with P a permutation (piecewise constant: no derivative), L (m × k) unit lower and U
+# (k × n) upper trapezoidal, k = min(m, n). Completed to square factors, L̂ = [L | 0; I] (m × m)
+# and Û = [U; 0 I] (n × n), M = L̂⁻¹ Pᵀ dA Û⁻¹ splits into dL = (L̂ tril₋₁(M))[:, :k] and
+# dU = (triu(M) Û)[:k, :] (as JAX's rule); the VJP is the transpose of that map.
+
+
+def _lu_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if xp is np:
+        try:  # an optional dependency, imported when first needed (it is slow to import)
+            import scipy.linalg
+        except ImportError:  # pragma: no cover - scipy comes with quimb and jax
+            raise ImportError("einad.linalg.lu needs scipy for numpy arrays: pip install scipy") from None
+        p, lower, upper = scipy.linalg.lu(a)
+        return _pack_np([p.astype(a.dtype), lower, upper], a.ndim - 2)
+    if _is_dask(a):
+        m, n = shape_of(a)[-2:]
+        k = min(m, n)
+        return _on_blocks(_lu_impl, [a], (m * m + m * k + k * n,), dtype_of(a))
+    p, lower, upper = _call(xp, "lu", a)
+    return _pack_xp(xp, [p, lower, upper], len(shape_of(a)) - 2)
+
+
+def _lu_parts(ans: Any, a: Any) -> tuple[Any, Any, Any]:
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    p, lower, upper = _unpack(ans, [(m, m), (m, k), (k, n)])
+    return real(p), lower, upper  # P is real, as scipy's
+
+
+def _tri(like: Any, rows: int, cols: int, k: int) -> Any:
+    """A constant rows × cols matrix of `like`'s real dtype: ones on and below the k-th diagonal."""
+    return _constant(like, np.tri(rows, cols, k, dtype=_real_dtype(dtype_of(like))))
+
+
+def _lu_square(lower: Any, upper: Any) -> tuple[Any, Any]:
+    """L̂ (m × m) and Û (n × n): L and U completed by the last columns (rows) of the identity."""
+    m, k = shape_of(lower)[-2:]
+    n = shape_of(upper)[-1]
+    batch = shape_of(lower)[:-2]
+
+    def block(like: Any, value: Array) -> Any:
+        return astype(broadcast_raw(_constant(like, value), batch + value.shape), dtype_of(like))
+
+    axis = len(batch)
+    if m > k:
+        lower = bind(concat_p, [lower, block(lower, np.eye(m)[:, k:])], {"axis": axis + 1})
+    if n > k:
+        upper = bind(concat_p, [upper, block(upper, np.eye(n)[k:, :])], {"axis": axis})
+    return lower, upper
+
+
+def _lu_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    perm, lower, upper = _lu_parts(ans, a)
+    l_sq, u_sq = _lu_square(lower, upper)
+    x = _mm(_mT(perm), astype(ts[0], dtype_of(a)))  # Pᵀ dA
+    mm = _rsolve(_solve(l_sq, x), u_sq)  # L̂⁻¹ Pᵀ dA Û⁻¹
+    dl = _cols(_mm(l_sq, _mul(mm, _tri(mm, m, n, -1))), 0, k)
+    du = _rows(_mm(_sub(mm, _mul(mm, _tri(mm, m, n, -1))), u_sq), 0, k)
+    batch = shape_of(a)[:-2]
+    return _pack([_zeros(dl, shape_of(perm), dtype_of(ans)), dl, du], batch, dtype_of(ans))
+
+
+def _lu_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a = vals[0]
+    m, n = shape_of(a)[-2:]
+    k = min(m, n)
+    batch = shape_of(a)[:-2]
+    perm, lower, upper = _lu_parts(ans, a)
+    _, g_l, g_u = _lu_parts(g, a)
+    l_sq, u_sq = _lu_square(lower, upper)
+    nb = len(batch)
+    if n > k:  # dL is the first k columns of an m × n product: pad its cotangent with zeros
+        g_l = bind(concat_p, [g_l, _zeros(g_l, batch + (m, n - k), dtype_of(g_l))], {"axis": nb + 1})
+    if m > k:
+        g_u = bind(concat_p, [g_u, _zeros(g_u, batch + (m - k, n), dtype_of(g_u))], {"axis": nb})
+    low = _tri(g_l, m, n, -1)  # tril₋₁ and triu are masks: each its own transpose
+    g_upper = _mm(g_u, _mT(u_sq))
+    g_m = _add(_mul(_mm(_mT(l_sq), g_l), low), _sub(g_upper, _mul(g_upper, low)))
+    g_x = _rsolve(_solve(_mT(l_sq), g_m), _mT(u_sq))  # L̂⁻ᵀ G_M Û⁻ᵀ
+    return [_like(_mm(perm, g_x), a)]
+
+
+lu_p = rules(Primitive("lu", _lu_impl), jvp=_lu_jvp, vjp=_lu_vjp, keep=_only_result, batch=_ride_along)
+
 
 # -- the public functions -----------------------------------------------------------------------
 
@@ -1066,6 +1318,152 @@ def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
     if mode == "r":
         return wrap(r)
     return QRResult(wrap(q), wrap(r))
+
+
+def eig(a: ArrayLike) -> EigResult:
+    """Eigenvalues and right eigenvectors of a general square matrix, as numpy.linalg.eig.
+
+    Both are complex whatever the input (as JAX's and torch's): numpy's own dtype
+    depends on the values (real when every eigenvalue is), which a program staged by
+    `einad.jit` cannot follow. Each eigenvector has unit norm, as numpy's.
+    Derivatives: with ``E = V⁻¹ dA V``, ``dλ = diag(E)`` and ``dV = V (F ∘ E)`` with
+    ``F[i, j] = 1 / (λ_j − λ_i)`` (0 on the diagonal and for eigenvalues equal to
+    rounding), less the part that would change a column's norm. Only losses that do not
+    depend on the complex phase of a vector have derivatives (numpy fixes it arbitrarily);
+    a matrix without a basis of eigenvectors has none.
+
+    Returns:
+        ``EigResult(eigenvalues, eigenvectors)``; the eigenvectors are the columns.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices.
+    """
+    x = _matrix(a)
+    w, v = _eig_parts(bind(eig_p, (x,), {}), x)
+    return EigResult(wrap(w), wrap(v))
+
+
+def eigvals(a: ArrayLike) -> Tensor:
+    """The eigenvalues of a general square matrix (complex), as `eig` computes them."""
+    return eig(a).eigenvalues
+
+
+def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Tensor:
+    """The eigenvalues (ascending) of a Hermitian matrix, as numpy.linalg.eigvalsh: `eigh`'s."""
+    return eigh(a, UPLO).eigenvalues
+
+
+def pinv(
+    a: ArrayLike, rcond: float | None = None, hermitian: bool = False, *, rtol: float | None = None
+) -> Tensor:
+    """The Moore-Penrose pseudo-inverse, as numpy.linalg.pinv.
+
+    Singular values at or below ``rcond`` times the largest count as zero (numpy's
+    default ``1e-15``; ``rtol`` is the array API's name for it). The derivative is the
+    Golub-Pereyra formula, exact where the rank (after that cutoff) does not change:
+    ``dX = −X dA X + X Xᴴ dAᴴ (I − A X) + (I − X A) dAᴴ Xᴴ X``. With ``hermitian``, the
+    lower triangle is read, as numpy's.
+
+    Raises:
+        LinAlgError: If `a` has fewer than 2 dimensions.
+        TypeError: If both `rcond` and `rtol` are given, or either is not a number.
+    """
+    if rcond is not None and rtol is not None:
+        raise TypeError("pinv: give rcond or rtol, not both")
+    cut = rcond if rcond is not None else rtol
+    x = _matrix(a, square=bool(hermitian))
+    params = {"rcond": 1e-15 if cut is None else float(cut), "hermitian": bool(hermitian)}
+    return wrap(bind(pinv_p, (x,), params))
+
+
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The least-squares solution of ``a @ x = b``, as numpy.linalg.lstsq.
+
+    ``x = pinv(a, rcond) @ b``, so it is differentiable in both `a` and `b` wherever the
+    rank is constant. Singular values at or below ``rcond`` times the largest count as
+    zero (numpy's default: machine epsilon times ``max(m, n)``).
+
+    Returns:
+        ``(x, residuals, rank, s)`` as numpy: the solution; the squared residual norm of
+        each column of `b` when ``m > n`` (numpy leaves them out when `a` is rank-deficient;
+        here they are computed whenever ``m > n``, so the shape depends on shapes only),
+        else an empty array; the rank (an integer Tensor, derivative zero); the singular
+        values of `a`.
+
+    Raises:
+        LinAlgError: If `a` is not 2-dimensional or `b` does not have `a`'s rows.
+    """
+    x = _matrix(a, square=False)
+    y = _linalg_dtype(to_array_operand(b))
+    if len(shape_of(x)) != 2 or len(shape_of(y)) not in (1, 2):
+        raise LinAlgError("lstsq: a must be 2-dimensional and b 1- or 2-dimensional")
+    m, n = shape_of(x)
+    if shape_of(y)[0] != m:
+        raise LinAlgError("Incompatible dimensions")
+    dtype = np.result_type(dtype_of(x), dtype_of(y))
+    x, y = astype(x, dtype), astype(y, dtype)
+    cut = float(np.finfo(dtype).eps) * max(m, n) if rcond is None else float(rcond)
+    vector = len(shape_of(y)) == 1
+    rhs = reshape_raw(y, (m, 1)) if vector else y
+    sol = _mm(bind(pinv_p, (x,), {"rcond": cut, "hermitian": False}), rhs)
+    s = _singular_values(x)
+    real_dt = _real_dtype(dtype)
+    if shape_of(s)[-1]:
+        big = compare("greater", s, _max(stop_gradient(s), None, False) * cut)
+        rank = sum_raw(astype(big, np.int64), 0)
+    else:
+        rank = _zeros(x, (), np.dtype(np.int64))
+    if m > n:
+        r = _sub(rhs, _mm(x, sol))
+        residuals = sum_raw(real(_mul(r, conj(r))), 0)
+    else:
+        residuals = _zeros(x, (0,), real_dt)
+    if vector:
+        sol = reshape_raw(sol, (n,))
+    return wrap(sol), wrap(residuals), wrap(rank), wrap(s)
+
+
+def expm(a: ArrayLike) -> Tensor:
+    """The matrix exponential of a square matrix (or of each of a stack), as scipy.linalg.expm.
+
+    Its derivative is the Fréchet derivative, computed as the upper right block of the
+    exponential of ``[[A, dA], [0, A]]`` (and the VJP as that of ``[[Aᵀ, G], [0, Aᵀ]]``),
+    so every order is one more `expm`. On numpy arrays it needs scipy; on torch arrays
+    it is ``torch.linalg.matrix_exp``.
+
+    Raises:
+        LinAlgError: If `a` is not a stack of square matrices.
+    """
+    return wrap(bind(expm_p, (_matrix(a),), {}))
+
+
+def lu(a: ArrayLike, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+    """The LU decomposition with partial pivoting ``a = P @ L @ U``, as scipy.linalg.lu.
+
+    For `a` of shape ``(..., m, n)`` and ``k = min(m, n)``: P is a permutation matrix
+    ``(..., m, m)`` (derivative zero), L unit lower trapezoidal ``(..., m, k)``, U upper
+    trapezoidal ``(..., k, n)``. Derivatives need the leading k × k block of U invertible;
+    with ``M = L̂⁻¹ Pᵀ dA Û⁻¹`` (L and U completed to square by the identity),
+    ``dL = L̂ tril₋₁(M)`` and ``dU = triu(M) Û`` (first k columns and rows). On numpy
+    arrays it needs scipy; on torch arrays it is ``torch.linalg.lu``.
+
+    Args:
+        a: A matrix or a stack ``(..., m, n)``.
+        permute_l: Return ``(P @ L, U)`` instead of ``(P, L, U)``.
+        overwrite_a: Accepted for scipy's signature (einad never writes into an array).
+        check_finite: Accepted for scipy's signature.
+
+    Returns:
+        ``(P, L, U)``, or ``(P @ L, U)`` with `permute_l`.
+
+    Raises:
+        LinAlgError: If `a` has fewer than 2 dimensions.
+    """
+    x = _matrix(a, square=False)
+    perm, low, up = (wrap(v) for v in _lu_parts(bind(lu_p, (x,), {}), x))
+    if permute_l:
+        return wrap(_mm(perm, low)), up
+    return perm, low, up
 
 
 # -- norm: a composition of einad operations --------------------------------------------------

@@ -55,6 +55,7 @@ LAYERS: dict[str, list[str]] = {
     "public": [
         "einad.ops",
         "einad.numpy_api",
+        "einad.autoray_backend",
         "einad.expression",
         "einad.flatten",
         "einad.explain",

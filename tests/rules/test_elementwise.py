@@ -520,6 +520,17 @@ def test_imag_of_real_values_is_zero():
     assert_close(ea.grad(lambda x: ea.sum(ea.imag(x) + x))(x), np.ones_like(x))
 
 
+@both_modes
+def test_real_imag_and_conj_are_tensor_attributes_as_on_ndarrays():
+    """quimb calls ``data.conj()`` on its arrays directly; numpy code reads ``x.real``."""
+    z = normal() + 1j * normal()
+    t = ea.tensor(z)
+    np.testing.assert_array_equal(t.real.numpy(), z.real)
+    np.testing.assert_array_equal(t.imag.numpy(), z.imag)
+    np.testing.assert_array_equal(t.conj().numpy(), z.conj())
+    assert ea.gradcheck(lambda z: (z.real * 2 + z.imag, z.conj() * z), z)
+
+
 # -- derivative rules never warn, eager or compiled --------------------------------------------------
 
 

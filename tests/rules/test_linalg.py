@@ -18,6 +18,7 @@ from einad.rules.elementwise import (
 )
 from einad.util import dtype_of
 from tests.support.arraylibs import load
+from tests.support.jax_reference import jax_reference
 from tests.support.jitting import compiled
 from tests.support.numerics import (
     assert_close,
@@ -1186,3 +1187,230 @@ def test_torch_gradients_match_autograd(name, dtype):
         assert isinstance(g, torch.Tensor)
         assert g.dtype == ref.dtype
         assert_close(g.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+# -- eig, eigvals, eigvalsh, pinv, lstsq, expm, lu (issue 23: what quimb's decompositions reach) ---
+
+
+def _scipy_expm(a):
+    return pytest.importorskip("scipy.linalg", reason="expm's reference is scipy's").expm(a)
+
+
+@both_modes
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eig_pinv_lstsq_expm_lu_match_numpy_and_scipy(dtype):
+    a = general((2, 3, 3), dtype)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    ctype = np.result_type(dtype, np.complex64)
+    w, v = L.eig(a)
+    w_np, v_np = np.linalg.eig(a)
+    assert w.dtype == v.dtype == ctype  # complex whatever the values (numpy's dtype depends on them)
+    assert_close(w.numpy(), w_np.astype(ctype), rtol=tol, atol=tol)
+    assert_close(v.numpy(), v_np.astype(ctype), rtol=tol, atol=tol)
+    assert_close(L.eigvals(a).numpy(), w_np.astype(ctype), rtol=tol, atol=tol)
+    s = hermitian((2, 3, 3), dtype)
+    _close(L.eigvalsh(s), np.linalg.eigvalsh(s), dtype)
+    _close(L.eigvalsh(s, "U"), np.linalg.eigvalsh(s, "U"), dtype)
+    for shape in RECT:
+        r = _normal(shape, dtype)
+        _close(L.pinv(r), np.linalg.pinv(r), dtype)
+        _close(L.pinv(r, rcond=0.3), np.linalg.pinv(r, rcond=0.3), dtype)
+    _close(L.pinv(s, hermitian=True), np.linalg.pinv(s, hermitian=True), dtype)
+    for shape in ((5, 3), (3, 5), (3, 3)):
+        r = _normal(shape, dtype)
+        for rhs in (_normal((shape[0],), dtype), _normal((shape[0], 2), dtype)):
+            ours, theirs = L.lstsq(r, rhs), np.linalg.lstsq(r, rhs)
+            for o, t in zip(ours, theirs):
+                assert o.shape == np.shape(t)
+                assert_close(o.numpy(), t, rtol=tol, atol=tol)
+    _close(L.expm(0.5 * a), _scipy_expm(0.5 * a).astype(dtype), dtype)
+    lu = pytest.importorskip("scipy.linalg", reason="lu's reference is scipy's").lu
+    for shape in SQUARE + RECT:
+        r = _normal(shape, dtype)
+        _close(L.lu(r), lu(r), dtype)
+        _close(L.lu(r, permute_l=True), lu(r, permute_l=True), dtype)
+
+
+def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution():
+    r = _normal((5, 2)) @ _normal((2, 3))  # rank 2
+    b = _normal(5)
+    x, residuals, rank, s = L.lstsq(r, b)
+    x_np, _, rank_np, s_np = np.linalg.lstsq(r, b)
+    assert int(rank.numpy()) == rank_np == 2
+    assert_close(x.numpy(), x_np)
+    assert_close(s.numpy(), s_np)
+    assert_close(residuals.numpy(), [np.sum((b - r @ x_np) ** 2)])  # computed, where numpy gives none
+
+
+def _eig_gauge_free(a):
+    w, v = L.eig(a)
+    return w, ea.abs(v), v @ (w[..., :, None] ** 2 * L.inv(v))  # values, |entries|, V Λ² V⁻¹ (= A²)
+
+
+NEW_GRADS = {
+    "eig": (_eig_gauge_free, general),
+    "eigvals": (L.eigvals, general),
+    "eigvalsh": (lambda a: L.eigvalsh(a, "U"), hermitian),
+    "pinv_square": (L.pinv, general),
+    "pinv_hermitian": (lambda a: L.pinv(a, hermitian=True), hermitian),
+    "expm": (lambda a: L.expm(0.5 * a), general),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("dtype", [REAL, COMPLEX])
+@pytest.mark.parametrize("name", sorted(NEW_GRADS))
+def test_gradients_of_eig_pinv_expm(name, dtype):
+    f, make = NEW_GRADS[name]
+    assert ea.gradcheck(f, make((2, 3, 3), dtype))
+    assert ea.gradcheck(f, make((4, 4), dtype))
+
+
+@both_modes
+@pytest.mark.parametrize("dtype", [REAL, COMPLEX])
+@pytest.mark.parametrize("shape", RECT + [(4, 4)])
+def test_gradients_of_pinv_lstsq_and_lu(shape, dtype):
+    a = _normal(shape, dtype)
+    assert ea.gradcheck(L.pinv, a)
+    assert ea.gradcheck(lambda a: L.lu(a)[1:], a)  # L and U (P is piecewise constant)
+    assert ea.gradcheck(lambda a: L.lu(a, permute_l=True), a)
+    if len(shape) == 2:
+        b = _normal(shape[:1], dtype)
+        assert ea.gradcheck(lambda a, b: L.lstsq(a, b)[:2], a, b)  # the solution and the residuals
+        assert ea.gradcheck(lambda a, b: L.lstsq(a, b)[3], a, b)
+
+
+def test_pinv_of_a_rank_deficient_product_differentiates_along_the_rank():
+    """At constant rank pinv is smooth: A = B C (rank 2) differentiated in B and C."""
+    b, c = _normal((5, 2)), _normal((2, 4))
+    assert ea.gradcheck(lambda b, c: L.pinv(b @ c), b, c)
+    assert ea.gradcheck(lambda b, c: L.lstsq(b @ c, np.arange(5.0))[0], b, c)
+
+
+def test_expm_closed_forms():
+    d = np.array([0.5, -1.0, 2.0])
+    assert_close(L.expm(np.diag(d)).numpy(), np.diag(np.exp(d)))
+    a = general((3, 3))
+    ea_, tangent = ea.jvp(L.expm, (a,), (a,))  # d/dt exp(tA) at t = 1 is A exp(A)
+    assert_close(tangent, a @ ea_, rtol=1e-9)
+    skew = a - a.T
+    q = L.expm(skew).numpy()
+    assert_close(q @ q.T, np.eye(3), atol=1e-12)  # the exponential of a skew matrix is orthogonal
+    # the gradient of tr exp(A) is exp(A)ᵀ
+    assert_close(ea.grad(lambda a: ea.trace(L.expm(a)))(a), _scipy_expm(a).T, rtol=1e-9)
+
+
+NEW_SECOND = {
+    "eig": lambda a: ea.sum(ea.real(L.eigvals(a) ** 3)) + ea.sum(ea.abs(L.eig(a)[1]) * C4),
+    "pinv": lambda a: ea.sum(L.pinv(a[:, :3]) ** 2),
+    "expm": lambda a: ea.sum(L.expm(0.3 * a) * C4),
+    "lstsq": lambda a: ea.sum(L.lstsq(a[:, :3], np.arange(4.0))[0] ** 2),
+    "lu": lambda a: ea.sum(L.lu(a)[1] * C4) + ea.sum(L.lu(a[:3])[2] ** 3),
+}
+
+
+@both_modes
+@pytest.mark.parametrize("name", sorted(NEW_SECOND))
+def test_second_order_of_eig_pinv_lstsq_expm(name):
+    f = NEW_SECOND[name]
+    a = general((4, 4))
+    assert ea.gradcheck(ea.grad(f), a, atol=1e-5, rtol=1e-4)
+    h = ea.hessian(f)(a).reshape(16, 16)
+    assert_close(h, h.T, atol=1e-6)
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
+def test_jacobians_of_eig_pinv_expm_lu_take_the_batched_path(name, no_loops):
+    f = {"eig": lambda a: ea.abs(L.eig(a)[1]), "pinv": L.pinv, "expm": L.expm, "lu": lambda a: L.lu(a)[2]}[
+        name
+    ]
+    a = general((3, 3))
+    assert_close(ea.jacfwd(f)(a), ea.jacrev(f)(a), atol=1e-8)
+
+
+JAX_NAMES = ("eig", "pinv", "expm", "lu")
+JAX_C = _normal((3, 3))
+JAX_INPUTS = [general((3, 3), dtype) for dtype in (REAL, COMPLEX)]
+
+
+def _jax_style_loss(name, a, lib, linalg, expm, lu):
+    if name == "eig":
+        w, v = linalg.eig(a)
+        return lib.sum(lib.real(w * w)) + lib.sum(lib.abs(v) * JAX_C)
+    if name == "pinv":
+        return lib.sum(lib.abs(linalg.pinv(a[:, :2])) ** 2)
+    if name == "lu":
+        pl, u = lu(a[:, :2], permute_l=True)
+        return lib.sum(lib.abs(pl) ** 2 * JAX_C[:, :2]) + lib.sum(lib.real(u * JAX_C[:2, :2]))
+    return lib.sum(lib.real(expm(0.5 * a) * JAX_C))
+
+
+def jax_gradients(jax, inputs):
+    """The reference (run by `jax_reference` in a subprocess): JAX's gradient of each loss at
+    each input, eigenvector derivatives opted in (JAX asks: they need distinct eigenvalues)."""
+
+    class Linalg:
+        pinv = staticmethod(jax.numpy.linalg.pinv)
+
+        @staticmethod
+        def eig(a):
+            return jax.lax.linalg.eig(a, compute_left_eigenvectors=False, enable_eigvec_derivs=True)
+
+    def gradients(inputs):
+        out = []
+        for name in JAX_NAMES:
+            for a in inputs:
+                loss = lambda a, n=name: _jax_style_loss(
+                    n, a, jax.numpy, Linalg, jax.scipy.linalg.expm, jax.scipy.linalg.lu
+                )
+                out.append(jax.grad(loss)(a))
+        return out
+
+    return jax.jit(gradients)(inputs)  # one program: one compilation
+
+
+@pytest.fixture(scope="module")
+def jax_grads():
+    grads = jax_reference("tests.rules.test_linalg", "jax_gradients", JAX_INPUTS)
+    return dict(zip([(n, k) for n in JAX_NAMES for k in range(len(JAX_INPUTS))], grads))
+
+
+@pytest.mark.parametrize("name", JAX_NAMES)
+def test_eig_pinv_expm_lu_against_jax(name, jax_grads):
+    pytest.importorskip("scipy.linalg", reason="expm and lu need scipy")
+    for k, a in enumerate(JAX_INPUTS):
+        ours = ea.grad(lambda a: _jax_style_loss(name, a, ea, L, L.expm, L.lu))(a)
+        assert_close(ours, jax_grads[name, k], rtol=1e-8, atol=1e-10)
+
+
+def test_errors_of_eig_pinv_lstsq_expm_come_at_the_call():
+    with pytest.raises(L.LinAlgError, match="square"):
+        L.expm(np.ones((2, 3)))
+    with pytest.raises(L.LinAlgError, match="two-dimensional"):
+        L.eig(np.ones(3))
+    with pytest.raises(TypeError, match="rcond or rtol"):
+        L.pinv(np.eye(2), rcond=0.1, rtol=0.1)
+    with pytest.raises(L.LinAlgError, match="Incompatible dimensions"):
+        L.lstsq(np.ones((3, 2)), np.ones(4))
+    with pytest.raises(L.LinAlgError, match="2-dimensional"):
+        L.lstsq(np.ones((2, 3, 2)), np.ones(3))
+
+
+@pytest.mark.parametrize("name", ["eig", "pinv", "expm", "lu"])
+def test_eig_pinv_expm_lu_on_every_library(lib, name):
+    if name != "pinv" and lib.name == "array_api_strict":
+        pytest.skip(f"the array API standard has no {name}")
+    a = lib_general((2, 3, 3))
+    w = weights((2, 3, 3))
+    f = {
+        "eig": lambda x, w: wsum(w, ea.abs(L.eig(x).eigenvectors)) + ea.sum(ea.real(L.eigvals(x))),
+        "pinv": lambda x, w: wsum(w, L.pinv(x)),
+        "expm": lambda x, w: wsum(w, L.expm(x)),
+        "lu": lambda x, w: wsum(w, L.lu(x)[1]) + wsum(w, L.lu(x, permute_l=True)[1]),
+    }[name]
+    want_value, want_grad = ea.value_and_grad(f)(a, w)
+    got_value, got_grad = ea.value_and_grad(f)(lib.asarray(a), lib.asarray(w))
+    assert lib.owns(got_grad)
+    assert_close(lib.numpy(got_value), want_value, rtol=1e-8)
+    assert_close(lib.numpy(got_grad), want_grad, rtol=1e-8, atol=1e-10)
