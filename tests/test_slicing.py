@@ -645,12 +645,17 @@ def test_explain_reports_the_slicing_and_the_gradient(capsys):
 # -- value and gradient in one pass, threads, the estimate's copies, ellipsis letters ---------
 
 
-def _count_steps(monkeypatch, delay=0.0, names=None):
-    """Record each forward step a sliced contraction runs (with its thread; its name in `names`)."""
+def _count_steps(monkeypatch, delay=0.0, names=None, meet=None):
+    """Record each forward step a sliced contraction runs (with its thread; its name in `names`).
+    With `meet` (a `threading.Barrier`), each thread's first step waits there until as many
+    threads as the barrier's parties have arrived: they must run at once, however loaded the
+    machine (a timeout breaks the barrier and the contraction raises)."""
     calls = []
     raw = executor._raw_step
 
     def step(ins, out, picked):
+        if meet is not None and threading.get_ident() not in calls:
+            meet.wait(timeout=60)
         calls.append(threading.get_ident())
         if names is not None:
             names.append(threading.current_thread().name)
@@ -758,7 +763,7 @@ def test_a_thread_count_set_is_taken_whatever_the_cores(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     inputs, output, path, slices = ("abc", "ade", "bdf"), "cef", ((0, 1), (0, 1)), (("a", 4), ("e", 3))
     ops = _ops([(4, 3, 5), (4, 2, 3), (3, 2, 4)])
-    calls = _count_steps(monkeypatch, delay=0.002)
+    calls = _count_steps(monkeypatch, meet=threading.Barrier(8))  # 8 threads run at once
     _close(contract_planned(inputs, output, ops, path, slices, None), np.einsum("abc,ade,bdf->cef", *ops))
     assert len(set(calls)) == 8 and threading.get_ident() not in calls
 
