@@ -185,3 +185,9 @@ __all__ = [
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
 # quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
 _autoray_backend.register(__all__)
+
+
+def __dir__() -> list[str]:
+    """``dir(einad)``: the public names, each documented in docs/api.md (the submodules are
+    the implementation: importable, not listed)."""
+    return sorted(__all__)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from .aliases import MemoryLimit
 from .errors import EinsumError
 from .rules.einsum import traced_steps
+from .rules.linear import normalize_optimize
 from .slicing import check_limit, describe, plan
 from .subscripts import ellipsis_labels, parse, vjp_spec
 
@@ -50,6 +51,7 @@ def explain(
     """The explanation as a string; raises `EinsumError` for bad subscripts or shapes."""
     shapes = tuple(tuple(int(d) for d in s) for s in shapes)
     memory_limit = check_limit(memory_limit)
+    normalize_optimize(optimize)  # an unknown strategy is an error for any number of operands, as in einsum
     spec = parse(subscripts, shapes)
     squeezed = tuple(tuple(d for a, d in enumerate(s) if a not in ax) for s, ax in zip(shapes, spec.squeeze))
     sizes = dict(spec.sizes)

@@ -25,7 +25,7 @@ from .aliases import MemoryLimit, Path, Shape
 from .core import ArrayLike
 from .errors import EinsumError
 from .rules.einsum import Optimize, Strategy, contract, contract_planned
-from .rules.linear import _check_path, _normalize_optimize, _promote_weak, einsum_arguments
+from .rules.linear import _check_path, _promote_weak, einsum_arguments, normalize_optimize
 from .rules.shape import reshape, reshape_raw
 from .slicing import ContractionInfo, Slices, check_limit, describe, object_path, resolve_limit
 from .slicing import plan as slice_plan
@@ -38,7 +38,7 @@ def _plan(
 ) -> tuple[Path, Slices]:
     """The path and slices for `spec` on the (squeezed) `shapes`."""
     n = len(shapes)
-    opt: Strategy = _normalize_optimize(optimize)
+    opt: Strategy = normalize_optimize(optimize)
     if opt == "naive":
         opt = (tuple(range(n)),) if n > 1 else "auto"
     if isinstance(opt, tuple):

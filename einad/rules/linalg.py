@@ -1573,3 +1573,9 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int]) -> Any:  # noqa: A002
         then -= then > reduce_over
         return (_max if ord > 0 else _min)(sums, then)
     raise ValueError("Invalid norm order for matrices.")
+
+
+def __dir__() -> list[str]:
+    """``dir(einad.linalg)``: numpy.linalg's functions einad differentiates, and its error type
+    (the rest of this module is its implementation)."""
+    return sorted(__all__)

@@ -32,7 +32,7 @@ from .shape import astype_p, getitem, reshape
 # -- the public einsum ------------------------------------------------------------------
 
 
-def _normalize_optimize(optimize: Optimize) -> Strategy:
+def normalize_optimize(optimize: Optimize) -> Strategy:
     if optimize is True:
         return "auto"
     if optimize is False or optimize is None:
@@ -231,7 +231,7 @@ def einsum(
         if axes:
             shape = shape_of(ops_[k])
             ops_[k] = reshape(ops_[k], tuple(d for a, d in enumerate(shape) if a not in axes))
-    opt = _normalize_optimize(optimize)
+    opt = normalize_optimize(optimize)
     if opt == "naive":  # optimize=False: contract all operands in one step
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
     if isinstance(opt, tuple):

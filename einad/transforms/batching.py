@@ -260,9 +260,7 @@ def _result(v: Any) -> Any:
     return v if is_array(v) else np.asarray(v)
 
 
-def vmap(
-    f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, *, raw: bool = False
-) -> Callable[..., Any]:
+def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable[..., Any]:
     """Map `f` over an axis of its arguments, in one traced run (JAX's `vmap`).
 
     Batching an einsum is adding one letter to its subscripts, so a mapped
@@ -289,7 +287,14 @@ def vmap(
 
 
 def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Callable[..., Any]:
-    def mapped(*args: Any) -> Any:
+    name = f"vmap({getattr(f, '__name__', 'f')})"
+
+    def mapped(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError(
+                f"{name} takes its arguments by position (in_axes names each one's axis), "
+                f"got the keyword argument(s) {', '.join(map(repr, kwargs))}"
+            )
         spec = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
         axes = _leaf_axes(tuple(spec), tuple(args), "in_axes")
         flat, td = tree_flatten(list(args))
@@ -335,4 +340,5 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
                 results.append(v)
         return tree_unflatten(out_td, results if raw else [_result(r) for r in results])
 
+    mapped.__name__ = mapped.__qualname__ = name
     return mapped

@@ -850,7 +850,7 @@ def test_a_real_operand_of_a_complex_einsum_gets_a_real_gradient_in_its_dtype(re
 def test_optimize_none_plans_as_auto_and_false_contracts_in_one_step():
     """numpy's meanings of `optimize`: None and True plan as "auto" (pairwise steps); False
     contracts every operand in one step. Reference: numpy (values), the staged steps.
-    Kills: linear._normalize_optimize 11 (None an unknown strategy), linear.einsum 35, 36
+    Kills: linear.normalize_optimize 11 (None an unknown strategy), linear.einsum 35, 36
     (optimize=False planned pairwise)"""
     ops = random_operands([(2, 3), (3, 4), (4, 5)])
     want = ops[0] @ ops[1] @ ops[2]

@@ -782,7 +782,7 @@ REFUSALS = {
             r"optimizer object, got 3$"
         ),
     ),
-    # a name inside a path list: an EinsumError, not int()'s ValueError (kills _normalize_optimize 22)
+    # a name inside a path list: an EinsumError, not int()'s ValueError (kills normalize_optimize 22)
     "optimize a list of names": (
         lambda x: ea.einsum("ij->", x[0], optimize=["greedy"]),
         (
