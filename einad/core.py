@@ -472,26 +472,18 @@ def in_rules() -> bool:
     return getattr(_local, "quiet", 0) > 0
 
 
-def trace_stack() -> list[Trace]:
-    """The transformations in progress on this thread, outermost first."""
-    stack: list[Trace] | None = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
-
-
 _T = TypeVar("_T", bound=Trace)
 
 
 @contextmanager
 def tracing(trace: _T) -> Iterator[_T]:
-    """Run a transformation's body under `trace`; the trace is dead once the body returns."""
-    stack = trace_stack()
-    stack.append(trace)
+    """Run a transformation's body under `trace`; the trace is dead once the body returns.
+
+    No stack of traces is kept: `bind` finds the innermost trace among its operands (the
+    highest `level`), so a transformation is in progress exactly while its values are."""
     try:
         yield trace
     finally:
-        stack.remove(trace)
         trace.dead = True
 
 

@@ -47,7 +47,7 @@ from .aliases import MemoryLimit, Path
 from .cluster import Layout
 from .errors import EinsumError
 from .executor import _pair_plan, merges_without_copy
-from .subscripts import pairwise_steps, vjp_spec
+from .subscripts import pairwise_steps, vjp_operands
 
 try:  # optional: pip install 'einad[tn]'
     import cotengra
@@ -682,7 +682,7 @@ def estimate(s: Schedule, workers: int = 1) -> Costs:
         pull = 0  # the copies of the largest pullback of this step
         for j, a in enumerate(st.args):
             if a in need and len(st.args) == 2:
-                spec, kept_j, _ = _vjp_spec(st.ins, st.out, j)
+                spec, kept_j, _ = vjp_operands(st.ins, st.out, j)
                 other = st.args[1 - j]
                 pulled, _ = _step_copies(spec, kept_j, parts, (_c_strides(st.out, parts), layout[other]))
                 pull = max(pull, pulled)
@@ -712,11 +712,6 @@ def estimate(s: Schedule, workers: int = 1) -> Costs:
         slice_gradient_peak=slice_grad,
         workers=workers,
     )
-
-
-def _vjp_spec(ins: tuple[str, ...], out: str, j: int) -> tuple[tuple[str, ...], str, str]:
-    text, kept, target = vjp_spec(ins, out, j)
-    return tuple(text.split("->")[0].split(",")), kept, target
 
 
 threads: int | None = None

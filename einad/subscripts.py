@@ -376,6 +376,17 @@ def unique(spec: str) -> str:
     return "".join(dict.fromkeys(spec))
 
 
+@functools.lru_cache(maxsize=4096)
+def vjp_operands(inputs: tuple[str, ...], output: str, k: int) -> tuple[tuple[str, ...], str, str]:
+    """The VJP contraction for operand `k` (see `vjp_spec`) with its operands' subscripts
+    apart: ``((output, *other inputs), kept, target)``."""
+    others = inputs[:k] + inputs[k + 1 :]
+    elsewhere = set(output).union(*others) if others else set(output)
+    target = inputs[k]
+    kept = "".join(c for c in unique(target) if c in elsewhere)
+    return (output, *others), kept, target
+
+
 def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, str, str]:
     """Subscripts of the VJP contraction for operand `k`.
 
@@ -385,12 +396,8 @@ def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, str, st
     another operand); spreading `kept` to `target` (operand k's own subscripts,
     with its repeated letters and the letters only it has) finishes the job.
     """
-    others = inputs[:k] + inputs[k + 1 :]
-    elsewhere = set(output).union(*others) if others else set(output)
-    target = inputs[k]
-    kept = "".join(c for c in unique(target) if c in elsewhere)
-    spec = ",".join((output,) + others) + "->" + kept
-    return spec, kept, target
+    ins, kept, target = vjp_operands(inputs, output, k)
+    return ",".join(ins) + "->" + kept, kept, target
 
 
 def pairwise_steps(

@@ -59,7 +59,7 @@ from ..subscripts import (
     numpy_subscripts,
     pairwise_steps,
     unique,
-    vjp_spec,
+    vjp_operands,
 )
 from ..util import dtype_of, normalize_axes, shape_of
 from .shape import astype, reshape_raw
@@ -88,7 +88,7 @@ def _einsum_impl(
         arrays = tuple(a[()] if type(a) is np.ndarray and a.ndim == 0 else a for a in arrays)
         xp = namespace(*arrays)
     if xp is not np:
-        arrays = tuple(_adopt(xp, arrays))
+        arrays = tuple(_adopt(arrays))
     for a in arrays:
         if 0 in a.shape:  # an empty sum is exactly zero, whatever the other operands hold
             size = {c: d for spec, x in zip(inputs, arrays) for c, d in zip(spec, x.shape)}
@@ -123,9 +123,9 @@ def _promoted(xp: ModuleType, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a if dtype_of(a) == dt else xp.astype(a, lib_dt) for a in arrays)
 
 
-def _adopt(xp: ModuleType, arrays: Sequence[Any]) -> Sequence[Any]:
-    """`arrays` with the numbers among arrays of library `xp` (numpy scalars, Python numbers,
-    weakly typed as numpy promotes them) made arrays of `xp` on the arrays' device."""
+def _adopt(arrays: Sequence[Any]) -> Sequence[Any]:
+    """`arrays` with the numbers among them (numpy scalars, Python numbers, weakly typed as
+    numpy promotes them) made arrays of the other arrays' library, on their device."""
     if all(is_array(a) and not isinstance(a, np.generic) for a in arrays):
         return arrays
     like = next(a for a in arrays if is_array(a) and not isinstance(a, np.generic))
@@ -502,13 +502,6 @@ class Spread(Structured):
 # -- the rules ------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4096)
-def _vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[tuple[str, ...], str, str]:
-    text, kept, target = vjp_spec(inputs, output, k)
-    lhs, _ = text.split("->")
-    return tuple(lhs.split(",")), kept, target
-
-
 def _einsum_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     """Operand k's cotangent: the contraction to its kept letters, cast to its dtype,
     then spread to its subscripts (returned as a `Spread`, see `Structured`)."""
@@ -536,7 +529,7 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
         if not need:
             grads.append(None)
             continue
-        ins, kept, target = _vjp_spec(inputs, output, k)
+        ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
         r = contract(ins, kept, [g] + others, opt, mem)
         dt = dtype_of(vals[k])
@@ -613,7 +606,7 @@ def _is_looped(s: Schedule, i: int) -> bool:
 def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequence[Any], shape: Shape) -> Any:
     """The cotangent of operand `j` (of `shape`) of the step ``ins -> out``: the permuted
     subscripts, reading every operand but `j`."""
-    spec, kept, target = _vjp_spec(ins, out, j)
+    spec, kept, target = vjp_operands(ins, out, j)
     others = list(operands[:j]) + list(operands[j + 1 :])
     r = _einsum_impl(ct, *others, inputs=spec, output=kept)
     if kept != target:
@@ -1136,7 +1129,7 @@ def _einsum_vjp_impl(
                 grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
             offset += size
     else:  # the gradients summed block by block, then raveled and laid end to end
-        g = _adopt(xp, (g, *arrays))[0]
+        g = _adopt((g, *arrays))[0]
         dt = np.result_type(dtype_of(g), *(dtype_of(a) for a in arrays))
         grads = {k: _Blocks(g, tuple(arrays[k].shape), dt) for k in wrt if k not in zero}
     if grads and 0 not in g.shape and all(0 not in a.shape for a in arrays):

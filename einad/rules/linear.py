@@ -25,7 +25,7 @@ from ..subscripts import (
     from_sublists,
     parse,
 )
-from ..util import dtype_of, integer, normalize_axes, normalize_axis, shape_of, to_operand, wrap
+from ..util import dtype_of, integer, normalize_axes, normalize_axis, raw, shape_of, to_operand, wrap
 from .einsum import Optimize, Strategy, _accumulate, _letters, contract, sum_raw
 from .shape import astype_p, getitem, reshape
 
@@ -97,15 +97,8 @@ def _promote_weak(ops_: list[Any]) -> list[Any]:
     if all(w is None for w in weak):
         return ops_
     arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
-    like = next((_concrete(x) for x, w in zip(ops_, weak) if w is None), None)
+    like = next((raw(x) for x, w in zip(ops_, weak) if w is None), None)
     return [x if w is None else _as_dtype(x, np.result_type(w, *arrays), like) for x, w in zip(ops_, weak)]
-
-
-def _concrete(x: Any) -> Any:
-    """The array a value holds (through Tensors and jit's staged values)."""
-    while type(x) is Tensor:
-        x = x._value
-    return x.concrete if type(x) is Staged else x
 
 
 def einsum_arguments(subscripts: Any, operands: tuple[Any, ...]) -> tuple[str, Names, tuple[Any, ...]]:
@@ -224,8 +217,8 @@ def einsum(
             ``concurrent.futures.Executor``.
     """
     cluster.kind(executor)
-    text, names, raw = einsum_arguments(subscripts, operands)
-    ops_ = _promote_weak([to_operand(x) for x in raw])
+    text, names, given = einsum_arguments(subscripts, operands)
+    ops_ = _promote_weak([to_operand(x) for x in given])
     spec = parse(text, tuple(shape_of(x) for x in ops_), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:

@@ -32,7 +32,6 @@ from ..core import (
     Node,
     QuietRules,
     ReverseTrace,
-    Staged,
     Structured,
     Tensor,
     Trace,
@@ -58,7 +57,7 @@ from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
 from ..rules.shape import astype, ones_like, reshape
 from ..rules.structural import broadcast_to
-from ..util import dtype_of, shape_of, wrap
+from ..util import dtype_of, raw, shape_of, wrap
 from .batching import stacked
 
 ArgNums: TypeAlias = int | Sequence[int]
@@ -89,17 +88,10 @@ def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
     return v
 
 
-def _ref(x: Any) -> Any:
-    """The plain value under every trace of `x` (a staged value's concrete one): what says
-    which library, device and dtype the arrays built for `x` take."""
-    x = strip(x)
-    return x.concrete if type(x) is Staged else x
-
-
 def _same_library(values: Sequence[Any]) -> None:
     """TypeError naming both libraries when `values` hold arrays of two."""
     if len(values) > 1:
-        arrays.namespace(*[_ref(v) for v in values])
+        arrays.namespace(*[raw(v) for v in values])
 
 
 def _in_library_of(ref: Any, data: Any) -> Any:
@@ -107,7 +99,7 @@ def _in_library_of(ref: Any, data: Any) -> Any:
 
     An array is kept as it is (arrays of another library than `ref`'s: TypeError naming both).
     """
-    like = _ref(ref)
+    like = raw(ref)
     if arrays.is_array(data):
         arrays.namespace(data, like)
         return data
@@ -117,7 +109,7 @@ def _in_library_of(ref: Any, data: Any) -> Any:
 
 def _zeros_for(x: Any) -> Any:
     """Zeros of `x`'s shape and dtype, in its library and on its device (a plain array)."""
-    return arrays.zeros(_ref(x), shape_of(x), dtype_of(x))
+    return arrays.zeros(raw(x), shape_of(x), dtype_of(x))
 
 
 def _out(v: Any) -> Any:
@@ -209,10 +201,10 @@ def _seed(ct: Any, value: Any) -> Any:
         if not traced(ct):
             ct = strip(ct)
         _same_library([ct, value])
-        if not arrays.is_array(_ref(ct)) and arrays.xp_of(_ref(value)) is not np:
+        if not arrays.is_array(raw(ct)) and arrays.xp_of(raw(value)) is not np:
             # a number that einad.jit staged (weakly typed): placed in the output's library
             # and on its device, as an eager call places a number (`_in_library_of`)
-            one = arrays.ones(_ref(value), (), dtype_of(value))
+            one = arrays.ones(raw(value), (), dtype_of(value))
             ct = bind(PRIMITIVES["multiply"], (ct, one), {})
     else:
         ct = _in_library_of(value, ct)
@@ -481,7 +473,7 @@ def hvp(
 def _basis(shape: Shape, dtype: DTypeLike, like: Any) -> Array:
     """The identity basis of `shape`, stacked: ``(n,) + shape``, in `like`'s library and device."""
     n = math.prod(shape)
-    like = _ref(like)
+    like = raw(like)
     xp = arrays.xp_of(like)
     if xp is np:
         return np.eye(n, dtype=dtype).reshape((n,) + tuple(shape))
@@ -539,7 +531,7 @@ def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> lis
     shape = shape_of(basis_of)
     n = math.prod(shape)
     if n == 0:
-        return [arrays.zeros(_ref(r), (0,) + shape_of(r), dtype_of(r)) for r in results]
+        return [arrays.zeros(raw(r), (0,) + shape_of(r), dtype_of(r)) for r in results]
     return tree_flatten(stacked(fn)(_basis(shape, dtype_of(basis_of), basis_of)))[0]
 
 
@@ -599,7 +591,7 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
             for j, x in enumerate(in_flat):
                 col = cols[j]
                 if col is None:
-                    blocks.append(_out(arrays.zeros(_ref(x), o_shape + shape_of(x), o_dtype)))
+                    blocks.append(_out(arrays.zeros(raw(x), o_shape + shape_of(x), o_dtype)))
                     continue
                 c = moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
                 blocks.append(_out(reshape(c, o_shape + shape_of(x))))
@@ -937,7 +929,7 @@ def _no_graph(t: Tensor) -> str:
         "element 0 of tensors does not require grad and does not have a grad_fn: backward() needs a "
         "tensor computed, outside no_grad, from tensors made with ea.tensor(data, requires_grad=True)"
     )
-    if arrays.library(_ref(t)) == "torch":
+    if arrays.library(raw(t)) == "torch":
         msg += (
             ". einad does not follow torch's own requires_grad=True (that is torch's graph, not "
             "einad's): wrap each torch tensor to differentiate as w = ea.tensor(t, requires_grad=True) "

@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 
 from .. import arrays
-from ..core import Params, Primitive, Staged, Tensor, bind, rules, strip
+from ..core import Params, Primitive, Tensor, bind, rules
 from ..errors import TracerError
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.linear import sum as _sum
 from ..rules.shape import astype, getitem_raw, reshape_raw
 from ..rules.structural import broadcast_to, concat_p
-from ..util import dtype_of, shape_of, to_array_operand, to_operand, wrap
+from ..util import dtype_of, raw, shape_of, to_array_operand, to_operand, wrap
 from . import autodiff as transforms
 from .batching import _loop, vmap
 
@@ -93,13 +93,7 @@ def _arg(v: Any) -> Any:
 
 
 def _zeros_like(v: Any) -> Any:
-    return arrays.zeros(_concrete(v), shape_of(v), dtype_of(v))
-
-
-def _concrete(v: Any) -> Any:
-    """The plain array under every trace (a staged value's concrete one): its library and device."""
-    v = strip(v)
-    return v.concrete if type(v) is Staged else v
+    return arrays.zeros(raw(v), shape_of(v), dtype_of(v))
 
 
 def _typestr(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str:
