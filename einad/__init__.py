@@ -49,6 +49,8 @@ from .ops import (
     tensordot,
     trace,
     transpose,
+    tril,
+    triu,
     var,
     where,
 )
@@ -176,6 +178,8 @@ __all__ = [
     "tree_flatten",
     "tree_map",
     "tree_unflatten",
+    "tril",
+    "triu",
     "value_and_grad",
     "var",
     "vjp",

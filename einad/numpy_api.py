@@ -290,6 +290,8 @@ _FUNCTIONS: dict[Function, Function] = {
     np.diagonal: ops.diagonal,
     np.transpose: ops.transpose,
     np.moveaxis: ops.moveaxis,
+    np.tril: ops.tril,
+    np.triu: ops.triu,
     np.swapaxes: _swap,
     np.reshape: _reshape,
     np.ravel: _ravel,

@@ -26,6 +26,8 @@ from .rules.linear import (
     tensordot,
     trace,
     transpose,
+    tril,
+    triu,
 )
 from .rules.reductions import (
     clip,
@@ -136,6 +138,8 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
+    "tril",
+    "triu",
     "var",
     "where",
 ]
