@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ContextDecorator, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -83,13 +83,23 @@ class Primitive:
     __slots__ = ("impl", "name")
 
     def __init__(self, name: str, impl: Callable[..., Any]) -> None:
+        if name in primitives:
+            raise ValueError(
+                f"a primitive named {name!r} exists already: a program names its equations by it"
+            )
         self.name = name
         self.impl = impl
+        primitives[name] = self
 
     def __repr__(self) -> str:
         return self.name
 
 
+primitives: dict[str, Primitive] = {}
+"""Every primitive, by its name (unique: a program's listing names each equation by it)."""
+LOOP: BatchRule = cast("BatchRule", "loop")
+"""The batching rule that says: `vmap` loops over the batch, one call per example (declared,
+so that the registry test tells a primitive without a rule from one that loops on purpose)."""
 jvp_rules: dict[Primitive, JVPRule] = {}
 """``jvp(tangents, ans, vals, params)``: the output tangent (None for zero)."""
 vjp_rules: dict[Primitive, VJPRule] = {}

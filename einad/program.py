@@ -93,7 +93,7 @@ class Equation:
     @property
     def subscripts(self) -> str | None:
         """For an einsum, its subscripts as ``"ij,jk->ik"``; else None."""
-        if self.op != "einsum":
+        if self.op not in ("einsum", "sliced_einsum"):
             return None
         return f"{','.join(self.params['inputs'])}->{self.params['output']}"
 
@@ -277,7 +277,7 @@ def _params(e: Equation) -> str:
     sliced = f"; sliced{sliced}" if sliced else ""
     if p.get("executor") is not None:  # where the slices run as tasks
         sliced += f"; on {cluster.name(p['executor'])}"
-    if e.op == "einsum":
+    if e.op in ("einsum", "sliced_einsum"):
         return f"[{e.subscripts}{sliced}]"
     if e.op == "einsum_vg":
         return f"[{','.join(p['inputs'])}->{p['output']}; wrt {','.join(map(str, p['wrt']))}{sliced}]"

@@ -45,7 +45,7 @@ import opt_einsum as oe
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
-from ..core import Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
+from ..core import LOOP, Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..network import forward as tree_forward
@@ -1080,7 +1080,7 @@ def _sliced_impl(
     return _run_sliced(s, arrays, memory_limit, executor, progress)
 
 
-sliced_einsum_p = Primitive("einsum", _sliced_impl)
+sliced_einsum_p = Primitive("sliced_einsum", _sliced_impl)
 
 
 def _grad_blocks(
@@ -1245,6 +1245,7 @@ rules(
     ],
     jvp=lambda ts, ans, vals, p: bind(unpack_p, [ts[0]], p),
     keep=lambda needed: ((False,), False),
+    batch=LOOP,  # under vmap, per example (a flat block's offset is per example too)
 )
 rules(
     place_p,
@@ -1253,6 +1254,7 @@ rules(
     ],
     jvp=lambda ts, ans, vals, p: bind(place_p, [ts[0]], p),
     keep=lambda needed: ((False,), False),
+    batch=LOOP,
 )
 
 
@@ -1447,7 +1449,7 @@ def _sliced_vg_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, needed
     return [b if a is None else a if b is None else a + b for a, b in zip(out, more)]
 
 
-rules(sliced_vg_p, vjp=_sliced_vg_vjp, jvp=_sliced_vg_jvp, keep=_reads_all)
+rules(sliced_vg_p, vjp=_sliced_vg_vjp, jvp=_sliced_vg_jvp, keep=_reads_all, batch=LOOP)
 
 
 def _einsum_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
@@ -1502,7 +1504,7 @@ def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, neede
     return out
 
 
-rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all)
+rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all, batch=LOOP)
 
 
 # -- sums as einsums (used by the rules above the einsum) ----------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..aliases import Shape
 from ..arrays import is_array
-from ..core import Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
+from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
 from ..pytree import tree_flatten, tree_unflatten
 from ..rules.einsum import contract, einsum_p, sliced_einsum_p, spread, spread_p
 from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
@@ -66,6 +66,8 @@ class BatchTrace(Trace):
                 vals.append(a)
                 batched.append(False)
         rule = batch_rules.get(prim, _loop)
+        if rule is LOOP:  # declared: one call per example
+            rule = _loop
         return _box(rule(prim, vals, batched, params, self.size), self, None, None)
 
 
