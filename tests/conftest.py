@@ -20,6 +20,16 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def _scratch_primitives():
+    """A primitive a test makes (a probe, a deliberately wrong rule) leaves the registry with
+    the test: names stay unique, and `tests/test_registry.py` sees einad's own."""
+    before = dict(ea.core.primitives)
+    yield
+    ea.core.primitives.clear()
+    ea.core.primitives.update(before)
+
+
 # -- hypothesis profiles (issue 6) ---------------------------------------------------------
 # "ci" (the default) is derandomized and bounded so the property tests run in seconds;
 # EINAD_HYPOTHESIS_PROFILE=long runs many more random examples.

@@ -113,7 +113,7 @@ def _wrong_jvp_square():
 
 def _wrong_vjp_square():
     """square with a correct JVP and a VJP off by a factor 2: only reverse mode is wrong."""
-    prim = Primitive("bad_square", np.square)
+    prim = Primitive("bad_square_vjp", np.square)
     rules(
         prim,
         vjp=lambda g, ans, vals, p, needed: [g * vals[0]],
@@ -140,7 +140,7 @@ def test_gradcheck_names_the_mode(mode, make):
 
 def _exp_with(vjp_factor):
     """exp whose JVP is right and whose VJP multiplies the cotangent by vjp_factor(ans)."""
-    prim = Primitive("test_exp", np.exp)
+    prim = Primitive(f"test_exp_{len(ea.core.primitives)}", np.exp)  # a fresh name per rule
     rules(
         prim,
         jvp=lambda ts, ans, vals, p: ts[0] * ans,
