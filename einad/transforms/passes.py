@@ -933,11 +933,11 @@ _FRESH = (_ELEMENTWISE - {_P["real"]}) | {astype_p, concat_p, scatter_p}
 einsums with two or more operands are fresh too, see `_fresh`)."""
 
 
-def _fresh(e: Equation) -> bool:
+def _fresh(e: Equation, more: frozenset[Primitive] = frozenset()) -> bool:
     """Whether `e` returns an array of its own (not a view, not an operand, not a numpy scalar)."""
     if e.shape == ():
         return False  # a ufunc on 0-d arrays returns a numpy scalar: no buffer to write into
-    return e.prim in _FRESH or (e.prim is einsum_p and len(e.inputs) >= 2)
+    return e.prim in _FRESH or e.prim in more or (e.prim is einsum_p and len(e.inputs) >= 2)
 
 
 def _last_uses(graph: Graph) -> dict[str, int]:
@@ -953,7 +953,7 @@ def _last_uses(graph: Graph) -> dict[str, int]:
     return last
 
 
-def plan_buffers(graph: Graph) -> dict[int, str]:
+def plan_buffers(graph: Graph, fresh: frozenset[Primitive] = frozenset()) -> dict[int, str]:
     """For each equation a code generator may run as ``ufunc(..., out=buffer)``: the operand to overwrite.
 
     Equation i (an elementwise primitive whose kernel is a numpy ufunc) may
@@ -967,6 +967,9 @@ def plan_buffers(graph: Graph) -> dict[int, str]:
     copies where the overlap needs it), so `x` may also be read by equation i
     itself through another operand. The result then owns that memory, and may
     give it on in turn.
+
+    `fresh` names more primitives whose results are arrays of their own (the outputs of a
+    fused kernel, `fusion.fused_p`).
 
     Returns:
         ``{equation index: operand variable}``; the program is unchanged.
@@ -982,12 +985,12 @@ def plan_buffers(graph: Graph) -> dict[int, str]:
         if donor is not None:
             plan[i] = donor
             mine = buffers[donor]
-        elif _fresh(e):
+        elif _fresh(e, fresh):
             mine = frozenset({e.output})
         else:  # it may share memory with any operand
             mine = frozenset().union(*(buffers[a] for a in e.inputs if isinstance(a, str)))
         buffers[e.output] = mine
-        if donor is not None or _fresh(e):
+        if donor is not None or _fresh(e, fresh):
             owner[next(iter(mine))] = e.output
         for b in mine:
             readers.setdefault(b, []).append(e.output)
