@@ -680,6 +680,8 @@ class Kernel:
     fn: Callable[..., int]
     engine: Any = field(default=None, repr=False)
     """The LLVM engine holding the code (freed with the last kernel that refers to it)."""
+    cached: bool = False
+    """Whether its object code came from the cache (compiled by an earlier call or process)."""
 
 
 @dataclass(eq=False)
@@ -717,7 +719,7 @@ def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
             types = [ctypes.py_object if a.axes is not None else _ctype(a.dtype) for a in spec.args]
             types += [ctypes.py_object] * len(spec.outs)
             fn = ctypes.CFUNCTYPE(ctypes.c_int32, *types)(engine.get_function_address(f"k{k}"))
-            kernels.append(Kernel(spec, fn, (engine, mod)))
+            kernels.append(Kernel(spec, fn, (engine, mod), stored is not None))
     return Compiled(kernels, ir, stored is not None)
 
 

@@ -312,29 +312,34 @@ def _join(i: int, e: Equation, role: _Role, owner: dict[str, _Group], groups: li
         usable = [g for g in sources if g.open]
         if not usable:
             return None
-        target = usable[0]
-        for g in usable[1:]:
-            if g is not target and (g.shape == target.shape or not _has_loop(g)):
+        target = next((g for g in usable if not _loopless(g)), usable[0])
+        for g in usable:
+            if g is not target and (g.shape == target.shape or _loopless(g)):
                 _merge(target, g, owner, groups)
         return target
     # a loop step: the open groups of its shape whose loop or pre values it reads, and the
     # open 0-d groups it reads (their steps become pre steps)
     picked: list[_Group] = []
     identity = tuple(range(len(e.shape)))
-    blocked = [  # a loop value read along other axes than its own: only an argument can be
+    # groups it cannot join: one whose loop value it reads along other axes than its own (only
+    # an argument can be), or whose sum it reads (known only once the loop is done)
+    blocked = [
         owner[a]
         for k, a in enumerate(e.inputs)
         if isinstance(a, str)
         and a in owner
-        and owner[a].phase[a] == "loop"
-        and role.maps.get(k, identity) != identity
+        and (
+            owner[a].phase[a] == "loop"
+            and role.maps.get(k, identity) != identity
+            or owner[a].phase[a] in ("sum", "post")
+        )
     ]
     for a in e.inputs:
         g = owner.get(a) if isinstance(a, str) else None
         if g is None or not g.open or g in picked or g in blocked:
             continue
         same_loop = g.shape == e.shape and g.phase[str(a)] in ("loop", "pre")
-        if same_loop or not (_has_loop(g) or _has_sum(g)):  # (a 0-d group: its steps become pre steps)
+        if same_loop or _loopless(g):  # (a 0-d group: its steps become pre steps)
             picked.append(g)
     same = [g for g in picked if g.shape == e.shape]
     if not same:
@@ -354,19 +359,15 @@ def _join(i: int, e: Equation, role: _Role, owner: dict[str, _Group], groups: li
     return target
 
 
-def _has_loop(g: _Group) -> bool:
-    return g.shape != () and any(ph == "loop" for ph in g.phase.values())
-
-
-def _has_sum(g: _Group) -> bool:
-    return any(ph in ("sum", "post") for ph in g.phase.values())
+def _loopless(g: _Group) -> bool:
+    """A group of 0-d steps only (no loop, no sum): its steps may become another loop's pre steps."""
+    return all(ph == "pre" for ph in g.phase.values())
 
 
 def _merge(into: _Group, g: _Group, owner: dict[str, _Group], groups: list[_Group]) -> None:
-    """Move `g`'s members into `into` (0-d steps of a group with no loop become pre steps)."""
-    loopless = not _has_loop(g)
+    """Move `g`'s members into `into`."""
     for v, ph in g.phase.items():
-        into.phase[v] = "pre" if loopless and ph == "loop" else ph
+        into.phase[v] = ph
         owner[v] = into
     into.members = sorted(into.members + g.members)
     g.members = []
