@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import hashlib
+import math
 import os
 import struct
 import threading
@@ -697,22 +698,27 @@ class Compiled:
 CALLS = frozenset({*LIBM_UNARY, *LIBM_BINARY, "sigmoid", "softplus", "logaddexp"})
 """Steps that call the C math library: a loop with one does not vectorize."""
 
-OPTIONS = "O2; loop vectorizer for loops without calls; no SLP vectorizer"
+OPTIONS = "IR O2, codegen O1; loop vectorizer for long loops without calls; no SLP vectorizer"
 """How kernels are compiled (part of the cache's key). The SLP vectorizer, which looks for
 vectors in straight-line code, took 0.66 s of the 0.76 s LLVM spent on benchmark case 7's
 kernel (646 steps) and vectorizes nothing there; the loop vectorizer is kept for loops of
-arithmetic alone, the loops it speeds up (several elements per instruction)."""
+arithmetic alone over `VECTOR_MIN` elements or more, the loops it speeds up (2.5x on a
+multiply-and-sum of 8192 elements), since it costs time (1.4 of a small kernel's 7 ms).
+Code generation at LLVM's -O1 instead of -O2 saves 1.5 ms per module and made no kernel
+measured slower."""
+
+VECTOR_MIN = 1024
 
 
 def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
-    """Compile the kernels of one program (or load them from the cache): those whose loop
-    calls the math library in one LLVM module, without the loop vectorizer (it would spend
-    its time and vectorize nothing), the others in another, with it."""
+    """Compile the kernels of one program (or load them from the cache): the long loops of
+    arithmetic in one LLVM module, with the loop vectorizer, the others (short loops, calls
+    to the math library, which the vectorizer would not vectorize) in another, without it."""
     llvm = _llvm()
     kernels: list[Kernel | None] = [None] * len(specs)
     irs, cached = [], []
     for vectorize in (False, True):
-        picked = [k for k, s in enumerate(specs) if vectorize != any(t.op in CALLS for t in s.steps)]
+        picked = [k for k, s in enumerate(specs) if vectorize == _vectorizable(s)]
         if not picked:
             continue
         ir = module_ir([specs[k] for k in picked])
@@ -729,6 +735,11 @@ def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
     return Compiled([k for k in kernels if k is not None], "\n".join(irs), all(cached))
 
 
+def _vectorizable(spec: KernelSpec) -> bool:
+    """Whether the loop vectorizer may pay for its time: a long loop with no call."""
+    return math.prod(spec.shape) >= VECTOR_MIN and not any(t.op in CALLS for t in spec.steps)
+
+
 def _module(llvm: Any, ir: str, vectorize: bool) -> tuple[tuple[Any, Any], bool]:
     """An LLVM engine holding the compiled module `ir` (its code from the cache if stored
     there), and whether it came from the cache."""
@@ -738,7 +749,7 @@ def _module(llvm: Any, ir: str, vectorize: bool) -> tuple[tuple[Any, Any], bool]
     stored = _read(path)
     mod = llvm.parse_assembly(ir)
     target, cpu, features = _state["target"]
-    machine = target.create_target_machine(cpu=cpu, features=features, opt=2, jit=True)
+    machine = target.create_target_machine(cpu=cpu, features=features, opt=1, jit=True)
     if stored is None:
         mod.verify()
         pto = llvm.create_pipeline_tuning_options(speed_level=2)

@@ -10,6 +10,9 @@ pairwise layouts, made at compile time) on plain arrays. No Tensor, node or
 trace exists at call time. Variables are deleted after their last use, so
 intermediates are freed as early as in eager mode, and an elementwise step
 writes into the memory of an operand that dies there (`passes.plan_buffers`).
+With the ``llvm`` backend (the default where llvmlite is installed), the groups of
+elementwise equations that `fusion.schedule` forms run as compiled kernels instead, one
+line (one call) each.
 
 Staging computes every value (`program.StagingTrace` runs each primitive), so the
 call that stages a program returns the values staging computed rather than running
@@ -69,6 +72,11 @@ class Program(Graph):
     f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
     Python number (weakly typed) takes a Python number of the same type. The
     jitted function itself compiles a new program for a new signature instead.
+
+    With the ``llvm`` backend, ``program.kernels`` lists the fused kernels the source
+    calls (each one's equations, inputs and outputs), ``program.unfused`` the elementwise
+    variables left to numpy and why, and ``program.fallback`` why no kernel is used at all
+    (llvmlite missing, arrays of another library).
     """
 
     source: str = ""
