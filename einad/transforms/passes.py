@@ -650,6 +650,10 @@ def _algebra_rule(e: Equation, rw: _Rewriter, softplus: dict[Atom, str]) -> Resu
         sc = _scaling(inner)
         if sc is not None:  # -(c x) is (-c) x
             return _scaled(e, _product(rw, -1, sc[0], e.dtype), sc[1], rw)
+    if e.prim is _POW and len(e.inputs) == 2 and isinstance(e.inputs[1], Lit) and isinstance(x, str):
+        two = e.inputs[1].value
+        if not np.iscomplexobj(two) and np.ndim(two) == 0 and two == 2 and rw.aval(x) == (e.shape, e.dtype):
+            return [dataclasses.replace(e, prim=_SQUARE, params={}, inputs=[x])]  # pow(x, 2) is x * x
     if e.prim is _MUL and len(e.inputs) == 2:
         a, b = e.inputs
         if a == b and isinstance(a, str) and rw.aval(a) == (e.shape, e.dtype):
@@ -687,7 +691,8 @@ def algebra(graph: Graph) -> Graph:
     * Signs move out of products (``(-x) y`` is ``-(x y)``) and into sums (``x + (-y)`` is
       ``x - y``, ``x - (-y)`` is ``x + y``), and ``x + x`` is ``2 * x``: exact, and they let the
       scalings meet and fold (a Hessian-vector product's ``-(2 (f c))`` becomes ``-2 (f c)``).
-    * ``x * x`` is ``square(x)``: one operand read instead of two, the same bits.
+    * ``x * x`` is ``square(x)``: one operand read instead of two, the same bits; so is
+      ``x ** 2`` (numpy's own power takes that shortcut; a compiled kernel would call pow).
     * ``sigmoid(x)`` where the program computes ``softplus(x)`` (the logistic loss and its
       derivative) is ``-expm1(-softplus(x))``: a derivative read from the forward's value.
 
