@@ -358,3 +358,20 @@ def test_planning_widest_step():
     assert widest_step(chain, [], [(0, 1), (0, 1), (0, 1)]) == 2
     assert widest_step(chain, [], [(1, 2), (0, 1), (0, 1)]) == 3
     assert widest_step(chain, ["a"], [(0, 3), (0, 1), (0, 1)]) == 3
+
+
+def test_the_compiler_comparison_runs(capsys):
+    """``python -m benchmarks.compilers`` (docs/design.md's numbers on the choice of compiler)."""
+    pytest.importorskip("numba", reason="numba is not installed (pip install -e '.[bench]')")
+    pytest.importorskip("numexpr", reason="numexpr is not installed (pip install -e '.[bench]')")
+    from einad import kernels
+
+    if kernels.unavailable() is not None:
+        pytest.skip(kernels.unavailable())
+    from benchmarks import compilers
+
+    compilers.main(["8", "--quick"])
+    out = capsys.readouterr().out
+    assert "case 8: 1 kernels" in out
+    for name in ("llvmlite", "numba", "numexpr"):
+        assert f"  {name}" in out and "compile" in out
