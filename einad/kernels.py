@@ -731,7 +731,7 @@ def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
                 types = [ctypes.py_object if a.axes is not None else _ctype(a.dtype) for a in spec.args]
                 types += [ctypes.py_object] * len(spec.outs)
                 fn = ctypes.CFUNCTYPE(ctypes.c_int32, *types)(engine[0].get_function_address(f"k{j}"))
-                fn.engine = engine  # the code lives as long as anything can call it
+                fn.engine = engine  # type: ignore[attr-defined]  # the code lives while it can be called
                 kernels[k] = Kernel(spec, fn, engine, stored)
     return Compiled([k for k in kernels if k is not None], "\n".join(irs), all(cached))
 
