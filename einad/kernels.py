@@ -5,8 +5,10 @@ A `KernelSpec` describes one fused kernel in plain terms, with no einad program 
 loop shape, the arguments (arrays read through their own strides, or 0-d values passed by
 value), the scalar steps in order (each one entry of `OPS`, on values converted to its
 computing dtype) and the values written out. `compile_kernels` writes the specs of one
-program as one LLVM module, compiles it once (with the host CPU's features, no fast-math:
-IEEE results step by step, as numpy computes them) and returns one `Kernel` per spec.
+program as LLVM modules (one for long loops of arithmetic, which LLVM may vectorize, one for
+the rest), compiles them once (with the host CPU's features, no fast-math: IEEE results step
+by step, as numpy computes them; sums alone may be added in another order) and returns one
+`Kernel` per spec.
 
 Calling convention. A kernel takes each array argument and each output as the numpy array
 object itself (a ``PyObject*``: ctypes passes it without converting anything) and reads the
@@ -20,8 +22,9 @@ computes those steps again with numpy, which warns or raises as `numpy.geterr` s
 elements: the caller calls again on aligned copies.
 
 Cache. A compiled module's object code is stored under `cache_dir` (``EINAD_CACHE_DIR``, or
-``$XDG_CACHE_HOME/einad/kernels``, ``~/.cache/einad/kernels``), keyed by the IR, the LLVM
-version and the host CPU, so another process compiling the same kernels loads them instead.
+``$XDG_CACHE_HOME/einad/kernels``, ``~/.cache/einad/kernels``), keyed by the IR, the compile
+options, the LLVM version and the host CPU, so another process compiling the same kernels
+loads them instead.
 ``EINAD_CACHE_DIR=""`` turns the cache off. A cache that cannot be written is skipped.
 """
 
@@ -611,9 +614,10 @@ class _Writer:
         raise ValueError(f"no kernel step for {op}")
 
     def extremum(self, larger: bool, x: str, y: str, dt: np.dtype[Any]) -> str:
-        """numpy's maximum (minimum): x where x >= y (x <= y) or x is NaN, else y."""
+        """numpy's maximum (minimum): x where x > y (x < y) or x is NaN, else y (a NaN in y, and
+        y on a tie, as numpy's vectorized loops give: maximum(-0.0, 0.0) is 0.0)."""
         ty = _ty(dt)
-        keep = self.emit(f"fcmp {'oge' if larger else 'ole'} {ty} {x}, {y}")
+        keep = self.emit(f"fcmp {'ogt' if larger else 'olt'} {ty} {x}, {y}")
         nan = self.emit(f"fcmp uno {ty} {x}, {x}")
         either = self.emit(f"or i1 {keep}, {nan}")
         return self.emit(f"select i1 {either}, {ty} {x}, {ty} {y}")

@@ -55,6 +55,9 @@ fused_p = Primitive("fused", _unfusable)
 """The placeholder of a kernel's outputs in a `Schedule`'s program (never bound)."""
 
 _ELEMENTWISE = {p: name for name, p in PRIMITIVES.items()}
+_HORIZONTAL = 16
+"""How many of the latest groups an equation that reads none may join (independent work of
+one shape done in the same loop)."""
 _HEAVY = {"sigmoid": 5, "softplus": 6, "logaddexp": 4}
 """numpy passes over the data for the composite kernels (rules.elementwise._sigmoid, ...)."""
 
@@ -270,13 +273,18 @@ def schedule(graph: Graph) -> Schedule:
             groups.append(target)
         target.members.append(i)
         owner[e.output] = target
-        target.phase[e.output] = _phase(e, role, target, owner)
+        target.phase[e.output] = _phase(e, role, target)
         close_readers(i, target)
 
+    readers: dict[str, list[int]] = {}
+    for i, e in enumerate(eqs):
+        for a in e.inputs:
+            if isinstance(a, str):
+                readers.setdefault(a, []).append(i)
     kernels_: list[FusedKernel] = []
     for g in groups:
         if g.members and _passes(g, roles) >= 2:
-            kernels_.append(_kernel(g, graph, roles))
+            kernels_.append(_kernel(g, graph, roles, readers))
     if kernels_:
         compiled = kernels.compile_kernels([k.spec for k in kernels_])
         for k, c in zip(kernels_, compiled.kernels):
@@ -289,7 +297,7 @@ def _operand_shape(e: Equation, graph: Graph) -> Shape:
     return graph.avals[a][0] if isinstance(a, str) else ()
 
 
-def _phase(e: Equation, role: _Role, g: _Group, owner: dict[str, _Group]) -> str:
+def _phase(e: Equation, role: _Role, g: _Group) -> str:
     if role.kind == "sum":
         return "sum"
     if role.kind == "loop":
@@ -343,8 +351,9 @@ def _join(i: int, e: Equation, role: _Role, owner: dict[str, _Group], groups: li
             picked.append(g)
     same = [g for g in picked if g.shape == e.shape]
     if not same:
+        recent = groups[-_HORIZONTAL:]  # (a bound on the search: programs may have many groups)
         latest = next(
-            (g for g in reversed(groups) if g.open and g.shape == e.shape and g.members and g not in blocked),
+            (g for g in reversed(recent) if g.open and g.shape == e.shape and g.members and g not in blocked),
             None,
         )
         if latest is not None:
@@ -378,15 +387,12 @@ def _merge(into: _Group, g: _Group, owner: dict[str, _Group], groups: list[_Grou
 # -- a group as a kernel ---------------------------------------------------------------------------
 
 
-def _kernel(g: _Group, graph: Graph, roles: dict[int, _Role]) -> FusedKernel:
-    """The kernel spec of group `g`: its arguments, steps in order, and outputs."""
+def _kernel(g: _Group, graph: Graph, roles: dict[int, _Role], readers: dict[str, list[int]]) -> FusedKernel:
+    """The kernel spec of group `g`: its arguments, steps in order, and outputs (`readers`:
+    the equations reading each variable)."""
     members = {graph.equations[i].output for i in g.members}
-    readers: dict[str, int] = {}
-    for j, e in enumerate(graph.equations):
-        if j not in g.members:
-            for a in e.inputs:
-                if isinstance(a, str) and a in members:
-                    readers[a] = j
+    inside = set(g.members)
+    read_after = {v for v in members if any(j not in inside for j in readers.get(v, ()))}
     returned = {o for o in graph.outputs if isinstance(o, str)}
     args: dict[tuple[str, tuple[int | None, ...] | None], kernels.Arg] = {}
     inputs: list[str] = []
@@ -442,7 +448,7 @@ def _kernel(g: _Group, graph: Graph, roles: dict[int, _Role]) -> FusedKernel:
             )
         )
     outputs = [graph.equations[i].output for i in g.members]
-    outputs = [v for v in outputs if v in readers or v in returned]
+    outputs = [v for v in outputs if v in read_after or v in returned]
     outs = tuple(
         kernels.Out(f"v_{v}", graph.avals[v][0], graph.avals[v][1], zeroed=g.phase[v] == "sum")
         for v in outputs

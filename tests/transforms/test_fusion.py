@@ -217,6 +217,7 @@ def test_every_kernel_step_computes_numpys_function(dtype):
             continue
         np.testing.assert_array_equal(np.isnan(out), np.isnan(want), err_msg=op)
         np.testing.assert_array_equal(np.isinf(out), np.isinf(want), err_msg=op)
+        np.testing.assert_array_equal(np.signbit(out[want == 0]), np.signbit(want[want == 0]), err_msg=op)
         finite = np.isfinite(want)
         np.testing.assert_array_equal(
             np.signbit(out[finite & (want != 0)]), np.signbit(want[finite & (want != 0)]), err_msg=op
