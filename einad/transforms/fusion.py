@@ -317,7 +317,7 @@ def _join(i: int, e: Equation, role: _Role, owner: dict[str, _Group], groups: li
         return None
     if role.kind == "scalar":
         # a 0-d step joins an open group it reads: after the loop if it reads a sum
-        usable = [g for g in sources if g.open]
+        usable = list({id(g): g for g in sources if g.open}.values())
         if not usable:
             return None
         target = next((g for g in usable if not _loopless(g)), usable[0])
@@ -362,7 +362,7 @@ def _join(i: int, e: Equation, role: _Role, owner: dict[str, _Group], groups: li
         return None
     target = same[0] if same else picked[0]
     target.shape = e.shape  # (a 0-d group's steps become the loop's pre steps)
-    for g in picked + same:
+    for g in picked + [g for g in same if g not in picked]:
         if g is not target:
             _merge(target, g, owner, groups)
     return target
