@@ -257,21 +257,22 @@ def unavailable() -> str | None:
     return _state["reason"]  # type: ignore[no-any-return]
 
 
+_CALLED = {"sigmoid": ("exp",), "softplus": ("exp", "log1p"), "logaddexp": ("exp", "log1p")}
+_missing: dict[tuple[str, str], str | None] = {}
+
+
 def missing_symbols(op: str, compute: np.dtype[Any]) -> str | None:
-    """The C math function `op` calls in `compute`, when this process cannot find it."""
-    name = LIBM_UNARY.get(op) or LIBM_BINARY.get(op)
-    if op in ("sigmoid", "softplus"):
-        name = "exp" if op == "sigmoid" else "log1p"
-    if op == "logaddexp":
-        name = "log1p"
-    if name is None:
-        return None
-    names = [name + ("f" if compute == np.float32 else "")]
-    if op in ("softplus", "logaddexp"):
-        names.append("exp" + ("f" if compute == np.float32 else ""))
-    llvm = _llvm()
-    missing = [n for n in names if not llvm.address_of_symbol(n)]
-    return ", ".join(missing) or None
+    """The C math functions step `op` calls in `compute` that this process cannot find (None:
+    it finds them all, or the step calls none)."""
+    key = (op, compute.str)
+    if key not in _missing:
+        called = _CALLED.get(op) or tuple(n for n in (LIBM_UNARY.get(op) or LIBM_BINARY.get(op),) if n)
+        llvm = _llvm()
+        suffix = "f" if compute == np.float32 else ""
+        _missing[key] = (
+            ", ".join(n + suffix for n in called if not llvm.address_of_symbol(n + suffix)) or None
+        )
+    return _missing[key]
 
 
 # -- writing the IR -------------------------------------------------------------------------------
