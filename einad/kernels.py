@@ -703,16 +703,34 @@ class Compiled:
 CALLS = frozenset({*LIBM_UNARY, *LIBM_BINARY, "sigmoid", "softplus", "logaddexp"})
 """Steps that call the C math library: a loop with one does not vectorize."""
 
-OPTIONS = "IR O2, codegen O1; loop vectorizer for long loops without calls; no SLP vectorizer"
+OPTIONS = "IR O2 without unrolling, codegen O1; loop vectorizer for long loops without calls; no SLP"
 """How kernels are compiled (part of the cache's key). The SLP vectorizer, which looks for
 vectors in straight-line code, took 0.66 s of the 0.76 s LLVM spent on benchmark case 7's
 kernel (646 steps) and vectorizes nothing there; the loop vectorizer is kept for loops of
-arithmetic alone over `VECTOR_MIN` elements or more, the loops it speeds up (2.5x on a
-multiply-and-sum of 8192 elements), since it costs time (1.4 of a small kernel's 7 ms).
-Code generation at LLVM's -O1 instead of -O2 saves 1.5 ms per module and made no kernel
-measured slower."""
+arithmetic alone over `VECTOR_MIN` elements or more, the loops it speeds up (2.9 to 1.0 µs
+on a multiply-and-sum of 4096 elements), since it costs time (4 ms on that kernel's 8): the
+saving pays for it within about a thousand calls from 8192 elements on. Loop unrolling and
+interleaving cost 6 ms more there for 5% of speed. Code generation at LLVM's -O1 instead of
+-O2 saves 1.5 ms per module and made no kernel measured slower."""
 
-VECTOR_MIN = 1024
+VECTOR_MIN = 8192
+
+NUMPY_SIMD = frozenset(
+    {"exp", "log", "log1p", "expm1", "exp2", "log2", "log10", "tanh", "sinh", "cosh", "tan"}
+    | {"arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "power"}
+)
+"""Functions numpy computes with its own vectorized loops (float32 also sin and cos), several
+elements per instruction, where a kernel calls the C math library once per element: from
+`SIMD_MAX` elements on, one numpy call is faster than the kernel's loop (tanh at 4096 float64
+elements: 12 µs in numpy, 39 µs in a kernel; at 64, 8.7 and 7.7 µs with a multiply and an add
+around it), so such a step is left to numpy in a longer loop."""
+SIMD_MAX = 256
+
+
+def numpy_faster(op: str, compute: np.dtype[Any], size: int) -> bool:
+    """Whether numpy's own vectorized loop computes step `op` faster than a kernel would."""
+    fast = op in NUMPY_SIMD or (compute == np.float32 and op in ("sin", "cos"))
+    return fast and size > SIMD_MAX
 
 
 def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
@@ -761,6 +779,8 @@ def _module(llvm: Any, ir: str, vectorize: bool) -> tuple[tuple[Any, Any], bool]
         pto = llvm.create_pipeline_tuning_options(speed_level=2)
         pto.loop_vectorization = vectorize
         pto.slp_vectorization = False
+        pto.loop_unrolling = False
+        pto.loop_interleaving = False
         pb = llvm.create_pass_builder(machine, pto)
         pb.getModulePassManager().run(mod, pb)
     engine = llvm.create_mcjit_compiler(mod, machine)  # the engine owns (and frees) the machine

@@ -23,12 +23,14 @@ to memory. A group runs as a kernel when that saves numpy passes (`_passes`): a 
 ufunc is left to numpy, which has its own fast loop for it.
 
 Equations of dtypes or operations the kernels lack (complex numbers, integer arithmetic, an
-operation with no kernel step) stay numpy calls, and `Schedule.unfused` says why for each
-elementwise one.
+operation with no kernel step) stay numpy calls, and so do the functions numpy computes
+faster with its own vectorized loops on long arrays (`kernels.numpy_faster`: tanh or exp on
+more than 256 elements); `Schedule.unfused` says why for each elementwise one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -201,6 +203,9 @@ def _role(e: Equation, graph: Graph) -> tuple[_Role | None, str]:
     missing = kernels.missing_symbols(name, compute)
     if missing:
         return None, f"this process has no {missing}"
+    size = math.prod(e.shape)
+    if kernels.numpy_faster(name, compute, size):
+        return None, f"numpy's vectorized {name} is faster on {size} elements"
     return _kind(e, _Role("", name, compute, weight=_HEAVY.get(name, 1)))
 
 

@@ -95,6 +95,20 @@ def test_a_single_ufunc_is_left_to_numpy():
     assert len(fused(ea.sigmoid, x).kernels) == 1  # numpy's stable sigmoid is six passes
 
 
+def test_numpys_vectorized_functions_stay_numpys_on_long_arrays():
+    """numpy computes tanh with its own vectorized loop, a kernel with one C call per element:
+    on 64 elements the whole chain is one kernel, on 4096 tanh is numpy's and only the
+    arithmetic around it is fused (kernels.numpy_faster)."""
+    f = lambda x: ea.tanh(x * 3.0) * 2.0 + 1.0
+    short = fused(f, np.ones(64))
+    assert [e.op for e in short.kernels[0].equations] == ["multiply", "tanh", "multiply", "add"]
+    long = fused(f, np.ones(4096))
+    assert [[e.op for e in k.equations] for k in long.kernels] == [["multiply", "add"]]
+    assert long.unfused == {"c": "numpy's vectorized tanh is faster on 4096 elements"}
+    x = np.linspace(-2, 2, 4096)
+    assert_close(compiled(ea.jit(f, backend="llvm"))(x), np.tanh(3 * x) * 2 + 1, rtol=1e-14)
+
+
 def test_a_value_read_between_closes_its_group():
     """``t = tanh(x)`` is read by a contraction before ``t * t`` is computed: the kernel that
     computes t must run before the contraction, so ``t * t`` starts a second kernel."""
