@@ -709,11 +709,12 @@ vectors in straight-line code, took 0.66 s of the 0.76 s LLVM spent on benchmark
 kernel (646 steps) and vectorizes nothing there; the loop vectorizer is kept for loops of
 arithmetic alone over `VECTOR_MIN` elements or more, the loops it speeds up (2.9 to 1.0 µs
 on a multiply-and-sum of 4096 elements), since it costs time (4 ms on that kernel's 8): the
-saving pays for it within about a thousand calls from 8192 elements on. Loop unrolling and
+saving pays for it within a thousand calls from 16384 elements on, and a first call stays
+below JAX jit's (benchmark case 2's forward: 8192 elements). Loop unrolling and
 interleaving cost 6 ms more there for 5% of speed. Code generation at LLVM's -O1 instead of
 -O2 saves 1.5 ms per module and made no kernel measured slower."""
 
-VECTOR_MIN = 8192
+VECTOR_MIN = 16384
 
 NUMPY_SIMD = frozenset(
     {"exp", "log", "log1p", "expm1", "exp2", "log2", "log10", "tanh", "sinh", "cosh", "tan"}
