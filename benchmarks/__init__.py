@@ -13,6 +13,7 @@ ENGINE_NAMES = [
     "opt_einsum",
     "einad",
     "einad-jit",
+    "einad-jit-numpy",
     "autograd",
     "jax",
     "jax-jit",

@@ -10,8 +10,12 @@ outside the timed region (the first call of a staged engine is timed apart).
 
 * ``einad``      — the library under test.
 * ``einad-jit``  — einad staged: each callable is one ``ea.jit`` program (traced,
-  optimized and compiled on its first call, replayed after). Reported absent
-  while ``einad`` has no ``jit``.
+  optimized and compiled on its first call, replayed after), with ``ea.jit``'s default
+  backend: compiled kernels for the elementwise work where llvmlite is installed (issue 25).
+  Reported absent while ``einad`` has no ``jit``.
+* ``einad-jit-numpy`` — the same with ``ea.jit(f, backend="numpy")``: numpy calls only, the
+  program ``einad-jit`` ran before the compiled backend (its yardstick). Absent while
+  ``ea.jit`` has no ``backend``.
 * ``opt_einsum`` — numpy with ``opt_einsum.contract`` for the contractions
   (each path planned once, `planned_contract`): forward only, the yardstick
   for einad's forward.
@@ -54,8 +58,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -438,27 +444,41 @@ class EinadJitEngine(EinadEngine):
     ``ea.jit(ea.value_and_grad(f, argnums=...))`` for value-and-gradient, and for the HVP
     ``ea.jit(lambda w, *data, v: ea.hvp(...))`` in each mode. Every input is an argument
     of the staged function (nothing is closed over, so nothing can be folded as a
-    constant). Absent while einad has no ``jit`` (issue 9)."""
+    constant). Absent while einad has no ``jit`` (issue 9).
+
+    The first calls compile from scratch: the process keeps compiled kernels in a fresh
+    directory of its own (``EINAD_CACHE_DIR``, unless set already), so that no kernel
+    compiled by an earlier run is loaded instead (JAX's persistent cache is off too)."""
 
     name = "einad-jit"
     staged = True
+    backend: str | None = None  # ea.jit's default
 
     def load(self):
         super().load()
         if not callable(getattr(self.ea, "jit", None)):
             raise EngineAbsent("this einad has no ea.jit yet (issue 9)")
+        self.options = {} if self.backend is None else {"backend": self.backend}
+        if "EINAD_CACHE_DIR" not in os.environ:
+            os.environ["EINAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="einad-bench-")
+        program = self.ea.jit(lambda x: x * 2.0 + 1.0, **self.options).lower(np.ones(3))
+        used = getattr(program, "backend", "numpy")
+        self.version += f" ({used}{': ' + program.fallback if getattr(program, 'fallback', None) else ''})"
+
+    def jit(self, f):
+        return self.ea.jit(f, **self.options)
 
     def warm_up(self):
-        self.ea.jit(lambda x: x * 2.0)(np.ones(3))
+        self.jit(lambda x: x * 2.0 + 1.0)(np.ones(3))
 
     def forward(self, problem, args):
         ea = self.ea
-        f = ea.jit(lambda *a: problem.loss(ea, *a))
+        f = self.jit(lambda *a: problem.loss(ea, *a))
         return lambda: f(*args)
 
     def value_and_grad(self, problem, args):
         ea = self.ea
-        vg = ea.jit(ea.value_and_grad(lambda *a: problem.loss(ea, *a), argnums=tuple(problem.argnums)))
+        vg = self.jit(ea.value_and_grad(lambda *a: problem.loss(ea, *a), argnums=tuple(problem.argnums)))
         return lambda: vg(*args)
 
     def hvp(self, problem, args, tangent):
@@ -470,10 +490,25 @@ class EinadJitEngine(EinadEngine):
                 *data, v = rest
                 return ea.hvp(lambda w_: problem.loss(ea, w_, *data), (w,), (v,), mode=mode)[0]
 
-            h = ea.jit(staged_hvp)
+            h = self.jit(staged_hvp)
             return lambda: h(*staged_args)
 
         return {mode: make(mode) for mode in self.hvp_modes}
+
+
+class EinadJitNumpyEngine(EinadJitEngine):
+    """``einad-jit`` with ``ea.jit(f, backend="numpy")``: numpy calls only (issue 25's
+    yardstick for the compiled backend). Absent while ``ea.jit`` has no backend option."""
+
+    name = "einad-jit-numpy"
+    backend = "numpy"
+
+    def load(self):
+        EinadEngine.load(self)
+        jit = getattr(self.ea, "jit", None)
+        if not callable(jit) or "backend" not in inspect.signature(jit).parameters:
+            raise EngineAbsent("this einad's ea.jit has no backend option (issue 25)")
+        super().load()
 
 
 class OptEinsumEngine(Engine):
@@ -1101,6 +1136,7 @@ def all_engines() -> list[Engine]:
         OptEinsumEngine(),
         EinadEngine(),
         EinadJitEngine(),
+        EinadJitNumpyEngine(),
         AutogradEngine(),
         JaxEngine(jit=False),
         JaxEngine(jit=True),

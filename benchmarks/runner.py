@@ -31,6 +31,7 @@ from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_mem
 OURS = {
     "einad",
     "einad-jit",
+    "einad-jit-numpy",
     "manual",
     "opt_einsum",
     "einad-torch",
@@ -40,11 +41,13 @@ OURS = {
     "einad-cluster-1",
     "einad-cluster-2",
 }
-TRACEMALLOC = {"einad", "einad-jit", "manual", "autograd"}  # engines whose memory numpy reports
+# engines whose memory numpy reports
+TRACEMALLOC = {"einad", "einad-jit", "einad-jit-numpy", "manual", "autograd"}
 RTOL = 1e-6  # relative (2-norm) tolerance of every check against manual
 # engine -> the engines it is measured against, besides manual: its table rows end in
 # "vg/<other> r, fwd/<other> r" (the same HVP mode where there are several)
 YARDSTICKS = {
+    "einad-jit": ("jax-jit", "einad-jit-numpy"),
     "einad-torch": ("torch",),
     "einad-dask-1": ("einad",),
     "einad-dask-2": ("einad", "einad-dask-1"),
@@ -478,7 +481,10 @@ class Runner:
             o = next((x for x in rows if x.engine == label and x.status == "ok"), None)
             if o is None:
                 continue
-            out.append(f"vg/{other} {_ratio(r.vg, o.vg)}, fwd/{other} {_ratio(r.forward, o.forward)}")
+            text = f"vg/{other} {_ratio(r.vg, o.vg)}, fwd/{other} {_ratio(r.forward, o.forward)}"
+            if r.first_vg is not None and o.first_vg is not None:  # two staged engines: compile time too
+                text += f", 1st vg/{other} {_ratio(r.first_vg, o.first_vg)}"
+            out.append(text)
         return out
 
     def write_json(self, path: str) -> None:
@@ -532,6 +538,7 @@ class Runner:
         colours = {
             "einad": "#1f77b4",
             "einad-jit": "#17becf",
+            "einad-jit-numpy": "#9edae5",
             "opt_einsum": "#7f7f7f",
             "autograd": "#9467bd",
             "jax": "#e377c2",

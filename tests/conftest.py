@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import einad as ea
+from einad import kernels
 from tests.support.arraylibs import NAMES, load
 from tests.support.jitting import compiled
 
@@ -28,6 +29,14 @@ def _scratch_primitives():
     yield
     ea.core.primitives.clear()
     ea.core.primitives.update(before)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory):
+    """The llvm backend's compiled kernels are kept in a directory of this session, not in the
+    user's cache (`einad.kernels.cache_dir`); subprocesses the tests start inherit it."""
+    if "EINAD_CACHE_DIR" not in os.environ:
+        os.environ["EINAD_CACHE_DIR"] = str(tmp_path_factory.mktemp("einad-cache"))
 
 
 # -- hypothesis profiles (issue 6) ---------------------------------------------------------
@@ -98,11 +107,13 @@ def pytest_collection_modifyitems(items):
         items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
 
 
-# -- every transformation staged and compiled (issue 9) ----------------------------------------
+# -- every transformation staged and compiled (issues 9 and 25) --------------------------------
 # A module that sets ``pytestmark = pytest.mark.usefixtures("jit_mode")`` runs each of its tests
-# twice: as written ("eager"), and with every transformation it calls wrapped in `ea.jit`
-# ("jit"), so the compiled program must give what eager mode gives (`compiled`: the call that
-# stages a program runs it too, and its staged results must be the program's).
+# three times: as written ("eager"), with every transformation it calls wrapped in `ea.jit`
+# running numpy calls only ("jit"), and again with the llvm backend's fused kernels ("fused";
+# skipped when llvmlite is missing). The compiled program must give what eager mode gives
+# (`compiled`: the call that stages a program runs it too, and its staged results must be the
+# program's). `ea.jit` itself, called by such a test, takes the mode's backend.
 
 _TRANSFORMS = ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian")
 
@@ -116,9 +127,14 @@ def _jitted_vjp(vjp):
     return staged_vjp
 
 
-@pytest.fixture(params=["eager", "jit"])
+@pytest.fixture(params=["eager", "jit", "fused"])
 def jit_mode(request, monkeypatch):
-    if request.param == "jit":
+    if request.param == "fused" and kernels.unavailable() is not None:
+        pytest.skip(f"the llvm backend cannot run here: {kernels.unavailable()}")
+    if request.param != "eager":
+        jit = ea.jit
+        backend = "numpy" if request.param == "jit" else "llvm"
+        monkeypatch.setattr(ea, "jit", lambda f, *a, backend=backend, **k: jit(f, *a, backend=backend, **k))
         for name in _TRANSFORMS:
             original = getattr(ea, name)
             monkeypatch.setattr(ea, name, lambda f, *a, _t=original, **k: compiled(ea.jit(_t(f, *a, **k))))

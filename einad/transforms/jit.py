@@ -10,6 +10,9 @@ pairwise layouts, made at compile time) on plain arrays. No Tensor, node or
 trace exists at call time. Variables are deleted after their last use, so
 intermediates are freed as early as in eager mode, and an elementwise step
 writes into the memory of an operand that dies there (`passes.plan_buffers`).
+With the ``llvm`` backend (the default where llvmlite is installed), the groups of
+elementwise equations that `fusion.schedule` forms run as compiled kernels instead, one
+line (one call) each.
 
 Staging computes every value (`program.StagingTrace` runs each primitive), so the
 call that stages a program returns the values staging computed rather than running
@@ -43,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import arrays
+from .. import arrays, kernels
 from ..core import Tensor, lower_rules
 from ..errors import TracerError
 from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
@@ -51,6 +54,7 @@ from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.einsum import einsum_p, spread_p
 from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
 from ..util import shape_of
+from .fusion import FusedKernel, fused_p, schedule
 from .passes import optimize, plan_buffers
 
 _programs = itertools.count()
@@ -70,6 +74,11 @@ class Program(Graph):
     f64[4] for input a, got f64[2]``), as a `Graph` does; an input traced as a
     Python number (weakly typed) takes a Python number of the same type. The
     jitted function itself compiles a new program for a new signature instead.
+
+    With the ``llvm`` backend, ``program.kernels`` lists the fused kernels the source
+    calls (each one's equations, inputs and outputs), ``program.unfused`` the elementwise
+    variables left to numpy and why, and ``program.fallback`` why no kernel is used at all
+    (llvmlite missing, arrays of another library).
     """
 
     source: str = ""
@@ -78,6 +87,16 @@ class Program(Graph):
     """The array library the program computes with (the module `einad.arrays.namespace` gives)."""
     in_types: tuple[InputType, ...] = ()
     """What each input leaf takes (`Graph.input_types`, computed once when compiling)."""
+    backend: str = "numpy"
+    """``"llvm"`` when the program's elementwise work runs in compiled kernels, else ``"numpy"``."""
+    kernels: tuple[FusedKernel, ...] = ()
+    """The fused kernels the program calls, in order (``llvm`` backend)."""
+    fallback: str | None = None
+    """Why the program runs without compiled kernels although the ``llvm`` backend was asked
+    for (or is the default): llvmlite missing, arrays of another library; None otherwise."""
+    unfused: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The elementwise variables numpy computes in an ``llvm`` program, with the reason
+    (complex numbers, integer arithmetic, an operation kernels lack)."""
 
     def __call__(self, *args: Any) -> Any:
         flat, td = tree_flatten(list(args))
@@ -113,16 +132,36 @@ def _lib_name(xp: Any) -> str:
 # -- compiling a program to Python ------------------------------------------------------------
 
 
-def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
+BACKENDS = ("llvm", "numpy")
+"""The backends of `jit`: compiled kernels for the elementwise work (the default when llvmlite
+is installed), or numpy calls only."""
+
+
+def _fallback(backend: str, xp: Any) -> str | None:
+    """Why a program asked to use `backend` on arrays of `xp` runs without compiled kernels."""
+    if backend == "numpy":
+        return None
+    if xp is not np:
+        name = xp.__name__.removeprefix("array_api_compat.").split(".")[0]
+        return f"arrays of {name}: compiled kernels run on numpy arrays only"
+    return kernels.unavailable()
+
+
+def compile_graph(graph: Graph, xp: Any = np, device: Any = None, backend: str = "numpy") -> Program:
     """Generate and compile the straight-line Python function that runs `graph`.
 
     `xp` is the array library the program runs on (numpy by default; `graph`'s constants
     and literals are then of that library, see `to_library`). numpy programs call each
     primitive's lowered form (its plans made now) and write elementwise results into dying
     operands (``out=``); other libraries call the primitives' implementations, which reach
-    the library through its namespace, and never write in place.
+    the library through its namespace, and never write in place. With ``backend="llvm"`` a
+    numpy program runs its fused groups of elementwise equations as compiled kernels
+    (`fusion.schedule`), one call each.
     """
     native = xp is np
+    fallback = _fallback(backend, xp)
+    fused = schedule(graph) if backend == "llvm" and fallback is None else None
+    steps = fused.graph if fused is not None else graph
     names: dict[str, str] = {}
     namespace: dict[str, Any] = {}
 
@@ -141,7 +180,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     for n, v in graph.const_values.items():
         namespace[var(n)] = v
     last_use: dict[str, int] = {}
-    for i, e in enumerate(graph.equations):
+    for i, e in enumerate(steps.equations):
         for a in e.inputs:
             if isinstance(a, str):
                 last_use[a] = i
@@ -149,14 +188,21 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
     # equation index -> a dying operand whose memory the ufunc reuses (numpy programs only)
-    buffers = plan_buffers(graph) if native else {}
+    buffers = plan_buffers(steps, fresh=frozenset({fused_p})) if native else {}
     quiet = False  # inside a `with errstate(...)` block: equations staged by derivative rules
-    for i, e in enumerate(graph.equations):
+    for i, e in enumerate(steps.equations):
         if e.quiet != quiet:
             quiet = e.quiet
             if quiet:
                 lines.append('    with errstate(all="ignore"):  # derivative rules: no numpy warnings')
         pad = "        " if quiet else "    "
+        if e.prim is fused_p:
+            if e.params["index"] == 0:
+                lines += _kernel_call(e.params["kernel"], var, namespace)
+            gone = sorted({a for a in e.inputs if isinstance(a, str) and last_use[a] == i and a not in kept})
+            if gone:
+                lines.append(f"    del {', '.join(var(a) for a in gone)}")
+            continue
         fn = f"f{i}"
         shapes = [graph.avals[a][0] if isinstance(a, str) else shape_of(a.value) for a in e.inputs]
         lower = lower_rules.get(e.prim) if native else None
@@ -182,7 +228,50 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None) -> Program:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own generated code)
     base = {f.name: getattr(graph, f.name) for f in fields(Graph)}
-    return Program(**base, source=source, fn=namespace["program"], xp=xp, in_types=tuple(graph.input_types()))
+    return Program(
+        **base,
+        source=source,
+        fn=namespace["program"],
+        xp=xp,
+        in_types=tuple(graph.input_types()),
+        backend="llvm" if fused is not None else "numpy",
+        kernels=tuple(fused.kernels) if fused is not None else (),
+        fallback=fallback,
+        unfused=dict(fused.unfused) if fused is not None else {},
+    )
+
+
+def _kernel_call(k: FusedKernel, var: Callable[[str], str], namespace: dict[str, Any]) -> list[str]:
+    """The lines that run a fused kernel: its outputs allocated, the call, and the rare cases
+    (a NaN or an infinity made by the user's steps: numpy's warnings; misaligned arrays)."""
+    assert k.compiled is not None
+    n = sum(1 for key in namespace if key.startswith("kernel"))
+    namespace[f"kernel{n}"] = k.compiled.fn
+    namespace[f"finish{n}"] = k.finish
+    namespace["empty"], namespace["zeros"] = np.empty, np.zeros
+    lines = []
+    outs = [var(o.name[2:]) for o in k.spec.outs]
+    for o, name in zip(k.spec.outs, outs):
+        dt = f"dtype_{o.dtype.name}"
+        namespace[dt] = o.dtype
+        lines.append(f"    {name} = {'zeros' if o.zeroed else 'empty'}({o.shape!r}, {dt})")
+    args = []
+    for a, v in zip(k.spec.args, k.args):
+        if a.axes is not None:
+            args.append(var(v))
+        else:
+            args.append(f"{'float' if a.dtype.kind == 'f' else 'int'}({var(v)})")
+    ops = " ".join(e.op for e in k.equations)
+    if len(ops) > 60:
+        ops = ops[:57] + "..."
+    lines.append(f"    events = kernel{n}({', '.join(args + outs)})  # fused: {ops}")
+    inputs = ", ".join(var(v) for v in k.inputs) + ("," if len(k.inputs) == 1 else "")
+    lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+    lines.append(
+        "    if events:  # a NaN or an infinity in the user's steps (numpy warns), or misaligned arrays"
+    )
+    lines.append(f"        {lhs} = finish{n}(events, ({inputs}), ({lhs}))")
+    return lines
 
 
 # Primitives whose result may be a view of their first operand (and so share its memory).
@@ -336,6 +425,7 @@ def jit(
     f: Callable[..., Any],
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    backend: str | None = None,
 ) -> Callable[..., Any]:
     """Compile `f`: trace it once per input signature, optimize, and replay the compiled program.
 
@@ -347,6 +437,11 @@ def jit(
         static_argnums: Positional arguments that are not traced: their values
             (hashable) are part of the signature, and Python may branch on them.
         static_argnames: Keyword arguments that are not traced, likewise.
+        backend: ``"llvm"``: chains of elementwise operations (with the sums that end them)
+            run as fused kernels compiled by LLVM (the ``fast`` extra: llvmlite), the rest
+            as numpy calls; ``"numpy"``: numpy calls only. None (the default): ``"llvm"``
+            when llvmlite is installed, else ``"numpy"`` (the program's ``fallback`` says
+            why). Values, gradients and the signature cache are the same either way.
 
     Returns:
         A function with `f`'s signature, returning arrays of its inputs' library (pytrees of them)
@@ -358,7 +453,18 @@ def jit(
         TypeError: When the traced arguments are arrays of two libraries (naming both).
         TracerError: When `f` turns a traced value into a Python bool, int or
             float (an ``if`` on it): mark that argument static, or use `einad.where`.
+        ValueError: For a backend other than those above.
+        ImportError: For ``backend="llvm"`` where llvmlite cannot run (the reason).
     """
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(
+            f"einad.jit's backend is one of {', '.join(map(repr, BACKENDS))} or None, got {backend!r}"
+        )
+    if backend == "llvm":
+        missing = kernels.unavailable()
+        if missing is not None:
+            raise ImportError(f"ea.jit(backend='llvm') cannot compile kernels here: {missing}")
+    chosen = backend or "llvm"
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     cache: dict[Hashable, Program] = {}
@@ -404,7 +510,7 @@ def jit(
         foreign = [v for v in values if arrays.is_array(v) and not arrays.is_numpy(v)]
         device = arrays.device(foreign[0]) if foreign else None
         graph, outputs = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
-        program = compile_graph(to_library(optimize(graph), xp, device), xp, device)
+        program = compile_graph(to_library(optimize(graph), xp, device), xp, device, chosen)
         return program, _handed_over(graph, outputs, xp, device)
 
     def program_for(

@@ -13,6 +13,9 @@ loop until nothing changes:
   literal where broadcasting allows; ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``,
   ``x ** 1`` and an einsum operand of ones go away when the result has exactly
   `x`'s shape and dtype (a cast stays, as an `astype`).
+* `algebra`: chains of constant scalings fold into one (``c2 * (c1 * x)`` is one multiply),
+  signs move out of products and into sums, ``x + x`` is ``2 * x``, ``x * x`` is
+  ``square(x)``, and a sigmoid of what a softplus also reads is computed from the softplus.
 * `fold_spreads`: elementwise work on `spread` outputs (the structured
   cotangents the einsum VJP makes: broadcasts and diagonals) is done on their
   small sources (``spread(a) + spread(b)`` is ``spread(a + b)``), and an einsum
@@ -304,6 +307,15 @@ def _eq(prim: Primitive, params: dict[str, Any], inputs: list[Atom], out: str, a
 # -- dead-code elimination ------------------------------------------------------------------
 
 
+def _live(graph: Graph) -> set[str]:
+    """The variables some output depends on (one backward walk)."""
+    live = {o for o in graph.outputs if isinstance(o, str)}
+    for e in reversed(graph.equations):
+        if e.output in live:
+            live.update(a for a in e.inputs if isinstance(a, str))
+    return live
+
+
 def dce(graph: Graph) -> Graph:
     """Drop the equations no output depends on, and the constants nothing reads.
 
@@ -313,13 +325,8 @@ def dce(graph: Graph) -> Graph:
     forward-over-reverse programs this drops the primal value and the primal
     gradient that the tangent of the gradient does not read.
     """
-    live = {o for o in graph.outputs if isinstance(o, str)}
-    kept: list[Equation] = []
-    for e in reversed(graph.equations):
-        if e.output in live:
-            kept.append(e)
-            live.update(a for a in e.inputs if isinstance(a, str))
-    kept.reverse()
+    live = _live(graph)
+    kept = [e for e in graph.equations if e.output in live]
     consts = [(n, t) for n, t in graph.consts if n in live]
     names = [n for n, _ in graph.inputs] + [n for n, _ in consts] + [e.output for e in kept]
     return dataclasses.replace(
@@ -565,6 +572,143 @@ def simplify(graph: Graph) -> Graph:
     identity einsum, reshape, spread or cast disappears.
     """
     return rewrite(graph, _simplify_rule)
+
+
+# -- algebra: scalings, signs, squares, derivatives from forward values --------------------------------
+
+_SQUARE, _EXPM1, _SIGMOID, _SOFTPLUS = (_P[n] for n in ("square", "expm1", "sigmoid", "softplus"))
+
+
+def _scaling(e: Equation | None) -> tuple[Any, Atom] | None:
+    """``(c, x)`` when `e` is ``c * x`` (either order) for a finite real scalar literal `c` and a
+    variable `x` of `e`'s type (the scaling then changes no dtype)."""
+    if e is None or e.prim is not _MUL or e.dtype.kind != "f":
+        return None
+    for c, x in ((e.inputs[0], e.inputs[1]), (e.inputs[1], e.inputs[0])):
+        if isinstance(c, Lit) and isinstance(x, str):
+            v = c.value
+            if np.ndim(v) == 0 and not np.iscomplexobj(v) and np.isfinite(v):
+                return v, x
+    return None
+
+
+def _scaled(e: Equation, c: Any, x: Atom, rw: _Rewriter) -> Result:
+    """`e` as ``c * x`` in e's dtype (``-x`` for -1, `x` itself for 1), when `x` has e's type."""
+    if not rw.strong(x) or rw.aval(x) != (e.shape, e.dtype):
+        return None
+    with np.errstate(all="ignore"):
+        k = np.asarray(c, dtype=e.dtype)[()]
+    if not np.isfinite(k):
+        return None
+    if k == 1:
+        return x
+    if k == -1:
+        return [dataclasses.replace(e, prim=_NEG, params={}, inputs=[x])]
+    return [dataclasses.replace(e, prim=_MUL, params={}, inputs=[Lit(k), x])]
+
+
+def _product(rw: _Rewriter, c1: Any, c2: Any, dtype: np.dtype[Any]) -> Any:
+    """Two scalings' factors as one, computed in the result's dtype."""
+    with np.errstate(all="ignore"):
+        return np.multiply(np.asarray(c1, dtype=dtype), np.asarray(c2, dtype=dtype))[()]
+
+
+def _algebra_rule(e: Equation, rw: _Rewriter, softplus: dict[Atom, str]) -> Result:
+    """One equation of `algebra`; `softplus` maps each operand of a softplus seen so far to its result."""
+    if e.dtype.kind != "f":
+        return None
+    x = e.inputs[0] if e.inputs else None
+    alone = rw.alone(x) if isinstance(x, str) else False
+    inner = rw.producer.get(x) if isinstance(x, str) else None
+    if e.prim is _SOFTPLUS and isinstance(x, str):
+        softplus.setdefault(x, e.output)
+        return None
+    if e.prim is _SIGMOID and x in softplus and rw.aval(softplus[x]) == (e.shape, e.dtype):
+        # sigmoid(x) = 1 - exp(-softplus(x)), from the forward's value: three cheap passes
+        # instead of the stable sigmoid's own (an exp, two divisions and a select)
+        minus, em1 = rw.fresh(e.shape, e.dtype), rw.fresh(e.shape, e.dtype)
+        return [
+            dataclasses.replace(e, prim=_NEG, inputs=[softplus[x]], output=minus),
+            dataclasses.replace(e, prim=_EXPM1, inputs=[minus], output=em1),
+            dataclasses.replace(e, prim=_NEG, inputs=[em1]),
+        ]
+    if e.prim is _ADD and len(e.inputs) == 2:
+        a, b = e.inputs
+        if a == b and isinstance(a, str):  # x + x is 2 * x, exactly
+            return _scaled(e, 2, a, rw)
+        for p, q in ((a, b), (b, a)):  # x + (-y) is x - y, exactly
+            neg = rw.producer.get(q) if isinstance(q, str) else None
+            if neg is not None and neg.prim is _NEG and rw.alone(q) and neg.dtype == e.dtype:
+                return [dataclasses.replace(e, prim=_SUB, inputs=[p, neg.inputs[0]])]
+    if e.prim is _SUB and len(e.inputs) == 2:
+        neg = rw.producer.get(e.inputs[1]) if isinstance(e.inputs[1], str) else None
+        if neg is not None and neg.prim is _NEG and rw.alone(e.inputs[1]) and neg.dtype == e.dtype:
+            return [dataclasses.replace(e, prim=_ADD, inputs=[e.inputs[0], neg.inputs[0]])]
+    if e.prim is _NEG and alone and inner is not None:
+        if inner.prim is _NEG:  # -(-x) is x
+            return _scaled(e, 1, inner.inputs[0], rw)
+        sc = _scaling(inner)
+        if sc is not None:  # -(c x) is (-c) x
+            return _scaled(e, _product(rw, -1, sc[0], e.dtype), sc[1], rw)
+    if e.prim is _POW and len(e.inputs) == 2 and isinstance(e.inputs[1], Lit) and isinstance(x, str):
+        two = e.inputs[1].value
+        if not np.iscomplexobj(two) and np.ndim(two) == 0 and two == 2 and rw.aval(x) == (e.shape, e.dtype):
+            return [dataclasses.replace(e, prim=_SQUARE, params={}, inputs=[x])]  # pow(x, 2) is x * x
+    if e.prim is _MUL and len(e.inputs) == 2:
+        a, b = e.inputs
+        if a == b and isinstance(a, str) and rw.aval(a) == (e.shape, e.dtype):
+            return [dataclasses.replace(e, prim=_SQUARE, inputs=[a])]  # one operand read, not two
+        sc = _scaling(e)
+        if sc is not None:
+            c, v = sc
+            below = rw.producer.get(v) if isinstance(v, str) else None
+            if rw.alone(v) and below is not None:
+                sc2 = _scaling(below)
+                if sc2 is not None:  # c2 (c1 x) is (c1 c2) x: one pass instead of two
+                    return _scaled(e, _product(rw, c, sc2[0], e.dtype), sc2[1], rw)
+                if below.prim is _NEG:  # c (-x) is (-c) x
+                    return _scaled(e, _product(rw, -1, c, e.dtype), below.inputs[0], rw)
+            return None
+        for p, q in ((a, b), (b, a)):  # (-x) y is -(x y), exactly: the sign moves out to meet others
+            neg = rw.producer.get(p) if isinstance(p, str) else None
+            if neg is not None and neg.prim is _NEG and rw.alone(p) and neg.dtype == e.dtype:
+                mid = rw.fresh(e.shape, e.dtype)
+                inputs = [neg.inputs[0], q] if p == a else [q, neg.inputs[0]]
+                return [
+                    dataclasses.replace(e, inputs=inputs, output=mid),
+                    dataclasses.replace(e, prim=_NEG, inputs=[mid]),
+                ]
+    return None
+
+
+def algebra(graph: Graph) -> Graph:
+    """Fewer and cheaper elementwise passes, by real-number identities that hold in floating point.
+
+    * Scalings fold: ``c2 * (c1 * x)`` is ``(c1 c2) * x`` (the factors multiplied in the
+      result's dtype), ``-(c x)`` is ``(-c) x``, ``c (-x)`` is ``(-c) x``, ``-(-x)`` is ``x``, and
+      a factor 1 or -1 leaves ``x`` or ``-x``. Folding two factors may differ from applying them
+      in turn in the last bit.
+    * Signs move out of products (``(-x) y`` is ``-(x y)``) and into sums (``x + (-y)`` is
+      ``x - y``, ``x - (-y)`` is ``x + y``), and ``x + x`` is ``2 * x``: exact, and they let the
+      scalings meet and fold (a Hessian-vector product's ``-(2 (f c))`` becomes ``-2 (f c)``).
+    * ``x * x`` is ``square(x)``: one operand read instead of two, the same bits; so is
+      ``x ** 2`` (numpy's own power takes that shortcut; a compiled kernel would call pow).
+    * ``sigmoid(x)`` where the program computes ``softplus(x)`` (the logistic loss and its
+      derivative) is ``-expm1(-softplus(x))``: a derivative read from the forward's value.
+
+    Each rewrite applies where the inner value is read by this equation alone (so its pass is
+    saved, not repeated), on real floating-point values; a softplus no output needs (dead code,
+    for `dce`) is not brought back to life.
+    """
+    softplus: dict[Atom, str] = {}
+    live = _live(graph)
+
+    def rule(e: Equation, rw: _Rewriter) -> Result:
+        if e.prim is _SOFTPLUS and e.output not in live:
+            return None
+        return _algebra_rule(e, rw, softplus)
+
+    return rewrite(graph, rule)
 
 
 # -- structured cotangents: spreads --------------------------------------------------------------
@@ -904,9 +1048,17 @@ def merge_einsums(graph: Graph) -> Graph:
 
 # -- the pipeline ----------------------------------------------------------------------------------
 
-PIPELINE: tuple[Callable[[Graph], Graph], ...] = (dce, simplify, cse, fold_spreads, merge_einsums, dce)
+PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
+    dce,
+    simplify,
+    algebra,
+    cse,
+    fold_spreads,
+    merge_einsums,
+    dce,
+)
 """One round of `optimize`: clear the dead first (so their reads block no fold), then simplify,
-share, fold and merge, and clear what those left dead."""
+fold scalings and signs, share, fold spreads and merge, and clear what those left dead."""
 
 
 def optimize(graph: Graph, max_rounds: int = 8) -> Graph:
@@ -933,11 +1085,11 @@ _FRESH = (_ELEMENTWISE - {_P["real"]}) | {astype_p, concat_p, scatter_p}
 einsums with two or more operands are fresh too, see `_fresh`)."""
 
 
-def _fresh(e: Equation) -> bool:
+def _fresh(e: Equation, more: frozenset[Primitive] = frozenset()) -> bool:
     """Whether `e` returns an array of its own (not a view, not an operand, not a numpy scalar)."""
     if e.shape == ():
         return False  # a ufunc on 0-d arrays returns a numpy scalar: no buffer to write into
-    return e.prim in _FRESH or (e.prim is einsum_p and len(e.inputs) >= 2)
+    return e.prim in _FRESH or e.prim in more or (e.prim is einsum_p and len(e.inputs) >= 2)
 
 
 def _last_uses(graph: Graph) -> dict[str, int]:
@@ -953,7 +1105,7 @@ def _last_uses(graph: Graph) -> dict[str, int]:
     return last
 
 
-def plan_buffers(graph: Graph) -> dict[int, str]:
+def plan_buffers(graph: Graph, fresh: frozenset[Primitive] = frozenset()) -> dict[int, str]:
     """For each equation a code generator may run as ``ufunc(..., out=buffer)``: the operand to overwrite.
 
     Equation i (an elementwise primitive whose kernel is a numpy ufunc) may
@@ -967,6 +1119,9 @@ def plan_buffers(graph: Graph) -> dict[int, str]:
     copies where the overlap needs it), so `x` may also be read by equation i
     itself through another operand. The result then owns that memory, and may
     give it on in turn.
+
+    `fresh` names more primitives whose results are arrays of their own (the outputs of a
+    fused kernel, `fusion.fused_p`).
 
     Returns:
         ``{equation index: operand variable}``; the program is unchanged.
@@ -982,12 +1137,12 @@ def plan_buffers(graph: Graph) -> dict[int, str]:
         if donor is not None:
             plan[i] = donor
             mine = buffers[donor]
-        elif _fresh(e):
+        elif _fresh(e, fresh):
             mine = frozenset({e.output})
         else:  # it may share memory with any operand
             mine = frozenset().union(*(buffers[a] for a in e.inputs if isinstance(a, str)))
         buffers[e.output] = mine
-        if donor is not None or _fresh(e):
+        if donor is not None or _fresh(e, fresh):
             owner[next(iter(mine))] = e.output
         for b in mine:
             readers.setdefault(b, []).append(e.output)

@@ -481,3 +481,20 @@ def test_mps_manual_is_the_energy_and_its_gradient():
         ops[k][index] -= 2 * h
         down = p.manual_forward(*ops)
         np.testing.assert_allclose(grads[k][index], (up - down) / (2 * h), rtol=1e-5, atol=1e-9)
+
+
+def test_the_compiler_comparison_runs(capsys):
+    """``python -m benchmarks.compilers`` (docs/design.md's numbers on the choice of compiler)."""
+    pytest.importorskip("numba", reason="numba is not installed (pip install -e '.[bench]')")
+    pytest.importorskip("numexpr", reason="numexpr is not installed (pip install -e '.[bench]')")
+    from einad import kernels
+
+    if kernels.unavailable() is not None:
+        pytest.skip(kernels.unavailable())
+    from benchmarks import compilers
+
+    compilers.main(["8", "--quick"])
+    out = capsys.readouterr().out
+    assert "case 8: 1 kernels" in out
+    for name in ("llvmlite", "numba", "numexpr"):
+        assert f"  {name}" in out and "compile" in out

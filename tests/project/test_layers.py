@@ -31,7 +31,14 @@ PACKAGE = pathlib.Path(einad.__file__).parent
 # Each layer's modules, in their order within the layer.
 LAYERS: dict[str, list[str]] = {
     "helpers": ["einad.aliases", "einad.errors", "einad.subscripts", "einad.pytree"],
-    "executor": ["einad.arrays", "einad.executor", "einad.network", "einad.cluster", "einad.slicing"],
+    "executor": [
+        "einad.arrays",
+        "einad.executor",
+        "einad.network",
+        "einad.cluster",
+        "einad.slicing",
+        "einad.kernels",
+    ],
     "core": ["einad.core", "einad.util", "einad.program"],
     "rules": [
         "einad.rules",
@@ -50,6 +57,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.transforms.autodiff",
         "einad.transforms.custom",
         "einad.transforms.passes",
+        "einad.transforms.fusion",
         "einad.transforms.jit",
     ],
     "public": [

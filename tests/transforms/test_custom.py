@@ -756,7 +756,7 @@ def test_checkpoint_recomputes_in_the_reverse_pass(jit_mode):
         assert len(calls) == 1
 
 
-def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass():
+def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass(jit_mode):
     # 10 blocks of 4 ops: without checkpoint the reverse pass waits on ~40 arrays; with it, on
     # the 10 blocks' inputs plus one block's recomputed intermediates.
     x = np.linspace(0.0, 1.0, 100_000)
@@ -765,6 +765,11 @@ def test_checkpoint_lowers_the_memory_peak_of_the_reverse_pass():
     plain(x), remat(x)  # under jit: compile first, then measure the compiled programs
     assert_close(remat(x)[1], plain(x)[1])
     p_plain, p_remat = peak_bytes(plain, x), peak_bytes(remat, x)
+    if jit_mode == "fused":
+        # one fused kernel runs the whole chain and its derivative element by element: it keeps
+        # no intermediate at all, only the gradient it writes
+        assert p_plain < 3 * x.nbytes, p_plain / x.nbytes
+        return
     assert p_plain > 30 * x.nbytes
     assert p_remat < 0.5 * p_plain, (p_remat / x.nbytes, p_plain / x.nbytes)
 

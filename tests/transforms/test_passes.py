@@ -433,6 +433,116 @@ def _einsum(text, optimize="auto"):
     return {"inputs": tuple(ins.split(",")), "output": out, "optimize": optimize, "memory_limit": None}
 
 
+# -- algebra ---------------------------------------------------------------------------------------
+
+MUL, NEG = PRIMITIVES["multiply"], PRIMITIVES["negative"]
+
+
+def test_algebra_folds_a_chain_of_scalings_into_one_multiply():
+    """d/dw mean((3w - 1)^2): power's 2, the mean's 1/5 and the chain rule's 3 are three
+    multiplies by constants on the same vector; folded, one multiply by 1.2 (fails if the
+    fold is removed: three passes, three constants)."""
+    w = np.linspace(-1.0, 1.0, 5)
+    g = passes.dce(passes.simplify(ea.make_graph(ea.grad(lambda w: ea.mean((w * 3.0 - 1.0) ** 2)))(w)))
+    assert body(g)[2:] == [
+        "j:f64[5] = multiply 2 c",
+        "k:f64[5] = multiply 0.2 j",
+        "l:f64[5] = multiply k 3.0",
+    ]
+    out = passes.dce(unchanged_by(passes.algebra, g))
+    assert body(out) == [
+        "b:f64[5] = multiply a 3.0",
+        "c:f64[5] = subtract b 1.0",
+        "l:f64[5] = multiply 1.2000000000000002 c",
+    ]
+    factor = out.equations[-1].inputs[0]
+    assert isinstance(factor, Lit) and factor.value == np.float64(2) * np.float64(0.2) * 3.0
+    assert_same_values(g, out)
+
+
+def test_algebra_folds_in_the_results_dtype_and_keeps_it():
+    """float32 values scaled by Python numbers: the folded factor is a float32 (the product
+    of the factors rounded to float32, as numpy would scale by each), the result float32."""
+    x = np.linspace(-1.0, 1.0, 4, dtype=np.float32)
+    g = ea.make_graph(lambda x: (x * 0.1) * 3.0)(x)
+    out = passes.algebra(g)
+    (e,) = passes.dce(out).equations
+    assert e.dtype == np.float32 and e.inputs[0].value.dtype == np.float32
+    assert e.inputs[0].value == np.float32(0.1) * np.float32(3.0)
+    assert_same_values(g, out, rtol=1e-6)
+
+
+def test_algebra_moves_signs_out_of_products_to_meet_the_scalings():
+    """A tanh Hessian-vector product, forward over reverse: ``l + l`` and its negation were two
+    passes after the product; they become one multiply by -2 (fails without the sign and
+    doubling rules: 7 equations)."""
+    x = np.linspace(-1.0, 1.0, 5)
+    g = passes.dce(
+        ea.make_graph(lambda x, v: ea.hvp(lambda x: ea.sum(ea.tanh(x)), (x,), (v,))[0])(x, np.ones(5))
+    )
+    assert ops(g)["add"] == 1 and ops(g)["negative"] == 1
+    out = passes.optimize(g)
+    assert body(out) == [
+        "c:f64[5] = tanh a",
+        "d:f64[5] = square c",
+        "e:f64[5] = subtract 1 d",
+        "f:f64[5] = multiply b e",
+        "l:f64[5] = multiply f c",
+        "p:f64[5] = multiply -2.0 l",
+    ]
+    assert_same_values(g, out)
+
+
+def test_algebra_turns_plus_a_negation_into_a_subtraction():
+    x, y = np.array([1.0, -2.0]), np.array([0.5, 3.0])
+    g = ea.make_graph(lambda x, y: x + (-y) * x - (-x))(x, y)
+    out = passes.dce(passes.algebra(g))
+    assert ops(out) == Counter({"multiply": 1, "subtract": 1, "add": 1})
+    assert_same_values(g, out, rtol=0, atol=0)  # exact: only signs moved
+
+
+def test_algebra_squares_a_value_times_itself_bit_for_bit():
+    x = RNG.standard_normal(7)
+    g = ea.make_graph(lambda x: ea.tanh(x) * ea.tanh(x) + x * 2.0 + x**2)(x)
+    out = passes.optimize(g)
+    assert ops(out)["square"] == 2 and ops(out)["multiply"] == 1  # the doubling alone
+    assert ops(out)["power"] == 0
+    np.testing.assert_array_equal(run_graph(out, [x])[0], run_graph(g, [x])[0])
+
+
+def test_algebra_reads_sigmoid_off_the_forward_softplus():
+    """The logistic loss's derivative is sigmoid(z), and its forward computed softplus(z):
+    sigmoid(z) = -expm1(-softplus(z)) costs a negation, an expm1 and (folded into the
+    scaling) nothing more, where the stable sigmoid takes an exp, two divisions and a select.
+    Without the forward's softplus (a Hessian-vector product's program), sigmoid stays."""
+    z = np.array([-40.0, -3.0, -1e-9, 0.0, 2.0, 35.0, np.inf, -np.inf])
+    g = passes.dce(ea.make_graph(ea.value_and_grad(lambda z: ea.mean(ea.softplus(z))))(z))
+    assert ops(g)["sigmoid"] == 1
+    out = passes.optimize(g)
+    assert ops(out)["sigmoid"] == 0 and ops(out)["expm1"] == 1
+    np.testing.assert_allclose(run_graph(out, [z])[1], 1 / (1 + np.exp(-z)) / z.size, rtol=1e-15, atol=0)
+    assert ops(passes.optimize(hvp_graph()))["sigmoid"] == 1
+
+
+def test_algebra_leaves_a_scaling_another_equation_reads():
+    """``y = 2x`` is returned too: folding it into ``3y`` would compute x's scaling twice."""
+    x = np.arange(3.0)
+    g = ea.make_graph(lambda x: (x * 2.0, (x * 2.0) * 3.0))(x)
+    out = passes.dce(passes.algebra(passes.cse(g)))
+    assert ops(out)["multiply"] == 2
+    assert_same_values(g, out)
+
+
+def test_algebra_leaves_integers_and_complex_numbers():
+    i = np.arange(4)
+    g = ea.make_graph(lambda i: (i * 2) * 3)(i)
+    assert ops(passes.dce(passes.algebra(g)))["multiply"] == 2
+    z = np.array([1 + 2j, np.inf + 0j])
+    with np.errstate(invalid="ignore"):  # inf * 2 in complex arithmetic
+        g = ea.make_graph(lambda z: -((z * 2.0) * 3.0))(z)
+    assert len(passes.dce(passes.algebra(g)).equations) == 3
+
+
 # -- fold_spreads ----------------------------------------------------------------------------------
 
 
@@ -765,13 +875,13 @@ def test_plan_buffers_reuses_dying_elementwise_results_in_place():
     g = passes.optimize(ea.make_graph(ea.grad(lambda x: ea.sum(ea.tanh(x) ** 2)))(np.ones(3)))
     assert body(g) == [
         "b:f64[3] = tanh a",
+        "c:f64[3] = square b",  # the forward's b ** 2, shared with tanh's derivative 1 - b * b
         "g:f64[3] = multiply 2 b",
-        "i:f64[3] = multiply b b",
-        "j:f64[3] = subtract 1 i",
+        "j:f64[3] = subtract 1 c",
         "k:f64[3] = multiply g j",
     ]
     plan = passes.plan_buffers(g)
-    assert plan == {2: "b", 3: "i", 4: "g"}  # never the input a; b only once g has read it
+    assert plan == {2: "b", 3: "c", 4: "g"}  # never the input a; b only once c and g have read it
     x = RNG.standard_normal(3)
     x0 = x.copy()
     seen = []
@@ -885,6 +995,10 @@ PROGRAMS = {
         np.ones(4)
     ),
     "mlp hessian": lambda: ea.make_graph(ea.hessian(lambda x: ea.sum(ea.tanh(X @ x) ** 2)))(np.ones(3)),
+    "tanh hvp": lambda: ea.make_graph(lambda x, v: ea.hvp(lambda x: ea.sum(ea.tanh(x)), (x,), (v,))[0])(
+        np.ones(4), np.ones(4)
+    ),
+    "squared error": lambda: ea.make_graph(ea.grad(lambda w: ea.mean((X @ w - Y) ** 2)))(np.ones(3)),
 }
 
 
@@ -895,6 +1009,8 @@ PROGRAMS = {
         ("simplify", "trace", "equations"),
         ("cse", "sigmoid twice", "equations"),
         ("cse", "mlp hessian", "equations"),
+        ("algebra", "tanh hvp", "equations"),
+        ("algebra", "squared error", "equations"),
         ("fold_spreads", "two grads", "work"),
         ("merge_einsums", "net", "equations"),
         ("merge_einsums", "net forward", "equations"),

@@ -1,0 +1,818 @@
+"""Compiled loop kernels: a loop nest of scalar operations, written as LLVM IR and compiled by
+LLVM through llvmlite (the optional ``fast`` extra; einad.jit's ``llvm`` backend).
+
+A `KernelSpec` describes one fused kernel in plain terms, with no einad program in it: the
+loop shape, the arguments (arrays read through their own strides, or 0-d values passed by
+value), the scalar steps in order (each one entry of `OPS`, on values converted to its
+computing dtype) and the values written out. `compile_kernels` writes the specs of one
+program as LLVM modules (one for long loops of arithmetic, which LLVM may vectorize, one for
+the rest), compiles them once (with the host CPU's features, no fast-math: IEEE results step
+by step, as numpy computes them; sums alone may be added in another order) and returns one
+`Kernel` per spec.
+
+Calling convention. A kernel takes each array argument and each output as the numpy array
+object itself (a ``PyObject*``: ctypes passes it without converting anything) and reads the
+data pointer and the strides from numpy's array struct, whose layout is checked once at start
+(`unavailable`); 0-d arguments come by value. Outputs are allocated by the caller (contiguous;
+the sums' outputs zero-filled). The kernel returns 0, or `NONFINITE` when a step marked
+``checked`` (a user's own step, not a derivative rule's) made a NaN or an infinity: numpy would
+have warned there (a division by zero, an overflow, an invalid operation), so the caller
+computes those steps again with numpy, which warns or raises as `numpy.geterr` says; or
+`MISALIGNED` (before computing anything) when an array's data or strides are not whole
+elements: the caller calls again on aligned copies.
+
+Cache. A compiled module's object code is stored under `cache_dir` (``EINAD_CACHE_DIR``, or
+``$XDG_CACHE_HOME/einad/kernels``, ``~/.cache/einad/kernels``), keyed by the IR, the compile
+options, the LLVM version and the host CPU, so another process compiling the same kernels
+loads them instead.
+``EINAD_CACHE_DIR=""`` turns the cache off. A cache that cannot be written is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import hashlib
+import math
+import os
+import struct
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .aliases import Shape
+
+# -- the scalar operations --------------------------------------------------------------------
+
+LIBM_UNARY = {
+    "exp": "exp",
+    "log": "log",
+    "log1p": "log1p",
+    "expm1": "expm1",
+    "sin": "sin",
+    "cos": "cos",
+    "tan": "tan",
+    "tanh": "tanh",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctan": "atan",
+    "log2": "log2",
+    "log10": "log10",
+    "exp2": "exp2",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
+    "arctanh": "atanh",
+}
+"""Operations that are one call of the C math library (the float32 one has the suffix f)."""
+
+LIBM_BINARY = {"power": "pow", "arctan2": "atan2", "hypot": "hypot"}
+
+INTRINSIC_UNARY = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "rint"}
+"""Operations that are one LLVM intrinsic (``llvm.<name>.f64``)."""
+
+ARITHMETIC = {"add": "fadd", "subtract": "fsub", "multiply": "fmul", "divide": "fdiv"}
+
+COMPARISONS = {
+    "equal": "oeq",
+    "not_equal": "une",
+    "less": "olt",
+    "less_equal": "ole",
+    "greater": "ogt",
+    "greater_equal": "oge",
+}
+"""numpy's comparisons as LLVM's: ordered (False with a NaN), but != is True with a NaN."""
+
+COMPOSITE = frozenset({"negative", "square", "relu", "sigmoid", "softplus", "sign", "maximum", "minimum"})
+COMPOSITE |= {"logaddexp", "isnan", "isinf", "isfinite", "where", "astype"}
+
+OPS: frozenset[str] = frozenset(
+    {*LIBM_UNARY, *LIBM_BINARY, *INTRINSIC_UNARY, *ARITHMETIC, *COMPARISONS, *COMPOSITE}
+)
+"""Every scalar operation a kernel step may be, by einad's primitive name (``astype`` converts)."""
+
+PREDICATES = frozenset({*COMPARISONS, "isnan", "isinf", "isfinite"})
+"""Steps with a boolean result, computed in their operands' common dtype."""
+
+QUIET = frozenset(
+    {*PREDICATES, "negative", "abs", "floor", "ceil", "round", "relu", "sign", "maximum", "minimum"}
+) | {"sigmoid", "softplus", "tanh", "where"}
+"""Steps that give a NaN or an infinity only from one in their operands: numpy never reports a
+floating-point event for them, so a kernel checks none of them."""
+
+FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+"""The dtypes a kernel computes in."""
+
+NONFINITE = 1
+"""A kernel's result when a checked step made a NaN or an infinity (numpy would have warned)."""
+MISALIGNED = 256
+"""A kernel's result when an array argument is not aligned to its elements (nothing computed)."""
+
+
+def loadable(dtype: np.dtype[Any]) -> bool:
+    """Whether a kernel reads arrays of this dtype (to convert them to one it computes in)."""
+    return dtype in FLOATS or dtype.kind in "biu" and dtype.itemsize <= 8
+
+
+def writable(dtype: np.dtype[Any]) -> bool:
+    """Whether a kernel computes and writes values of this dtype."""
+    return dtype in FLOATS or dtype == np.bool_
+
+
+# -- the specification --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    """A literal operand of a step: a Python or numpy number (converted like numpy converts it)."""
+
+    value: Any
+
+
+Operand = str | Const
+"""A step's operand: the name of an argument or an earlier step, or a literal."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument. An array: `axes[k]` is the loop axis its axis k follows (None for a
+    size-1 axis, read at index 0); it is read through its own strides. A 0-d value (`axes`
+    None): passed by value."""
+
+    name: str
+    dtype: np.dtype[Any]
+    axes: tuple[int | None, ...] | None
+
+
+@dataclass(frozen=True)
+class Step:
+    """``name = op(operands)``, in `compute` (operands converted to it), giving `dtype`.
+
+    ``phase`` is "pre" (0-d, once before the loop), "loop" (every element) or "post" (0-d,
+    once after the loop, may read the sums). A "sum" step (op ``sum``, in the loop) adds its
+    operand into an accumulator indexed by the loop axes `keep` (none: a total). ``checked``:
+    a NaN or an infinity it makes is reported (`NONFINITE`).
+    """
+
+    name: str
+    op: str
+    operands: tuple[Operand, ...]
+    dtype: np.dtype[Any]
+    compute: np.dtype[Any]
+    phase: str = "loop"
+    checked: bool = False
+    keep: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Out:
+    """A value the kernel writes: a loop value (the loop's shape, contiguous), a sum (its kept
+    axes' shape, zero-filled by the caller), or a 0-d value."""
+
+    name: str
+    shape: Shape
+    dtype: np.dtype[Any]
+    zeroed: bool = False
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    shape: Shape
+    args: tuple[Arg, ...]
+    steps: tuple[Step, ...]
+    outs: tuple[Out, ...]
+
+
+# -- availability -------------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_state: dict[str, Any] = {}
+
+
+def _llvm() -> Any:
+    """llvmlite's binding, initialized once (raises ImportError when llvmlite is missing)."""
+    ready = _state.get("llvm")
+    if ready is not None:
+        return ready
+    with _lock:
+        if "llvm" in _state:
+            return _state["llvm"]
+        import llvmlite.binding as llvm  # the optional dependency, imported on first use
+
+        with warnings.catch_warnings():  # older llvmlite needs initialize(); newer ones deprecate it
+            warnings.simplefilter("ignore")
+            with contextlib.suppress(Exception):  # removed in later versions: nothing to do
+                llvm.initialize()
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        libm = ctypes.util.find_library("m")
+        if libm:
+            llvm.load_library_permanently(libm)
+        try:
+            cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        except Exception:  # noqa: BLE001  (some hosts do not report features: the generic CPU)
+            cpu, features = "", ""
+        _state["target"] = (llvm.Target.from_default_triple(), cpu, features)
+        _state["host"] = f"{llvm.get_process_triple()} {cpu} {features} {llvm.llvm_version_info}"
+        _state["llvm"] = llvm
+        return llvm
+
+
+def _header() -> int:
+    return int(object.__basicsize__)  # PyObject_HEAD: 16 bytes on the usual CPython builds
+
+
+def _layout_ok() -> bool:
+    """Whether numpy's array struct is laid out as the kernels read it: after the object
+    header, the data pointer, the number of dimensions, the shape and the strides."""
+    a = np.zeros((3, 4))[:, ::2]
+    h = _header()
+    data = ctypes.c_void_p.from_address(id(a) + h).value
+    nd = ctypes.c_int.from_address(id(a) + h + 8).value
+    strides_at = ctypes.c_void_p.from_address(id(a) + h + 24).value
+    if data != a.ctypes.data or nd != 2 or not strides_at:
+        return False
+    return list((ctypes.c_int64 * 2).from_address(strides_at)) == list(a.strides)
+
+
+def unavailable() -> str | None:
+    """None when compiled kernels can run here, else the reason they cannot (cached)."""
+    if "reason" not in _state:
+        reason: str | None = None
+        try:
+            _llvm()
+        except ImportError:
+            reason = "llvmlite is not installed (pip install 'einad[fast]')"
+        except Exception as err:  # noqa: BLE001  (LLVM failing to start: the numpy program instead)
+            reason = f"LLVM could not start here: {err}"
+        if reason is None and (struct.calcsize("P") != 8 or not _layout_ok()):
+            reason = "numpy's array struct is not laid out as the kernels read it"
+        _state["reason"] = reason
+    return _state["reason"]  # type: ignore[no-any-return]
+
+
+_CALLED = {"sigmoid": ("exp",), "softplus": ("exp", "log1p"), "logaddexp": ("exp", "log1p")}
+_missing: dict[tuple[str, str], str | None] = {}
+
+
+def missing_symbols(op: str, compute: np.dtype[Any]) -> str | None:
+    """The C math functions step `op` calls in `compute` that this process cannot find (None:
+    it finds them all, or the step calls none)."""
+    key = (op, compute.str)
+    if key not in _missing:
+        called = _CALLED.get(op) or tuple(n for n in (LIBM_UNARY.get(op) or LIBM_BINARY.get(op),) if n)
+        llvm = _llvm()
+        suffix = "f" if compute == np.float32 else ""
+        _missing[key] = (
+            ", ".join(n + suffix for n in called if not llvm.address_of_symbol(n + suffix)) or None
+        )
+    return _missing[key]
+
+
+# -- writing the IR -------------------------------------------------------------------------------
+
+
+def _ty(dtype: np.dtype[Any]) -> str:
+    """A value's LLVM type (booleans are i1 in registers)."""
+    if dtype == np.float64:
+        return "double"
+    if dtype == np.float32:
+        return "float"
+    if dtype == np.bool_:
+        return "i1"
+    return f"i{dtype.itemsize * 8}"
+
+
+def _mem(dtype: np.dtype[Any]) -> str:
+    """A value's LLVM type in memory (numpy stores a boolean in a byte)."""
+    return "i8" if dtype == np.bool_ else _ty(dtype)
+
+
+def _fconst(value: float, dtype: np.dtype[Any]) -> str:
+    """A floating-point constant of `dtype` in LLVM's hexadecimal form (float: its double bits)."""
+    with np.errstate(all="ignore"):  # beyond float32's range: its infinity, as numpy makes it
+        v = float(np.asarray(value, dtype=dtype).astype(np.float64))
+    bits = struct.unpack("<Q", struct.pack("<d", v))[0]
+    return f"0x{bits:016X}"
+
+
+class _Writer:
+    """The IR of one kernel function, built line by line."""
+
+    def __init__(self, name: str, spec: KernelSpec, header: int) -> None:
+        self.name = name
+        self.spec = spec
+        self.header = header
+        self.lines: list[str] = []
+        self.declared: set[str] = set()
+        self.n = 0
+        self.vals: dict[str, tuple[str, np.dtype[Any]]] = {}  # name -> (register, dtype)
+        self.loaded: dict[str, str] = {}  # argument name -> its element in the loop body
+        self.ptrs: dict[str, str] = {}  # argument or output name -> its data pointer
+        self.strides: dict[str, list[str]] = {}
+        self.index: list[str] = []  # the loop counters
+        self.misaligned: list[str] = []  # per array argument: its address's and strides' remainders
+        self.flags: list[str] = []  # this block's checked steps' "made a NaN or an infinity"
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def emit(self, text: str) -> str:
+        r = self.tmp()
+        self.lines.append(f"  {r} = {text}")
+        return r
+
+    def declare(self, decl: str) -> None:
+        self.declared.add(decl)
+
+    def call(self, fn: str, ty: str, *args: str) -> str:
+        self.declare(f"declare {ty} @{fn}({', '.join(ty for _ in args)})")
+        return self.emit(f"call {ty} @{fn}({', '.join(f'{ty} {a}' for a in args)})")
+
+    def intrinsic(self, name: str, dtype: np.dtype[Any], *args: str) -> str:
+        return self.call(f"llvm.{name}.{'f64' if dtype == np.float64 else 'f32'}", _ty(dtype), *args)
+
+    def libm(self, name: str, dtype: np.dtype[Any], *args: str) -> str:
+        return self.call(name + ("f" if dtype == np.float32 else ""), _ty(dtype), *args)
+
+    # -- conversions and constants
+
+    def convert(self, reg: str, src: np.dtype[Any], dst: np.dtype[Any]) -> str:
+        if src == dst:
+            return reg
+        if dst == np.bool_:
+            if src.kind == "f":
+                return self.emit(f"fcmp une {_ty(src)} {reg}, 0.0")
+            return self.emit(f"icmp ne {_ty(src)} {reg}, 0")
+        if src.kind == "f":  # float to float
+            op = "fpext" if src.itemsize < dst.itemsize else "fptrunc"
+            return self.emit(f"{op} {_ty(src)} {reg} to {_ty(dst)}")
+        op = "sitofp" if src.kind == "i" else "uitofp"  # booleans and unsigned integers: unsigned
+        return self.emit(f"{op} {_ty(src)} {reg} to {_ty(dst)}")
+
+    def const(self, value: Any, dtype: np.dtype[Any]) -> str:
+        if dtype == np.bool_:
+            return "true" if bool(value) else "false"
+        return _fconst(value, dtype)
+
+    def operand(self, a: Operand, compute: np.dtype[Any]) -> str:
+        if isinstance(a, Const):
+            return self.const(a.value, compute)
+        reg, dtype = self.value(a)
+        return self.convert(reg, dtype, compute)
+
+    def value(self, name: str) -> tuple[str, np.dtype[Any]]:
+        """A value's register: a step's result, or an argument's element (loaded on first use)."""
+        if name in self.vals:
+            return self.vals[name]
+        arg = next(a for a in self.spec.args if a.name == name)
+        reg = self.load(arg)
+        self.vals[name] = (reg, arg.dtype)
+        return reg, arg.dtype
+
+    # -- memory
+
+    def field(self, obj: str, offset: int, ty: str) -> str:
+        at = self.emit(f"getelementptr i8, ptr {obj}, i64 {offset}")
+        return self.emit(f"load {ty}, ptr {at}")
+
+    def load(self, arg: Arg) -> str:
+        assert arg.axes is not None
+        ptr = self.element(self.ptrs[arg.name], arg.dtype, arg.axes, self.strides[arg.name])
+        raw = self.emit(f"load {_mem(arg.dtype)}, ptr {ptr}")
+        if arg.dtype == np.bool_:
+            return self.emit(f"icmp ne i8 {raw}, 0")
+        return raw
+
+    def element(
+        self, base: str, dtype: np.dtype[Any], axes: Sequence[int | None], strides: Sequence[str | int]
+    ) -> str:
+        """The address of the element the loop counters select (`strides` in elements, so
+        that LLVM may version a loop for a unit stride and vectorize it)."""
+        offset = "0"
+        for ax, st in zip(axes, strides):
+            if ax is None or st == 0:
+                continue
+            term = self.emit(f"mul i64 {self.index[ax]}, {st}")
+            offset = term if offset == "0" else self.emit(f"add i64 {offset}, {term}")
+        if offset == "0":
+            return base
+        return self.emit(f"getelementptr {_mem(dtype)}, ptr {base}, i64 {offset}")
+
+    def store(self, out: Out, reg: str, dtype: np.dtype[Any], axes: Sequence[int | None]) -> None:
+        reg = self.convert(reg, dtype, out.dtype)
+        if out.dtype == np.bool_:
+            reg = self.emit(f"zext i1 {reg} to i8")
+        ptr = self.element(self.ptrs[out.name], out.dtype, axes, _contiguous(out.shape))
+        self.lines.append(f"  store {_mem(out.dtype)} {reg}, ptr {ptr}")
+
+    # -- the function
+
+    def write(self) -> str:
+        spec = self.spec
+        params = [
+            f"ptr %{a.name}" if a.axes is not None else f"{_by_value(a.dtype)} %{a.name}" for a in spec.args
+        ]
+        params += [f"ptr %{o.name}.out" for o in spec.outs]
+        self.lines.append(f"define i32 @{self.name}({', '.join(params)}) {{")
+        self.lines.append("entry:")
+        self.lines.append("  %events = alloca i32")
+        self.lines.append("  store i32 0, ptr %events")
+        for a in spec.args:
+            if a.axes is None:
+                reg = f"%{a.name}"
+                if a.dtype == np.bool_:
+                    reg = self.emit(f"icmp ne i64 {reg}, 0")
+                elif a.dtype == np.float32:
+                    reg = self.emit(f"fptrunc double {reg} to float")
+                # integers come as i64 (the value is the same)
+                self.vals[a.name] = (reg, np.dtype(np.int64) if a.dtype.kind in "iu" else a.dtype)
+            else:
+                self.ptrs[a.name] = data = self.field(f"%{a.name}", self.header, "ptr")
+                at = self.field(f"%{a.name}", self.header + 24, "ptr")
+                self.strides[a.name] = []
+                size = a.dtype.itemsize
+                shift = size.bit_length() - 1
+                if size > 1:
+                    address = self.emit(f"ptrtoint ptr {data} to i64")
+                    self.misaligned.append(self.emit(f"and i64 {address}, {size - 1}"))
+                for k in range(len(a.axes)):
+                    p = self.emit(f"getelementptr i64, ptr {at}, i64 {k}")
+                    stride = self.emit(f"load i64, ptr {p}")
+                    if size > 1:
+                        self.misaligned.append(self.emit(f"and i64 {stride}, {size - 1}"))
+                        stride = self.emit(f"ashr i64 {stride}, {shift}")
+                    self.strides[a.name].append(stride)
+        if self.misaligned:  # data or strides not in whole elements: the caller copies and calls again
+            bad = self.misaligned[0]
+            for m in self.misaligned[1:]:
+                bad = self.emit(f"or i64 {bad}, {m}")
+            stop = self.emit(f"icmp ne i64 {bad}, 0")
+            self.lines.append(f"  br i1 {stop}, label %misaligned, label %aligned")
+            self.lines.append(f"misaligned:\n  ret i32 {MISALIGNED}\naligned:")
+        for o in spec.outs:
+            self.ptrs[o.name] = self.field(f"%{o.name}.out", self.header, "ptr")
+        outs = {o.name: o for o in spec.outs}
+        totals: dict[str, str] = {}  # a total's accumulator
+        for s in spec.steps:
+            if s.op == "sum" and not s.keep:
+                acc = self.emit(f"alloca {_ty(s.dtype)}")
+                self.lines.append(f"  store {_ty(s.dtype)} {self.const(0, s.dtype)}, ptr {acc}")
+                totals[s.name] = acc
+        for s in spec.steps:
+            if s.phase == "pre":
+                self.step(s)
+                if s.name in outs:
+                    self.store(outs[s.name], *self.vals[s.name], ())
+        self.note_flags()
+        self.loops(spec, outs, totals)
+        for s in spec.steps:
+            if s.op == "sum" and not s.keep:
+                self.vals[s.name] = (self.emit(f"load {_ty(s.dtype)}, ptr {totals[s.name]}"), s.dtype)
+                if s.name in outs:
+                    self.store(outs[s.name], *self.vals[s.name], ())
+        for s in spec.steps:
+            if s.phase == "post":
+                self.step(s)
+                if s.name in outs:
+                    self.store(outs[s.name], *self.vals[s.name], ())
+        self.note_flags()
+        result = self.emit("load i32, ptr %events")
+        self.lines.append(f"  ret i32 {result}")
+        self.lines.append("}")
+        return "\n".join(self.lines)
+
+    def loops(self, spec: KernelSpec, outs: dict[str, Out], totals: dict[str, str]) -> None:
+        """The loop nest over `spec.shape` (counters in allocas, which LLVM turns into registers)."""
+        rank = len(spec.shape)
+        counters = [self.emit("alloca i64") for _ in range(rank)]
+        for d in range(rank):
+            self.lines.append(f"  store i64 0, ptr {counters[d]}")
+            self.lines.append(f"  br label %head{d}")
+            self.lines.append(f"head{d}:")
+            i = self.emit(f"load i64, ptr {counters[d]}")
+            more = self.emit(f"icmp slt i64 {i}, {spec.shape[d]}")
+            self.lines.append(f"  br i1 {more}, label %body{d}, label %exit{d}")
+            self.lines.append(f"body{d}:")
+            self.index.append(i)
+        saved = dict(self.vals)
+        for s in spec.steps:
+            if s.phase != "loop":
+                continue
+            if s.op == "sum":
+                self.accumulate(s, outs, totals)
+                continue
+            self.step(s)
+            if s.name in outs:
+                self.store(outs[s.name], *self.vals[s.name], range(rank))
+        self.note_flags()
+        self.vals = saved  # the loop body's registers do not reach past the loop
+        for d in reversed(range(rank)):
+            nxt = self.emit(f"add i64 {self.index[d]}, 1")
+            self.lines.append(f"  store i64 {nxt}, ptr {counters[d]}")
+            self.lines.append(f"  br label %head{d}")
+            self.lines.append(f"exit{d}:")
+        self.index = []
+
+    def accumulate(self, s: Step, outs: dict[str, Out], totals: dict[str, str]) -> None:
+        ty = _ty(s.dtype)
+        x = self.operand(s.operands[0], s.dtype)
+        if not s.keep:
+            old = self.emit(f"load {ty}, ptr {totals[s.name]}")
+            new = self.emit(f"fadd reassoc {ty} {old}, {x}")
+            self.lines.append(f"  store {ty} {new}, ptr {totals[s.name]}")
+            return
+        out = outs[s.name]
+        ptr = self.element(self.ptrs[s.name], out.dtype, list(s.keep), _contiguous(out.shape))
+        old = self.emit(f"load {ty}, ptr {ptr}")
+        new = self.emit(f"fadd {ty} {old}, {x}")
+        self.lines.append(f"  store {ty} {new}, ptr {ptr}")
+
+    # -- one step
+
+    def step(self, s: Step) -> None:
+        bool_ = np.dtype(np.bool_)  # where's condition is a boolean, its other operands the result's dtype
+        xs = [
+            self.operand(a, bool_ if s.op == "where" and k == 0 else s.compute)
+            for k, a in enumerate(s.operands)
+        ]
+        r = self.compute(s, xs)
+        self.vals[s.name] = (r, s.dtype)
+        if s.checked and s.op not in QUIET and s.dtype.kind == "f":
+            self.check(s, r)
+
+    def compute(self, s: Step, xs: list[str]) -> str:
+        op, dt = s.op, s.compute
+        ty = _ty(dt)
+        if op == "astype":
+            return self.convert(xs[0], s.compute, s.dtype) if s.compute != s.dtype else xs[0]
+        if op in ARITHMETIC:
+            return self.emit(f"{ARITHMETIC[op]} {ty} {xs[0]}, {xs[1]}")
+        if op in COMPARISONS:
+            return self.emit(f"fcmp {COMPARISONS[op]} {ty} {xs[0]}, {xs[1]}")
+        if op in LIBM_UNARY:
+            return self.libm(LIBM_UNARY[op], dt, xs[0])
+        if op in LIBM_BINARY:
+            return self.libm(LIBM_BINARY[op], dt, xs[0], xs[1])
+        if op in INTRINSIC_UNARY:
+            return self.intrinsic(INTRINSIC_UNARY[op], dt, xs[0])
+        if op == "negative":
+            return self.emit(f"fneg {ty} {xs[0]}")
+        if op == "square":
+            return self.emit(f"fmul {ty} {xs[0]}, {xs[0]}")
+        if op == "isnan":
+            return self.emit(f"fcmp uno {ty} {xs[0]}, {xs[0]}")
+        if op in ("isinf", "isfinite"):
+            mag = self.intrinsic("fabs", dt, xs[0])
+            inf = self.const(np.inf, dt)
+            return self.emit(f"fcmp {'oeq' if op == 'isinf' else 'olt'} {ty} {mag}, {inf}")
+        if op == "where":
+            return self.emit(f"select i1 {xs[0]}, {ty} {xs[1]}, {ty} {xs[2]}")
+        if op in ("maximum", "minimum", "relu"):
+            y = xs[1] if op != "relu" else self.const(0, dt)
+            return self.extremum(op != "minimum", xs[0], y, dt)
+        if op == "sign":
+            one, zero = self.const(1, dt), self.const(0, dt)
+            pos = self.emit(f"fcmp ogt {ty} {xs[0]}, {zero}")
+            neg = self.emit(f"fcmp olt {ty} {xs[0]}, {zero}")
+            nan = self.emit(f"fcmp uno {ty} {xs[0]}, {xs[0]}")
+            rest = self.emit(f"select i1 {nan}, {ty} {xs[0]}, {ty} {zero}")
+            low = self.emit(f"select i1 {neg}, {ty} {self.const(-1, dt)}, {ty} {rest}")
+            return self.emit(f"select i1 {pos}, {ty} {one}, {ty} {low}")
+        if op == "sigmoid":  # numpy's stable form (rules.elementwise._sigmoid)
+            one = self.const(1, dt)
+            e = self.libm("exp", dt, self.emit(f"fneg {ty} {self.intrinsic('fabs', dt, xs[0])}"))
+            den = self.emit(f"fadd {ty} {one}, {e}")
+            hi = self.emit(f"fdiv {ty} {one}, {den}")
+            lo = self.emit(f"fdiv {ty} {e}, {den}")
+            up = self.emit(f"fcmp oge {ty} {xs[0]}, {self.const(0, dt)}")
+            return self.emit(f"select i1 {up}, {ty} {hi}, {ty} {lo}")
+        if op == "softplus":  # max(x, 0) + log1p(exp(-|x|)), as rules.elementwise._softplus
+            e = self.libm("exp", dt, self.emit(f"fneg {ty} {self.intrinsic('fabs', dt, xs[0])}"))
+            tail = self.libm("log1p", dt, e)
+            return self.emit(f"fadd {ty} {self.extremum(True, xs[0], self.const(0, dt), dt)}, {tail}")
+        if op == "logaddexp":  # numpy's npy_logaddexp
+            x, y = xs
+            same = self.emit(f"fcmp oeq {ty} {x}, {y}")
+            ln2 = self.emit(f"fadd {ty} {x}, {self.const(np.log(2.0), dt)}")
+            d = self.emit(f"fsub {ty} {x}, {y}")
+            pos = self.emit(f"fcmp ogt {ty} {d}, {self.const(0, dt)}")
+            nonpos = self.emit(f"fcmp ole {ty} {d}, {self.const(0, dt)}")
+            a = self.emit(
+                f"fadd {ty} {x}, {self.libm('log1p', dt, self.libm('exp', dt, self.emit(f'fneg {ty} {d}')))}"
+            )
+            b = self.emit(f"fadd {ty} {y}, {self.libm('log1p', dt, self.libm('exp', dt, d))}")
+            r = self.emit(f"select i1 {nonpos}, {ty} {b}, {ty} {d}")
+            r = self.emit(f"select i1 {pos}, {ty} {a}, {ty} {r}")
+            return self.emit(f"select i1 {same}, {ty} {ln2}, {ty} {r}")
+        raise ValueError(f"no kernel step for {op}")
+
+    def extremum(self, larger: bool, x: str, y: str, dt: np.dtype[Any]) -> str:
+        """numpy's maximum (minimum): x where x > y (x < y) or x is NaN, else y (a NaN in y, and
+        y on a tie, as numpy's vectorized loops give: maximum(-0.0, 0.0) is 0.0)."""
+        ty = _ty(dt)
+        keep = self.emit(f"fcmp {'ogt' if larger else 'olt'} {ty} {x}, {y}")
+        nan = self.emit(f"fcmp uno {ty} {x}, {x}")
+        either = self.emit(f"or i1 {keep}, {nan}")
+        return self.emit(f"select i1 {either}, {ty} {x}, {ty} {y}")
+
+    def check(self, s: Step, r: str) -> None:
+        """Note whether this step made a NaN or an infinity (then numpy may have warned)."""
+        mag = self.intrinsic("fabs", s.dtype, r)
+        self.flags.append(self.emit(f"fcmp ueq {_ty(s.dtype)} {mag}, {self.const(np.inf, s.dtype)}"))
+
+    def note_flags(self) -> None:
+        """Or this block's checks into the kernel's result."""
+        if not self.flags:
+            return
+        bad = self.flags[0]
+        for f in self.flags[1:]:
+            bad = self.emit(f"or i1 {bad}, {f}")
+        self.flags = []
+        bit = self.emit(f"zext i1 {bad} to i32")
+        old = self.emit("load i32, ptr %events")
+        self.lines.append(f"  store i32 {self.emit(f'or i32 {old}, {bit}')}, ptr %events")
+
+
+def _by_value(dtype: np.dtype[Any]) -> str:
+    """How a 0-d argument is passed: floats as double, booleans and integers as i64."""
+    return "double" if dtype.kind == "f" else "i64"
+
+
+def _contiguous(shape: Shape) -> list[int]:
+    """A C-contiguous array's strides in elements (0 along a size-1 axis)."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step if d > 1 else 0)
+        step *= max(d, 1)
+    return strides[::-1]
+
+
+def module_ir(specs: Sequence[KernelSpec]) -> str:
+    """The LLVM module of these kernels, named k0, k1, ... in order."""
+    header = _header()
+    bodies, declared = [], set()
+    for k, spec in enumerate(specs):
+        w = _Writer(f"k{k}", spec, header)
+        bodies.append(w.write())
+        declared |= w.declared
+    return "\n".join(sorted(declared)) + "\n\n" + "\n\n".join(bodies) + "\n"
+
+
+# -- compiling and calling -------------------------------------------------------------------------
+
+
+def cache_dir() -> str | None:
+    """Where compiled kernels are kept across processes (None: not kept)."""
+    env = os.environ.get("EINAD_CACHE_DIR")
+    if env is not None:
+        return os.path.join(env, "kernels") if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "einad", "kernels")
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One compiled kernel: ``kernel.fn(*args, *outs)`` runs it (see the module docstring)."""
+
+    spec: KernelSpec
+    fn: Callable[..., int]
+    engine: Any = field(default=None, repr=False)
+    """The LLVM engine holding the code (freed with the last kernel that refers to it)."""
+    cached: bool = False
+    """Whether its object code came from the cache (compiled by an earlier call or process)."""
+
+
+@dataclass(eq=False)
+class Compiled:
+    """A compiled module: its kernels, and the LLVM objects that keep their code alive."""
+
+    kernels: list[Kernel]
+    ir: str
+    cached: bool
+    """Whether the object code came from the cache (another process compiled it)."""
+
+
+CALLS = frozenset({*LIBM_UNARY, *LIBM_BINARY, "sigmoid", "softplus", "logaddexp"})
+"""Steps that call the C math library: a loop with one does not vectorize."""
+
+OPTIONS = "IR O2 without unrolling, codegen O1; loop vectorizer for long loops without calls; no SLP"
+"""How kernels are compiled (part of the cache's key). The SLP vectorizer, which looks for
+vectors in straight-line code, took 0.66 s of the 0.76 s LLVM spent on benchmark case 7's
+kernel (646 steps) and vectorizes nothing there; the loop vectorizer is kept for loops of
+arithmetic alone over `VECTOR_MIN` elements or more, the loops it speeds up (2.9 to 1.0 µs
+on a multiply-and-sum of 4096 elements), since it costs time (4 ms on that kernel's 8): the
+saving pays for it within a thousand calls from 16384 elements on, and a first call stays
+below JAX jit's (benchmark case 2's forward: 8192 elements). Loop unrolling and
+interleaving cost 6 ms more there for 5% of speed. Code generation at LLVM's -O1 instead of
+-O2 saves 1.5 ms per module and made no kernel measured slower."""
+
+VECTOR_MIN = 16384
+
+NUMPY_SIMD = frozenset(
+    {"exp", "log", "log1p", "expm1", "exp2", "log2", "log10", "tanh", "sinh", "cosh", "tan"}
+    | {"arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "power"}
+)
+"""Functions numpy computes with its own vectorized loops (float32 also sin and cos), several
+elements per instruction, where a kernel calls the C math library once per element: from
+`SIMD_MAX` elements on, one numpy call is faster than the kernel's loop (tanh at 4096 float64
+elements: 12 µs in numpy, 39 µs in a kernel; at 64, 8.7 and 7.7 µs with a multiply and an add
+around it), so such a step is left to numpy in a longer loop."""
+SIMD_MAX = 256
+
+
+def numpy_faster(op: str, compute: np.dtype[Any], size: int) -> bool:
+    """Whether numpy's own vectorized loop computes step `op` faster than a kernel would."""
+    fast = op in NUMPY_SIMD or (compute == np.float32 and op in ("sin", "cos"))
+    return fast and size > SIMD_MAX
+
+
+def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
+    """Compile the kernels of one program (or load them from the cache): the long loops of
+    arithmetic in one LLVM module, with the loop vectorizer, the others (short loops, calls
+    to the math library, which the vectorizer would not vectorize) in another, without it."""
+    llvm = _llvm()
+    kernels: list[Kernel | None] = [None] * len(specs)
+    irs, cached = [], []
+    for vectorize in (False, True):
+        picked = [k for k, s in enumerate(specs) if vectorize == _vectorizable(s)]
+        if not picked:
+            continue
+        ir = module_ir([specs[k] for k in picked])
+        irs.append(ir)
+        with _lock:
+            engine, stored = _module(llvm, ir, vectorize)
+            cached.append(stored)
+            for j, k in enumerate(picked):
+                spec = specs[k]
+                types = [ctypes.py_object if a.axes is not None else _ctype(a.dtype) for a in spec.args]
+                types += [ctypes.py_object] * len(spec.outs)
+                fn = ctypes.CFUNCTYPE(ctypes.c_int32, *types)(engine[0].get_function_address(f"k{j}"))
+                fn.engine = engine  # type: ignore[attr-defined]  # the code lives while it can be called
+                kernels[k] = Kernel(spec, fn, engine, stored)
+    return Compiled([k for k in kernels if k is not None], "\n".join(irs), all(cached))
+
+
+def _vectorizable(spec: KernelSpec) -> bool:
+    """Whether the loop vectorizer may pay for its time: a long loop with no call."""
+    return math.prod(spec.shape) >= VECTOR_MIN and not any(t.op in CALLS for t in spec.steps)
+
+
+def _module(llvm: Any, ir: str, vectorize: bool) -> tuple[tuple[Any, Any], bool]:
+    """An LLVM engine holding the compiled module `ir` (its code from the cache if stored
+    there), and whether it came from the cache."""
+    key = hashlib.sha256(f"{_state['host']}\n{OPTIONS}\n{vectorize}\n{ir}".encode()).hexdigest()
+    where = cache_dir()
+    path = os.path.join(where, key[:2], key + ".o") if where else None
+    stored = _read(path)
+    mod = llvm.parse_assembly(ir)
+    target, cpu, features = _state["target"]
+    machine = target.create_target_machine(cpu=cpu, features=features, opt=1, jit=True)
+    if stored is None:
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pto.loop_vectorization = vectorize
+        pto.slp_vectorization = False
+        pto.loop_unrolling = False
+        pto.loop_interleaving = False
+        pb = llvm.create_pass_builder(machine, pto)
+        pb.getModulePassManager().run(mod, pb)
+    engine = llvm.create_mcjit_compiler(mod, machine)  # the engine owns (and frees) the machine
+    engine.set_object_cache(lambda m, buf: _write(path, buf), lambda m: stored)
+    engine.finalize_object()
+    return (engine, mod), stored is not None
+
+
+def _ctype(dtype: np.dtype[Any]) -> Any:
+    return ctypes.c_double if dtype.kind == "f" else ctypes.c_int64
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _write(path: str | None, data: bytes) -> None:
+    """Store object code atomically (a reader never sees half a file); failures are ignored."""
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(bytes(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass
