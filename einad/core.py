@@ -97,6 +97,9 @@ class Primitive:
 
 primitives: dict[str, Primitive] = {}
 """Every primitive, by its name (unique: a program's listing names each equation by it)."""
+program_only: set[Primitive] = set()
+"""Primitives that exist only inside a compiled program, after the passes (a fused kernel's
+placeholder): no transformation ever sees one, so they declare no rule."""
 LOOP: BatchRule = cast("BatchRule", "loop")
 """The batching rule that says: `vmap` loops over the batch, one call per example (declared,
 so that the registry test tells a primitive without a rule from one that loops on purpose)."""

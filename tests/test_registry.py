@@ -29,6 +29,8 @@ def test_primitives_are_registered_once_by_a_unique_name():
 def test_every_primitive_has_a_rule_for_each_mode():
     missing = []
     for p in _all():
+        if p in core.program_only:  # inside compiled programs only (a fused kernel's placeholder)
+            continue
         if p not in core.jvp_rules and p not in core.zero_derivative:
             missing.append(f"{p.name}: forward mode")
         if p not in core.vjp_rules and p not in core.zero_derivative and p not in core.residual_rules:
@@ -36,6 +38,10 @@ def test_every_primitive_has_a_rule_for_each_mode():
         if p not in core.batch_rules:
             missing.append(f"{p.name}: batching (a rule, or core.LOOP)")
     assert missing == []
+
+
+def test_only_the_fused_placeholder_lives_in_programs_alone():
+    assert sorted(p.name for p in core.program_only) == ["fused"]
 
 
 def test_the_declared_loops_are_the_ones_vmap_runs_per_example():

@@ -40,7 +40,7 @@ import numpy as np
 
 from .. import kernels
 from ..aliases import Shape
-from ..core import Primitive, QuietRules
+from ..core import Primitive, QuietRules, program_only
 from ..program import Equation, Graph, Lit
 from ..rules.einsum import einsum_p, spread_p
 from ..rules.elementwise import PRIMITIVES
@@ -55,6 +55,7 @@ def _unfusable(*args: Any, **params: Any) -> Any:
 
 fused_p = Primitive("fused", _unfusable)
 """The placeholder of a kernel's outputs in a `Schedule`'s program (never bound)."""
+program_only.add(fused_p)
 
 _ELEMENTWISE = {p: name for name, p in PRIMITIVES.items()}
 _HORIZONTAL = 16

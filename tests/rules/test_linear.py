@@ -826,6 +826,7 @@ NOT_CONCERNED = {
         "angle",
     ),
     *("conj", "imag", "real"),
+    *("tril", "triu"),  # the last two axes always, an integer diagonal: their own tests below
     "IndexUpdate",  # the class behind x.at[...], not an operation
 }
 

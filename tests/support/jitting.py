@@ -16,6 +16,9 @@ import numpy as np
 import einad as ea
 from einad.arrays import library, to_numpy
 
+FLOAT64_RTOL = 1e-9
+"""How closely a float64 result of a program matches the staging call's (see `jit_mode`)."""
+
 
 def compiled(jitted):
     """`jitted`, returning what its compiled program computes. The call that stages a program
@@ -49,7 +52,7 @@ def assert_same_results(staged, program):
         if library(a) == "dask":
             continue  # computing it here would break the tests' check that einad stays lazy
         a, b = to_numpy(a), to_numpy(b)
-        tol = 1e-4 if a.dtype in (np.float32, np.complex64) else 1e-9
+        tol = 1e-4 if a.dtype in (np.float32, np.complex64) else FLOAT64_RTOL
         scale = np.abs(b[np.isfinite(b)]) if b.dtype.kind in "fc" else np.abs(b)
         atol = tol * max(1.0, float(np.max(scale, initial=0.0)))  # inf and nan are compared as such
         np.testing.assert_allclose(a, b, rtol=tol, atol=atol)
