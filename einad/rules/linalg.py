@@ -982,14 +982,20 @@ pinv_p = rules(Primitive("pinv", _pinv_impl), jvp=_pinv_jvp, vjp=_pinv_vjp, batc
 # Σ g·y is L(Aᵀ, ·). Both are one more `expm` of twice the size, so they differentiate again.
 
 
+def _scipy_linalg(name: str) -> Any:
+    """scipy.linalg's function `name`, which einad.linalg's function of that name runs on numpy
+    arrays (scipy is an optional dependency, imported when first needed: it is slow to import)."""
+    try:
+        import scipy.linalg
+    except ImportError:  # pragma: no cover - scipy comes with quimb and jax
+        raise ImportError(f"einad.linalg.{name} needs scipy for numpy arrays: pip install scipy") from None
+    return getattr(scipy.linalg, name)
+
+
 def _expm_impl(a: Any) -> Any:
     xp = xp_of(a)
     if xp is np:
-        try:  # an optional dependency, imported when first needed (it is slow to import)
-            import scipy.linalg
-        except ImportError:  # pragma: no cover - scipy comes with quimb and jax
-            raise ImportError("einad.linalg.expm needs scipy for numpy arrays: pip install scipy") from None
-        return np.asarray(scipy.linalg.expm(a))
+        return np.asarray(_scipy_linalg("expm")(a))
     if _is_dask(a):
         return _on_blocks(_expm_impl, [a], shape_of(a)[-2:], dtype_of(a))
     return _call(xp, "matrix_exp", a)
@@ -1027,11 +1033,7 @@ expm_p = rules(
 def _lu_impl(a: Any) -> Any:
     xp = xp_of(a)
     if xp is np:
-        try:  # an optional dependency, imported when first needed (it is slow to import)
-            import scipy.linalg
-        except ImportError:  # pragma: no cover - scipy comes with quimb and jax
-            raise ImportError("einad.linalg.lu needs scipy for numpy arrays: pip install scipy") from None
-        p, lower, upper = scipy.linalg.lu(a)
+        p, lower, upper = _scipy_linalg("lu")(a)
         return _pack_np([p.astype(a.dtype), lower, upper], a.ndim - 2)
     if _is_dask(a):
         m, n = shape_of(a)[-2:]

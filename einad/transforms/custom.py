@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .. import arrays
+from ..aliases import Shape
 from ..core import Params, Primitive, Tensor, bind, rules
 from ..errors import TracerError
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
@@ -268,22 +269,25 @@ class _Args:
         return out
 
     def _checked(self, ct: Any, j: int, leaf: int, who: str) -> Any:
-        if not _is_value(ct):
-            raise TypeError(f"{who} returned a {type(ct).__name__} as the cotangent of {self.label(leaf)}")
-        ct = to_operand(ct)
-        shape, dt = self.shapes[j], self.dtypes[j]
-        if dtype_of(ct).kind == "c" and dt.kind != "c":
-            raise TypeError(
-                f"{who} returned a complex cotangent ({_typestr(shape_of(ct), dtype_of(ct))}) "
-                f"for {self.label(leaf)}, which is real ({_typestr(shape, dt)})"
-            )
-        fitted = _fitted(ct, shape)
-        if fitted is None:
-            raise ValueError(
-                f"{who} returned a cotangent of shape {shape_of(ct)} for {self.label(leaf)}, "
-                f"which has shape {shape}"
-            )
-        return fitted
+        return _rule_value(ct, self.shapes[j], self.dtypes[j], who, "cotangent", self.label(leaf))
+
+
+def _rule_value(x: Any, shape: Shape, dt: np.dtype[Any], who: str, kind: str, of: str) -> Any:
+    """A (co)tangent a user's rule returned for `of` (shape `shape`, dtype `dt`), as an operand
+    fitted to that shape; TypeError or ValueError naming the rule, the argument or output, and
+    the expected and given type."""
+    if not _is_value(x):
+        raise TypeError(f"{who} returned a {type(x).__name__} as the {kind} of {of}")
+    x = to_operand(x)
+    if dtype_of(x).kind == "c" and dt.kind != "c":
+        raise TypeError(
+            f"{who} returned a complex {kind} ({_typestr(shape_of(x), dtype_of(x))}) "
+            f"for {of}, which is real ({_typestr(shape, dt)})"
+        )
+    fitted = _fitted(x, shape)
+    if fitted is None:
+        raise ValueError(f"{who} returned a {kind} of shape {shape_of(x)} for {of}, which has shape {shape}")
+    return fitted
 
 
 def _up_to(ct: TreeDef, arg: TreeDef) -> list[bool] | None:
@@ -372,19 +376,7 @@ class _Out:
         paths = self.tree.leaf_paths("output")
         ops = []
         for x, shape, dt, path in zip(leaves, self.shapes, self.dtypes, paths):
-            if not _is_value(x):
-                raise TypeError(f"{who} returned a {type(x).__name__} as the tangent of {path}")
-            x = to_operand(x)
-            if dtype_of(x).kind == "c" and dt.kind != "c":
-                raise TypeError(
-                    f"{who} returned a complex tangent ({_typestr(shape_of(x), dtype_of(x))}) for {path}, "
-                    f"which is real ({_typestr(shape, dt)})"
-                )
-            fitted = _fitted(x, shape)
-            if fitted is None:
-                raise ValueError(
-                    f"{who} returned a tangent of shape {shape_of(x)} for {path}, which has shape {shape}"
-                )
+            fitted = _rule_value(x, shape, dt, who, "tangent", path)
             ops.append(astype(fitted, dt) if dt.kind in "fc" else fitted)
         return self._join(ops)
 
