@@ -137,12 +137,27 @@ def _observed(plan, a, b) -> int:
     return copied
 
 
-def _count_lay_outs(monkeypatch, copied):
-    """Count the copies of the values a plan lays out once (`network._lay_out`) into `copied`."""
-    real = network._lay_out
+def _greedy_network(n, seed, d_min, d_max):
+    """A random 3-regular network of `n` tensors: its equation, inputs, output, shapes and greedy path."""
+    eq, shapes = rand_equation(n, 3, seed=seed, d_min=d_min, d_max=d_max)
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    shapes = tuple(tuple(s) for s in shapes)
+    return eq, inputs, out, shapes, _path(inputs, out, shapes, "greedy", None)
 
-    def lay_out(spec, order):
-        lay = real(spec, order)
+
+def _count_copies(monkeypatch):
+    """A counter (a one-item list) of the elements numpy copies in the plans made from now on:
+    inside each product (`_observed`) and in each value laid out once (`network._lay_out`)."""
+    copied = [0]
+    run_pair, lay_out = executor._run_pair, network._lay_out
+
+    def counting(plan, a, b):
+        copied[0] += _observed(plan, a, b)
+        return run_pair(plan, a, b)
+
+    def counted_lay_out(spec, order):
+        lay = lay_out(spec, order)
 
         def counted(x):
             y = lay(x)
@@ -151,7 +166,9 @@ def _count_lay_outs(monkeypatch, copied):
 
         return counted
 
-    monkeypatch.setattr(network, "_lay_out", lay_out)
+    monkeypatch.setattr(network, "_run_pair", counting)
+    monkeypatch.setattr(network, "_lay_out", counted_lay_out)
+    return copied
 
 
 @pytest.mark.parametrize("seed", [186, 292])
@@ -159,20 +176,8 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     """Each intermediate is laid out so that its reader takes it as it lies: on these networks
     the plan copies nothing, forward and sweep, where letters in order of appearance copy.
     Both counts are what numpy does when the plans run (a counter around every product)."""
-    eq, shapes = rand_equation(5, 3, seed=seed, d_min=2, d_max=4)
-    ins, out = eq.split("->")
-    inputs = tuple(ins.split(","))
-    shapes = tuple(tuple(s) for s in shapes)
-    path = _path(inputs, out, shapes, "greedy", None)
-    copied = [0]
-    real = executor._run_pair
-
-    def counting(plan, a, b):
-        copied[0] += _observed(plan, a, b)
-        return real(plan, a, b)
-
-    monkeypatch.setattr(network, "_run_pair", counting)  # the plans made below bind the counter
-    _count_lay_outs(monkeypatch, copied)
+    eq, inputs, out, shapes, path = _greedy_network(5, seed, d_min=2, d_max=4)
+    copied = _count_copies(monkeypatch)  # the plans made below bind the counters
     ops = [np.random.default_rng(seed).standard_normal(s) for s in shapes]
     wrt = tuple(range(len(ops)))
     counts = []
@@ -270,20 +275,8 @@ def test_the_sweep_reads_what_was_laid_out_once(monkeypatch, seed):
     On random 3-regular networks of bond 2 the sweep then copies at most 1.8 times what the
     forward copies (2.1-2.8 times when every reader copies for itself), as counted around
     every product and every lay-out while the plan runs, and as the plan counts."""
-    eq, shapes = rand_equation(40, 3, seed=seed, d_min=2, d_max=2)
-    ins, out = eq.split("->")
-    inputs = tuple(ins.split(","))
-    shapes = tuple(tuple(s) for s in shapes)
-    path = _path(inputs, out, shapes, "greedy", None)
-    copied = [0]
-    real = executor._run_pair
-
-    def counting(plan, a, b):
-        copied[0] += _observed(plan, a, b)
-        return real(plan, a, b)
-
-    monkeypatch.setattr(network, "_run_pair", counting)
-    _count_lay_outs(monkeypatch, copied)
+    eq, inputs, out, shapes, path = _greedy_network(40, seed, d_min=2, d_max=2)
+    copied = _count_copies(monkeypatch)
     network.tree_plan.cache_clear()
     wrt = tuple(range(len(inputs)))
     plan = network.tree_plan(inputs, out, shapes, path, wrt)
