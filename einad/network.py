@@ -379,16 +379,7 @@ def _tree_plan(
         if n + t not in need:
             free_after.append(())
             continue
-
-        def pullbacks(ct: tuple[str, str]) -> list[tuple[Pullback, tuple[str, str]]]:
-            out = []
-            for j, a in enumerate(args):  # noqa: B023 (called in this iteration only)
-                if a in need:
-                    others = args[:j] + args[j + 1 :]  # noqa: B023
-                    blocks = _blocks(specs, args_of[a - n]) if a >= n else ()
-                    out.append(_pullback(t, a, ct, others, specs, memory, size, blocks))  # noqa: B023
-            return out
-
+        pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size)
         planned = pullbacks(layout[n + t])
         lies = (layout[n + t][0], produced[n + t])
         if n + t in made and layout[n + t][1] != lies[1] and set(lies[0]) == set(lies[1]):
@@ -420,6 +411,27 @@ def _tree_plan(
         kept=frozenset(kept),
         free_after=tuple(free_after[::-1]),
     )
+
+
+def _step_pullbacks(
+    t: int,
+    args_of: list[tuple[int, ...]],
+    need: set[int],
+    n: int,
+    specs: list[str],
+    memory: list[str],
+    size: dict[str, int],
+    ct: tuple[str, str],
+) -> list[tuple[Pullback, tuple[str, str]]]:
+    """Step t's pullbacks to each of its operands that needs a cotangent, for the step's own
+    cotangent lying as `ct` says (letters, memory order)."""
+    args = args_of[t]
+    out = []
+    for j, a in enumerate(args):
+        if a in need:
+            blocks = _blocks(specs, args_of[a - n]) if a >= n else ()
+            out.append(_pullback(t, a, ct, args[:j] + args[j + 1 :], specs, memory, size, blocks))
+    return out
 
 
 def _pullback(
