@@ -11,6 +11,7 @@ einad operations, differentiable under every transformation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -108,7 +109,7 @@ class Unravel:
         self.shapes = shapes
         self.dtypes = dtypes
         self.dtype = dtype
-        self.sizes = tuple(int(np.prod(s, dtype=np.int64)) for s in shapes)
+        self.sizes = tuple(math.prod(s) for s in shapes)
         self.size = sum(n * (2 if d.kind == "c" else 1) for n, d in zip(self.sizes, dtypes))
 
     def _key(self) -> tuple[Any, ...]:
