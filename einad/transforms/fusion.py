@@ -30,6 +30,7 @@ more than 256 elements); `Schedule.unfused` says why for each elementwise one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -485,14 +486,4 @@ def _placed(graph: Graph, fused: list[FusedKernel]) -> Graph:
                 equations.append(Equation(fused_p, params, list(here.inputs), v, shape, dtype))
         elif i not in dropped:
             equations.append(e)
-    return Graph(
-        inputs=graph.inputs,
-        consts=graph.consts,
-        equations=equations,
-        outputs=graph.outputs,
-        const_values=graph.const_values,
-        avals=graph.avals,
-        in_tree=graph.in_tree,
-        out_tree=graph.out_tree,
-        weak_inputs=graph.weak_inputs,
-    )
+    return dataclasses.replace(graph, equations=equations)
