@@ -110,6 +110,11 @@ def _fmt_time(seconds: float | None, per_op: bool) -> str:
     return f"{ms * 1e3:.0f} µs"
 
 
+def _cores(t) -> str:
+    """A note when the timed calls kept more than one core busy (a library's own threads)."""
+    return f"vg on {t.cores:.1f} cores" if t.cores > 1.15 else ""
+
+
 def _first_call(fn) -> tuple:
     """(result, seconds) of one call of `fn`."""
     t0 = time.perf_counter()
@@ -250,7 +255,7 @@ class Runner:
                 )
                 if engine.name in TRACEMALLOC:
                     row.peak, row.retained = peak_memory(fn)
-                row.detail = engine.note(p, fn)
+                row.detail = ", ".join(filter(None, [engine.note(p, fn), _cores(t)]))
                 self._add(row)
         except Exception as err:
             msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

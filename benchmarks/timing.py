@@ -40,13 +40,24 @@ class Timing:
     low: float  # first quartile
     high: float  # third quartile
     reps: int
+    cores: float = 1.0  # this process's CPU time over the wall time of the timed calls
 
     def as_dict(self) -> dict:
-        return {"median_s": self.median, "q1_s": self.low, "q3_s": self.high, "reps": self.reps}
+        return {
+            "median_s": self.median,
+            "q1_s": self.low,
+            "q3_s": self.high,
+            "reps": self.reps,
+            "cores": self.cores,
+        }
 
 
 def measure(fn: Callable[[], Any], budget: Budget) -> Timing:
-    """Median wall time of ``fn()`` after a warm-up (gc stays enabled, as for a user)."""
+    """Median wall time of ``fn()`` after a warm-up (gc stays enabled, as for a user).
+
+    Also the cores the process kept busy while timed (its CPU time over the wall time): an
+    engine whose library runs threads of its own despite ``--threads 1`` shows above 1.
+    """
     start = time.perf_counter()
     calls = 0
     while calls < budget.warm_calls or time.perf_counter() - start < budget.warm_seconds:
@@ -56,6 +67,7 @@ def measure(fn: Callable[[], Any], budget: Budget) -> Timing:
             break
     gc.collect()
     times: list[float] = []
+    cpu = time.process_time()
     begin = time.perf_counter()
     while True:
         t0 = time.perf_counter()
@@ -68,9 +80,10 @@ def measure(fn: Callable[[], Any], budget: Budget) -> Timing:
             break
         if len(times) >= 3 and spent >= budget.max_seconds:  # slow calls: three will do
             break
+    cores = (time.process_time() - cpu) / max(time.perf_counter() - begin, 1e-9)
     times.sort()
     q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-    return Timing(statistics.median(times), q[0], q[2], len(times))
+    return Timing(statistics.median(times), q[0], q[2], len(times), cores)
 
 
 def peak_memory(fn: Callable[[], Any]) -> tuple[float, float]:

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import opt_einsum as oe
@@ -498,3 +499,26 @@ def test_the_compiler_comparison_runs(capsys):
     assert "case 8: 1 kernels" in out
     for name in ("llvmlite", "numba", "numexpr"):
         assert f"  {name}" in out and "compile" in out
+
+
+def test_measure_reports_the_cores_a_call_keeps_busy():
+    """`measure`'s `cores`: about 1 for a call that computes, near 0 for one that waits."""
+    from benchmarks.timing import Budget, measure
+
+    budget = Budget(
+        warm_calls=0, warm_seconds=0.0, min_reps=5, min_seconds=0.05, max_reps=50, max_seconds=0.2
+    )
+
+    def spin(seconds=0.005):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    alone = measure(spin, budget)
+    assert 0.5 < alone.cores < 1.3
+    assert alone.as_dict()["cores"] == alone.cores
+
+    def sleep():
+        time.sleep(0.005)
+
+    assert measure(sleep, budget).cores < 0.5  # waiting is not work
