@@ -93,7 +93,7 @@ def _worker_tasks(dask_worker=None):
 def client():
     """A LocalCluster of two single-threaded worker processes, for the whole module."""
     cl = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit=0
     )
     c = distributed.Client(cl)
     yield c
