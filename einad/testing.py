@@ -80,7 +80,7 @@ def gradcheck(
             difference by more than ``atol + rtol * |numeric|``.
     """
     rng = np.random.default_rng(seed)
-    args = tuple(np.asarray(a) if isinstance(a, (float, list)) else a for a in args)
+    args = tuple(np.asarray(a) if isinstance(a, float) else a for a in args)
     flat, td = tree_flatten(list(args))
     names = _leaf_names(args)
     # The arithmetic of the check is numpy's, on copies; f runs on arrays of the inputs' library.

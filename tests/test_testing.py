@@ -176,3 +176,20 @@ def test_gradcheck_on_library_arrays(lib):
     assert ea.gradcheck(g_xy, x, y, directions=1)
     with pytest.raises(ea.GradcheckError, match="argument 0"):
         ea.gradcheck(lambda a: ea.einsum("ij,jk->ik", ea.stop_gradient(a), y) * a, x, directions=1)
+
+
+def test_a_list_argument_is_a_pytree_as_in_grad():
+    """A list of arrays is a pytree (as for `ea.grad` and JAX), not one stacked array: `f`
+    gets the list, and a failure names the list's element."""
+    xs = [np.array([0.3, -1.1]), np.array([2.0, 0.5])]
+    seen = []
+
+    def f(ys):
+        seen.append(type(ys))
+        return ea.sin(ys[0]) * ys[1]
+
+    assert ea.gradcheck(f, xs) is True
+    assert set(seen) == {list}
+    with pytest.raises(ea.GradcheckError, match=r"argument 0\[0\]"):
+        ea.gradcheck(lambda ys: ea.stop_gradient(ys[0]) * ys[1], xs)
+    assert ea.gradcheck(lambda ys: ys[0] * ys[1] ** 2, [0.5, 2.0]) is True  # a list of numbers
