@@ -228,7 +228,9 @@ class Node:
     dtype), so the graph does not keep forward intermediates alive for nothing.
     """
 
-    __slots__ = ("__weakref__", "ans", "hooks", "params", "parents", "prim", "seq", "tensor", "vals")
+    __slots__ = (
+        "__weakref__", "ans", "hooks", "needed", "params", "parents", "prim", "seq", "tensor", "vals",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -237,12 +239,15 @@ class Node:
         parents: tuple[Node | None, ...],
         vals: Sequence[Any] | None,
         ans: Any,
+        needed: list[bool] | None = None,
     ) -> None:
         self.prim = prim
         self.params = params
         self.parents = parents
         self.vals = vals
         self.ans = ans
+        # which parents are nodes (the VJP's `needed`), worked out once where the node is made
+        self.needed = [p is not None for p in parents] if needed is None else needed
         # imperative leaves, and results that retain_grad(): a weak reference to their Tensor
         self.tensor: weakref.ref[Tensor] | None = None
         # `Tensor.register_hook`'s hooks, run on the node's cotangent: ``hook(g, create_graph) -> g``
@@ -269,7 +274,41 @@ class Meta:
 
 def leaf_node() -> Node:
     """A graph node with no operation: an input of a reverse trace."""
-    return Node(None, None, (), (), None)
+    return Node(None, None, (), (), None, [])
+
+
+def meta(v: Any) -> Any:
+    """`Meta(v)`, with numpy arrays' shape and dtype read without a call (the eager hot path)."""
+    if type(v) is np.ndarray:
+        m = _new(Meta)
+        m.shape, m.dtype = v.shape, v.dtype
+        return m
+    return Meta(v)
+
+
+_new = object.__new__
+
+
+def record(
+    out: Any,
+    trace: Trace,
+    prim: Primitive,
+    params: Params,
+    parents: tuple[Node | None, ...],
+    needed: list[bool],
+    vals: tuple[Any, ...],
+    ans: Any,
+) -> Tensor:
+    """`out` boxed by the reverse `trace`, with its node: `prim` on `vals` (kept values or their
+    `Meta`), `ans` (the result or its `Meta`). The node and the Tensor are made here without
+    calling their constructors: every operation a reverse trace records comes through."""
+    node = _new(Node)
+    node.prim, node.params, node.parents, node.needed, node.vals, node.ans = prim, params, parents, needed, vals, ans
+    node.tensor = node.hooks = None
+    node.seq = next(_node_seq)
+    t = _new(Tensor)
+    t._value, t._trace, t._node, t._tangent, t._grad = out, trace, node, None, None
+    return t
 
 
 class Trace:
@@ -304,36 +343,40 @@ class ReverseTrace(Trace):
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         parents: list[Node | None] = []
+        needed: list[bool] = []
         nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 v = a._value
                 parents.append(a._node)
+                needed.append(a._node is not None)
             else:
                 v = a
                 parents.append(None)
+                needed.append(False)
             vals.append(v)
             nested = nested or type(v) is Tensor
         residual = residual_rules.get(prim)
         if residual is not None:
-            out, saved = residual(vals, params, [p is not None for p in parents])
+            out, saved = residual(vals, params, needed)
             kept = tuple(vals) if self.keeps_operands else tuple(Meta(v) for v in vals)
-            node = Node(prim, params, tuple(parents), kept, saved)
-            return _box(out, self, node, None)
+            return record(out, self, prim, params, tuple(parents), needed, kept, saved)
         out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         if prim not in vjp_rules:
-            if prim in zero_derivative or not any(p is not None for p in parents):
+            if prim in zero_derivative or True not in needed:
                 return out
             raise _no_rule(prim, "reverse-mode (VJP)")
         ans: Value | Meta = out
         keep = keep_rules.get(prim)
         if keep is not None:
-            keep_vals, keep_ans = keep([p is not None for p in parents])
+            keep_vals, keep_ans = keep(needed)
             if False in keep_vals:
-                vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
+                for i, k in enumerate(keep_vals):
+                    if not k:
+                        vals[i] = meta(vals[i])
             if not keep_ans:
-                ans = Meta(out)
-        return _box(out, self, Node(prim, params, tuple(parents), tuple(vals), ans), None)
+                ans = meta(out)
+        return record(out, self, prim, params, tuple(parents), needed, tuple(vals), ans)
 
 
 class ForwardTrace(Trace):
