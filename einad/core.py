@@ -303,7 +303,8 @@ def record(
     `Meta`), `ans` (the result or its `Meta`). The node and the Tensor are made here without
     calling their constructors: every operation a reverse trace records comes through."""
     node = _new(Node)
-    node.prim, node.params, node.parents, node.needed, node.vals, node.ans = prim, params, parents, needed, vals, ans
+    node.prim, node.params, node.parents, node.needed = prim, params, parents, needed
+    node.vals, node.ans = vals, ans
     node.tensor = node.hooks = None
     node.seq = next(_node_seq)
     t = _new(Tensor)

@@ -535,6 +535,8 @@ _PLAIN = (np.ndarray, Meta)
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, _impl(name, kernel))
     partials = (dx, dy)
+    # each partial as (function, 0), or (None, its marker 1 or -1)
+    terms = tuple((None, d) if isinstance(d, int) else (d, 0) for d in partials)
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
@@ -545,12 +547,12 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
         if type(g) is np.ndarray:
             st = g.strides
             plain = bool(st) and st[-1] != 0
-        for v, need, d in zip(vals, needed, partials):
+        for v, need, (d, sign) in zip(vals, needed, terms):
             if not need:
                 out.append(None)
                 continue
-            if type(d) is int:  # the markers 1 and -1 (see Partial)
-                r = g if d == 1 else -g
+            if d is None:  # a linear entry
+                r = g if sign == 1 else -g
             else:
                 r = d(x, y, z)
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
@@ -690,14 +692,9 @@ for _name in PREDICATES:
 # Everything else (nested transformations, other libraries, forward mode, vmap, jit) binds.
 
 
-def _constant(v: Any) -> bool:
-    """Whether `v` is an operand the lane takes as a constant as it is (what `to_operand` returns
-    unchanged): a Python number or a numeric numpy array."""
-    t = type(v)
-    return t in _NUMBERS_SET or (t is np.ndarray and v.dtype.kind in "biufc")
-
-
 _NUMBERS_SET = frozenset(_NUMBERS)
+"""The constant operands the lane takes as they are (what `to_operand` returns unchanged), with
+numeric numpy arrays."""
 
 
 def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
@@ -722,7 +719,9 @@ def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
                 ):
                     out = kernel(v)
                     vals = (v if keep_x else meta(v),)
-                    return record(out, trace, prim, {}, (x._node,), [True], vals, out if keep_y else meta(out))
+                    return record(
+                        out, trace, prim, {}, (x._node,), [True], vals, out if keep_y else meta(out)
+                    )
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         out = bind(prim, (x,), {})
@@ -750,17 +749,23 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
             and not trace.dead
             and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
         ):
+            xv: Any
+            yv: Any
             if type(x) is Tensor:
                 xv, px, ok = x._value, x._node, x._trace is trace
             else:
-                xv, px, ok = x, None, _constant(x)
+                xv, px = x, None
+                ok = type(x) in _NUMBERS_SET or (type(x) is np.ndarray and x.dtype.kind in "biufc")
             if type(y) is Tensor:
                 yv, py, ok = y._value, y._node, ok and y._trace is trace
             else:
-                yv, py, ok = y, None, ok and _constant(y)
+                yv, py = y, None
+                ok = ok and (type(y) in _NUMBERS_SET or (type(y) is np.ndarray and y.dtype.kind in "biufc"))
             if ok and type(xv) in _NUMPY_TYPES and type(yv) in _NUMPY_TYPES:
-                if px is not None:
-                    needed, ((kx, ky), ka) = ([True, True], keep_both) if py is not None else ([True, False], keep_x)
+                if px is not None and py is not None:
+                    needed, ((kx, ky), ka) = [True, True], keep_both
+                elif px is not None:
+                    needed, ((kx, ky), ka) = [True, False], keep_x
                 elif py is not None:
                     needed, ((kx, ky), ka) = [False, True], keep_y
                 else:
@@ -768,7 +773,8 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
                 if needed:
                     out = kernel(xv, yv)
                     vals = (xv if kx else meta(xv), yv if ky else meta(yv))
-                    return record(out, trace, prim, {}, (px, py), needed, vals, out if ka else meta(out))
+                    ans = out if ka else meta(out)
+                    return record(out, trace, prim, {}, (px, py), needed, vals, ans)
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         if type(y) is not Tensor or y._trace is None:
