@@ -265,6 +265,10 @@ class Meta:
             self.shape: Shape = v.shape
             self.dtype: np.dtype[Any] | None = v.dtype
             return
+        if type(v) is Tensor:  # (its dtype is numpy's already)
+            s = v.shape
+            self.shape, self.dtype = s if type(s) is tuple else tuple(s), v.dtype
+            return
         self.shape = tuple(getattr(v, "shape", ()))
         self.dtype = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
 
@@ -389,14 +393,18 @@ class ForwardTrace(Trace):
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         tangents: list[Any] = []
+        nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
-                vals.append(a._value)
+                v = a._value
+                vals.append(v)
                 tangents.append(a._tangent)
+                nested = nested or type(v) is Tensor
             else:
                 vals.append(a)
                 tangents.append(None)
-        out = bind(prim, vals, params)
+                nested = nested or type(a) is Tensor
+        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         rule = jvp_rules.get(prim)
         if rule is None:
             if prim in zero_derivative or all(t is None for t in tangents):
@@ -752,9 +760,16 @@ class Tensor:
     @property
     def shape(self) -> Shape:
         """The shape (inside `vmap`, the shape of one example)."""
-        s = self._value.shape
-        t = self._trace
-        return s[1:] if t is not None and t.batched else s
+        # each batched level down to the array strips one leading axis (walked, not recursed)
+        x: Any = self
+        drop = 0
+        while type(x) is Tensor:
+            t = x._trace
+            if t is not None and t.batched:
+                drop += 1
+            x = x._value
+        s: Shape = x.shape
+        return s[drop:] if drop else s
 
     @property
     def ndim(self) -> int:
@@ -769,7 +784,10 @@ class Tensor:
     @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype, described by numpy's dtype object whatever library holds the value."""
-        return np_dtype(self._value.dtype)
+        x: Any = self._value
+        while type(x) is Tensor:
+            x = x._value
+        return x.dtype if type(x) is np.ndarray else np_dtype(x.dtype)
 
     @property
     def requires_grad(self) -> bool:

@@ -75,9 +75,22 @@ _registry: dict[type, _Handler] = {OrderedDict: _ORDERED_DICT, defaultdict: _DEF
 
 def _handler(cls: type) -> _Handler | None:
     """The handler of nodes of type `cls`, or None for a leaf (looked up by exact type first)."""
+    if cls in _leaf_types:
+        return None
     h = _BUILTIN.get(cls) or _registry.get(cls)
     if h is not None:
         return h
+    h = _subclass_handler(cls)
+    if h is None:
+        _leaf_types.add(cls)
+    return h
+
+
+_leaf_types: set[type] = set()
+"""Types found to be leaves (arrays, Tensors, numbers): the answer kept until a registration."""
+
+
+def _subclass_handler(cls: type) -> _Handler | None:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _NAMEDTUPLE
     if issubclass(cls, defaultdict):
@@ -125,6 +138,7 @@ def register_pytree_node(
     """
     if nodetype in _BUILTIN or nodetype in _registry:
         raise ValueError(f"{nodetype.__name__} is already a pytree node type")
+    _leaf_types.clear()
     _registry[nodetype] = _Handler(flatten_func, lambda cls, aux, children: unflatten_func(aux, children))
 
 

@@ -578,7 +578,14 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
 
 def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     """Operand k's VJP reads every other operand; nothing reads the result."""
-    return tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))), False
+    key = tuple(needed)
+    kept = _kept.get(key)
+    if kept is None:  # worked out once per mask
+        kept = _kept[key] = tuple(any(n for j, n in enumerate(key) if j != i) for i in range(len(key))), False
+    return kept
+
+
+_kept: dict[tuple[bool, ...], tuple[tuple[bool, ...], bool]] = {}
 
 
 rules(einsum_p, structured_vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
