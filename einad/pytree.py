@@ -166,7 +166,7 @@ class TreeDef:
         """How many leaves the structure holds."""
         if self.node_type is None:
             return 1
-        return sum(c.num_leaves for c in self.children)
+        return sum([c.num_leaves for c in self.children])
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -257,7 +257,7 @@ def _walk(node: Any, leaves: list[Any]) -> TreeDef:
         leaves.append(node)
         return _LEAF
     children, aux = h.flatten(node)
-    return TreeDef(cls, aux, tuple(_walk(c, leaves) for c in children))
+    return TreeDef(cls, aux, tuple([_walk(c, leaves) for c in children]))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
@@ -285,7 +285,7 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
         return next(it)
     h = _handler(cls)
     assert h is not None  # `cls` was a node type when the structure was made, and stays one
-    return h.unflatten(cls, td.aux, tuple(_build(c, it) for c in td.children))
+    return h.unflatten(cls, td.aux, tuple([_build(c, it) for c in td.children]))
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

@@ -265,6 +265,13 @@ def contract(
     """
     if len(operands) == 1 and inputs[0] == output:
         return operands[0]
+    if len(operands) <= 2 and isinstance(optimize, (str, tuple)) and memory_limit is None:
+        # one or two operands, a named strategy or a path: one equation, as below (the common case)
+        return bind(
+            einsum_p,
+            operands,
+            {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
+        )
     shapes = tuple(shape_of(x) for x in operands)
     if not isinstance(optimize, (str, tuple)):
         optimize = object_path(optimize, inputs, output, shapes)

@@ -519,7 +519,7 @@ def _boxed(*vals: Any) -> tuple[Any, ...]:
     operators refuse einad's Tensors (``plain * traced`` raises where numpy, torch and
     dask hand the operation to the Tensor), so the plain one is made a Tensor first.
     """
-    return tuple(wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals)
+    return tuple([wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals])
 
 
 def _plus(a: Any, b: Any) -> Any:
