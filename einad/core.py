@@ -281,15 +281,6 @@ def leaf_node() -> Node:
     return Node(None, None, (), (), None, [])
 
 
-def meta(v: Any) -> Any:
-    """`Meta(v)`, with numpy arrays' shape and dtype read without a call (the eager hot path)."""
-    if type(v) is np.ndarray:
-        m = _new(Meta)
-        m.shape, m.dtype = v.shape, v.dtype
-        return m
-    return Meta(v)
-
-
 _new = object.__new__
 
 
@@ -300,15 +291,38 @@ def record(
     params: Params,
     parents: tuple[Node | None, ...],
     needed: list[bool],
-    vals: tuple[Any, ...],
+    vals: Sequence[Any],
     ans: Any,
+    keep_vals: Sequence[bool] | None = None,
+    keep_ans: bool = True,
 ) -> Tensor:
-    """`out` boxed by the reverse `trace`, with its node: `prim` on `vals` (kept values or their
-    `Meta`), `ans` (the result or its `Meta`). The node and the Tensor are made here without
-    calling their constructors: every operation a reverse trace records comes through."""
+    """`out` boxed by the reverse `trace`, with its node: `prim` on `vals` giving `ans` (what the
+    VJP reads as the result). The values the VJP does not read (`keep_vals`, `keep_ans` False:
+    a keep rule's answer) are kept as their `Meta`. The node, the Tensor and a numpy array's
+    Meta are made here without calling their constructors: every operation a reverse trace
+    records comes through (the eager hot path)."""
+    if keep_vals is not None and False in keep_vals:
+        saved = []
+        for v, keep in zip(vals, keep_vals):
+            if not keep:
+                if type(v) is np.ndarray:
+                    m = _new(Meta)
+                    m.shape, m.dtype = v.shape, v.dtype
+                    v = m
+                else:
+                    v = Meta(v)
+            saved.append(v)
+        vals = saved
+    if not keep_ans:
+        if type(ans) is np.ndarray:
+            m = _new(Meta)
+            m.shape, m.dtype = ans.shape, ans.dtype
+            ans = m
+        else:
+            ans = Meta(ans)
     node = _new(Node)
     node.prim, node.params, node.parents, node.needed = prim, params, parents, needed
-    node.vals, node.ans = vals, ans
+    node.vals, node.ans = tuple(vals), ans
     node.tensor = node.hooks = None
     node.seq = next(_node_seq)
     t = _new(Tensor)
@@ -371,17 +385,9 @@ class ReverseTrace(Trace):
             if prim in zero_derivative or True not in needed:
                 return out
             raise _no_rule(prim, "reverse-mode (VJP)")
-        ans: Value | Meta = out
         keep = keep_rules.get(prim)
-        if keep is not None:
-            keep_vals, keep_ans = keep(needed)
-            if False in keep_vals:
-                for i, k in enumerate(keep_vals):
-                    if not k:
-                        vals[i] = meta(vals[i])
-            if not keep_ans:
-                ans = meta(out)
-        return record(out, self, prim, params, tuple(parents), needed, tuple(vals), ans)
+        keep_vals, keep_ans = (None, True) if keep is None else keep(needed)
+        return record(out, self, prim, params, tuple(parents), needed, vals, out, keep_vals, keep_ans)
 
 
 class ForwardTrace(Trace):

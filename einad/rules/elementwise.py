@@ -39,7 +39,6 @@ from ..core import (
     Tensor,
     bind,
     grad_enabled,
-    meta,
     record,
     rules,
     zero_derivative,
@@ -703,7 +702,7 @@ def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
     lane = name in UNARY
     if lane:
         kernel = UNARY[name][0]
-        (keep_x,), keep_y = _keeper((UNARY[name][1],))([True])
+        keep_x, keep_y = _keeper((UNARY[name][1],))([True])  # (a tuple of one flag, and one flag)
 
     def op(x: ArrayLike) -> Tensor:
         if type(x) is Tensor:
@@ -718,10 +717,7 @@ def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
                     and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
                 ):
                     out = kernel(v)
-                    vals = (v if keep_x else meta(v),)
-                    return record(
-                        out, trace, prim, {}, (x._node,), [True], vals, out if keep_y else meta(out)
-                    )
+                    return record(out, trace, prim, {}, (x._node,), [True], (v,), out, keep_x, keep_y)
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         out = bind(prim, (x,), {})
@@ -763,18 +759,16 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
                 ok = ok and (type(y) in _NUMBERS_SET or (type(y) is np.ndarray and y.dtype.kind in "biufc"))
             if ok and type(xv) in _NUMPY_TYPES and type(yv) in _NUMPY_TYPES:
                 if px is not None and py is not None:
-                    needed, ((kx, ky), ka) = [True, True], keep_both
+                    needed, (kept, ka) = [True, True], keep_both
                 elif px is not None:
-                    needed, ((kx, ky), ka) = [True, False], keep_x
+                    needed, (kept, ka) = [True, False], keep_x
                 elif py is not None:
-                    needed, ((kx, ky), ka) = [False, True], keep_y
+                    needed, (kept, ka) = [False, True], keep_y
                 else:
                     needed = []
                 if needed:
                     out = kernel(xv, yv)
-                    vals = (xv if kx else meta(xv), yv if ky else meta(yv))
-                    ans = out if ka else meta(out)
-                    return record(out, trace, prim, {}, (px, py), needed, vals, ans)
+                    return record(out, trace, prim, {}, (px, py), needed, (xv, yv), out, kept, ka)
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         if type(y) is not Tensor or y._trace is None:
