@@ -271,3 +271,28 @@ def test_forward_mode_computes_plain_values_without_a_second_bind():
     # implementation itself on the unboxed arrays instead of binding them again
     assert seen["bind"] == 2 and seen["process"] == 2, seen
     assert_close(t, (np.cos(X) * X + np.sin(X)) * W)
+
+
+def test_the_lane_records_what_the_general_path_records():
+    """For every differentiable entry of the table, and each way of passing the operands (both
+    traced, one a constant), the lane's node keeps what `ReverseTrace.process` keeps: the same
+    result, parents, needed mask, and the same values kept or replaced by their Meta."""
+    a, b = np.linspace(0.2, 0.8, 4), np.linspace(1.1, 1.9, 4)
+
+    def kept(node):
+        """Per operand: whether the node keeps its Meta (else its value), and the shape."""
+        return [(type(v) is core.Meta, v.shape if type(v) is core.Meta else np.shape(v)) for v in node.vals]
+
+    for name in (*elementwise.UNARY, *elementwise.BINARY):
+        prim, public = elementwise.PRIMITIVES[name], getattr(ea, name)
+        binary = name in elementwise.BINARY
+        for mask in ((True, True), (True, False), (False, True)) if binary else ((True,),):
+            # (the operands are outside some entries' domains: their NaNs compare equal below)
+            with core.tracing(core.ReverseTrace()) as trace, np.errstate(all="ignore"):
+                ops = [core.box(v, trace) if m else v for v, m in zip((a, b), mask)]
+                f, g = public(*ops), core.bind(prim, ops, {})
+            assert f._node.prim is g._node.prim and f._node.needed == g._node.needed == list(mask)
+            assert f._node.parents == g._node.parents
+            assert kept(f._node) == kept(g._node), (name, mask)
+            assert isinstance(f._node.ans, core.Meta) == isinstance(g._node.ans, core.Meta), name
+            np.testing.assert_array_equal(f._value, g._value)
