@@ -228,7 +228,9 @@ class Node:
     dtype), so the graph does not keep forward intermediates alive for nothing.
     """
 
-    __slots__ = ("__weakref__", "ans", "hooks", "params", "parents", "prim", "seq", "tensor", "vals")
+    __slots__ = (
+        "__weakref__", "ans", "hooks", "needed", "params", "parents", "prim", "seq", "tensor", "vals",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -237,12 +239,15 @@ class Node:
         parents: tuple[Node | None, ...],
         vals: Sequence[Any] | None,
         ans: Any,
+        needed: list[bool] | None = None,
     ) -> None:
         self.prim = prim
         self.params = params
         self.parents = parents
         self.vals = vals
         self.ans = ans
+        # which parents are nodes (the VJP's `needed`), worked out once where the node is made
+        self.needed = [p is not None for p in parents] if needed is None else needed
         # imperative leaves, and results that retain_grad(): a weak reference to their Tensor
         self.tensor: weakref.ref[Tensor] | None = None
         # `Tensor.register_hook`'s hooks, run on the node's cotangent: ``hook(g, create_graph) -> g``
@@ -260,6 +265,10 @@ class Meta:
             self.shape: Shape = v.shape
             self.dtype: np.dtype[Any] | None = v.dtype
             return
+        if type(v) is Tensor:  # (its dtype is numpy's already)
+            s = v.shape
+            self.shape, self.dtype = s if type(s) is tuple else tuple(s), v.dtype
+            return
         self.shape = tuple(getattr(v, "shape", ()))
         self.dtype = np_dtype(v.dtype) if hasattr(v, "dtype") else np.result_type(v)
 
@@ -269,7 +278,56 @@ class Meta:
 
 def leaf_node() -> Node:
     """A graph node with no operation: an input of a reverse trace."""
-    return Node(None, None, (), (), None)
+    return Node(None, None, (), (), None, [])
+
+
+_new = object.__new__
+
+
+def record(
+    out: Any,
+    trace: Trace,
+    prim: Primitive,
+    params: Params,
+    parents: tuple[Node | None, ...],
+    needed: list[bool],
+    vals: Sequence[Any],
+    ans: Any,
+    keep_vals: Sequence[bool] | None = None,
+    keep_ans: bool = True,
+) -> Tensor:
+    """`out` boxed by the reverse `trace`, with its node: `prim` on `vals` giving `ans` (what the
+    VJP reads as the result). The values the VJP does not read (`keep_vals`, `keep_ans` False:
+    a keep rule's answer) are kept as their `Meta`. The node, the Tensor and a numpy array's
+    Meta are made here without calling their constructors: every operation a reverse trace
+    records comes through (the eager hot path)."""
+    if keep_vals is not None and False in keep_vals:
+        saved = []
+        for v, keep in zip(vals, keep_vals):
+            if not keep:
+                if type(v) is np.ndarray:
+                    m = _new(Meta)
+                    m.shape, m.dtype = v.shape, v.dtype
+                    v = m
+                else:
+                    v = Meta(v)
+            saved.append(v)
+        vals = saved
+    if not keep_ans:
+        if type(ans) is np.ndarray:
+            m = _new(Meta)
+            m.shape, m.dtype = ans.shape, ans.dtype
+            ans = m
+        else:
+            ans = Meta(ans)
+    node = _new(Node)
+    node.prim, node.params, node.parents, node.needed = prim, params, parents, needed
+    node.vals, node.ans = tuple(vals), ans
+    node.tensor = node.hooks = None
+    node.seq = next(_node_seq)
+    t = _new(Tensor)
+    t._value, t._trace, t._node, t._tangent, t._grad = out, trace, node, None, None
+    return t
 
 
 class Trace:
@@ -304,36 +362,32 @@ class ReverseTrace(Trace):
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         parents: list[Node | None] = []
+        needed: list[bool] = []
         nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
                 v = a._value
                 parents.append(a._node)
+                needed.append(a._node is not None)
             else:
                 v = a
                 parents.append(None)
+                needed.append(False)
             vals.append(v)
             nested = nested or type(v) is Tensor
         residual = residual_rules.get(prim)
         if residual is not None:
-            out, saved = residual(vals, params, [p is not None for p in parents])
+            out, saved = residual(vals, params, needed)
             kept = tuple(vals) if self.keeps_operands else tuple(Meta(v) for v in vals)
-            node = Node(prim, params, tuple(parents), kept, saved)
-            return _box(out, self, node, None)
+            return record(out, self, prim, params, tuple(parents), needed, kept, saved)
         out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         if prim not in vjp_rules:
-            if prim in zero_derivative or not any(p is not None for p in parents):
+            if prim in zero_derivative or True not in needed:
                 return out
             raise _no_rule(prim, "reverse-mode (VJP)")
-        ans: Value | Meta = out
         keep = keep_rules.get(prim)
-        if keep is not None:
-            keep_vals, keep_ans = keep([p is not None for p in parents])
-            if False in keep_vals:
-                vals = [v if k else Meta(v) for v, k in zip(vals, keep_vals)]
-            if not keep_ans:
-                ans = Meta(out)
-        return _box(out, self, Node(prim, params, tuple(parents), tuple(vals), ans), None)
+        keep_vals, keep_ans = (None, True) if keep is None else keep(needed)
+        return record(out, self, prim, params, tuple(parents), needed, vals, out, keep_vals, keep_ans)
 
 
 class ForwardTrace(Trace):
@@ -345,14 +399,18 @@ class ForwardTrace(Trace):
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
         tangents: list[Any] = []
+        nested = False  # whether a value is itself traced (by an enclosing transformation)
         for a in args:
             if type(a) is Tensor and a._trace is self:
-                vals.append(a._value)
+                v = a._value
+                vals.append(v)
                 tangents.append(a._tangent)
+                nested = nested or type(v) is Tensor
             else:
                 vals.append(a)
                 tangents.append(None)
-        out = bind(prim, vals, params)
+                nested = nested or type(a) is Tensor
+        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         rule = jvp_rules.get(prim)
         if rule is None:
             if prim in zero_derivative or all(t is None for t in tangents):
@@ -708,9 +766,16 @@ class Tensor:
     @property
     def shape(self) -> Shape:
         """The shape (inside `vmap`, the shape of one example)."""
-        s = self._value.shape
-        t = self._trace
-        return s[1:] if t is not None and t.batched else s
+        # each batched level down to the array strips one leading axis (walked, not recursed)
+        x: Any = self
+        drop = 0
+        while type(x) is Tensor:
+            t = x._trace
+            if t is not None and t.batched:
+                drop += 1
+            x = x._value
+        s: Shape = x.shape
+        return s[drop:] if drop else s
 
     @property
     def ndim(self) -> int:
@@ -725,7 +790,10 @@ class Tensor:
     @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype, described by numpy's dtype object whatever library holds the value."""
-        return np_dtype(self._value.dtype)
+        x: Any = self._value
+        while type(x) is Tensor:
+            x = x._value
+        return x.dtype if type(x) is np.ndarray else np_dtype(x.dtype)
 
     @property
     def requires_grad(self) -> bool:

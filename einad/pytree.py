@@ -75,9 +75,22 @@ _registry: dict[type, _Handler] = {OrderedDict: _ORDERED_DICT, defaultdict: _DEF
 
 def _handler(cls: type) -> _Handler | None:
     """The handler of nodes of type `cls`, or None for a leaf (looked up by exact type first)."""
+    if cls in _leaf_types:
+        return None
     h = _BUILTIN.get(cls) or _registry.get(cls)
     if h is not None:
         return h
+    h = _subclass_handler(cls)
+    if h is None:
+        _leaf_types.add(cls)
+    return h
+
+
+_leaf_types: set[type] = set()
+"""Types found to be leaves (arrays, Tensors, numbers): the answer kept until a registration."""
+
+
+def _subclass_handler(cls: type) -> _Handler | None:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _NAMEDTUPLE
     if issubclass(cls, defaultdict):
@@ -125,6 +138,7 @@ def register_pytree_node(
     """
     if nodetype in _BUILTIN or nodetype in _registry:
         raise ValueError(f"{nodetype.__name__} is already a pytree node type")
+    _leaf_types.clear()
     _registry[nodetype] = _Handler(flatten_func, lambda cls, aux, children: unflatten_func(aux, children))
 
 
@@ -152,7 +166,7 @@ class TreeDef:
         """How many leaves the structure holds."""
         if self.node_type is None:
             return 1
-        return sum(c.num_leaves for c in self.children)
+        return sum([c.num_leaves for c in self.children])
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -243,7 +257,7 @@ def _walk(node: Any, leaves: list[Any]) -> TreeDef:
         leaves.append(node)
         return _LEAF
     children, aux = h.flatten(node)
-    return TreeDef(cls, aux, tuple(_walk(c, leaves) for c in children))
+    return TreeDef(cls, aux, tuple([_walk(c, leaves) for c in children]))
 
 
 def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
@@ -271,7 +285,7 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
         return next(it)
     h = _handler(cls)
     assert h is not None  # `cls` was a node type when the structure was made, and stays one
-    return h.unflatten(cls, td.aux, tuple(_build(c, it) for c in td.children))
+    return h.unflatten(cls, td.aux, tuple([_build(c, it) for c in td.children]))
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

@@ -16,12 +16,17 @@ from .core import ArrayLike, Staged, Tensor, Value, _box, as_array, strip
 
 def shape_of(x: Any) -> Shape:
     """Shape of an array, Tensor, numpy scalar or Python number."""
+    if type(x) is np.ndarray:
+        shape: Shape = x.shape
+        return shape
     s = getattr(x, "shape", None)
     return tuple(s) if s is not None else np.shape(x)
 
 
 def dtype_of(x: Any) -> np.dtype[Any]:
     """Dtype of an array, Tensor, numpy scalar or Python number (numpy's promotion for numbers)."""
+    if type(x) is np.ndarray or type(x) is Tensor:  # (a Tensor's dtype is numpy's already)
+        return x.dtype
     d = getattr(x, "dtype", None)
     return np_dtype(d) if d is not None else np.result_type(x)
 

@@ -265,6 +265,13 @@ def contract(
     """
     if len(operands) == 1 and inputs[0] == output:
         return operands[0]
+    if len(operands) <= 2 and isinstance(optimize, (str, tuple)) and memory_limit is None:
+        # one or two operands, a named strategy or a path: one equation, as below (the common case)
+        return bind(
+            einsum_p,
+            operands,
+            {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
+        )
     shapes = tuple(shape_of(x) for x in operands)
     if not isinstance(optimize, (str, tuple)):
         optimize = object_path(optimize, inputs, output, shapes)
@@ -578,7 +585,14 @@ def _einsum_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Para
 
 def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     """Operand k's VJP reads every other operand; nothing reads the result."""
-    return tuple(any(n for j, n in enumerate(needed) if j != i) for i in range(len(needed))), False
+    key = tuple(needed)
+    kept = _kept.get(key)
+    if kept is None:  # worked out once per mask
+        kept = _kept[key] = tuple(any(n for j, n in enumerate(key) if j != i) for i in range(len(key))), False
+    return kept
+
+
+_kept: dict[tuple[bool, ...], tuple[tuple[bool, ...], bool]] = {}
 
 
 rules(einsum_p, structured_vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)

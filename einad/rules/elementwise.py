@@ -29,7 +29,20 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import arrays
-from ..core import ArrayLike, KeepRule, Meta, Primitive, Tensor, bind, rules, zero_derivative
+from ..core import (
+    IMPERATIVE,
+    ArrayLike,
+    KeepRule,
+    Meta,
+    Primitive,
+    ReverseTrace,
+    Tensor,
+    bind,
+    grad_enabled,
+    record,
+    rules,
+    zero_derivative,
+)
 from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .shape import astype, zeros_like
@@ -396,7 +409,11 @@ def _scale(g: Any, d: Partial, *args: Any) -> Any:
     """``g * d(*args)``; the markers 1 and -1 mean ``g`` and ``-g``."""
     if not callable(d):
         return g if d == 1 else -g
-    r = d(*args)
+    return _times(g, d(*args))
+
+
+def _times(g: Any, r: Any) -> Any:
+    """``g * r``, `r` a local derivative: `_scale` once `r` is computed."""
     if type(r) not in _NUMPY_TYPES:
         # Another library's array, or a Tensor (of one): the multiply primitive applies numpy's
         # promotion on every library (a boolean slope times a float32 cotangent is float32).
@@ -460,10 +477,28 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
     return keep
 
 
+def _unary_vjp(d: Partial) -> Any:
+    """The VJP of a unary entry with derivative `d`: ``g * d(x, y)``, multiplied here where
+    both are numpy arrays and `g` is not a broadcast constant (the eager hot path: no
+    `_times` call; `_times` passes a seed of ones on as a view of the derivative)."""
+    if not callable(d):
+        return lambda g, y, vals, p, needed: [g if d == 1 else -g]
+
+    def vjp(g: Any, y: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
+        r = d(vals[0], y)
+        if type(r) is np.ndarray and type(g) is np.ndarray:
+            st = g.strides
+            if st and st[-1] != 0:
+                return [g * r]
+        return [_times(g, r)]
+
+    return vjp
+
+
 def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
     return rules(
         Primitive(name, _impl(name, kernel)),
-        vjp=lambda g, y, vals, p, needed: [_scale(g, d, vals[0], y)],
+        vjp=_unary_vjp(d),
         jvp=lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y)),
         keep=_keeper((d,)),
     )
@@ -483,7 +518,7 @@ def _boxed(*vals: Any) -> tuple[Any, ...]:
     operators refuse einad's Tensors (``plain * traced`` raises where numpy, torch and
     dask hand the operation to the Tensor), so the plain one is made a Tensor first.
     """
-    return tuple(wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals)
+    return tuple([wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals])
 
 
 def _plus(a: Any, b: Any) -> Any:
@@ -499,17 +534,27 @@ _PLAIN = (np.ndarray, Meta)
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
     prim = Primitive(name, _impl(name, kernel))
     partials = (dx, dy)
+    # each partial as (function, 0), or (None, its marker 1 or -1)
+    terms = tuple((None, d) if isinstance(d, int) else (d, 0) for d in partials)
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
         if (type(x) is Tensor) is not (type(y) is Tensor):
             x, y, z = _boxed(x, y, z)
         out: list[Any] = []
-        for v, need, d in zip(vals, needed, partials):
+        plain = False  # whether `g` is a numpy array that is not a broadcast constant (see _times)
+        if type(g) is np.ndarray:
+            st = g.strides
+            plain = bool(st) and st[-1] != 0
+        for v, need, (d, sign) in zip(vals, needed, terms):
             if not need:
                 out.append(None)
                 continue
-            r = _scale(g, d, x, y, z)
+            if d is None:  # a linear entry
+                r = g if sign == 1 else -g
+            else:
+                r = d(x, y, z)
+                r = g * r if plain and type(r) is np.ndarray else _times(g, r)
             if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
                 out.append(r)  # the common case: nothing to sum or cast
             else:
@@ -595,7 +640,14 @@ def real(x: Any) -> Any:
 
 def _raw1(name: str) -> Callable[[Any], Any]:
     prim = PRIMITIVES[name]
-    return lambda x: bind(prim, (x,), {})
+    kernel = UNARY[name][0] if name in UNARY else CONSTANT[name]
+
+    def op(x: Any) -> Any:
+        if type(x) is np.ndarray:  # what `bind` would do with a plain array, without its calls
+            return kernel(x)
+        return bind(prim, (x,), {})
+
+    return op
 
 
 # Internal versions: a raw array in gives a raw array out (used by the rules).
@@ -629,11 +681,43 @@ for _name in PREDICATES:
     _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}: a boolean result, not differentiable."
 
 
+# -- the eager fast lane (issue 25) ------------------------------------------------------------
+# First-order reverse mode on numpy values is what eager code runs most: a live reverse trace
+# (`grad`, `value_and_grad`, `vjp`, or the imperative graph while gradients are on) recording
+# an operation whose operands are its own Tensors holding numpy values, or plain numbers and
+# arrays. The public operations of the table's differentiable entries record those directly:
+# the numpy kernel, then the node (`core.record`) with the values the VJP reads, worked out once
+# per primitive here instead of through `bind`, `process`, the implementation and the keep rule.
+# Everything else (nested transformations, other libraries, forward mode, vmap, jit) binds.
+
+
+_NUMBERS_SET = frozenset(_NUMBERS)
+"""The constant operands the lane takes as they are (what `to_operand` returns unchanged), with
+numeric numpy arrays."""
+
+
 def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
     """The public one-operand operation `name`, taking any array-like and returning a Tensor."""
     prim = PRIMITIVES[name]
+    lane = name in UNARY
+    if lane:
+        kernel = UNARY[name][0]
+        keep_x, keep_y = _keeper((UNARY[name][1],))([True])  # (a tuple of one flag, and one flag)
 
     def op(x: ArrayLike) -> Tensor:
+        if type(x) is Tensor:
+            trace = x._trace
+            if trace is not None:
+                v = x._value
+                if (
+                    lane
+                    and type(v) in _NUMPY_TYPES
+                    and x._node is not None
+                    and not trace.dead
+                    and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+                ):
+                    out = kernel(v)
+                    return record(out, trace, prim, {}, (x._node,), [True], (v,), out, keep_x, keep_y)
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         out = bind(prim, (x,), {})
@@ -647,8 +731,44 @@ def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
 def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
     """The public two-operand operation `name`, with numpy broadcasting."""
     prim = PRIMITIVES[name]
+    lane = name in BINARY
+    if lane:
+        kernel = BINARY[name][0]
+        keep = _keeper(BINARY[name][1:])
+        keep_both, keep_x, keep_y = keep([True, True]), keep([True, False]), keep([False, True])
 
     def op(x: ArrayLike, y: ArrayLike) -> Tensor:
+        trace = x._trace if type(x) is Tensor else y._trace if type(y) is Tensor else None
+        if (
+            lane
+            and trace is not None
+            and not trace.dead
+            and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+        ):
+            xv: Any
+            yv: Any
+            if type(x) is Tensor:
+                xv, px, ok = x._value, x._node, x._trace is trace
+            else:
+                xv, px = x, None
+                ok = type(x) in _NUMBERS_SET or (type(x) is np.ndarray and x.dtype.kind in "biufc")
+            if type(y) is Tensor:
+                yv, py, ok = y._value, y._node, ok and y._trace is trace
+            else:
+                yv, py = y, None
+                ok = ok and (type(y) in _NUMBERS_SET or (type(y) is np.ndarray and y.dtype.kind in "biufc"))
+            if ok and type(xv) in _NUMPY_TYPES and type(yv) in _NUMPY_TYPES:
+                if px is not None and py is not None:
+                    needed, (kept, ka) = [True, True], keep_both
+                elif px is not None:
+                    needed, (kept, ka) = [True, False], keep_x
+                elif py is not None:
+                    needed, (kept, ka) = [False, True], keep_y
+                else:
+                    needed = []
+                if needed:
+                    out = kernel(xv, yv)
+                    return record(out, trace, prim, {}, (px, py), needed, (xv, yv), out, kept, ka)
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         if type(y) is not Tensor or y._trace is None:

@@ -647,33 +647,32 @@ def backward_pass(
     `Structured` ones stay structured while they can, and are made dense only
     when the node's rule runs or the node is a leaf.
     """
-    cts: dict[int, Any] = {}
-    owned: set[int] = set()  # nodes whose sum so far is a buffer only this pass has seen
+    cts: dict[Node, Any] = {}  # (nodes hash by identity)
+    owned: set[Node] = set()  # nodes whose sum so far is a buffer only this pass has seen
     heap: list[tuple[int, Node]] = []
 
     def send(node: Node, ct: Any) -> None:  # add `ct` to what `node` has received
-        k = id(node)
-        if k in cts:
-            cts[k], mine = _accumulate(cts[k], k in owned, ct)
+        if node in cts:
+            cts[node], mine = _accumulate(cts[node], node in owned, ct)
             if mine:
-                owned.add(k)
+                owned.add(node)
             else:
-                owned.discard(k)
+                owned.discard(node)
         else:
-            cts[k] = ct
+            cts[node] = ct
             heapq.heappush(heap, (-node.seq, node))
 
     for node, s in zip(outs, seeds):
         send(node, s)
     reached = []
+    push, pop, add = heapq.heappush, heapq.heappop, np.add
     with QuietRules():  # the rules run quietly (see QuietRules)
         while heap:
-            node = heapq.heappop(heap)[1]
-            k = id(node)
-            g = cts.pop(k)
-            if isinstance(g, Structured):
+            node = pop(heap)[1]
+            g = cts.pop(node)
+            if type(g) is not np.ndarray and isinstance(g, Structured):
                 g = g.dense()
-            owned.discard(k)  # the sum leaves the pass (a rule may hand it to several parents)
+            owned.discard(node)  # the sum leaves the pass (a rule may hand it to several parents)
             if node.hooks:
                 g = _run_hooks(node.hooks, g, record_in is not None)
             prim = node.prim
@@ -681,18 +680,32 @@ def backward_pass(
                 reached.append((node, g))
                 if prim is None:
                     continue
-            parents = node.parents
             if node.vals is None:
                 raise _freed(prim.name)
             assert node.params is not None
-            needed = [p is not None for p in parents]
+            needed = node.needed
             rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
             vals, ans = (node.vals, node.ans) if record_in is None else _recorded(node, record_in, needed)
             contribs = rule(g, ans, vals, node.params, needed)
             if consume:
                 node.vals = node.ans = None
-            for p, c in zip(parents, contribs):
-                if p is not None and c is not None:
+            for p, c in zip(node.parents, contribs):
+                if p is None or c is None:
+                    continue
+                acc = cts.get(p)
+                if acc is None:  # the first cotangent to reach `p` (`send`, inline: the common case)
+                    cts[p] = c
+                    push(heap, (-p.seq, p))
+                elif type(acc) is np.ndarray and type(c) is np.ndarray:  # `_accumulate`'s numpy case, inline
+                    if p in owned and c.dtype == acc.dtype and c.shape == acc.shape:
+                        add(acc, c, out=acc)
+                    else:
+                        cts[p] = out = add(acc, c)
+                        if type(out) is np.ndarray:
+                            owned.add(p)
+                        else:
+                            owned.discard(p)
+                else:
                     send(p, c)
     return reached
 

@@ -421,6 +421,18 @@ def _leaf_signature(x: Any) -> Hashable:
     return ("array", type(v), str(arrays.device(v)), tuple(v.shape), arrays.np_dtype(v.dtype).str)
 
 
+def _direct_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The shapes and dtypes of `args` when every one is a numpy array (jit's direct dispatch),
+    else None. Two calls with equal keys have equal signatures (`_leaf_signature`)."""
+    key: list[Any] = []
+    for a in args:
+        if type(a) is not np.ndarray:
+            return None
+        key.append(a.shape)
+        key.append(a.dtype.str)
+    return tuple(key)
+
+
 def jit(
     f: Callable[..., Any],
     static_argnums: int | Sequence[int] = (),
@@ -468,6 +480,9 @@ def jit(
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     cache: dict[Hashable, Program] = {}
+    # The common call, positional numpy arrays only (no static arguments), keyed by the arrays'
+    # shapes and dtypes alone: its program, found without flattening or signing the arguments.
+    direct: dict[tuple[Any, ...], Program] = {}
 
     def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, list[Any], TreeDef]:
         pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
@@ -532,7 +547,18 @@ def jit(
 
     @functools.wraps(f)
     def jitted(*args: Any, **kwargs: Any) -> Any:
+        key = _direct_key(args) if not kwargs and not nums and not names else None
+        if key is not None:
+            program = direct.get(key)
+            if program is not None:  # what the general path below does for these arguments
+                assert program.fn is not None and program.out_tree is not None
+                out = program.fn(*args)
+                if program.out_tree.node_type is None:  # one array
+                    return np.asarray(out[0])
+                return tree_unflatten(program.out_tree, [np.asarray(o) for o in out])
         program, flat, staged = program_for(args, kwargs)
+        if key is not None and program is not None and program.xp is np:
+            direct[key] = program
         if program is None:
             return f(*args, **kwargs)
         assert program.out_tree is not None

@@ -7,6 +7,7 @@ fixture in conftest.py); this file tests what is particular to staging.
 
 import functools
 import re
+import sys
 import threading
 
 import numpy as np
@@ -601,3 +602,63 @@ def test_a_lowered_program_refuses_another_array_library():
     with pytest.raises(TypeError, match=r"computes on torch arrays, got numpy"):
         on_torch(x)
     assert_close(on_torch(torch.tensor(x)).numpy(), prog(x))
+
+
+# -- the direct dispatch of numpy arguments (issue 25) ------------------------------------------------
+
+
+def _python_calls(fn):
+    """The Python functions called while `fn()` runs (frames, not C calls), and its result."""
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        out = fn()
+    finally:
+        sys.setprofile(None)
+    return count[0], out
+
+
+def test_a_numpy_call_reaches_its_program_in_two_calls():
+    """After the first call, positional numpy arrays find their program by their shapes and
+    dtypes alone: the jitted function and that key are the only Python calls besides the
+    program's own (the general path flattens and signs every argument: some 60 more)."""
+    w, x = RNG.standard_normal(5), RNG.standard_normal((4, 5))
+    jf = ea.jit(lambda w, x: ea.sum(ea.tanh(x @ w) ** 2), backend="numpy")
+    jf(w, x)
+    program = jf.lower(w, x)
+    own, _ = _python_calls(lambda: program.fn(w, x))
+    calls, out = _python_calls(lambda: jf(w, x))
+    assert calls <= own + 2, (calls, own)
+    assert type(out) is np.ndarray and out.shape == ()
+    assert_close(out, np.sum(np.tanh(x @ w) ** 2))
+
+
+def test_the_direct_dispatch_keeps_the_signatures_apart():
+    traced = []
+
+    def f(a, b):
+        traced.append(a.shape)
+        return {"s": a * b, "t": (a + b,)}
+
+    jf = ea.jit(f, backend="numpy")
+    a, b = np.arange(3.0), np.ones(3)
+    for _ in range(2):
+        out = jf(a, b)
+    assert len(traced) == 1 and jf.cache_size() == 1
+    assert_close(out["s"], a) and type(out["t"]) is tuple
+    assert_close(out["t"][0], a + 1)
+    jf(a.astype(np.float32), b)  # another dtype: another program
+    jf(np.ones((2, 3)), np.ones((2, 3)))  # another shape
+    jf(a, 2.0)  # a Python number: the general path (weakly typed)
+    jf(a, b=b)  # a keyword: the general path (its own signature)
+    assert jf.cache_size() == 5 and len(traced) == 5
+    out32 = jf(a.astype(np.float32), b)
+    assert out32["s"].dtype == np.float64  # float32 times float64, as numpy promotes
+    # under a transformation the arguments are Tensors: the program runs equation by equation
+    g = ea.grad(lambda a: ea.sum(jf(a, b)["s"] ** 2))(a)
+    assert_close(g, 2 * a)
