@@ -1111,12 +1111,12 @@ class EinadClusterEngine(EinadEngine):
             problem.notes, *problem.arrays, memory_limit=problem.memory_limit, executor=self.client
         )
         mib = 8 / 2**20
-        operands = sum(a.nbytes for a in problem.arrays) / 2**20
         peak = max(peaks.values()) / 2**20
         one, partial = info.slice_gradient_peak * mib, info.partial_size * mib
         return (
-            f"worker peak {peak:.0f} MiB: operands {operands:.0f} MiB + one slice {one:.0f} MiB "
-            f"+ partial results of {partial:.0f} MiB; {info.tasks} tasks of up to {info.batch} slices"
+            f"worker peak {peak:.0f} MiB, bound {info.worker_peak * mib:.0f} MiB: data {info.data_size * mib:.0f} MiB "
+            f"+ one slice {one:.0f} MiB + one partial result of {partial:.0f} MiB per thread; "
+            f"{info.tasks} tasks of up to {info.batch} slices"
         )
 
     def close(self):

@@ -300,7 +300,7 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
     monkeypatch.setattr(client, "submit", submit)
     ops = _ops([(6, 6, 6)] * 4)
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=client)
-    assert info.tasks == 8 and info.n_slices > info.tasks  # 4 per worker thread, batches of slices
+    assert info.tasks == len(cluster.guided(info.n_slices, 2)) and info.n_slices > info.tasks
     ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40, executor=client), argnums=(0, 1, 2, 3))(*ops)
     operands = sum(x.nbytes for x in ops)
     one = np.ones(()).nbytes  # the one-pass gradient's cotangent, 1
@@ -315,23 +315,35 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
 
 
 def test_the_batch_rule():
+    """On dask: one chain per thread, tasks of the slices left over 2 x chains (guided), the
+    chains' partial results summed by a tree over the chains; elsewhere one task per worker."""
+    assert cluster.guided(100, 2) == [25, 18, 14, 10, 8, 6, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1]
     lay = cluster.layout("dask", 100, 2)
-    assert (lay.tasks, lay.batch, lay.depth) == (8, 13, 3)
-    assert sorted(i for b in lay.batches() for i in b) == list(range(100))
-    assert cluster.layout("dask", 5, 2).tasks == 5  # never more tasks than slices
-    assert cluster.layout("dask", 10_000, 16).depth == 6  # 64 tasks, summed in 6 levels
+    assert (lay.tasks, lay.batch, lay.chains, lay.depth) == (17, 25, 2, 1)
+    batches = lay.batches()
+    assert [len(b) for b in batches] == cluster.guided(100, 2)
+    assert [i for b in batches for i in b] == list(range(100))  # contiguous runs, in order
+    few = cluster.layout("dask", 3, 8)  # never more chains than slices
+    assert (few.tasks, few.chains, few.depth) == (3, 3, 2)
+    big = cluster.layout("dask", 10_000, 16)
+    assert (big.chains, big.depth) == (16, 4)  # 16 partial results, summed in 4 levels
+    assert len(cluster.guided(10_000, 16)) < 16 * 20  # tasks grow as chains x log(slices)
     futures = cluster.layout("futures", 100, 3)
     assert (futures.tasks, futures.batch, futures.depth) == (3, 34, 0)
+    assert sorted(i for b in futures.batches() for i in b) == list(range(100))
 
 
 def test_contract_path_reports_the_tasks(client, pool):
     ops = _ops([(6, 6, 6)] * 4)
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=client)
-    assert (info.executor, info.executor_threads, info.tasks, info.reduction_depth) == ("dask", 2, 8, 3)
-    assert info.batch == -(-info.n_slices // 8)
-    assert info.partial_size == 4 * 216 + 1
+    sizes = cluster.guided(info.n_slices, 2)
+    assert (info.executor, info.executor_threads, info.reduction_depth) == ("dask", 2, 1)
+    assert (info.tasks, info.batch) == (len(sizes), sizes[0])
+    assert info.partial_size == info.data_size == 4 * 216 + 1 and info.hoisted_size == 0
+    assert info.worker_peak == info.data_size + max(info.slice_gradient_peak, info.partial_size) + info.partial_size
     text = "\n".join(info.summary())
-    assert f"slices run as 8 tasks of up to {info.batch} slices on a dask cluster of 2 worker threads" in text
+    assert f"slices run as {len(sizes)} tasks of up to {sizes[0]} slices on a dask cluster of 2 worker threads" in text
+    assert f"a worker holds at most {info.worker_peak:,} elements" in text
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=pool)
     assert (info.executor, info.tasks, info.reduction_depth) == ("ProcessPoolExecutor", 2, 0)
     assert "summed by the caller" in "\n".join(info.summary())
