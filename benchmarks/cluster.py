@@ -82,7 +82,7 @@ def overhead(quick: bool = False) -> dict:
     rows = []
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit=0
         ) as lc,
         distributed.Client(lc) as client,
     ):
@@ -145,7 +145,7 @@ def simulate(quick: bool = False) -> list[dict]:
     for w in QUICK_WORKERS if quick else WORKERS:
         with (
             distributed.LocalCluster(
-                n_workers=w, threads_per_worker=1, processes=False, dashboard_address=None, memory_limit=0
+                n_workers=w, threads_per_worker=1, processes=False, dashboard_address=":0", memory_limit=0
             ) as lc,
             distributed.Client(lc) as client,
         ):

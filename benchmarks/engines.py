@@ -1083,7 +1083,7 @@ class EinadClusterEngine(EinadEngine):
             n_workers=self.workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",
             memory_limit=0,
             silence_logs=50,
         )

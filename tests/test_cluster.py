@@ -93,7 +93,7 @@ def _worker_tasks(dask_worker=None):
 def client():
     """A LocalCluster of two single-threaded worker processes, for the whole module."""
     cl = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit=0
     )
     c = distributed.Client(cl)
     yield c
@@ -312,6 +312,140 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
     _, pull = ea.vjp(lambda *xs: ea.einsum(OPEN, *xs, memory_limit=20, executor=client), *three)
     pull(cot)
     assert scattered == [sum(x.nbytes for x in three), cot.nbytes + sum(x.nbytes for x in three)]
+
+
+def _clear_transfer_logs(dask_worker=None):
+    dask_worker.transfer_incoming_log.clear()
+    dask_worker.transfer_outgoing_log.clear()
+
+
+def _transfers(dask_worker=None):
+    """The transfers of a call's results (keys ``einad-...``) a worker made: (incoming from
+    other workers, outgoing to anyone), each as (keys, bytes)."""
+
+    def ours(log):
+        return [
+            (sorted(str(k) for k in e["keys"]), e["total"])
+            for e in log
+            if any(str(k).startswith("einad-") for k in e["keys"])
+        ]
+
+    return ours(dask_worker.transfer_incoming_log), ours(dask_worker.transfer_outgoing_log)
+
+
+def test_each_worker_sends_one_partial_result(client):
+    """The partial results stay where they are made: each worker thread's tasks add into one
+    partial result on that worker, so one call moves one partial result from one worker to
+    the other (the one sum) and one to the caller, whatever the number of tasks; the tasks
+    are the layout's batches, one sum and one finishing task. (Summing the tasks' partial
+    results by a tree over the tasks, as before, moved several partial results between
+    the workers and ran a sum per task.)"""
+    ops = _ops([(8, 8, 8)] * 4, seed=9)
+    limit = 64
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=client)
+    assert info.tasks >= 8 and (info.tasks, info.reduction_depth) == (len(cluster.guided(info.n_slices, 2)), 1)
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=client)
+    client.run(_clear_transfer_logs)
+    with distributed.get_task_stream(client) as stream:
+        v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+    keys = [str(t["key"]) for t in stream.data if str(t["key"]).startswith("einad-")]
+    kinds = sorted({k.split("-")[1] for k in keys})
+    assert kinds == ["finish", "slices", "sum"]
+    assert [sum(k.startswith(f"einad-{x}-") for k in keys) for x in kinds] == [1, info.tasks, 1]
+    # every task of a chain ran on its worker: both workers worked, and each made one partial
+    assert len({t["worker"] for t in stream.data if "einad-slices" in str(t["key"])}) == 2
+    logs = client.run(_transfers)
+    partial = sum(x.nbytes for x in ops) + 8  # the four gradients and the value
+    incoming = [t for inc, _ in logs.values() for t in inc]
+    assert len(incoming) == 1 and incoming[0][0][0].startswith("einad-slices-")
+    assert partial <= incoming[0][1] < partial + 1024  # (dask weighs it by its arrays' bytes)
+    outgoing = [t for _, out in logs.values() for t in out]
+    assert sorted(keys[0].split("-")[1] for keys, _ in outgoing) == ["finish", "slices"]  # the result
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        _close(a, b)
+
+
+def _traced_peak():
+    import tracemalloc
+
+    return tracemalloc.get_traced_memory()[1]
+
+
+def test_a_workers_peak_is_within_the_reported_bound(client):
+    """tracemalloc in the worker processes during a value-and-gradient: the most a worker
+    held stays within ``info.worker_peak`` (data, one slice and one partial result per
+    thread, two partial results when summing), plus dask's own bookkeeping of the call's
+    messages and tasks (tens of kilobytes per task, whatever the arrays' sizes: under 1 MiB
+    here). Before, finished tasks' partial results piled up on a worker while it ran the
+    next tasks: 23 MB here, twice the bound."""
+    import tracemalloc
+
+    ops = _ops([(48, 48, 48)] * 4, seed=10)
+    limit = 55_296
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=client)
+    assert info.n_slices > 50 and info.partial_size * 8 > 3 * 2**20
+    f = ea.value_and_grad(
+        lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=client), argnums=(0, 1, 2, 3)
+    )
+    f(*ops)  # (the workers import and plan once)
+    client.run(tracemalloc.start)
+    try:
+        f(*ops)
+        peaks = client.run(_traced_peak)
+    finally:
+        client.run(tracemalloc.stop)
+    bookkeeping = 2 * 2**20
+    assert info.worker_peak == info.data_size + max(info.slice_gradient_peak, info.partial_size) + info.partial_size
+    for peak in peaks.values():
+        assert (info.data_size + info.partial_size) * 8 < peak <= info.worker_peak * 8 + bookkeeping
+
+
+_CHAIN = """
+import json, tracemalloc, numpy as np, einad as ea
+from einad import cluster, slicing
+from einad.rules import einsum as rules
+ops = [np.random.default_rng(i).standard_normal((24, 24, 24)) for i in range(4)]
+eq = "abc,ade,bdf,cef->"
+path, info = ea.contract_path(eq, *ops, memory_limit=2_000)
+s = slicing.schedule(
+    ("abc", "ade", "bdf", "cef"), "", ((24, 24, 24),) * 4, tuple(map(tuple, path)), tuple(info.slices.items())
+)
+batches = cluster.layout("dask", s.n_slices, 1).batches()
+one = np.ones(())
+rules._sweep_batch(s, (0, 1, 2, 3), True, range(s.n_slices), None, None, one, *ops)  # (caches)
+tracemalloc.start()
+carry, in_place = None, True
+for b in batches:
+    out = rules._sweep_batch(s, (0, 1, 2, 3), True, b, None, carry, one, *ops)
+    if carry is not None:
+        in_place &= all(out[0][k] is carry[0][k] for k in range(4)) and out[2] is carry[2]
+    carry = out
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+v, g = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs), argnums=(0, 1, 2, 3))(*ops)
+error = max(float(np.max(np.abs(carry[0][k] - g[k]))) for k in range(4)) + abs(float(carry[2] - v))
+print(json.dumps(dict(peak=peak, tasks=len(batches), in_place=in_place, error=error,
+                      slice=info.slice_gradient_peak, partial=info.partial_size)))
+"""
+
+
+def test_a_chain_of_tasks_adds_into_one_partial_result_within_the_bound():
+    """The tasks of one worker thread, run under tracemalloc (in a fresh process: this one
+    runs the module's cluster's scheduler, whose allocations tracemalloc would count): each
+    adds its slices into the partial result the task before it left (the same arrays,
+    written in place), and the most they hold besides the operands is one slice and one
+    partial result, as ``contract_path`` reports (`slice_gradient_peak` + `partial_size`, in
+    array elements; the Python objects of a task and its slices add tens of kilobytes)."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", _CHAIN], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["tasks"] >= 4 and r["in_place"] and r["error"] < 1e-9
+    assert r["partial"] * 8 < r["peak"] <= (r["slice"] + r["partial"]) * 8 + 64 * 1024
 
 
 def test_the_batch_rule():

@@ -830,28 +830,22 @@ def _plus_arrays(a: Any, b: Any) -> Any:
     return a + b
 
 
-class _Partial:
-    """What a task of a sweep returns: its slices' part of a scalar contraction's value
-    (`fused`; else None), of each gradient (`grads`, by operand) and of the cotangents of the
-    hoisted values the slices read (`acc`, by value id)."""
-
-    __slots__ = ("acc", "grads", "value")
-
-    def __init__(self, value: Any, grads: dict[int, Any], acc: dict[int, Any]) -> None:
-        self.value, self.grads, self.acc = value, grads, acc
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Partial, (self.value, self.grads, self.acc))
+_Partial: TypeAlias = tuple[dict[int, Any], dict[int, Any], Any]
+"""What a task of a sweep returns: its slices' part of each gradient (by operand), of the
+cotangents of the hoisted values the slices read (by value id), and of a scalar
+contraction's value (`fused`; else None). A plain tuple of dicts of arrays, gradients
+first, so that dask sends it array by array without pickling the arrays (its scheduler
+pickles with protocol 4, which copies the arrays into the pickle)."""
 
 
 def _plus_partials(a: _Partial, b: _Partial) -> _Partial:
     """The sum of two `_Partial`s, added into `a`'s arrays where they are writable numpy
     arrays (`_plus_arrays`; `a` is read by nothing else)."""
-    value = None if a.value is None else _plus_arrays(a.value, b.value)
-    return _Partial(
-        value,
-        {k: _plus_arrays(a.grads[k], b.grads[k]) for k in a.grads},
-        {k: _plus_arrays(a.acc[k], b.acc[k]) for k in a.acc},
+    (ga, acc_a, va), (gb, acc_b, vb) = a, b
+    return (
+        {k: _plus_arrays(ga[k], gb[k]) for k in ga},
+        {k: _plus_arrays(acc_a[k], acc_b[k]) for k in acc_a},
+        None if va is None else _plus_arrays(va, vb),
     )
 
 
@@ -870,22 +864,24 @@ def _sweep_batch(
     arrays written in place)."""
     vals = _values(arrays, shared)
     dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
+    carried: _Partial = carry if carry is not None else ({}, {}, None)
+    del carry
     grads, left = {}, {}
     for k in wrt:
-        grads[k], left[k] = _carried(carry and carry.grads[k], g, tuple(arrays[k].shape), dt)
+        grads[k], left[k] = _carried(carried[0].get(k), g, tuple(arrays[k].shape), dt)
     sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
     acc_left = {}
     for a in sw.acc:  # (the accumulators of the hoisted values' cotangents)
-        sw.acc[a], acc_left[a] = _carried(carry and carry.acc[a], g, tuple(vals[a].shape), dt)
+        sw.acc[a], acc_left[a] = _carried(carried[1].get(a), g, tuple(vals[a].shape), dt)
     value_left = None
-    if carry is not None and fused:
-        sw.total, value_left = _carried(carry.value, sw.total, (), dt)
-    del carry
+    if carried[2] is not None and fused:
+        sw.total, value_left = _carried(carried[2], sw.total, (), dt)
+    del carried
     _each_slice(s, slices, sw.slice)
-    return _Partial(
-        _settle(sw.total, value_left) if fused else None,
+    return (
         {k: _settle(b, left[k]) for k, b in grads.items()},
         {a: _settle(b, acc_left[a]) for a, b in sw.acc.items()},
+        _settle(sw.total, value_left) if fused else None,
     )
 
 
@@ -903,15 +899,17 @@ def _sweep_finish(
     read by nothing else)."""
     vals = _values(arrays, shared)
     dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
-    grads, left = {}, {}
+    summed, acc, value = total
+    del total
+    grads = {}
     for k in wrt:
-        grads[k], left[k] = _carried(total.grads[k], g, tuple(arrays[k].shape), dt)
-        if left[k] is not None:  # (another library's arrays: summed as one block)
-            _add_at(grads[k], (), left.pop(k))
+        grads[k], left = _carried(summed[k], g, tuple(arrays[k].shape), dt)
+        if left is not None:  # (another library's arrays: summed as one block)
+            _add_at(grads[k], (), left)
     sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
-    sw.acc = dict(total.acc)
+    sw.acc = dict(acc)
     sw.pull_hoisted()
-    return _Partial(total.value, {k: _settle(b, left.get(k)) for k, b in grads.items()}, {})
+    return ({k: _total(b) for k, b in grads.items()}, {}, value)
 
 
 class _Blocks:
@@ -1106,10 +1104,10 @@ def _sweep(
             _plus_partials,
             functools.partial(_sweep_finish, s, wrt, fused),
         )
-        total: _Partial = cluster.run(where, work, (g, *arrays), s.n_slices, progress)
-        for k, r in total.grads.items():
+        summed, _, value = cluster.run(where, work, (g, *arrays), s.n_slices, progress)
+        for k, r in summed.items():
             _add_at(grads[k], (), r)
-        return total.value
+        return value
     vals = _hoisted(s, arrays, keep_all=True)
     sw = _Sweep(s, g, arrays, vals, grads, fused, _add_lock)
     _over_slices(s, memory_limit, True, sw.slice, progress)
