@@ -1057,10 +1057,12 @@ class EinadClusterEngine(EinadEngine):
     Case 10 only. The cluster starts when the engine loads and closes after the run; dask's
     nanny gives each worker one BLAS thread. Each row's note gives the peak memory of a worker
     during one value-and-gradient call (tracemalloc in the worker processes), next to what
-    ``ea.contract_path(..., executor=client)`` reports a worker holds."""
+    ``ea.contract_path(..., executor=client)`` reports a worker holds, and where the CPU time
+    of one more call went (`_cpu`)."""
 
     module = "distributed"
     only = frozenset({"10"})
+    busiest: dict[int, float] = {}  # workers -> the busiest worker's CPU seconds in one call
 
     def __init__(self, workers: int):
         super().__init__()
@@ -1116,8 +1118,33 @@ class EinadClusterEngine(EinadEngine):
         return (
             f"worker peak {peak:.0f} MiB, bound {info.worker_peak * mib:.0f} MiB: data {info.data_size * mib:.0f} MiB "
             f"+ one slice {one:.0f} MiB + one partial result of {partial:.0f} MiB per thread; "
-            f"{info.tasks} tasks of up to {info.batch} slices"
+            f"{info.tasks} tasks of up to {info.batch} slices; {self._cpu(vg)}"
         )
+
+    def _cpu(self, vg) -> str:
+        """Where the CPU time of one call of `vg` goes: each worker process's (its tasks and
+        dask's own work there), and this process's (the client, the scheduler and the
+        nannies of a LocalCluster all run here), against the call's wall time. On a machine
+        shared with other work the wall time stretches but the CPU times hardly do: the
+        busiest worker's CPU time is what the call would take with a core per worker, and
+        its ratio between clusters (`busiest`) the speed-up the cluster allows."""
+        import time
+
+        before = self.client.run(time.process_time)
+        mine, t0 = time.process_time(), time.perf_counter()
+        vg()
+        wall, mine = time.perf_counter() - t0, time.process_time() - mine
+        after = self.client.run(time.process_time)
+        workers = sorted((after[w] - before[w] for w in before), reverse=True)
+        EinadClusterEngine.busiest[self.workers] = workers[0]
+        text = (
+            f"cpu: workers {' + '.join(f'{x:.1f}' for x in workers)} s, client/scheduler/nannies {mine:.1f} s, "
+            f"in {wall:.1f} s"
+        )
+        one = EinadClusterEngine.busiest.get(1)
+        if self.workers > 1 and one:
+            text += f"; cpu-model speed-up over 1 worker {one / workers[0]:.2f}x"
+        return text
 
     def close(self):
         if self.client is not None:
