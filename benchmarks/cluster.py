@@ -200,8 +200,8 @@ def table(report: dict) -> str:
         ]
         for r in s:
             lines.append(
-                f"  {r['workers']:>7}{r['batches']:>9}{r['largest']:>9}{r['sums']:>6}{r['depth']:>7}{r['other']:>7}"
-                f"{r['workers_used']:>14}  {r['predicted']}"
+                f"  {r['workers']:>7}{r['batches']:>9}{r['largest']:>9}{r['sums']:>6}{r['depth']:>7}"
+                f"{r['other']:>7}{r['workers_used']:>14}  {r['predicted']}"
             )
     return "\n".join(lines)
 

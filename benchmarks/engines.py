@@ -64,7 +64,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import opt_einsum as oe
@@ -1062,7 +1062,7 @@ class EinadClusterEngine(EinadEngine):
 
     module = "distributed"
     only = frozenset({"10"})
-    busiest: dict[int, float] = {}  # workers -> the busiest worker's CPU seconds in one call
+    busiest: ClassVar[dict[int, float]] = {}  # workers -> the busiest worker's CPU seconds in one call
 
     def __init__(self, workers: int):
         super().__init__()
@@ -1116,8 +1116,9 @@ class EinadClusterEngine(EinadEngine):
         peak = max(peaks.values()) / 2**20
         one, partial = info.slice_gradient_peak * mib, info.partial_size * mib
         return (
-            f"worker peak {peak:.0f} MiB, bound {info.worker_peak * mib:.0f} MiB: data {info.data_size * mib:.0f} MiB "
-            f"+ one slice {one:.0f} MiB + one partial result of {partial:.0f} MiB per thread; "
+            f"worker peak {peak:.0f} MiB, bound {info.worker_peak * mib:.0f} MiB: "
+            f"data {info.data_size * mib:.0f} MiB + one slice {one:.0f} MiB "
+            f"+ one partial result of {partial:.0f} MiB per thread; "
             f"{info.tasks} tasks of up to {info.batch} slices; {self._cpu(vg)}"
         )
 
@@ -1138,8 +1139,8 @@ class EinadClusterEngine(EinadEngine):
         workers = sorted((after[w] - before[w] for w in before), reverse=True)
         EinadClusterEngine.busiest[self.workers] = workers[0]
         text = (
-            f"cpu: workers {' + '.join(f'{x:.1f}' for x in workers)} s, client/scheduler/nannies {mine:.1f} s, "
-            f"in {wall:.1f} s"
+            f"cpu: workers {' + '.join(f'{x:.1f}' for x in workers)} s, "
+            f"client/scheduler/nannies {mine:.1f} s, in {wall:.1f} s"
         )
         one = EinadClusterEngine.busiest.get(1)
         if self.workers > 1 and one:

@@ -10,13 +10,16 @@ run where the executor puts it.
 * **A** `dask.distributed.Client` (`run` on ``"dask"``): the data go to the
   workers in one ``scatter`` per call (broadcast to every worker: each holds one
   copy, and a lost worker's copy is not the last). One task computes what every
-  slice reads but no sliced index reaches (``prepare``: the hoisted steps); the
-  slices run as ``batch`` tasks of several slices each (`layout`); their partial
-  results are added on the workers by a binary tree of ``combine`` tasks,
-  submitted in depth-first order so that each sum runs, and frees its inputs, as
-  soon as both are there; a last ``finish`` task turns the sum into the result
-  (a sweep pulls the hoisted steps' cotangents back there). The caller gathers
-  that one result. dask reruns the tasks of a worker that dies; scattered data
+  slice reads but no sliced index reaches (``prepare``: the hoisted steps). Each
+  worker thread then runs a *chain* of ``batch`` tasks, each a contiguous run of
+  slices that it adds, in place, into the partial result the task before it
+  left (its ``carry``), so that a thread holds one partial result and never
+  sends one while the slices run; the caller hands the tasks out as the chains
+  finish them, largest first (`guided`), two in flight per chain. The chains'
+  partial results are added by a binary tree of ``combine`` tasks, and a last
+  ``finish`` task turns the sum into the result (a sweep pulls the hoisted steps'
+  cotangents back there). The caller gathers that one result. dask reruns the
+  tasks of a worker that dies (its chains from their start); scattered data
   survive on the other workers.
 * **Any** `concurrent.futures.Executor` (``"futures"``: a process pool, loky,
   ``mpi4py.futures``, a thread pool): such an executor cannot keep data on its
@@ -25,9 +28,9 @@ run where the executor puts it.
   workers' partial results as they arrive and finishes. ``prepare`` runs in the
   caller.
 
-`layout` is the batch rule; `Progress` the progress bar over slices (tqdm when
-installed, else one line on stderr); `in_slice` names the slice an exception
-came from; `cancelled` lets a task on a dask worker notice that its call was
+`layout` is the batch rule (`guided` the tasks' sizes); `Progress` the progress
+bar over slices (tqdm when installed, else one line on stderr); `in_slice` names
+the slice an exception came from; `cancelled` lets a task on a dask worker notice that its call was
 cancelled (Ctrl-C, or another task failed), so it stops at its next slice.
 
 dask and tqdm are optional: imported only when an executor or a bar needs them.
@@ -180,9 +183,8 @@ def layout(where: str, n_slices: int, threads: int, name: str = "", per_worker: 
         chains = max(1, min(n_slices, threads))
         sizes = guided(n_slices, chains)
         depth = math.ceil(math.log2(chains)) if chains > 1 else 0
-        return Layout(
-            where, n_slices, threads, len(sizes), max(sizes, default=0), depth, name or where, chains, per_worker
-        )
+        largest = max(sizes, default=0)
+        return Layout(where, n_slices, threads, len(sizes), largest, depth, name or where, chains, per_worker)
     tasks = max(1, min(n_slices, threads))
     return Layout(where, n_slices, threads, tasks, -(-n_slices // tasks), 0, name or where, tasks, 1)
 

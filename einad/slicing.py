@@ -900,7 +900,8 @@ def describe(
     info.slice_forward_peak = costs.slice_forward_peak
     info.slice_gradient_peak = costs.slice_gradient_peak
     data = sum(_prod(sh) for sh in shapes)
-    info.partial_size = data + (output == "") + sum(_prod(sizes_[c] for c in _spec_of(s, a)) for a in _hoisted_read(s))
+    read = sum(_prod(sizes_[c] for c in _spec_of(s, a)) for a in _hoisted_read(s))
+    info.partial_size = data + (output == "") + read
     info.data_size = data + _prod(sizes_[c] for c in output)
     info.hoisted_size = sum(_prod(sizes_[c] for c in s.steps[t].out) for t in s.hoisted)
     info.forward_flops = costs.forward_flops

@@ -175,8 +175,9 @@ CLUSTER_ENGINES = ["einad-threads-2", "einad-cluster-1", "einad-cluster-2"]
 def test_quick_run_sliced_case_on_a_cluster(tmp_path_factory):
     """Issue 24: case 10 with its slices on two in-process threads and as tasks on LocalClusters
     of one and two worker processes, checked against manual; the rows' notes (a worker's peak,
-    the ratios the targets are about, where the CPU time went); and the cluster report: the overhead per task fitted, and
-    the tasks and the tree depth recorded on 1-16 workers as `einad.cluster.layout` predicts."""
+    the ratios the targets are about, where the CPU time went); and the cluster report: the
+    overhead per task fitted, and the tasks and the tree depth recorded on 1-16 workers as
+    `einad.cluster.layout` predicts."""
     options = ["--quick", "--threads", "1", "--cases", "10", "--cluster"]
     stdout, data = _run_suite(tmp_path_factory, [*options, "--engines", ",".join(CLUSTER_ENGINES)])
     assert data["errors"] == []
