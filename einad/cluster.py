@@ -389,8 +389,8 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             f.release()  # (held until now for the progress bar)
 
     # Every future of the call is in `held`, released when the call ends; a chain's earlier
-    # tasks are let go as soon as the next one is submitted (the scheduler keeps each result
-    # until the task after it has read it), so that the cluster frees them.
+    # tasks are let go once the next one is submitted and they are done (the scheduler keeps
+    # each result until the task after it has read it), so that the cluster frees them.
     held = list(client.scatter(data, broadcast=True, hash=False))
     stored = list(held)
     chains: list[_Chain] = []
@@ -448,10 +448,15 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         if work.finish is not None:
             root = client.submit(work.finish, root, shared, *stored, key=f"einad-finish-{token}")
             held.append(root)
+        # Let go of the tasks' futures but the root's and those still running (`done` lets
+        # them go): the scheduler keeps what the tasks after them read, and can recompute
+        # them. The data and the prepared values are held to the end (a lost worker's tasks,
+        # rerun, read them; scattered data cannot be recomputed).
         draining.set()
-        for f in held:  # but the root, and the batches still running (`done` lets them go):
-            if f.key != root.key and (f.done() or f.key not in sizes):  # the scheduler keeps
-                f.release()  # what the tasks after them read
+        kept = {f.key for f in stored} | ({shared.key} if shared is not None else set())
+        for f in held:
+            if f.key != root.key and f.key not in kept and (f.done() or f.key not in sizes):
+                f.release()
         result = root.result()
     except BaseException as err:
         _release(held)
