@@ -1051,6 +1051,12 @@ class EinadThreadsEngine(EinadEngine):
         return self._pinned(super().value_and_grad(problem, args))
 
 
+def _user_system() -> tuple[float, float]:
+    """This process's user and system CPU seconds (run in a dask worker)."""
+    t = os.times()
+    return t.user, t.system
+
+
 class EinadClusterEngine(EinadEngine):
     """einad with the slices of a sliced contraction as tasks on a dask ``LocalCluster`` of
     `workers` single-threaded worker processes (issue 24): ``ea.einsum(..., executor=client)``.
@@ -1123,29 +1129,35 @@ class EinadClusterEngine(EinadEngine):
         )
 
     def _cpu(self, vg) -> str:
-        """Where the CPU time of one call of `vg` goes: each worker process's (its tasks and
-        dask's own work there), and this process's (the client, the scheduler and the
-        nannies of a LocalCluster all run here), against the call's wall time. On a machine
-        shared with other work the wall time stretches but the CPU times hardly do: the
-        workers' CPU time shared evenly is what the call would take with a free core per
-        worker, and one worker's CPU time over that (`cpu_total`) is the speed-up the
-        cluster allows (the slices' uneven split aside)."""
+        """Where the CPU time of one call of `vg` goes: each worker process's, user and
+        system (its tasks and dask's own work there; the system time is mostly the page
+        faults of fresh intermediates), and this process's (the client, the scheduler and
+        the nannies of a LocalCluster all run here), against the call's wall time. On a
+        machine shared with other work the wall time stretches but the CPU times hardly do:
+        the workers' CPU time shared evenly is what the call would take with a free core per
+        worker, and one worker's CPU time over that (`cpu_total`) is the speed-up the cluster
+        allows (the slices' uneven split aside)."""
         import time
 
-        before = self.client.run(time.process_time)
+        before = self.client.run(_user_system)
         mine, t0 = time.process_time(), time.perf_counter()
         vg()
         wall, mine = time.perf_counter() - t0, time.process_time() - mine
-        after = self.client.run(time.process_time)
-        workers = sorted((after[w] - before[w] for w in before), reverse=True)
-        EinadClusterEngine.cpu_total[self.workers] = sum(workers)
+        after = self.client.run(_user_system)
+        spent = sorted(
+            ((after[w][0] - before[w][0], after[w][1] - before[w][1]) for w in before),
+            key=sum,
+            reverse=True,
+        )
+        total = sum(u + s for u, s in spent)
+        EinadClusterEngine.cpu_total[self.workers] = total
         text = (
-            f"cpu: workers {' + '.join(f'{x:.1f}' for x in workers)} s, "
+            f"cpu: workers {', '.join(f'{u:.1f} + {s:.1f}' for u, s in spent)} s (user + system), "
             f"client/scheduler/nannies {mine:.1f} s, in {wall:.1f} s"
         )
         one = EinadClusterEngine.cpu_total.get(1)
         if self.workers > 1 and one:
-            text += f"; with a free core per worker {one / (sum(workers) / len(workers)):.2f}x faster than 1"
+            text += f"; with a free core per worker {one / (total / len(spent)):.2f}x faster than 1"
         return text
 
     def close(self):
