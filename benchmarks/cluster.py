@@ -10,10 +10,11 @@ what the table cannot show:
 
 * **Scheduling overhead per task.** The value and gradient of a tetrahedron (n = 8) cut into
   512 slices of about a tenth of a millisecond each, on a ``LocalCluster`` of two single-threaded worker
-  processes, with the slices cut into more and more tasks (``einad.cluster.TASKS_PER_THREAD``
-  = 1, 2, 4, 8, 16: 2 to 32 batches, each call also one task to prepare, one to finish and the
-  sums). The slope of the call's median time against its task count is what one more task
-  costs; the intercept is the call's fixed cost (the scatter, the result, letting go).
+  processes, with the slices cut into more and more tasks (``einad.cluster.SHARES_PER_THREAD``
+  = 1, 2, 4, 8, 16: 10 to 136 batches, each call also the one sum of the two workers' partial
+  results and one task to finish). The slope of the call's median time against its task count
+  is what one more task costs; the intercept is the call's fixed cost (the scatter, the
+  result, letting go).
 * **Tasks and reduction depth as the cluster grows.** One value and gradient on clusters of
   1, 2, 4, 8 and 16 single-threaded workers (threads in this process: ``LocalCluster(processes=
   False)``, so a 16-worker cluster costs no 16 processes), with dask's task stream recorded:
@@ -54,7 +55,7 @@ def _quiet() -> None:
 
 def _depth(keys: list[str]) -> int:
     """The depth of the tree of sums, from the keys of the sums that ran
-    (``einad-sum-<token>-<lo>-<hi>``: the sum of batches lo to hi - 1)."""
+    (``einad-sum-<token>-<lo>-<hi>``: the sum of the partial results of chains lo to hi - 1)."""
     spans = [tuple(int(x) for x in k.rsplit("-", 2)[1:]) for k in keys]
     if not spans:
         return 0
@@ -89,10 +90,10 @@ def overhead(quick: bool = False) -> dict:
         vg = ea.value_and_grad(
             lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit, executor=client), argnums=argnums
         )
-        saved = cluster.TASKS_PER_THREAD
+        saved = cluster.SHARES_PER_THREAD
         try:
             for k in per_thread:
-                cluster.TASKS_PER_THREAD = k
+                cluster.SHARES_PER_THREAD = k
                 lay = cluster.layout_for(client, info.n_slices)
                 with distributed.get_task_stream(client) as stream:
                     vg(*ops)
@@ -107,7 +108,7 @@ def overhead(quick: bool = False) -> dict:
                     }
                 )
         finally:
-            cluster.TASKS_PER_THREAD = saved
+            cluster.SHARES_PER_THREAD = saved
     x = np.array([r["tasks"] for r in rows], dtype=float)
     y = np.array([r["median_s"] for r in rows])
     slope, intercept = np.polyfit(x, y, 1)
@@ -163,7 +164,8 @@ def simulate(quick: bool = False) -> list[dict]:
                     "depth": _depth(sums),
                     "other": len(keys) - len(sums) - sum(k.startswith("einad-slices-") for k in keys),
                     "workers_used": len({t["worker"] for t in stream.data}),
-                    "predicted": (lay.tasks, lay.batch, lay.depth),
+                    "largest": lay.batch,
+                    "predicted": (lay.tasks, lay.chains - 1, lay.depth),
                 }
             )
     return out
@@ -181,26 +183,25 @@ def table(report: dict) -> str:
                 "next to no work, LocalCluster of 2 single-threaded worker processes; "
                 f"in-process: {local:.1f} ms):"
             ),
-            f"  {'tasks/thread':>12}{'batches':>9}{'tasks run':>11}{'median':>11}",
+            f"  {'shares/thread':>13}{'batches':>9}{'tasks run':>11}{'median':>11}",
         ]
         for r in o["rows"]:
             median = r["median_s"] * 1e3
-            lines.append(f"  {r['tasks_per_thread']:>12}{r['batches']:>9}{r['tasks']:>11}{median:>9.1f} ms")
+            lines.append(f"  {r['tasks_per_thread']:>13}{r['batches']:>9}{r['tasks']:>11}{median:>9.1f} ms")
         per_task, per_call = o["per_task_s"] * 1e3, o["per_call_s"] * 1e3
         lines.append(f"  least squares: {per_task:.2f} ms per task, {per_call:.1f} ms per call")
     s = report.get("simulate")
     if s:
-        head = f"{'workers':>7}{'batches':>9}{'slices/batch':>14}{'sums':>6}{'depth':>7}{'other':>7}"
+        head = f"{'workers':>7}{'batches':>9}{'largest':>9}{'sums':>6}{'depth':>7}{'other':>7}"
         lines += [
             "",
             f"tasks and reduction depth ({s[0]['slices']} slices; single-threaded workers, one process):",
-            f"  {head}{'workers used':>14}  predicted (batches, slices/batch, depth)",
+            f"  {head}{'workers used':>14}  predicted (batches, sums, depth)",
         ]
         for r in s:
-            per = -(-r["slices"] // r["batches"])
             lines.append(
-                f"  {r['workers']:>7}{r['batches']:>9}{per:>14}{r['sums']:>6}{r['depth']:>7}{r['other']:>7}"
-                f"{r['workers_used']:>14}  {r['predicted']}"
+                f"  {r['workers']:>7}{r['batches']:>9}{r['largest']:>9}{r['sums']:>6}{r['depth']:>7}"
+                f"{r['other']:>7}{r['workers_used']:>14}  {r['predicted']}"
             )
     return "\n".join(lines)
 

@@ -64,7 +64,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import opt_einsum as oe
@@ -1051,16 +1051,24 @@ class EinadThreadsEngine(EinadEngine):
         return self._pinned(super().value_and_grad(problem, args))
 
 
+def _user_system() -> tuple[float, float]:
+    """This process's user and system CPU seconds (run in a dask worker)."""
+    t = os.times()
+    return t.user, t.system
+
+
 class EinadClusterEngine(EinadEngine):
     """einad with the slices of a sliced contraction as tasks on a dask ``LocalCluster`` of
     `workers` single-threaded worker processes (issue 24): ``ea.einsum(..., executor=client)``.
     Case 10 only. The cluster starts when the engine loads and closes after the run; dask's
     nanny gives each worker one BLAS thread. Each row's note gives the peak memory of a worker
     during one value-and-gradient call (tracemalloc in the worker processes), next to what
-    ``ea.contract_path(..., executor=client)`` reports a worker holds."""
+    ``ea.contract_path(..., executor=client)`` reports a worker holds, and where the CPU time
+    of one more call went (`_cpu`)."""
 
     module = "distributed"
     only = frozenset({"10"})
+    cpu_total: ClassVar[dict[int, float]] = {}  # workers -> their CPU seconds in one call
 
     def __init__(self, workers: int):
         super().__init__()
@@ -1111,13 +1119,46 @@ class EinadClusterEngine(EinadEngine):
             problem.notes, *problem.arrays, memory_limit=problem.memory_limit, executor=self.client
         )
         mib = 8 / 2**20
-        operands = sum(a.nbytes for a in problem.arrays) / 2**20
         peak = max(peaks.values()) / 2**20
         one, partial = info.slice_gradient_peak * mib, info.partial_size * mib
         return (
-            f"worker peak {peak:.0f} MiB: operands {operands:.0f} MiB + one slice {one:.0f} MiB "
-            f"+ partial results of {partial:.0f} MiB; {info.tasks} tasks of up to {info.batch} slices"
+            f"worker peak {peak:.0f} MiB, bound {info.worker_peak * mib:.0f} MiB: "
+            f"data {info.data_size * mib:.0f} MiB + one slice {one:.0f} MiB "
+            f"+ one partial result of {partial:.0f} MiB per thread; "
+            f"{info.tasks} tasks of up to {info.batch} slices; {self._cpu(vg)}"
         )
+
+    def _cpu(self, vg) -> str:
+        """Where the CPU time of one call of `vg` goes: each worker process's, user and
+        system (its tasks and dask's own work there; the system time is mostly the page
+        faults of fresh intermediates), and this process's (the client, the scheduler and
+        the nannies of a LocalCluster all run here), against the call's wall time. On a
+        machine shared with other work the wall time stretches but the CPU times hardly do:
+        the workers' CPU time shared evenly is what the call would take with a free core per
+        worker, and one worker's CPU time over that (`cpu_total`) is the speed-up the cluster
+        allows (the slices' uneven split aside)."""
+        import time
+
+        before = self.client.run(_user_system)
+        mine, t0 = time.process_time(), time.perf_counter()
+        vg()
+        wall, mine = time.perf_counter() - t0, time.process_time() - mine
+        after = self.client.run(_user_system)
+        spent = sorted(
+            ((after[w][0] - before[w][0], after[w][1] - before[w][1]) for w in before),
+            key=sum,
+            reverse=True,
+        )
+        total = sum(u + s for u, s in spent)
+        EinadClusterEngine.cpu_total[self.workers] = total
+        text = (
+            f"cpu: workers {', '.join(f'{u:.1f} + {s:.1f}' for u, s in spent)} s (user + system), "
+            f"client/scheduler/nannies {mine:.1f} s, in {wall:.1f} s"
+        )
+        one = EinadClusterEngine.cpu_total.get(1)
+        if self.workers > 1 and one:
+            text += f"; with a free core per worker {one / (total / len(spent)):.2f}x faster than 1"
+        return text
 
     def close(self):
         if self.client is not None:

@@ -10,13 +10,16 @@ run where the executor puts it.
 * **A** `dask.distributed.Client` (`run` on ``"dask"``): the data go to the
   workers in one ``scatter`` per call (broadcast to every worker: each holds one
   copy, and a lost worker's copy is not the last). One task computes what every
-  slice reads but no sliced index reaches (``prepare``: the hoisted steps); the
-  slices run as ``batch`` tasks of several slices each (`layout`); their partial
-  results are added on the workers by a binary tree of ``combine`` tasks,
-  submitted in depth-first order so that each sum runs, and frees its inputs, as
-  soon as both are there; a last ``finish`` task turns the sum into the result
-  (a sweep pulls the hoisted steps' cotangents back there). The caller gathers
-  that one result. dask reruns the tasks of a worker that dies; scattered data
+  slice reads but no sliced index reaches (``prepare``: the hoisted steps). Each
+  worker thread then runs a *chain* of ``batch`` tasks, each a contiguous run of
+  slices that it adds, in place, into the partial result the task before it
+  left (its ``carry``), so that a thread holds one partial result and never
+  sends one while the slices run; the caller hands the tasks out as the chains
+  finish them, largest first (`guided`), two in flight per chain. The chains'
+  partial results are added by a binary tree of ``combine`` tasks, and a last
+  ``finish`` task turns the sum into the result (a sweep pulls the hoisted steps'
+  cotangents back there). The caller gathers that one result. dask reruns the
+  tasks of a worker that dies (its chains from their start); scattered data
   survive on the other workers.
 * **Any** `concurrent.futures.Executor` (``"futures"``: a process pool, loky,
   ``mpi4py.futures``, a thread pool): such an executor cannot keep data on its
@@ -25,9 +28,9 @@ run where the executor puts it.
   workers' partial results as they arrive and finishes. ``prepare`` runs in the
   caller.
 
-`layout` is the batch rule; `Progress` the progress bar over slices (tqdm when
-installed, else one line on stderr); `in_slice` names the slice an exception
-came from; `cancelled` lets a task on a dask worker notice that its call was
+`layout` is the batch rule (`guided` the tasks' sizes); `Progress` the progress
+bar over slices (tqdm when installed, else one line on stderr); `in_slice` names
+the slice an exception came from; `cancelled` lets a task on a dask worker notice that its call was
 cancelled (Ctrl-C, or another task failed), so it stops at its next slice.
 
 dask and tqdm are optional: imported only when an executor or a bar needs them.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import os
+import queue
 import sys
 import threading
 import time
@@ -46,11 +50,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-TASKS_PER_THREAD = 4
-"""On a dask cluster, the slices are cut into up to this many tasks per worker thread: enough
-that a slow or lost worker leaves little work to redo or wait for, few enough that the
-overhead of a task (a few milliseconds) and its partial result (one value and one gradient
-per operand, summed on the workers) stay small."""
+SHARES_PER_THREAD = 2
+"""On a dask cluster, each task takes the slices not yet handed out divided by this many times
+the worker threads (at least one slice): large tasks first, few of them, then smaller and
+smaller ones, so that the threads finish together even when some run slower (guided
+self-scheduling). More shares: more, smaller tasks."""
 
 
 # -- executors ------------------------------------------------------------------------------
@@ -88,26 +92,49 @@ def name(executor: Any) -> str:
     return type(executor).__name__ if k else "threads"
 
 
+def worker_threads(executor: Any) -> list[int]:
+    """The threads of each worker of `executor`: a dask cluster's workers now (at least one
+    worker of one thread), else one entry per worker of a futures executor (its
+    ``num_workers`` or ``_max_workers``, else the cores), each of one thread."""
+    if kind(executor) == "dask":
+        return [max(1, int(t)) for t in executor.nthreads().values()] or [1]
+    for attr in ("num_workers", "_max_workers"):
+        n = getattr(executor, attr, None)
+        if isinstance(n, int) and n > 0:
+            return [1] * n
+    return [1] * (os.cpu_count() or 1)
+
+
 def threads(executor: Any) -> int:
     """How many slices `executor` can run at once: a dask cluster's worker threads now
     (at least 1), a futures executor's workers (its ``num_workers`` or ``_max_workers``,
     else the cores)."""
-    if kind(executor) == "dask":
-        total: int = sum(executor.nthreads().values())
-        return max(1, total)
-    for attr in ("num_workers", "_max_workers"):
-        n = getattr(executor, attr, None)
-        if isinstance(n, int) and n > 0:
-            return n
-    return os.cpu_count() or 1
+    return sum(worker_threads(executor))
+
+
+def guided(n_slices: int, chains: int, shares: int | None = None) -> list[int]:
+    """The sizes of the tasks, in the order they are handed out: each takes the slices left
+    divided by ``shares * chains`` (`SHARES_PER_THREAD`), at least one."""
+    k = max(1, (SHARES_PER_THREAD if shares is None else shares) * max(1, chains))
+    sizes, left = [], n_slices
+    while left > 0:
+        size = max(1, left // k)
+        sizes.append(size)
+        left -= size
+    return sizes
 
 
 @dataclass(frozen=True)
 class Layout:
     """How the slices of one call are cut into tasks.
 
-    Task i takes the slices ``i, i + tasks, i + 2 tasks, ...`` (slices of one index's
-    chunks differ in size by at most one row; taking every tasks-th spreads them evenly).
+    On a dask cluster (`where` ``"dask"``): each worker thread runs a *chain* of tasks, each
+    task adding its slices into the partial result the one before it left on that worker
+    (written in place), so that a thread holds one partial result and sends one; the tasks
+    are contiguous runs of slices handed out as the chains ask for them (`guided`); the
+    chains' results are summed by a binary tree of depth `depth`. On another executor: one
+    task per worker, task i taking the slices ``i, i + tasks, i + 2 tasks, ...``, summed by
+    the caller.
     """
 
     where: str  # "dask" or "futures"
@@ -115,46 +142,59 @@ class Layout:
     threads: int  # the slices the executor runs at once
     tasks: int
     batch: int  # the most slices in one task
-    depth: int  # the levels of the tree of sums (0: one task; "futures": summed in the caller)
+    depth: int  # the levels of the tree of sums (0: one chain; "futures": summed in the caller)
     name: str = "dask"  # the executor's kind: "dask", or its class name
+    chains: int = 1  # the partial results summed at the end: one per worker thread in use
+    per_worker: int = 1  # the most threads of one worker (each holds a slice and a partial result)
 
     def batches(self) -> list[range]:
-        """The slices of each task."""
+        """The slices of each task (on a dask cluster, in the order they are handed out)."""
+        if self.where == "dask":
+            out, start = [], 0
+            for size in guided(self.n_slices, self.chains):
+                out.append(range(start, start + size))
+                start += size
+            return out
         return [range(i, self.n_slices, self.tasks) for i in range(self.tasks)]
 
     def describe(self) -> str:
         """One line, as `einad.contract_path`'s report prints it."""
         plural = "s" if self.tasks != 1 else ""
-        where = (
-            f"a dask cluster of {self.threads} worker thread{'s' if self.threads != 1 else ''}"
-            if self.where == "dask"
-            else f"a {self.name} of {self.threads} worker{'s' if self.threads != 1 else ''}"
-        )
-        sums = (
-            f"partial results summed on the workers by a tree of depth {self.depth}"
-            if self.where == "dask"
-            else "partial results summed by the caller as they arrive"
-        )
+        if self.where == "dask":
+            where = f"a dask cluster of {self.threads} worker thread{'s' if self.threads != 1 else ''}"
+            sums = (
+                f"each thread adds its tasks into one partial result; the {self.chains} partial results "
+                f"summed on the workers by a tree of depth {self.depth}"
+            )
+        else:
+            where = f"a {self.name} of {self.threads} worker{'s' if self.threads != 1 else ''}"
+            sums = "partial results summed by the caller as they arrive"
         return f"slices run as {self.tasks} task{plural} of up to {self.batch} slices on {where}; {sums}"
 
 
-def layout(where: str, n_slices: int, threads: int, name: str = "") -> Layout:
-    """The batch rule. On a dask cluster of T worker threads: ``min(n_slices, 4 T)`` tasks
-    (`TASKS_PER_THREAD`), summed by a binary tree of depth ``ceil(log2(tasks))``. On any
-    other executor of W workers: ``min(n_slices, W)`` tasks, one per worker, each sent the
-    data once; the caller sums them."""
+def layout(where: str, n_slices: int, threads: int, name: str = "", per_worker: int = 1) -> Layout:
+    """The batch rule. On a dask cluster of T worker threads: ``C = min(n_slices, T)`` chains,
+    one per thread, fed tasks of `guided` sizes (each the slices left over ``2 C``,
+    `SHARES_PER_THREAD`); the C partial results summed by a binary tree of depth
+    ``ceil(log2(C))``. On any other executor of W workers: ``min(n_slices, W)`` tasks, one per
+    worker, each sent the data once; the caller sums them."""
     threads = max(1, threads)
-    per = TASKS_PER_THREAD if where == "dask" else 1
-    tasks = max(1, min(n_slices, per * threads))
-    depth = math.ceil(math.log2(tasks)) if where == "dask" and tasks > 1 else 0
-    return Layout(where, n_slices, threads, tasks, -(-n_slices // tasks), depth, name or where)
+    if where == "dask":
+        chains = max(1, min(n_slices, threads))
+        sizes = guided(n_slices, chains)
+        depth = math.ceil(math.log2(chains)) if chains > 1 else 0
+        largest = max(sizes, default=0)
+        return Layout(where, n_slices, threads, len(sizes), largest, depth, name or where, chains, per_worker)
+    tasks = max(1, min(n_slices, threads))
+    return Layout(where, n_slices, threads, tasks, -(-n_slices // tasks), 0, name or where, tasks, 1)
 
 
 def layout_for(executor: Any, n_slices: int) -> Layout:
     """`layout` for `executor` as it is now (a dask cluster's threads are counted per call)."""
     where = kind(executor)
     assert where is not None
-    return layout(where, n_slices, threads(executor), name(executor))
+    per = worker_threads(executor)
+    return layout(where, n_slices, sum(per), name(executor), max(per))
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -261,9 +301,12 @@ class Work:
     """The tasks of one sliced call, as picklable functions of the call's data `data`:
 
     * ``prepare(*data) -> shared`` (None: nothing to prepare; shared is None),
-    * ``batch(slices, shared, *data) -> partial`` (`slices`: a range of slice numbers),
-    * ``combine(a, b) -> partial`` (a new value; the inputs are not written),
-    * ``finish(total, shared, *data) -> result`` (None: the total is the result).
+    * ``batch(slices, shared, carry, *data) -> partial`` (`slices`: a range of slice numbers;
+      `carry`: None, or the partial result of the tasks before this one, which it adds into
+      and may write: nothing else reads it),
+    * ``combine(a, b) -> partial`` (the sum; it may write into `a`, read by nothing else),
+    * ``finish(total, shared, *data) -> result`` (None: the total is the result; it may
+      write into `total`).
     """
 
     prepare: Callable[..., Any] | None
@@ -300,7 +343,7 @@ def run(executor: Any, work: Work, data: Sequence[Any], n_slices: int, progress:
 
 def _run_futures(ex: cf.Executor, work: Work, data: list[Any], lay: Layout, bar: Progress) -> Any:
     shared = work.prepare(*data) if work.prepare is not None else None
-    futures = {ex.submit(work.batch, b, shared, *data): len(b) for b in lay.batches()}
+    futures = {ex.submit(work.batch, b, shared, None, *data): len(b) for b in lay.batches()}
     total: Any = None
     try:
         for f in cf.as_completed(futures):
@@ -317,71 +360,122 @@ def _run_futures(ex: cf.Executor, work: Work, data: list[Any], lay: Layout, bar:
     return total if work.finish is None else work.finish(total, shared, *data)
 
 
+class _Chain:
+    """The tasks of one worker thread: each adds into the partial result of the one before."""
+
+    __slots__ = ("tail", "where")
+
+    def __init__(self, where: str | None) -> None:
+        self.where = where  # the worker it prefers (None: any)
+        self.tail: Any = None  # the future of its last task
+
+
 def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progress) -> Any:
+    """The dask route: one chain of tasks per worker thread (`Layout`), two tasks in flight
+    per chain (the next one waits on the worker for the one running, so no thread waits for
+    the caller), fed from the guided sizes as the chains finish tasks; then the tree of sums
+    over the chains' partial results, the finishing task, and one gather."""
     token = uuid.uuid4().hex[:16]
-    pending: dict[Any, tuple[Any, int]] = {}  # batch futures not yet done, held for the progress bar
-    lock = threading.Lock()
+    finished: queue.SimpleQueue[Any] = queue.SimpleQueue()  # batch futures done (or failed)
+    sizes: dict[Any, int] = {}
+    draining = threading.Event()  # every batch submitted: the caller reads `finished` no more
+    root: Any = None
 
     def done(f: Any) -> None:
-        with lock:
-            held = pending.pop(f.key, None)
-        if held is not None:
-            if f.status == "finished":
-                bar.update(held[1])
-            f.release()  # its sum still reads it: the scheduler keeps it until then
+        if f.status == "finished":
+            bar.update(sizes.get(f.key, 0))
+        finished.put(f)
+        if draining.is_set() and f.key != root.key:
+            f.release()  # (held until now for the progress bar)
 
-    # The futures held: the data, the prepared values, the result, and the batches not yet
-    # done. The sums are not held: the scheduler keeps each until the next one has read it.
-    keep = list(client.scatter(data, broadcast=True, hash=False))
-    stored = list(keep)
+    # Every future of the call is in `held`, released when the call ends; a chain's earlier
+    # tasks are let go once the next one is submitted and they are done (the scheduler keeps
+    # each result until the task after it has read it), so that the cluster frees them.
+    held = list(client.scatter(data, broadcast=True, hash=False))
+    stored = list(held)
+    chains: list[_Chain] = []
     try:
         shared = None
         if work.prepare is not None:
             shared = client.submit(work.prepare, *stored, key=f"einad-prepare-{token}")
-            keep.append(shared)
-        batches = lay.batches()
+            held.append(shared)
+        places = [w for w, t in client.nthreads().items() for _ in range(max(1, int(t)))]
+        chains = [_Chain(places[c] if c < len(places) else None) for c in range(lay.chains)]
+        batches = iter(lay.batches())
+        of: dict[Any, _Chain] = {}
+
+        def feed(chain: _Chain) -> bool:
+            b = next(batches, None)
+            if b is None:
+                return False
+            where = {"workers": [chain.where], "allow_other_workers": True} if chain.where else {}
+            key = f"einad-slices-{token}-{len(sizes)}"
+            sizes[key] = len(b)
+            f = client.submit(work.batch, b, shared, chain.tail, *stored, key=key, **where)
+            held.append(f)
+            if chain.tail is not None and chain.tail.done():
+                chain.tail.release()  # (the new task holds it on the cluster)
+            chain.tail, of[key] = f, chain
+            f.add_done_callback(done)
+            return True
+
+        more = True
+        for _ in range(2):
+            for chain in chains:
+                more = more and feed(chain)
+        while more:
+            try:
+                f = finished.get(timeout=0.1)  # (a timeout: Ctrl-C interrupts it)
+            except queue.Empty:
+                continue
+            if f.status == "error":
+                f.result()  # raises the task's exception
+            chain = of.pop(f.key)
+            if f.key != chain.tail.key:
+                f.release()
+            more = feed(chain)
+        tails = [c.tail for c in chains if c.tail is not None]
 
         def tree(lo: int, hi: int) -> Any:
-            # depth first: each sum is submitted right after its two inputs, so it has a
-            # higher priority than the batches after it and runs as soon as they are done
             if hi - lo == 1:
-                f = client.submit(work.batch, batches[lo], shared, *stored, key=f"einad-slices-{token}-{lo}")
-                if lay.tasks > 1 or work.finish is not None:  # (else it is the result, held)
-                    with lock:
-                        pending[f.key] = (f, len(batches[lo]))
-                    f.add_done_callback(done)
-                return f
+                return tails[lo]
             mid = (lo + hi) // 2
-            return client.submit(
-                work.combine, tree(lo, mid), tree(mid, hi), key=f"einad-sum-{token}-{lo}-{hi}"
-            )
+            f = client.submit(work.combine, tree(lo, mid), tree(mid, hi), key=f"einad-sum-{token}-{lo}-{hi}")
+            held.append(f)
+            return f
 
-        root = tree(0, lay.tasks)
+        root = tree(0, len(tails))
         if work.finish is not None:
             root = client.submit(work.finish, root, shared, *stored, key=f"einad-finish-{token}")
-        keep.append(root)
+            held.append(root)
+        # Let go of the tasks' futures but the root's and those still running (`done` lets
+        # them go): the scheduler keeps what the tasks after them read, and can recompute
+        # them. The data and the prepared values are held to the end (a lost worker's tasks,
+        # rerun, read them; scattered data cannot be recomputed).
+        draining.set()
+        kept = {f.key for f in stored} | ({shared.key} if shared is not None else set())
+        for f in held:
+            if f.key != root.key and f.key not in kept and (f.done() or f.key not in sizes):
+                f.release()
         result = root.result()
     except BaseException as err:
-        _release(keep, pending, lock)
+        _release(held)
         if not isinstance(err, KeyboardInterrupt):  # Ctrl-C: out now; the tasks stop at their next slice
             _wait_forgotten(client, token, workers=True)
         raise
-    _release(keep, pending, lock)
+    _release(held)
     _wait_forgotten(client, token, workers=False)
     return result
 
 
-def _release(keep: list[Any], pending: dict[Any, tuple[Any, int]], lock: threading.Lock) -> None:
+def _release(held: list[Any]) -> None:
     """Let go of every future of a call. The scheduler then forgets its tasks (none is wanted
     any more), and tells the workers to drop those still running, which stop before their next
     slice (`cancelled`). (``Client.cancel`` would do the same, but dask asserts when a
     cancelled task's dependents are not held by the client, as the sums are not.)"""
-    with lock:
-        held = [f for f, _ in pending.values()]
-        pending.clear()
-    for f in keep + held:
+    for f in held:
         f.release()
-    keep.clear()
+    held.clear()
 
 
 def _keys_left(token: str, dask_scheduler: Any = None) -> int:

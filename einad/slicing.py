@@ -765,8 +765,13 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
         slice_forward_peak: What one slice of the forward holds at once, in elements
             (one thread's share of `forward_peak`).
         slice_gradient_peak: The same for one slice of the gradient.
-        partial_size: The elements of one task's partial result when the slices run as
-            tasks on an executor: every operand's gradient (and the value).
+        partial_size: The elements of one partial result when the slices run as tasks on
+            an executor: every operand's gradient, the cotangents of the hoisted values the
+            slices read, and the value.
+        data_size: The elements an executor's workers are sent once per call: the
+            operands and, for a gradient, the cotangent of the result.
+        hoisted_size: The elements of the values of the steps that no sliced letter
+            reaches (computed once per call, kept by every worker for a gradient).
         executor: Where `contract_path` was told the slices run (``"dask"``, the
             executor's class name), or None (the in-process thread pool).
         tasks: With an executor: the tasks the slices are cut into (`cluster.layout`);
@@ -776,6 +781,10 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
             tasks' partial results (0 for other executors, whose caller sums them).
         executor_threads: With an executor: the slices it runs at once (its worker
             threads).
+        worker_peak: With an executor: the most elements one worker holds during a
+            gradient, a bound: the data and the hoisted values, then per thread of the
+            worker one slice (`slice_gradient_peak`) and one partial result, or, summing
+            the partial results at the end, two of them (`set_layout`).
     """
 
     sliced_indices: tuple[str, ...]
@@ -792,11 +801,14 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
     slice_forward_peak: int
     slice_gradient_peak: int
     partial_size: int
+    data_size: int = 0
+    hoisted_size: int = 0
     executor: str | None = None
     tasks: int | None = None
     batch: int | None = None
     reduction_depth: int | None = None
     executor_threads: int | None = None
+    worker_peak: int | None = None
     _layout: Layout | None = None
 
     def set_layout(self, layout: Layout) -> None:
@@ -805,6 +817,12 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
         self.executor = layout.name
         self.tasks, self.batch = layout.tasks, layout.batch
         self.reduction_depth, self.executor_threads = layout.depth, layout.threads
+        # A thread adds its tasks' slices into one partial result, in place; a sum reads
+        # two partial results and writes into the first; a futures executor's worker runs
+        # one task (its caller sums).
+        slices = layout.per_worker * (self.slice_gradient_peak + self.partial_size)
+        sums = 2 * self.partial_size if layout.where == "dask" else 0
+        self.worker_peak = self.data_size + self.hoisted_size + max(slices, sums)
 
     def __repr__(self) -> str:
         return str(super().__repr__()) + "\n" + "\n".join(self.summary())
@@ -838,12 +856,19 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
         if self._layout is not None:
             lines.append(f"  {self._layout.describe()}")
             lines.append(
-                f"  each worker thread holds one slice (peak {self.slice_gradient_peak:,} elements in "
-                f"the gradient) and partial results of {self.partial_size:,} elements, besides the operands"
+                f"  a worker holds at most {self.worker_peak:,} elements in the gradient: the data "
+                f"({self.data_size:,}) and hoisted values ({self.hoisted_size:,}), and per thread one "
+                f"slice (peak {self.slice_gradient_peak:,}) and one partial result ({self.partial_size:,})"
             )
         elif self.sliced_indices and self.threads > 1:
             lines.append(f"  slices run on {self.threads} threads (peaks: one slice per thread)")
         return lines
+
+
+def _hoisted_read(s: Schedule) -> list[int]:
+    """The hoisted values the looped steps read (a sweep sums their cotangents per slice)."""
+    n = len(s.inputs)
+    return sorted({a for t in s.looped for a in s.steps[t].args if a >= n and a not in s.varies})
 
 
 def describe(
@@ -862,6 +887,7 @@ def describe(
     info: ContractionInfo = ContractionInfo.__new__(ContractionInfo)
     info.__dict__.update(base.__dict__)
     s = schedule(inputs, output, shapes, path, slices)
+    sizes_ = dict(s.sizes)
     costs = estimate(s, workers(s, memory_limit, False))
     info.gradient_peak = estimate(s, workers(s, memory_limit, True)).gradient_peak
     info.threads = workers(s, memory_limit, True)
@@ -873,7 +899,11 @@ def describe(
     info.slice_largest_intermediate = costs.largest
     info.slice_forward_peak = costs.slice_forward_peak
     info.slice_gradient_peak = costs.slice_gradient_peak
-    info.partial_size = sum(_prod(sh) for sh in shapes) + (output == "")
+    data = sum(_prod(sh) for sh in shapes)
+    read = sum(_prod(sizes_[c] for c in _spec_of(s, a)) for a in _hoisted_read(s))
+    info.partial_size = data + (output == "") + read
+    info.data_size = data + _prod(sizes_[c] for c in output)
+    info.hoisted_size = sum(_prod(sizes_[c] for c in s.steps[t].out) for t in s.hoisted)
     info.forward_flops = costs.forward_flops
     info.gradient_flops = costs.gradient_flops
     info.forward_peak = costs.forward_peak

@@ -300,7 +300,7 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
     monkeypatch.setattr(client, "submit", submit)
     ops = _ops([(6, 6, 6)] * 4)
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=client)
-    assert info.tasks == 8 and info.n_slices > info.tasks  # 4 per worker thread, batches of slices
+    assert info.tasks == len(cluster.guided(info.n_slices, 2)) and info.n_slices > info.tasks
     ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40, executor=client), argnums=(0, 1, 2, 3))(*ops)
     operands = sum(x.nbytes for x in ops)
     one = np.ones(()).nbytes  # the one-pass gradient's cotangent, 1
@@ -314,24 +314,176 @@ def test_operands_are_sent_once_per_call_not_once_per_task(client, monkeypatch):
     assert scattered == [sum(x.nbytes for x in three), cot.nbytes + sum(x.nbytes for x in three)]
 
 
+def _clear_transfer_logs(dask_worker=None):
+    dask_worker.transfer_incoming_log.clear()
+    dask_worker.transfer_outgoing_log.clear()
+
+
+def _transfers(dask_worker=None):
+    """The transfers of a call's results (keys ``einad-...``) a worker made: (incoming from
+    other workers, outgoing to anyone), each as (keys, bytes)."""
+
+    def ours(log):
+        return [
+            (sorted(str(k) for k in e["keys"]), e["total"])
+            for e in log
+            if any(str(k).startswith("einad-") for k in e["keys"])
+        ]
+
+    return ours(dask_worker.transfer_incoming_log), ours(dask_worker.transfer_outgoing_log)
+
+
+def test_each_worker_sends_one_partial_result(client):
+    """The partial results stay where they are made: each worker thread's tasks add into one
+    partial result on that worker, so one call moves one partial result from one worker to
+    the other (the one sum) and one to the caller, whatever the number of tasks; the tasks
+    are the layout's batches, one sum and one finishing task. (Summing the tasks' partial
+    results by a tree over the tasks, as before, moved several partial results between
+    the workers and ran a sum per task.)"""
+    ops = _ops([(8, 8, 8)] * 4, seed=9)
+    limit = 64
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=client)
+    assert info.tasks >= 8 and info.tasks == len(cluster.guided(info.n_slices, 2))
+    assert info.reduction_depth == 1
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=client)
+    client.run(_clear_transfer_logs)
+    with distributed.get_task_stream(client) as stream:
+        v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+    keys = [str(t["key"]) for t in stream.data if str(t["key"]).startswith("einad-")]
+    kinds = sorted({k.split("-")[1] for k in keys})
+    assert kinds == ["finish", "slices", "sum"]
+    assert [sum(k.startswith(f"einad-{x}-") for k in keys) for x in kinds] == [1, info.tasks, 1]
+    # every task of a chain ran on its worker: both workers worked, and each made one partial
+    assert len({t["worker"] for t in stream.data if "einad-slices" in str(t["key"])}) == 2
+    logs = client.run(_transfers)
+    partial = sum(x.nbytes for x in ops) + 8  # the four gradients and the value
+    incoming = [t for inc, _ in logs.values() for t in inc]
+    assert len(incoming) == 1 and incoming[0][0][0].startswith("einad-slices-")
+    assert partial <= incoming[0][1] < partial + 1024  # (dask weighs it by its arrays' bytes)
+    outgoing = [t for _, out in logs.values() for t in out]
+    assert sorted(keys[0].split("-")[1] for keys, _ in outgoing) == ["finish", "slices"]  # the result
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        _close(a, b)
+
+
+def _traced_peak():
+    import tracemalloc
+
+    return tracemalloc.get_traced_memory()[1]
+
+
+def test_a_workers_peak_is_within_the_reported_bound(client):
+    """tracemalloc in the worker processes during a value-and-gradient: the most a worker
+    held stays within ``info.worker_peak`` (data, one slice and one partial result per
+    thread, two partial results when summing), plus dask's own bookkeeping of the call's
+    messages and tasks (tens of kilobytes per task, whatever the arrays' sizes: under 1 MiB
+    here). Before, finished tasks' partial results piled up on a worker while it ran the
+    next tasks: 23 MB here, twice the bound."""
+    import tracemalloc
+
+    ops = _ops([(48, 48, 48)] * 4, seed=10)
+    limit = 55_296
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=client)
+    assert info.n_slices > 50 and info.partial_size * 8 > 3 * 2**20
+    f = ea.value_and_grad(
+        lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=client), argnums=(0, 1, 2, 3)
+    )
+    f(*ops)  # (the workers import and plan once)
+    client.run(tracemalloc.start)
+    try:
+        f(*ops)
+        peaks = client.run(_traced_peak)
+    finally:
+        client.run(tracemalloc.stop)
+    bookkeeping = 2 * 2**20
+    bound = info.data_size + max(info.slice_gradient_peak, info.partial_size) + info.partial_size
+    assert info.worker_peak == bound
+    for peak in peaks.values():
+        assert (info.data_size + info.partial_size) * 8 < peak <= info.worker_peak * 8 + bookkeeping
+
+
+_CHAIN = """
+import json, tracemalloc, numpy as np, einad as ea
+from einad import cluster, slicing
+from einad.rules import einsum as rules
+ops = [np.random.default_rng(i).standard_normal((24, 24, 24)) for i in range(4)]
+eq = "abc,ade,bdf,cef->"
+path, info = ea.contract_path(eq, *ops, memory_limit=2_000)
+s = slicing.schedule(
+    ("abc", "ade", "bdf", "cef"), "", ((24, 24, 24),) * 4, tuple(map(tuple, path)), tuple(info.slices.items())
+)
+batches = cluster.layout("dask", s.n_slices, 1).batches()
+one = np.ones(())
+rules._sweep_batch(s, (0, 1, 2, 3), True, range(s.n_slices), None, None, one, *ops)  # (caches)
+tracemalloc.start()
+carry, in_place = None, True
+for b in batches:
+    out = rules._sweep_batch(s, (0, 1, 2, 3), True, b, None, carry, one, *ops)
+    if carry is not None:
+        in_place &= all(out[0][k] is carry[0][k] for k in range(4)) and out[2] is carry[2]
+    carry = out
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+v, g = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs), argnums=(0, 1, 2, 3))(*ops)
+error = max(float(np.max(np.abs(carry[0][k] - g[k]))) for k in range(4)) + abs(float(carry[2] - v))
+print(json.dumps(dict(peak=peak, tasks=len(batches), in_place=in_place, error=error,
+                      slice=info.slice_gradient_peak, partial=info.partial_size)))
+"""
+
+
+def test_a_chain_of_tasks_adds_into_one_partial_result_within_the_bound():
+    """The tasks of one worker thread, run under tracemalloc (in a fresh process: this one
+    runs the module's cluster's scheduler, whose allocations tracemalloc would count): each
+    adds its slices into the partial result the task before it left (the same arrays,
+    written in place), and the most they hold besides the operands is one slice and one
+    partial result, as ``contract_path`` reports (`slice_gradient_peak` + `partial_size`, in
+    array elements; the Python objects of a task and its slices add tens of kilobytes)."""
+    import json
+
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    run = [sys.executable, "-c", _CHAIN]
+    out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["tasks"] >= 4 and r["in_place"] and r["error"] < 1e-9
+    assert r["partial"] * 8 < r["peak"] <= (r["slice"] + r["partial"]) * 8 + 64 * 1024
+
+
 def test_the_batch_rule():
+    """On dask: one chain per thread, tasks of the slices left over 2 x chains (guided), the
+    chains' partial results summed by a tree over the chains; elsewhere one task per worker."""
+    assert cluster.guided(100, 2) == [25, 18, 14, 10, 8, 6, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1]
     lay = cluster.layout("dask", 100, 2)
-    assert (lay.tasks, lay.batch, lay.depth) == (8, 13, 3)
-    assert sorted(i for b in lay.batches() for i in b) == list(range(100))
-    assert cluster.layout("dask", 5, 2).tasks == 5  # never more tasks than slices
-    assert cluster.layout("dask", 10_000, 16).depth == 6  # 64 tasks, summed in 6 levels
+    assert (lay.tasks, lay.batch, lay.chains, lay.depth) == (17, 25, 2, 1)
+    batches = lay.batches()
+    assert [len(b) for b in batches] == cluster.guided(100, 2)
+    assert [i for b in batches for i in b] == list(range(100))  # contiguous runs, in order
+    few = cluster.layout("dask", 3, 8)  # never more chains than slices
+    assert (few.tasks, few.chains, few.depth) == (3, 3, 2)
+    big = cluster.layout("dask", 10_000, 16)
+    assert (big.chains, big.depth) == (16, 4)  # 16 partial results, summed in 4 levels
+    assert len(cluster.guided(10_000, 16)) < 16 * 20  # tasks grow as chains x log(slices)
     futures = cluster.layout("futures", 100, 3)
     assert (futures.tasks, futures.batch, futures.depth) == (3, 34, 0)
+    assert sorted(i for b in futures.batches() for i in b) == list(range(100))
 
 
 def test_contract_path_reports_the_tasks(client, pool):
     ops = _ops([(6, 6, 6)] * 4)
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=client)
-    assert (info.executor, info.executor_threads, info.tasks, info.reduction_depth) == ("dask", 2, 8, 3)
-    assert info.batch == -(-info.n_slices // 8)
-    assert info.partial_size == 4 * 216 + 1
+    sizes = cluster.guided(info.n_slices, 2)
+    assert (info.executor, info.executor_threads, info.reduction_depth) == ("dask", 2, 1)
+    assert (info.tasks, info.batch) == (len(sizes), sizes[0])
+    assert info.partial_size == info.data_size == 4 * 216 + 1 and info.hoisted_size == 0
+    bound = info.data_size + max(info.slice_gradient_peak, info.partial_size) + info.partial_size
+    assert info.worker_peak == bound
     text = "\n".join(info.summary())
-    assert f"slices run as 8 tasks of up to {info.batch} slices on a dask cluster of 2 worker threads" in text
+    cut = f"slices run as {len(sizes)} tasks of up to {sizes[0]} slices on a dask cluster of 2 worker threads"
+    assert cut in text
+    assert f"a worker holds at most {info.worker_peak:,} elements" in text
     _, info = ea.contract_path(TETRA, *ops, memory_limit=40, executor=pool)
     assert (info.executor, info.tasks, info.reduction_depth) == ("ProcessPoolExecutor", 2, 0)
     assert "summed by the caller" in "\n".join(info.summary())

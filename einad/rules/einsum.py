@@ -784,47 +784,82 @@ def _each_slice(s: Schedule, slices: range, body: Callable[[dict[str, tuple[int,
             raise
 
 
-def _forward_batch(s: Schedule, slices: range, shared: dict[int, Any] | None, *arrays: Any) -> Any:
-    """A task of the forward: the sum of its slices, laid out as the result."""
+def _carried(carry: Any, like: Any, shape: Shape, dtype: np.dtype[Any]) -> tuple[Any, Any]:
+    """The buffer a task adds its slices into, and what is left of `carry` to add at the end.
+
+    `carry` is the partial result of the tasks before this one on its worker, or None. A
+    writable numpy array of the buffer's shape and dtype is adopted: the task adds into it in
+    place (it is the carry's only reader: `cluster.run`), so a worker holds one partial result
+    per thread, not one per task. Anything else (read-only, another library's array) is added
+    at the end instead (`_settle`).
+    """
+    if (
+        isinstance(carry, np.ndarray)
+        and carry.flags.writeable
+        and carry.shape == tuple(shape)
+        and carry.dtype == dtype
+        and xp_of(like) is np
+    ):
+        return carry, None
+    return _result_buffer(like, shape, dtype), carry
+
+
+def _settle(buf: Any, left: Any) -> Any:
+    """The array `buf` holds, plus what `_carried` left over."""
+    out = _total(buf)
+    return out if left is None else _plus_arrays(out, left)
+
+
+def _forward_batch(
+    s: Schedule, slices: range, shared: dict[int, Any] | None, carry: Any, *arrays: Any
+) -> Any:
+    """A task of the forward: the sum of its slices, laid out as the result, added to `carry`
+    (the partial result of the tasks before it, None for the first; written in place)."""
     vals = _values(arrays, shared)
     run = executor.runner(namespace(*arrays))
     sizes = dict(s.sizes)
     dtype = np.result_type(*(dtype_of(a) for a in arrays))
-    result = _result_buffer(arrays[0], tuple(sizes[c] for c in s.output), dtype)
+    result, left = _carried(carry, arrays[0], tuple(sizes[c] for c in s.output), dtype)
+    del carry
 
     def body(ranges: dict[str, tuple[int, int]]) -> None:
         _add_at(result, s.index(s.output, ranges), _forward_slice(s, arrays, vals, run, ranges))
 
     _each_slice(s, slices, body)
-    return _total(result)
+    return _settle(result, left)
 
 
 def _plus_arrays(a: Any, b: Any) -> Any:
-    """A new array: ``a + b`` (the tasks' inputs are never written)."""
+    """``a + b``, written into `a` when it is a writable numpy array that holds the sum (the
+    callers own `a`: a task's carry, or the first input of a sum, read by nothing else)."""
+    if (
+        isinstance(a, np.ndarray)
+        and a.flags.writeable
+        and isinstance(b, (np.ndarray, np.generic))
+        and a.shape == np.shape(b)
+        and np.result_type(a, b) == a.dtype
+    ):
+        a += b
+        return a
     return a + b
 
 
-class _Partial:
-    """What a task of a sweep returns: its slices' part of a scalar contraction's value
-    (`fused`; else None), of each gradient (`grads`, by operand) and of the cotangents of the
-    hoisted values the slices read (`acc`, by value id)."""
-
-    __slots__ = ("acc", "grads", "value")
-
-    def __init__(self, value: Any, grads: dict[int, Any], acc: dict[int, Any]) -> None:
-        self.value, self.grads, self.acc = value, grads, acc
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Partial, (self.value, self.grads, self.acc))
+_Partial: TypeAlias = tuple[dict[int, Any], dict[int, Any], Any]
+"""What a task of a sweep returns: its slices' part of each gradient (by operand), of the
+cotangents of the hoisted values the slices read (by value id), and of a scalar
+contraction's value (`fused`; else None). A plain tuple of dicts of arrays, gradients
+first, so that dask sends it array by array without pickling the arrays (its scheduler
+pickles with protocol 4, which copies the arrays into the pickle)."""
 
 
 def _plus_partials(a: _Partial, b: _Partial) -> _Partial:
-    """A new `_Partial`: the sum of two (the inputs are not written)."""
-    value = None if a.value is None else a.value + b.value
-    return _Partial(
-        value,
-        {k: a.grads[k] + b.grads[k] for k in a.grads},
-        {k: a.acc[k] + b.acc[k] for k in a.acc},
+    """The sum of two `_Partial`s, added into `a`'s arrays where they are writable numpy
+    arrays (`_plus_arrays`; `a` is read by nothing else)."""
+    (ga, acc_a, va), (gb, acc_b, vb) = a, b
+    return (
+        {k: _plus_arrays(ga[k], gb[k]) for k in ga},
+        {k: _plus_arrays(acc_a[k], acc_b[k]) for k in acc_a},
+        None if va is None else _plus_arrays(va, vb),
     )
 
 
@@ -834,19 +869,33 @@ def _sweep_batch(
     fused: bool,
     slices: range,
     shared: dict[int, Any] | None,
+    carry: _Partial | None,
     g: Any,
     *arrays: Any,
 ) -> _Partial:
-    """A task of a sweep: its slices' parts of the gradients (and of the value when `fused`)."""
+    """A task of a sweep: its slices' parts of the gradients (and of the value when `fused`),
+    added to `carry` (the partial result of the tasks before it, None for the first; its
+    arrays written in place)."""
     vals = _values(arrays, shared)
     dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
-    grads = {k: _result_buffer(g, tuple(arrays[k].shape), dt) for k in wrt}
+    carried: _Partial = carry if carry is not None else ({}, {}, None)
+    del carry
+    grads, left = {}, {}
+    for k in wrt:
+        grads[k], left[k] = _carried(carried[0].get(k), g, tuple(arrays[k].shape), dt)
     sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
+    acc_left = {}
+    for a in sw.acc:  # (the accumulators of the hoisted values' cotangents)
+        sw.acc[a], acc_left[a] = _carried(carried[1].get(a), g, tuple(vals[a].shape), dt)
+    value_left = None
+    if carried[2] is not None and fused:
+        sw.total, value_left = _carried(carried[2], sw.total, (), dt)
+    del carried
     _each_slice(s, slices, sw.slice)
-    return _Partial(
-        sw.total if fused else None,
-        {k: _total(b) for k, b in grads.items()},
-        {a: _total(b) for a, b in sw.acc.items()},
+    return (
+        {k: _settle(b, left[k]) for k, b in grads.items()},
+        {a: _settle(b, acc_left[a]) for a, b in sw.acc.items()},
+        _settle(sw.total, value_left) if fused else None,
     )
 
 
@@ -860,16 +909,21 @@ def _sweep_finish(
     *arrays: Any,
 ) -> _Partial:
     """The last task of a sweep: the summed cotangents of the hoisted values pulled back through
-    the hoisted steps, into (a copy of) the summed gradients."""
+    the hoisted steps, into the summed gradients (in place where `_carried` can: `total` is
+    read by nothing else)."""
     vals = _values(arrays, shared)
     dt = np.result_type(dtype_of(g), *(dtype_of(x) for x in arrays))
-    grads = {k: _result_buffer(g, tuple(arrays[k].shape), dt) for k in wrt}
+    summed, acc, value = total
+    del total
+    grads = {}
     for k in wrt:
-        _add_at(grads[k], (), total.grads[k])
+        grads[k], left = _carried(summed[k], g, tuple(arrays[k].shape), dt)
+        if left is not None:  # (another library's arrays: summed as one block)
+            _add_at(grads[k], (), left)
     sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
-    sw.acc = dict(total.acc)
+    sw.acc = dict(acc)
     sw.pull_hoisted()
-    return _Partial(total.value, {k: _total(b) for k, b in grads.items()}, {})
+    return ({k: _total(b) for k, b in grads.items()}, {}, value)
 
 
 class _Blocks:
@@ -1064,10 +1118,10 @@ def _sweep(
             _plus_partials,
             functools.partial(_sweep_finish, s, wrt, fused),
         )
-        total: _Partial = cluster.run(where, work, (g, *arrays), s.n_slices, progress)
-        for k, r in total.grads.items():
+        summed, _, value = cluster.run(where, work, (g, *arrays), s.n_slices, progress)
+        for k, r in summed.items():
             _add_at(grads[k], (), r)
-        return total.value
+        return value
     vals = _hoisted(s, arrays, keep_all=True)
     sw = _Sweep(s, g, arrays, vals, grads, fused, _add_lock)
     _over_slices(s, memory_limit, True, sw.slice, progress)

@@ -176,8 +176,9 @@ CLUSTER_ENGINES = ["einad-threads-2", "einad-cluster-1", "einad-cluster-2"]
 def test_quick_run_sliced_case_on_a_cluster(tmp_path_factory):
     """Issue 24: case 10 with its slices on two in-process threads and as tasks on LocalClusters
     of one and two worker processes, checked against manual; the rows' notes (a worker's peak,
-    the ratios the targets are about); and the cluster report: the overhead per task fitted, and
-    the tasks and the tree depth recorded on 1-16 workers as `einad.cluster.layout` predicts."""
+    the ratios the targets are about, where the CPU time went); and the cluster report: the
+    overhead per task fitted, and the tasks and the tree depth recorded on 1-16 workers as
+    `einad.cluster.layout` predicts."""
     options = ["--quick", "--threads", "1", "--cases", "10", "--cluster"]
     stdout, data = _run_suite(tmp_path_factory, [*options, "--engines", ",".join(CLUSTER_ENGINES)])
     assert data["errors"] == []
@@ -188,6 +189,7 @@ def test_quick_run_sliced_case_on_a_cluster(tmp_path_factory):
     for name in CLUSTER_ENGINES[1:]:
         detail = next(r["detail"] for r in data["rows"] if r["engine"] == name)
         assert detail.startswith("worker peak ") and "tasks of up to" in detail, detail
+        assert ", bound " in detail and "cpu: workers " in detail, detail
         assert "LocalCluster" in data["versions"][name]
     assert "vg/einad-cluster-1" in stdout and "vg/einad-threads-2" in stdout
     overhead = data["cluster"]["overhead"]
@@ -197,7 +199,8 @@ def test_quick_run_sliced_case_on_a_cluster(tmp_path_factory):
     assert [r["workers"] for r in simulated] == [1, 4, 16]  # --quick's clusters
     for r in simulated:
         assert (r["batches"], r["depth"]) == (r["predicted"][0], r["predicted"][2]), r
-        assert r["sums"] == r["batches"] - 1 and r["workers_used"] == r["workers"]
+        # one partial result per worker thread, summed by a tree over the workers
+        assert r["sums"] == r["predicted"][1] == r["workers"] - 1 and r["workers_used"] == r["workers"]
     assert "least squares:" in stdout and "tasks and reduction depth" in stdout
 
 
