@@ -43,13 +43,10 @@ from ..core import (
     enable_grad,
     no_grad,
     recording_backward,
-    residual_rules,
     strip,
-    structured_vjp_rules,
     traced,
     tracing,
     value_of,
-    vjp_rules,
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
@@ -686,7 +683,8 @@ def backward_pass(
                 raise _freed(prim.name)
             assert node.params is not None
             needed = [p is not None for p in parents]
-            rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
+            rule = prim.structured_vjp or prim.vjp
+            assert rule is not None  # (a reverse trace records no node of a primitive without one)
             vals, ans = (node.vals, node.ans) if record_in is None else _recorded(node, record_in, needed)
             contribs = rule(g, ans, vals, node.params, needed)
             if consume:
@@ -716,7 +714,7 @@ def _recorded(node: Node, trace: Trace, needed: list[bool]) -> tuple[Sequence[An
         v if p is None or isinstance(v, Meta) else _box(v, trace, p, None)
         for v, p in zip(node.vals, node.parents)
     ]
-    residual = residual_rules.get(node.prim)
+    residual = node.prim.residual
     if residual is not None:
         if any(isinstance(v, Meta) for v in vals):
             raise NotImplementedError(
