@@ -950,11 +950,7 @@ class Tensor:
         g = self._in_my_library(value)
         if tuple(g.shape) != self.shape:
             raise ValueError(f"a gradient of shape {tuple(g.shape)} for a tensor of shape {self.shape}")
-        xp = arrays.xp_of(g)
-        if xp is np:
-            self._grad = g.astype(self.dtype, copy=False)
-        else:
-            self._grad = xp.astype(g, arrays.lib_dtype(xp, self.dtype))
+        self._grad = arrays.cast(g, self.dtype)
 
     def _in_my_library(self, value: Any) -> Any:
         """`value` (a gradient or cotangent the user gives) as an array of this tensor's library.
