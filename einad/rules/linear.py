@@ -17,7 +17,7 @@ import opt_einsum as oe
 from .. import cluster
 from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
-from ..core import ArrayLike, Staged, Tensor, Value, bind
+from ..core import ArrayLike, Staged, Tensor, Value, bind, export
 from ..errors import EinsumError
 from ..slicing import check_limit
 from ..subscripts import (
@@ -288,12 +288,14 @@ def _triangle(x: ArrayLike, k: int, lower: bool, name: str) -> Tensor:
     return einsum("j,ij->ij" if len(shape) == 1 else "...ij,ij->...ij", x, mask)
 
 
+@export(numpy=np.tril)
 def tril(x: ArrayLike, k: int = 0) -> Tensor:
     """The lower triangle of the last two axes, zeros above the `k`-th diagonal (numpy.tril);
     linear, so differentiable in both modes to any order."""
     return _triangle(x, k, True, "tril")
 
 
+@export(numpy=np.triu)
 def triu(x: ArrayLike, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes, zeros below the `k`-th diagonal (numpy.triu);
     linear, so differentiable in both modes to any order."""
