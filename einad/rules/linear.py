@@ -17,7 +17,7 @@ import opt_einsum as oe
 from .. import cluster
 from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
-from ..core import ArrayLike, Staged, Tensor, Value, bind, export
+from ..core import ArrayLike, Staged, Tensor, Value, bind
 from ..errors import EinsumError
 from ..slicing import check_limit
 from ..subscripts import (
@@ -28,7 +28,6 @@ from ..subscripts import (
 from ..util import (
     dtype_of,
     integer,
-    lib_array,
     normalize_axes,
     normalize_axis,
     raw,
@@ -271,35 +270,6 @@ def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Seque
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return transpose(x, order)
-
-
-def _triangle(x: ArrayLike, k: int, lower: bool, name: str) -> Tensor:
-    """numpy's tril (`lower`) or triu of the last two axes: one einsum with a constant 0/1 mask,
-    so linear in `x` with no rule of its own (its transpose is itself). A 1-D `x` is the row
-    of a square matrix, as in numpy."""
-    x = to_operand(x)
-    shape = shape_of(x)
-    if not shape:
-        raise ValueError(f"{name} needs an array of at least one dimension, got a scalar")
-    k = integer(k, f"{name}: k")
-    n, m = (shape[-1], shape[-1]) if len(shape) == 1 else shape[-2:]
-    tri = np.tri(n, m, k if lower else k - 1, dtype=bool)
-    mask = lib_array(x, (tri if lower else ~tri).astype(dtype_of(x)))
-    return einsum("j,ij->ij" if len(shape) == 1 else "...ij,ij->...ij", x, mask)
-
-
-@export(numpy=np.tril)
-def tril(x: ArrayLike, k: int = 0) -> Tensor:
-    """The lower triangle of the last two axes, zeros above the `k`-th diagonal (numpy.tril);
-    linear, so differentiable in both modes to any order."""
-    return _triangle(x, k, True, "tril")
-
-
-@export(numpy=np.triu)
-def triu(x: ArrayLike, k: int = 0) -> Tensor:
-    """The upper triangle of the last two axes, zeros below the `k`-th diagonal (numpy.triu);
-    linear, so differentiable in both modes to any order."""
-    return _triangle(x, k, False, "triu")
 
 
 def _mismatch(what: str, sa: Shape, ia: int, sb: Shape, ib: int) -> EinsumError:
