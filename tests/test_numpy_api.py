@@ -91,6 +91,8 @@ DIFFERENTIABLE = {
     np.diagonal: lambda x: np.diagonal(x),
     np.transpose: lambda x: np.transpose(x),
     np.moveaxis: lambda x: np.moveaxis(x[None], 0, -1),
+    np.tril: lambda x: np.tril(x, -1),
+    np.triu: lambda x: np.triu(x, 1),
     np.swapaxes: lambda x: np.swapaxes(x, 0, 1),
     np.reshape: lambda x: np.reshape(x, (2, 6)),
     np.ravel: lambda x: np.ravel(x),

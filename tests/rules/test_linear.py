@@ -826,6 +826,7 @@ NOT_CONCERNED = {
         "angle",
     ),
     *("conj", "imag", "real"),
+    *("tril", "triu"),  # the last two axes always, an integer diagonal: their own tests below
     "IndexUpdate",  # the class behind x.at[...], not an operation
 }
 
@@ -868,3 +869,86 @@ FRONT = [
 def test_front_ends(lib, case):
     _, f, shapes = case
     vjp_all(lib, f, random_operands(shapes))
+
+
+# -- tril and triu: numpy's signatures, linear primitives added by the recipe of docs/design.md ----
+
+TRIANGLE_SHAPES = [(4,), (3, 3), (3, 5), (5, 2), (2, 3, 4), (1, 2, 3, 3)]
+
+
+@both_modes
+@pytest.mark.parametrize("shape", TRIANGLE_SHAPES)
+@pytest.mark.parametrize("k", [-2, 0, 1])
+def test_tril_and_triu_match_numpy_and_are_their_own_transposes(shape, k):
+    x = np.random.default_rng(len(shape) + k + 2).standard_normal(shape)
+    for ours, theirs in ((ea.tril, np.tril), (ea.triu, np.triu)):
+        assert_close(ours(x, k), theirs(x, k))
+        assert_close(ours(x, k=np.int64(k)), theirs(x, k))
+        # linear: the VJP of the cotangent g is the same triangle of g (of g's rows' sum for a 1-D x)
+        _, pull = ea.vjp(lambda a, f=ours: f(a, k), x)
+        g = np.random.default_rng(5).standard_normal(np.shape(theirs(x, k)))
+        (gx,) = pull(g)
+        expected = theirs(g, k) if len(shape) > 1 else theirs(g, k).sum(axis=0)
+        assert_close(gx, expected)
+        t = np.random.default_rng(6).standard_normal(shape)
+        assert_close(ea.jvp(lambda a, f=ours: f(a, k), (x,), (t,))[1], theirs(t, k))
+        assert ea.gradcheck(lambda a, f=ours: ea.sum(ea.sin(f(a, k))), x)
+
+
+def test_tril_and_triu_keep_dtypes_and_dispatch_from_numpy():
+    for dt in (np.int32, np.bool_, np.complex128, np.float32):
+        x = (np.arange(12).reshape(3, 4) % 3).astype(dt)
+        for ours, theirs in ((ea.tril, np.tril), (ea.triu, np.triu)):
+            r = ours(x, -1)
+            assert r.dtype == theirs(x, -1).dtype
+            np.testing.assert_array_equal(r.numpy(), theirs(x, -1))
+    t = ea.tensor(np.ones((3, 3)), requires_grad=True)
+    ea.sum(np.tril(t) * 2.0).backward()  # numpy's own function on a Tensor is einad's
+    assert_close(t.grad, 2.0 * np.tril(np.ones((3, 3))))
+
+
+def test_tril_and_triu_on_every_library(lib):
+    x = np.random.default_rng(1).standard_normal((2, 3, 3))
+    (xl,) = [lib.asarray(x)]
+    for ours, theirs in ((ea.tril, np.tril), (ea.triu, np.triu)):
+        assert_close(
+            lib.numpy(ours(xl, 1).numpy() if isinstance(ours(xl, 1), ea.Tensor) else ours(xl, 1)),
+            theirs(x, 1),
+        )
+        g = ea.grad(lambda a, f=ours: ea.sum(f(a) * f(a)))(xl)
+        assert lib.owns(g)
+        assert_close(lib.numpy(g), 2 * theirs(x))
+
+
+def test_tril_and_triu_errors():
+    with pytest.raises(ValueError, match="tril needs an array of at least one dimension"):
+        ea.tril(np.float64(1.0))
+    with pytest.raises(TypeError, match="triu: k"):
+        ea.triu(np.ones((2, 2)), 1.5)
+
+
+def test_tril_and_triu_are_declared_linear_primitives_one_equation_each():
+    """Each is one equation of its own in a program (no constant mask), its own transpose in
+    the derivative program, and declared: linear, a fresh result, batched along."""
+    from einad.rules.linear import tril_p, triu_p
+
+    for prim in (tril_p, triu_p):
+        assert prim.linear and prim.aliasing == "fresh" and prim.batch is ea.core.ride_along
+        assert prim.keep([True]) == ((False,), False)  # its VJP reads no value
+    x = np.random.default_rng(2).standard_normal((3, 4))
+    graph = ea.make_graph(ea.grad(lambda a: ea.sum(ea.triu(a, 1) * a)))(x)
+    assert str(graph).count("triu[k=1]") == 2 and not graph.consts, graph
+    jitted = ea.jit(lambda a: ea.tril(a, -1))
+    assert_close(jitted(x), np.tril(x, -1))
+    assert "copy(" not in jitted.lower(x).source  # a fresh result is handed over as it is
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_and_triu_under_vmap_are_a_loop_over_examples(k):
+    xs = np.random.default_rng(3).standard_normal((3, 2, 4))
+    v = np.random.default_rng(4).standard_normal((3, 4))
+    for ours, theirs in ((ea.tril, np.tril), (ea.triu, np.triu)):
+        assert_close(ea.vmap(lambda a, f=ours: f(a, k))(xs), np.stack([theirs(a, k) for a in xs]))
+        assert_close(ea.vmap(lambda a, f=ours: f(a, k))(v), np.stack([theirs(a, k) for a in v]))  # rows
+        jac = ea.jacfwd(lambda a, f=ours: f(a, k))(xs[0])
+        assert_close(jac.reshape(8, 8), np.diag(theirs(np.ones((2, 4)), k).ravel()))
