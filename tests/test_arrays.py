@@ -1,4 +1,5 @@
-"""einad.arrays on GPU devices: transformations on PyTorch CUDA tensors and CuPy arrays.
+"""einad.arrays on GPU devices: transformations on PyTorch CUDA tensors and CuPy arrays (and
+`arrays.cast`, the one cast of a gradient to its leaf's dtype, on every library).
 
 Gradients, Hessians, `.grad` and `ea.jit` results must be arrays of the inputs' library
 on the inputs' device. Skipped, with the reason, where there is no CUDA device or no CuPy.

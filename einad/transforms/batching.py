@@ -112,8 +112,8 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
     """Map `f` over an axis of its arguments, in one traced run (JAX's `vmap`).
 
     Batching an einsum is adding one letter to its subscripts, so a mapped
-    contraction is one contraction; every other primitive has a batching rule
-    too (a loop over the batch is the fallback for ones without).
+    contraction is one contraction; every other primitive declares its batching
+    rule too (a few declare a loop over the batch, which is always correct).
 
     Args:
         f: The function; its arguments and results may be pytrees of arrays.
