@@ -429,7 +429,9 @@ def test_declare_sets_each_attribute_the_tables_read_and_makes_a_structured_vjp_
     undeclared = (probe.jvp, probe.vjp, probe.keep, probe.batch, probe.residual, probe.lower, probe.aliasing)
     assert undeclared == (None,) * 7
     flags = ("zero_derivative", "linear", "elementwise", "commutative", "zero_at_zero", "accepts_out")
-    assert not any(getattr(probe, f) for f in (*flags, "program_only"))
+    assert all(getattr(probe, f) is False for f in (*flags, "program_only"))
+    with pytest.raises(ValueError, match="a primitive named 'probe' exists already: a program names"):
+        core.Primitive("probe", lambda x: x)
     declared = core.declare(
         probe,
         jvp=jvp,
@@ -467,9 +469,15 @@ def test_declare_sets_each_attribute_the_tables_read_and_makes_a_structured_vjp_
     assert core.vjp_rules[explicit] is dense_vjp
     for table in (core.jvp_rules, core.keep_rules, core.batch_rules, core.residual_rules, core.lower_rules):
         assert explicit not in table
-        with pytest.raises(KeyError):
+        with pytest.raises(KeyError) as missing:
             table[explicit]
+        assert missing.value.args == (explicit,)
     assert explicit not in core.zero_derivative and explicit in list(core.vjp_rules)
+    assert all(getattr(explicit, f) is False for f in (*flags, "program_only"))  # the defaults
+    # a table is keyed by primitives only: another object with the attribute is not in it
+    assert namedtuple("Impostor", "jvp")(jvp) not in core.jvp_rules
+    linear = core._Declared("linear")
+    assert probe in linear and explicit not in linear and core.primitives["einsum"] in linear
     assert explicit.result_aliasing({}, 1) == "fresh"
 
 
