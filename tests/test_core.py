@@ -536,3 +536,13 @@ def test_a_trace_takes_the_level_it_is_given_or_the_next_one():
     assert core.Trace(level=0).level == 0 and core.IMPERATIVE.level == 0
     a, b = core.Trace(), core.Trace()
     assert 0 < a.level < b.level
+
+
+def test_a_mapped_value_read_as_a_number_says_each_example_has_its_own():
+    message = (
+        r"^a value mapped by vmap \(<batch trace \d+>\) was read as a Python number \(bool, float, int, "
+        r"item\): each example has its own value. Write the choice with ea.where$"
+    )
+    for read in (float, int, bool, lambda x: x.item()):
+        with pytest.raises(ea.TracerError, match=message):
+            ea.vmap(read)(np.ones(2))
