@@ -16,6 +16,7 @@ from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
 from .flatten import ravel_pytree
 from .ops import ELEMENTWISE as _ELEMENTWISE
+from .ops import EXPORTED as _EXPORTED
 from .ops import (
     angle,
     broadcast_to,
@@ -49,8 +50,6 @@ from .ops import (
     tensordot,
     trace,
     transpose,
-    tril,
-    triu,
     var,
     where,
 )
@@ -66,6 +65,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp
 from .transforms.jit import Program, jit
 
 globals().update(_ELEMENTWISE)  # ea.exp, ea.add, ...: one per entry of the elementwise table
+globals().update(_EXPORTED)  # the operations a rules module exports itself (core.export)
 if TYPE_CHECKING:  # what type checkers see of them
 
     def __getattr__(name: str) -> Callable[..., Tensor]: ...
@@ -178,8 +178,6 @@ __all__ = [
     "tree_flatten",
     "tree_map",
     "tree_unflatten",
-    "tril",
-    "triu",
     "value_and_grad",
     "var",
     "vjp",
@@ -187,6 +185,7 @@ __all__ = [
     "where",
 ]
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
+__all__ += list(_EXPORTED)  # and those the rules modules export (core.export)
 # quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
 _autoray_backend.register(__all__)
 

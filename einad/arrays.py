@@ -143,6 +143,21 @@ def lib_dtype(xp: ModuleType, dtype: Any) -> Any:
     return found
 
 
+def cast(x: Any, dtype: np.dtype[Any]) -> Any:
+    """`x`, an array of any library, as the numpy-described `dtype`, in its library: `x` itself
+    when it has that dtype; of a complex `x` cast to a real dtype, the real part (the one cast of
+    a gradient or tangent to its leaf's dtype: a real leaf's gradient is real, as in JAX)."""
+    have = np_dtype(x.dtype)
+    if have == dtype:
+        return x
+    xp = xp_of(x)
+    if have.kind == "c" and dtype.kind != "c":
+        x = xp.real(x)
+    if xp is np:
+        return np.asarray(x).astype(dtype)
+    return xp.astype(x, lib_dtype(xp, dtype))
+
+
 def device(x: Any) -> Any:
     """The device an array lives on (None for numpy arrays and numbers)."""
     if isinstance(x, (np.ndarray, *_SCALARS)) or _compat is None:

@@ -11,10 +11,10 @@ again on the unboxed values (which reaches the next trace down), and boxes the
 result. Arguments from other traces pass through as constants, so the
 perturbations of two transformations never mix.
 
-Derivative rules live in tables keyed by the primitive object (`jvp_rules`,
-`vjp_rules`, `keep_rules`, `batch_rules`; `zero_derivative` lists the
-primitives whose derivative is zero by definition; `structured_vjp_rules` holds
-the VJPs that may hand the reverse pass a `Structured` cotangent). Rules are written with
+What einad knows of a primitive (its derivative and batching rules, its lowering, whether it
+is linear, elementwise, ..., whether its result may share an operand's memory) is declared
+once, by `declare` next to the primitive, and read from the primitive's attributes (`jvp_rules`
+and the other tables are read-only views of them). Rules are written with
 einad operations, so the derivative program is traced by any enclosing
 transformation like any other code. A primitive that has no rule for a mode
 raises `NotImplementedError` there, never a silent zero.
@@ -35,10 +35,10 @@ import math
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ContextDecorator, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -71,16 +71,73 @@ ResidualRule: TypeAlias = Callable[[Sequence[Any], Params, list[bool]], tuple[An
 """``residual(vals, params, needed)``: ``(out, saved)``, the result and what the VJP rule reads
 as `ans` (`needed`: which operands the reverse pass will ask a cotangent for)."""
 
+LowerRule: TypeAlias = Callable[[Params, Sequence[Shape]], Callable[..., Any]]
+"""``lower(params, shapes)``: the primitive as a function of its arrays, its plans made once."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+Aliasing: TypeAlias = Literal["fresh", "view", "may_view"]
+"""Whether a primitive's result shares memory with an operand: ``"fresh"`` (a new array of its
+own, shared with nothing), ``"view"`` (it shares an operand's memory: a reshape, a basic index,
+the identity) or ``"may_view"`` (it may, depending on the values or the library: numpy's
+``real`` of a real array is the array itself)."""
+ALIASING: tuple[Aliasing, ...] = ("fresh", "view", "may_view")
+
 
 class Primitive:
-    """A named operation with an implementation on arrays.
+    """A named operation with an implementation on arrays, and everything einad knows about it.
 
     ``impl(*arrays, **params)`` computes on plain arrays; arrays are positional,
-    static parameters (subscripts, axes, shapes) go by keyword. Its derivative
-    and batching rules are entries of the tables below, keyed by the primitive.
+    static parameters (subscripts, axes, shapes) go by keyword. What the
+    transformations, the passes and the code generator need to know of it is
+    entered once, by `declare`, next to the primitive in its rules module, and
+    read from these attributes (a primitive made but not declared has
+    ``aliasing`` None, which `tests/test_registry.py` refuses):
+
+    - ``jvp``, ``vjp``, ``structured_vjp``, ``keep``, ``residual``: its derivative rules
+      (`JVPRule`, `VJPRule`, `KeepRule`, `ResidualRule`), None where absent;
+      ``zero_derivative``: its derivative is zero wherever it exists (no rule needed).
+    - ``batch``: how `vmap` applies it (`BatchRule`), or `LOOP` (one call per example).
+    - ``lower``: ``lower(params, shapes)``, the function a compiled program calls (its plans
+      made once); None: `impl` with the params bound.
+    - ``aliasing``: an `Aliasing` kind, or a function ``(params, n_operands) -> kind``
+      (see `result_aliasing`).
+    - ``linear`` (in its array operands), ``elementwise`` (one scalar function of
+      broadcast operands), ``commutative`` (two operands that can be exchanged without
+      changing a bit of the result), ``zero_at_zero`` (f(0) == 0, so it maps a diagonal
+      to a diagonal), ``accepts_out`` (its numpy implementation takes ``out=``, as a ufunc),
+      ``program_only`` (it exists only inside compiled programs: no transformation sees it).
     """
 
-    __slots__ = ("impl", "name")
+    __slots__ = (
+        "accepts_out",
+        "aliasing",
+        "batch",
+        "commutative",
+        "elementwise",
+        "impl",
+        "jvp",
+        "keep",
+        "linear",
+        "lower",
+        "name",
+        "program_only",
+        "residual",
+        "structured_vjp",
+        "vjp",
+        "zero_at_zero",
+        "zero_derivative",
+    )
+
+    jvp: JVPRule | None
+    vjp: VJPRule | None
+    structured_vjp: VJPRule | None
+    keep: KeepRule | None
+    residual: ResidualRule | None
+    batch: BatchRule | None
+    lower: LowerRule | None
+    aliasing: Aliasing | Callable[[Params, int], Aliasing] | None
 
     def __init__(self, name: str, impl: Callable[..., Any]) -> None:
         if name in primitives:
@@ -89,82 +146,153 @@ class Primitive:
             )
         self.name = name
         self.impl = impl
+        self.jvp = self.vjp = self.structured_vjp = self.keep = self.residual = None
+        self.batch = self.lower = self.aliasing = None
+        self.zero_derivative = self.linear = self.elementwise = self.commutative = False
+        self.zero_at_zero = self.accepts_out = self.program_only = False
         primitives[name] = self
 
     def __repr__(self) -> str:
         return self.name
 
+    def result_aliasing(self, params: Params, n_operands: int) -> Aliasing:
+        """Whether this primitive's result, with these params and operands, may share their memory."""
+        kind = self.aliasing
+        if kind is None:
+            raise TypeError(f"the primitive {self.name!r} declares no aliasing kind (see core.declare)")
+        return kind if isinstance(kind, str) else kind(params, n_operands)
+
 
 primitives: dict[str, Primitive] = {}
 """Every primitive, by its name (unique: a program's listing names each equation by it)."""
-program_only: set[Primitive] = set()
-"""Primitives that exist only inside a compiled program, after the passes (a fused kernel's
-placeholder): no transformation ever sees one, so they declare no rule."""
 LOOP: BatchRule = cast("BatchRule", "loop")
 """The batching rule that says: `vmap` loops over the batch, one call per example (declared,
-so that the registry test tells a primitive without a rule from one that loops on purpose)."""
-jvp_rules: dict[Primitive, JVPRule] = {}
-"""``jvp(tangents, ans, vals, params)``: the output tangent (None for zero)."""
-vjp_rules: dict[Primitive, VJPRule] = {}
-"""``vjp(g, ans, vals, params, needed)``: one cotangent (or None) per operand."""
-keep_rules: dict[Primitive, KeepRule] = {}
-"""``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
-batch_rules: dict[Primitive, BatchRule] = {}
-"""How `vmap` applies a primitive to batched values (absent: a loop over the batch)."""
-residual_rules: dict[Primitive, ResidualRule] = {}
-"""How a reverse trace computes a primitive whose VJP reads values other than its result
-(`custom_vjp`'s residuals, a scalar sliced einsum's gradient made with its forward): instead
-of `bind`, ``residual(vals, params, needed) -> (out, saved)``,
-computed with einad operations on the unboxed values (so lower traces record them); the
-node keeps `saved` in place of the result, and only the operands' `Meta`."""
-lower_rules: dict[Primitive, Callable[[Params, Sequence[Shape]], Callable[..., Any]]] = {}
-"""``lower(params, shapes)``: the primitive as a function of its arrays, with its plans made
-once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
-zero_derivative: set[Primitive] = set()
-"""Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
+so that the registry test tells a primitive without a rule from one that loops on purpose).
+A batching rule may also return `NotImplemented` for a case it does not cover: that call loops."""
+
+
+def ride_along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """The batching rule of a primitive that maps over leading axes already (an elementwise op of
+    one operand, numpy.linalg's): the batch axis is one more of them."""
+    return bind(prim, vals, params)
+
+
 numpy_functions: dict[Any, Callable[..., Any]] = {}
 """numpy's functions and ufuncs on Tensors: ``np.sum`` (or ``np.add``, or ``(np.add, "reduce")``
 for a ufunc method) -> a function taking numpy's arguments and running einad's operation.
 Filled by `einad.numpy_api`; what is not here raises a TypeError naming it."""
+exported: dict[str, tuple[Callable[..., Any], Any]] = {}
+"""Public operations declared by their rules module with `export`: name -> (function, the numpy
+function that dispatches to it, or None). `einad.ops` exports each as ``einad.<name>`` and
+`einad.numpy_api` makes numpy's function run it, so a rules module adds an operation alone."""
 
 
-structured_vjp_rules: dict[Primitive, VJPRule] = {}
-"""VJPs that may return `Structured` cotangents; only the reverse pass (`backward_pass`) calls them.
-
-The same primitive's `vjp_rules` entry gives the same cotangents made dense.
-"""
-
-
-def rules(
+def declare(
     prim: Primitive,
     *,
+    aliasing: Aliasing | Callable[[Params, int], Aliasing],
     jvp: JVPRule | None = None,
     vjp: VJPRule | None = None,
     keep: KeepRule | None = None,
     batch: BatchRule | None = None,
     residual: ResidualRule | None = None,
     structured_vjp: VJPRule | None = None,
+    lower: LowerRule | None = None,
+    zero_derivative: bool = False,
+    linear: bool = False,
+    elementwise: bool = False,
+    commutative: bool = False,
+    zero_at_zero: bool = False,
+    accepts_out: bool = False,
+    program_only: bool = False,
 ) -> Primitive:
-    """Enter `prim`'s rules in the tables (the one way rules are registered).
+    """Declare what einad knows of `prim` (the one way it is said, once per primitive; see `Primitive`).
 
     A `structured_vjp` may return `Structured` cotangents; without a `vjp`, the
     plain VJP is that rule with its results made dense.
+
+    Raises:
+        ValueError: If `prim` was declared already, or `aliasing` is not an `Aliasing` kind
+            (or a function giving one).
     """
-    if structured_vjp is not None:
-        structured_vjp_rules[prim] = structured_vjp
-        if vjp is None:
-            vjp = _densified(structured_vjp)
-    if jvp is not None:
-        jvp_rules[prim] = jvp
-    if vjp is not None:
-        vjp_rules[prim] = vjp
-    if keep is not None:
-        keep_rules[prim] = keep
-    if batch is not None:
-        batch_rules[prim] = batch
-    if residual is not None:
-        residual_rules[prim] = residual
+    if prim.aliasing is not None:
+        raise ValueError(f"the primitive {prim.name!r} is declared already: one declaration per primitive")
+    if aliasing not in ALIASING and not callable(aliasing):
+        raise ValueError(f"aliasing is one of {', '.join(map(repr, ALIASING))}, got {aliasing!r}")
+    if structured_vjp is not None and vjp is None:
+        vjp = _densified(structured_vjp)
+    prim.aliasing = aliasing
+    prim.jvp, prim.vjp, prim.structured_vjp, prim.keep = jvp, vjp, structured_vjp, keep
+    prim.residual, prim.batch, prim.lower = residual, batch, lower
+    prim.zero_derivative, prim.linear, prim.elementwise = zero_derivative, linear, elementwise
+    prim.commutative, prim.zero_at_zero = commutative, zero_at_zero
+    prim.accepts_out, prim.program_only = accepts_out, program_only
     return prim
+
+
+def export(numpy: Any = None) -> Callable[[_F], _F]:
+    """Decorate a rules module's public operation: ``einad.<its name>``, and numpy's function
+    `numpy` (if given) dispatching to it on Tensors (see `exported`)."""
+
+    def register(fn: _F) -> _F:
+        name = fn.__name__
+        if name in exported:
+            raise ValueError(f"an operation named {name!r} is exported already")
+        exported[name] = (fn, numpy)
+        return fn
+
+    return register
+
+
+class _Declared(Mapping[Primitive, Any]):
+    """A read-only table of one declared attribute, keyed by primitive (the form rules had before
+    `declare`): the primitives of the registry for which the attribute is set."""
+
+    __slots__ = ("_attr",)
+
+    def __init__(self, attr: str) -> None:
+        self._attr = attr
+
+    def __getitem__(self, prim: Primitive) -> Any:
+        value = getattr(prim, self._attr, None) if type(prim) is Primitive else None
+        if value is None or value is False:
+            raise KeyError(prim)
+        return value
+
+    def __iter__(self) -> Iterator[Primitive]:
+        return (p for p in list(primitives.values()) if p in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+jvp_rules: Mapping[Primitive, JVPRule] = _Declared("jvp")
+"""``jvp(tangents, ans, vals, params)``: the output tangent (None for zero)."""
+vjp_rules: Mapping[Primitive, VJPRule] = _Declared("vjp")
+"""``vjp(g, ans, vals, params, needed)``: one cotangent (or None) per operand."""
+keep_rules: Mapping[Primitive, KeepRule] = _Declared("keep")
+"""``keep(needed)``: which operand values, and whether the result, the VJP reads (absent: all)."""
+batch_rules: Mapping[Primitive, BatchRule] = _Declared("batch")
+"""How `vmap` applies a primitive to batched values (`LOOP`: one call per example)."""
+residual_rules: Mapping[Primitive, ResidualRule] = _Declared("residual")
+"""How a reverse trace computes a primitive whose VJP reads values other than its result
+(`custom_vjp`'s residuals, a scalar sliced einsum's gradient made with its forward): instead
+of `bind`, ``residual(vals, params, needed) -> (out, saved)``,
+computed with einad operations on the unboxed values (so lower traces record them); the
+node keeps `saved` in place of the result, and only the operands' `Meta`."""
+lower_rules: Mapping[Primitive, LowerRule] = _Declared("lower")
+"""``lower(params, shapes)``: the primitive as a function of its arrays, with its plans made
+once (what `einad.jit`'s compiled programs call); absent: `impl` with the params bound."""
+structured_vjp_rules: Mapping[Primitive, VJPRule] = _Declared("structured_vjp")
+"""VJPs that may return `Structured` cotangents; only the reverse pass (`backward_pass`) calls them.
+
+The same primitive's `vjp_rules` entry gives the same cotangents made dense.
+"""
+zero_derivative: Mapping[Primitive, bool] = _Declared("zero_derivative")
+"""Primitives whose derivative is zero wherever it exists (comparisons, sign, floor, ...)."""
+program_only: Mapping[Primitive, bool] = _Declared("program_only")
+"""Primitives that exist only inside a compiled program, after the passes (a fused kernel's
+placeholder): no transformation ever sees one, so they declare no rule."""
 
 
 def _densified(rule: VJPRule) -> VJPRule:
@@ -375,17 +503,17 @@ class ReverseTrace(Trace):
                 needed.append(False)
             vals.append(v)
             nested = nested or type(v) is Tensor
-        residual = residual_rules.get(prim)
+        residual = prim.residual
         if residual is not None:
             out, saved = residual(vals, params, needed)
             kept = tuple(vals) if self.keeps_operands else tuple(Meta(v) for v in vals)
             return record(out, self, prim, params, tuple(parents), needed, kept, saved)
         out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
-        if prim not in vjp_rules:
-            if prim in zero_derivative or True not in needed:
+        if prim.vjp is None:
+            if prim.zero_derivative or True not in needed:
                 return out
             raise _no_rule(prim, "reverse-mode (VJP)")
-        keep = keep_rules.get(prim)
+        keep = prim.keep
         keep_vals, keep_ans = (None, True) if keep is None else keep(needed)
         return record(out, self, prim, params, tuple(parents), needed, vals, out, keep_vals, keep_ans)
 
@@ -411,9 +539,9 @@ class ForwardTrace(Trace):
                 tangents.append(None)
                 nested = nested or type(a) is Tensor
         out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
-        rule = jvp_rules.get(prim)
+        rule = prim.jvp
         if rule is None:
-            if prim in zero_derivative or all(t is None for t in tangents):
+            if prim.zero_derivative or all(t is None for t in tangents):
                 return out
             raise _no_rule(prim, "forward-mode (JVP)")
         with QuietRules():
@@ -890,11 +1018,7 @@ class Tensor:
         g = self._in_my_library(value)
         if tuple(g.shape) != self.shape:
             raise ValueError(f"a gradient of shape {tuple(g.shape)} for a tensor of shape {self.shape}")
-        xp = arrays.xp_of(g)
-        if xp is np:
-            self._grad = g.astype(self.dtype, copy=False)
-        else:
-            self._grad = xp.astype(g, arrays.lib_dtype(xp, self.dtype))
+        self._grad = arrays.cast(g, self.dtype)
 
     def _in_my_library(self, value: Any) -> Any:
         """`value` (a gradient or cotangent the user gives) as an array of this tensor's library.

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import ops
 from .aliases import Axis
-from .core import ArrayLike, Tensor, _unbox_bool, numpy_functions
+from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
 from .rules import indexing, reductions
 from .rules.elementwise import PREDICATES
 from .util import dtype_of, shape_of
@@ -290,8 +290,6 @@ _FUNCTIONS: dict[Function, Function] = {
     np.diagonal: ops.diagonal,
     np.transpose: ops.transpose,
     np.moveaxis: ops.moveaxis,
-    np.tril: ops.tril,
-    np.triu: ops.triu,
     np.swapaxes: _swap,
     np.reshape: _reshape,
     np.ravel: _ravel,
@@ -335,3 +333,6 @@ _FUNCTIONS: dict[Function, Function] = {
 }
 for _func, _impl in _FUNCTIONS.items():
     _function(_func, _impl)
+for _impl, _func in exported.values():  # what a rules module exports with numpy's function
+    if _func is not None:
+        _function(_func, _impl)

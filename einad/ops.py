@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind
+from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind, exported
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.indexing import argmax, argmin, argsort
@@ -26,8 +26,6 @@ from .rules.linear import (
     tensordot,
     trace,
     transpose,
-    tril,
-    triu,
 )
 from .rules.reductions import (
     clip,
@@ -138,12 +136,15 @@ __all__ = [
     "tensordot",
     "trace",
     "transpose",
-    "tril",
-    "triu",
     "var",
     "where",
 ]
 __all__ += list(ELEMENTWISE)
+
+# The operations a rules module exports itself (`core.export`): each is ``einad.<name>`` too.
+EXPORTED: dict[str, Callable[..., Tensor]] = {name: fn for name, (fn, _) in exported.items()}
+globals().update(EXPORTED)
+__all__ += list(EXPORTED)
 
 
 # -- Tensor's methods -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""einad.arrays on GPU devices: transformations on PyTorch CUDA tensors and CuPy arrays.
+"""einad.arrays on GPU devices: transformations on PyTorch CUDA tensors and CuPy arrays (and
+`arrays.cast`, the one cast of a gradient to its leaf's dtype, on every library).
 
 Gradients, Hessians, `.grad` and `ea.jit` results must be arrays of the inputs' library
 on the inputs' device. Skipped, with the reason, where there is no CUDA device or no CuPy.
@@ -140,3 +141,30 @@ def test_complex_network_gradients_on_the_device(where, memory_limit):
         for g, e in zip(gs, grads):
             assert device(g) == device(on_device[0])
             assert_close(to_numpy(g), e)
+
+
+def test_cast_is_the_one_cast_of_a_gradient_to_its_leafs_dtype(lib):
+    """`arrays.cast`, what `grad`, `.grad` and a tangent's check cast with: the array itself when
+    it has the dtype, else an array of its library in the dtype; a complex value cast to a real
+    dtype keeps its real part (a real leaf's gradient is real)."""
+    from einad.arrays import cast, np_dtype
+
+    z = np.array([[1.5 + 2.0j, -0.25 - 1.0j]])
+    x = lib.asarray(z.real)
+    assert cast(x, np.dtype(np.float64)) is x
+    for source, want in ((x, z.real), (lib.asarray(z), z.real)):
+        got = cast(source, np.dtype(np.float32))
+        assert type(got) is type(x) and np_dtype(got.dtype) == np.float32
+        np.testing.assert_array_equal(to_numpy(got), want.astype(np.float32))
+    to_complex = cast(x, np.dtype(np.complex128))
+    assert np_dtype(to_complex.dtype) == np.complex128
+    np.testing.assert_array_equal(to_numpy(to_complex), z.real)
+    # through the three callers: grad of a real leaf through complex values, .grad, a tangent
+    w = ea.tensor(lib.asarray(z.real.astype(np.float32)), requires_grad=True)
+    w.grad = lib.asarray(np.array([[1.0, 2.0]]))
+    assert type(w.grad) is type(x) and np_dtype(w.grad.dtype) == np.float32
+    g = ea.grad(lambda v: ea.sum(ea.real(ea.exp(1j * v))))(x)
+    assert type(g) is type(x) and np_dtype(g.dtype) == np.float64
+    assert_close(to_numpy(g), -np.sin(z.real))
+    _, t = ea.jvp(lambda v: v * 2.0, (lib.asarray(z.real.astype(np.float32)),), (x,))
+    assert np_dtype(t.dtype) == np.float32

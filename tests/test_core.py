@@ -21,7 +21,6 @@ import pytest
 import einad as ea
 from einad import core
 from einad.core import Structured
-from tests.support.checks import drop_rules
 
 # -- repr ---------------------------------------------------------------------------------------
 
@@ -395,10 +394,11 @@ def test_a_tensor_built_directly_is_a_constant_unless_asked():
     assert ea.Tensor([1.0, 2.0], requires_grad=True).requires_grad
 
 
-# -- rule registration ----------------------------------------------------------------------------
-# `core.rules` is the one way a primitive's rules enter the tables (docs/design.md, "How a rule is
-# registered"); it is called at import for einad's own primitives, so a test registers one of its
-# own to see each table filled, and a structured VJP made dense for `vjp_rules`.
+# -- declarations ----------------------------------------------------------------------------------
+# `core.declare` is the one way what einad knows of a primitive is said (docs/design.md, "How a
+# primitive is declared"); it is called at import for einad's own primitives, so a test declares
+# one of its own to see each attribute set, the tables read from them, and a structured VJP made
+# dense.
 
 
 class _Doubled(Structured):
@@ -417,33 +417,97 @@ def _structured_vjp(g, ans, vals, params, needed):
     return [_Doubled(g * params["k"] + vals[0] * ans) if needed[0] else None]
 
 
-def test_rules_enters_each_rule_in_its_table_and_makes_a_structured_vjp_dense():
+def test_declare_sets_each_attribute_the_tables_read_and_makes_a_structured_vjp_dense():
     jvp = lambda tangents, ans, vals, params: tangents[0]
     keep = lambda needed: (needed, False)
     batch = lambda *args: None
     residual = lambda *args: None
+    lower = lambda params, shapes: None
     probe = core.Primitive("probe", lambda x, k: x)
     explicit = core.Primitive("probe_explicit", lambda x, k: x)
     dense_vjp = lambda g, ans, vals, params, needed: [g]
+    undeclared = (probe.jvp, probe.vjp, probe.keep, probe.batch, probe.residual, probe.lower, probe.aliasing)
+    assert undeclared == (None,) * 7
+    flags = ("zero_derivative", "linear", "elementwise", "commutative", "zero_at_zero", "accepts_out")
+    assert all(getattr(probe, f) is False for f in (*flags, "program_only"))
+    with pytest.raises(ValueError, match="a primitive named 'probe' exists already: a program names"):
+        core.Primitive("probe", lambda x: x)
+    declared = core.declare(
+        probe,
+        jvp=jvp,
+        keep=keep,
+        batch=batch,
+        residual=residual,
+        structured_vjp=_structured_vjp,
+        lower=lower,
+        aliasing="view",
+        **dict.fromkeys(flags, True),
+    )
+    assert declared is probe
+    assert (probe.jvp, probe.keep, probe.batch, probe.residual, probe.lower) == (
+        jvp,
+        keep,
+        batch,
+        residual,
+        lower,
+    )
+    assert probe.structured_vjp is _structured_vjp and probe.aliasing == "view"
+    assert all(getattr(probe, f) is True for f in flags) and probe.program_only is False
+    # the tables are read-only views of the declarations
+    assert core.structured_vjp_rules[probe] is _structured_vjp and core.lower_rules[probe] is lower
+    assert core.jvp_rules[probe] is jvp and core.keep_rules[probe] is keep
+    assert core.batch_rules[probe] is batch and core.residual_rules[probe] is residual
+    assert probe in core.zero_derivative and probe not in core.program_only
+    assert probe in list(core.jvp_rules) and len(core.jvp_rules) == len(list(core.jvp_rules))
+    assert not hasattr(core.jvp_rules, "__setitem__") and "probe" not in core.jvp_rules
+    g, ans, x = np.array([1.0, 2.0]), np.array([3.0, 5.0]), np.array([7.0, 11.0])
+    (c,) = core.vjp_rules[probe](g, ans, [x], {"k": 10.0}, [True])
+    np.testing.assert_array_equal(c, 2 * (10.0 * g + x * ans))  # dense, from every argument
+    assert probe.vjp(g, ans, [x], {"k": 10.0}, [False]) == [None]
+    # a primitive with both keeps its own plain VJP, and declares nothing it was not given
+    core.declare(explicit, vjp=dense_vjp, structured_vjp=_structured_vjp, aliasing="fresh")
+    assert core.vjp_rules[explicit] is dense_vjp
+    for table in (core.jvp_rules, core.keep_rules, core.batch_rules, core.residual_rules, core.lower_rules):
+        assert explicit not in table
+        with pytest.raises(KeyError) as missing:
+            table[explicit]
+        assert missing.value.args == (explicit,)
+    assert explicit not in core.zero_derivative and explicit in list(core.vjp_rules)
+    assert all(getattr(explicit, f) is False for f in (*flags, "program_only"))  # the defaults
+    # a table is keyed by primitives only: another object with the attribute is not in it
+    assert namedtuple("Impostor", "jvp")(jvp) not in core.jvp_rules
+    linear = core._Declared("linear")
+    assert probe in linear and explicit not in linear and core.primitives["einsum"] in linear
+    assert explicit.result_aliasing({}, 1) == "fresh"
+
+
+def test_declare_refuses_a_second_declaration_and_an_unknown_aliasing_kind():
+    probe = core.Primitive("probe_twice", lambda x: x)
+    with pytest.raises(ValueError, match="aliasing is one of 'fresh', 'view', 'may_view', got 'copy'"):
+        core.declare(probe, aliasing="copy")
+    assert probe.aliasing is None  # nothing was declared
+    with pytest.raises(TypeError, match="the primitive 'probe_twice' declares no aliasing kind"):
+        probe.result_aliasing({}, 1)
+    core.declare(probe, aliasing=lambda params, n: "fresh" if params["copy"] else "view")
+    assert probe.result_aliasing({"copy": True}, 1) == "fresh"
+    assert probe.result_aliasing({"copy": False}, 1) == "view"
+    with pytest.raises(ValueError, match="the primitive 'probe_twice' is declared already"):
+        core.declare(probe, aliasing="fresh")
+    assert probe.result_aliasing({"copy": False}, 1) == "view"  # the first declaration stands
+
+
+def test_export_names_an_operation_once():
+    def probe_op(x):
+        return x
+
     try:
-        registered = core.rules(
-            probe, jvp=jvp, keep=keep, batch=batch, residual=residual, structured_vjp=_structured_vjp
-        )
-        assert registered is probe
-        assert core.structured_vjp_rules[probe] is _structured_vjp
-        assert core.jvp_rules[probe] is jvp and core.keep_rules[probe] is keep
-        assert core.batch_rules[probe] is batch and core.residual_rules[probe] is residual
-        g, ans, x = np.array([1.0, 2.0]), np.array([3.0, 5.0]), np.array([7.0, 11.0])
-        (c,) = core.vjp_rules[probe](g, ans, [x], {"k": 10.0}, [True])
-        np.testing.assert_array_equal(c, 2 * (10.0 * g + x * ans))  # dense, from every argument
-        assert core.vjp_rules[probe](g, ans, [x], {"k": 10.0}, [False]) == [None]
-        # a primitive with both keeps its own plain VJP, and registers nothing it was not given
-        core.rules(explicit, vjp=dense_vjp, structured_vjp=_structured_vjp)
-        assert core.vjp_rules[explicit] is dense_vjp
-        assert all(explicit not in t for t in (core.jvp_rules, core.keep_rules, core.batch_rules))
-        assert explicit not in core.residual_rules
+        assert core.export(numpy=np.fix)(probe_op) is probe_op
+        assert core.exported["probe_op"] == (probe_op, np.fix)
+        with pytest.raises(ValueError, match="an operation named 'probe_op' is exported already"):
+            core.export()(probe_op)
+        assert core.exported["probe_op"] == (probe_op, np.fix)
     finally:
-        drop_rules(probe, explicit)
+        core.exported.pop("probe_op", None)
 
 
 def test_as_array_converts_keeps_the_library_and_copies_only_when_asked(lib):
@@ -472,3 +536,13 @@ def test_a_trace_takes_the_level_it_is_given_or_the_next_one():
     assert core.Trace(level=0).level == 0 and core.IMPERATIVE.level == 0
     a, b = core.Trace(), core.Trace()
     assert 0 < a.level < b.level
+
+
+def test_a_mapped_value_read_as_a_number_says_each_example_has_its_own():
+    message = (
+        r"^a value mapped by vmap \(<batch trace \d+>\) was read as a Python number \(bool, float, int, "
+        r"item\): each example has its own value. Write the choice with ea.where$"
+    )
+    for read in (float, int, bool, lambda x: x.item()):
+        with pytest.raises(ea.TracerError, match=message):
+            ea.vmap(read)(np.ones(2))

@@ -26,22 +26,75 @@ def test_primitives_are_registered_once_by_a_unique_name():
         core.Primitive("einsum", lambda x: x)
 
 
-def test_every_primitive_has_a_rule_for_each_mode():
+def _undeclared(prims):
+    """What the registry test refuses, per primitive: a mode without a rule (an explicit zero
+    derivative or `core.LOOP` counts as one), or no aliasing kind."""
     missing = []
-    for p in _all():
-        if p in core.program_only:  # inside compiled programs only (a fused kernel's placeholder)
+    for p in prims:
+        if p.aliasing is None:
+            missing.append(f"{p.name}: no aliasing kind (fresh, view or may_view)")
+        elif p.aliasing not in core.ALIASING and not callable(p.aliasing):
+            missing.append(f"{p.name}: aliasing {p.aliasing!r}")
+        if p.program_only:  # inside compiled programs only (a fused kernel's placeholder)
             continue
-        if p not in core.jvp_rules and p not in core.zero_derivative:
+        if p.jvp is None and not p.zero_derivative:
             missing.append(f"{p.name}: forward mode")
-        if p not in core.vjp_rules and p not in core.zero_derivative and p not in core.residual_rules:
+        if p.vjp is None and not p.zero_derivative and p.residual is None:
             missing.append(f"{p.name}: reverse mode")
-        if p not in core.batch_rules:
+        if p.batch is None:
             missing.append(f"{p.name}: batching (a rule, or core.LOOP)")
-    assert missing == []
+    return missing
 
 
-def test_only_the_fused_placeholder_lives_in_programs_alone():
-    assert sorted(p.name for p in core.program_only) == ["fused"]
+def test_every_primitive_declares_a_rule_for_each_mode_and_an_aliasing_kind():
+    assert _undeclared(_all()) == []
+
+
+def test_the_registry_test_refuses_a_primitive_missing_a_mode_or_an_aliasing_kind():
+    bare = core.Primitive("bare", lambda x: x)
+    assert _undeclared([bare]) == [
+        "bare: no aliasing kind (fresh, view or may_view)",
+        "bare: forward mode",
+        "bare: reverse mode",
+        "bare: batching (a rule, or core.LOOP)",
+    ]
+    half = core.declare(core.Primitive("half", np.sin), vjp=lambda g, a, v, p, n: [g], aliasing="fresh")
+    assert _undeclared([half]) == ["half: forward mode", "half: batching (a rule, or core.LOOP)"]
+    said = core.Primitive("said", np.sign)
+    core.declare(said, zero_derivative=True, batch=core.LOOP, aliasing="fresh")
+    assert _undeclared([said]) == []
+    assert _undeclared(_all()) == _undeclared([bare, half])  # (both registered: the walk finds them)
+
+
+def test_the_tables_are_views_of_the_declarations():
+    prims = _all()
+    assert set(core.jvp_rules) == {p for p in prims if p.jvp is not None}
+    assert set(core.batch_rules) == {p for p in prims if p.batch is not None}
+    assert set(core.zero_derivative) == {p for p in prims if p.zero_derivative}
+    assert all(core.vjp_rules[p] is p.vjp for p in core.vjp_rules)
+    with pytest.raises(TypeError):
+        core.vjp_rules[core.primitives["exp"]] = None  # read-only: declare() is the one way in
+
+
+def test_the_passes_properties_are_declared_with_the_elementwise_table():
+    from einad.rules import elementwise
+
+    elementwise_prims = {p.name for p in _all() if p.elementwise}
+    assert elementwise_prims == set(elementwise.PRIMITIVES) | {"where"}
+    assert {p.name for p in _all() if p.commutative} == {"add", "multiply", "equal", "not_equal"}
+    assert {p.name for p in _all() if p.zero_at_zero} == set(elementwise.ZERO_AT_ZERO)
+    zero = np.zeros(3)
+    for name in elementwise.ZERO_AT_ZERO:  # f(0) == 0, as declared
+        assert not np.any(core.primitives[name].impl(zero)), name
+    for p in _all():
+        if p.accepts_out:  # a buffer of the result's shape and dtype is written and returned
+            x = np.linspace(0.1, 0.9, 3)
+            args = (x,) if p.batch is core.ride_along else (x, x)
+            with np.errstate(all="ignore"):  # (arccosh is nan below 1: the same nan either way)
+                want = p.impl(*args)
+                buf = np.empty_like(want)
+                assert p.impl(*args, out=buf) is buf, p.name
+            np.testing.assert_array_equal(buf, want, err_msg=p.name)
 
 
 def test_the_declared_loops_are_the_ones_vmap_runs_per_example():

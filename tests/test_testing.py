@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad.core import Primitive, bind, rules
+from einad.core import Primitive, bind, declare
 from einad.util import wrap
 from tests.support.functions import LW, X3, Y3, g_xy, lib_arrays, logistic_loss
 from tests.support.numerics import assert_close
@@ -103,8 +103,9 @@ def test_gradcheck_holds_integer_arguments_fixed():
 def _wrong_jvp_square():
     """square with a correct VJP and a JVP off by a factor 2: only forward mode is wrong."""
     prim = Primitive("bad_square", np.square)
-    rules(
+    declare(
         prim,
+        aliasing="fresh",
         vjp=lambda g, ans, vals, p, needed: [g * 2 * vals[0]],
         jvp=lambda ts, ans, vals, p: ts[0] * 4 * vals[0],
     )
@@ -114,8 +115,9 @@ def _wrong_jvp_square():
 def _wrong_vjp_square():
     """square with a correct JVP and a VJP off by a factor 2: only reverse mode is wrong."""
     prim = Primitive("bad_square_vjp", np.square)
-    rules(
+    declare(
         prim,
+        aliasing="fresh",
         vjp=lambda g, ans, vals, p, needed: [g * vals[0]],
         jvp=lambda ts, ans, vals, p: ts[0] * 2 * vals[0],
     )
@@ -141,8 +143,9 @@ def test_gradcheck_names_the_mode(mode, make):
 def _exp_with(vjp_factor):
     """exp whose JVP is right and whose VJP multiplies the cotangent by vjp_factor(ans)."""
     prim = Primitive(f"test_exp_{len(ea.core.primitives)}", np.exp)  # a fresh name per rule
-    rules(
+    declare(
         prim,
+        aliasing="fresh",
         jvp=lambda ts, ans, vals, p: ts[0] * ans,
         vjp=lambda g, ans, vals, p, needed: [g * vjp_factor(ans)],
     )

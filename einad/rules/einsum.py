@@ -45,7 +45,7 @@ import opt_einsum as oe
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
-from ..core import LOOP, Params, Primitive, Staged, Structured, Tensor, Value, bind, lower_rules, rules, strip
+from ..core import LOOP, Aliasing, Params, Primitive, Staged, Structured, Tensor, Value, bind, declare, strip
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..network import forward as tree_forward
@@ -200,9 +200,6 @@ def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]
         return work[0]
 
     return run
-
-
-lower_rules[einsum_p] = _lower_einsum
 
 
 @functools.lru_cache(maxsize=4096)
@@ -438,11 +435,25 @@ def spread(x: Value, src: str, dst: str, shape: Sequence[int]) -> Value:
     return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
 
 
-rules(
+def _batch_spread(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    beta = fresh_symbols(set(params["src"] + params["dst"]), 1)[0]
+    return spread(vals[0], beta + params["src"], beta + params["dst"], (size,) + params["shape"])
+
+
+def _spread_aliasing(params: Params, n_operands: int) -> Aliasing:
+    """A broadcast is a (read-only) view of its operand; a diagonal is written into new zeros."""
+    dst = params["dst"]
+    return "fresh" if len(set(dst)) < len(dst) else "view"
+
+
+declare(
     spread_p,
     vjp=lambda g, ans, vals, p, needed: [contract((p["dst"],), p["src"], [g])],
     keep=lambda needed: ((False,), False),
     jvp=lambda ts, ans, vals, p: spread(ts[0], p["src"], p["dst"], p["shape"]),
+    batch=_batch_spread,
+    aliasing=_spread_aliasing,
+    linear=True,
 )
 
 
@@ -595,7 +606,39 @@ def _einsum_keep(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 _kept: dict[tuple[bool, ...], tuple[tuple[bool, ...], bool]] = {}
 
 
-rules(einsum_p, structured_vjp=_einsum_vjp, jvp=_einsum_jvp, keep=_einsum_keep)
+def _batch_einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """One more letter, on the batched operands and the result: one contraction for the batch
+    (a sliced einsum is planned, and sliced, again with it)."""
+    inputs, output = params["inputs"], params["output"]
+    beta = fresh_symbols(set("".join(inputs) + output), 1)[0]
+    new_inputs = tuple(beta + s if b else s for s, b in zip(inputs, batched))
+    return contract(
+        new_inputs,
+        beta + output,
+        vals,
+        params["optimize"],
+        params["memory_limit"],
+        params.get("executor"),
+        params.get("progress", False),
+    )
+
+
+def _einsum_aliasing(params: Params, n_operands: int) -> Aliasing:
+    """A product of two or more operands is a new array; one operand's einsum may be its view
+    (numpy's transposes and diagonals are)."""
+    return "fresh" if n_operands >= 2 else "may_view"
+
+
+declare(
+    einsum_p,
+    structured_vjp=_einsum_vjp,
+    jvp=_einsum_jvp,
+    keep=_einsum_keep,
+    batch=_batch_einsum,
+    lower=_lower_einsum,
+    aliasing=_einsum_aliasing,
+    linear=True,
+)
 
 
 # -- sliced contractions: one equation, the gradient one sweep -------------------------------
@@ -1306,7 +1349,7 @@ unpack_p = Primitive("unpack", _unpack_impl)
 place_p = Primitive("place", _place_impl)
 """A flat array of zeros holding `x`, raveled, at `offset`: the transpose of `unpack_p`."""
 
-rules(
+declare(
     unpack_p,
     vjp=lambda g, ans, vals, p, needed: [
         bind(place_p, [g], {"offset": p["offset"], "total": shape_of(vals[0])[0]})
@@ -1314,8 +1357,10 @@ rules(
     jvp=lambda ts, ans, vals, p: bind(unpack_p, [ts[0]], p),
     keep=lambda needed: ((False,), False),
     batch=LOOP,  # under vmap, per example (a flat block's offset is per example too)
+    aliasing="view",
+    linear=True,
 )
-rules(
+declare(
     place_p,
     vjp=lambda g, ans, vals, p, needed: [
         bind(unpack_p, [g], {"offset": p["offset"], "shape": shape_of(vals[0])})
@@ -1323,6 +1368,8 @@ rules(
     jvp=lambda ts, ans, vals, p: bind(place_p, [ts[0]], p),
     keep=lambda needed: ((False,), False),
     batch=LOOP,
+    aliasing="fresh",
+    linear=True,
 )
 
 
@@ -1481,7 +1528,16 @@ def _reads_all(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     return (any(needed),) * len(needed), False
 
 
-rules(sliced_einsum_p, vjp=_sliced_vjp, jvp=_sliced_jvp, keep=_reads_all, residual=_sliced_residual)
+declare(
+    sliced_einsum_p,
+    vjp=_sliced_vjp,
+    jvp=_sliced_jvp,
+    keep=_reads_all,
+    residual=_sliced_residual,
+    batch=_batch_einsum,  # re-planned (and re-sliced) with the batch letter
+    aliasing=_einsum_aliasing,
+    linear=True,
+)
 
 
 def _vg_parts(params: Params, vals: Sequence[Any]) -> tuple[Params, Params, Any]:
@@ -1517,7 +1573,7 @@ def _sliced_vg_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, needed
     return [b if a is None else a if b is None else a + b for a, b in zip(out, more)]
 
 
-rules(sliced_vg_p, vjp=_sliced_vg_vjp, jvp=_sliced_vg_jvp, keep=_reads_all, batch=LOOP)
+declare(sliced_vg_p, vjp=_sliced_vg_vjp, jvp=_sliced_vg_jvp, keep=_reads_all, batch=LOOP, aliasing="fresh")
 
 
 def _einsum_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
@@ -1572,7 +1628,15 @@ def _einsum_vjp_vjp(c: Any, ans: Any, vals: Sequence[Any], params: Params, neede
     return out
 
 
-rules(einsum_vjp_p, vjp=_einsum_vjp_vjp, jvp=_einsum_vjp_jvp, keep=_reads_all, batch=LOOP)
+declare(
+    einsum_vjp_p,
+    vjp=_einsum_vjp_vjp,
+    jvp=_einsum_vjp_jvp,
+    keep=_reads_all,
+    batch=LOOP,
+    aliasing="fresh",  # every gradient packed into one new flat array
+    linear=True,
+)
 
 
 # -- sums as einsums (used by the rules above the einsum) ----------------------------------

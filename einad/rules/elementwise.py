@@ -31,6 +31,7 @@ import numpy.typing as npt
 from .. import arrays
 from ..core import (
     IMPERATIVE,
+    Aliasing,
     ArrayLike,
     KeepRule,
     Meta,
@@ -38,15 +39,15 @@ from ..core import (
     ReverseTrace,
     Tensor,
     bind,
+    declare,
     grad_enabled,
     record,
-    rules,
-    zero_derivative,
+    ride_along,
 )
 from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .shape import astype, zeros_like
-from .structural import broadcast_raw, where_raw
+from .structural import batch_elementwise, broadcast_raw, where_raw
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""
@@ -303,6 +304,21 @@ GENERIC: dict[str, Callable[..., Any]] = {
 }
 
 
+# What the passes know of an operation beyond its kernel and derivative (declared with it below).
+ZERO_AT_ZERO = frozenset(
+    {
+        *("negative", "sin", "tan", "tanh", "sinh", "arcsin", "arctan", "sqrt", "square", "abs"),
+        *("relu", "expm1", "log1p", "sign", "floor", "ceil", "round", "conj", "real"),
+    }
+)
+"""Unary operations with f(0) == 0: they map a diagonal (zeros elsewhere) to a diagonal."""
+COMMUTATIVE = frozenset({"add", "multiply", "equal", "not_equal"})
+"""Binary operations whose operands can be exchanged without changing a bit of the result."""
+MAY_VIEW = frozenset({"real", "imag", "conj"})
+"""Operations whose result may be a view of the operand: numpy's real of a real array is the
+array, its real and imag of a complex one are views, torch's conj is a lazy view."""
+
+
 # -- turning the table into primitives -------------------------------------------------
 
 # The types whose values the numpy kernel takes as they are: numpy arrays and scalars, Python numbers.
@@ -495,9 +511,29 @@ def _unary_vjp(d: Partial) -> Any:
     return vjp
 
 
+def _declare(prim: Primitive, kernel: Kernel, **rules: Any) -> Primitive:
+    """Declare the elementwise primitive `prim` whose numpy kernel is `kernel`, with `rules`
+    (its derivative rules, or ``zero_derivative=True``), and the properties of the tables above."""
+    name = prim.name
+    nin = 2 if name in BINARY else getattr(kernel, "nin", 1)
+    aliasing: Aliasing = "may_view" if name in MAY_VIEW else "fresh"
+    return declare(
+        prim,
+        batch=ride_along if nin == 1 else batch_elementwise,
+        aliasing=aliasing,
+        elementwise=True,
+        linear=name in ("negative", "add", "subtract", "conj", "real", "imag"),
+        commutative=name in COMMUTATIVE,
+        zero_at_zero=name in ZERO_AT_ZERO,
+        accepts_out=isinstance(kernel, np.ufunc),
+        **rules,
+    )
+
+
 def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
-    return rules(
+    return _declare(
         Primitive(name, _impl(name, kernel)),
+        kernel,
         vjp=_unary_vjp(d),
         jvp=lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y)),
         keep=_keeper((d,)),
@@ -574,7 +610,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             out = broadcast_raw(out, shape_of(z))
         return out
 
-    return rules(prim, vjp=vjp, jvp=jvp, keep=_keeper(partials))
+    return _declare(prim, kernel, vjp=vjp, jvp=jvp, keep=_keeper(partials))
 
 
 PRIMITIVES: dict[str, Primitive] = {}
@@ -583,8 +619,7 @@ for _name, (_kernel, _d) in UNARY.items():
 for _name, (_kernel, _dx, _dy) in BINARY.items():
     PRIMITIVES[_name] = _binary_prim(_name, _kernel, _dx, _dy)
 for _name, _kernel in {**CONSTANT, **PREDICATES}.items():
-    PRIMITIVES[_name] = Primitive(_name, _impl(_name, _kernel))
-    zero_derivative.add(PRIMITIVES[_name])
+    PRIMITIVES[_name] = _declare(Primitive(_name, _impl(_name, _kernel)), _kernel, zero_derivative=True)
 
 
 _multiply = PRIMITIVES["multiply"]
@@ -598,22 +633,25 @@ def compare(name: str, x: Any, y: Any) -> Any:
 # -- complex values: conj and real are R-linear, so each is its own JVP and VJP ----------------
 
 _no_values = lambda needed: ((False,), False)
-conj_p = PRIMITIVES["conj"] = rules(
+conj_p = PRIMITIVES["conj"] = _declare(
     Primitive("conj", _impl("conj", np.conj)),
+    np.conj,
     vjp=lambda g, ans, vals, p, needed: [conj(g)],
     jvp=lambda ts, ans, vals, p: conj(ts[0]),
     keep=_no_values,
 )
-real_p = PRIMITIVES["real"] = rules(
+real_p = PRIMITIVES["real"] = _declare(
     Primitive("real", _impl("real", np.real)),
+    np.real,
     vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0]))],
     jvp=lambda ts, ans, vals, p: real(ts[0]),
     keep=_no_values,
 )
 
 
-imag_p = PRIMITIVES["imag"] = rules(
+imag_p = PRIMITIVES["imag"] = _declare(
     Primitive("imag", _impl("imag", np.imag)),
+    np.imag,
     # Re(u t) = g Im(t) for every t: u = -i g (the bilinear pairing, JAX's convention)
     vjp=lambda g, ans, vals, p, needed: [astype(g, dtype_of(vals[0])) * -1j],
     jvp=lambda ts, ans, vals, p: imag(ts[0]),

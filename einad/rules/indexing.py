@@ -25,10 +25,11 @@ import numpy as np
 from .. import arrays
 from ..aliases import Array, Shape
 from ..arrays import is_array
-from ..core import ArrayLike, Primitive, Tensor, Value, bind, rules, zero_derivative
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
 from ..util import dtype_of, lib_array, normalize_axes, shape_of, to_array_operand, wrap
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
+from .reductions import batch_axis
 from .shape import astype, getitem, reshape_raw
 from .structural import broadcast_raw, concatenate
 
@@ -130,13 +131,26 @@ def _indices_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     return (False, True), False
 
 
-rules(
+def _batch_along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """take_along_axis and its scatter: an unbatched operand gets a size-1 batch axis, which
+    numpy's broadcasting of the array against the indices lines up."""
+    vals = [v if b else reshape_raw(v, (1,) + shape_of(v)) for v, b in zip(vals, batched)]
+    new = {**params, "axis": params["axis"] + 1}
+    if "shape" in params:
+        new["shape"] = (size,) + tuple(params["shape"])
+    return bind(prim, vals, new)
+
+
+declare(
     take_along_p,
     vjp=lambda g, ans, vals, p, needed: [scatter_along_raw(g, vals[1], p["axis"], shape_of(vals[0])), None],
     jvp=lambda ts, ans, vals, p: None if ts[0] is None else take_along_raw(ts[0], vals[1], p["axis"]),
     keep=_indices_only,
+    batch=_batch_along,
+    aliasing="fresh",
+    linear=True,  # in the array (the indices are integers)
 )
-rules(
+declare(
     scatter_along_p,
     vjp=lambda g, ans, vals, p, needed: [
         sum_to_shape(take_along_raw(g, vals[1], p["axis"]), shape_of(vals[0])),
@@ -146,6 +160,9 @@ rules(
         None if ts[0] is None else scatter_along_raw(ts[0], vals[1], p["axis"], p["shape"])
     ),
     keep=_indices_only,
+    batch=_batch_along,
+    aliasing="fresh",
+    linear=True,
 )
 
 
@@ -245,10 +262,15 @@ def _arg_impl(name: str) -> Any:
     return impl
 
 
-argsort_p = Primitive("argsort", _argsort_impl)
-argmax_p = Primitive("argmax", _arg_impl("argmax"))
-argmin_p = Primitive("argmin", _arg_impl("argmin"))
-zero_derivative.update((argsort_p, argmax_p, argmin_p))
+argsort_p = declare(
+    Primitive("argsort", _argsort_impl), zero_derivative=True, batch=batch_axis, aliasing="fresh"
+)
+argmax_p = declare(
+    Primitive("argmax", _arg_impl("argmax")), zero_derivative=True, batch=batch_axis, aliasing="fresh"
+)
+argmin_p = declare(
+    Primitive("argmin", _arg_impl("argmin")), zero_derivative=True, batch=batch_axis, aliasing="fresh"
+)
 
 
 def argsort(a: ArrayLike, axis: int | None = -1) -> Tensor:

@@ -78,7 +78,7 @@ import numpy as np
 from .. import arrays
 from ..aliases import Array, Shape
 from ..arrays import library, xp_of
-from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, rules, strip
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare, ride_along, strip
 from ..util import dtype_of, shape_of, to_array_operand, wrap
 from .einsum import _letters, contract, spread, sum_raw
 from .elementwise import PRIMITIVES, compare, conj, real
@@ -452,11 +452,6 @@ def _unpack(packed: Any, shapes: Sequence[Shape]) -> list[Any]:
     return out
 
 
-def _ride_along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    """Batch rule: numpy.linalg maps over leading axes, so the batch axis is one more."""
-    return bind(prim, vals, params)
-
-
 def _only_result(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     """Keep rule of a decomposition: its VJP reads the result, not the operand."""
     return (False,) * len(needed), True
@@ -474,13 +469,14 @@ def _inv_impl(a: Any) -> Any:
     return _call(xp, "inv", a)
 
 
-inv_p = rules(
+inv_p = declare(
     Primitive("inv", _inv_impl),
     # d(A⁻¹) = -A⁻¹ dA A⁻¹; the VJP is its transpose, -A⁻ᵀ g A⁻ᵀ
     jvp=lambda ts, x, vals, p: -_mm3(x, ts[0], x),
     vjp=lambda g, x, vals, p, needed: [-_mm3(_mT(x), g, _mT(x))],
     keep=_only_result,
-    batch=_ride_along,
+    batch=ride_along,
+    aliasing="fresh",
 )
 
 # -- solve --------------------------------------------------------------------------------------
@@ -527,12 +523,13 @@ def _solve_impl(a: Any, b: Any) -> Any:
     return _call(xp, "solve", a, b)  # b has 2 or more axes: the standard's stack of matrices
 
 
-solve_p = rules(
+solve_p = declare(
     Primitive("solve", _solve_impl),
     jvp=_solve_jvp,
     vjp=_solve_vjp,
     keep=lambda needed: ((True, False), True),
     batch=_solve_batch,
+    aliasing="fresh",
 )
 
 # -- det and slogdet ----------------------------------------------------------------------------
@@ -552,12 +549,13 @@ def _det_impl(a: Any) -> Any:
     return _call(xp, "det", a)
 
 
-det_p = rules(
+det_p = declare(
     Primitive("det", _det_impl),
     # d det = det tr(A⁻¹ dA); the VJP is g det A⁻ᵀ
     jvp=lambda ts, d, vals, p: _mul(d, _trace(_solve(vals[0], ts[0]))),
     vjp=lambda g, d, vals, p, needed: [_like(_mul(_trailing(_mul(g, d), 2), _inv_T(vals[0])), vals[0])],
-    batch=_ride_along,
+    batch=ride_along,
+    aliasing="fresh",
 )
 
 
@@ -593,7 +591,13 @@ def _slogdet_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[
     return [_like(_mul(_trailing(c, 2), _inv_T(a)), a)]
 
 
-slogdet_p = rules(Primitive("slogdet", _slogdet_impl), jvp=_slogdet_jvp, vjp=_slogdet_vjp, batch=_ride_along)
+slogdet_p = declare(
+    Primitive("slogdet", _slogdet_impl),
+    jvp=_slogdet_jvp,
+    vjp=_slogdet_vjp,
+    batch=ride_along,
+    aliasing="fresh",
+)
 
 # -- cholesky -----------------------------------------------------------------------------------
 #
@@ -624,12 +628,13 @@ def _cholesky_impl(a: Any) -> Any:
     return _call(xp, "cholesky", a)
 
 
-cholesky_p = rules(
+cholesky_p = declare(
     Primitive("cholesky", _cholesky_impl),
     jvp=_cholesky_jvp,
     vjp=_cholesky_vjp,
     keep=_only_result,
-    batch=_ride_along,
+    batch=ride_along,
+    aliasing="fresh",
 )
 
 # -- eigh ---------------------------------------------------------------------------------------
@@ -678,8 +683,13 @@ def _eigh_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[boo
     return [conj(_hermitian_part_vjp(_mm3(v, k, vh), p["UPLO"] == "L"))]
 
 
-eigh_p = rules(
-    Primitive("eigh", _eigh_impl), jvp=_eigh_jvp, vjp=_eigh_vjp, keep=_only_result, batch=_ride_along
+eigh_p = declare(
+    Primitive("eigh", _eigh_impl),
+    jvp=_eigh_jvp,
+    vjp=_eigh_vjp,
+    keep=_only_result,
+    batch=ride_along,
+    aliasing="fresh",
 )
 
 # -- svd ----------------------------------------------------------------------------------------
@@ -790,7 +800,14 @@ def _svd_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool
     return [_like(conj(ga), a)]
 
 
-svd_p = rules(Primitive("svd", _svd_impl), jvp=_svd_jvp, vjp=_svd_vjp, keep=_only_result, batch=_ride_along)
+svd_p = declare(
+    Primitive("svd", _svd_impl),
+    jvp=_svd_jvp,
+    vjp=_svd_vjp,
+    keep=_only_result,
+    batch=ride_along,
+    aliasing="fresh",
+)
 
 # -- qr -----------------------------------------------------------------------------------------
 #
@@ -875,7 +892,9 @@ def _qr_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     return [_like(conj(ga), a)]
 
 
-qr_p = rules(Primitive("qr", _qr_impl), jvp=_qr_jvp, vjp=_qr_vjp, keep=_only_result, batch=_ride_along)
+qr_p = declare(
+    Primitive("qr", _qr_impl), jvp=_qr_jvp, vjp=_qr_vjp, keep=_only_result, batch=ride_along, aliasing="fresh"
+)
 
 # -- eig ----------------------------------------------------------------------------------------
 #
@@ -924,7 +943,14 @@ def _eig_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool
     return [_like(conj(ga), a)]
 
 
-eig_p = rules(Primitive("eig", _eig_impl), jvp=_eig_jvp, vjp=_eig_vjp, keep=_only_result, batch=_ride_along)
+eig_p = declare(
+    Primitive("eig", _eig_impl),
+    jvp=_eig_jvp,
+    vjp=_eig_vjp,
+    keep=_only_result,
+    batch=ride_along,
+    aliasing="fresh",
+)
 
 # -- pinv ---------------------------------------------------------------------------------------
 #
@@ -973,7 +999,9 @@ def _pinv_vjp(g: Any, x: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     return [_like(conj(ga), vals[0])]
 
 
-pinv_p = rules(Primitive("pinv", _pinv_impl), jvp=_pinv_jvp, vjp=_pinv_vjp, batch=_ride_along)
+pinv_p = declare(
+    Primitive("pinv", _pinv_impl), jvp=_pinv_jvp, vjp=_pinv_vjp, batch=ride_along, aliasing="fresh"
+)
 
 # -- expm ---------------------------------------------------------------------------------------
 #
@@ -1013,12 +1041,13 @@ def _frechet(a: Any, e: Any) -> Any:
     return _cols(_rows(block, 0, n), n, None)
 
 
-expm_p = rules(
+expm_p = declare(
     Primitive("expm", _expm_impl),
     jvp=lambda ts, x, vals, p: _frechet(vals[0], ts[0]),
     vjp=lambda g, x, vals, p, needed: [_like(_frechet(_mT(vals[0]), g), vals[0])],
     keep=lambda needed: ((True,), False),
-    batch=_ride_along,
+    batch=ride_along,
+    aliasing="fresh",
 )
 
 
@@ -1106,7 +1135,9 @@ def _lu_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     return [_like(_mm(perm, g_x), a)]
 
 
-lu_p = rules(Primitive("lu", _lu_impl), jvp=_lu_jvp, vjp=_lu_vjp, keep=_only_result, batch=_ride_along)
+lu_p = declare(
+    Primitive("lu", _lu_impl), jvp=_lu_jvp, vjp=_lu_vjp, keep=_only_result, batch=ride_along, aliasing="fresh"
+)
 
 
 # -- the public functions -----------------------------------------------------------------------

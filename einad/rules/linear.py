@@ -1,6 +1,7 @@
 """einsum's front ends: `ea.einsum` itself (numpy's grammar parsed into one contraction),
 and every linear operation that is one einsum call with no rule of its own: `transpose`,
-`moveaxis`, `matmul`, `dot`, `inner`, `outer`, `tensordot`, `trace`, `diagonal`, `sum`.
+`moveaxis`, `matmul`, `dot`, `inner`, `outer`, `tensordot`, `trace`, `diagonal`, `sum`; and
+`tril`, `triu`, linear primitives of their own (each its own transpose).
 
 They sit above `einad.rules.shape`, `einad.rules.einsum` and `einad.rules.structural` because
 they reshape (squeezed operands), index (a diagonal's offset) and cast (weak scalars).
@@ -14,10 +15,10 @@ from typing import Any
 import numpy as np
 import opt_einsum as oe
 
-from .. import cluster
+from .. import arrays, cluster
 from ..aliases import Axis, MemoryLimit, Path, Shape
 from ..arrays import asarray
-from ..core import ArrayLike, Staged, Tensor, Value, bind
+from ..core import ArrayLike, Primitive, Staged, Tensor, Value, bind, declare, export, ride_along
 from ..errors import EinsumError
 from ..slicing import check_limit
 from ..subscripts import (
@@ -38,6 +39,7 @@ from ..util import (
 )
 from .einsum import Optimize, Strategy, _accumulate, _letters, contract, sum_raw
 from .shape import astype_p, getitem, reshape
+from .structural import broadcast_raw
 
 # -- the public einsum ------------------------------------------------------------------
 
@@ -273,31 +275,62 @@ def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Seque
     return transpose(x, order)
 
 
-def _triangle(x: ArrayLike, k: int, lower: bool, name: str) -> Tensor:
-    """numpy's tril (`lower`) or triu of the last two axes: one einsum with a constant 0/1 mask,
-    so linear in `x` with no rule of its own (its transpose is itself). A 1-D `x` is the row
-    of a square matrix, as in numpy."""
+# -- tril and triu: linear primitives, each its own transpose ----------------------------------
+
+
+def _triangle_impl(x: Any, k: int, lower: bool) -> Any:
+    """numpy's tril (`lower`) or triu of the last two axes of `x` (two or more axes); another
+    library's array is masked with the standard's `where` (it has no tril)."""
+    xp = arrays.xp_of(x)
+    if xp is np:
+        return np.tril(x, k) if lower else np.triu(x, k)
+    n, m = shape_of(x)[-2:]
+    tri = np.tri(n, m, k if lower else k - 1, dtype=bool)
+    return xp.where(lib_array(x, tri if lower else ~tri), x, xp.zeros_like(x))
+
+
+def _triangle_prim(name: str, lower: bool) -> Primitive:
+    """The primitive `name` (`k` its parameter): linear, so its JVP is itself on the tangent and
+    its VJP itself on the cotangent (a mask is its own transpose); it reads no value."""
+    prim = Primitive(name, lambda x, k: _triangle_impl(x, k, lower))
+    return declare(
+        prim,
+        jvp=lambda ts, ans, vals, p: bind(prim, (ts[0],), p),
+        vjp=lambda g, ans, vals, p, needed: [bind(prim, (g,), p)],
+        keep=lambda needed: ((False,), False),
+        batch=ride_along,  # the last two axes, whatever leads them
+        aliasing="fresh",
+        linear=True,
+    )
+
+
+tril_p = _triangle_prim("tril", True)
+triu_p = _triangle_prim("triu", False)
+
+
+def _triangle(x: ArrayLike, k: int, prim: Primitive) -> Tensor:
     x = to_operand(x)
     shape = shape_of(x)
     if not shape:
-        raise ValueError(f"{name} needs an array of at least one dimension, got a scalar")
-    k = integer(k, f"{name}: k")
-    n, m = (shape[-1], shape[-1]) if len(shape) == 1 else shape[-2:]
-    tri = np.tri(n, m, k if lower else k - 1, dtype=bool)
-    mask = lib_array(x, (tri if lower else ~tri).astype(dtype_of(x)))
-    return einsum("j,ij->ij" if len(shape) == 1 else "...ij,ij->...ij", x, mask)
+        raise ValueError(f"{prim.name} needs an array of at least one dimension, got a scalar")
+    k = integer(k, f"{prim.name}: k")
+    if len(shape) == 1:  # numpy's 1-D x is the row of a square matrix
+        x = broadcast_raw(x, (shape[0], shape[0]))
+    return wrap(bind(prim, (x,), {"k": k}))
 
 
+@export(numpy=np.tril)
 def tril(x: ArrayLike, k: int = 0) -> Tensor:
     """The lower triangle of the last two axes, zeros above the `k`-th diagonal (numpy.tril);
     linear, so differentiable in both modes to any order."""
-    return _triangle(x, k, True, "tril")
+    return _triangle(x, k, tril_p)
 
 
+@export(numpy=np.triu)
 def triu(x: ArrayLike, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes, zeros below the `k`-th diagonal (numpy.triu);
     linear, so differentiable in both modes to any order."""
-    return _triangle(x, k, False, "triu")
+    return _triangle(x, k, triu_p)
 
 
 def _mismatch(what: str, sa: Shape, ia: int, sb: Shape, ib: int) -> EinsumError:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Axis, Shape
-from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, strip
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import sum_raw
 from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
@@ -76,6 +76,16 @@ def _impl(name: str, kernel: Callable[..., Any], standard: str, param: str) -> C
     return impl
 
 
+def batch_axes(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """The batching rule of a primitive with an ``axes`` parameter: each axis one further on."""
+    return bind(prim, vals, {**params, "axes": tuple(a + 1 for a in params["axes"])})
+
+
+def batch_axis(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """The batching rule of a primitive with an ``axis`` parameter: the axis one further on."""
+    return bind(prim, vals, {**params, "axis": params["axis"] + 1})
+
+
 def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
     prim = Primitive(name, _impl(name, kernel, name, "axes"))
 
@@ -88,7 +98,7 @@ def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
         w = _extreme_weights(vals[0], ans, p["axes"])
         return sum_raw(ts[0] * w, p["axes"])
 
-    return rules(prim, vjp=vjp, jvp=jvp)
+    return declare(prim, vjp=vjp, jvp=jvp, batch=batch_axes, aliasing="fresh")
 
 
 max_p = _extreme_prim("max", np.max)
@@ -154,12 +164,14 @@ def _known_zero(v: Any) -> bool:
 
 
 prod_p = Primitive("prod", _impl("prod", np.prod, "prod", "axes"))
-rules(
+declare(
     prod_p,
     vjp=lambda g, ans, vals, p, needed: [
         _keep(g, shape_of(vals[0]), p["axes"]) * _prod_others(vals[0], p["axes"])
     ],
     jvp=lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"]),
+    batch=batch_axes,
+    aliasing="fresh",
 )
 
 
@@ -297,11 +309,14 @@ def _reverse_cumsum(g: Value, axis: int) -> Value:
     return getitem_raw(cumsum_raw(getitem_raw(g, flip), axis), flip)
 
 
-rules(
+declare(
     cumsum_p,
     vjp=lambda g, ans, vals, p, needed: [astype(_reverse_cumsum(g, p["axis"]), dtype_of(vals[0]))],
     jvp=lambda ts, ans, vals, p: cumsum_raw(ts[0], p["axis"]),
     keep=lambda needed: ((False,), False),
+    batch=batch_axis,
+    aliasing="fresh",
+    linear=True,
 )
 
 
@@ -346,7 +361,7 @@ def _cumprod_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any
     return away + skip_first * cumsum_raw(where_raw(first, t, 0), axis)
 
 
-rules(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp)
+declare(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp, batch=batch_axis, aliasing="fresh")
 
 
 def cumprod(x: ArrayLike, axis: int | None = None) -> Tensor:

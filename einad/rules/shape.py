@@ -16,7 +16,20 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Array, Axis, DTypeLike, Shape
-from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, rules, strip, zero_derivative
+from ..core import (
+    Aliasing,
+    ArrayLike,
+    BatchRule,
+    Params,
+    Primitive,
+    Staged,
+    Tensor,
+    Value,
+    bind,
+    declare,
+    ride_along,
+    strip,
+)
 from ..errors import TracerError
 from ..util import (
     dtype_of,
@@ -35,21 +48,30 @@ def _shape_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 
 
 def _linear(
-    prim: Primitive, transpose: Callable[[Any, Any, Params], Any], apply: Callable[[Any, Params], Any]
+    prim: Primitive,
+    transpose: Callable[[Any, Any, Params], Any],
+    apply: Callable[[Any, Params], Any],
+    *,
+    aliasing: Aliasing,
+    batch: BatchRule,
 ) -> None:
-    """Enter the rules of a one-operand linear primitive."""
-    rules(
+    """Declare a one-operand linear primitive: its VJP is its transpose, its JVP itself."""
+    declare(
         prim,
         vjp=lambda g, ans, vals, p, needed: [transpose(g, vals[0], p)],
         jvp=lambda ts, ans, vals, p: apply(ts[0], p),
         keep=_shape_only,
+        batch=batch,
+        aliasing=aliasing,
+        linear=True,
     )
 
 
 # -- stop_gradient: the identity, with derivative zero in every mode ---------------
 
-stop_gradient_p = Primitive("stop_gradient", lambda x: x)
-zero_derivative.add(stop_gradient_p)
+stop_gradient_p = declare(
+    Primitive("stop_gradient", lambda x: x), zero_derivative=True, batch=ride_along, aliasing="view"
+)
 
 
 def stop_gradient(x: Any) -> Any:
@@ -59,8 +81,12 @@ def stop_gradient(x: Any) -> Any:
 
 # -- ones_like: the seed of a gradient ------------------------------------------------
 
-ones_like_p = Primitive("ones_like", lambda x: arrays.ones(x, shape_of(x), dtype_of(x)))
-zero_derivative.add(ones_like_p)
+ones_like_p = declare(
+    Primitive("ones_like", lambda x: arrays.ones(x, shape_of(x), dtype_of(x))),
+    zero_derivative=True,
+    batch=ride_along,
+    aliasing="fresh",
+)
 
 
 def ones_like(x: Any) -> Any:
@@ -95,10 +121,16 @@ def reshape_raw(x: Value, shape: Sequence[int]) -> Value:
     return bind(reshape_p, (x,), {"shape": tuple(shape)})
 
 
+def _batch_reshape(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    return bind(prim, vals, {**params, "shape": (size,) + tuple(params["shape"])})
+
+
 _linear(
     reshape_p,
     lambda g, x, p: reshape_raw(g, shape_of(x)),
     lambda t, p: reshape_raw(t, p["shape"]),
+    aliasing="may_view",  # numpy's reshape copies only what it cannot view
+    batch=_batch_reshape,
 )
 
 
@@ -198,7 +230,7 @@ def _astype_back(g: Any, x: Any, p: Params) -> Any:
     return astype(g, dtype_of(x))
 
 
-_linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]))
+_linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]), aliasing="fresh", batch=ride_along)
 
 
 # -- indexing -------------------------------------------------------------------------------
@@ -400,15 +432,42 @@ def scatter_raw(g: Value, index: Any, shape: Sequence[int]) -> Value:
     return bind(scatter_p, (g,), {"index": index, "shape": tuple(shape)})
 
 
+def _moves_axes(index: Any) -> bool:
+    """Whether a leading batch slice would not stay first: numpy puts the dimensions of
+    advanced indices (arrays, and integers next to arrays) first when they are not adjacent."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(isinstance(i, np.ndarray) for i in items):
+        return False
+    advanced = [k for k, i in enumerate(items) if isinstance(i, (np.ndarray, int, np.integer))]
+    return advanced[-1] - advanced[0] + 1 != len(advanced)
+
+
+def _batch_index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """getitem and its scatter under vmap: a full slice first (separated advanced indices would
+    move axes: those calls loop, to stay exact)."""
+    index = params["index"]
+    if _moves_axes(index):
+        return NotImplemented
+    index = index if isinstance(index, tuple) else (index,)
+    new = dict(params, index=(slice(None),) + index)
+    if "shape" in params:
+        new["shape"] = (size,) + tuple(params["shape"])
+    return bind(prim, vals, new)
+
+
 _linear(
     getitem_p,
     lambda g, x, p: scatter_raw(g, p["index"], shape_of(x)),
     lambda t, p: getitem_raw(t, p["index"]),
+    aliasing="may_view",  # a basic index is a view, an advanced one a copy
+    batch=_batch_index,
 )
 _linear(
     scatter_p,
     lambda g, x, p: getitem_raw(g, p["index"]),
     lambda t, p: scatter_raw(t, p["index"], p["shape"]),
+    aliasing="fresh",
+    batch=_batch_index,
 )
 
 

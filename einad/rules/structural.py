@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Array, Shape
-from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, rules
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
 from ..util import (
     dtype_of,
     lib_array,
@@ -109,8 +109,20 @@ def _concat_impl(*xs: Any, axis: int) -> Any:
     return xp.concat([x if dtype_of(x) == dt else _astype_impl(x, dt) for x in xs], axis=axis)
 
 
-concat_p = Primitive("concatenate", _concat_impl)
-rules(concat_p, vjp=_concat_vjp, jvp=_concat_jvp, keep=_shape_only)
+def _batch_concat(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    out = [v if b else broadcast_raw(v, (size,) + shape_of(v)) for v, b in zip(vals, batched)]
+    return bind(prim, out, {"axis": params["axis"] + 1})
+
+
+concat_p = declare(
+    Primitive("concatenate", _concat_impl),
+    vjp=_concat_vjp,
+    jvp=_concat_jvp,
+    keep=_shape_only,
+    batch=_batch_concat,
+    aliasing="fresh",
+    linear=True,
+)
 
 
 def concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
@@ -227,8 +239,47 @@ def _where_impl(c: Any, x: Any, y: Any) -> Any:
     return xp.where(c, x, y)
 
 
-where_p = Primitive("where", _where_impl)
-rules(where_p, vjp=_where_vjp, jvp=_where_jvp, keep=lambda needed: ((True, False, False), False))
+def align(vals: Sequence[Any], batched: Sequence[bool], size: int) -> list[Any]:
+    """Batched operands (batch axis first) with singleton axes after it, so that numpy's
+    broadcasting lines up the batch axis of operands of different ranks (vmap's elementwise rule)."""
+    rank = max((len(shape_of(v)) - (1 if b else 0) for v, b in zip(vals, batched)), default=0)
+    out = []
+    for v, b in zip(vals, batched):
+        if b:
+            s = shape_of(v)
+            v = reshape_raw(v, (size,) + (1,) * (rank - len(s) + 1) + tuple(s[1:]))
+        out.append(v)
+    return out
+
+
+def batch_elementwise(
+    prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int
+) -> Any:
+    """The batching rule of an elementwise primitive of two or more operands."""
+    return bind(prim, align(vals, batched, size), params)
+
+
+def _batch_where(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    vals = align(vals, batched, size)
+    rank = max(len(shape_of(v)) + (0 if b else 1) for v, b in zip(vals, batched))
+    vals = [
+        v if b else reshape_raw(v, (1,) * (rank - len(shape_of(v))) + shape_of(v))
+        for v, b in zip(vals, batched)
+    ]
+    out = bind(prim, vals, params)
+    return broadcast_raw(out, np.broadcast_shapes(*(shape_of(v) for v in vals)))
+
+
+where_p = declare(
+    Primitive("where", _where_impl),
+    vjp=_where_vjp,
+    jvp=_where_jvp,
+    keep=lambda needed: ((True, False, False), False),
+    batch=_batch_where,
+    aliasing="fresh",
+    elementwise=True,
+    linear=True,  # in x and y (the condition is boolean)
+)
 
 
 def where_raw(c: Any, x: Value, y: Value) -> Value:

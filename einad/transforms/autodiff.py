@@ -43,13 +43,10 @@ from ..core import (
     enable_grad,
     no_grad,
     recording_backward,
-    residual_rules,
     strip,
-    structured_vjp_rules,
     traced,
     tracing,
     value_of,
-    vjp_rules,
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
@@ -136,16 +133,9 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     if traced(g):
         return astype(g, dt) if g.dtype != dt else g
     g = strip(g)
-    xp = arrays.xp_of(g)
-    if xp is not np:
-        if dtype_of(g) != dt:
-            g = xp.astype(
-                xp.real(g) if dtype_of(g).kind == "c" and dt.kind != "c" else g, arrays.lib_dtype(xp, dt)
-            )
-        return g
-    g = np.asarray(g)
-    if g.dtype != dt:
-        g = (g.real if g.dtype.kind == "c" and dt.kind != "c" else g).astype(dt)
+    if arrays.xp_of(g) is not np:
+        return arrays.cast(g, dt)
+    g = arrays.cast(np.asarray(g), dt)
     if not g.flags.writeable or id(_buffer(g)) in taken:
         g = np.array(g)
     taken.add(id(_buffer(g)))
@@ -408,15 +398,9 @@ def _tangent_in(t: Any, v: Any) -> Any:
             f"a tangent of dtype {dtype_of(t)} for a primal of dtype {dtype_of(v)}: tangents are "
             "floating-point (complex only for a complex primal), e.g. 1.0 rather than 1"
         )
-    if dtype_of(t) != dtype_of(v):
-        if type(t) is Tensor:
-            t = astype(t, dtype_of(v))
-        elif arrays.is_numpy(t):
-            t = t.astype(dtype_of(v))
-        else:
-            xp = arrays.xp_of(t)
-            t = xp.astype(t, arrays.lib_dtype(xp, dtype_of(v)))
-    return t
+    if type(t) is Tensor:
+        return astype(t, dtype_of(v))
+    return arrays.cast(t, dtype_of(v))
 
 
 # -- second order --------------------------------------------------------------------------------
@@ -684,7 +668,8 @@ def backward_pass(
                 raise _freed(prim.name)
             assert node.params is not None
             needed = node.needed
-            rule = structured_vjp_rules.get(prim) or vjp_rules[prim]
+            rule = prim.structured_vjp or prim.vjp
+            assert rule is not None  # (a reverse trace records no node of a primitive without one)
             vals, ans = (node.vals, node.ans) if record_in is None else _recorded(node, record_in, needed)
             contribs = rule(g, ans, vals, node.params, needed)
             if consume:
@@ -729,7 +714,7 @@ def _recorded(node: Node, trace: Trace, needed: list[bool]) -> tuple[Sequence[An
         v if p is None or isinstance(v, Meta) else _box(v, trace, p, None)
         for v, p in zip(node.vals, node.parents)
     ]
-    residual = residual_rules.get(node.prim)
+    residual = node.prim.residual
     if residual is not None:
         if any(isinstance(v, Meta) for v in vals):
             raise NotImplementedError(
@@ -774,9 +759,7 @@ def _as_grad(g: Any, shape: Shape, dtype: np.dtype[Any], create_graph: bool, rea
     g = arrays.detached(strip(g))  # (torch operands that require grad make torch record einad's ops)
     xp = arrays.xp_of(g)
     if xp is np:
-        g = np.asarray(g)
-        if g.dtype != dtype:
-            g = g.astype(dtype)  # (a complex gradient for a real tensor would be a rule's bug: numpy warns)
+        g = arrays.cast(np.asarray(g), dtype)
         if g.shape != shape:
             g = np.broadcast_to(g, shape)
         if readonly:
@@ -784,8 +767,7 @@ def _as_grad(g: Any, shape: Shape, dtype: np.dtype[Any], create_graph: bool, rea
             g.flags.writeable = False
             return g
         return np.array(g)
-    if np_dtype(g.dtype) != dtype:
-        g = xp.astype(g, arrays.lib_dtype(xp, dtype))
+    g = arrays.cast(g, dtype)
     if tuple(g.shape) != shape:
         g = xp.broadcast_to(g, shape)
     return g if readonly else xp.asarray(g, copy=True)

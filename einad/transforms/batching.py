@@ -2,10 +2,11 @@
 
 A `BatchTrace` boxes values that carry an extra leading axis (the batch); its
 Tensors report the per-example shape, so code and derivative rules written for
-one example run unchanged. Each primitive has a batching rule: an einsum gets
-one extra index (one contraction for the whole stack), elementwise operations
-align the batch axis, axis arguments shift by one. A primitive without a rule
-falls back to a loop, which is always correct.
+one example run unchanged. Each primitive declares its batching rule, next to it in its rules
+module (`Primitive.batch`): an einsum gets one extra index (one contraction for the whole
+stack), elementwise operations align the batch axis, axis arguments shift by one. A primitive
+that declares `core.LOOP`, or a rule that returns `NotImplemented` for a case it leaves out,
+runs once per example, which is always correct; a primitive with no rule is an error.
 
 `jacrev` uses this to pull a whole stack of cotangents through the reverse pass
 at once, and `jacfwd` a whole stack of tangents through the forward pass.
@@ -18,27 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..aliases import Shape
 from ..arrays import is_array
-from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, batch_rules, bind, strip, tracing
+from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, bind, strip, tracing
 from ..pytree import tree_flatten, tree_unflatten
-from ..rules.einsum import contract, einsum_p, sliced_einsum_p, spread, spread_p
-from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from ..rules.indexing import argmax_p, argmin_p, argsort_p, scatter_along_p, take_along_p
 from ..rules.linear import moveaxis
-from ..rules.reductions import cumprod_p, cumsum_p, max_p, min_p, prod_p
-from ..rules.shape import (
-    astype_p,
-    getitem_p,
-    getitem_raw,
-    ones_like_p,
-    reshape_p,
-    reshape_raw,
-    scatter_p,
-    stop_gradient_p,
-)
-from ..rules.structural import broadcast_raw, concat_p, where_p
-from ..subscripts import fresh_symbols
+from ..rules.shape import getitem_raw, reshape_raw
+from ..rules.structural import broadcast_raw, concat_p
 from ..util import normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
@@ -65,116 +51,13 @@ class BatchTrace(Trace):
             else:
                 vals.append(a)
                 batched.append(False)
-        rule = batch_rules.get(prim, _loop)
-        if rule is LOOP:  # declared: one call per example
-            rule = _loop
-        return _box(rule(prim, vals, batched, params, self.size), self, None, None)
-
-
-def _phys(v: Any) -> Shape:
-    """The shape of a value as stored (for a batched value: batch axis first)."""
-    return shape_of(v)
-
-
-# -- rules ----------------------------------------------------------------------------------
-
-
-def _align(vals: Sequence[Any], batched: Sequence[bool], size: int) -> list[Any]:
-    """Give batched operands singleton axes so numpy broadcasting lines up the batch axis."""
-    rank = max((len(_phys(v)) - (1 if b else 0) for v, b in zip(vals, batched)), default=0)
-    out = []
-    for v, b in zip(vals, batched):
-        if b:
-            s = _phys(v)
-            v = reshape_raw(v, (size,) + (1,) * (rank - len(s) + 1) + tuple(s[1:]))
-        out.append(v)
-    return out
-
-
-def _elementwise(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    return bind(prim, _align(vals, batched, size), params)
-
-
-def _where(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    vals = _align(vals, batched, size)
-    rank = max(len(_phys(v)) + (0 if b else 1) for v, b in zip(vals, batched))
-    vals = [
-        v if b else reshape_raw(v, (1,) * (rank - len(_phys(v))) + _phys(v)) for v, b in zip(vals, batched)
-    ]
-    out = bind(prim, vals, params)
-    return broadcast_raw(out, np.broadcast_shapes(*(_phys(v) for v in vals)))
-
-
-def _einsum(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    inputs, output = params["inputs"], params["output"]
-    beta = fresh_symbols(set("".join(inputs) + output), 1)[0]
-    new_inputs = tuple(beta + s if b else s for s, b in zip(inputs, batched))
-    return contract(
-        new_inputs,
-        beta + output,
-        vals,
-        params["optimize"],
-        params["memory_limit"],
-        params.get("executor"),
-        params.get("progress", False),
-    )
-
-
-def _spread(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    beta = fresh_symbols(set(params["src"] + params["dst"]), 1)[0]
-    return spread(vals[0], beta + params["src"], beta + params["dst"], (size,) + params["shape"])
-
-
-def _reshape(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    return bind(prim, vals, {**params, "shape": (size,) + tuple(params["shape"])})
-
-
-def _same(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    return bind(prim, vals, params)
-
-
-def _axes(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    return bind(prim, vals, {**params, "axes": tuple(a + 1 for a in params["axes"])})
-
-
-def _axis(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    return bind(prim, vals, {**params, "axis": params["axis"] + 1})
-
-
-def _along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    """take_along_axis and its scatter: an unbatched operand gets a size-1 batch axis, which
-    numpy's broadcasting of the array against the indices lines up."""
-    vals = [v if b else reshape_raw(v, (1,) + _phys(v)) for v, b in zip(vals, batched)]
-    new = {**params, "axis": params["axis"] + 1}
-    if "shape" in params:
-        new["shape"] = (size,) + tuple(params["shape"])
-    return bind(prim, vals, new)
-
-
-def _moves_axes(index: Any) -> bool:
-    """Whether a leading batch slice would not stay first: numpy puts the dimensions of
-    advanced indices (arrays, and integers next to arrays) first when they are not adjacent."""
-    items = index if isinstance(index, tuple) else (index,)
-    if not any(isinstance(i, np.ndarray) for i in items):
-        return False
-    advanced = [k for k, i in enumerate(items) if isinstance(i, (np.ndarray, int, np.integer))]
-    return advanced[-1] - advanced[0] + 1 != len(advanced)
-
-
-def _index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    index = params["index"]
-    if _moves_axes(index):  # separated advanced indices move axes: stay exact with a loop
-        return _loop(prim, vals, batched, params, size)
-    index = index if isinstance(index, tuple) else (index,)
-    new = dict(params, index=(slice(None),) + index)
-    if "shape" in params:
-        new["shape"] = (size,) + tuple(params["shape"])
-    return bind(prim, vals, new)
-
-
-def _concat(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
-    out = [v if b else broadcast_raw(v, (size,) + _phys(v)) for v, b in zip(vals, batched)]
-    return bind(prim, out, {"axis": params["axis"] + 1})
+        rule = prim.batch
+        if rule is None:
+            raise NotImplementedError(f"einad has no batching rule for the primitive {prim.name!r}")
+        out = NotImplemented if rule is LOOP else rule(prim, vals, batched, params, self.size)
+        if out is NotImplemented:  # declared (LOOP), or a case the rule leaves to a loop
+            out = _loop(prim, vals, batched, params, self.size)
+        return _box(out, self, None, None)
 
 
 def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
@@ -182,45 +65,8 @@ def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
     rows = []
     for i in range(size):
         r = bind(prim, [getitem_raw(v, i) if b else v for v, b in zip(vals, batched)], params)
-        rows.append(reshape_raw(r, (1,) + _phys(r)))
+        rows.append(reshape_raw(r, (1,) + shape_of(r)))
     return bind(concat_p, rows, {"axis": 0}) if len(rows) > 1 else rows[0]
-
-
-def _register() -> None:
-
-    unary = [*UNARY, *CONSTANT, "conj", "real", "imag", "isfinite"]
-    for name in unary:  # one operand: the batch axis just rides along
-        batch_rules[PRIMITIVES[name]] = _same
-    for name in [*BINARY, *(p for p in PREDICATES if p not in unary)]:
-        batch_rules[PRIMITIVES[name]] = _elementwise
-    batch_rules.update(
-        {
-            einsum_p: _einsum,
-            sliced_einsum_p: _einsum,  # re-planned (and re-sliced) with the batch letter
-            spread_p: _spread,
-            reshape_p: _reshape,
-            astype_p: _same,
-            stop_gradient_p: _same,
-            ones_like_p: _same,
-            getitem_p: _index,
-            scatter_p: _index,
-            concat_p: _concat,
-            where_p: _where,
-            max_p: _axes,
-            min_p: _axes,
-            prod_p: _axes,
-            cumsum_p: _axis,
-            cumprod_p: _axis,
-            argsort_p: _axis,
-            argmax_p: _axis,
-            argmin_p: _axis,
-            take_along_p: _along,
-            scatter_along_p: _along,
-        }
-    )
-
-
-_register()
 
 
 # -- vmap -------------------------------------------------------------------------------------
@@ -266,8 +112,8 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
     """Map `f` over an axis of its arguments, in one traced run (JAX's `vmap`).
 
     Batching an einsum is adding one letter to its subscripts, so a mapped
-    contraction is one contraction; every other primitive has a batching rule
-    too (a loop over the batch is the fallback for ones without).
+    contraction is one contraction; every other primitive declares its batching
+    rule too (a few declare a loop over the batch, which is always correct).
 
     Args:
         f: The function; its arguments and results may be pytrees of arrays.

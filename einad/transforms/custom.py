@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Shape
-from ..core import Params, Primitive, Tensor, bind, rules
+from ..core import Params, Primitive, Tensor, bind, declare
 from ..errors import TracerError
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..rules.linear import sum as _sum
@@ -49,7 +49,7 @@ from ..rules.shape import astype, getitem_raw, reshape_raw
 from ..rules.structural import broadcast_to, concat_p
 from ..util import dtype_of, raw, shape_of, to_array_operand, to_operand, wrap
 from . import autodiff as transforms
-from .batching import _loop, vmap
+from .batching import vmap
 
 _NUMBERS = (bool, int, float, complex)
 
@@ -521,11 +521,12 @@ def _batched_call(call: _Call, batched: list[bool]) -> _Call:
 
 def _batch(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     """The batching rule of the three primitives: the same primitive on the mapped call, or,
-    where the user's code reads a batched value as a number, one call per example."""
+    where the user's code reads a batched value as a number, one call per example (`NotImplemented`
+    tells `vmap` to loop)."""
     try:
         return bind(prim, vals, {**params, "call": _batched_call(params["call"], batched)})
     except TracerError:
-        return _loop(prim, vals, batched, params, size)
+        return NotImplemented
 
 
 # -- custom_vjp ----------------------------------------------------------------------------------
@@ -564,12 +565,13 @@ def _custom_vjp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: 
     return to_operand(t)
 
 
-custom_vjp_p = rules(
+custom_vjp_p = declare(
     Primitive("custom_vjp_call", _impl),
     vjp=_custom_vjp_vjp,
     jvp=_custom_vjp_jvp,
     residual=_vjp_residuals,
     batch=_batch,
+    aliasing="may_view",  # the user's function may return an operand (or a view of one)
 )
 
 
@@ -690,12 +692,13 @@ def _custom_jvp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, neede
     return cts
 
 
-custom_jvp_p = rules(
+custom_jvp_p = declare(
     Primitive("custom_jvp_call", _impl),
     jvp=_custom_jvp_jvp,
     vjp=_custom_jvp_vjp,
     keep=lambda needed: ([True] * len(needed), False),
     batch=_batch,
+    aliasing="may_view",
 )
 
 
@@ -778,12 +781,13 @@ def _checkpoint_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, neede
     return _pullback_of(call.fn, vals, g, needed)
 
 
-checkpoint_p = rules(
+checkpoint_p = declare(
     Primitive("checkpoint", _impl),
     vjp=_checkpoint_vjp,
     jvp=lambda ts, ans, vals, p: _tangent_of(p["call"].fn, ts, vals, p["call"].nondiff),
     keep=lambda needed: ([True] * len(needed), False),  # the operands, never the intermediates
     batch=_batch,
+    aliasing="may_view",
 )
 
 

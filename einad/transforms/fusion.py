@@ -41,10 +41,9 @@ import numpy as np
 
 from .. import kernels
 from ..aliases import Shape
-from ..core import Primitive, QuietRules, program_only
+from ..core import Primitive, QuietRules, declare
 from ..program import Equation, Graph, Lit
 from ..rules.einsum import einsum_p, spread_p
-from ..rules.elementwise import PRIMITIVES
 from ..rules.shape import astype_p
 from ..rules.structural import where_p
 from ..subscripts import unique
@@ -54,11 +53,10 @@ def _unfusable(*args: Any, **params: Any) -> Any:
     raise TypeError("a fused kernel's placeholder equation is not run as a primitive")
 
 
-fused_p = Primitive("fused", _unfusable)
-"""The placeholder of a kernel's outputs in a `Schedule`'s program (never bound)."""
-program_only.add(fused_p)
+fused_p = declare(Primitive("fused", _unfusable), program_only=True, aliasing="fresh")
+"""The placeholder of a kernel's outputs in a `Schedule`'s program (never bound): each output a
+new array the kernel's caller allocates."""
 
-_ELEMENTWISE = {p: name for name, p in PRIMITIVES.items()}
 _HORIZONTAL = 16
 """How many of the latest groups an equation that reads none may join (independent work of
 one shape done in the same loop)."""
@@ -189,9 +187,9 @@ def _role(e: Equation, graph: Graph) -> tuple[_Role | None, str]:
         if e.dtype.kind != "f":
             return None, f"{e.dtype} results are computed by numpy"
         return _kind(e, _Role("", "where", e.dtype))
-    name = _ELEMENTWISE.get(e.prim)
-    if name is None:
+    if not e.prim.elementwise:
         return None, ""
+    name = e.prim.name
     if name not in kernels.OPS:
         return None, f"kernels have no step for {name}"
     if set(e.params) - {"decimals"} or e.params.get("decimals", 0) != 0:
@@ -269,7 +267,7 @@ def schedule(graph: Graph) -> Schedule:
     for i, e in enumerate(eqs):
         role, why = _role(e, graph)
         if role is None:
-            if why and (e.prim in _ELEMENTWISE or e.prim in (where_p, astype_p)):
+            if why and (e.prim.elementwise or e.prim is astype_p):
                 unfused[e.output] = why
             close_readers(i, None)
             continue

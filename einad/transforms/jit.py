@@ -47,12 +47,10 @@ from typing import Any
 import numpy as np
 
 from .. import arrays, kernels
-from ..core import Tensor, lower_rules
+from ..core import Tensor
 from ..errors import TracerError
 from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
-from ..rules.einsum import einsum_p, spread_p
-from ..rules.shape import getitem_p, reshape_p, stop_gradient_p
 from ..util import shape_of
 from .fusion import FusedKernel, fused_p, schedule
 from .passes import optimize, plan_buffers
@@ -188,7 +186,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None, backend: str =
     params = ", ".join(var(n) for n in graph.input_names)
     lines = [f"def program({params}):"]
     # equation index -> a dying operand whose memory the ufunc reuses (numpy programs only)
-    buffers = plan_buffers(steps, fresh=frozenset({fused_p})) if native else {}
+    buffers = plan_buffers(steps) if native else {}
     quiet = False  # inside a `with errstate(...)` block: equations staged by derivative rules
     for i, e in enumerate(steps.equations):
         if e.quiet != quiet:
@@ -205,7 +203,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None, backend: str =
             continue
         fn = f"f{i}"
         shapes = [graph.avals[a][0] if isinstance(a, str) else shape_of(a.value) for a in e.inputs]
-        lower = lower_rules.get(e.prim) if native else None
+        lower = e.prim.lower if native else None
         if lower is not None:
             namespace[fn] = lower(e.params, shapes)
         elif e.params:
@@ -274,19 +272,22 @@ def _kernel_call(k: FusedKernel, var: Callable[[str], str], namespace: dict[str,
     return lines
 
 
-# Primitives whose result may be a view of their first operand (and so share its memory).
-_VIEWS = {reshape_p, getitem_p, stop_gradient_p, spread_p}
+_LITERAL = "<literal>"
+"""The root of a view of a literal (the program's own value, shared by every call)."""
 
 
-def _roots(graph: Graph) -> dict[str, str]:
-    """For each variable, the variable whose memory it may share (itself when fresh)."""
-    root = {n: n for n in graph.input_names} | {n: n for n in graph.const_values}
+def _roots(graph: Graph) -> dict[str, frozenset[str]]:
+    """For each variable, the variables whose memory it may share: itself alone where its
+    primitive declares the result fresh (`Primitive.aliasing`), else its operands' roots."""
+    root = {n: frozenset({n}) for n in (*graph.input_names, *graph.const_values)}
     for e in graph.equations:
-        first = e.inputs[0] if e.inputs else None
-        view = e.prim in _VIEWS or (e.prim is einsum_p and len(e.inputs) == 1)
-        if e.prim is spread_p and len(set(e.params["dst"])) < len(e.params["dst"]):
-            view = False  # a spread onto a diagonal writes a fresh array of zeros
-        root[e.output] = root[first] if view and isinstance(first, str) else e.output
+        if e.prim.result_aliasing(e.params, len(e.inputs)) == "fresh":
+            root[e.output] = frozenset({e.output})
+            continue
+        mine = {r for a in e.inputs if isinstance(a, str) for r in root[a]}
+        if any(isinstance(a, Lit) for a in e.inputs):
+            mine.add(_LITERAL)
+        root[e.output] = frozenset(mine)
     return root
 
 
@@ -296,16 +297,16 @@ def _handovers(graph: Graph) -> list[str | None]:
     with an input, a constant or an earlier output; ``"owned"`` where it may be a view of a
     fresh array, possibly read-only (a broadcast): copied only then; None where it is fresh."""
     roots = _roots(graph)
-    external = set(graph.input_names) | set(graph.const_values)
+    external = {*graph.input_names, *graph.const_values, _LITERAL}
     seen: set[str] = set()
     out: list[str | None] = []
     for o in graph.outputs:
         root = roots[o] if isinstance(o, str) else None
-        if root is None or root in external or root in seen:
+        if root is None or not root.isdisjoint(external) or not root.isdisjoint(seen):
             out.append("copy")
         else:
-            out.append(None if root == o else "owned")
-            seen.add(root)
+            out.append(None if root == {o} else "owned")
+            seen.update(root)
     return out
 
 

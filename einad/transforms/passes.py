@@ -42,9 +42,8 @@ from ..aliases import Shape
 from ..core import Primitive
 from ..program import Atom, Equation, Graph, Lit, _typestr
 from ..rules.einsum import einsum_p, spread_p
-from ..rules.elementwise import BINARY, CONSTANT, PREDICATES, PRIMITIVES, UNARY
-from ..rules.shape import astype_p, ones_like_p, reshape_p, scatter_p
-from ..rules.structural import concat_p, where_p
+from ..rules.elementwise import PRIMITIVES
+from ..rules.shape import astype_p, ones_like_p, reshape_p
 from ..subscripts import fresh_symbols, numpy_subscripts, unique
 
 Aval: TypeAlias = tuple[Shape, np.dtype[Any]]
@@ -63,42 +62,6 @@ _P = PRIMITIVES
 _ADD, _SUB, _MUL, _DIV, _POW, _NEG = (
     _P[n] for n in ("add", "subtract", "multiply", "divide", "power", "negative")
 )
-_ELEMENTWISE = frozenset(_P.values()) | {where_p}
-"""Primitives that apply one scalar function to broadcast operands."""
-_UNARY = frozenset(_P[n] for n in (*UNARY, *CONSTANT, "isfinite", "conj", "real"))
-_ZERO_AT_ZERO = frozenset(
-    _P[n]
-    for n in [
-        "negative",
-        "sin",
-        "tan",
-        "tanh",
-        "sinh",
-        "arcsin",
-        "arctan",
-        "sqrt",
-        "square",
-        "abs",
-        "relu",
-        "expm1",
-        "log1p",
-        "sign",
-        "floor",
-        "ceil",
-        "round",
-        "conj",
-        "real",
-    ]
-)
-"""Unary primitives with f(0) == 0: they map a diagonal (zeros elsewhere) to a diagonal."""
-_COMMUTATIVE = frozenset({_ADD, _MUL, _P["equal"], _P["not_equal"]})
-"""Binary primitives whose operands can be exchanged without changing a bit of the result."""
-_KERNELS: dict[str, Any] = {n: entry[0] for n, entry in {**UNARY, **BINARY}.items()}
-_KERNELS.update(CONSTANT, **PREDICATES, conj=np.conj)
-_UFUNCS = frozenset(_P[n] for n, kernel in _KERNELS.items() if isinstance(kernel, np.ufunc))
-"""Elementwise primitives whose kernel is a numpy ufunc (so it takes ``out=``)."""
-
-
 # -- reading a program ------------------------------------------------------------------------
 
 
@@ -377,7 +340,7 @@ def _atom_key(a: Atom) -> tuple[str, Hashable]:
 def equation_key(e: Equation) -> Hashable:
     """Equal for equations that compute the same value (commutative operands sorted)."""
     operands = [_atom_key(a) for a in e.inputs]
-    if e.prim in _COMMUTATIVE:
+    if e.prim.commutative:
         operands.sort()
     return (e.prim.name, id(e.prim), params_key(e.params), tuple(operands), e.shape, e.dtype.str)
 
@@ -432,7 +395,7 @@ def _uniform_to_literal(e: Equation, rw: _Rewriter) -> Equation:
     operand's dtype in numpy's promotion (NEP 50), so the result's dtype and
     values are unchanged.
     """
-    if e.prim not in _ELEMENTWISE:
+    if not e.prim.elementwise:
         return e
     inputs = list(e.inputs)
     for i, a in enumerate(inputs):
@@ -544,7 +507,7 @@ def _scalar_constant(e: Equation, rw: _Rewriter) -> Result:
         return None
     if e.prim is ones_like_p:
         return Lit(np.ones((), dtype=e.dtype)[()])
-    if e.prim in _ELEMENTWISE and all(isinstance(a, Lit) for a in e.inputs):
+    if e.prim.elementwise and all(isinstance(a, Lit) for a in e.inputs):
         value = e.prim.impl(*[a.value for a in e.inputs if isinstance(a, Lit)], **e.params)
         return Lit(np.asarray(value, dtype=e.dtype)[()])
     return None
@@ -760,17 +723,17 @@ def _respread(e: Equation, s: Equation, prim: Primitive, inputs: list[Atom], rw:
     src_shape = rw.aval(s.inputs[0])[0]
     mid = rw.fresh(src_shape, e.dtype)
     return [
-        _eq(prim, {}, inputs, mid, (src_shape, e.dtype)),
+        _eq(prim, dict(e.params), inputs, mid, (src_shape, e.dtype)),
         _eq(spread_p, dict(s.params), [mid], e.output, (e.shape, e.dtype)),
     ]
 
 
 def _fold_unary(e: Equation, rw: _Rewriter) -> Result:
     """``f(spread(a)) -> spread(f(a))``: for a broadcast any f; for a diagonal, f with f(0) = 0."""
-    if e.prim not in _UNARY or len(e.inputs) != 1:
+    if not e.prim.elementwise or len(e.inputs) != 1:
         return None
     s = _spread_source(rw, e.inputs[0])
-    if s is None or not _sums_nothing(s) or not (_is_broadcast(s) or e.prim in _ZERO_AT_ZERO):
+    if s is None or not _sums_nothing(s) or not (_is_broadcast(s) or e.prim.zero_at_zero):
         return None
     return _respread(e, s, e.prim, [s.inputs[0]], rw)
 
@@ -825,7 +788,7 @@ def _fold_broadcast_operand(e: Equation, rw: _Rewriter) -> Result:
     the last ones of `dst`, in order) is what numpy's broadcasting does to the
     source anyway, when the other operands give the result its full shape.
     """
-    if e.prim not in _ELEMENTWISE:
+    if not e.prim.elementwise:
         return None
     inputs = list(e.inputs)
     for i, a in enumerate(inputs):
@@ -1080,16 +1043,13 @@ def optimize(graph: Graph, max_rounds: int = 8) -> Graph:
 
 # -- buffer reuse ------------------------------------------------------------------------------------
 
-_FRESH = (_ELEMENTWISE - {_P["real"]}) | {astype_p, concat_p, scatter_p}
-"""Primitives whose result is a new array no other variable shares (np.real may return a view;
-einsums with two or more operands are fresh too, see `_fresh`)."""
 
-
-def _fresh(e: Equation, more: frozenset[Primitive] = frozenset()) -> bool:
-    """Whether `e` returns an array of its own (not a view, not an operand, not a numpy scalar)."""
+def _fresh(e: Equation) -> bool:
+    """Whether `e` returns an array of its own (not a view, not an operand, not a numpy scalar):
+    its primitive declares the result fresh (`Primitive.aliasing`)."""
     if e.shape == ():
         return False  # a ufunc on 0-d arrays returns a numpy scalar: no buffer to write into
-    return e.prim in _FRESH or e.prim in more or (e.prim is einsum_p and len(e.inputs) >= 2)
+    return e.prim.result_aliasing(e.params, len(e.inputs)) == "fresh"
 
 
 def _last_uses(graph: Graph) -> dict[str, int]:
@@ -1105,23 +1065,20 @@ def _last_uses(graph: Graph) -> dict[str, int]:
     return last
 
 
-def plan_buffers(graph: Graph, fresh: frozenset[Primitive] = frozenset()) -> dict[int, str]:
+def plan_buffers(graph: Graph) -> dict[int, str]:
     """For each equation a code generator may run as ``ufunc(..., out=buffer)``: the operand to overwrite.
 
     Equation i (an elementwise primitive whose kernel is a numpy ufunc) may
     write its result into the memory of an operand `x` when `x` has exactly the
-    result's shape and dtype, `x` was made by an operation that returns a
-    fresh array (an elementwise op, a cast, a contraction of two or more
-    operands: never a program input or constant, never a view such as a
-    reshape, an index, a broadcast or a transpose), and no variable sharing
+    result's shape and dtype, `x` was made by an operation that declares its result
+    fresh (`Primitive.aliasing`: an elementwise op, a cast, a contraction of two or more
+    operands, a fused kernel's output: never a program input or constant, never a view such
+    as a reshape, an index, a broadcast or a transpose), and no variable sharing
     that memory (`x`, views of it) is read after equation i or returned. A
     ufunc gives the right result when an operand overlaps its output (numpy
     copies where the overlap needs it), so `x` may also be read by equation i
     itself through another operand. The result then owns that memory, and may
     give it on in turn.
-
-    `fresh` names more primitives whose results are arrays of their own (the outputs of a
-    fused kernel, `fusion.fused_p`).
 
     Returns:
         ``{equation index: operand variable}``; the program is unchanged.
@@ -1137,12 +1094,12 @@ def plan_buffers(graph: Graph, fresh: frozenset[Primitive] = frozenset()) -> dic
         if donor is not None:
             plan[i] = donor
             mine = buffers[donor]
-        elif _fresh(e, fresh):
+        elif _fresh(e):
             mine = frozenset({e.output})
         else:  # it may share memory with any operand
             mine = frozenset().union(*(buffers[a] for a in e.inputs if isinstance(a, str)))
         buffers[e.output] = mine
-        if donor is not None or _fresh(e, fresh):
+        if donor is not None or _fresh(e):
             owner[next(iter(mine))] = e.output
         for b in mine:
             readers.setdefault(b, []).append(e.output)
@@ -1159,7 +1116,7 @@ def _donor(
     last: dict[str, int],
 ) -> str | None:
     """The first operand whose memory equation i may write its result into (see `plan_buffers`)."""
-    if e.prim not in _UFUNCS or e.shape == ():
+    if not e.prim.accepts_out or e.shape == ():
         return None
     for a in e.inputs:
         if not isinstance(a, str) or graph.avals[a] != (e.shape, e.dtype) or len(buffers[a]) != 1:

@@ -356,7 +356,9 @@ def test_an_integer_or_complex_tangent_for_a_real_primal(tangent):
 
 
 def test_a_primitive_without_a_forward_rule_names_it_and_the_mode():
-    prim = ea.core.rules(ea.core.Primitive("no_jvp", np.sin), vjp=lambda g, ans, vals, p, needed: [g])
+    prim = ea.core.declare(
+        ea.core.Primitive("no_jvp", np.sin), vjp=lambda g, ans, vals, p, needed: [g], aliasing="fresh"
+    )
     f = lambda x: ea.sum(ea.core.bind(prim, (x,), {}))
     ea.grad(f)(np.ones(2))
     with pytest.raises(NotImplementedError, match=r"forward-mode \(JVP\) rule for the primitive 'no_jvp'"):

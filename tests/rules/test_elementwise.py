@@ -785,8 +785,10 @@ def rebuild(monkeypatch):
         elif name in BINARY:
             prim = elementwise._binary_prim(name, *BINARY[name])
         else:  # as the module makes them: a primitive with no rules, its derivative zero
-            prim = Primitive(name, elementwise._impl(name, {**CONSTANT, **PREDICATES}[name]))
-            zero_derivative.add(prim)
+            kernel = {**CONSTANT, **PREDICATES}[name]
+            prim = elementwise._declare(
+                Primitive(name, elementwise._impl(name, kernel)), kernel, zero_derivative=True
+            )
         made.append(prim)
         monkeypatch.setitem(PRIMITIVES, name, prim)
         return prim

@@ -19,9 +19,11 @@ import einad as ea
 import einad.transforms.batching
 from einad import ops
 from einad.rules import einsum as einsum_rules
+from einad.rules import linear as linear_rules
 from tests.support.checks import (
     case_params,
     check_lib,
+    forget_rules,
     random_operands,
     vjp_all,
 )
@@ -871,7 +873,7 @@ def test_front_ends(lib, case):
     vjp_all(lib, f, random_operands(shapes))
 
 
-# -- tril and triu (issue 26): numpy's signatures, linear (one einsum with a constant mask) ---------
+# -- tril and triu: numpy's signatures, linear primitives added by the recipe of docs/design.md ----
 
 TRIANGLE_SHAPES = [(4,), (3, 3), (3, 5), (5, 2), (2, 3, 4), (1, 2, 3, 3)]
 
@@ -925,3 +927,44 @@ def test_tril_and_triu_errors():
         ea.tril(np.float64(1.0))
     with pytest.raises(TypeError, match="triu: k"):
         ea.triu(np.ones((2, 2)), 1.5)
+
+
+def test_tril_and_triu_are_declared_linear_primitives_one_equation_each():
+    """Each is one equation of its own in a program (no constant mask), its own transpose in
+    the derivative program, and declared: linear, a fresh result, batched along."""
+    from einad.rules.linear import tril_p, triu_p
+
+    for prim in (tril_p, triu_p):
+        assert prim.linear and prim.aliasing == "fresh" and prim.batch is ea.core.ride_along
+        assert prim.keep([True]) == ((False,), False)  # its VJP reads no value
+    x = np.random.default_rng(2).standard_normal((3, 4))
+    graph = ea.make_graph(ea.grad(lambda a: ea.sum(ea.triu(a, 1) * a)))(x)
+    assert str(graph).count("triu[k=1]") == 2 and not graph.consts, graph
+    jitted = ea.jit(lambda a: ea.tril(a, -1))
+    assert_close(jitted(x), np.tril(x, -1))
+    assert "copy(" not in jitted.lower(x).source  # a fresh result is handed over as it is
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_and_triu_under_vmap_are_a_loop_over_examples(k):
+    xs = np.random.default_rng(3).standard_normal((3, 2, 4))
+    v = np.random.default_rng(4).standard_normal((3, 4))
+    for ours, theirs in ((ea.tril, np.tril), (ea.triu, np.triu)):
+        assert_close(ea.vmap(lambda a, f=ours: f(a, k))(xs), np.stack([theirs(a, k) for a in xs]))
+        assert_close(ea.vmap(lambda a, f=ours: f(a, k))(v), np.stack([theirs(a, k) for a in v]))  # rows
+        jac = ea.jacfwd(lambda a, f=ours: f(a, k))(xs[0])
+        assert_close(jac.reshape(8, 8), np.diag(theirs(np.ones((2, 4)), k).ravel()))
+
+
+def test_triangle_prim_builds_a_linear_primitive_that_is_its_own_transpose():
+    """`_triangle_prim` called in the test (the primitives it made at import are out of mutmut's
+    reach): the VJP and JVP of what it builds are the same triangle, against numpy."""
+    probe = linear_rules._triangle_prim("triu_probe", False)
+    x, g = np.arange(12.0).reshape(3, 4), np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    with forget_rules(probe):
+        f = lambda a: ea.core.bind(probe, (a,), {"k": 1})
+        value, pull = ea.vjp(f, x)
+        assert_close(value, np.triu(x, 1))
+        assert_close(pull(g)[0], np.triu(g, 1))
+        assert_close(ea.jvp(f, (x,), (g,))[1], np.triu(g, 1))
+        assert probe.keep([True]) == ((False,), False) and probe.linear

@@ -185,7 +185,10 @@ def test_linear_enters_a_linear_primitives_rules():
         probe,
         lambda g, x, p: shape.reshape_raw(g, shape_of(x)) * p["k"],
         lambda t, p: shape.reshape_raw(t, p["shape"]) * p["k"],
+        aliasing="may_view",
+        batch=shape._batch_reshape,
     )
+    assert probe.linear and probe.aliasing == "may_view" and probe.batch is shape._batch_reshape
     x, u, t = A, np.random.default_rng(4).standard_normal((6, 4)), A[::-1] + 1.0
     params = {"shape": (6, 4), "k": 3.0}
 
