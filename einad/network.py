@@ -351,15 +351,18 @@ def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
 class _Pair:
     """A planned pairwise product (`executor._PairPlan`) that writes into its call's buffers:
     each operand as a view where its letter groups allow, else copied once into a buffer
-    (`_copy_into`); one ``numpy.matmul(..., out=)``; the result viewed in the output's order."""
+    (`_copy_into`); one ``numpy.dot`` (``numpy.matmul`` with batch letters) into a buffer;
+    the result viewed in the output's order. Whether an operand is a view is decided once
+    per layout of the operands it meets (`seen`, keyed by their strides)."""
 
-    __slots__ = ("identity", "mm_shape", "out_shape", "plan")
+    __slots__ = ("identity", "mm_shape", "out_shape", "plan", "seen")
 
     def __init__(self, plan: _PairPlan) -> None:
         self.plan = plan
         self.out_shape = tuple(plan.dims[i] for i in plan.perm_out)
         self.mm_shape = (*plan.shape_a[:-1], plan.shape_b[-1])
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
+        self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
 
     def __call__(self, pool: Any, a: Any, b: Any) -> Any:
         plan = self.plan
@@ -382,42 +385,49 @@ class _Pair:
             a = np.einsum(plan.pre_a, a)
         if plan.pre_b is not None:
             b = np.einsum(plan.pre_b, b)
-        a, copied_a = _operand(pool, a, plan.perm_a, plan.shape_a)
-        b, copied_b = _operand(pool, b, plan.perm_b, plan.shape_b)
-        out = np.matmul(a, b, out=pool.get(self.mm_shape, dtype))
-        if copied_a:
+        a = a.transpose(plan.perm_a)
+        b = b.transpose(plan.perm_b)
+        key = (a.strides, b.strides)
+        views = self.seen.get(key)
+        if views is None:
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
+        if views[0]:
+            a = a.reshape(plan.shape_a)
+        else:
+            a = _copied(pool, a, plan.shape_a)
+        if views[1]:
+            b = b.reshape(plan.shape_b)
+        else:
+            b = _copied(pool, b, plan.shape_b)
+        out = pool.get(self.mm_shape, dtype)
+        if len(self.mm_shape) == 2:
+            np.dot(a, b, out=out)
+        else:
+            np.matmul(a, b, out=out)
+        if not views[0]:
             pool.put(a)
-        if copied_b:
+        if not views[1]:
             pool.put(b)
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
+
+
+def _merges(view: Any, shape: Shape) -> bool:
+    """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
+    return bool(np.may_share_memory(view.reshape(shape), view))
+
+
+def _copied(pool: Any, view: Any, shape: Shape) -> Any:
+    """`view` copied into a buffer of the call (`_copy_into`), merged to `shape`."""
+    out = pool.get(view.shape, view.dtype)
+    _copy_into(out, view)
+    return out.reshape(shape)
 
 
 def _loop_pair(plan: _PairPlan, a: Any, b: Any) -> Any:
     """A product numpy.einsum runs in one pass (a memory-bound one whose operands a matrix
     product would copy): a fresh array, copying nothing."""
     return np.einsum(plan.text, a, b)
-
-
-def _operand(pool: Any, x: Any, perm: tuple[int, ...], shape: Shape) -> tuple[Any, bool]:
-    """`x` transposed by `perm` and merged to the matrix product's `shape`: a view, or where
-    its letters do not merge as they lie, a copy into a buffer of the call (and whether it
-    is one)."""
-    view = x.transpose(perm)
-    if view.flags.c_contiguous:
-        return view.reshape(shape), False
-    if not _RESHAPE_COPY:  # numpy 2.0: numpy's reshape copies where it must, into an array of its own
-        return view.reshape(shape), False
-    try:
-        return np.reshape(view, shape, copy=False), False
-    except ValueError:
-        out = pool.get(view.shape, x.dtype)
-        _copy_into(out, view)
-        return out.reshape(shape), True
-
-
-_RESHAPE_COPY = tuple(int(v) for v in np.__version__.split(".")[:2]) >= (2, 1)
-"""Whether `numpy.reshape` takes ``copy=False`` (numpy 2.1 on): a reshape that would copy raises."""
 
 
 def _follow(inputs: tuple[str, ...], output: str, path: Path) -> tuple[list[tuple[int, ...]], list[str]]:
