@@ -305,10 +305,11 @@ def _checkin(plan: TreePlan, pool: Any) -> None:
         plan.pools.append(pool)
 
 
-GATHER_RUN = 8
-"""A transposing copy whose innermost contiguous run is shorter than this (elements) is a
-`numpy.take` through a precomputed index: numpy's strided copy then spends its time in inner
-loops of two or four elements (a network of bond 2: 0.5-1 ms for 2^18 elements, 2-4x take's)."""
+GATHER_RUN = 4
+"""A transposing copy whose innermost loop (the trailing axes of the source that merge) is
+shorter than this (elements) is a `numpy.take` through a precomputed index: numpy's strided
+copy of a network of bond 2 spends its time in inner loops of two elements (0.5-1 ms for 2^18
+elements, 2-4 times take's); from loops of four on, the strided copy is as fast or faster."""
 GATHER_MAX = 1 << 22
 """The largest copy done by `numpy.take` (its index: 8 bytes an element, kept per layout)."""
 
@@ -330,22 +331,24 @@ def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
     size = math.prod(shape)
     if size > GATHER_MAX or any(s <= 0 for s, d in zip(strides, shape) if d > 1):
         return None
-    run, step = 1, itemsize
+    run, step = 1, None  # the innermost loop numpy's copy would run: the trailing axes that merge
     for d, s in zip(reversed(shape), reversed(strides)):
         if d == 1:
             continue
-        if s != step:
+        if step is not None and s != step:
             break
-        run, step = run * d, step * d
+        run, step = run * d, s * d
     if run >= GATHER_RUN:
         return None
+    expect = itemsize  # dense: the strides, smallest first, step through memory without a gap
+    for s, d in sorted((s, d) for s, d in zip(strides, shape) if d > 1):
+        if s != expect:
+            return None
+        expect *= d
     index = np.zeros((), np.intp)
     for d, s in zip(shape, strides):
-        index = index[..., None] * 1 + np.arange(d, dtype=np.intp) * (s // itemsize)
-    flat = index.reshape(-1)
-    if flat.min() != 0 or flat.max() != size - 1:  # not dense: a strided copy instead
-        return None
-    return flat
+        index = index[..., None] + np.arange(d, dtype=np.intp) * (s // itemsize)
+    return index.reshape(-1)
 
 
 class _Pair:

@@ -351,22 +351,28 @@ def test_pooled_buffers_never_hold_what_a_call_returned(monkeypatch, dtype):
 def test_a_transposing_copy_of_short_runs_is_one_gather():
     """Laying out an array of many size-2 axes: numpy's strided copy runs inner loops of two
     elements; `_copy_into` gathers through a precomputed index instead (one numpy.take), with
-    the same result, and keeps the strided copy where the inner run is long."""
+    the same result. It keeps numpy's copy where the inner loop is four elements or more (the
+    view's last two axes consecutive in memory), and where the array is not dense."""
+    from numpy.lib.stride_tricks import as_strided
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2,) * 12)
-    for _ in range(5):
-        perm = tuple(rng.permutation(12))
+    for _ in range(8):
+        perm = tuple(int(i) for i in rng.permutation(12))
         view = x.transpose(perm)
         out = np.empty(view.shape)
         network._copy_into(out, view)
         np.testing.assert_array_equal(out, np.ascontiguousarray(view))
-        assert network._gather_index(view.shape, view.strides, 8) is not None or perm[-3:] == (9, 10, 11)
-    # the last three axes in place: a run of eight, copied by numpy
-    view = x.transpose((1, 0, *range(2, 12)))
-    assert network._gather_index(view.shape, view.strides, 8) is None
-    y = rng.standard_normal((16, 16, 16)).transpose(2, 0, 1)  # a run of 1 but a dense array
+        gathered = network._gather_index(view.shape, view.strides, 8) is not None
+        assert gathered == (perm[-2] + 1 != perm[-1])
+    y = rng.standard_normal((16, 16, 16)).transpose(2, 0, 1)  # inner loops of one, 16 apart
     out = np.empty(y.shape)
     network._copy_into(out, y)
     np.testing.assert_array_equal(out, np.ascontiguousarray(y))
-    z = rng.standard_normal((8, 64))[:, ::2]  # not dense: a strided copy
-    assert network._gather_index(z.T.shape, z.T.strides, 8) is None
+    z = rng.standard_normal((8, 64))[:, ::2].T  # not dense
+    overlapping = as_strided(np.arange(8.0), (2, 2, 2), (8, 8, 40))  # positions 0..7, not one each
+    for v in (z, overlapping):
+        assert network._gather_index(v.shape, v.strides, 8) is None
+        out = np.empty(v.shape)
+        network._copy_into(out, v)
+        np.testing.assert_array_equal(out, np.ascontiguousarray(v))
