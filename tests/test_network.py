@@ -316,6 +316,7 @@ def test_a_second_call_reuses_the_buffers_of_the_first(monkeypatch):
     network.value_and_grad(plan, ops, dict.fromkeys(wrt))
     assert plan.pools == [pool] and pool.fresh == made
     assert peaks[1] < peaks[0]
+    assert 0 < plan.held <= peaks[0]  # what the pool keeps was allocated by the first call
     (v0, g0), (v1, g1) = results
     assert v0 == v1
     for k in wrt:
