@@ -253,7 +253,7 @@ of benchmark n1, a third of its time). Smaller ones come from malloc's own free 
 
 class _Pool:
     """The scratch buffers of one call of a plan: a buffer let go (`put`) serves the next step
-    that asks for as many bytes (`get`), and the buffers outlive the call in the plan's
+    that asks for as many bytes, or up to half as many (`get`), and the buffers outlive the call in the plan's
     `TreePlan.pools`, so that the next call finds them touched and mapped, as a compiled
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
@@ -270,14 +270,23 @@ class _Pool:
         if size < POOL_MIN:
             return np.empty(shape, dtype)
         nbytes = size * np.dtype(dtype).itemsize
-        stack = self.free.get(nbytes)
-        if stack:
-            raw = stack.pop()
-        else:
+        raw = self._fit(nbytes)
+        if raw is None:
             raw = np.empty(nbytes, np.uint8)
             self.owned.add(id(raw))
             self.fresh += 1
-        return raw.view(dtype).reshape(shape)
+        return raw[:nbytes].view(dtype).reshape(shape)
+
+    def _fit(self, nbytes: int) -> Any:
+        """A free buffer of `nbytes`, or else the smallest free one up to twice as large."""
+        stack = self.free.get(nbytes)
+        if stack:
+            return stack.pop()
+        best = 0
+        for have, stack in self.free.items():
+            if stack and nbytes < have <= 2 * nbytes and (not best or have < best):
+                best = have
+        return self.free[best].pop() if best else None
 
     @property
     def held(self) -> int:
@@ -344,8 +353,33 @@ def _copy_into(out: Any, view: Any) -> None:
         np.take(np.ravel(view, order="K"), index, out=out.reshape(-1))
 
 
-@functools.lru_cache(maxsize=512)
+GATHER_BUDGET = 64 << 20
+"""The bytes of gather indices kept (`_GATHERS`, the oldest dropped first): an index takes 8
+bytes an element, as much as the float64 value it lays out."""
+
+_GATHERS: dict[tuple[Shape, tuple[int, ...], int], Any] = {}
+
+
 def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
+    """`_make_gather_index`, kept while `GATHER_BUDGET` allows."""
+    key = (shape, strides, itemsize)
+    try:
+        return _GATHERS[key]
+    except KeyError:
+        pass
+    index = _make_gather_index(shape, strides, itemsize)
+    if index is not None:
+        held = sum(i.nbytes for i in _GATHERS.values() if i is not None)
+        while _GATHERS and held + index.nbytes > GATHER_BUDGET:
+            dropped = _GATHERS.pop(next(iter(_GATHERS)))
+            held -= 0 if dropped is None else dropped.nbytes
+    if len(_GATHERS) >= 4096:  # the layouts of many plans: the oldest go
+        del _GATHERS[next(iter(_GATHERS))]
+    _GATHERS[key] = index
+    return index
+
+
+def _make_gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
     """The flat positions, in memory order, of a dense array seen through `strides`, read in C
     order: the index of `_copy_into`'s gather; None where a strided copy is as fast (a long
     contiguous inner run), or the array is not dense, or too large."""

@@ -377,3 +377,20 @@ def test_a_transposing_copy_of_short_runs_is_one_gather():
         out = np.empty(v.shape)
         network._copy_into(out, v)
         np.testing.assert_array_equal(out, np.ascontiguousarray(v))
+
+
+def test_the_gather_indices_kept_stay_within_their_budget(monkeypatch):
+    """Each index takes as many bytes as the float64 value it lays out: the indices kept are
+    dropped, oldest first, beyond `GATHER_BUDGET`, and a dropped one is made again when needed."""
+    monkeypatch.setattr(network, "_GATHERS", {})
+    monkeypatch.setattr(network, "GATHER_BUDGET", 3 * 4096 * 8)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2,) * 12)
+    views = [x.transpose((*rng.permutation(10), 11, 10)) for _ in range(6)]  # runs of two
+    for view in views + views[:2]:
+        out = np.empty(view.shape)
+        network._copy_into(out, view)
+        np.testing.assert_array_equal(out, np.ascontiguousarray(view))
+        kept = [i for i in network._GATHERS.values() if i is not None]
+        assert 0 < sum(i.nbytes for i in kept) <= network.GATHER_BUDGET
+    assert len(network._GATHERS) == 3
