@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,9 +268,10 @@ class _Pool:
 
     def get(self, shape: Shape, dtype: Any) -> Any:
         size = math.prod(shape)
-        if size < POOL_MIN:
+        dtype = np.dtype(dtype)
+        if size < POOL_MIN or dtype.hasobject:  # (an array of objects is no view of bytes)
             return np.empty(shape, dtype)
-        nbytes = size * np.dtype(dtype).itemsize
+        nbytes = size * dtype.itemsize
         raw = self._fit(nbytes)
         if raw is None:
             raw = np.empty(nbytes, np.uint8)
@@ -358,6 +360,7 @@ GATHER_BUDGET = 64 << 20
 bytes an element, as much as the float64 value it lays out."""
 
 _GATHERS: dict[tuple[Shape, tuple[int, ...], int], Any] = {}
+_GATHER_LOCK = threading.Lock()
 
 
 def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
@@ -368,14 +371,15 @@ def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
     except KeyError:
         pass
     index = _make_gather_index(shape, strides, itemsize)
-    if index is not None:
-        held = sum(i.nbytes for i in _GATHERS.values() if i is not None)
-        while _GATHERS and held + index.nbytes > GATHER_BUDGET:
-            dropped = _GATHERS.pop(next(iter(_GATHERS)))
-            held -= 0 if dropped is None else dropped.nbytes
-    if len(_GATHERS) >= 4096:  # the layouts of many plans: the oldest go
-        del _GATHERS[next(iter(_GATHERS))]
-    _GATHERS[key] = index
+    with _GATHER_LOCK:  # (threads sharing a plan: one of them trims at a time)
+        if index is not None:
+            held = sum(i.nbytes for i in _GATHERS.values() if i is not None)
+            while _GATHERS and held + index.nbytes > GATHER_BUDGET:
+                dropped = _GATHERS.pop(next(iter(_GATHERS)))
+                held -= 0 if dropped is None else dropped.nbytes
+        if len(_GATHERS) >= 4096:  # the layouts of many plans: the oldest go
+            del _GATHERS[next(iter(_GATHERS))]
+        _GATHERS[key] = index
     return index
 
 
