@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -259,12 +260,13 @@ class _Pool:
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
 
-    __slots__ = ("free", "fresh", "owned")
+    __slots__ = ("__weakref__", "free", "fresh", "owned")
 
     def __init__(self) -> None:
         self.free: dict[int, list[Any]] = {}
-        self.owned: set[int] = set()
+        self.owned: dict[int, Any] = {}  # id -> the buffer: kept alive, so no id is ever reused
         self.fresh = 0
+        _POOLS.add(self)
 
     def get(self, shape: Shape, dtype: Any) -> Any:
         size = math.prod(shape)
@@ -275,7 +277,7 @@ class _Pool:
         raw = self._fit(nbytes)
         if raw is None:
             raw = np.empty(nbytes, np.uint8)
-            self.owned.add(id(raw))
+            self.owned[id(raw)] = raw
             self.fresh += 1
         return raw[:nbytes].view(dtype).reshape(shape)
 
@@ -292,17 +294,39 @@ class _Pool:
 
     @property
     def held(self) -> int:
-        """The bytes of the buffers free in the pool (all of them between calls)."""
-        return sum(raw.nbytes for stack in self.free.values() for raw in stack)
+        """The bytes of the pool's buffers."""
+        return sum(raw.nbytes for raw in list(self.owned.values()))
+
+    def release(self) -> None:
+        """Let every buffer go (one in use stays with its value, and is not taken back)."""
+        self.free.clear()
+        self.owned.clear()
 
     def put(self, x: Any) -> None:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
         serves a later step."""
-        base = x
+        base: Any = x
         while base.base is not None:
             base = base.base
-        if id(base) in self.owned:
-            self.free.setdefault(base.nbytes, []).append(base)
+        raw = self.owned.get(id(base))
+        if raw is not None and raw is base:
+            self.free.setdefault(int(raw.nbytes), []).append(raw)
+
+
+_POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
+
+
+def pooled_bytes() -> int:
+    """The bytes of every plan's pooled buffers: memory a call finds allocated by an earlier
+    call, which a measure of the call's own allocations (tracemalloc) does not see."""
+    return sum(pool.held for pool in list(_POOLS))
+
+
+def release_pools() -> None:
+    """Let go of every plan's pooled buffers: the next call of each plan makes its own again
+    (to measure a call's memory from nothing, or to give the memory back)."""
+    for pool in list(_POOLS):
+        pool.release()
 
 
 class _Fresh:

@@ -394,3 +394,30 @@ def test_the_gather_indices_kept_stay_within_their_budget(monkeypatch):
         kept = [i for i in network._GATHERS.values() if i is not None]
         assert 0 < sum(i.nbytes for i in kept) <= network.GATHER_BUDGET
     assert len(network._GATHERS) == 3
+
+
+def test_a_pool_takes_back_only_its_own_buffers(monkeypatch):
+    """`_Pool.put` of an array the pool did not make (an operand of the user's, a product's own
+    array) leaves it alone, so that no later step can write into it; `release_pools` lets every
+    buffer go, and the next call makes its own again (as many as the first call made)."""
+    monkeypatch.setattr(network, "POOL_MIN", 64)
+    pool = network._Pool()
+    mine = pool.get((16, 8), np.dtype(float))
+    foreign = np.ones((16, 8))
+    pool.put(foreign)
+    pool.put(foreign.T)
+    assert pool.free == {} and pool.held == mine.nbytes
+    pool.put(mine.T)
+    assert pool.get((8, 16), np.dtype(float)).base is not None and pool.fresh == 1
+    _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    made = plan.pools[0].fresh
+    network.release_pools()
+    assert plan.held == 0
+    value = network.value_and_grad(plan, ops, grads := dict.fromkeys(wrt))
+    assert plan.pools[0].fresh == 2 * made and plan.held > 0
+    assert_close(value, oe.contract(",".join(inputs) + "->" + out, *ops, optimize=path))
+    for k, env in enumerate(_environments(",".join(inputs) + "->" + out, ops, np.ones(()))):
+        assert_close(grads[k], env)
