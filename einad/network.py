@@ -4,7 +4,8 @@ A contraction of three or more numpy operands differentiated in first-order reve
 is one node (`einsum.sliced_einsum_p` with no slices; which contractions, see
 `einsum.contract`). Its value, its one-pass value-and-gradient and its VJP run here, from
 a `TreePlan` made on first use per subscripts, shapes, path and differentiated operands
-(`tree_plan`, cached):
+(`tree_plan`, cached); so does the forward of any einsum of three or more numpy operands,
+eager or jitted (`einsum._forward_plan`):
 
 * **Layouts.** Every intermediate's axis order is chosen from the result down: each
   product asks for its operands in the layout it reads as it lies, and the product
@@ -21,9 +22,18 @@ a `TreePlan` made on first use per subscripts, shapes, path and differentiated o
   would each copy is laid out once, as the forward wrote its value, when that costs
   less. On cotengra's random regular networks this halves the sweep's copies.
 * **Steps.** Every forward product and every pullback has its `executor._PairPlan`
-  made with the plan: at run time a step is a tuple lookup and one `_run_pair` call (one
-  ``numpy.matmul`` on views where the layouts allow), with no tracing, no dtype
-  decision and no plan lookup.
+  made with the plan (`_Pair`): at run time a step is a tuple lookup and one call, one
+  ``numpy.dot`` (``numpy.matmul`` with batch letters) on views where the layouts allow,
+  with no tracing and no plan lookup; whether an operand is a view is decided once per
+  layout it comes in. A copy that remains goes through `_copy_into`: where numpy's
+  strided copy would run inner loops of two elements (networks of bond 2), it is one
+  ``numpy.take`` through an index made once (2-4 times faster).
+* **Buffers.** Intermediates, copies and cotangents are written (``out=``) into buffers
+  of a pool the plan keeps between calls (`_Pool`): a value's buffer serves a later step
+  once the value is let go, and the next call finds the buffers mapped and touched. A
+  fresh large array is a fresh mapping whose every page faults on first touch: on
+  benchmark n1 1,100 faults per forward and 1,700 per value-and-gradient, a third to a
+  half of the forward's time. The value and gradients returned are arrays of their own.
 * **The sweep** pulls the cotangent back from the result to every differentiated
   operand through the forward's kept intermediates, one pairwise product per step
   and operand: all N gradients for about twice the forward's work (the bound for
@@ -39,14 +49,16 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .aliases import Array, Path, Shape
-from .executor import _expression, _pair_plan, _PairPlan, _run_pair, merges_without_copy, spread
+from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
@@ -96,6 +108,17 @@ class TreePlan:
     backward: tuple[Pullback, ...]
     kept: frozenset[int]
     free_after: tuple[tuple[int, ...], ...]
+    pooled: bool = True
+    """Whether every step writes a fresh array (no step may return a view of its operand), so
+    that a value's buffer can be handed to a later step once the value is let go."""
+    pools: list[_Pool] = field(default_factory=list, compare=False, hash=False, repr=False)
+    """The buffers of earlier calls, handed to the next (see `_Pool`)."""
+
+    @property
+    def held(self) -> int:
+        """The bytes of the buffers the plan keeps for its next calls (`pools`): memory a call
+        finds allocated, which a per-call measure of allocations (tracemalloc) does not see."""
+        return sum(pool.held for pool in list(self.pools))
 
     @property
     def copies(self) -> int:
@@ -182,26 +205,315 @@ def _product(
         plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b])
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
         copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
-        return functools.partial(_run_pair, plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
+        return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
     order = tuple(range(len(specs)))
     none = (None,) * len(specs)
     if len(specs) == 1:
-        return functools.partial(np.einsum, numpy_subscripts(f"{specs[0]}->{out}")), order, 0, out, none
+        run = functools.partial(np.einsum, numpy_subscripts(f"{specs[0]}->{out}"))
+        return functools.partial(_unpooled, run), order, 0, out, none
     text = ",".join(specs) + "->" + out  # an explicit path's N-operand step
-    return _expression(text, tuple(shapes), "auto", None), order, 0, out, none
+    return functools.partial(_unpooled, _expression(text, tuple(shapes), "auto", None)), order, 0, out, none
 
 
-def _then(run: Run, lay: Run, *xs: Any) -> Any:
-    return lay(run(*xs))
+def _unpooled(run: Run, pool: Any, *xs: Any) -> Any:
+    """A step that allocates its own result (numpy.einsum's, opt_einsum's: possibly a view of
+    an operand, so that a plan with one is not `TreePlan.pooled`)."""
+    return run(*xs)
+
+
+def _then(run: Run, lay: Run, pool: Any, *xs: Any) -> Any:
+    """`run`'s result laid out by `lay`; the result as `run` wrote it is let go at once."""
+    r = run(pool, *xs)
+    y = lay(pool, r)
+    pool.put(r)
+    return y
 
 
 def _lay_out(spec: str, order: str) -> Run:
     """The copy of a value indexed by `spec` that lies in memory in the order `order` (its
-    axes still in `spec`'s order)."""
-    perm = [spec.index(c) for c in order]
+    axes still in `spec`'s order), always in a buffer of its own."""
+    perm = tuple(spec.index(c) for c in order)
     back = tuple(perm.index(i) for i in range(len(perm)))
-    perm_t = tuple(perm)
-    return lambda x: np.ascontiguousarray(x.transpose(perm_t)).transpose(back)
+
+    def lay(pool: Any, x: Any) -> Any:
+        view = x.transpose(perm)
+        out = pool.get(view.shape, x.dtype)
+        _copy_into(out, view)
+        return out.transpose(back)
+
+    return lay
+
+
+# -- running: buffers, copies and matrix products ------------------------------------------------
+
+POOL_MIN = 32768
+"""Elements from which a step's buffer comes from the pool of the call (`_Pool`): an array
+of 256 KiB or more (float64) is a fresh mapping from the system allocator, whose every page
+faults on first touch (on a 2^18-element intermediate about 0.1 ms; 1,100 faults per forward
+of benchmark n1, a third of its time). Smaller ones come from malloc's own free lists."""
+
+
+class _Pool:
+    """The scratch buffers of one call of a plan: a buffer let go (`put`) serves the next step
+    that asks for as many bytes, or up to half as many (`get`), and the buffers outlive the call in the plan's
+    `TreePlan.pools`, so that the next call finds them touched and mapped, as a compiled
+    program's preassigned buffers are. Only intermediates are taken from it: the value and
+    the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
+
+    __slots__ = ("__weakref__", "free", "fresh", "owned")
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[Any]] = {}
+        self.owned: dict[int, Any] = {}  # id -> the buffer: kept alive, so no id is ever reused
+        self.fresh = 0
+        _POOLS.add(self)
+
+    def get(self, shape: Shape, dtype: Any) -> Any:
+        size = math.prod(shape)
+        dtype = np.dtype(dtype)
+        if size < POOL_MIN or dtype.hasobject:  # (an array of objects is no view of bytes)
+            return np.empty(shape, dtype)
+        nbytes = size * dtype.itemsize
+        raw = self._fit(nbytes)
+        if raw is None:
+            raw = np.empty(nbytes, np.uint8)
+            self.owned[id(raw)] = raw
+            self.fresh += 1
+        return raw[:nbytes].view(dtype).reshape(shape)
+
+    def _fit(self, nbytes: int) -> Any:
+        """A free buffer of `nbytes`, or else the smallest free one up to twice as large."""
+        stack = self.free.get(nbytes)
+        if stack:
+            return stack.pop()
+        best = 0
+        for have, stack in self.free.items():
+            if stack and nbytes < have <= 2 * nbytes and (not best or have < best):
+                best = have
+        return self.free[best].pop() if best else None
+
+    @property
+    def held(self) -> int:
+        """The bytes of the pool's buffers."""
+        return sum(raw.nbytes for raw in list(self.owned.values()))
+
+    def release(self) -> None:
+        """Let every buffer go (one in use stays with its value, and is not taken back)."""
+        self.free.clear()
+        self.owned.clear()
+
+    def put(self, x: Any) -> None:
+        """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
+        serves a later step."""
+        base: Any = x
+        while base.base is not None:
+            base = base.base
+        raw = self.owned.get(id(base))
+        if raw is not None and raw is base:
+            self.free.setdefault(int(raw.nbytes), []).append(raw)
+
+
+_POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
+
+
+def pooled_bytes() -> int:
+    """The bytes of every plan's pooled buffers: memory a call finds allocated by an earlier
+    call, which a measure of the call's own allocations (tracemalloc) does not see."""
+    return sum(pool.held for pool in list(_POOLS))
+
+
+def release_pools() -> None:
+    """Let go of every plan's pooled buffers: the next call of each plan makes its own again
+    (to measure a call's memory from nothing, or to give the memory back)."""
+    for pool in list(_POOLS):
+        pool.release()
+
+
+class _Fresh:
+    """No pool: every buffer is a new array, and nothing is let go early (a value that leaves
+    the call, or a plan whose steps may return views)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def get(shape: Shape, dtype: Any) -> Any:
+        return np.empty(shape, dtype)
+
+    @staticmethod
+    def put(x: Any) -> None:
+        pass
+
+
+_FRESH = _Fresh()
+
+
+def _checkout(plan: TreePlan) -> Any:
+    if not plan.pooled:
+        return _FRESH
+    try:
+        return plan.pools.pop()
+    except IndexError:
+        return _Pool()
+
+
+def _checkin(plan: TreePlan, pool: Any) -> None:
+    if pool is not _FRESH:
+        plan.pools.append(pool)
+
+
+GATHER_RUN = 4
+"""A transposing copy whose innermost loop (the trailing axes of the source that merge) is
+shorter than this (elements) is a `numpy.take` through a precomputed index: numpy's strided
+copy of a network of bond 2 spends its time in inner loops of two elements (0.5-1 ms for 2^18
+elements, 2-4 times take's); from loops of four on, the strided copy is as fast or faster."""
+GATHER_MAX = 1 << 22
+"""The largest copy done by `numpy.take` (its index: 8 bytes an element, kept per layout)."""
+
+
+def _copy_into(out: Any, view: Any) -> None:
+    """Copy `view` (a transposed view of a dense array) into the C-contiguous `out`."""
+    index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
+    if index is None:
+        np.copyto(out, view)
+    else:
+        np.take(np.ravel(view, order="K"), index, out=out.reshape(-1))
+
+
+GATHER_BUDGET = 64 << 20
+"""The bytes of gather indices kept (`_GATHERS`, the oldest dropped first): an index takes 8
+bytes an element, as much as the float64 value it lays out."""
+
+_GATHERS: dict[tuple[Shape, tuple[int, ...], int], Any] = {}
+_GATHER_LOCK = threading.Lock()
+
+
+def _gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
+    """`_make_gather_index`, kept while `GATHER_BUDGET` allows."""
+    key = (shape, strides, itemsize)
+    try:
+        return _GATHERS[key]
+    except KeyError:
+        pass
+    index = _make_gather_index(shape, strides, itemsize)
+    with _GATHER_LOCK:  # (threads sharing a plan: one of them trims at a time)
+        if index is not None:
+            held = sum(i.nbytes for i in _GATHERS.values() if i is not None)
+            while _GATHERS and held + index.nbytes > GATHER_BUDGET:
+                dropped = _GATHERS.pop(next(iter(_GATHERS)))
+                held -= 0 if dropped is None else dropped.nbytes
+        if len(_GATHERS) >= 4096:  # the layouts of many plans: the oldest go
+            del _GATHERS[next(iter(_GATHERS))]
+        _GATHERS[key] = index
+    return index
+
+
+def _make_gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) -> Any:
+    """The flat positions, in memory order, of a dense array seen through `strides`, read in C
+    order: the index of `_copy_into`'s gather; None where a strided copy is as fast (a long
+    contiguous inner run), or the array is not dense, or too large."""
+    size = math.prod(shape)
+    if size > GATHER_MAX or any(s <= 0 for s, d in zip(strides, shape) if d > 1):
+        return None
+    run, step = 1, None  # the innermost loop numpy's copy would run: the trailing axes that merge
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d == 1:
+            continue
+        if step is not None and s != step:
+            break
+        run, step = run * d, s * d
+    if run >= GATHER_RUN:
+        return None
+    expect = itemsize  # dense: the strides, smallest first, step through memory without a gap
+    for s, d in sorted((s, d) for s, d in zip(strides, shape) if d > 1):
+        if s != expect:
+            return None
+        expect *= d
+    index = np.zeros((), np.intp)
+    for d, s in zip(shape, strides):
+        index = index[..., None] + np.arange(d, dtype=np.intp) * (s // itemsize)
+    return index.reshape(-1)
+
+
+class _Pair:
+    """A planned pairwise product (`executor._PairPlan`) that writes into its call's buffers:
+    each operand as a view where its letter groups allow, else copied once into a buffer
+    (`_copy_into`); one ``numpy.dot`` (``numpy.matmul`` with batch letters) into a buffer;
+    the result viewed in the output's order. Whether an operand is a view is decided once
+    per layout of the operands it meets (`seen`, keyed by their strides)."""
+
+    __slots__ = ("identity", "mm_shape", "out_shape", "plan", "seen")
+
+    def __init__(self, plan: _PairPlan) -> None:
+        self.plan = plan
+        self.out_shape = tuple(plan.dims[i] for i in plan.perm_out)
+        self.mm_shape = (*plan.shape_a[:-1], plan.shape_b[-1])
+        self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
+        self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
+
+    def __call__(self, pool: Any, a: Any, b: Any) -> Any:
+        plan = self.plan
+        dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+        if plan.outer:
+            if plan.pre_a is not None:
+                a = np.einsum(plan.pre_a, a)
+            if plan.pre_b is not None:
+                b = np.einsum(plan.pre_b, b)
+            perm, shape = plan.view_a
+            a = a.transpose(perm).reshape(shape)
+            perm, shape = plan.view_b
+            out = pool.get(self.out_shape, dtype)
+            return np.multiply(a, b.transpose(perm).reshape(shape), out=out)
+        if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
+            return _loop_pair(plan, a, b)
+        if plan.swap:
+            a, b = b, a
+        if plan.pre_a is not None:
+            a = np.einsum(plan.pre_a, a)
+        if plan.pre_b is not None:
+            b = np.einsum(plan.pre_b, b)
+        a = a.transpose(plan.perm_a)
+        b = b.transpose(plan.perm_b)
+        key = (a.strides, b.strides)
+        views = self.seen.get(key)
+        if views is None:
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
+        if views[0]:
+            a = a.reshape(plan.shape_a)
+        else:
+            a = _copied(pool, a, plan.shape_a)
+        if views[1]:
+            b = b.reshape(plan.shape_b)
+        else:
+            b = _copied(pool, b, plan.shape_b)
+        out = pool.get(self.mm_shape, dtype)
+        if len(self.mm_shape) == 2:
+            np.dot(a, b, out=out)
+        else:
+            np.matmul(a, b, out=out)
+        if not views[0]:
+            pool.put(a)
+        if not views[1]:
+            pool.put(b)
+        out = out.reshape(plan.dims)
+        return out if self.identity else out.transpose(plan.perm_out)
+
+
+def _merges(view: Any, shape: Shape) -> bool:
+    """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
+    return bool(np.may_share_memory(view.reshape(shape), view))
+
+
+def _copied(pool: Any, view: Any, shape: Shape) -> Any:
+    """`view` copied into a buffer of the call (`_copy_into`), merged to `shape`."""
+    out = pool.get(view.shape, view.dtype)
+    _copy_into(out, view)
+    return out.reshape(shape)
+
+
+def _loop_pair(plan: _PairPlan, a: Any, b: Any) -> Any:
+    """A product numpy.einsum runs in one pass (a memory-bound one whose operands a matrix
+    product would copy): a fresh array, copying nothing."""
+    return np.einsum(plan.text, a, b)
 
 
 def _follow(inputs: tuple[str, ...], output: str, path: Path) -> tuple[list[tuple[int, ...]], list[str]]:
@@ -410,6 +722,7 @@ def _tree_plan(
         backward=tuple(backward),
         kept=frozenset(kept),
         free_after=tuple(free_after[::-1]),
+        pooled=all(len(args) == 2 for args in args_of),
     )
 
 
@@ -511,54 +824,103 @@ _COTANGENT = -1
 # -- running ---------------------------------------------------------------------------------
 
 
-def forward(plan: TreePlan, arrays: Sequence[Array], keep: bool = False) -> tuple[Any, dict[int, Any]]:
-    """The contraction's value, and (with `keep`) the intermediates the sweep reads."""
+def forward(
+    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None
+) -> tuple[Any, dict[int, Any]]:
+    """The contraction's value, and (with `keep`) the intermediates the sweep reads.
+
+    Without `keep` the intermediates are the buffers of a pool of the plan's (`_Pool`),
+    each handed on once its reader is done; `pool` (value_and_grad's) keeps the kept ones
+    in it for the sweep. The value is always an array of its own."""
+    own = pool is None and not keep
+    if own:
+        pool = _checkout(plan)
+    elif pool is None:
+        pool = _FRESH
     vals: dict[int, Any] = dict(enumerate(arrays))
     kept = plan.kept if keep else frozenset()
     last = plan.forward[-1].result
     for p in plan.forward:
-        vals[p.result] = p.run(*[vals[a] if a in kept else vals.pop(a) for a in p.args])
-    return vals.pop(last), {k: v for k, v in vals.items() if k in kept}
+        if p.result == last:
+            vals[p.result] = p.run(_FRESH, *[vals[a] for a in p.args])
+            continue
+        xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
+        vals[p.result] = p.run(pool, *xs)
+        for a, x in zip(p.args, xs):
+            if a not in kept and a != p.result:
+                pool.put(x)
+    value = vals.pop(last)
+    if own:
+        _checkin(plan, pool)
+    return value, {k: v for k, v in vals.items() if k in kept}
 
 
 def sweep(
-    plan: TreePlan, g: Any, arrays: Sequence[Array], kept: dict[int, Any], grads: dict[int, Any]
+    plan: TreePlan,
+    g: Any,
+    arrays: Sequence[Array],
+    kept: dict[int, Any],
+    grads: dict[int, Any],
+    pool: Any = None,
 ) -> None:
     """Pull the cotangent `g` of the result back to the operands: each differentiated operand
     k's gradient is written into ``grads[k]`` (an array of its shape, overwritten), or, where
-    that is None, becomes it."""
+    that is None, becomes it. With `pool` (the forward's), the cotangents and the kept
+    intermediates are its buffers, each handed on once its last pullback has read it."""
+    if pool is None:
+        pool = _FRESH
     vals: dict[int, Any] = dict(enumerate(arrays))
     vals.update(kept)
     cts: dict[int, Any] = {plan.forward[-1].result: g}
     n = plan.n
     step = -1
+    ct = g
     for p in plan.backward:
         if p.step != step:
             if step >= 0:
-                _let_go(plan, step, vals)
+                _let_go(plan, step, vals, pool)
+                pool.put(ct)
             step = p.step
             ct = cts.pop(n + step)
-        r = p.run(*[ct if i == _COTANGENT else vals[i] for i in p.args])
+        args = [ct if i == _COTANGENT else vals[i] for i in p.args]
         if p.target < n:
             out = grads[p.target]
+            # a gradient that is the product's own array leaves the call: not a pooled buffer
+            r = p.run(_FRESH if out is None and p.spread is None else pool, *args)
             if p.spread is not None:
-                r = spread(r, *p.spread)
-            if out is None:  # no buffer to fill: the product's own array (a fresh one if spread)
-                grads[p.target] = r if p.spread is None else np.array(r)
+                s = spread(r, *p.spread)
+                if out is None:
+                    grads[p.target] = np.array(s)
+                else:
+                    out[...] = s
+                pool.put(r)
+            elif out is None:
+                grads[p.target] = r
             else:
                 out[...] = r
+                pool.put(r)
         else:
-            cts[p.target] = r
+            cts[p.target] = p.run(pool, *args)
+    if step >= 0:
+        _let_go(plan, step, vals, pool)
+        pool.put(ct)
+    for k in range(n):  # the inputs laid out before the forward
+        if vals[k] is not arrays[k]:
+            pool.put(vals[k])
 
 
-def _let_go(plan: TreePlan, step: int, vals: dict[int, Any]) -> None:
+def _let_go(plan: TreePlan, step: int, vals: dict[int, Any], pool: Any) -> None:
     for a in plan.free_after[step]:
         if a >= plan.n:
-            vals.pop(a, None)
+            x = vals.pop(a, None)
+            if x is not None:
+                pool.put(x)
 
 
 def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
     """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`."""
-    value, kept = forward(plan, arrays, keep=True)
-    sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads)
+    pool = _checkout(plan)
+    value, kept = forward(plan, arrays, keep=True, pool=pool)
+    sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
+    _checkin(plan, pool)
     return value

@@ -114,29 +114,6 @@ def test_a_broadcast_label_keeps_its_operand_order():
 # -- layouts ---------------------------------------------------------------------------------------
 
 
-def _observed(plan, a, b) -> int:
-    """The elements `executor._run_pair` copies into its matrix product's operands, as numpy
-    makes them: an operand whose transposed view does not reshape as a view is copied. A
-    product that numpy.einsum runs instead (a matrix-vector one whose operands would need a
-    copy) counts as copying both, as the plan counts it."""
-    if plan.outer:
-        return 0
-    if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
-        return a.size + b.size
-    if plan.swap:
-        a, b = b, a
-    copied = 0
-    for x, pre, perm, shape in (
-        (a, plan.pre_a, plan.perm_a, plan.shape_a),
-        (b, plan.pre_b, plan.perm_b, plan.shape_b),
-    ):
-        if pre is not None:
-            x = np.einsum(pre, x)
-        if not np.may_share_memory(x.transpose(perm).reshape(shape), x):
-            copied += x.size
-    return copied
-
-
 def _greedy_network(n, seed, d_min, d_max):
     """A random 3-regular network of `n` tensors: its equation, inputs, output, shapes and greedy path."""
     eq, shapes = rand_equation(n, 3, seed=seed, d_min=d_min, d_max=d_max)
@@ -147,27 +124,23 @@ def _greedy_network(n, seed, d_min, d_max):
 
 
 def _count_copies(monkeypatch):
-    """A counter (a one-item list) of the elements numpy copies in the plans made from now on:
-    inside each product (`_observed`) and in each value laid out once (`network._lay_out`)."""
+    """A counter (a one-item list) of the elements numpy copies while plans run: every copy a
+    product makes of an operand and every value laid out once go through
+    `network._copy_into`; a product left to numpy.einsum's one-pass loop (a matrix-vector one
+    whose operands a matrix product would copy) counts as copying both, as the plan counts it."""
     copied = [0]
-    run_pair, lay_out = executor._run_pair, network._lay_out
+    copy_into, loop_pair = network._copy_into, network._loop_pair
 
-    def counting(plan, a, b):
-        copied[0] += _observed(plan, a, b)
-        return run_pair(plan, a, b)
+    def counted_copy(out, view):
+        copied[0] += view.size
+        copy_into(out, view)
 
-    def counted_lay_out(spec, order):
-        lay = lay_out(spec, order)
+    def counted_loop(plan, a, b):
+        copied[0] += a.size + b.size
+        return loop_pair(plan, a, b)
 
-        def counted(x):
-            y = lay(x)
-            copied[0] += 0 if np.may_share_memory(x, y) else x.size
-            return y
-
-        return counted
-
-    monkeypatch.setattr(network, "_run_pair", counting)
-    monkeypatch.setattr(network, "_lay_out", counted_lay_out)
+    monkeypatch.setattr(network, "_copy_into", counted_copy)
+    monkeypatch.setattr(network, "_loop_pair", counted_loop)
     return copied
 
 
@@ -199,7 +172,7 @@ def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
     22: the staged steps were merged and planned again by "auto")."""
     eq, ops, path = _network(11, float, 0)
     calls: list[tuple] = []
-    real = np.matmul
+    real, dot = np.matmul, np.dot
 
     class Counting:
         def __getattr__(self, name):
@@ -210,10 +183,16 @@ def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
             calls.append((a.shape, b.shape))
             return real(a, b, *args, **kwargs)
 
+        @staticmethod
+        def dot(a, b, *args, **kwargs):  # a planned tree's products without batch letters
+            calls.append((a.shape, b.shape))
+            return dot(a, b, *args, **kwargs)
+
     f = lambda *xs: ea.einsum(eq, *xs, optimize=path)
     jf = ea.jit(f)
     jf(*ops)  # staged and compiled
-    monkeypatch.setattr(executor, "np", Counting())
+    for module in (executor, network):  # eager einsum's steps, and a planned tree's
+        monkeypatch.setattr(module, "np", Counting())
     f(*ops)
     eager, calls[:] = list(calls), []
     jf(*ops)
@@ -295,3 +274,150 @@ def test_the_sweep_reads_what_was_laid_out_once(monkeypatch, seed):
     g_num = ea.grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), argnums=wrt)(*ops)
     for k in wrt:
         assert_close(grads[k], g_num[k])
+
+
+# -- buffers and copies ----------------------------------------------------------------------------
+
+
+def _bond2_network(n, seed, dtype=float):
+    """A random 3-regular network of bond 2 with its greedy path, operands and gradient buffers:
+    its largest intermediates hold thousands of elements (`network.POOL_MIN` is lowered to
+    pool them)."""
+    eq, inputs, out, shapes, path = _greedy_network(n, seed, d_min=2, d_max=2)
+    rng = np.random.default_rng(seed)
+    ops = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    if np.dtype(dtype).kind == "c":
+        ops = [x + 1j * rng.standard_normal(x.shape) for x in ops]
+    return eq, inputs, out, shapes, path, ops
+
+
+def test_a_second_call_reuses_the_buffers_of_the_first(monkeypatch):
+    """The intermediates, copies and cotangents of a call are buffers of the plan's pool: the
+    second value-and-gradient makes none (`_Pool.fresh`) and allocates less at its peak
+    (tracemalloc) than the first, which made them; the results are the same."""
+    import tracemalloc
+
+    monkeypatch.setattr(network, "POOL_MIN", 64)
+    _, inputs, out, shapes, path, ops = _bond2_network(30, 5)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    assert plan.pooled and plan.pools == []
+    peaks, results = [], []
+    for _ in range(2):
+        tracemalloc.start()
+        grads = dict.fromkeys(wrt)
+        value = network.value_and_grad(plan, ops, grads)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        results.append((value, grads))
+    (pool,) = plan.pools
+    made = pool.fresh
+    assert made > 0
+    network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    assert plan.pools == [pool] and pool.fresh == made
+    assert peaks[1] < peaks[0]
+    assert 0 < plan.held <= peaks[0]  # what the pool keeps was allocated by the first call
+    (v0, g0), (v1, g1) = results
+    assert v0 == v1
+    for k in wrt:
+        np.testing.assert_array_equal(g0[k], g1[k])
+
+
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_pooled_buffers_never_hold_what_a_call_returned(monkeypatch, dtype):
+    """A value, a gradient and a forward's result are arrays of their own: the next call on
+    other operands, which reuses the pool, leaves them as they were (compared with opt_einsum's
+    contraction and environments, and with the unpooled sweep), real and complex."""
+    monkeypatch.setattr(network, "POOL_MIN", 16)
+    eq, inputs, out, shapes, path, ops = _bond2_network(24, 9, dtype)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    first = network.value_and_grad(plan, ops, grads := dict.fromkeys(wrt))
+    fwd, _ = network.forward(plan, ops)
+    others = [2.0 * x for x in ops]
+    network.value_and_grad(plan, others, dict.fromkeys(wrt))
+    network.forward(plan, others)
+    expected = oe.contract(eq, *ops, optimize=path)
+    assert_close(first, expected)
+    assert_close(fwd, expected)
+    value, kept = network.forward(plan, ops, keep=True)  # unpooled: the eager VJP's road
+    reference = dict.fromkeys(wrt)
+    network.sweep(plan, np.ones((), value.dtype), ops, kept, reference)
+    for k in wrt:
+        assert_close(grads[k], reference[k])
+    for k, env in enumerate(_environments(eq, ops, np.ones((), first.dtype))):
+        assert_close(grads[k], env)
+
+
+def test_a_transposing_copy_of_short_runs_is_one_gather():
+    """Laying out an array of many size-2 axes: numpy's strided copy runs inner loops of two
+    elements; `_copy_into` gathers through a precomputed index instead (one numpy.take), with
+    the same result. It keeps numpy's copy where the inner loop is four elements or more (the
+    view's last two axes consecutive in memory), and where the array is not dense."""
+    from numpy.lib.stride_tricks import as_strided
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2,) * 12)
+    for _ in range(8):
+        perm = tuple(int(i) for i in rng.permutation(12))
+        view = x.transpose(perm)
+        out = np.empty(view.shape)
+        network._copy_into(out, view)
+        np.testing.assert_array_equal(out, np.ascontiguousarray(view))
+        gathered = network._gather_index(view.shape, view.strides, 8) is not None
+        assert gathered == (perm[-2] + 1 != perm[-1])
+    y = rng.standard_normal((16, 16, 16)).transpose(2, 0, 1)  # inner loops of one, 16 apart
+    out = np.empty(y.shape)
+    network._copy_into(out, y)
+    np.testing.assert_array_equal(out, np.ascontiguousarray(y))
+    z = rng.standard_normal((8, 64))[:, ::2].T  # not dense
+    overlapping = as_strided(np.arange(8.0), (2, 2, 2), (8, 8, 40))  # positions 0..7, not one each
+    for v in (z, overlapping):
+        assert network._gather_index(v.shape, v.strides, 8) is None
+        out = np.empty(v.shape)
+        network._copy_into(out, v)
+        np.testing.assert_array_equal(out, np.ascontiguousarray(v))
+
+
+def test_the_gather_indices_kept_stay_within_their_budget(monkeypatch):
+    """Each index takes as many bytes as the float64 value it lays out: the indices kept are
+    dropped, oldest first, beyond `GATHER_BUDGET`, and a dropped one is made again when needed."""
+    monkeypatch.setattr(network, "_GATHERS", {})
+    monkeypatch.setattr(network, "GATHER_BUDGET", 3 * 4096 * 8)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2,) * 12)
+    views = [x.transpose((*rng.permutation(10), 11, 10)) for _ in range(6)]  # runs of two
+    for view in views + views[:2]:
+        out = np.empty(view.shape)
+        network._copy_into(out, view)
+        np.testing.assert_array_equal(out, np.ascontiguousarray(view))
+        kept = [i for i in network._GATHERS.values() if i is not None]
+        assert 0 < sum(i.nbytes for i in kept) <= network.GATHER_BUDGET
+    assert len(network._GATHERS) == 3
+
+
+def test_a_pool_takes_back_only_its_own_buffers(monkeypatch):
+    """`_Pool.put` of an array the pool did not make (an operand of the user's, a product's own
+    array) leaves it alone, so that no later step can write into it; `release_pools` lets every
+    buffer go, and the next call makes its own again (as many as the first call made)."""
+    monkeypatch.setattr(network, "POOL_MIN", 64)
+    pool = network._Pool()
+    mine = pool.get((16, 8), np.dtype(float))
+    foreign = np.ones((16, 8))
+    pool.put(foreign)
+    pool.put(foreign.T)
+    assert pool.free == {} and pool.held == mine.nbytes
+    pool.put(mine.T)
+    assert pool.get((8, 16), np.dtype(float)).base is not None and pool.fresh == 1
+    _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    made = plan.pools[0].fresh
+    network.release_pools()
+    assert plan.held == 0
+    value = network.value_and_grad(plan, ops, grads := dict.fromkeys(wrt))
+    assert plan.pools[0].fresh == 2 * made and plan.held > 0
+    assert_close(value, oe.contract(",".join(inputs) + "->" + out, *ops, optimize=path))
+    for k, env in enumerate(_environments(",".join(inputs) + "->" + out, ops, np.ones(()))):
+        assert_close(grads[k], env)

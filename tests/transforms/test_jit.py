@@ -5,7 +5,6 @@ The op, einsum, transform and mode suites also run under ea.jit (the `jit_mode`
 fixture in conftest.py); this file tests what is particular to staging.
 """
 
-import functools
 import re
 import sys
 import threading
@@ -253,23 +252,24 @@ def _count_pairwise_contractions(monkeypatch):
     """Count the pairwise contractions einad runs: staging and eager mode reach
     `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
     lowered einsums look the name up there when they are made and when they run), and a
-    planned tree (`network`) through the products its plan binds. Products that sum no letter
-    (a gradient scaled by its cotangent) are not contraction work, and are not counted."""
+    planned tree (`network`) through its products (`network._Pair`). Products that sum no
+    letter (a gradient scaled by its cotangent) are not contraction work, and are not counted."""
     calls = []
-    run_pair = executor._run_pair
+    run_pair, pair_call = executor._run_pair, network._Pair.__call__
 
     def counted(plan, a, b):
         if not plan.outer:  # a contraction (a product summing a letter), not a scaling
             calls.append(1)
         return run_pair(plan, a, b)
 
+    def counted_product(self, pool, a, b):
+        if not self.plan.outer:
+            calls.append(1)
+        return pair_call(self, pool, a, b)
+
     monkeypatch.setattr(executor, "_run_pair", counted)
     monkeypatch.setattr(einsum_rules, "_run_pair", counted)
-    # a planned tree binds the name when it is planned: plans made now, in a cache of their own
-    monkeypatch.setattr(network, "_run_pair", counted)
-    monkeypatch.setattr(
-        einsum_rules, "tree_plan", functools.lru_cache(maxsize=8)(network.tree_plan.__wrapped__)
-    )
+    monkeypatch.setattr(network._Pair, "__call__", counted_product)
     return calls
 
 
