@@ -110,6 +110,15 @@ def _fmt_time(seconds: float | None, per_op: bool) -> str:
     return f"{ms * 1e3:.0f} µs"
 
 
+def _release_pools() -> None:
+    """Let einad's plans drop the buffers they keep between calls (`einad.network`'s pools),
+    so that the measured call allocates, and tracemalloc sees, every buffer it uses; what a
+    plan keeps for its next call then shows as `retained`."""
+    network = sys.modules.get("einad.network")
+    if network is not None and hasattr(network, "release_pools"):
+        network.release_pools()
+
+
 def _cores(t) -> str:
     """A note when the timed calls kept more than one core busy (a library's own threads)."""
     return f"vg on {t.cores:.1f} cores" if t.cores > 1.15 else ""
@@ -254,8 +263,11 @@ class Runner:
                     reps=reps,
                 )
                 if engine.name in TRACEMALLOC:
+                    _release_pools()
                     row.peak, row.retained = peak_memory(fn)
-                row.detail = ", ".join(filter(None, [engine.note(p, fn), _cores(t)]))
+                kept = row.retained or 0
+                kept_note = f"keeps {kept / 2**20:.1f} MiB for the next call" if kept >= 2**16 else ""
+                row.detail = ", ".join(filter(None, [engine.note(p, fn), _cores(t), kept_note]))
                 self._add(row)
         except Exception as err:
             msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"

@@ -260,9 +260,10 @@ class _Pool:
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
 
-    __slots__ = ("__weakref__", "free", "fresh", "owned")
+    __slots__ = ("__weakref__", "free", "fresh", "owned", "waiting")
 
     def __init__(self) -> None:
+        self.waiting = False  # whether it waits in its plan for the next call
         self.free: dict[int, list[Any]] = {}
         self.owned: dict[int, Any] = {}  # id -> the buffer: kept alive, so no id is ever reused
         self.fresh = 0
@@ -347,18 +348,33 @@ class _Fresh:
 _FRESH = _Fresh()
 
 
+POOL_BUDGET = 64 << 20
+"""The bytes of buffers all plans together keep between calls. A call whose pool would take
+the total above it lets its buffers go when it ends (it still reuses them within the call):
+a large contraction, eager or jitted, holds no memory once it has returned, and only small,
+repeated programs (where the page faults cost most) keep theirs."""
+
+
 def _checkout(plan: TreePlan) -> Any:
     if not plan.pooled:
         return _FRESH
     try:
-        return plan.pools.pop()
+        pool = plan.pools.pop()
     except IndexError:
         return _Pool()
+    pool.waiting = False
+    return pool
 
 
 def _checkin(plan: TreePlan, pool: Any) -> None:
-    if pool is not _FRESH:
+    if pool is _FRESH:
+        return
+    kept = sum(p.held for p in list(_POOLS) if p.waiting)  # (a pool dropped with its plan is gone)
+    if kept + pool.held <= POOL_BUDGET:
+        pool.waiting = True
         plan.pools.append(pool)
+    else:
+        pool.release()
 
 
 GATHER_RUN = 4

@@ -421,3 +421,31 @@ def test_a_pool_takes_back_only_its_own_buffers(monkeypatch):
     assert_close(value, oe.contract(",".join(inputs) + "->" + out, *ops, optimize=path))
     for k, env in enumerate(_environments(",".join(inputs) + "->" + out, ops, np.ones(()))):
         assert_close(grads[k], env)
+
+
+def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
+    """A call whose pool would take the bytes kept between calls above `POOL_BUDGET` lets its
+    buffers go when it ends (a large contraction holds nothing once it has returned); under
+    the budget the plan keeps them for its next call, which then makes none."""
+    monkeypatch.setattr(network, "POOL_MIN", 64)
+    network.release_pools()
+    _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    monkeypatch.setattr(network, "POOL_BUDGET", 0)
+    value = network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    assert plan.pools == [] and plan.held == 0
+    assert_close(value, oe.contract(",".join(inputs) + "->" + out, *ops, optimize=path))
+    monkeypatch.setattr(network, "POOL_BUDGET", 64 << 20)
+    network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    (pool,) = plan.pools
+    made = pool.fresh
+    assert made > 0 and 0 < plan.held <= network.POOL_BUDGET
+    network.value_and_grad(plan, ops, dict.fromkeys(wrt))
+    assert plan.pools == [pool] and pool.fresh == made  # kept: the next call made no buffer
+    # a second plan whose pool does not fit beside the first one's is not kept
+    monkeypatch.setattr(network, "POOL_BUDGET", plan.held)
+    other = network._tree_plan(inputs, out, shapes, path, wrt[:-1], True)
+    network.value_and_grad(other, ops, dict.fromkeys(wrt[:-1]))
+    assert other.pools == [] and plan.pools == [pool]
+    network.release_pools()
