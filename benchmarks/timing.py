@@ -200,6 +200,10 @@ def machine_info() -> dict:
         cfg = np.show_config(mode="dicts")
         b = cfg.get("Build Dependencies", {}).get("blas", {})
         blas = f"{b.get('name', '?')} {b.get('version', '')}".strip()
+        # the environment can pin OpenBLAS to an older CPU's kernels (OPENBLAS_CORETYPE): say so
+        pins = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS_")]
+        if pins:
+            blas += ", " + " ".join(pins)
     except Exception:
         pass
     mem = None
