@@ -8,6 +8,7 @@ dtypes, non-numeric constants) goes the general way, with its results and errors
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections import Counter
 
@@ -26,18 +27,24 @@ W = np.linspace(1.0, 2.0, 8)
 
 
 def calls(fn):
-    """``(fn(), Counter of the Python functions called while it ran, by name)``."""
+    """``(fn(), Counter of the Python functions called while it ran, by name)``.
+
+    The garbage collector is off while it counts: a collection would run the weakref callbacks
+    of whatever earlier tests left behind (a `WeakSet`'s `_remove`) inside the count."""
     seen: Counter[str] = Counter()
 
     def profile(frame, event, arg):
         if event == "call":
             seen[frame.f_code.co_name] += 1
 
+    gc.collect()
+    gc.disable()
     sys.setprofile(profile)
     try:
         out = fn()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return out, seen
 
 
