@@ -47,7 +47,7 @@ from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
 from ..core import LOOP, Aliasing, Params, Primitive, Staged, Structured, Tensor, Value, bind, declare, strip
 from ..errors import EinsumError
-from ..executor import _pair, _pair_plan, _run_pair
+from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..network import forward as tree_forward
 from ..network import sweep as tree_sweep
 from ..network import tree_plan
@@ -105,21 +105,8 @@ def _einsum_impl(
         return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
-    plan = _forward_plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
-    return tree_forward(plan, arrays)[0]
-
-
-@functools.lru_cache(maxsize=4096)
-def _forward_plan(
-    inputs: tuple[str, ...],
-    output: str,
-    shapes: tuple[Shape, ...],
-    optimize: str | Path,
-    memory_limit: MemoryLimit,
-) -> Any:
-    """The planned tree (`network.tree_plan`) of a forward on numpy arrays, eager or jitted: the
-    layouts, the copies made once and the pooled buffers of a gradient's forward."""
-    return tree_plan(inputs, output, shapes, _path(inputs, output, shapes, optimize, memory_limit), ())
+    steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
+    return _follow(steps, arrays, _raw_step)
 
 
 def _promoted(xp: ModuleType, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -166,13 +153,13 @@ einsum_p = Primitive("einsum", _einsum_impl)
 def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]:
     """The einsum as a function of its arrays with every plan made now (for `einad.jit`).
 
-    The plans are numpy's (a pair's `executor._pair_plan`, a longer contraction's
-    `network.tree_plan`, as eager einsum runs them): `einad.jit` lowers the programs of numpy
+    The plans are numpy's (`executor._pair_plan`): `einad.jit` lowers the programs of numpy
     arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
     meet anything but numpy arrays (another library's, or a numpy scalar an earlier step
     returned), it hands them to `_einsum_impl`: one type check per call.
     """
     inputs, output = params["inputs"], params["output"]
+    size = {c: d for spec, s in zip(inputs, shapes) for c, d in zip(spec, s)}
     generic = functools.partial(_einsum_impl, **params)
     if any(0 in s for s in shapes) or len(shapes) == 1:
         return generic
@@ -185,14 +172,32 @@ def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]
             return generic(a, b)
 
         return pair
-    plan = _forward_plan(
-        inputs, output, tuple(tuple(s) for s in shapes), params["optimize"], params["memory_limit"]
-    )
+    steps = _plan(inputs, output, tuple(tuple(s) for s in shapes), params["optimize"], params["memory_limit"])
+    work = [tuple(s) for s in shapes]
+    runners: list[tuple[tuple[int, ...], Callable[..., Any]]] = []
+    for positions, ins, out in steps:
+        picked = [work[p] for p in positions]
+        for p in sorted(positions, reverse=True):
+            del work[p]
+        work.append(tuple(size[c] for c in out))
+        if len(picked) == 2:
+            runners.append(
+                (positions, functools.partial(_run_pair, _pair_plan(ins[0], ins[1], out, *picked)))
+            )
+        else:
+            runners.append((positions, _expression(",".join(ins) + "->" + out, tuple(picked), "auto", None)))
 
     def run(*arrays: Any) -> Any:
         if not all(type(a) is np.ndarray for a in arrays):
             return generic(*arrays)
-        return tree_forward(plan, _promoted(np, arrays))[0]
+        arrays = _promoted(np, arrays)
+        work = list(arrays)
+        for positions, step in runners:
+            picked = [work[p] for p in positions]
+            for p in sorted(positions, reverse=True):
+                del work[p]
+            work.append(step(*picked))
+        return work[0]
 
     return run
 
