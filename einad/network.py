@@ -111,7 +111,8 @@ class TreePlan:
     free_after: tuple[tuple[int, ...], ...]
     pooled: bool = True
     """Whether every step writes a fresh array (no step may return a view of its operand), so
-    that a value's buffer can be handed to a later step once the value is let go."""
+    that a value's buffer can be handed to a later step once the value is let go, and some
+    buffer is as large as `POOL_MIN` (a plan of small arrays only pays for the bookkeeping)."""
     pools: list[_Pool] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The buffers of earlier calls, handed to the next (see `_Pool`)."""
 
@@ -739,7 +740,10 @@ def _tree_plan(
         backward=tuple(backward),
         kept=frozenset(kept),
         free_after=tuple(free_after[::-1]),
-        pooled=all(len(args) == 2 for args in args_of),
+        # a pool only where some buffer is as large as POOL_MIN (every buffer, an intermediate,
+        # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
+        pooled=all(len(args) == 2 for args in args_of)
+        and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
     )
 
 

@@ -449,3 +449,23 @@ def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
     network.value_and_grad(other, ops, dict.fromkeys(wrt[:-1]))
     assert other.pools == [] and plan.pools == [pool]
     network.release_pools()
+
+
+def test_a_plan_of_small_arrays_takes_no_pool(monkeypatch):
+    """A plan whose every value is smaller than `POOL_MIN` is not pooled: its calls check no
+    pool out (no bookkeeping on small networks), and make the same values as a pooled plan."""
+    _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
+    wrt = tuple(range(len(ops)))
+    monkeypatch.setattr(network, "POOL_MIN", 1 << 40)
+    small = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    assert not small.pooled
+    value = network.value_and_grad(small, ops, grads := dict.fromkeys(wrt))
+    assert small.pools == []
+    monkeypatch.setattr(network, "POOL_MIN", 64)
+    pooled = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    assert pooled.pooled
+    value2 = network.value_and_grad(pooled, ops, grads2 := dict.fromkeys(wrt))
+    assert len(pooled.pools) == 1 and value2 == value
+    for k in wrt:
+        np.testing.assert_array_equal(grads[k], grads2[k])
+    network.release_pools()
