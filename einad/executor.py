@@ -181,17 +181,22 @@ def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
     return _run_pair(_pair_plan(sa, sb, so, a.shape, b.shape), a, b)
 
 
+def outer_operands(plan: _PairPlan, a: Array, b: Array) -> tuple[Any, Any]:
+    """The two views of an outer-product step (`plan.outer`) whose broadcast product is its result."""
+    if plan.pre_a is not None:
+        a = np.einsum(plan.pre_a, a)
+    if plan.pre_b is not None:
+        b = np.einsum(plan.pre_b, b)
+    perm, shape = plan.view_a
+    a = a.transpose(perm).reshape(shape)
+    perm, shape = plan.view_b
+    return a, b.transpose(perm).reshape(shape)
+
+
 def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
     """Contract two arrays as `plan` says."""
     if plan.outer:
-        if plan.pre_a is not None:
-            a = np.einsum(plan.pre_a, a)
-        if plan.pre_b is not None:
-            b = np.einsum(plan.pre_b, b)
-        perm, shape = plan.view_a
-        a = a.transpose(perm).reshape(shape)
-        perm, shape = plan.view_b
-        return np.multiply(a, b.transpose(perm).reshape(shape), order="C")  # laid out as `so` says
+        return np.multiply(*outer_operands(plan, a, b), order="C")  # laid out as `so` says
     if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
         return np.einsum(plan.text, a, b)
     if plan.swap:

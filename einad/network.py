@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from .aliases import Array, Path, Shape
-from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, spread
+from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, outer_operands, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
@@ -472,15 +472,7 @@ class _Pair:
         plan = self.plan
         dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
         if plan.outer:
-            if plan.pre_a is not None:
-                a = np.einsum(plan.pre_a, a)
-            if plan.pre_b is not None:
-                b = np.einsum(plan.pre_b, b)
-            perm, shape = plan.view_a
-            a = a.transpose(perm).reshape(shape)
-            perm, shape = plan.view_b
-            out = pool.get(self.out_shape, dtype)
-            return np.multiply(a, b.transpose(perm).reshape(shape), out=out)
+            return np.multiply(*outer_operands(plan, a, b), out=pool.get(self.out_shape, dtype))
         if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
             return _loop_pair(plan, a, b)
         if plan.swap:
