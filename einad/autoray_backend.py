@@ -225,6 +225,30 @@ def random_uniform(
     return Tensor(np.asarray(np.random.uniform(low, high, size), dtype=dtype))
 
 
+def random_array(
+    shape: Any,
+    dist: str = "normal",
+    loc: complex = 0.0,
+    scale: complex = 1.0,
+    dtype: DTypeLike | None = None,
+    device: Any = None,
+    rng: Any = None,
+) -> Tensor:
+    """autoray's ``random.array`` (quimb's random networks and sketches), sampled as autoray
+    samples for numpy (the same numbers for the same `rng`), a constant Tensor of `dtype`.
+
+    Raises:
+        ValueError: For a `device` other than the CPU (einad's Tensors hold numpy arrays here).
+    """
+    if device not in (None, "cpu"):
+        raise ValueError(f"random.array: einad makes its constants on the CPU, not on device {device!r}")
+    assert _autoray is not None  # autoray calls this, so it is installed
+    out = _autoray.do(
+        "random.array", shape, dist=dist, loc=loc, scale=scale, dtype=dtype, rng=rng, like="numpy"
+    )
+    return Tensor(np.asarray(out))
+
+
 # -- differentiable translations ---------------------------------------------------------------
 
 
@@ -350,6 +374,7 @@ TRANSLATIONS: dict[str, Function] = {
     "random.default_rng": random_default_rng,
     "random.normal": random_normal,
     "random.uniform": random_uniform,
+    "random.array": random_array,
     # values without derivative
     "allclose": allclose,
     "count_nonzero": count_nonzero,
