@@ -4,6 +4,7 @@ grad_fn, no_grad without parentheses, the everyday Tensor methods (in-place ones
 an array), and errors that name the einad spelling."""
 
 import gc
+import threading
 import warnings
 import weakref
 
@@ -328,6 +329,25 @@ def test_enable_grad_inside_no_grad_as_torch():
     assert (w * 1.0).requires_grad
 
 
+def test_enable_grad_in_a_fresh_thread_leaves_recording_on_as_torch():
+    """A thread starts recording; enable_grad there restores that state, and no_grad still nests."""
+    w = ea.tensor([1.0], requires_grad=True)
+    seen = []
+
+    def work():
+        with ea.enable_grad():
+            seen.append((w * 2.0).requires_grad)
+        seen.append((w * 2.0).requires_grad)
+        with ea.no_grad():
+            seen.append((w * 2.0).requires_grad)
+        seen.append((w * 2.0).requires_grad)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [True, True, False, True]
+
+
 # -- hooks, retain_grad, grad_fn -------------------------------------------------------------------
 
 
@@ -422,15 +442,41 @@ def test_a_hook_returning_a_wrong_shape_or_on_a_constant_is_refused():
     x.register_hook(lambda g: np.ones(2))
     with pytest.raises(ValueError, match="shape"):
         ea.sum(x * x).backward()
-    for t in (ea.tensor(X0), torch.tensor(X0)):
-        with pytest.raises(RuntimeError, match="does.*require"):
-            t.register_hook(lambda g: g)
-        with pytest.raises(RuntimeError, match="retain_grad"):
-            t.retain_grad()
+    t = ea.tensor(X0)
+    for call, what in (
+        (lambda: t.register_hook(lambda g: g), "register_hook()"),
+        (t.retain_grad, "retain_grad()"),
+    ):
+        with pytest.raises(RuntimeError) as err:
+            call()
+        assert str(err.value) == (
+            f"{what} on a tensor that does not require grad: make it with "
+            "ea.tensor(data, requires_grad=True), or call t.requires_grad_()"
+        )
+    tt = torch.tensor(X0)  # torch refuses both too
+    with pytest.raises(RuntimeError, match="does.*require"):
+        tt.register_hook(lambda g: g)
+    with pytest.raises(RuntimeError, match="retain_grad"):
+        tt.retain_grad()
     with pytest.raises(TypeError, match="function"):
         x.register_hook(3)
-    with pytest.raises(RuntimeError, match="traced by a transformation"):
+    with pytest.raises(RuntimeError) as err:
         ea.grad(lambda t: ea.sum(t) if t.register_hook(print) else 0.0)(X0)
+    assert str(err.value) == (
+        "register_hook() on a value traced by a transformation (einad.grad, jit, ...): it concerns "
+        "the imperative graph of tensors made with requires_grad=True"
+    )
+
+
+def test_a_hook_sees_the_gradient_in_its_tensors_dtype_as_torch():
+    seen = []
+    for lib, t in (
+        (ea, ea.tensor(X0.astype(np.float32), requires_grad=True)),
+        (torch, torch.tensor(X0.astype(np.float32), requires_grad=True)),
+    ):
+        t.register_hook(lambda g, lib=lib: seen.append((lib.__name__, str(g.dtype))))
+        (t * lib.tensor(X0)).sum().backward()  # a float64 product: its cotangent is float64
+    assert seen == [("einad", "float32"), ("torch", "torch.float32")]
 
 
 def test_retain_grad_accumulates_and_silences_the_warning_as_torch():
@@ -463,6 +509,10 @@ def test_grad_fn_names_the_operation_and_leads_to_the_inputs():
     assert leaf.variable is x and leaf_t.variable is xt
     assert const is None and const_t is None
     assert y.grad_fn == y.grad_fn and {y.grad_fn, y.grad_fn} == {y.grad_fn}
+    z = x * c
+    assert z.grad_fn != y.grad_fn and hash(z.grad_fn) != hash(y.grad_fn) and z.grad_fn != y
+    taken = ea.take_along_axis(x, np.array([2, 0]), axis=0)  # an operation of several words
+    assert taken.grad_fn.name() == "TakeAlongAxisBackward"
     assert repr(ea.sum(y).grad_fn) == "<EinsumBackward>"
     assert (y * y).grad_fn.next_functions[0][0] == y.grad_fn
     with ea.no_grad():
@@ -650,6 +700,11 @@ def test_zero_and_fill_on_computed_tensors_are_recorded_as_torch():
         (slice(1, None), 0, "t.at[1:].set(0)"),
         ((Ellipsis, 0), np.ones(2), "t.at[..., 0].set(v)"),
         ((slice(None, None, 2), None), 1.5, "t.at[::2, None].set(1.5)"),
+        ((np.int64(1), True), np.float64(2.5), "t.at[1, True].set(2.5)"),  # numpy scalars as written
+        ((), 0, "t.at[()].set(0)"),
+        ([0, 1, 0, 1, 0, 1], 0, "t.at[[0, 1, 0, 1, 0, 1]].set(0)"),  # a short list as written
+        ([0] * 7, 0, "t.at[idx].set(0)"),  # a longer one, and an array, named
+        (np.array([0, 1]), 0, "t.at[idx].set(0)"),
     ],
 )
 def test_item_assignment_points_to_at_set(index, value, spelling):
@@ -658,6 +713,11 @@ def test_item_assignment_points_to_at_set(index, value, spelling):
     with pytest.raises(TypeError, match="item assignment") as err:
         t[index] = value
     assert spelling in str(err.value)
+    assert str(err.value) == (
+        "einad Tensors do not support item assignment (einad never writes into an array): "
+        f"write t = {spelling} for a new tensor with those elements replaced (differentiable "
+        "in both), or .add(...) to add to them"
+    )
     np.testing.assert_array_equal(t.numpy(), np.arange(4.0).reshape(2, 2))
 
 
