@@ -255,6 +255,39 @@ def test_the_eager_hvp_of_case_8_costs_fewer_calls():
         assert sum(seen.values()) <= bound, (mode, sum(seen.values()))
 
 
+def passes_over(matrix, fn):
+    """``(fn(), how many pairwise contraction steps read an array of `matrix`'s shape)``: the
+    passes over the matrix (each step of a numpy contraction is one `executor._run_pair`)."""
+    seen = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "_run_pair":
+            seen.append(any(np.shape(frame.f_locals[k]) == matrix.shape for k in ("a", "b")))
+
+    sys.setprofile(profile)
+    try:
+        out = fn()
+    finally:
+        sys.setprofile(None)
+    return out, sum(seen)
+
+
+@pytest.mark.parametrize("mode", ["fwd-over-rev", "rev-over-fwd", "rev-over-rev"])
+def test_the_eager_hvp_of_case_8_reads_the_matrix_three_times(mode):
+    """Three passes over X in every mode, as the hand-written HVP makes (X w, X v, X^T r): the
+    inner reverse pass leaves the input's cotangent as a pending contraction (`einsum.Pending`),
+    so forward over reverse contracts only its tangent and reverse over reverse only its inner
+    product with v (X v, which the outer pass reads again), never the primal gradient X^T g.
+
+    Kills: `backward_pass` densifying an input's cotangent under ``lazy_leaves`` (or einsum's VJP
+    ignoring `deferring`): 4 passes in forward over reverse and in reverse over reverse."""
+    s = 1 / (1 + np.exp(YM * (XM @ WM)))
+    expected = XM.T @ (s * (1 - s) * (YM * YM) / M * (XM @ VM))
+    (hv,), n = passes_over(XM, lambda: ea.hvp(logistic, (WM,), (VM,), mode=mode))
+    assert_close(hv, expected)
+    assert n == 3, f"{n} passes over X"
+
+
 def test_a_nested_tensor_reads_its_shape_and_dtype_without_recursion():
     f32 = np.ones((3, 2), np.float32)
     seen = {}
