@@ -255,6 +255,27 @@ def test_the_eager_hvp_of_case_8_costs_fewer_calls():
         assert sum(seen.values()) <= bound, (mode, sum(seen.values()))
 
 
+def test_the_seed_of_a_scalar_einsum_multiplies_nothing():
+    """The gradient of ``einsum("i,i->", a, b)`` in `a` is `b`: the scalar seed of one is left out
+    of the pullback (one contraction, the forward's), and the gradient is a copy of `b`, never
+    `b` itself (the pullback hands on a read-only view, which `grad` copies out).
+
+    Kills: `einsum._operand_vjps` contracting the seed of ones with the other operand (two
+    contractions)."""
+    b = np.linspace(2.0, 3.0, 8)
+    f = lambda a: ea.einsum("i,i->", a, b)
+    ea.grad(f)(X)
+    g, seen = calls(lambda: ea.grad(f)(X))
+    assert seen["_einsum_impl"] == 1, seen["_einsum_impl"]
+    assert_close(g, b)
+    assert g.flags.writeable and not np.shares_memory(g, b)
+    # a seed that is not one still multiplies, and the other operand stays unwritten
+    ga, gb = ea.vjp(lambda a, b: ea.einsum("i,i->", a, b), X, b)[1](2.0)
+    assert_close(ga, 2 * b)
+    assert_close(gb, 2 * X)
+    assert_close(b, np.linspace(2.0, 3.0, 8))
+
+
 def passes_over(matrix, fn):
     """``(fn(), how many pairwise contraction steps read an array of `matrix`'s shape)``: the
     passes over the matrix (each step of a numpy contraction is one `executor._run_pair`)."""

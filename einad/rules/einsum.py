@@ -647,6 +647,10 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
         opt = "auto"  # a path of the forward's operands: the pullbacks' contractions plan their own
     grads: list[Any] = []
     defer = mem is None and getattr(_defer, "on", False)
+    # a scalar cotangent of one (the seed of a scalar's gradient) multiplies nothing: it is left
+    # out of the contraction, so a scalar einsum's cotangent is the other operand itself
+    # (``einsum("i,i->", a, b)``: b), a read-only view where it is a plain numpy array
+    ones = type(g) is np.ndarray and g.ndim == 0 and bool(g == 1)
     for k, need in enumerate(needed):
         if not need:
             grads.append(None)
@@ -656,7 +660,13 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
         if defer and kept == target and all(dtype_of(x) == dtype_of(vals[k]) for x in (g, *others)):
             grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k])))
             continue
-        r = contract(ins, kept, [g] + others, opt, mem)
+        if ones and others:
+            r = contract(ins[1:], kept, others, opt, mem)
+            if type(r) is np.ndarray and any(r is x for x in others):
+                r = r.view()
+                r.flags.writeable = False
+        else:
+            r = contract(ins, kept, [g] + others, opt, mem)
         dt = dtype_of(vals[k])
         if dtype_of(r) != dt:
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
