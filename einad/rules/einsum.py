@@ -596,14 +596,23 @@ class Pending(Structured):
         """
         ins = (*self.inputs, self.output)
         ops = [*self.operands, v]
-        fixed = [k for k, x in enumerate(ops) if not _varies(x)]
-        moving = [k for k, x in enumerate(ops) if _varies(x)]
+        fixed, moving = [], []
+        for k, x in enumerate(ops):
+            (moving if _varies(x) else fixed).append(k)
         if len(fixed) < 2 or not moving:
             return contract(ins, "", ops, self.optimize if len(ops) <= 2 else "auto")
-        wanted = set("".join(ins[k] for k in moving))
-        kept = unique("".join(c for k in fixed for c in ins[k] if c in wanted))
-        small = contract(tuple(ins[k] for k in fixed), kept, [ops[k] for k in fixed])
-        return contract((*(ins[k] for k in moving), kept), "", [*(ops[k] for k in moving), small])
+        wanted = "".join([ins[k] for k in moving])
+        kept = unique("".join([c for k in fixed for c in ins[k] if c in wanted]))
+        small = contract(tuple([ins[k] for k in fixed]), kept, [ops[k] for k in fixed])
+        return contract((*[ins[k] for k in moving], kept), "", [*[ops[k] for k in moving], small])
+
+
+def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
+    """Whether every value is of dtype `dt` (a pending cotangent needs no cast)."""
+    for x in values:
+        if dtype_of(x) != dt:
+            return False
+    return True
 
 
 _defer = threading.local()
@@ -657,7 +666,7 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        if defer and kept == target and all(dtype_of(x) == dtype_of(vals[k]) for x in (g, *others)):
+        if defer and kept == target and _one_dtype([g, *others], dtype_of(vals[k])):
             grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k])))
             continue
         if ones and others:

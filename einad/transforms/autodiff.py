@@ -158,27 +158,34 @@ def _buffer(a: Any) -> Any:
     return a
 
 
+def _is_int(i: object) -> bool:
+    return type(i) is int or (isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)))
+
+
 def _argnums_type(argnums: ArgNums) -> tuple[int, ...]:
     """`argnums` as a tuple, or TypeError when it is not an int or a tuple (list) of ints."""
-
-    def is_int(i: object) -> bool:
-        return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
-
-    if is_int(argnums):
+    if _is_int(argnums):
         return (int(cast("int", argnums)),)
-    if isinstance(argnums, (tuple, list)) and all(is_int(i) for i in argnums):
-        return tuple(int(i) for i in argnums)
+    if isinstance(argnums, (tuple, list)):
+        out = []
+        for i in argnums:  # (a loop, not generators: every gradient call checks its argnums)
+            if not _is_int(i):
+                break
+            out.append(int(i))
+        else:
+            return tuple(out)
     raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r} ({type(argnums).__name__})")
 
 
 def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
-    nums = _argnums_type(argnums)
-    for i in nums:
+    out = []
+    for i in _argnums_type(argnums):
         if not -nargs <= i < nargs:
             raise ValueError(
                 f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)"
             )
-    return tuple(int(i) % nargs for i in nums)
+        out.append(i % nargs)
+    return tuple(out)
 
 
 def _substitute(args: Sequence[Any], nums: tuple[int, ...], subs: Sequence[Any]) -> list[Any]:
@@ -726,10 +733,8 @@ def backward_pass(
         send(node, s)
     reached = []
     push, pop, add = heapq.heappush, heapq.heappop, np.add
-    with (
-        QuietRules(),
-        deferring() if lazy_leaves else nullcontext(),
-    ):  # the rules run quietly (see QuietRules)
+    # the rules run quietly (see QuietRules); with `lazy_leaves`, einsum's VJP defers
+    with QuietRules(), deferring() if lazy_leaves else _NO_CONTEXT:
         while heap:
             node = pop(heap)[1]
             g = cts.pop(node)
@@ -775,6 +780,9 @@ def backward_pass(
                 else:
                     send(p, c)
     return reached
+
+
+_NO_CONTEXT = nullcontext()
 
 
 def _freed(name: str) -> RuntimeError:
