@@ -574,18 +574,23 @@ class Pending(Structured):
         """The tangent of the dense value under the forward `trace` (its operands are that
         trace's Tensors or constants to it), without computing the value: the einsum's JVP.
         None when no operand carries a tangent."""
-        vals, tangents = [], []
+        vals: list[Any] = []
+        tangents: list[Any] = []
         for x in self.operands:
-            mine = type(x) is Tensor and x._trace is trace
-            vals.append(x._value if mine else x)
-            tangents.append(x._tangent if mine else None)
+            if type(x) is Tensor and x._trace is trace:
+                vals.append(x._value)
+                tangents.append(x._tangent)
+            else:
+                vals.append(x)
+                tangents.append(None)
         params = {
             "inputs": self.inputs,
             "output": self.output,
             "optimize": self.optimize,
             "memory_limit": None,
         }
-        return _einsum_jvp(tangents, None, vals, params)
+        out: Value | None = _einsum_jvp(tangents, None, vals, params)
+        return out
 
     def inner(self, v: Value) -> Value:
         """``sum(dense * v)`` (no conjugate), contracting the untraced operands with `v` first.
@@ -596,7 +601,8 @@ class Pending(Structured):
         """
         ins = (*self.inputs, self.output)
         ops = [*self.operands, v]
-        fixed, moving = [], []
+        fixed: list[int] = []
+        moving: list[int] = []
         for k, x in enumerate(ops):
             (moving if _varies(x) else fixed).append(k)
         if len(fixed) < 2 or not moving:

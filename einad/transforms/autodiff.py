@@ -475,8 +475,9 @@ def _inner_with(grads: list[tuple[Any, Any]], tangents: Sequence[Any]) -> float 
     """``<gradient, tangents>`` from `_lazy_grads`' cotangents: a pending contraction meets its
     tangent inside the contraction (`einsum.Pending.inner`), so the gradient itself is never
     formed (reverse over reverse reads only this inner product)."""
-    total: float | Tensor | None = None
+    total: Any = None
     for (g, like), t in zip(grads, tree_flatten(list(tangents))[0]):
+        term: Any
         if g is None:
             continue
         if type(g) is Pending:
@@ -487,7 +488,8 @@ def _inner_with(grads: list[tuple[Any, Any]], tangents: Sequence[Any]) -> float 
             g = _grad_out(dense(g), like, set())
             term = linear.sum(real(bind(PRIMITIVES["multiply"], (g, t), {})))
         total = term if total is None else total + term
-    return 0.0 if total is None else total
+    out: float | Tensor = 0.0 if total is None else total
+    return out
 
 
 def hvp(
