@@ -177,7 +177,8 @@ def ones(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     """Ones of `shape` and `dtype` in the library and on the device of `like`."""
     xp = xp_of(like)
     if xp is np:
-        return np.ones(shape, dtype=dtype)
+        # (a scalar, the seed of every gradient: one call of numpy's C constructor)
+        return np.array(1, dtype=dtype) if shape == () else np.ones(shape, dtype=dtype)
     return xp.ones(shape, dtype=lib_dtype(xp, dtype), device=device(like))
 
 

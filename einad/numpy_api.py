@@ -48,7 +48,8 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
     name = f"numpy.{ufunc.__name__}"
 
     def call(*inputs: Any, **kwargs: Any) -> Any:
-        _out_refused(name, kwargs.pop("out", None))
+        if kwargs:  # (none in the common case, an operator: ``array * tensor``)
+            _out_refused(name, kwargs.pop("out", None))
         for key, value in kwargs.items():
             if key not in _UFUNC_DEFAULTS or not _is(value, _UFUNC_DEFAULTS[key]):
                 raise TypeError(f"{name} on einad Tensors does not take {key}={value!r}")

@@ -148,13 +148,15 @@ class TreeDef:
     Equal structures compare equal and hash alike, whatever leaves they held.
     """
 
-    __slots__ = ("_hash", "aux", "children", "node_type")
+    __slots__ = ("_hash", "_leaves", "aux", "children", "node_type")
 
     def __init__(self, node_type: type | None, aux: Any = None, children: tuple[TreeDef, ...] = ()) -> None:
         self.node_type = node_type
         self.aux = aux
         self.children = children
         self._hash: int | None = None
+        # the number of leaves, counted once (every `tree_unflatten` checks it)
+        self._leaves: int = 1 if node_type is None else sum([c._leaves for c in children])
 
     @property
     def is_leaf(self) -> bool:
@@ -164,9 +166,7 @@ class TreeDef:
     @property
     def num_leaves(self) -> int:
         """How many leaves the structure holds."""
-        if self.node_type is None:
-            return 1
-        return sum([c.num_leaves for c in self.children])
+        return self._leaves
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -256,6 +256,15 @@ def _walk(node: Any, leaves: list[Any]) -> TreeDef:
     if h is None:
         leaves.append(node)
         return _LEAF
+    if h is _TUPLE or h is _LIST:  # a sequence: its children of a known leaf type taken in place
+        kids = []
+        for c in node:
+            if type(c) in _leaf_types:
+                leaves.append(c)
+                kids.append(_LEAF)
+            else:
+                kids.append(_walk(c, leaves))
+        return TreeDef(cls, None, tuple(kids))
     children, aux = h.flatten(node)
     return TreeDef(cls, aux, tuple([_walk(c, leaves) for c in children]))
 
@@ -273,8 +282,8 @@ def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
     Raises:
         ValueError: If the number of leaves is not the structure's.
     """
-    if len(leaves) != treedef.num_leaves:
-        raise ValueError(f"the structure {treedef} has {treedef.num_leaves} leaves, got {len(leaves)}")
+    if len(leaves) != treedef._leaves:
+        raise ValueError(f"the structure {treedef} has {treedef._leaves} leaves, got {len(leaves)}")
     return _build(treedef, iter(leaves))
 
 
@@ -285,7 +294,14 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
         return next(it)
     h = _handler(cls)
     assert h is not None  # `cls` was a node type when the structure was made, and stays one
-    return h.unflatten(cls, td.aux, tuple([_build(c, it) for c in td.children]))
+    kids = []
+    for c in td.children:  # (leaves taken in place: no call per leaf)
+        kids.append(next(it) if c.node_type is None else _build(c, it))
+    if h is _TUPLE:
+        return tuple(kids)
+    if h is _LIST:
+        return kids
+    return h.unflatten(cls, td.aux, tuple(kids))
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:

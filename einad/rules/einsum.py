@@ -517,6 +517,124 @@ class Spread(Structured):
         np.add(view, x, out=view)
 
 
+def _traced(x: Any) -> bool:
+    return type(x) is Tensor and x._trace is not None
+
+
+def _varies(x: Any) -> bool:
+    """Whether `x` is a Tensor of a trace that differentiates (a staged or batched value is a
+    constant to the passes `Pending.inner` serves)."""
+    return type(x) is Tensor and x._trace is not None and x._trace.kind in ("reverse", "forward")
+
+
+class Pending(Structured):
+    """The cotangent ``contract(inputs, output, operands)``, not contracted yet.
+
+    Einsum's VJP gives an operand its cotangent this way while `deferring` is on (a reverse
+    pass run with ``lazy_leaves``: a Hessian-vector product's inner gradient). The pass makes
+    it dense like any `Structured` cotangent where a rule or a sum needs it; one that reaches
+    an input leaves the pass as it is, so that the HVP applies the contraction to only what
+    it reads: the tangent alone (`tangent`: forward over reverse, whose primal gradient is
+    discarded) or its inner product with the direction (`inner`: reverse over reverse, where
+    the untraced operands meet the direction first and the traced cotangent last, so the
+    outer reverse pass reads that small product instead of contracting them again).
+    """
+
+    __slots__ = ("dtype", "inputs", "operands", "optimize", "output", "shape")
+
+    def __init__(
+        self, inputs: tuple[str, ...], output: str, operands: Sequence[Value], optimize: Any, shape: Shape
+    ) -> None:
+        self.inputs, self.output, self.operands, self.optimize = inputs, output, tuple(operands), optimize
+        self.shape = shape
+        self.dtype = dtype_of(operands[0])
+
+    def __repr__(self) -> str:
+        return f"Pending({','.join(self.inputs)}->{self.output}, {self.shape}, {self.dtype})"
+
+    @property
+    def x(self) -> Value:
+        """The cotangent it contracts (whose library `autodiff._numpy_source` asks for)."""
+        return self.operands[0]
+
+    @property
+    def traced(self) -> bool:
+        return any(_traced(x) for x in self.operands)
+
+    def dense(self) -> Value:
+        return contract(self.inputs, self.output, self.operands, self.optimize)
+
+    def plus(self, other: Structured) -> Structured | None:
+        return None
+
+    def add_into(self, buf: Array) -> None:
+        np.add(buf, _plain(self.dense()), out=buf)
+
+    def tangent(self, trace: Any) -> Value | None:
+        """The tangent of the dense value under the forward `trace` (its operands are that
+        trace's Tensors or constants to it), without computing the value: the einsum's JVP.
+        None when no operand carries a tangent."""
+        vals: list[Any] = []
+        tangents: list[Any] = []
+        for x in self.operands:
+            if type(x) is Tensor and x._trace is trace:
+                vals.append(x._value)
+                tangents.append(x._tangent)
+            else:
+                vals.append(x)
+                tangents.append(None)
+        params = {
+            "inputs": self.inputs,
+            "output": self.output,
+            "optimize": self.optimize,
+            "memory_limit": None,
+        }
+        out: Value | None = _einsum_jvp(tangents, None, vals, params)
+        return out
+
+    def inner(self, v: Value) -> Value:
+        """``sum(dense * v)`` (no conjugate), contracting the untraced operands with `v` first.
+
+        The product of the constant ones (with `v` when `v` is one) is one contraction
+        to the letters the traced operands share with it; the traced operands meet it last, so an
+        enclosing reverse pass pulls back through that small product alone.
+        """
+        ins = (*self.inputs, self.output)
+        ops = [*self.operands, v]
+        fixed: list[int] = []
+        moving: list[int] = []
+        for k, x in enumerate(ops):
+            (moving if _varies(x) else fixed).append(k)
+        if len(fixed) < 2 or not moving:
+            return contract(ins, "", ops, self.optimize if len(ops) <= 2 else "auto")
+        wanted = "".join([ins[k] for k in moving])
+        kept = unique("".join([c for k in fixed for c in ins[k] if c in wanted]))
+        small = contract(tuple([ins[k] for k in fixed]), kept, [ops[k] for k in fixed])
+        return contract((*[ins[k] for k in moving], kept), "", [*[ops[k] for k in moving], small])
+
+
+def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
+    """Whether every value is of dtype `dt` (a pending cotangent needs no cast)."""
+    for x in values:
+        if dtype_of(x) != dt:
+            return False
+    return True
+
+
+_defer = threading.local()
+
+
+class deferring:
+    """While on (this thread), einsum's VJP returns `Pending` cotangents (see `Pending`)."""
+
+    def __enter__(self) -> None:
+        self.saved = getattr(_defer, "on", False)
+        _defer.on = True
+
+    def __exit__(self, *exc: object) -> None:
+        _defer.on = self.saved
+
+
 # -- the rules ------------------------------------------------------------------------
 
 
@@ -543,13 +661,27 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
     if not isinstance(opt, str):
         opt = "auto"  # a path of the forward's operands: the pullbacks' contractions plan their own
     grads: list[Any] = []
+    defer = mem is None and getattr(_defer, "on", False)
+    # a scalar cotangent of one (the seed of a scalar's gradient) multiplies nothing: it is left
+    # out of the contraction, so a scalar einsum's cotangent is the other operand itself
+    # (``einsum("i,i->", a, b)``: b), a read-only view where it is a plain numpy array
+    ones = type(g) is np.ndarray and g.ndim == 0 and bool(g == 1)
     for k, need in enumerate(needed):
         if not need:
             grads.append(None)
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        r = contract(ins, kept, [g] + others, opt, mem)
+        if defer and kept == target and _one_dtype([g, *others], dtype_of(vals[k])):
+            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k])))
+            continue
+        if ones and others:
+            r = contract(ins[1:], kept, others, opt, mem)
+            if type(r) is np.ndarray and any(r is x for x in others):
+                r = r.view()
+                r.flags.writeable = False
+        else:
+            r = contract(ins, kept, [g] + others, opt, mem)
         dt = dtype_of(vals[k])
         if dtype_of(r) != dt:
             r = astype(r, dt)  # on the small array: the cast commutes with the spread

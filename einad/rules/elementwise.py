@@ -554,7 +554,17 @@ def _boxed(*vals: Any) -> tuple[Any, ...]:
     operators refuse einad's Tensors (``plain * traced`` raises where numpy, torch and
     dask hand the operation to the Tensor), so the plain one is made a Tensor first.
     """
-    return tuple([wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v for v in vals])
+    return tuple(
+        [
+            v if type(v) in _LOCAL else wrap(v) if arrays.is_array(v) and not arrays.is_numpy(v) else v
+            for v in vals
+        ]
+    )
+
+
+_LOCAL = frozenset({Tensor, Meta}) | _NUMPY_TYPES
+"""What `_boxed` passes on without asking which library it is of (each of the derivative rules
+of a binary operation with one traced operand asks: a numpy operand next to a traced one)."""
 
 
 def _plus(a: Any, b: Any) -> Any:

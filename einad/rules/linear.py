@@ -106,7 +106,7 @@ def _promote_weak(ops_: list[Any]) -> list[Any]:
     numpy's promotion gives them next to the array operands (so float32 stays float32), in
     the arrays' library."""
     weak = [_weak_scalar(x) for x in ops_]
-    if all(w is None for w in weak):
+    if weak.count(None) == len(weak):  # (no number among the operands: the common case)
         return ops_
     arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
     like = next((raw(x) for x, w in zip(ops_, weak) if w is None), None)
@@ -231,7 +231,7 @@ def einsum(
     cluster.kind(executor)
     text, names, given = einsum_arguments(subscripts, operands)
     ops_ = _promote_weak([to_operand(x) for x in given])
-    spec = parse(text, tuple(shape_of(x) for x in ops_), names)
+    spec = parse(text, tuple([shape_of(x) for x in ops_]), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             shape = shape_of(ops_[k])

@@ -40,6 +40,7 @@ from ..core import (
     box,
     check_cotangent,
     dead_tracer,
+    dense,
     enable_grad,
     no_grad,
     recording_backward,
@@ -50,6 +51,7 @@ from ..core import (
 )
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
+from ..rules.einsum import Pending, deferring
 from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
 from ..rules.shape import astype, ones_like, reshape
@@ -156,27 +158,34 @@ def _buffer(a: Any) -> Any:
     return a
 
 
+def _is_int(i: object) -> bool:
+    return type(i) is int or (isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)))
+
+
 def _argnums_type(argnums: ArgNums) -> tuple[int, ...]:
     """`argnums` as a tuple, or TypeError when it is not an int or a tuple (list) of ints."""
-
-    def is_int(i: object) -> bool:
-        return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
-
-    if is_int(argnums):
+    if _is_int(argnums):
         return (int(cast("int", argnums)),)
-    if isinstance(argnums, (tuple, list)) and all(is_int(i) for i in argnums):
-        return tuple(int(i) for i in argnums)
+    if isinstance(argnums, (tuple, list)):
+        out = []
+        for i in argnums:  # (a loop, not generators: every gradient call checks its argnums)
+            if not _is_int(i):
+                break
+            out.append(int(i))
+        else:
+            return tuple(out)
     raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r} ({type(argnums).__name__})")
 
 
 def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
-    nums = _argnums_type(argnums)
-    for i in nums:
+    out = []
+    for i in _argnums_type(argnums):
         if not -nargs <= i < nargs:
             raise ValueError(
                 f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)"
             )
-    return tuple(int(i) % nargs for i in nums)
+        out.append(i % nargs)
+    return tuple(out)
 
 
 def _substitute(args: Sequence[Any], nums: tuple[int, ...], subs: Sequence[Any]) -> list[Any]:
@@ -230,33 +239,7 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
     _argnums_type(argnums)  # a wrong type fails here, where the transformation is made
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums(argnums, len(args))
-        flat, td = tree_flatten([args[i] for i in nums])
-        values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
-        _same_library(values)
-        with tracing(ReverseTrace()) as trace:
-            boxed = [box(v, trace) for v in values]
-            out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
-        aux = None
-        if has_aux:
-            if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
-            out, aux = out
-        if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))) or (
-            dtype_of(out).kind not in "biufc"
-        ):
-            raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
-        if shape_of(out) != ():
-            raise TypeError(
-                f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
-                "use einad.vjp or einad.jacrev for non-scalar outputs"
-            )
-        if dtype_of(out).kind == "c":
-            raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
-        if type(out) is Tensor and out._trace is trace and out._node is not None:
-            cts = {id(n): g for n, g in backward_pass([out._node], [ones_like(out._value)], consume=True)}
-        else:
-            cts = {}
+        trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, lazy=False)
         taken: set[int] = set()
         grads = tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed])
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
@@ -267,6 +250,48 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
 
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
     return value_and_grad_f
+
+
+def _reverse(
+    f: Callable[..., Any],
+    argnums: ArgNums,
+    has_aux: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    lazy: bool,
+) -> tuple[ReverseTrace, Any, Any, TreeDef, list[Tensor], dict[int, Any]]:
+    """`value_and_grad`'s forward and reverse pass: (the trace, `f`'s output, its aux, the
+    differentiated leaves' treedef, their boxes, each reached box's cotangent by node id).
+    With `lazy`, the cotangents are the reverse pass's own (``lazy_leaves``): they may be
+    `Structured` and are not yet shaped as their input."""
+    nums = _argnums(argnums, len(args))
+    flat, td = tree_flatten([args[i] for i in nums])
+    values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
+    _same_library(values)
+    with tracing(ReverseTrace()) as trace:
+        boxed = [box(v, trace) for v in values]
+        out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
+    aux = None
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
+        out, aux = out
+    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))) or (
+        dtype_of(out).kind not in "biufc"
+    ):
+        raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
+    if shape_of(out) != ():
+        raise TypeError(
+            f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
+            "use einad.vjp or einad.jacrev for non-scalar outputs"
+        )
+    if dtype_of(out).kind == "c":
+        raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
+    cts: dict[int, Any] = {}
+    if type(out) is Tensor and out._trace is trace and out._node is not None:
+        seed = [ones_like(out._value)]
+        cts = {id(n): g for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy)}
+    return trace, out, aux, td, boxed, cts
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
@@ -406,11 +431,65 @@ def _tangent_in(t: Any, v: Any) -> Any:
 # -- second order --------------------------------------------------------------------------------
 
 
-def _vdot(a: Sequence[Any], b: Sequence[Any]) -> float | Tensor:
-    total: float | Tensor = 0.0
-    for x, y in zip(tree_flatten(a)[0], tree_flatten(b)[0]):
-        total = total + linear.sum(real(bind(PRIMITIVES["multiply"], (x, y), {})))
-    return total
+def _lazy_grads(f: Callable[..., Any], args: Sequence[Any]) -> tuple[TreeDef, list[tuple[Any, Any]]]:
+    """The gradient of `f` in every argument as its reverse pass leaves it: (the arguments'
+    treedef, one (cotangent, input value) pair per leaf). A cotangent may be None (unused
+    input), `Structured` (an `einsum.Pending` contraction not yet done) or of another shape or
+    dtype than its input (`_grad_out` makes it one)."""
+    every = tuple(range(len(args)))
+    _, _, _, td, boxed, cts = _reverse(f, every, False, tuple(args), {}, lazy=True)
+    return td, [(cts.get(id(b._node)), b._value) for b in boxed]
+
+
+def _hvp_forward_over_reverse(
+    f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """``jvp(grad(f), primals, tangents)``'s tangent alone: a cotangent the reverse pass leaves
+    as a pending contraction gives its tangent by the einsum's JVP, and the primal gradient
+    (the contraction itself, which the HVP discards) is never computed."""
+    p_flat, p_td = tree_flatten(list(primals))
+    t_flat, t_td = tree_flatten(list(tangents))
+    if p_td != t_td:
+        raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
+    pairs = []
+    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
+        v = _diff_value(p, f"primal leaf {k}")
+        pairs.append((v, _tangent_in(t, v)))
+    _same_library([v for v, _ in pairs])
+    with tracing(ForwardTrace()) as trace:
+        boxed = [box(v, trace, t) for v, t in pairs]
+        td, grads = _lazy_grads(f, tree_unflatten(p_td, boxed))
+        taken: set[int] = set()
+        out = []
+        for g, like in grads:
+            if type(g) is Pending:
+                t = g.tangent(trace)
+            else:
+                g = _grad_out(dense(g), like, taken)
+                t = g._tangent if type(g) is Tensor and g._trace is trace else None
+            out.append(_out(_zeros_for(like) if t is None else t))
+    return tuple(tree_unflatten(td, out))
+
+
+def _inner_with(grads: list[tuple[Any, Any]], tangents: Sequence[Any]) -> float | Tensor:
+    """``<gradient, tangents>`` from `_lazy_grads`' cotangents: a pending contraction meets its
+    tangent inside the contraction (`einsum.Pending.inner`), so the gradient itself is never
+    formed (reverse over reverse reads only this inner product)."""
+    total: Any = None
+    for (g, like), t in zip(grads, tree_flatten(list(tangents))[0]):
+        term: Any
+        if g is None:
+            continue
+        if type(g) is Pending:
+            term = g.inner(t if traced(t) else _in_library_of(like, strip(t)))
+            if dtype_of(term).kind == "c":
+                term = real(term)
+        else:
+            g = _grad_out(dense(g), like, set())
+            term = linear.sum(real(bind(PRIMITIVES["multiply"], (g, t), {})))
+        total = term if total is None else total + term
+    out: float | Tensor = 0.0 if total is None else total
+    return out
 
 
 def hvp(
@@ -439,11 +518,11 @@ def hvp(
     primals, tangents = tuple(primals), tuple(tangents)
     every = tuple(range(len(primals)))
     if mode == "fwd-over-rev":
-        return tuple(jvp(grad(f, every), primals, tangents)[1])
+        return _hvp_forward_over_reverse(f, primals, tangents)
     if mode == "rev-over-fwd":
         return tuple(grad(lambda *p: jvp(f, p, tangents)[1], every)(*primals))
     if mode == "rev-over-rev":
-        return tuple(grad(lambda *p: _vdot(grad(f, every)(*p), tangents), every)(*primals))
+        return tuple(grad(lambda *p: _inner_with(_lazy_grads(f, p)[1], tangents), every)(*primals))
     raise ValueError(f"unknown hvp mode {mode!r}: use 'fwd-over-rev', 'rev-over-fwd' or 'rev-over-rev'")
 
 
@@ -607,7 +686,11 @@ def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 
 
 def backward_pass(
-    outs: Sequence[Node], seeds: Sequence[Any], consume: bool = False, record_in: Trace | None = None
+    outs: Sequence[Node],
+    seeds: Sequence[Any],
+    consume: bool = False,
+    record_in: Trace | None = None,
+    lazy_leaves: bool = False,
 ) -> list[tuple[Node, Any]]:
     """Run the reverse pass from the nodes `outs` (of one reverse trace) with `seeds`.
 
@@ -629,7 +712,9 @@ def backward_pass(
 
     The cotangents a node receives are summed as they arrive (`_accumulate`):
     `Structured` ones stay structured while they can, and are made dense only
-    when the node's rule runs or the node is a leaf.
+    when the node's rule runs or the node is a leaf. With `lazy_leaves`, einsum's VJP
+    defers its contractions (`einsum.Pending`) and an input's cotangent is returned
+    as it is, structured or not (a Hessian-vector product reads only part of it).
     """
     cts: dict[Node, Any] = {}  # (nodes hash by identity)
     owned: set[Node] = set()  # nodes whose sum so far is a buffer only this pass has seen
@@ -650,10 +735,14 @@ def backward_pass(
         send(node, s)
     reached = []
     push, pop, add = heapq.heappush, heapq.heappop, np.add
-    with QuietRules():  # the rules run quietly (see QuietRules)
+    # the rules run quietly (see QuietRules); with `lazy_leaves`, einsum's VJP defers
+    with QuietRules(), deferring() if lazy_leaves else _NO_CONTEXT:
         while heap:
             node = pop(heap)[1]
             g = cts.pop(node)
+            if lazy_leaves and node.prim is None and not node.hooks:
+                reached.append((node, g))
+                continue
             if type(g) is not np.ndarray and isinstance(g, Structured):
                 g = g.dense()
             owned.discard(node)  # the sum leaves the pass (a rule may hand it to several parents)
@@ -693,6 +782,9 @@ def backward_pass(
                 else:
                     send(p, c)
     return reached
+
+
+_NO_CONTEXT = nullcontext()
 
 
 def _freed(name: str) -> RuntimeError:
