@@ -28,7 +28,8 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   with no tracing and no plan lookup; whether an operand is a view is decided once per
   layout it comes in. A copy that remains goes through `_copy_into`: where numpy's
   strided copy would run inner loops of two elements (networks of bond 2), it is one
-  ``numpy.take`` through an index made once (2-4 times faster).
+  ``numpy.take`` through an index made once (2-4 times faster; ``mode="clip"``, since
+  take's default mode copies through a temporary as large as its result).
 * **Buffers.** Intermediates, copies and cotangents are written (``out=``) into buffers
   of a pool the plan keeps between calls (`_Pool`): a value's buffer serves a later step
   once the value is let go, and the next call finds the buffers mapped and touched. A
@@ -38,8 +39,10 @@ of large bonds, whose layouts the tree chooses for the sweep too.
 * **The sweep** pulls the cotangent back from the result to every differentiated
   operand through the forward's kept intermediates, one pairwise product per step
   and operand: all N gradients for about twice the forward's work (the bound for
-  all environments of a tree), each intermediate let go as soon as its last
-  pullback has read it. A scalar contraction's value and gradients take one call
+  all environments of a tree). Each value is let go as soon as its last pullback
+  has read it (`Pullback.release`), and a step pulls back to its smaller operand
+  first, so that the larger operand is gone before its cotangent, as large, is
+  made (and that cotangent takes its buffer). A scalar contraction's value and gradients take one call
   (`value_and_grad`).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
@@ -48,6 +51,7 @@ module sits below `rules.einsum` and imports only the executor and the subscript
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -90,6 +94,9 @@ class Pullback:
     run: Run
     spread: tuple[str, str, Shape] | None
     copies: int
+    release: tuple[int, ...] = ()
+    """The values the sweep lets go once this pullback is done: the step's operands that no
+    later pullback of the step reads, and (`_COTANGENT`) the step's cotangent after its last."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,8 @@ class TreePlan:
 
     `forward` runs in order; `backward` lists, last step first, the pullbacks of the
     values a differentiated operand depends on. `kept` are the intermediates the
-    pullbacks read (the forward keeps them); `free_after[t]` the values the sweep lets go
-    once step t's pullbacks are done. `copies` counts the transposing copies of one
+    pullbacks read (the forward keeps them), each let go by the sweep right after its last
+    reader (`Pullback.release`). `copies` counts the transposing copies of one
     forward and one sweep (see `_copies`).
     """
 
@@ -108,7 +115,6 @@ class TreePlan:
     forward: tuple[Product, ...]
     backward: tuple[Pullback, ...]
     kept: frozenset[int]
-    free_after: tuple[tuple[int, ...], ...]
     pooled: bool = True
     """Whether every step writes a fresh array (no step may return a view of its operand), so
     that a value's buffer can be handed to a later step once the value is let go, and some
@@ -394,7 +400,7 @@ def _copy_into(out: Any, view: Any) -> None:
     if index is None:
         np.copyto(out, view)
     else:
-        np.take(np.ravel(view, order="K"), index, out=out.reshape(-1))
+        np.take(np.ravel(view, order="K"), index, out=out.reshape(-1), mode="clip")
 
 
 GATHER_BUDGET = 64 << 20
@@ -692,14 +698,12 @@ def _tree_plan(
             need.add(n + t)
     backward: list[Pullback] = []
     kept: set[int] = set()
-    free_after: list[tuple[int, ...]] = []
     layout = {len(specs) - 1: (specs[-1], specs[-1])}  # each cotangent's letters, and in memory
     laid = {p.result for p in first}
     made: dict[int, int] = {}  # an intermediate's cotangent -> its pullback's place in `backward`
     for t in reversed(range(len(args_of))):
         args = args_of[t]
         if n + t not in need:
-            free_after.append(())
             continue
         pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size)
         planned = pullbacks(layout[n + t])
@@ -717,6 +721,9 @@ def _tree_plan(
                     q.step, q.target, q.args, functools.partial(_then, q.run, lay), q.spread, q.copies + vol
                 )
                 layout[n + t], planned = lies, other
+        # the pullback to the smaller operand first: it reads the larger one, which is then let
+        # go before the larger one's cotangent is made (and can take its buffer)
+        planned.sort(key=lambda q: _volume(specs[q[0].target], size))
         for pullback, lay_of in planned:
             others = tuple(i for i in pullback.args if i != _COTANGENT)
             kept.update(o for o in others if o >= n or o in laid)
@@ -724,19 +731,33 @@ def _tree_plan(
             if pullback.target >= n:
                 made[pullback.target] = len(backward)
             backward.append(pullback)
-        free_after.append(args)
     return TreePlan(
         n=n,
         wrt=tuple(wrt),
         forward=tuple(forward),
-        backward=tuple(backward),
+        backward=_releases(backward),
         kept=frozenset(kept),
-        free_after=tuple(free_after[::-1]),
         # a pool only where some buffer is as large as POOL_MIN (every buffer, an intermediate,
         # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
     )
+
+
+def _releases(backward: list[Pullback]) -> tuple[Pullback, ...]:
+    """`backward` with each pullback's `Pullback.release`: an operand of a step is let go after
+    the step's last pullback that reads it, the step's cotangent after its last pullback."""
+    out: list[Pullback] = []
+    read_later: set[int] = set()  # what the step's later pullbacks read
+    for k in reversed(range(len(backward))):
+        p = backward[k]
+        last = k + 1 == len(backward) or backward[k + 1].step != p.step
+        if last:
+            read_later = set()
+        release = tuple(i for i in p.args if i != _COTANGENT and i not in read_later)
+        out.append(dataclasses.replace(p, release=release + ((_COTANGENT,) if last else ())))
+        read_later.update(p.args)
+    return tuple(out[::-1])
 
 
 def _step_pullbacks(
@@ -890,9 +911,6 @@ def sweep(
     ct = g
     for p in plan.backward:
         if p.step != step:
-            if step >= 0:
-                _let_go(plan, step, vals, pool)
-                pool.put(ct)
             step = p.step
             ct = cts.pop(n + step)
         args = [ct if i == _COTANGENT else vals[i] for i in p.args]
@@ -914,20 +932,8 @@ def sweep(
                 pool.put(r)
         else:
             cts[p.target] = p.run(pool, *args)
-    if step >= 0:
-        _let_go(plan, step, vals, pool)
-        pool.put(ct)
-    for k in range(n):  # the inputs laid out before the forward
-        if vals[k] is not arrays[k]:
-            pool.put(vals[k])
-
-
-def _let_go(plan: TreePlan, step: int, vals: dict[int, Any], pool: Any) -> None:
-    for a in plan.free_after[step]:
-        if a >= plan.n:
-            x = vals.pop(a, None)
-            if x is not None:
-                pool.put(x)
+        for i in p.release:  # (an operand of the caller's is no buffer of the pool's: left alone)
+            pool.put(ct if i == _COTANGENT else vals.pop(i))
 
 
 def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:

@@ -469,3 +469,64 @@ def test_a_plan_of_small_arrays_takes_no_pool(monkeypatch):
     for k in wrt:
         np.testing.assert_array_equal(grads[k], grads2[k])
     network.release_pools()
+
+
+@pytest.mark.parametrize(
+    ("eq", "path", "shapes"),
+    [
+        # X = ij,jk->ik (65,536 elements) meets the input i; the pullbacks of that step come as
+        # its operands do (the small one first)
+        ("ij,jk,i,k->", [(0, 1), (0, 2), (0, 1)], ((256, 4), (4, 256), (256,), (256,))),
+        # X meets an intermediate made after it (y = l,kl->k): the step's operands come X first
+        ("ij,jk,i,l,kl->", [(0, 1), (1, 2), (1, 2), (0, 1)], ((256, 4), (4, 256), (256,), (8,), (256, 8))),
+    ],
+)
+def test_the_sweep_lets_each_value_go_after_its_last_reader(monkeypatch, eq, path, shapes):
+    """A step's operand is let go right after the last pullback that reads it, and a step's
+    pullback to its smaller operand runs first (it reads the larger one, which is then let
+    go): the cotangent of the one large intermediate X takes X's own buffer. So a value-and-
+    gradient from nothing makes one pooled buffer, X's, and its tracemalloc peak stays under
+    1.5 times X's bytes (letting X go after the whole step, or pulling back to X first, makes
+    a second buffer of X's size and peaks over twice X's bytes)."""
+    import tracemalloc
+
+    monkeypatch.setattr(network, "POOL_MIN", 4096)
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(s) for s in shapes]
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, tuple(path), wrt, True)
+    big = 256 * 256 * 8  # X's bytes; every other value holds at most 2,048 elements
+    assert plan.pooled
+    network.release_pools()
+    tracemalloc.start()
+    value = network.value_and_grad(plan, ops, grads := dict.fromkeys(wrt))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    (pool,) = plan.pools
+    assert sorted(raw.nbytes for raw in pool.owned.values()) == [big]
+    assert peak < 1.5 * big
+    assert_close(value, oe.contract(eq, *ops, optimize=path))
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert_close(grads[k], env)
+    network.release_pools()
+
+
+def test_a_gathered_copy_allocates_no_second_array():
+    """`_copy_into`'s gather writes straight into its output (numpy.take with ``mode="raise"``
+    buffers `out` in a temporary as large as it): with the index made, laying out 2^16
+    elements allocates under a tenth of their bytes (tracemalloc)."""
+    import tracemalloc
+
+    x = np.random.default_rng(2).standard_normal((2,) * 16)
+    view = x.transpose((*range(1, 16), 0))  # inner loops of one element
+    out = np.empty(view.shape)
+    network._copy_into(out, view)  # makes (and keeps) the index
+    assert network._gather_index(view.shape, view.strides, 8) is not None
+    tracemalloc.start()
+    network._copy_into(out, view)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < out.nbytes / 10
+    np.testing.assert_array_equal(out, np.ascontiguousarray(view))
