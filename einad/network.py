@@ -94,6 +94,9 @@ class Pullback:
     run: Run
     spread: tuple[str, str, Shape] | None
     copies: int
+    direct: bool = False
+    """Whether `run` takes the operand's gradient as ``dest=`` (`_Pair`), to write it in place
+    (an operand's gradient that needs no `spread`)."""
     release: tuple[int, ...] = ()
     """The values the sweep lets go once this pullback is done: the step's operands that no
     later pullback of the step reads, and (`_COTANGENT`) the step's cotangent after its last."""
@@ -474,11 +477,17 @@ class _Pair:
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
         self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
 
-    def __call__(self, pool: Any, a: Any, b: Any) -> Any:
+    def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
+        """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
+        gradient: a C-contiguous array of the result's shape) where the product writes its
+        result as it lies in that order; then `dest` itself is returned."""
         plan = self.plan
         dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+        if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
+            dest = None
         if plan.outer:
-            return np.multiply(*outer_operands(plan, a, b), out=pool.get(self.out_shape, dtype))
+            out = dest if dest is not None else pool.get(self.out_shape, dtype)
+            return np.multiply(*outer_operands(plan, a, b), out=out)
         if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
             return _loop_pair(plan, a, b)
         if plan.swap:
@@ -501,7 +510,11 @@ class _Pair:
             b = b.reshape(plan.shape_b)
         else:
             b = _copied(pool, b, plan.shape_b)
-        out = pool.get(self.mm_shape, dtype)
+        if dest is not None and self.identity:
+            out = dest.reshape(self.mm_shape)  # (a view: `dest` is C-contiguous)
+        else:
+            dest = None
+            out = pool.get(self.mm_shape, dtype)
         if len(self.mm_shape) == 2:
             np.dot(a, b, out=out)
         else:
@@ -510,6 +523,8 @@ class _Pair:
             pool.put(a)
         if not views[1]:
             pool.put(b)
+        if dest is not None:
+            return dest
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
 
@@ -818,7 +833,8 @@ def _pullback(
     run, order, copies, written, _ = _product(in_specs, kept, in_shapes, in_memory)
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
-    return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies), (kept, written)
+    direct = isinstance(run, _Pair) and put is None and (run.plan.outer or (run.plan.gemm and run.identity))
+    return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, direct), (kept, written)
 
 
 def _blocks(specs: list[str], args: tuple[int, ...]) -> tuple[set[str], ...]:
@@ -914,7 +930,13 @@ def sweep(
             step = p.step
             ct = cts.pop(n + step)
         args = [ct if i == _COTANGENT else vals[i] for i in p.args]
-        if p.target < n:
+        if p.target < n and p.direct and grads[p.target] is not None:
+            out = grads[p.target]
+            r = p.run(pool, *args, dest=out)  # into the gradient, where the product can
+            if r is not out:
+                out[...] = r
+                pool.put(r)
+        elif p.target < n:
             out = grads[p.target]
             # a gradient that is the product's own array leaves the call: not a pooled buffer
             r = p.run(_FRESH if out is None and p.spread is None else pool, *args)

@@ -530,3 +530,40 @@ def test_a_gathered_copy_allocates_no_second_array():
     tracemalloc.stop()
     assert peak < out.nbytes / 10
     np.testing.assert_array_equal(out, np.ascontiguousarray(view))
+
+
+@pytest.mark.parametrize(("dtype", "seed"), [(float, 4), (complex, 7)])
+def test_the_gradients_are_written_where_they_are_returned(monkeypatch, dtype, seed):
+    """A pullback to an operand whose product writes the gradient as it lies in the operand's
+    order (`Pullback.direct`) writes it straight into the gradient's array (the block of
+    the flat array a value-and-gradient returns): no buffer, no copy. On random 3-regular
+    networks of bond 2 about half the operands are, counted as the products return the very
+    array they were given; the values are opt_einsum's environments, real and complex."""
+    _, inputs, out, shapes, path, ops = _bond2_network(30, seed, dtype)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    direct = [p for p in plan.backward if p.target < plan.n and p.direct]
+    assert len(direct) >= 0.4 * len(wrt)
+    in_place = []
+    call = network._Pair.__call__
+
+    def spy(self, pool, a, b, dest=None):
+        r = call(self, pool, a, b, dest)
+        if dest is not None:
+            in_place.append(r is dest)
+        return r
+
+    monkeypatch.setattr(network._Pair, "__call__", spy)
+    flat = np.zeros(sum(x.size for x in ops), np.result_type(*ops))
+    grads, at = {}, 0
+    for k, x in enumerate(ops):
+        grads[k] = flat[at : at + x.size].reshape(x.shape)
+        at += x.size
+    blocks = dict(grads)
+    value = network.value_and_grad(plan, ops, grads)
+    assert len(in_place) == len(direct) and all(in_place)
+    assert all(grads[k] is blocks[k] for k in wrt)
+    eq = ",".join(inputs) + "->" + out
+    assert_close(value, oe.contract(eq, *ops, optimize=path))
+    for k, env in enumerate(_environments(eq, ops, np.ones((), flat.dtype))):
+        assert_close(grads[k], env)
