@@ -94,6 +94,9 @@ class Pullback:
     run: Run
     spread: tuple[str, str, Shape] | None
     copies: int
+    turn: tuple[int, ...] | None = None
+    """Where `spread` is a transpose only (the same letters, none repeated): its axes, read as
+    ``r.transpose(turn)`` (numpy's copy into the gradient, without `spread`'s look-ups)."""
     direct: bool = False
     """Whether `run` takes the operand's gradient as ``dest=`` (`_Pair`), to write it in place
     (an operand's gradient that needs no `spread`)."""
@@ -732,9 +735,8 @@ def _tree_plan(
                 k = made[n + t]
                 q = backward[k]
                 lay = _lay_out(lies[0], lies[1])
-                backward[k] = Pullback(
-                    q.step, q.target, q.args, functools.partial(_then, q.run, lay), q.spread, q.copies + vol
-                )
+                run = functools.partial(_then, q.run, lay)
+                backward[k] = dataclasses.replace(q, run=run, copies=q.copies + vol, direct=False)
                 layout[n + t], planned = lies, other
         # the pullback to the smaller operand first: it reads the larger one, which is then let
         # go before the larger one's cotangent is made (and can take its buffer)
@@ -834,7 +836,11 @@ def _pullback(
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
     direct = isinstance(run, _Pair) and put is None and (run.plan.outer or (run.plan.gemm and run.identity))
-    return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, direct), (kept, written)
+    turn = None
+    if put is not None and len(set(target)) == len(target) and sorted(kept) == sorted(target):
+        turn = tuple(kept.index(c) for c in target)
+    pullback = Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, turn, direct)
+    return pullback, (kept, written)
 
 
 def _blocks(specs: list[str], args: tuple[int, ...]) -> tuple[set[str], ...]:
@@ -941,7 +947,7 @@ def sweep(
             # a gradient that is the product's own array leaves the call: not a pooled buffer
             r = p.run(_FRESH if out is None and p.spread is None else pool, *args)
             if p.spread is not None:
-                s = spread(r, *p.spread)
+                s = r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread)
                 if out is None:
                     grads[p.target] = np.array(s)
                 else:

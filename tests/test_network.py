@@ -567,3 +567,25 @@ def test_the_gradients_are_written_where_they_are_returned(monkeypatch, dtype, s
     assert_close(value, oe.contract(eq, *ops, optimize=path))
     for k, env in enumerate(_environments(eq, ops, np.ones((), flat.dtype))):
         assert_close(grads[k], env)
+
+
+def test_a_gradient_in_another_order_is_one_transposing_copy(monkeypatch):
+    """Where a pullback writes an operand's gradient in another order of the same letters, the
+    gradient is that array transposed (`Pullback.turn`), copied once into its place, without
+    `executor.spread`'s general road (kept for broadcast and repeated letters: none here); the
+    gradients are opt_einsum's environments."""
+    _, inputs, out, shapes, path, ops = _bond2_network(30, 4)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    turned = [p for p in plan.backward if p.target < plan.n and p.spread is not None]
+    assert turned and all(p.turn is not None for p in turned)
+    spreads = []
+    real = network.spread
+    monkeypatch.setattr(network, "spread", lambda *a: spreads.append(a) or real(*a))
+    for grads in (dict.fromkeys(wrt), {k: np.empty(x.shape) for k, x in enumerate(ops)}):
+        value = network.value_and_grad(plan, ops, grads)
+        eq = ",".join(inputs) + "->" + out
+        assert_close(value, oe.contract(eq, *ops, optimize=path))
+        for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+            assert_close(grads[k], env)
+    assert spreads == []
