@@ -35,7 +35,10 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   once the value is let go, and the next call finds the buffers mapped and touched. A
   fresh large array is a fresh mapping whose every page faults on first touch: on
   benchmark n1 1,100 faults per forward and 1,700 per value-and-gradient, a third to a
-  half of the forward's time. The value and gradients returned are arrays of their own.
+  half of the forward's time. The value and gradients returned are arrays of their own:
+  a gradient is written straight into the caller's array where its product writes it in
+  the operand's order (`Pullback.direct`), else copied there once, transposed
+  (`Pullback.turn`).
 * **The sweep** pulls the cotangent back from the result to every differentiated
   operand through the forward's kept intermediates, one pairwise product per step
   and operand: all N gradients for about twice the forward's work (the bound for
