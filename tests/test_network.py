@@ -90,6 +90,34 @@ def test_a_scalar_network_is_one_node_whose_value_and_gradients_take_one_call():
     assert sum(e.prim is sliced_einsum_p for e in graph.equations) == 0
 
 
+def test_a_staged_gradient_scales_the_unit_gradients_as_one_block():
+    """A scalar network under a loss (|Z|², complex) stages the one-pass value-and-gradient
+    and scales its gradients by the loss's cotangent of Z: one product over the gradients'
+    block, then a view per operand (not one product per operand); the jitted gradients are
+    `2·conj(Z)·∂Z/∂x` (opt_einsum's environments), complex and, for a real operand, real."""
+    from einad.rules.einsum import einsum_p, unpack_p
+
+    eq, ops, path = _network(11, complex, 0)
+    ops[1] = ops[1].real.copy()  # a real operand among complex ones: its gradient is real
+    wrt = tuple(range(len(ops)))
+
+    def loss(*xs):
+        z = ea.einsum(eq, *xs, optimize=path)
+        return ea.real(z * ea.conj(z))
+
+    graph = ea.make_graph(ea.value_and_grad(loss, wrt))(*ops)
+    scalings = [e for e in graph.equations if e.prim is einsum_p]
+    assert len(scalings) == 1
+    assert sum(e.prim is unpack_p for e in graph.equations) == 2 + len(ops)  # value, block, views
+    value, grads = ea.jit(ea.value_and_grad(loss, wrt))(*ops)
+    z = oe.contract(eq, *ops, optimize=path)
+    assert_close(value, (z * np.conj(z)).real)
+    for k, env in enumerate(_environments(eq, ops, 2.0 * np.conj(z))):
+        expected = env.real if k == 1 else env
+        assert grads[k].dtype == ops[k].dtype
+        assert_close(grads[k], expected)
+
+
 @pytest.mark.parametrize("spec", ["ab,bcc,cd->ad", "ab,b,bc,c->a", "ij,jk,kl->"])
 def test_networks_with_repeated_and_broadcast_indices_match_central_differences(spec):
     """Repeated letters (a diagonal), letters one operand alone has (summed first), and a full
