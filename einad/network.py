@@ -28,18 +28,24 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   with no tracing and no plan lookup; whether an operand is a view is decided once per
   layout it comes in. A copy that remains goes through `_copy_into`: where numpy's
   strided copy would run inner loops of two elements (networks of bond 2), it is one
-  ``numpy.take`` through an index made once (2-4 times faster).
+  ``numpy.take`` through an index made once (2-4 times faster; ``mode="clip"``, since
+  take's default mode copies through a temporary as large as its result).
 * **Buffers.** Intermediates, copies and cotangents are written (``out=``) into buffers
   of a pool the plan keeps between calls (`_Pool`): a value's buffer serves a later step
   once the value is let go, and the next call finds the buffers mapped and touched. A
   fresh large array is a fresh mapping whose every page faults on first touch: on
   benchmark n1 1,100 faults per forward and 1,700 per value-and-gradient, a third to a
-  half of the forward's time. The value and gradients returned are arrays of their own.
+  half of the forward's time. The value and gradients returned are arrays of their own:
+  a gradient is written straight into the caller's array where its product writes it in
+  the operand's order (`Pullback.direct`), else copied there once, transposed
+  (`Pullback.turn`).
 * **The sweep** pulls the cotangent back from the result to every differentiated
   operand through the forward's kept intermediates, one pairwise product per step
   and operand: all N gradients for about twice the forward's work (the bound for
-  all environments of a tree), each intermediate let go as soon as its last
-  pullback has read it. A scalar contraction's value and gradients take one call
+  all environments of a tree). Each value is let go as soon as its last pullback
+  has read it (`Pullback.release`), and a step pulls back to its smaller operand
+  first, so that the larger operand is gone before its cotangent, as large, is
+  made (and that cotangent takes its buffer). A scalar contraction's value and gradients take one call
   (`value_and_grad`).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
@@ -48,6 +54,7 @@ module sits below `rules.einsum` and imports only the executor and the subscript
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -90,6 +97,15 @@ class Pullback:
     run: Run
     spread: tuple[str, str, Shape] | None
     copies: int
+    turn: tuple[int, ...] | None = None
+    """Where `spread` is a transpose only (the same letters, none repeated): its axes, read as
+    ``r.transpose(turn)`` (numpy's copy into the gradient, without `spread`'s look-ups)."""
+    direct: bool = False
+    """Whether `run` takes the operand's gradient as ``dest=`` (`_Pair`), to write it in place
+    (an operand's gradient that needs no `spread`)."""
+    release: tuple[int, ...] = ()
+    """The values the sweep lets go once this pullback is done: the step's operands that no
+    later pullback of the step reads, and (`_COTANGENT`) the step's cotangent after its last."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +114,8 @@ class TreePlan:
 
     `forward` runs in order; `backward` lists, last step first, the pullbacks of the
     values a differentiated operand depends on. `kept` are the intermediates the
-    pullbacks read (the forward keeps them); `free_after[t]` the values the sweep lets go
-    once step t's pullbacks are done. `copies` counts the transposing copies of one
+    pullbacks read (the forward keeps them), each let go by the sweep right after its last
+    reader (`Pullback.release`). `copies` counts the transposing copies of one
     forward and one sweep (see `_copies`).
     """
 
@@ -108,7 +124,6 @@ class TreePlan:
     forward: tuple[Product, ...]
     backward: tuple[Pullback, ...]
     kept: frozenset[int]
-    free_after: tuple[tuple[int, ...], ...]
     pooled: bool = True
     """Whether every step writes a fresh array (no step may return a view of its operand), so
     that a value's buffer can be handed to a later step once the value is let go, and some
@@ -394,7 +409,7 @@ def _copy_into(out: Any, view: Any) -> None:
     if index is None:
         np.copyto(out, view)
     else:
-        np.take(np.ravel(view, order="K"), index, out=out.reshape(-1))
+        np.take(np.ravel(view, order="K"), index, out=out.reshape(-1), mode="clip")
 
 
 GATHER_BUDGET = 64 << 20
@@ -468,11 +483,17 @@ class _Pair:
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
         self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
 
-    def __call__(self, pool: Any, a: Any, b: Any) -> Any:
+    def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
+        """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
+        gradient: a C-contiguous array of the result's shape) where the product writes its
+        result as it lies in that order; then `dest` itself is returned."""
         plan = self.plan
         dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+        if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
+            dest = None
         if plan.outer:
-            return np.multiply(*outer_operands(plan, a, b), out=pool.get(self.out_shape, dtype))
+            out = dest if dest is not None else pool.get(self.out_shape, dtype)
+            return np.multiply(*outer_operands(plan, a, b), out=out)
         if not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous)):
             return _loop_pair(plan, a, b)
         if plan.swap:
@@ -495,7 +516,11 @@ class _Pair:
             b = b.reshape(plan.shape_b)
         else:
             b = _copied(pool, b, plan.shape_b)
-        out = pool.get(self.mm_shape, dtype)
+        if dest is not None and self.identity:
+            out = dest.reshape(self.mm_shape)  # (a view: `dest` is C-contiguous)
+        else:
+            dest = None
+            out = pool.get(self.mm_shape, dtype)
         if len(self.mm_shape) == 2:
             np.dot(a, b, out=out)
         else:
@@ -504,6 +529,8 @@ class _Pair:
             pool.put(a)
         if not views[1]:
             pool.put(b)
+        if dest is not None:
+            return dest
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
 
@@ -692,14 +719,12 @@ def _tree_plan(
             need.add(n + t)
     backward: list[Pullback] = []
     kept: set[int] = set()
-    free_after: list[tuple[int, ...]] = []
     layout = {len(specs) - 1: (specs[-1], specs[-1])}  # each cotangent's letters, and in memory
     laid = {p.result for p in first}
     made: dict[int, int] = {}  # an intermediate's cotangent -> its pullback's place in `backward`
     for t in reversed(range(len(args_of))):
         args = args_of[t]
         if n + t not in need:
-            free_after.append(())
             continue
         pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size)
         planned = pullbacks(layout[n + t])
@@ -713,10 +738,12 @@ def _tree_plan(
                 k = made[n + t]
                 q = backward[k]
                 lay = _lay_out(lies[0], lies[1])
-                backward[k] = Pullback(
-                    q.step, q.target, q.args, functools.partial(_then, q.run, lay), q.spread, q.copies + vol
-                )
+                run = functools.partial(_then, q.run, lay)
+                backward[k] = dataclasses.replace(q, run=run, copies=q.copies + vol, direct=False)
                 layout[n + t], planned = lies, other
+        # the pullback to the smaller operand first: it reads the larger one, which is then let
+        # go before the larger one's cotangent is made (and can take its buffer)
+        planned.sort(key=lambda q: _volume(specs[q[0].target], size))
         for pullback, lay_of in planned:
             others = tuple(i for i in pullback.args if i != _COTANGENT)
             kept.update(o for o in others if o >= n or o in laid)
@@ -724,19 +751,33 @@ def _tree_plan(
             if pullback.target >= n:
                 made[pullback.target] = len(backward)
             backward.append(pullback)
-        free_after.append(args)
     return TreePlan(
         n=n,
         wrt=tuple(wrt),
         forward=tuple(forward),
-        backward=tuple(backward),
+        backward=_releases(backward),
         kept=frozenset(kept),
-        free_after=tuple(free_after[::-1]),
         # a pool only where some buffer is as large as POOL_MIN (every buffer, an intermediate,
         # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
     )
+
+
+def _releases(backward: list[Pullback]) -> tuple[Pullback, ...]:
+    """`backward` with each pullback's `Pullback.release`: an operand of a step is let go after
+    the step's last pullback that reads it, the step's cotangent after its last pullback."""
+    out: list[Pullback] = []
+    read_later: set[int] = set()  # what the step's later pullbacks read
+    for k in reversed(range(len(backward))):
+        p = backward[k]
+        last = k + 1 == len(backward) or backward[k + 1].step != p.step
+        if last:
+            read_later = set()
+        release = tuple(i for i in p.args if i != _COTANGENT and i not in read_later)
+        out.append(dataclasses.replace(p, release=release + ((_COTANGENT,) if last else ())))
+        read_later.update(p.args)
+    return tuple(out[::-1])
 
 
 def _step_pullbacks(
@@ -797,7 +838,12 @@ def _pullback(
     run, order, copies, written, _ = _product(in_specs, kept, in_shapes, in_memory)
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
-    return Pullback(t, a, tuple(ids[i] for i in order), run, put, copies), (kept, written)
+    direct = isinstance(run, _Pair) and put is None and (run.plan.outer or (run.plan.gemm and run.identity))
+    turn = None
+    if put is not None and len(set(target)) == len(target) and sorted(kept) == sorted(target):
+        turn = tuple(kept.index(c) for c in target)
+    pullback = Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, turn, direct)
+    return pullback, (kept, written)
 
 
 def _blocks(specs: list[str], args: tuple[int, ...]) -> tuple[set[str], ...]:
@@ -890,18 +936,21 @@ def sweep(
     ct = g
     for p in plan.backward:
         if p.step != step:
-            if step >= 0:
-                _let_go(plan, step, vals, pool)
-                pool.put(ct)
             step = p.step
             ct = cts.pop(n + step)
         args = [ct if i == _COTANGENT else vals[i] for i in p.args]
-        if p.target < n:
+        if p.target < n and p.direct and grads[p.target] is not None:
+            out = grads[p.target]
+            r = p.run(pool, *args, dest=out)  # into the gradient, where the product can
+            if r is not out:
+                out[...] = r
+                pool.put(r)
+        elif p.target < n:
             out = grads[p.target]
             # a gradient that is the product's own array leaves the call: not a pooled buffer
             r = p.run(_FRESH if out is None and p.spread is None else pool, *args)
             if p.spread is not None:
-                s = spread(r, *p.spread)
+                s = r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread)
                 if out is None:
                     grads[p.target] = np.array(s)
                 else:
@@ -914,20 +963,8 @@ def sweep(
                 pool.put(r)
         else:
             cts[p.target] = p.run(pool, *args)
-    if step >= 0:
-        _let_go(plan, step, vals, pool)
-        pool.put(ct)
-    for k in range(n):  # the inputs laid out before the forward
-        if vals[k] is not arrays[k]:
-            pool.put(vals[k])
-
-
-def _let_go(plan: TreePlan, step: int, vals: dict[int, Any], pool: Any) -> None:
-    for a in plan.free_after[step]:
-        if a >= plan.n:
-            x = vals.pop(a, None)
-            if x is not None:
-                pool.put(x)
+        for i in p.release:  # (an operand of the caller's is no buffer of the pool's: left alone)
+            pool.put(ct if i == _COTANGENT else vals.pop(i))
 
 
 def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:

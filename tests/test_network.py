@@ -90,6 +90,34 @@ def test_a_scalar_network_is_one_node_whose_value_and_gradients_take_one_call():
     assert sum(e.prim is sliced_einsum_p for e in graph.equations) == 0
 
 
+def test_a_staged_gradient_scales_the_unit_gradients_as_one_block():
+    """A scalar network under a loss (|Z|², complex) stages the one-pass value-and-gradient
+    and scales its gradients by the loss's cotangent of Z: one product over the gradients'
+    block, then a view per operand (not one product per operand); the jitted gradients are
+    `2·conj(Z)·∂Z/∂x` (opt_einsum's environments), complex and, for a real operand, real."""
+    from einad.rules.einsum import einsum_p, unpack_p
+
+    eq, ops, path = _network(11, complex, 0)
+    ops[1] = ops[1].real.copy()  # a real operand among complex ones: its gradient is real
+    wrt = tuple(range(len(ops)))
+
+    def loss(*xs):
+        z = ea.einsum(eq, *xs, optimize=path)
+        return ea.real(z * ea.conj(z))
+
+    graph = ea.make_graph(ea.value_and_grad(loss, wrt))(*ops)
+    scalings = [e for e in graph.equations if e.prim is einsum_p]
+    assert len(scalings) == 1
+    assert sum(e.prim is unpack_p for e in graph.equations) == 2 + len(ops)  # value, block, views
+    value, grads = ea.jit(ea.value_and_grad(loss, wrt))(*ops)
+    z = oe.contract(eq, *ops, optimize=path)
+    assert_close(value, (z * np.conj(z)).real)
+    for k, env in enumerate(_environments(eq, ops, 2.0 * np.conj(z))):
+        expected = env.real if k == 1 else env
+        assert grads[k].dtype == ops[k].dtype
+        assert_close(grads[k], expected)
+
+
 @pytest.mark.parametrize("spec", ["ab,bcc,cd->ad", "ab,b,bc,c->a", "ij,jk,kl->"])
 def test_networks_with_repeated_and_broadcast_indices_match_central_differences(spec):
     """Repeated letters (a diagonal), letters one operand alone has (summed first), and a full
@@ -469,3 +497,123 @@ def test_a_plan_of_small_arrays_takes_no_pool(monkeypatch):
     for k in wrt:
         np.testing.assert_array_equal(grads[k], grads2[k])
     network.release_pools()
+
+
+@pytest.mark.parametrize(
+    ("eq", "path", "shapes"),
+    [
+        # X = ij,jk->ik (65,536 elements) meets the input i; the pullbacks of that step come as
+        # its operands do (the small one first)
+        ("ij,jk,i,k->", [(0, 1), (0, 2), (0, 1)], ((256, 4), (4, 256), (256,), (256,))),
+        # X meets an intermediate made after it (y = l,kl->k): the step's operands come X first
+        ("ij,jk,i,l,kl->", [(0, 1), (1, 2), (1, 2), (0, 1)], ((256, 4), (4, 256), (256,), (8,), (256, 8))),
+    ],
+)
+def test_the_sweep_lets_each_value_go_after_its_last_reader(monkeypatch, eq, path, shapes):
+    """A step's operand is let go right after the last pullback that reads it, and a step's
+    pullback to its smaller operand runs first (it reads the larger one, which is then let
+    go): the cotangent of the one large intermediate X takes X's own buffer. So a value-and-
+    gradient from nothing makes one pooled buffer, X's, and its tracemalloc peak stays under
+    1.5 times X's bytes (letting X go after the whole step, or pulling back to X first, makes
+    a second buffer of X's size and peaks over twice X's bytes)."""
+    import tracemalloc
+
+    monkeypatch.setattr(network, "POOL_MIN", 4096)
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(s) for s in shapes]
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, tuple(path), wrt, True)
+    big = 256 * 256 * 8  # X's bytes; every other value holds at most 2,048 elements
+    assert plan.pooled
+    network.release_pools()
+    tracemalloc.start()
+    value = network.value_and_grad(plan, ops, grads := dict.fromkeys(wrt))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    (pool,) = plan.pools
+    assert sorted(raw.nbytes for raw in pool.owned.values()) == [big]
+    assert peak < 1.5 * big
+    assert_close(value, oe.contract(eq, *ops, optimize=path))
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert_close(grads[k], env)
+    network.release_pools()
+
+
+def test_a_gathered_copy_allocates_no_second_array():
+    """`_copy_into`'s gather writes straight into its output (numpy.take with ``mode="raise"``
+    buffers `out` in a temporary as large as it): with the index made, laying out 2^16
+    elements allocates under a tenth of their bytes (tracemalloc)."""
+    import tracemalloc
+
+    x = np.random.default_rng(2).standard_normal((2,) * 16)
+    view = x.transpose((*range(1, 16), 0))  # inner loops of one element
+    out = np.empty(view.shape)
+    network._copy_into(out, view)  # makes (and keeps) the index
+    assert network._gather_index(view.shape, view.strides, 8) is not None
+    tracemalloc.start()
+    network._copy_into(out, view)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < out.nbytes / 10
+    np.testing.assert_array_equal(out, np.ascontiguousarray(view))
+
+
+@pytest.mark.parametrize(("dtype", "seed"), [(float, 4), (complex, 7)])
+def test_the_gradients_are_written_where_they_are_returned(monkeypatch, dtype, seed):
+    """A pullback to an operand whose product writes the gradient as it lies in the operand's
+    order (`Pullback.direct`) writes it straight into the gradient's array (the block of
+    the flat array a value-and-gradient returns): no buffer, no copy. On random 3-regular
+    networks of bond 2 about half the operands are, counted as the products return the very
+    array they were given; the values are opt_einsum's environments, real and complex."""
+    _, inputs, out, shapes, path, ops = _bond2_network(30, seed, dtype)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    direct = [p for p in plan.backward if p.target < plan.n and p.direct]
+    assert len(direct) >= 0.4 * len(wrt)
+    in_place = []
+    call = network._Pair.__call__
+
+    def spy(self, pool, a, b, dest=None):
+        r = call(self, pool, a, b, dest)
+        if dest is not None:
+            in_place.append(r is dest)
+        return r
+
+    monkeypatch.setattr(network._Pair, "__call__", spy)
+    flat = np.zeros(sum(x.size for x in ops), np.result_type(*ops))
+    grads, at = {}, 0
+    for k, x in enumerate(ops):
+        grads[k] = flat[at : at + x.size].reshape(x.shape)
+        at += x.size
+    blocks = dict(grads)
+    value = network.value_and_grad(plan, ops, grads)
+    assert len(in_place) == len(direct) and all(in_place)
+    assert all(grads[k] is blocks[k] for k in wrt)
+    eq = ",".join(inputs) + "->" + out
+    assert_close(value, oe.contract(eq, *ops, optimize=path))
+    for k, env in enumerate(_environments(eq, ops, np.ones((), flat.dtype))):
+        assert_close(grads[k], env)
+
+
+def test_a_gradient_in_another_order_is_one_transposing_copy(monkeypatch):
+    """Where a pullback writes an operand's gradient in another order of the same letters, the
+    gradient is that array transposed (`Pullback.turn`), copied once into its place, without
+    `executor.spread`'s general road (kept for broadcast and repeated letters: none here); the
+    gradients are opt_einsum's environments."""
+    _, inputs, out, shapes, path, ops = _bond2_network(30, 4)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    turned = [p for p in plan.backward if p.target < plan.n and p.spread is not None]
+    assert turned and all(p.turn is not None for p in turned)
+    spreads = []
+    real = network.spread
+    monkeypatch.setattr(network, "spread", lambda *a: spreads.append(a) or real(*a))
+    for grads in (dict.fromkeys(wrt), {k: np.empty(x.shape) for k, x in enumerate(ops)}):
+        value = network.value_and_grad(plan, ops, grads)
+        eq = ",".join(inputs) + "->" + out
+        assert_close(value, oe.contract(eq, *ops, optimize=path))
+        for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+            assert_close(grads[k], env)
+    assert spreads == []

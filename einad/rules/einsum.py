@@ -1622,13 +1622,16 @@ def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: l
         if done is not None:
             return done
         # scaled in the packed dtype, then cast: a real operand's gradient among complex
-        # ones is the real part of the product, not g times the real part
-        grads = _unpack(ans.flat, ans.vals, ans.wrt, offset=1, cast=False)
+        # ones is the real part of the product, not g times the real part. The gradients'
+        # blocks are scaled as one (one product, not one per operand), then viewed
+        total = sum(math.prod(shape_of(ans.vals[k])) for k in ans.wrt)
+        block = bind(unpack_p, [ans.flat], {"offset": 1, "shape": (total,)})
+        scaled = contract(("", "a"), "a", [g, block])
+        grads = _unpack(scaled, ans.vals, ans.wrt, cast=False)
         out: list[Any] = [None] * len(needed)
         for k in ans.wrt:
             if needed[k]:
-                letters = _letters(len(shape_of(grads[k])))
-                out[k] = contract(("", letters), letters, [g, grads[k]])
+                out[k] = grads[k]
                 dt = dtype_of(ans.vals[k])
                 if dtype_of(out[k]) != dt:
                     out[k] = astype(out[k], dt)

@@ -262,10 +262,10 @@ def _count_pairwise_contractions(monkeypatch):
             calls.append(1)
         return run_pair(plan, a, b)
 
-    def counted_product(self, pool, a, b):
+    def counted_product(self, pool, a, b, dest=None):
         if not self.plan.outer:
             calls.append(1)
-        return pair_call(self, pool, a, b)
+        return pair_call(self, pool, a, b, dest)
 
     monkeypatch.setattr(executor, "_run_pair", counted)
     monkeypatch.setattr(einsum_rules, "_run_pair", counted)
