@@ -985,7 +985,8 @@ class Tensor:
         x: Any = self._value
         while type(x) is Tensor:
             x = x._value
-        return x.dtype if type(x) is np.ndarray else np_dtype(x.dtype)
+        d = x.dtype  # (numpy's, for numpy arrays and scalars: no np_dtype call)
+        return d if type(x) is np.ndarray or isinstance(d, np.dtype) else np_dtype(d)
 
     @property
     def requires_grad(self) -> bool:
@@ -1495,8 +1496,19 @@ def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Te
 
 
 def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
-    """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one)."""
-    return _box(value, trace, leaf_node() if trace.kind == "reverse" else None, tangent)
+    """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one).
+
+    The leaf node and the Tensor are made here without their constructors (every
+    transformation call boxes its inputs)."""
+    node = None
+    if trace.kind == "reverse":
+        node = _new(Node)
+        node.prim = node.params = node.ans = node.tensor = node.hooks = None
+        node.parents, node.vals, node.needed = (), (), []
+        node.seq = next(_node_seq)
+    t = _new(Tensor)
+    t._value, t._trace, t._node, t._tangent, t._grad = value, trace, node, tangent, None
+    return t
 
 
 def strip(x: Any) -> Any:

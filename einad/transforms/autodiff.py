@@ -178,6 +178,16 @@ def _argnums_type(argnums: ArgNums) -> tuple[int, ...]:
 
 
 def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
+    # every gradient call checks its argnums: an int or a tuple of ints in range, inline
+    if type(argnums) is int:
+        if 0 <= argnums < nargs:
+            return (argnums,)
+    elif type(argnums) is tuple:
+        for i in argnums:
+            if type(i) is not int or not 0 <= i < nargs:
+                break
+        else:
+            return argnums
     out = []
     for i in _argnums_type(argnums):
         if not -nargs <= i < nargs:
@@ -411,6 +421,12 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
 
 
 def _tangent_in(t: Any, v: Any) -> Any:
+    """The tangent `t` of the primal value `v`, checked, in `v`'s library and dtype."""
+    if type(t) is np.ndarray and type(v) is np.ndarray and t.shape == v.shape:
+        # the common case, checked inline: a numpy tangent of a numpy primal, real for a real one
+        kind, primal_kind = t.dtype.kind, v.dtype.kind
+        if kind == "f" or (kind == "c" and primal_kind == "c"):
+            return t if t.dtype == v.dtype else t.astype(v.dtype)
     if traced(t):
         _same_library([t, v])
     else:
