@@ -1782,7 +1782,9 @@ declare(
 # in for numpy's refusal of a mismatched contraction.
 
 
+@functools.lru_cache(maxsize=1024)
 def _letters(n: int, skip: str = "") -> str:
+    """`n` index letters not in `skip` (the same for the same arguments: kept, not made per call)."""
     return "".join(fresh_symbols(set(skip), n))
 
 
@@ -1795,7 +1797,9 @@ def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 def _accumulate(x: Value) -> Value:
     """`x` cast to the dtype numpy sums it in (unchanged for floats and wide integers)."""
-    return astype(x, accumulator(dtype_of(x)))
+    dt = dtype_of(x)
+    to = accumulator(dt)
+    return x if to == dt else astype(x, to)
 
 
 def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
