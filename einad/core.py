@@ -570,19 +570,26 @@ class ForwardTrace(Trace):
             if prim.zero_derivative or all(t is None for t in tangents):
                 return out
             raise _no_rule(prim, "forward-mode (JVP)")
-        # the rule runs quietly, as under QuietRules (inline: every forward operation comes here)
+        # the rule runs quietly, as under QuietRules (inline, `_quiet_state` too: every forward
+        # operation comes here), and its tangent is boxed without the Tensor's constructor
         depth = getattr(_local, "quiet", 0)
         _local.quiet = depth + 1
-        token = _quiet_state() if depth == 0 else None
+        token = None
+        if depth == 0:
+            now = _errstate.get()
+            memo = _quiet_memo
+            token = _errstate.set(memo[1] if memo[0] is now else _quiet_for(now))
         try:
             tangent = rule(tangents, out, vals, params)
         finally:
             _local.quiet = depth
             if token is not None:
-                _loud_state(token)
+                _errstate.reset(token)
         if tangent is None:
             return out
-        return _box(out, self, None, tangent)
+        t = _new(Tensor)
+        t._value, t._trace, t._node, t._tangent, t._grad = out, self, None, tangent, None
+        return t
 
 
 class ImperativeTrace(ReverseTrace):
@@ -673,39 +680,48 @@ class enable_grad(_GradMode):
         _local.no_grad = _local.grad_saved.pop()
 
 
+class _ErrstateShim:  # pragma: no cover (only for a numpy without the context variable)
+    """numpy's error-state variable as `_quiet_state` uses it, made of `np.errstate`."""
+
+    def get(self) -> None:
+        return None
+
+    def set(self, state: Any) -> Any:
+        token = np.errstate(all="ignore")
+        token.__enter__()
+        return token
+
+    def reset(self, token: Any) -> None:
+        token.__exit__(None, None, None)
+
+
 try:  # numpy's error state is a context variable holding an opaque state (numpy >= 2.0)
     from numpy._core._multiarray_umath import _make_extobj
     from numpy._core._ufunc_config import _extobj_contextvar as _errstate
-except ImportError:  # pragma: no cover (a numpy without them: np.errstate, ~10x slower)
-    _errstate = None
+except ImportError:  # pragma: no cover (np.errstate then: ten times the cost)
+    _errstate = _ErrstateShim()
+    _make_extobj = lambda **kw: None  # noqa: E731
 
 _quiet_memo: tuple[Any, Any] = (None, None)
 """(numpy's error state, the same state with every floating-point error ignored): the state a
 rule last ran in, from the state around it (one entry: another state is worked out anew)."""
 
 
-def _quiet_state() -> Any:
-    """The token that restores numpy's error state after `_loud_state`, the state now made quiet:
-    numpy's context variable set to the current state with every error ignored (numpy's own
-    `np.errstate(all="ignore")` makes that state anew at each entry: ten times the cost)."""
+def _quiet_for(now: Any) -> Any:
+    """numpy's error state `now` with every floating-point error ignored (and kept in the memo)."""
     global _quiet_memo
-    if _errstate is None:  # pragma: no cover
-        state = np.errstate(all="ignore")
-        state.__enter__()
-        return state
+    _quiet_memo = (now, _make_extobj(all="ignore"))  # (made from the current state: `now`)
+    return _quiet_memo[1]
+
+
+def _quiet_state() -> Any:
+    """Make numpy's error state quiet: its context variable set to the current state with every
+    error ignored (numpy's own `np.errstate(all="ignore")` makes that state anew at each entry:
+    ten times the cost); the token for ``_errstate.reset``. `ForwardTrace.process` does the
+    same inline."""
     now = _errstate.get()
     memo = _quiet_memo
-    if memo[0] is not now:
-        memo = _quiet_memo = (now, _make_extobj(all="ignore"))
-    return _errstate.set(memo[1])
-
-
-def _loud_state(token: Any) -> None:
-    """numpy's error state as it was before `_quiet_state` gave `token`."""
-    if _errstate is None:  # pragma: no cover
-        token.__exit__(None, None, None)
-    else:
-        _errstate.reset(token)
+    return _errstate.set(memo[1] if memo[0] is now else _quiet_for(now))
 
 
 class QuietRules:
@@ -731,7 +747,7 @@ class QuietRules:
     ) -> None:
         _local.quiet -= 1
         if self._token is not None:
-            _loud_state(self._token)
+            _errstate.reset(self._token)
 
 
 def in_rules() -> bool:

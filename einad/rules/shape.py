@@ -93,7 +93,14 @@ def ones_like(x: Any) -> Any:
     """Ones of `x`'s shape and dtype: an array, or an equation where `x` is staged (a program's
     gradient seed stays symbolic, so its optimizer sees the ones)."""
     if type(x) is Tensor and x._trace is not None:
-        return bind(ones_like_p, (x,), {})
+        # under differentiating traces alone the ones are a constant (each trace's `process`
+        # would hand them on as they are): made here from the value beneath, without binding
+        v: Any = x
+        while type(v) is Tensor and (v._trace is None or v._trace.kind in ("reverse", "forward")):
+            v = v._value
+        if type(v) is Tensor:  # a batched or staged value beneath: the primitive
+            return bind(ones_like_p, (x,), {})
+        x = v
     return arrays.ones(x, shape_of(x), dtype_of(x))
 
 

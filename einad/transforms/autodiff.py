@@ -295,7 +295,7 @@ def _reverse(
             f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
             "use einad.vjp or einad.jacrev for non-scalar outputs"
         )
-    if dtype_of(out).kind == "c":
+    if out.dtype.kind == "c" if type(out) is Tensor else dtype_of(out).kind == "c":
         raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
@@ -457,6 +457,14 @@ def _lazy_grads(f: Callable[..., Any], args: Sequence[Any]) -> tuple[TreeDef, li
     return td, [(cts.get(id(b._node)), b._value) for b in boxed]
 
 
+def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``grad(f, every argument)(*args)``: the outer pass of a reverse-mode HVP, without the
+    public wrappers (`grad`, `value_and_grad`) and the value they return."""
+    _, _, _, td, boxed, cts = _reverse(f, tuple(range(len(args))), False, args, {}, lazy=False)
+    taken: set[int] = set()
+    return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
+
+
 def _hvp_forward_over_reverse(
     f: Callable[..., Any], primals: tuple[Any, ...], tangents: tuple[Any, ...]
 ) -> tuple[Any, ...]:
@@ -532,13 +540,12 @@ def hvp(
         ValueError: If `mode` is not one of the three names.
     """
     primals, tangents = tuple(primals), tuple(tangents)
-    every = tuple(range(len(primals)))
     if mode == "fwd-over-rev":
         return _hvp_forward_over_reverse(f, primals, tangents)
     if mode == "rev-over-fwd":
-        return tuple(grad(lambda *p: jvp(f, p, tangents)[1], every)(*primals))
+        return _gradients(lambda *p: jvp(f, p, tangents)[1], primals)
     if mode == "rev-over-rev":
-        return tuple(grad(lambda *p: _inner_with(_lazy_grads(f, p)[1], tangents), every)(*primals))
+        return _gradients(lambda *p: _inner_with(_lazy_grads(f, p)[1], tangents), primals)
     raise ValueError(f"unknown hvp mode {mode!r}: use 'fwd-over-rev', 'rev-over-fwd' or 'rev-over-rev'")
 
 
