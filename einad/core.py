@@ -495,7 +495,7 @@ class Trace:
 
     # the context of the transformation's body (see `tracing`): a class's, not a generator's
     # (`contextlib` costs four more calls, and every transformation call enters one)
-    def __enter__(self: _T) -> _T:
+    def __enter__(self: _T) -> _T:  # noqa: PYI019 (typing.Self is 3.11+)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -564,7 +564,7 @@ class ForwardTrace(Trace):
                 vals.append(a)
                 tangents.append(None)
                 nested = nested or type(a) is Tensor
-        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
+        out: Any = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         rule = prim.jvp
         if rule is None:
             if prim.zero_derivative or all(t is None for t in tangents):
@@ -696,11 +696,11 @@ class _ErrstateShim:  # pragma: no cover (only for a numpy without the context v
 
 
 try:  # numpy's error state is a context variable holding an opaque state (numpy >= 2.0)
-    from numpy._core._multiarray_umath import _make_extobj
-    from numpy._core._ufunc_config import _extobj_contextvar as _errstate
+    from numpy._core._multiarray_umath import _make_extobj  # type: ignore[import-not-found]
+    from numpy._core._ufunc_config import _extobj_contextvar as _errstate  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover (np.errstate then: ten times the cost)
     _errstate = _ErrstateShim()
-    _make_extobj = lambda **kw: None  # noqa: E731
+    _make_extobj = lambda **kw: None
 
 _quiet_memo: tuple[Any, Any] = (None, None)
 """(numpy's error state, the same state with every floating-point error ignored): the state a
@@ -753,8 +753,6 @@ class QuietRules:
 def in_rules() -> bool:
     """Whether a derivative rule is running on this thread (see `QuietRules`)."""
     return getattr(_local, "quiet", 0) > 0
-
-
 
 
 def tracing(trace: _T) -> _T:

@@ -238,6 +238,7 @@ def einsum(
     # (the defaults are taken as they are, without their checks: every eager einsum call comes here)
     if executor is not None:
         cluster.kind(executor)
+    names: Names
     if type(subscripts) is str:
         text, names, given = subscripts, (), operands
     else:
