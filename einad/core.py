@@ -564,7 +564,7 @@ class ForwardTrace(Trace):
                 vals.append(a)
                 tangents.append(None)
                 nested = nested or type(a) is Tensor
-        out: Any = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
+        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         rule = prim.jvp
         if rule is None:
             if prim.zero_derivative or all(t is None for t in tangents):
@@ -588,7 +588,7 @@ class ForwardTrace(Trace):
         if tangent is None:
             return out
         t = _new(Tensor)
-        t._value, t._trace, t._node, t._tangent, t._grad = out, self, None, tangent, None
+        t._value, t._trace, t._node, t._tangent, t._grad = out, self, None, tangent, None  # type: ignore[assignment]
         return t
 
 
