@@ -307,11 +307,13 @@ def test_a_gradient_call_walks_its_arguments_once():
 def test_nested_rules_do_not_ask_a_numpy_operand_for_its_library():
     """`elementwise._boxed`: the derivative rules of a binary operation with a numpy operand next
     to a traced one (``C * z`` under jvp under grad) box only other libraries' arrays, and pass a
-    numpy array on without asking array_api_compat what it is. An operator with a numpy array on
-    its left (``C * t``, through ``Tensor.__array_ufunc__``) does not look for an ``out=``.
+    numpy array on without asking array_api_compat what it is (nor calling `_boxed`: the rules
+    check their values' types inline). An operator with a numpy array on its left (``C * t``,
+    through ``Tensor.__array_ufunc__``) does not look for an ``out=``.
 
-    Kills: `_boxed` without its `_LOCAL` check (``is_array_api_obj`` asked per call), the ufunc
-    call of `numpy_api` checking an absent ``out=`` (an `_out_refused` call)."""
+    Kills: the rules' inline `_LOCAL` check (a `_boxed` call per rule), `_boxed` without its own
+    (``is_array_api_obj`` asked per call), the ufunc call of `numpy_api` checking an absent
+    ``out=`` (an `_out_refused` call)."""
     c = np.linspace(-1.0, 1.0, 8)
 
     def h(x):  # d/dt sum(sin(c (x + t W))) at t = 0
@@ -321,7 +323,9 @@ def test_nested_rules_do_not_ask_a_numpy_operand_for_its_library():
     g(X)
     out, seen = calls(lambda: g(X))
     assert_close(out, -np.sin(c * X) * c * c * W)
-    assert seen["_boxed"] >= 1 and seen["is_array_api_obj"] == 0, seen
+    assert seen["_boxed"] == 0 and seen["is_array_api_obj"] == 0, seen
+    boxed = elementwise._boxed(c, W)  # numpy values pass through unasked
+    assert boxed[0] is c and boxed[1] is W
     _, seen = calls(lambda: c * ea.tensor(X))
     assert seen["__array_ufunc__"] == 1 and seen["_out_refused"] == 0, seen
     with pytest.raises(TypeError, match="out="):

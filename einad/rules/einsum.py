@@ -543,11 +543,18 @@ class Pending(Structured):
     __slots__ = ("dtype", "inputs", "operands", "optimize", "output", "shape")
 
     def __init__(
-        self, inputs: tuple[str, ...], output: str, operands: Sequence[Value], optimize: Any, shape: Shape
+        self,
+        inputs: tuple[str, ...],
+        output: str,
+        operands: Sequence[Value],
+        optimize: Any,
+        shape: Shape,
+        dtype: np.dtype[Any] | None = None,
     ) -> None:
+        """`dtype`: the dense value's, when the caller knows it (else the first operand's)."""
         self.inputs, self.output, self.operands, self.optimize = inputs, output, tuple(operands), optimize
         self.shape = shape
-        self.dtype = dtype_of(operands[0])
+        self.dtype = dtype_of(operands[0]) if dtype is None else dtype
 
     def __repr__(self) -> str:
         return f"Pending({','.join(self.inputs)}->{self.output}, {self.shape}, {self.dtype})"
@@ -672,18 +679,21 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        if defer and kept == target and _one_dtype([g, *others], dtype_of(vals[k])):
-            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k])))
+        dt = dtype_of(vals[k])
+        if defer and kept == target and _one_dtype([g, *others], dt):
+            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k]), dt))
             continue
         if ones and others:
             r = contract(ins[1:], kept, others, opt, mem)
-            if type(r) is np.ndarray and any(r is x for x in others):
-                r = r.view()
-                r.flags.writeable = False
+            if type(r) is np.ndarray:
+                for x in others:
+                    if r is x:
+                        r = r.view()
+                        r.flags.writeable = False
+                        break
         else:
             r = contract(ins, kept, [g] + others, opt, mem)
-        dt = dtype_of(vals[k])
-        if dtype_of(r) != dt:
+        if (r.dtype if type(r) is np.ndarray else dtype_of(r)) != dt:
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
         if kept == target:
             grads.append(r)

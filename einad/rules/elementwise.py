@@ -595,6 +595,8 @@ def _plus(a: Any, b: Any) -> Any:
 
 _PLAIN = (np.ndarray, Meta)
 """Operand values whose shape and dtype attributes are numpy's own."""
+_NESTED = (np.ndarray, Meta, Tensor)
+"""Operand values whose shape and dtype compare with a Tensor's (numpy's dtype objects)."""
 
 
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
@@ -605,8 +607,10 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor):
-            x, y, z = _boxed(x, y, z)
+        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
+            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
+        ):
+            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
         out: list[Any] = []
         plain = False  # whether `g` is a numpy array that is not a broadcast constant (see _times)
         if type(g) is np.ndarray:
@@ -623,14 +627,18 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
             if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
                 out.append(r)  # the common case: nothing to sum or cast
+            elif type(r) is Tensor and type(v) in _NESTED and r.shape == v.shape and r.dtype == v.dtype:
+                out.append(r)  # the same under an enclosing transformation (its shape read once)
             else:
                 out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
         return out
 
     def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor):
-            x, y, z = _boxed(x, y, z)
+        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
+            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
+        ):
+            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
         out = None
         for t, (d, sign) in zip(ts, terms):
             if t is None:
@@ -644,7 +652,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             out = term if out is None else _plus(out, term)
         if out is None:
             return None
-        if type(out) is np.ndarray and type(z) is np.ndarray:
+        if type(out) in _NESTED and type(z) in _NESTED:  # (numpy arrays, Tensors: shapes read once)
             if out.shape != z.shape:
                 out = broadcast_raw(out, z.shape)
         elif shape_of(out) != shape_of(z):

@@ -422,11 +422,16 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
 
 def _tangent_in(t: Any, v: Any) -> Any:
     """The tangent `t` of the primal value `v`, checked, in `v`'s library and dtype."""
-    if type(t) is np.ndarray and type(v) is np.ndarray and t.shape == v.shape:
-        # the common case, checked inline: a numpy tangent of a numpy primal, real for a real one
-        kind, primal_kind = t.dtype.kind, v.dtype.kind
-        if kind == "f" or (kind == "c" and primal_kind == "c"):
-            return t if t.dtype == v.dtype else t.astype(v.dtype)
+    if type(t) is np.ndarray:
+        # the common case, checked inline: a numpy tangent of a primal over numpy (under other
+        # transformations too: an HVP's), of its shape, real for a real one
+        base = v
+        while type(base) is Tensor:
+            base = base._value
+        if type(base) is np.ndarray and t.shape == (base.shape if v is base else v.shape):
+            kind, dt = t.dtype.kind, base.dtype
+            if kind == "f" or (kind == "c" and dt.kind == "c"):
+                return t if t.dtype == dt else t.astype(dt)
     if traced(t):
         _same_library([t, v])
     else:
