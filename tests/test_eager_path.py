@@ -608,7 +608,8 @@ def test_a_seed_under_differentiating_traces_is_made_without_binding():
     each trace; a staged seed stays an equation of the program (its optimizer sees the ones), a
     batched one a batch; a numpy scalar's dtype is read without `np_dtype`.
 
-    Kills: `ones_like` binding whenever its operand is traced; `dtype_of` and `Tensor.dtype`
+    Kills: `ones_like` binding whenever its operand is traced (or making ones of a dead trace's
+    value); `dtype_of` and `Tensor.dtype`
     asking `np_dtype` for a numpy scalar's dtype."""
     from einad.rules import shape as shape_rules
 
@@ -621,6 +622,10 @@ def test_a_seed_under_differentiating_traces_is_made_without_binding():
     assert "ones_like" in [e.prim.name for e in graph.equations]
     batched = ea.vmap(ea.grad(lambda x: ea.sum(ea.sin(x))))(np.stack([X, W]))
     assert_close(batched, np.cos(np.stack([X, W])))
+    with core.tracing(core.ReverseTrace()) as trace:  # a leaked value still says so
+        leaked = core.box(X, trace)
+    with pytest.raises(TracerError):
+        shape_rules.ones_like(leaked)
     scalar = core._box(np.float32(2.0), None, None, None)  # (a Tensor of a numpy scalar)
     dts, seen = calls(lambda: (dtype_of(np.float64(1.0)), scalar.dtype, dtype_of(scalar)))
     assert dts == (np.float64, np.float32, np.float32)

@@ -96,10 +96,12 @@ def ones_like(x: Any) -> Any:
         # under differentiating traces alone the ones are a constant (each trace's `process`
         # would hand them on as they are): made here from the value beneath, without binding
         v: Any = x
-        while type(v) is Tensor and (v._trace is None or v._trace.kind in ("reverse", "forward")):
+        while type(v) is Tensor:
+            t = v._trace
+            if t is not None and (t.dead or t.kind not in ("reverse", "forward")):
+                # a batched or staged value beneath (or a leaked one: bind says so): the primitive
+                return bind(ones_like_p, (x,), {})
             v = v._value
-        if type(v) is Tensor:  # a batched or staged value beneath: the primitive
-            return bind(ones_like_p, (x,), {})
         x = v
     return arrays.ones(x, shape_of(x), dtype_of(x))
 
