@@ -71,6 +71,11 @@ or a path-optimizer object (opt_einsum's ``PathOptimizer``s, cotengra's optimize
 Strategy: TypeAlias = str | Path | Callable[..., Any]
 """A normalized `optimize`: a strategy name, an explicit path, or an optimizer object."""
 
+try:  # numpy.einsum's own kernel, which it calls without a path (saves its Python wrapper)
+    from numpy._core.multiarray import c_einsum as _c_einsum  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover (another numpy layout)
+    _c_einsum = np.einsum
+
 # A path's pairwise steps: (positions to pop, their subscripts, the step's output).
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
 
@@ -102,7 +107,7 @@ def _einsum_impl(
         steps = _plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, memory_limit)
         return _follow(steps, arrays, executor.runner(xp))
     if len(arrays) == 1:
-        return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
+        return _c_einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
@@ -1815,7 +1820,11 @@ def _accumulate(x: Value) -> Value:
 def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     """`sum` for internal use: returns a raw array when `x` is not traced."""
     shape = shape_of(x)
-    axes = normalize_axes(axis, len(shape))
+    return sum_axes(x, shape, normalize_axes(axis, len(shape)), keepdims)
+
+
+def sum_axes(x: Value, shape: Shape, axes: tuple[int, ...], keepdims: bool = False) -> Value:
+    """`sum_raw` over `axes` (normalized) of `x`, whose shape is `shape`."""
     s = _letters(len(shape))
     out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [_accumulate(x)])
     if keepdims:

@@ -436,8 +436,8 @@ def _times(g: Any, r: Any) -> Any:
         return bind(_multiply, (g, r), {})
     st = g.strides if type(g) is np.ndarray else None
     if (
-        st is not None
-        and (not st or st[-1] == 0)  # (a broadcast constant: see _is_ones)
+        st  # (a 0-d cotangent multiplies a 0-d value: no cheaper than asking whether it is one)
+        and st[-1] == 0  # (a broadcast constant: see _is_ones)
         and _is_ones(g)
         and type(r) is np.ndarray
         and r.shape == g.shape
@@ -595,8 +595,9 @@ def _plus(a: Any, b: Any) -> Any:
 
 _PLAIN = (np.ndarray, Meta)
 """Operand values whose shape and dtype attributes are numpy's own."""
-_NESTED = (np.ndarray, Meta, Tensor)
-"""Operand values whose shape and dtype compare with a Tensor's (numpy's dtype objects)."""
+_SHAPED = frozenset({np.ndarray, Meta, Tensor, *np.sctypeDict.values()})
+"""Values whose ``shape`` and ``dtype`` attributes are numpy's (numpy arrays and scalars, Metas,
+Tensors): shapes and dtypes compared directly, without `shape_of` and `dtype_of`."""
 
 
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
@@ -627,7 +628,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
             if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
                 out.append(r)  # the common case: nothing to sum or cast
-            elif type(r) is Tensor and type(v) in _NESTED and r.shape == v.shape and r.dtype == v.dtype:
+            elif type(r) is Tensor and type(v) in _SHAPED and r.shape == v.shape and r.dtype == v.dtype:
                 out.append(r)  # the same under an enclosing transformation (its shape read once)
             else:
                 out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
@@ -652,7 +653,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             out = term if out is None else _plus(out, term)
         if out is None:
             return None
-        if type(out) in _NESTED and type(z) in _NESTED:  # (numpy arrays, Tensors: shapes read once)
+        if type(out) in _SHAPED and type(z) in _SHAPED:  # (numpy arrays, Tensors: shapes read once)
             if out.shape != z.shape:
                 out = broadcast_raw(out, z.shape)
         elif shape_of(out) != shape_of(z):
