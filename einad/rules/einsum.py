@@ -72,7 +72,7 @@ Strategy: TypeAlias = str | Path | Callable[..., Any]
 """A normalized `optimize`: a strategy name, an explicit path, or an optimizer object."""
 
 try:  # numpy.einsum's own kernel, which it calls without a path (saves its Python wrapper)
-    from numpy._core.multiarray import c_einsum as _c_einsum  # type: ignore[attr-defined]
+    from numpy._core.multiarray import c_einsum as _c_einsum
 except ImportError:  # pragma: no cover (another numpy layout)
     _c_einsum = np.einsum
 
