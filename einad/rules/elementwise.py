@@ -593,8 +593,6 @@ def _plus(a: Any, b: Any) -> Any:
     return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
 
 
-_PLAIN = (np.ndarray, Meta)
-"""Operand values whose shape and dtype attributes are numpy's own."""
 _SHAPED = frozenset({np.ndarray, Meta, Tensor, *np.sctypeDict.values()})
 """Values whose ``shape`` and ``dtype`` attributes are numpy's (numpy arrays and scalars, Metas,
 Tensors): shapes and dtypes compared directly, without `shape_of` and `dtype_of`."""
@@ -626,10 +624,10 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             else:
                 r = d(x, y, z)
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
-            if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
-                out.append(r)  # the common case: nothing to sum or cast
-            elif type(r) is Tensor and type(v) in _SHAPED and r.shape == v.shape and r.dtype == v.dtype:
-                out.append(r)  # the same under an enclosing transformation (its shape read once)
+            if type(r) in _SHAPED and type(v) in _SHAPED and r.shape == v.shape and r.dtype == v.dtype:
+                # the common case (numpy arrays and scalars, under enclosing transformations too):
+                # nothing to sum or cast
+                out.append(r)
             else:
                 out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
         return out
