@@ -75,6 +75,7 @@ LowerRule: TypeAlias = Callable[[Params, Sequence[Shape]], Callable[..., Any]]
 """``lower(params, shapes)``: the primitive as a function of its arrays, its plans made once."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_T = TypeVar("_T", bound="Trace")
 
 
 Aliasing: TypeAlias = Literal["fresh", "view", "may_view"]
@@ -404,6 +405,23 @@ class Meta:
         return f"Meta({self.shape}, {self.dtype})"
 
 
+def _meta(v: Any) -> Meta:
+    """`Meta(v)` in one call where `v` is a Tensor over a numpy value (a nested transformation's
+    operand): its layers walked here, without the constructor and the Tensor's `shape` and
+    `dtype` properties (`record` makes one for each value a nested node does not keep)."""
+    x, drop = v, 0
+    while type(x) is Tensor:
+        t = x._trace
+        if t is not None and t.batched:
+            drop += 1
+        x = x._value
+    if type(x) is not np.ndarray and not isinstance(x, np.generic):
+        return Meta(v)
+    m = _new(Meta)
+    m.shape, m.dtype = x.shape[drop:] if drop else x.shape, x.dtype
+    return m
+
+
 def leaf_node() -> Node:
     """A graph node with no operation: an input of a reverse trace."""
     return Node(None, None, (), (), None, [])
@@ -428,7 +446,7 @@ def record(
     VJP reads as the result). The values the VJP does not read (`keep_vals`, `keep_ans` False:
     a keep rule's answer) are kept as their `Meta`. The node, the Tensor and a numpy array's
     Meta are made here without calling their constructors: every operation a reverse trace
-    records comes through (the eager hot path)."""
+    records comes through (the eager hot path); a Tensor's Meta is `_meta`'s."""
     if keep_vals is not None and False in keep_vals:
         saved = []
         for v, keep in zip(vals, keep_vals):
@@ -438,7 +456,7 @@ def record(
                     m.shape, m.dtype = v.shape, v.dtype
                     v = m
                 else:
-                    v = Meta(v)
+                    v = _meta(v)
             saved.append(v)
         vals = saved
     if not keep_ans:
@@ -447,7 +465,7 @@ def record(
             m.shape, m.dtype = ans.shape, ans.dtype
             ans = m
         else:
-            ans = Meta(ans)
+            ans = _meta(ans)
     node = _new(Node)
     node.prim, node.params, node.parents, node.needed = prim, params, parents, needed
     node.vals, node.ans = tuple(vals), ans
@@ -474,6 +492,14 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<{self.kind} trace {self.level}>"
+
+    # the context of the transformation's body (see `tracing`): a class's, not a generator's
+    # (`contextlib` costs four more calls, and every transformation call enters one)
+    def __enter__(self: _T) -> _T:  # noqa: PYI019 (typing.Self is 3.11+)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dead = True
 
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         """Apply `prim` to `args`, some of them Tensors of this trace (each subclass says how)."""
@@ -544,11 +570,26 @@ class ForwardTrace(Trace):
             if prim.zero_derivative or all(t is None for t in tangents):
                 return out
             raise _no_rule(prim, "forward-mode (JVP)")
-        with QuietRules():
+        # the rule runs quietly, as under QuietRules (inline, `_quiet_state` too: every forward
+        # operation comes here), and its tangent is boxed without the Tensor's constructor
+        depth = getattr(_local, "quiet", 0)
+        _local.quiet = depth + 1
+        token = None
+        if depth == 0:
+            now = _errstate.get()
+            memo = _quiet_memo
+            token = _errstate.set(memo[1] if memo[0] is now else _quiet_for(now))
+        try:
             tangent = rule(tangents, out, vals, params)
+        finally:
+            _local.quiet = depth
+            if token is not None:
+                _errstate.reset(token)
         if tangent is None:
             return out
-        return _box(out, self, None, tangent)
+        t = _new(Tensor)
+        t._value, t._trace, t._node, t._tangent, t._grad = out, self, None, tangent, None  # type: ignore[assignment]
+        return t
 
 
 class ImperativeTrace(ReverseTrace):
@@ -639,6 +680,50 @@ class enable_grad(_GradMode):
         _local.no_grad = _local.grad_saved.pop()
 
 
+class _ErrstateShim:  # pragma: no cover (only for a numpy without the context variable)
+    """numpy's error-state variable as `_quiet_state` uses it, made of `np.errstate`."""
+
+    def get(self) -> None:
+        return None
+
+    def set(self, state: Any) -> Any:
+        token = np.errstate(all="ignore")
+        token.__enter__()
+        return token
+
+    def reset(self, token: Any) -> None:
+        token.__exit__(None, None, None)
+
+
+try:  # numpy's error state is a context variable holding an opaque state (numpy >= 2.0)
+    from numpy._core._multiarray_umath import _make_extobj  # type: ignore[import-not-found]
+    from numpy._core._ufunc_config import _extobj_contextvar as _errstate  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover (np.errstate then: ten times the cost)
+    _errstate = _ErrstateShim()
+    _make_extobj = lambda **kw: None
+
+_quiet_memo: tuple[Any, Any] = (None, None)
+"""(numpy's error state, the same state with every floating-point error ignored): the state a
+rule last ran in, from the state around it (one entry: another state is worked out anew)."""
+
+
+def _quiet_for(now: Any) -> Any:
+    """numpy's error state `now` with every floating-point error ignored (and kept in the memo)."""
+    global _quiet_memo
+    _quiet_memo = (now, _make_extobj(all="ignore"))  # (made from the current state: `now`)
+    return _quiet_memo[1]
+
+
+def _quiet_state() -> Any:
+    """Make numpy's error state quiet: its context variable set to the current state with every
+    error ignored (numpy's own `np.errstate(all="ignore")` makes that state anew at each entry:
+    ten times the cost); the token for ``_errstate.reset``. `ForwardTrace.process` does the
+    same inline."""
+    now = _errstate.get()
+    memo = _quiet_memo
+    return _errstate.set(memo[1] if memo[0] is now else _quiet_for(now))
+
+
 class QuietRules:
     """The context derivative rules run in: numpy's floating-point warnings are off.
 
@@ -646,24 +731,23 @@ class QuietRules:
     ``log(0)``), or a derivative that is rightly infinite; the user sees its result,
     never a numpy warning from inside einad. What a rule stages is marked quiet too
     (`in_rules`), so a compiled program runs those equations under the same errstate.
-    Re-entrant: only the outermost entry touches numpy's error state.
+    Re-entrant: only the outermost entry touches numpy's error state (`_quiet_state`).
+    `ForwardTrace.process` does the same inline around each JVP rule.
     """
 
-    __slots__ = ("_errstate",)
+    __slots__ = ("_token",)
 
     def __enter__(self) -> None:
         depth = getattr(_local, "quiet", 0)
         _local.quiet = depth + 1
-        self._errstate = np.errstate(all="ignore") if depth == 0 else None
-        if self._errstate is not None:
-            self._errstate.__enter__()
+        self._token = _quiet_state() if depth == 0 else None
 
     def __exit__(
         self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         _local.quiet -= 1
-        if self._errstate is not None:
-            self._errstate.__exit__(typ, exc, tb)
+        if self._token is not None:
+            _errstate.reset(self._token)
 
 
 def in_rules() -> bool:
@@ -671,19 +755,13 @@ def in_rules() -> bool:
     return getattr(_local, "quiet", 0) > 0
 
 
-_T = TypeVar("_T", bound=Trace)
-
-
-@contextmanager
-def tracing(trace: _T) -> Iterator[_T]:
-    """Run a transformation's body under `trace`; the trace is dead once the body returns.
+def tracing(trace: _T) -> _T:
+    """`trace` as the context of a transformation's body: ``with tracing(ReverseTrace()) as t:``
+    (a `Trace` is its own context manager); the trace is dead once the body returns.
 
     No stack of traces is kept: `bind` finds the innermost trace among its operands (the
     highest `level`), so a transformation is in progress exactly while its values are."""
-    try:
-        yield trace
-    finally:
-        trace.dead = True
+    return trace
 
 
 def dead_tracer(trace: Trace) -> TracerError:
@@ -921,7 +999,8 @@ class Tensor:
         x: Any = self._value
         while type(x) is Tensor:
             x = x._value
-        return x.dtype if type(x) is np.ndarray else np_dtype(x.dtype)
+        d = x.dtype  # (numpy's, for numpy arrays and scalars: no np_dtype call)
+        return d if type(x) is np.ndarray or isinstance(d, np.dtype) else np_dtype(d)
 
     @property
     def requires_grad(self) -> bool:
@@ -1431,8 +1510,19 @@ def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Te
 
 
 def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
-    """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one)."""
-    return _box(value, trace, leaf_node() if trace.kind == "reverse" else None, tangent)
+    """Make `value` an input of `trace` (a leaf of a reverse trace, or a primal of a forward one).
+
+    The leaf node and the Tensor are made here without their constructors (every
+    transformation call boxes its inputs)."""
+    node = None
+    if trace.kind == "reverse":
+        node = _new(Node)
+        node.prim = node.params = node.ans = node.tensor = node.hooks = None
+        node.parents, node.vals, node.needed = (), (), []
+        node.seq = next(_node_seq)
+    t = _new(Tensor)
+    t._value, t._trace, t._node, t._tangent, t._grad = value, trace, node, tangent, None
+    return t
 
 
 def strip(x: Any) -> Any:

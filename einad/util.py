@@ -28,7 +28,9 @@ def dtype_of(x: Any) -> np.dtype[Any]:
     if type(x) is np.ndarray or type(x) is Tensor:  # (a Tensor's dtype is numpy's already)
         return x.dtype
     d = getattr(x, "dtype", None)
-    return np_dtype(d) if d is not None else np.result_type(x)
+    if d is None:
+        return np.result_type(x)
+    return d if isinstance(d, np.dtype) else np_dtype(d)  # (a numpy scalar's: no np_dtype call)
 
 
 _foreign_types: set[type] = set()

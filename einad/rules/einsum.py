@@ -71,6 +71,11 @@ or a path-optimizer object (opt_einsum's ``PathOptimizer``s, cotengra's optimize
 Strategy: TypeAlias = str | Path | Callable[..., Any]
 """A normalized `optimize`: a strategy name, an explicit path, or an optimizer object."""
 
+try:  # numpy.einsum's own kernel, which it calls without a path (saves its Python wrapper)
+    from numpy._core.multiarray import c_einsum as _c_einsum
+except ImportError:  # pragma: no cover (another numpy layout)
+    _c_einsum = np.einsum
+
 # A path's pairwise steps: (positions to pop, their subscripts, the step's output).
 Steps: TypeAlias = tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]
 
@@ -102,7 +107,7 @@ def _einsum_impl(
         steps = _plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, memory_limit)
         return _follow(steps, arrays, executor.runner(xp))
     if len(arrays) == 1:
-        return np.einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
+        return _c_einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
     steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
@@ -543,11 +548,18 @@ class Pending(Structured):
     __slots__ = ("dtype", "inputs", "operands", "optimize", "output", "shape")
 
     def __init__(
-        self, inputs: tuple[str, ...], output: str, operands: Sequence[Value], optimize: Any, shape: Shape
+        self,
+        inputs: tuple[str, ...],
+        output: str,
+        operands: Sequence[Value],
+        optimize: Any,
+        shape: Shape,
+        dtype: np.dtype[Any] | None = None,
     ) -> None:
+        """`dtype`: the dense value's, when the caller knows it (else the first operand's)."""
         self.inputs, self.output, self.operands, self.optimize = inputs, output, tuple(operands), optimize
         self.shape = shape
-        self.dtype = dtype_of(operands[0])
+        self.dtype = dtype_of(operands[0]) if dtype is None else dtype
 
     def __repr__(self) -> str:
         return f"Pending({','.join(self.inputs)}->{self.output}, {self.shape}, {self.dtype})"
@@ -672,18 +684,21 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        if defer and kept == target and _one_dtype([g, *others], dtype_of(vals[k])):
-            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k])))
+        dt = dtype_of(vals[k])
+        if defer and kept == target and _one_dtype([g, *others], dt):
+            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k]), dt))
             continue
         if ones and others:
             r = contract(ins[1:], kept, others, opt, mem)
-            if type(r) is np.ndarray and any(r is x for x in others):
-                r = r.view()
-                r.flags.writeable = False
+            if type(r) is np.ndarray:
+                for x in others:
+                    if r is x:
+                        r = r.view()
+                        r.flags.writeable = False
+                        break
         else:
             r = contract(ins, kept, [g] + others, opt, mem)
-        dt = dtype_of(vals[k])
-        if dtype_of(r) != dt:
+        if (r.dtype if type(r) is np.ndarray else dtype_of(r)) != dt:
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
         if kept == target:
             grads.append(r)
@@ -1785,7 +1800,9 @@ declare(
 # in for numpy's refusal of a mismatched contraction.
 
 
+@functools.lru_cache(maxsize=1024)
 def _letters(n: int, skip: str = "") -> str:
+    """`n` index letters not in `skip` (the same for the same arguments: kept, not made per call)."""
     return "".join(fresh_symbols(set(skip), n))
 
 
@@ -1798,13 +1815,19 @@ def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 def _accumulate(x: Value) -> Value:
     """`x` cast to the dtype numpy sums it in (unchanged for floats and wide integers)."""
-    return astype(x, accumulator(dtype_of(x)))
+    dt = dtype_of(x)
+    to = accumulator(dt)
+    return x if to == dt else astype(x, to)
 
 
 def sum_raw(x: Value, axis: Axis = None, keepdims: bool = False) -> Value:
     """`sum` for internal use: returns a raw array when `x` is not traced."""
     shape = shape_of(x)
-    axes = normalize_axes(axis, len(shape))
+    return sum_axes(x, shape, normalize_axes(axis, len(shape)), keepdims)
+
+
+def sum_axes(x: Value, shape: Shape, axes: tuple[int, ...], keepdims: bool = False) -> Value:
+    """`sum_raw` over `axes` (normalized) of `x`, whose shape is `shape`."""
     s = _letters(len(shape))
     out = contract((s,), "".join(c for i, c in enumerate(s) if i not in axes), [_accumulate(x)])
     if keepdims:

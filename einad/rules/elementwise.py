@@ -436,8 +436,8 @@ def _times(g: Any, r: Any) -> Any:
         return bind(_multiply, (g, r), {})
     st = g.strides if type(g) is np.ndarray else None
     if (
-        st is not None
-        and (not st or st[-1] == 0)  # (a broadcast constant: see _is_ones)
+        st  # (a 0-d cotangent multiplies a 0-d value: no cheaper than asking whether it is one)
+        and st[-1] == 0  # (a broadcast constant: see _is_ones)
         and _is_ones(g)
         and type(r) is np.ndarray
         and r.shape == g.shape
@@ -511,6 +511,26 @@ def _unary_vjp(d: Partial) -> Any:
     return vjp
 
 
+def _unary_jvp(d: Partial) -> Any:
+    """The JVP of a unary entry with derivative `d`: ``t * d(x, y)`` (a real tangent for a real
+    result), multiplied here where both are numpy arrays and `t` is not a broadcast constant
+    (every forward operation on numpy values: no `_scale`, `_times` and `_real_if` calls)."""
+    if not callable(d):
+        return lambda ts, y, vals, p: _real_if(y, ts[0] if d == 1 else -ts[0])
+
+    def jvp(ts: list[Any], y: Any, vals: Sequence[Any], p: Any) -> Any:
+        t = ts[0]
+        r = d(vals[0], y)
+        if type(r) is np.ndarray and type(t) is np.ndarray and type(y) is np.ndarray:
+            st = t.strides
+            if st and st[-1] != 0:
+                out = t * r
+                return real(out) if out.dtype.kind == "c" and y.dtype.kind != "c" else out
+        return _real_if(y, _times(t, r))
+
+    return jvp
+
+
 def _declare(prim: Primitive, kernel: Kernel, **rules: Any) -> Primitive:
     """Declare the elementwise primitive `prim` whose numpy kernel is `kernel`, with `rules`
     (its derivative rules, or ``zero_derivative=True``), and the properties of the tables above."""
@@ -535,7 +555,7 @@ def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
         Primitive(name, _impl(name, kernel)),
         kernel,
         vjp=_unary_vjp(d),
-        jvp=lambda ts, y, vals, p: _real_if(y, _scale(ts[0], d, vals[0], y)),
+        jvp=_unary_jvp(d),
         keep=_keeper((d,)),
     )
 
@@ -573,8 +593,9 @@ def _plus(a: Any, b: Any) -> Any:
     return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
 
 
-_PLAIN = (np.ndarray, Meta)
-"""Operand values whose shape and dtype attributes are numpy's own."""
+_SHAPED = frozenset({np.ndarray, Meta, Tensor, *np.sctypeDict.values()})
+"""Values whose ``shape`` and ``dtype`` attributes are numpy's (numpy arrays and scalars, Metas,
+Tensors): shapes and dtypes compared directly, without `shape_of` and `dtype_of`."""
 
 
 def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primitive:
@@ -585,8 +606,10 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor):
-            x, y, z = _boxed(x, y, z)
+        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
+            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
+        ):
+            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
         out: list[Any] = []
         plain = False  # whether `g` is a numpy array that is not a broadcast constant (see _times)
         if type(g) is np.ndarray:
@@ -601,22 +624,37 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             else:
                 r = d(x, y, z)
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
-            if type(r) is np.ndarray and type(v) in _PLAIN and r.shape == v.shape and r.dtype == v.dtype:
-                out.append(r)  # the common case: nothing to sum or cast
+            if type(r) in _SHAPED and type(v) in _SHAPED and r.shape == v.shape and r.dtype == v.dtype:
+                # the common case (numpy arrays and scalars, under enclosing transformations too):
+                # nothing to sum or cast
+                out.append(r)
             else:
                 out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
         return out
 
     def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor):
-            x, y, z = _boxed(x, y, z)
+        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
+            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
+        ):
+            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
         out = None
-        for t, d in zip(ts, partials):
-            if t is not None:
-                term = _scale(t, d, x, y, z)
-                out = term if out is None else _plus(out, term)
-        if out is not None and shape_of(out) != shape_of(z):
+        for t, (d, sign) in zip(ts, terms):
+            if t is None:
+                continue
+            if d is None:  # a linear entry
+                term = t if sign == 1 else -t
+            else:  # `_scale`, inline: a numpy tangent that is not a broadcast constant multiplies here
+                r = d(x, y, z)
+                st = t.strides if type(t) is np.ndarray else None
+                term = t * r if st and st[-1] != 0 and type(r) in _NUMPY_TYPES else _times(t, r)
+            out = term if out is None else _plus(out, term)
+        if out is None:
+            return None
+        if type(out) in _SHAPED and type(z) in _SHAPED:  # (numpy arrays, Tensors: shapes read once)
+            if out.shape != z.shape:
+                out = broadcast_raw(out, z.shape)
+        elif shape_of(out) != shape_of(z):
             out = broadcast_raw(out, shape_of(z))
         return out
 

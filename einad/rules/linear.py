@@ -105,8 +105,15 @@ def _promote_weak(ops_: list[Any]) -> list[Any]:
     """Python numbers among the operands (also ones jit traces) as 0-d arrays of the dtype
     numpy's promotion gives them next to the array operands (so float32 stays float32), in
     the arrays' library."""
+    for x in ops_:  # (numpy arrays under every trace, no number: the common case, checked inline)
+        while type(x) is Tensor:
+            x = x._value
+        if type(x) is not np.ndarray:
+            break
+    else:
+        return ops_
     weak = [_weak_scalar(x) for x in ops_]
-    if weak.count(None) == len(weak):  # (no number among the operands: the common case)
+    if weak.count(None) == len(weak):  # (no number among the operands)
         return ops_
     arrays = [dtype_of(x) for x, w in zip(ops_, weak) if w is None]
     like = next((raw(x) for x, w in zip(ops_, weak) if w is None), None)
@@ -228,20 +235,26 @@ def einsum(
             is not numeric, or `executor` is none of None, a dask Client and a
             ``concurrent.futures.Executor``.
     """
-    cluster.kind(executor)
-    text, names, given = einsum_arguments(subscripts, operands)
+    # (the defaults are taken as they are, without their checks: every eager einsum call comes here)
+    if executor is not None:
+        cluster.kind(executor)
+    names: Names
+    if type(subscripts) is str:
+        text, names, given = subscripts, (), operands
+    else:
+        text, names, given = einsum_arguments(subscripts, operands)
     ops_ = _promote_weak([to_operand(x) for x in given])
     spec = parse(text, tuple([shape_of(x) for x in ops_]), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             shape = shape_of(ops_[k])
             ops_[k] = reshape(ops_[k], tuple(d for a, d in enumerate(shape) if a not in axes))
-    opt = normalize_optimize(optimize)
+    opt = optimize if type(optimize) is str and optimize == "auto" else normalize_optimize(optimize)
     if opt == "naive":  # optimize=False: contract all operands in one step
         opt = (tuple(range(len(ops_))),) if len(ops_) > 1 else "auto"
     if isinstance(opt, tuple):
         _check_path(opt, len(ops_))
-    limit = check_limit(memory_limit)
+    limit = None if memory_limit is None else check_limit(memory_limit)
     return wrap(contract(spec.inputs, spec.output, ops_, opt, limit, executor, bool(progress)))
 
 

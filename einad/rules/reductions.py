@@ -21,7 +21,7 @@ from .. import arrays
 from ..aliases import Axis, Shape
 from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, strip
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
-from .einsum import sum_raw
+from .einsum import sum_axes, sum_raw
 from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
 from .structural import broadcast_raw, where_raw
@@ -187,6 +187,9 @@ def _count(shape: Shape, axes: tuple[int, ...]) -> int:
     return math.prod([shape[a] for a in axes])
 
 
+_divide = PRIMITIVES["divide"]
+
+
 def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64."""
     return wrap(_mean_raw(_inexact(x), axis, keepdims))
@@ -194,7 +197,8 @@ def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
-    return sum_raw(x, axis, keepdims) / _count(shape, normalize_axes(axis, len(shape)))
+    axes = normalize_axes(axis, len(shape))  # (once, for the sum and the count)
+    return bind(_divide, (sum_axes(x, shape, axes, keepdims), _count(shape, axes)), {})
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:

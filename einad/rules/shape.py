@@ -93,7 +93,16 @@ def ones_like(x: Any) -> Any:
     """Ones of `x`'s shape and dtype: an array, or an equation where `x` is staged (a program's
     gradient seed stays symbolic, so its optimizer sees the ones)."""
     if type(x) is Tensor and x._trace is not None:
-        return bind(ones_like_p, (x,), {})
+        # under differentiating traces alone the ones are a constant (each trace's `process`
+        # would hand them on as they are): made here from the value beneath, without binding
+        v: Any = x
+        while type(v) is Tensor:
+            t = v._trace
+            if t is not None and (t.dead or t.kind not in ("reverse", "forward")):
+                # a batched or staged value beneath (or a leaked one: bind says so): the primitive
+                return bind(ones_like_p, (x,), {})
+            v = v._value
+        x = v
     return arrays.ones(x, shape_of(x), dtype_of(x))
 
 

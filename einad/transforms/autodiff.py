@@ -178,6 +178,16 @@ def _argnums_type(argnums: ArgNums) -> tuple[int, ...]:
 
 
 def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
+    # every gradient call checks its argnums: an int or a tuple of ints in range, inline
+    if type(argnums) is int:
+        if 0 <= argnums < nargs:
+            return (argnums,)
+    elif type(argnums) is tuple:
+        for i in argnums:
+            if type(i) is not int or not 0 <= i < nargs:
+                break
+        else:
+            return argnums
     out = []
     for i in _argnums_type(argnums):
         if not -nargs <= i < nargs:
@@ -285,7 +295,7 @@ def _reverse(
             f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
             "use einad.vjp or einad.jacrev for non-scalar outputs"
         )
-    if dtype_of(out).kind == "c":
+    if out.dtype.kind == "c" if type(out) is Tensor else dtype_of(out).kind == "c":
         raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
@@ -411,6 +421,17 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
 
 
 def _tangent_in(t: Any, v: Any) -> Any:
+    """The tangent `t` of the primal value `v`, checked, in `v`'s library and dtype."""
+    if type(t) is np.ndarray:
+        # the common case, checked inline: a numpy tangent of a primal over numpy (under other
+        # transformations too: an HVP's), of its shape, real for a real one
+        base = v
+        while type(base) is Tensor:
+            base = base._value
+        if type(base) is np.ndarray and t.shape == (base.shape if v is base else v.shape):
+            kind, dt = t.dtype.kind, base.dtype
+            if kind == "f" or (kind == "c" and dt.kind == "c"):
+                return t if t.dtype == dt else t.astype(dt)
     if traced(t):
         _same_library([t, v])
     else:
@@ -439,6 +460,14 @@ def _lazy_grads(f: Callable[..., Any], args: Sequence[Any]) -> tuple[TreeDef, li
     every = tuple(range(len(args)))
     _, _, _, td, boxed, cts = _reverse(f, every, False, tuple(args), {}, lazy=True)
     return td, [(cts.get(id(b._node)), b._value) for b in boxed]
+
+
+def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``grad(f, every argument)(*args)``: the outer pass of a reverse-mode HVP, without the
+    public wrappers (`grad`, `value_and_grad`) and the value they return."""
+    _, _, _, td, boxed, cts = _reverse(f, tuple(range(len(args))), False, args, {}, lazy=False)
+    taken: set[int] = set()
+    return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
 
 
 def _hvp_forward_over_reverse(
@@ -516,13 +545,12 @@ def hvp(
         ValueError: If `mode` is not one of the three names.
     """
     primals, tangents = tuple(primals), tuple(tangents)
-    every = tuple(range(len(primals)))
     if mode == "fwd-over-rev":
         return _hvp_forward_over_reverse(f, primals, tangents)
     if mode == "rev-over-fwd":
-        return tuple(grad(lambda *p: jvp(f, p, tangents)[1], every)(*primals))
+        return _gradients(lambda *p: jvp(f, p, tangents)[1], primals)
     if mode == "rev-over-rev":
-        return tuple(grad(lambda *p: _inner_with(_lazy_grads(f, p)[1], tangents), every)(*primals))
+        return _gradients(lambda *p: _inner_with(_lazy_grads(f, p)[1], tangents), primals)
     raise ValueError(f"unknown hvp mode {mode!r}: use 'fwd-over-rev', 'rev-over-fwd' or 'rev-over-rev'")
 
 
