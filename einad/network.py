@@ -61,7 +61,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,12 +130,17 @@ class TreePlan:
     buffer is as large as `POOL_MIN` (a plan of small arrays only pays for the bookkeeping)."""
     pools: list[_Pool] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The buffers of earlier calls, handed to the next (see `_Pool`)."""
+    programmable: bool = False
+    """Whether `value_and_grad` runs as a `_Program` (every step a pair product or a copy, every
+    gradient in its operand's order or transposed, the inputs under `PROGRAM_INPUTS` elements)."""
+    programs: list[_Program] = field(default_factory=list, compare=False, hash=False, repr=False)
+    """The programs of earlier calls (each with its buffers), handed to the next."""
 
     @property
     def held(self) -> int:
         """The bytes of the buffers the plan keeps for its next calls (`pools`): memory a call
         finds allocated, which a per-call measure of allocations (tracemalloc) does not see."""
-        return sum(pool.held for pool in list(self.pools))
+        return sum(pool.held for pool in list(self.pools)) + sum(p.pool.held for p in list(self.programs))
 
     @property
     def copies(self) -> int:
@@ -238,27 +243,51 @@ def _unpooled(run: Run, pool: Any, *xs: Any) -> Any:
     return run(*xs)
 
 
-def _then(run: Run, lay: Run, pool: Any, *xs: Any) -> Any:
-    """`run`'s result laid out by `lay`; the result as `run` wrote it is let go at once."""
-    r = run(pool, *xs)
-    y = lay(pool, r)
-    pool.put(r)
-    return y
+class _Then:
+    """`run`'s result laid out by `lay` (a `_LayOut`); the result as `run` wrote it is let go at
+    once."""
+
+    __slots__ = ("lay", "run")
+
+    def __init__(self, run: Any, lay: _LayOut) -> None:
+        self.run: Any = run  # a `_Pair` or a `_Then`
+        self.lay = lay
+
+    def __call__(self, pool: Any, *xs: Any) -> Any:
+        r = self.run(pool, *xs)
+        y = self.lay(pool, r)
+        pool.put(r)
+        return y
+
+    def emit(self, build: _Builder, *xs: Any) -> Any:
+        """What `__call__` does, bound into `build`'s program (see `_Builder`)."""
+        r = self.run.emit(build, *xs)
+        y = self.lay.emit(build, r)
+        build.pool.put(r)
+        return y
 
 
-def _lay_out(spec: str, order: str) -> Run:
+class _LayOut:
     """The copy of a value indexed by `spec` that lies in memory in the order `order` (its
     axes still in `spec`'s order), always in a buffer of its own."""
-    perm = tuple(spec.index(c) for c in order)
-    back = tuple(perm.index(i) for i in range(len(perm)))
 
-    def lay(pool: Any, x: Any) -> Any:
-        view = x.transpose(perm)
+    __slots__ = ("back", "perm")
+
+    def __init__(self, spec: str, order: str) -> None:
+        self.perm = tuple(spec.index(c) for c in order)
+        self.back = tuple(self.perm.index(i) for i in range(len(self.perm)))
+
+    def __call__(self, pool: Any, x: Any) -> Any:
+        view = x.transpose(self.perm)
         out = pool.get(view.shape, x.dtype)
         _copy_into(out, view)
-        return out.transpose(back)
+        return out.transpose(self.back)
 
-    return lay
+    def emit(self, build: _Builder, x: Any) -> Any:
+        view = x.transpose(self.perm)
+        out = build.pool.get(view.shape, x.dtype)
+        build.copy(out, view)
+        return out.transpose(self.back)
 
 
 # -- running: buffers, copies and matrix products ------------------------------------------------
@@ -277,19 +306,23 @@ class _Pool:
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
 
-    __slots__ = ("__weakref__", "free", "fresh", "owned", "waiting")
+    __slots__ = ("__weakref__", "free", "fresh", "generation", "held", "least", "owned", "waiting")
 
-    def __init__(self) -> None:
+    def __init__(self, least: int | None = None) -> None:
         self.waiting = False  # whether it waits in its plan for the next call
         self.free: dict[int, list[Any]] = {}
         self.owned: dict[int, Any] = {}  # id -> the buffer: kept alive, so no id is ever reused
         self.fresh = 0
+        self.held = 0  # the bytes of the buffers in `owned`
+        self.least = least  # the fewest elements a pooled buffer holds (None: `POOL_MIN`)
+        self.generation = 0  # how many times `release` let the buffers go
         _POOLS.add(self)
 
     def get(self, shape: Shape, dtype: Any) -> Any:
         size = math.prod(shape)
         dtype = np.dtype(dtype)
-        if size < POOL_MIN or dtype.hasobject:  # (an array of objects is no view of bytes)
+        least = POOL_MIN if self.least is None else self.least
+        if size < least or dtype.hasobject:  # (an array of objects is no view of bytes)
             return np.empty(shape, dtype)
         nbytes = size * dtype.itemsize
         raw = self._fit(nbytes)
@@ -297,6 +330,7 @@ class _Pool:
             raw = np.empty(nbytes, np.uint8)
             self.owned[id(raw)] = raw
             self.fresh += 1
+            self.held += nbytes
         return raw[:nbytes].view(dtype).reshape(shape)
 
     def _fit(self, nbytes: int) -> Any:
@@ -310,15 +344,13 @@ class _Pool:
                 best = have
         return self.free[best].pop() if best else None
 
-    @property
-    def held(self) -> int:
-        """The bytes of the pool's buffers."""
-        return sum(raw.nbytes for raw in list(self.owned.values()))
-
     def release(self) -> None:
-        """Let every buffer go (one in use stays with its value, and is not taken back)."""
+        """Let every buffer go (one in use stays with its value, and is not taken back); a
+        `_Program` bound to the buffers is no longer run."""
         self.free.clear()
         self.owned.clear()
+        self.held = 0
+        self.generation += 1
 
     def put(self, x: Any) -> None:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
@@ -534,6 +566,67 @@ class _Pair:
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
 
+    def emit(self, build: _Builder, a: Any, b: Any, dest: Any = None) -> Any:
+        """What `__call__` does, bound into `build`'s program: the same decisions, taken once on
+        the program's buffers (`a`, `b` and `dest` are), and every numpy call appended to it."""
+        plan, pool = self.plan, build.pool
+        dtype = np.result_type(a, b)
+        if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
+            dest = None
+        temps = []
+        loop = not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous))
+        if plan.outer or not loop:
+            if plan.swap:
+                a, b = b, a
+            for pre, x, i in ((plan.pre_a, a, 0), (plan.pre_b, b, 1)):
+                if pre is not None:
+                    ins, outs = pre.split("->")
+                    size = dict(zip(ins, x.shape))
+                    y = pool.get(tuple(size[c] for c in outs), x.dtype)
+                    build.ops.append((functools.partial(np.einsum, pre, out=y), (x,)))
+                    temps.append(y)
+                    a, b = (y, b) if i == 0 else (a, y)
+        else:  # numpy.einsum's one pass, into a buffer (counted as copying both, as planned)
+            build.copied += a.size + b.size
+            out = pool.get(self.out_shape, dtype)
+            build.ops.append((functools.partial(np.einsum, plan.text, out=out), (a, b)))
+            return out
+        if plan.outer:
+            out = dest if dest is not None else pool.get(self.out_shape, dtype)
+            perm, shape = plan.view_a
+            va = a.transpose(perm).reshape(shape)
+            perm, shape = plan.view_b
+            build.ops.append((np.multiply, (va, b.transpose(perm).reshape(shape), out)))
+            for y in temps:
+                pool.put(y)
+            return out
+        a = a.transpose(plan.perm_a)
+        b = b.transpose(plan.perm_b)
+        mm = []
+        for x, shape in ((a, plan.shape_a), (b, plan.shape_b)):
+            if not _merges(x, shape):
+                y = pool.get(x.shape, x.dtype)
+                build.copy(y, x)
+                temps.append(y)
+                x = y
+            mm.append(x.reshape(shape))
+        a, b = mm
+        if dest is not None and self.identity:
+            out = dest.reshape(self.mm_shape)
+        else:
+            dest = None
+            out = pool.get(self.mm_shape, dtype)
+        if len(self.mm_shape) == 2:  # (the method: numpy.dot's dispatch is a Python call)
+            build.ops.append((a.dot, (b, out)))
+        else:
+            build.ops.append((np.matmul, (a, b, out)))
+        for y in temps:
+            pool.put(y)
+        if dest is not None:
+            return dest
+        out = out.reshape(plan.dims)
+        return out if self.identity else out.transpose(plan.perm_out)
+
 
 def _merges(view: Any, shape: Shape) -> bool:
     """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
@@ -697,13 +790,11 @@ def _tree_plan(
                 if want is None:
                     continue
                 memory[a] = want
-                lay = _lay_out(specs[a], want)
+                lay = _LayOut(specs[a], want)
                 vol = _volume(want, size)
                 if a >= n:
                     p = forward[a - n]
-                    forward[a - n] = Product(
-                        p.args, p.result, functools.partial(_then, p.run, lay), p.copies + vol
-                    )
+                    forward[a - n] = Product(p.args, p.result, _Then(p.run, lay), p.copies + vol)
                 else:
                     first.append(Product((a,), a, lay, vol))
             run, order, copies, written, _ = _product(
@@ -737,8 +828,8 @@ def _tree_plan(
             if vol + sum(q.copies for q, _ in other) < sum(q.copies for q, _ in planned):
                 k = made[n + t]
                 q = backward[k]
-                lay = _lay_out(lies[0], lies[1])
-                run = functools.partial(_then, q.run, lay)
+                lay = _LayOut(lies[0], lies[1])
+                run = _Then(q.run, lay)
                 backward[k] = dataclasses.replace(q, run=run, copies=q.copies + vol, direct=False)
                 layout[n + t], planned = lies, other
         # the pullback to the smaller operand first: it reads the larger one, which is then let
@@ -761,6 +852,10 @@ def _tree_plan(
         # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
+        programmable=all(isinstance(p.run, (_Pair, _Then, _LayOut)) for p in forward)
+        and all(isinstance(q.run, (_Pair, _Then)) for q in backward)
+        and all(q.spread is None or q.turn is not None for q in backward)
+        and sum(math.prod(s) for s in shapes) <= PROGRAM_INPUTS,
     )
 
 
@@ -968,9 +1063,173 @@ def sweep(
 
 
 def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
-    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`."""
+    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`
+    (each an array of its operand's shape, overwritten; where None, a new array)."""
+    if PROGRAMS and plan.programmable:
+        key = (*[x.dtype for x in arrays], *[None if grads[k] is None else grads[k].dtype for k in plan.wrt])
+        program = _program_out(plan, key)
+        if program is None:
+            program = _Program.build(plan, key, arrays, grads)
+        if program is not None:
+            value = program.run(arrays, grads)
+            _program_in(plan, program)
+            return value
     pool = _checkout(plan)
     value, kept = forward(plan, arrays, keep=True, pool=pool)
     sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
     _checkin(plan, pool)
     return value
+
+
+# -- the program of a value-and-gradient -------------------------------------------------------
+
+PROGRAMS = True
+"""Whether `value_and_grad` runs a plan's `_Program` (False: each call walks the plan's steps)."""
+
+PROGRAM_INPUTS = 1 << 18
+"""The most elements the operands of a plan run as a `_Program` hold together: the program copies
+them in and its gradients out (two passes over them, and buffers of their size kept between
+calls), which the tiny steps of a network repay many times, a few large operands not."""
+
+
+class _Builder:
+    """A `_Program` being made: its numpy calls (`ops`, each ``(function, arguments)``) and the
+    pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
+    at every call (layouts, views or copies, buffers), once, on the program's own arrays."""
+
+    __slots__ = ("copied", "ops", "pool")
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+        self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.copied = 0  # the elements the steps copy (as `TreePlan.copies` counts them)
+
+    def copy(self, out: Any, view: Any, counted: bool = True) -> None:
+        """`_copy_into`, bound: a gather through its index, or numpy's strided copy; `counted`
+        adds it to the steps' copies (a gradient put into its place is not)."""
+        self.copied += view.size if counted else 0
+        index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
+        if index is not None:
+            flat = np.ravel(view, order="K")
+            if np.may_share_memory(flat, view):  # (a view of the buffer, read at every run)
+                self.ops.append((flat.take, (index, None, out.reshape(-1), "clip")))
+                return
+        self.ops.append((out.__setitem__, (Ellipsis, view)))  # (numpy.copyto's dispatch: a Python call)
+
+
+class _Program:
+    """A value-and-gradient of one plan bound to buffers of its own: every step of the forward
+    and the sweep made once into a numpy call on fixed views (``numpy.dot(a, b, out)``, a
+    copy), so that a call runs them in turn with no decision, look-up or shape computed per
+    step. A call copies the operands into the program's input buffers, runs the calls, and
+    copies the gradients out of its gradient buffers (and returns a copy of the value): what
+    it returns is never the program's memory. Made per plan and `key` (the operands' and the
+    gradients' dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
+    `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
+
+    __slots__ = ("copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self.pool = _Pool(least=0)  # every buffer, however small, is the program's
+        self.generation = self.pool.generation
+        self.ins: list[Any] = []  # the operands' buffers
+        self.outs: list[tuple[int, Any]] = []  # the gradients' buffers, by operand
+        self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.value: Any = None
+        self.copied = 0
+
+    @staticmethod
+    def build(
+        plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array], grads: dict[int, Any]
+    ) -> _Program | None:
+        """The program of `plan` for operands like `arrays` and gradient arrays like `grads`
+        (None where a dtype holds objects: not bytes to view)."""
+        dtype = np.result_type(*arrays)
+        if any(np.dtype(d).hasobject for d in (*key, dtype) if d is not None):
+            return None
+        self = _Program(key)
+        pool = self.pool
+        build = _Builder(pool)
+        self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
+        n = plan.n
+        for k in plan.wrt:
+            self.outs.append((k, pool.get(arrays[k].shape, dtype if grads[k] is None else grads[k].dtype)))
+        gbuf = dict(self.outs)
+        vals: dict[int, Any] = dict(enumerate(self.ins))
+        kept = plan.kept
+        last = plan.forward[-1].result
+        for p in plan.forward:
+            xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
+            vals[p.result] = cast(Any, p.run).emit(build, *xs)
+            if p.result != last:
+                for a, x in zip(p.args, xs):
+                    # (an operand as given stays: the sweep reads it, as the forward's caller's)
+                    if a not in kept and a != p.result and (a >= n or x is not self.ins[a]):
+                        pool.put(x)
+        self.value = vals.pop(last)
+        vals = dict(enumerate(self.ins)) | {k: v for k, v in vals.items() if k in kept}
+        seed = np.ones((), np.result_type(self.value))  # (not the pool's: never written over)
+        cts: dict[int, Any] = {last: seed}
+        step = -1
+        ct = seed
+        for q in plan.backward:
+            run = cast(Any, q.run)
+            if q.step != step:
+                step = q.step
+                ct = cts.pop(n + step)
+            args = [ct if i == _COTANGENT else vals[i] for i in q.args]
+            if q.target >= n:
+                cts[q.target] = run.emit(build, *args)
+            else:
+                out = gbuf[q.target]
+                r = run.emit(build, *args, dest=out) if q.direct else run.emit(build, *args)
+                if r is not out:
+                    build.copy(out, r.transpose(q.turn) if q.turn is not None else r, counted=False)
+                    pool.put(r)
+            for i in q.release:
+                pool.put(ct if i == _COTANGENT else vals.pop(i))
+        self.ops, self.copied = build.ops, build.copied
+        return self
+
+    def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
+        """The value (an array of its own); the gradients written into `grads`."""
+        for buf, x in zip(self.ins, arrays):
+            buf[...] = x
+        for fn, args in self.ops:
+            fn(*args)
+        for k, buf in self.outs:
+            out = grads[k]
+            if out is None:
+                grads[k] = buf.copy()
+            else:
+                out[...] = buf
+        return self.value.copy()
+
+
+def _program_out(plan: TreePlan, key: tuple[Any, ...]) -> _Program | None:
+    """A program of `plan`'s for `key` that no call runs now and whose buffers were not let go."""
+    programs = plan.programs
+    for _ in range(len(programs)):
+        try:
+            program = programs.pop()
+        except IndexError:  # (another thread took it)
+            return None
+        if program.pool.generation != program.generation:
+            continue  # its buffers were let go (`release_pools`): dropped
+        if program.key == key:
+            program.pool.waiting = False
+            return program
+        programs.insert(0, program)
+    return None
+
+
+def _program_in(plan: TreePlan, program: _Program) -> None:
+    """Keep `program` for the plan's next calls, if its buffers fit `POOL_BUDGET` beside the
+    other waiting pools (else they go, as a pool's do)."""
+    kept = sum(p.held for p in list(_POOLS) if p.waiting)
+    if kept + program.pool.held <= POOL_BUDGET:
+        program.pool.waiting = True
+        plan.programs.append(program)
+    else:
+        program.pool.release()

@@ -184,11 +184,13 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     counts = []
     for layouts in (True, False):
         plan = network._tree_plan(inputs, out, shapes, path, wrt, layouts)
-        copied[0] = 0
-        grads = {k: np.empty(s) for k, s in enumerate(shapes)}
-        value = network.value_and_grad(plan, ops, grads)
-        assert_close(value, oe.contract(eq, *ops, optimize=path))
-        assert copied[0] == plan.copies
+        for programs in (False, True):  # the steps walked one by one; the plan's program
+            monkeypatch.setattr(network, "PROGRAMS", programs)
+            copied[0] = 0
+            grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+            value = network.value_and_grad(plan, ops, grads)
+            assert_close(value, oe.contract(eq, *ops, optimize=path))
+            assert (plan.programs[0].copied if programs else copied[0]) == plan.copies
         counts.append(plan.copies)
     assert counts[0] == 0 < counts[1]
     assert network.tree_plan(inputs, out, shapes, path, wrt).copies == 0
@@ -323,6 +325,7 @@ def test_a_second_call_reuses_the_buffers_of_the_first(monkeypatch):
     """The intermediates, copies and cotangents of a call are buffers of the plan's pool: the
     second value-and-gradient makes none (`_Pool.fresh`) and allocates less at its peak
     (tracemalloc) than the first, which made them; the results are the same."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     import tracemalloc
 
     monkeypatch.setattr(network, "POOL_MIN", 64)
@@ -428,6 +431,7 @@ def test_a_pool_takes_back_only_its_own_buffers(monkeypatch):
     """`_Pool.put` of an array the pool did not make (an operand of the user's, a product's own
     array) leaves it alone, so that no later step can write into it; `release_pools` lets every
     buffer go, and the next call makes its own again (as many as the first call made)."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     monkeypatch.setattr(network, "POOL_MIN", 64)
     pool = network._Pool()
     mine = pool.get((16, 8), np.dtype(float))
@@ -455,6 +459,7 @@ def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
     """A call whose pool would take the bytes kept between calls above `POOL_BUDGET` lets its
     buffers go when it ends (a large contraction holds nothing once it has returned); under
     the budget the plan keeps them for its next call, which then makes none."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     monkeypatch.setattr(network, "POOL_MIN", 64)
     network.release_pools()
     _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
@@ -482,6 +487,7 @@ def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
 def test_a_plan_of_small_arrays_takes_no_pool(monkeypatch):
     """A plan whose every value is smaller than `POOL_MIN` is not pooled: its calls check no
     pool out (no bookkeeping on small networks), and make the same values as a pooled plan."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
     wrt = tuple(range(len(ops)))
     monkeypatch.setattr(network, "POOL_MIN", 1 << 40)
@@ -516,6 +522,7 @@ def test_the_sweep_lets_each_value_go_after_its_last_reader(monkeypatch, eq, pat
     gradient from nothing makes one pooled buffer, X's, and its tracemalloc peak stays under
     1.5 times X's bytes (letting X go after the whole step, or pulling back to X first, makes
     a second buffer of X's size and peaks over twice X's bytes)."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     import tracemalloc
 
     monkeypatch.setattr(network, "POOL_MIN", 4096)
@@ -567,6 +574,7 @@ def test_the_gradients_are_written_where_they_are_returned(monkeypatch, dtype, s
     the flat array a value-and-gradient returns): no buffer, no copy. On random 3-regular
     networks of bond 2 about half the operands are, counted as the products return the very
     array they were given; the values are opt_einsum's environments, real and complex."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     _, inputs, out, shapes, path, ops = _bond2_network(30, seed, dtype)
     wrt = tuple(range(len(ops)))
     plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
