@@ -131,8 +131,8 @@ class TreePlan:
     pools: list[_Pool] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The buffers of earlier calls, handed to the next (see `_Pool`)."""
     programmable: bool = False
-    """Whether `value_and_grad` runs as a `_Program` (every step a pair product or a copy, every
-    gradient in its operand's order or transposed, the inputs under `PROGRAM_INPUTS` elements)."""
+    """Whether `value_and_grad` runs as a `_Program` (every step a pair product or a copy, no
+    gradient on a diagonal of repeated letters, the inputs under `PROGRAM_INPUTS` elements)."""
     programs: list[_Program] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The programs of earlier calls (each with its buffers), handed to the next."""
 
@@ -583,13 +583,13 @@ class _Pair:
                     ins, outs = pre.split("->")
                     size = dict(zip(ins, x.shape))
                     y = pool.get(tuple(size[c] for c in outs), x.dtype)
-                    build.ops.append((functools.partial(np.einsum, pre, out=y), (x,)))
+                    build.ops.append((functools.partial(_C_EINSUM, pre, out=y), (x,)))
                     temps.append(y)
                     a, b = (y, b) if i == 0 else (a, y)
         else:  # numpy.einsum's one pass, into a buffer (counted as copying both, as planned)
             build.copied += a.size + b.size
             out = pool.get(self.out_shape, dtype)
-            build.ops.append((functools.partial(np.einsum, plan.text, out=out), (a, b)))
+            build.ops.append((functools.partial(_C_EINSUM, plan.text, out=out), (a, b)))
             return out
         if plan.outer:
             out = dest if dest is not None else pool.get(self.out_shape, dtype)
@@ -854,7 +854,7 @@ def _tree_plan(
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
         programmable=all(isinstance(p.run, (_Pair, _Then, _LayOut)) for p in forward)
         and all(isinstance(q.run, (_Pair, _Then)) for q in backward)
-        and all(q.spread is None or q.turn is not None for q in backward)
+        and all(q.spread is None or len(set(q.spread[1])) == len(q.spread[1]) for q in backward)
         and sum(math.prod(s) for s in shapes) <= PROGRAM_INPUTS,
     )
 
@@ -1066,10 +1066,10 @@ def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any
     """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`
     (each an array of its operand's shape, overwritten; where None, a new array)."""
     if PROGRAMS and plan.programmable:
-        key = (*[x.dtype for x in arrays], *[None if grads[k] is None else grads[k].dtype for k in plan.wrt])
+        key = tuple([x.dtype for x in arrays])
         program = _program_out(plan, key)
         if program is None:
-            program = _Program.build(plan, key, arrays, grads)
+            program = _Program.build(plan, key, arrays)
         if program is not None:
             value = program.run(arrays, grads)
             _program_in(plan, program)
@@ -1090,6 +1090,12 @@ PROGRAM_INPUTS = 1 << 18
 """The most elements the operands of a plan run as a `_Program` hold together: the program copies
 them in and its gradients out (two passes over them, and buffers of their size kept between
 calls), which the tiny steps of a network repay many times, a few large operands not."""
+
+
+_C_EINSUM: Callable[..., Any] = getattr(getattr(np, "_core", np).multiarray, "c_einsum", np.einsum)
+"""numpy.einsum's C loop, where this numpy has it where numpy 2 does: numpy.einsum's checks of
+its arguments are Python calls (six per call), which a program's one-pass steps do without.
+(A private name, so numpy.einsum where it is not there.)"""
 
 
 class _Builder:
@@ -1123,8 +1129,8 @@ class _Program:
     copy), so that a call runs them in turn with no decision, look-up or shape computed per
     step. A call copies the operands into the program's input buffers, runs the calls, and
     copies the gradients out of its gradient buffers (and returns a copy of the value): what
-    it returns is never the program's memory. Made per plan and `key` (the operands' and the
-    gradients' dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
+    it returns is never the program's memory. Made per plan and `key` (the operands'
+    dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
     `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
 
     __slots__ = ("copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
@@ -1140,13 +1146,11 @@ class _Program:
         self.copied = 0
 
     @staticmethod
-    def build(
-        plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array], grads: dict[int, Any]
-    ) -> _Program | None:
-        """The program of `plan` for operands like `arrays` and gradient arrays like `grads`
-        (None where a dtype holds objects: not bytes to view)."""
+    def build(plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array]) -> _Program | None:
+        """The program of `plan` for operands like `arrays` (None where a dtype holds objects:
+        not bytes to view). Its gradients are of the operands' common dtype."""
         dtype = np.result_type(*arrays)
-        if any(np.dtype(d).hasobject for d in (*key, dtype) if d is not None):
+        if any(np.dtype(d).hasobject for d in (*key, dtype)):
             return None
         self = _Program(key)
         pool = self.pool
@@ -1154,7 +1158,7 @@ class _Program:
         self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
         n = plan.n
         for k in plan.wrt:
-            self.outs.append((k, pool.get(arrays[k].shape, dtype if grads[k] is None else grads[k].dtype)))
+            self.outs.append((k, pool.get(arrays[k].shape, dtype)))
         gbuf = dict(self.outs)
         vals: dict[int, Any] = dict(enumerate(self.ins))
         kept = plan.kept
@@ -1185,7 +1189,12 @@ class _Program:
                 out = gbuf[q.target]
                 r = run.emit(build, *args, dest=out) if q.direct else run.emit(build, *args)
                 if r is not out:
-                    build.copy(out, r.transpose(q.turn) if q.turn is not None else r, counted=False)
+                    if q.turn is not None:
+                        r = r.transpose(q.turn)
+                    elif q.spread is not None:  # a broadcast along the letters only `q.target` has
+                        r = spread(r, *q.spread)
+                        assert r.base is not None, "a broadcast is a view of the product"
+                    build.copy(out, r, counted=False)
                     pool.put(r)
             for i in q.release:
                 pool.put(ct if i == _COTANGENT else vals.pop(i))
