@@ -47,6 +47,17 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   first, so that the larger operand is gone before its cotangent, as large, is
   made (and that cotangent takes its buffer). A scalar contraction's value and gradients take one call
   (`value_and_grad`).
+* **The program.** Walking the steps costs a few microseconds of Python per step (look-ups,
+  layout checks, buffers asked for), more than the matrix products of a bond-2 network's
+  tiny steps. So a scalar contraction's value-and-gradient runs as a `_Program`, made on
+  its first call per operand dtypes: every step's decisions taken once (`_Pair.emit`) on
+  buffers of the program's own, and bound into a list of numpy calls on fixed views
+  (``a.dot(b, out)``, ``numpy.matmul``, a copy or a gather), which a call runs in turn after
+  copying the operands into its input buffers; the value and gradients are then copied
+  out, so nothing returned is the program's memory. Its buffers are a pool's: kept under
+  `POOL_BUDGET`, retired by `release_pools`. Plans of large operands (over
+  `PROGRAM_INPUTS` elements, where the copies in and out would cost more than the steps'
+  Python) and gradients on a diagonal walk the steps (`PROGRAMS` turns programs off).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
 module sits below `rules.einsum` and imports only the executor and the subscripts.
@@ -570,6 +581,7 @@ class _Pair:
         """What `__call__` does, bound into `build`'s program: the same decisions, taken once on
         the program's buffers (`a`, `b` and `dest` are), and every numpy call appended to it."""
         plan, pool = self.plan, build.pool
+        build.contractions += not plan.outer
         dtype = np.result_type(a, b)
         if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
             dest = None
@@ -1103,12 +1115,13 @@ class _Builder:
     pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
     at every call (layouts, views or copies, buffers), once, on the program's own arrays."""
 
-    __slots__ = ("copied", "ops", "pool")
+    __slots__ = ("contractions", "copied", "ops", "pool")
 
     def __init__(self, pool: _Pool) -> None:
         self.pool = pool
         self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.copied = 0  # the elements the steps copy (as `TreePlan.copies` counts them)
+        self.contractions = 0  # the products that sum a letter (not outer products)
 
     def copy(self, out: Any, view: Any, counted: bool = True) -> None:
         """`_copy_into`, bound: a gather through its index, or numpy's strided copy; `counted`
@@ -1133,7 +1146,7 @@ class _Program:
     dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
     `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
 
-    __slots__ = ("copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
+    __slots__ = ("contractions", "copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
 
     def __init__(self, key: tuple[Any, ...]) -> None:
         self.key = key
@@ -1143,7 +1156,8 @@ class _Program:
         self.outs: list[tuple[int, Any]] = []  # the gradients' buffers, by operand
         self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.value: Any = None
-        self.copied = 0
+        self.copied = 0  # the elements its steps copy, and its products that sum a letter
+        self.contractions = 0
 
     @staticmethod
     def build(plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array]) -> _Program | None:
@@ -1198,7 +1212,7 @@ class _Program:
                     pool.put(r)
             for i in q.release:
                 pool.put(ct if i == _COTANGENT else vals.pop(i))
-        self.ops, self.copied = build.ops, build.copied
+        self.ops, self.copied, self.contractions = build.ops, build.copied, build.contractions
         return self
 
     def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
