@@ -317,7 +317,7 @@ class _Pool:
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
 
-    __slots__ = ("__weakref__", "free", "fresh", "generation", "held", "least", "owned", "waiting")
+    __slots__ = ("__weakref__", "bound", "free", "fresh", "generation", "held", "least", "owned", "waiting")
 
     def __init__(self, least: int | None = None) -> None:
         self.waiting = False  # whether it waits in its plan for the next call
@@ -327,6 +327,7 @@ class _Pool:
         self.held = 0  # the bytes of the buffers in `owned`
         self.least = least  # the fewest elements a pooled buffer holds (None: `POOL_MIN`)
         self.generation = 0  # how many times `release` let the buffers go
+        self.bound: list[list[Any]] = []  # a `_Program`'s lists of views of the buffers
         _POOLS.add(self)
 
     def get(self, shape: Shape, dtype: Any) -> Any:
@@ -362,6 +363,8 @@ class _Pool:
         self.owned.clear()
         self.held = 0
         self.generation += 1
+        for views in self.bound:  # (a program's views hold its buffers alive)
+            views.clear()
 
     def put(self, x: Any) -> None:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
@@ -614,9 +617,13 @@ class _Pair:
             return out
         a = a.transpose(plan.perm_a)
         b = b.transpose(plan.perm_b)
+        key = (a.strides, b.strides)
+        views = self.seen.get(key)
+        if views is None:  # (the check reshapes: a copy, where it is no view)
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
         mm = []
-        for x, shape in ((a, plan.shape_a), (b, plan.shape_b)):
-            if not _merges(x, shape):
+        for x, shape, view in ((a, plan.shape_a, views[0]), (b, plan.shape_b, views[1])):
+            if not view:
                 y = pool.get(x.shape, x.dtype)
                 build.copy(y, x)
                 temps.append(y)
@@ -1170,10 +1177,9 @@ class _Program:
         pool = self.pool
         build = _Builder(pool)
         self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
+        pool.bound = [self.ops, self.ins, self.outs]  # (emptied when the pool lets its buffers go)
         n = plan.n
-        for k in plan.wrt:
-            self.outs.append((k, pool.get(arrays[k].shape, dtype)))
-        gbuf = dict(self.outs)
+        gbuf: dict[int, Any] = {}  # each gradient's buffer, made where it is first written
         vals: dict[int, Any] = dict(enumerate(self.ins))
         kept = plan.kept
         last = plan.forward[-1].result
@@ -1200,7 +1206,7 @@ class _Program:
             if q.target >= n:
                 cts[q.target] = run.emit(build, *args)
             else:
-                out = gbuf[q.target]
+                out = gbuf[q.target] = pool.get(arrays[q.target].shape, dtype)
                 r = run.emit(build, *args, dest=out) if q.direct else run.emit(build, *args)
                 if r is not out:
                     if q.turn is not None:
@@ -1212,7 +1218,13 @@ class _Program:
                     pool.put(r)
             for i in q.release:
                 pool.put(ct if i == _COTANGENT else vals.pop(i))
-        self.ops, self.copied, self.contractions = build.ops, build.copied, build.contractions
+        for k in plan.wrt:
+            if k not in gbuf:  # (no pullback reaches it: a zero)
+                gbuf[k] = pool.get(arrays[k].shape, dtype)
+                gbuf[k][...] = 0
+            self.outs.append((k, gbuf[k]))
+        self.ops[:] = build.ops
+        self.copied, self.contractions = build.copied, build.contractions
         return self
 
     def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:

@@ -753,9 +753,9 @@ def test_a_programs_steps_of_every_kind(eq, path, sizes, dtype):
 
 
 def test_released_buffers_retire_a_program(monkeypatch):
-    """`release_pools` lets a program's buffers go: its next call makes a new program (the old
-    one is never run on buffers it no longer owns), with the same results; a program whose
-    buffers pass `POOL_BUDGET` is not kept, as a pool is not."""
+    """`release_pools` lets a program's buffers go (its bound views too): its next call makes a
+    new program (the old one is never run on buffers it no longer owns), with the same
+    results; a program whose buffers pass `POOL_BUDGET` is not kept, as a pool is not."""
     eq, inputs, out, shapes, path, ops = _bond2_network(20, 6)
     wrt = tuple(range(len(ops)))
     plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
@@ -763,6 +763,7 @@ def test_released_buffers_retire_a_program(monkeypatch):
     (old,) = plan.programs
     network.release_pools()
     assert old.pool.held == 0 and old.pool.generation != old.generation
+    assert old.ops == [] and old.ins == []  # (its views no longer hold the buffers alive)
     v1 = network.value_and_grad(plan, ops, g1 := _grad_arrays(ops))
     (new,) = plan.programs
     assert new is not old and new.pool.held > 0
