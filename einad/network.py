@@ -47,6 +47,17 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   first, so that the larger operand is gone before its cotangent, as large, is
   made (and that cotangent takes its buffer). A scalar contraction's value and gradients take one call
   (`value_and_grad`).
+* **The program.** Walking the steps costs a few microseconds of Python per step (look-ups,
+  layout checks, buffers asked for), more than the matrix products of a bond-2 network's
+  tiny steps. So a scalar contraction's value-and-gradient runs as a `_Program`, made on
+  its first call per operand dtypes: every step's decisions taken once (`_Pair.emit`) on
+  buffers of the program's own, and bound into a list of numpy calls on fixed views
+  (``a.dot(b, out)``, ``numpy.matmul``, a copy or a gather), which a call runs in turn after
+  copying the operands into its input buffers; the value and gradients are then copied
+  out, so nothing returned is the program's memory. Its buffers are a pool's: kept under
+  `POOL_BUDGET`, retired by `release_pools`. Plans of large operands (over
+  `PROGRAM_INPUTS` elements, where the copies in and out would cost more than the steps'
+  Python) and gradients on a diagonal walk the steps (`PROGRAMS` turns programs off).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
 module sits below `rules.einsum` and imports only the executor and the subscripts.
@@ -61,7 +72,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -130,12 +141,17 @@ class TreePlan:
     buffer is as large as `POOL_MIN` (a plan of small arrays only pays for the bookkeeping)."""
     pools: list[_Pool] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The buffers of earlier calls, handed to the next (see `_Pool`)."""
+    programmable: bool = False
+    """Whether `value_and_grad` runs as a `_Program` (every step a pair product or a copy, no
+    gradient on a diagonal of repeated letters, the inputs under `PROGRAM_INPUTS` elements)."""
+    programs: list[_Program] = field(default_factory=list, compare=False, hash=False, repr=False)
+    """The programs of earlier calls (each with its buffers), handed to the next."""
 
     @property
     def held(self) -> int:
         """The bytes of the buffers the plan keeps for its next calls (`pools`): memory a call
         finds allocated, which a per-call measure of allocations (tracemalloc) does not see."""
-        return sum(pool.held for pool in list(self.pools))
+        return sum(pool.held for pool in list(self.pools)) + sum(p.pool.held for p in list(self.programs))
 
     @property
     def copies(self) -> int:
@@ -238,27 +254,51 @@ def _unpooled(run: Run, pool: Any, *xs: Any) -> Any:
     return run(*xs)
 
 
-def _then(run: Run, lay: Run, pool: Any, *xs: Any) -> Any:
-    """`run`'s result laid out by `lay`; the result as `run` wrote it is let go at once."""
-    r = run(pool, *xs)
-    y = lay(pool, r)
-    pool.put(r)
-    return y
+class _Then:
+    """`run`'s result laid out by `lay` (a `_LayOut`); the result as `run` wrote it is let go at
+    once."""
+
+    __slots__ = ("lay", "run")
+
+    def __init__(self, run: Any, lay: _LayOut) -> None:
+        self.run: Any = run  # a `_Pair` or a `_Then`
+        self.lay = lay
+
+    def __call__(self, pool: Any, *xs: Any) -> Any:
+        r = self.run(pool, *xs)
+        y = self.lay(pool, r)
+        pool.put(r)
+        return y
+
+    def emit(self, build: _Builder, *xs: Any) -> Any:
+        """What `__call__` does, bound into `build`'s program (see `_Builder`)."""
+        r = self.run.emit(build, *xs)
+        y = self.lay.emit(build, r)
+        build.pool.put(r)
+        return y
 
 
-def _lay_out(spec: str, order: str) -> Run:
+class _LayOut:
     """The copy of a value indexed by `spec` that lies in memory in the order `order` (its
     axes still in `spec`'s order), always in a buffer of its own."""
-    perm = tuple(spec.index(c) for c in order)
-    back = tuple(perm.index(i) for i in range(len(perm)))
 
-    def lay(pool: Any, x: Any) -> Any:
-        view = x.transpose(perm)
+    __slots__ = ("back", "perm")
+
+    def __init__(self, spec: str, order: str) -> None:
+        self.perm = tuple(spec.index(c) for c in order)
+        self.back = tuple(self.perm.index(i) for i in range(len(self.perm)))
+
+    def __call__(self, pool: Any, x: Any) -> Any:
+        view = x.transpose(self.perm)
         out = pool.get(view.shape, x.dtype)
         _copy_into(out, view)
-        return out.transpose(back)
+        return out.transpose(self.back)
 
-    return lay
+    def emit(self, build: _Builder, x: Any) -> Any:
+        view = x.transpose(self.perm)
+        out = build.pool.get(view.shape, x.dtype)
+        build.copy(out, view)
+        return out.transpose(self.back)
 
 
 # -- running: buffers, copies and matrix products ------------------------------------------------
@@ -277,19 +317,24 @@ class _Pool:
     program's preassigned buffers are. Only intermediates are taken from it: the value and
     the gradients a call returns are arrays of their own. `fresh` counts the buffers made."""
 
-    __slots__ = ("__weakref__", "free", "fresh", "owned", "waiting")
+    __slots__ = ("__weakref__", "bound", "free", "fresh", "generation", "held", "least", "owned", "waiting")
 
-    def __init__(self) -> None:
+    def __init__(self, least: int | None = None) -> None:
         self.waiting = False  # whether it waits in its plan for the next call
         self.free: dict[int, list[Any]] = {}
         self.owned: dict[int, Any] = {}  # id -> the buffer: kept alive, so no id is ever reused
         self.fresh = 0
+        self.held = 0  # the bytes of the buffers in `owned`
+        self.least = least  # the fewest elements a pooled buffer holds (None: `POOL_MIN`)
+        self.generation = 0  # how many times `release` let the buffers go
+        self.bound: list[list[Any]] = []  # a `_Program`'s lists of views of the buffers
         _POOLS.add(self)
 
     def get(self, shape: Shape, dtype: Any) -> Any:
         size = math.prod(shape)
         dtype = np.dtype(dtype)
-        if size < POOL_MIN or dtype.hasobject:  # (an array of objects is no view of bytes)
+        least = POOL_MIN if self.least is None else self.least
+        if size < least or dtype.hasobject:  # (an array of objects is no view of bytes)
             return np.empty(shape, dtype)
         nbytes = size * dtype.itemsize
         raw = self._fit(nbytes)
@@ -297,6 +342,7 @@ class _Pool:
             raw = np.empty(nbytes, np.uint8)
             self.owned[id(raw)] = raw
             self.fresh += 1
+            self.held += nbytes
         return raw[:nbytes].view(dtype).reshape(shape)
 
     def _fit(self, nbytes: int) -> Any:
@@ -310,15 +356,15 @@ class _Pool:
                 best = have
         return self.free[best].pop() if best else None
 
-    @property
-    def held(self) -> int:
-        """The bytes of the pool's buffers."""
-        return sum(raw.nbytes for raw in list(self.owned.values()))
-
     def release(self) -> None:
-        """Let every buffer go (one in use stays with its value, and is not taken back)."""
+        """Let every buffer go (one in use stays with its value, and is not taken back); a
+        `_Program` bound to the buffers is no longer run."""
         self.free.clear()
         self.owned.clear()
+        self.held = 0
+        self.generation += 1
+        for views in self.bound:  # (a program's views hold its buffers alive)
+            views.clear()
 
     def put(self, x: Any) -> None:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
@@ -534,6 +580,72 @@ class _Pair:
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
 
+    def emit(self, build: _Builder, a: Any, b: Any, dest: Any = None) -> Any:
+        """What `__call__` does, bound into `build`'s program: the same decisions, taken once on
+        the program's buffers (`a`, `b` and `dest` are), and every numpy call appended to it."""
+        plan, pool = self.plan, build.pool
+        build.contractions += not plan.outer
+        dtype = np.result_type(a, b)
+        if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
+            dest = None
+        temps = []
+        loop = not plan.gemm or (plan.matvec and not (a.flags.c_contiguous and b.flags.c_contiguous))
+        if plan.outer or not loop:
+            if plan.swap:
+                a, b = b, a
+            for pre, x, i in ((plan.pre_a, a, 0), (plan.pre_b, b, 1)):
+                if pre is not None:
+                    ins, outs = pre.split("->")
+                    size = dict(zip(ins, x.shape))
+                    y = pool.get(tuple(size[c] for c in outs), x.dtype)
+                    build.ops.append((functools.partial(_C_EINSUM, pre, out=y), (x,)))
+                    temps.append(y)
+                    a, b = (y, b) if i == 0 else (a, y)
+        else:  # numpy.einsum's one pass, into a buffer (counted as copying both, as planned)
+            build.copied += a.size + b.size
+            out = pool.get(self.out_shape, dtype)
+            build.ops.append((functools.partial(_C_EINSUM, plan.text, out=out), (a, b)))
+            return out
+        if plan.outer:
+            out = dest if dest is not None else pool.get(self.out_shape, dtype)
+            perm, shape = plan.view_a
+            va = a.transpose(perm).reshape(shape)
+            perm, shape = plan.view_b
+            build.ops.append((np.multiply, (va, b.transpose(perm).reshape(shape), out)))
+            for y in temps:
+                pool.put(y)
+            return out
+        a = a.transpose(plan.perm_a)
+        b = b.transpose(plan.perm_b)
+        key = (a.strides, b.strides)
+        views = self.seen.get(key)
+        if views is None:  # (the check reshapes: a copy, where it is no view)
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
+        mm = []
+        for x, shape, view in ((a, plan.shape_a, views[0]), (b, plan.shape_b, views[1])):
+            if not view:
+                y = pool.get(x.shape, x.dtype)
+                build.copy(y, x)
+                temps.append(y)
+                x = y
+            mm.append(x.reshape(shape))
+        a, b = mm
+        if dest is not None and self.identity:
+            out = dest.reshape(self.mm_shape)
+        else:
+            dest = None
+            out = pool.get(self.mm_shape, dtype)
+        if len(self.mm_shape) == 2:  # (the method: numpy.dot's dispatch is a Python call)
+            build.ops.append((a.dot, (b, out)))
+        else:
+            build.ops.append((np.matmul, (a, b, out)))
+        for y in temps:
+            pool.put(y)
+        if dest is not None:
+            return dest
+        out = out.reshape(plan.dims)
+        return out if self.identity else out.transpose(plan.perm_out)
+
 
 def _merges(view: Any, shape: Shape) -> bool:
     """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
@@ -697,13 +809,11 @@ def _tree_plan(
                 if want is None:
                     continue
                 memory[a] = want
-                lay = _lay_out(specs[a], want)
+                lay = _LayOut(specs[a], want)
                 vol = _volume(want, size)
                 if a >= n:
                     p = forward[a - n]
-                    forward[a - n] = Product(
-                        p.args, p.result, functools.partial(_then, p.run, lay), p.copies + vol
-                    )
+                    forward[a - n] = Product(p.args, p.result, _Then(p.run, lay), p.copies + vol)
                 else:
                     first.append(Product((a,), a, lay, vol))
             run, order, copies, written, _ = _product(
@@ -737,8 +847,8 @@ def _tree_plan(
             if vol + sum(q.copies for q, _ in other) < sum(q.copies for q, _ in planned):
                 k = made[n + t]
                 q = backward[k]
-                lay = _lay_out(lies[0], lies[1])
-                run = functools.partial(_then, q.run, lay)
+                lay = _LayOut(lies[0], lies[1])
+                run = _Then(q.run, lay)
                 backward[k] = dataclasses.replace(q, run=run, copies=q.copies + vol, direct=False)
                 layout[n + t], planned = lies, other
         # the pullback to the smaller operand first: it reads the larger one, which is then let
@@ -761,6 +871,10 @@ def _tree_plan(
         # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
+        programmable=all(isinstance(p.run, (_Pair, _Then, _LayOut)) for p in forward)
+        and all(isinstance(q.run, (_Pair, _Then)) for q in backward)
+        and all(q.spread is None or len(set(q.spread[1])) == len(q.spread[1]) for q in backward)
+        and sum(math.prod(s) for s in shapes) <= PROGRAM_INPUTS,
     )
 
 
@@ -968,9 +1082,192 @@ def sweep(
 
 
 def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
-    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`."""
+    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`
+    (each an array of its operand's shape, overwritten; where None, a new array)."""
+    if PROGRAMS and plan.programmable:
+        key = tuple([x.dtype for x in arrays])
+        program = _program_out(plan, key)
+        if program is None:
+            program = _Program.build(plan, key, arrays)
+        if program is not None:
+            value = program.run(arrays, grads)
+            _program_in(plan, program)
+            return value
     pool = _checkout(plan)
     value, kept = forward(plan, arrays, keep=True, pool=pool)
     sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
     _checkin(plan, pool)
     return value
+
+
+# -- the program of a value-and-gradient -------------------------------------------------------
+
+PROGRAMS = True
+"""Whether `value_and_grad` runs a plan's `_Program` (False: each call walks the plan's steps)."""
+
+PROGRAM_INPUTS = 1 << 16
+"""The most elements the operands of a plan run as a `_Program` hold together: the program copies
+them in and its gradients out (two passes over them, and buffers of twice their bytes kept
+between calls), which the tiny steps of a network repay many times, larger operands not: on
+benchmark m1 (an MPS energy, 126,000 elements of operands) the program's buffers took the
+first call's peak from 14.2 to 19.9 MiB, above the hand-written sweep's."""
+
+
+_C_EINSUM: Callable[..., Any] = getattr(getattr(np, "_core", np).multiarray, "c_einsum", np.einsum)
+"""numpy.einsum's C loop, where this numpy has it where numpy 2 does: numpy.einsum's checks of
+its arguments are Python calls (six per call), which a program's one-pass steps do without.
+(A private name, so numpy.einsum where it is not there.)"""
+
+
+class _Builder:
+    """A `_Program` being made: its numpy calls (`ops`, each ``(function, arguments)``) and the
+    pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
+    at every call (layouts, views or copies, buffers), once, on the program's own arrays."""
+
+    __slots__ = ("contractions", "copied", "ops", "pool")
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+        self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.copied = 0  # the elements the steps copy (as `TreePlan.copies` counts them)
+        self.contractions = 0  # the products that sum a letter (not outer products)
+
+    def copy(self, out: Any, view: Any, counted: bool = True) -> None:
+        """`_copy_into`, bound: a gather through its index, or numpy's strided copy; `counted`
+        adds it to the steps' copies (a gradient put into its place is not)."""
+        self.copied += view.size if counted else 0
+        index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
+        if index is not None:
+            flat = np.ravel(view, order="K")
+            if np.may_share_memory(flat, view):  # (a view of the buffer, read at every run)
+                self.ops.append((flat.take, (index, None, out.reshape(-1), "clip")))
+                return
+        self.ops.append((out.__setitem__, (Ellipsis, view)))  # (numpy.copyto's dispatch: a Python call)
+
+
+class _Program:
+    """A value-and-gradient of one plan bound to buffers of its own: every step of the forward
+    and the sweep made once into a numpy call on fixed views (``numpy.dot(a, b, out)``, a
+    copy), so that a call runs them in turn with no decision, look-up or shape computed per
+    step. A call copies the operands into the program's input buffers, runs the calls, and
+    copies the gradients out of its gradient buffers (and returns a copy of the value): what
+    it returns is never the program's memory. Made per plan and `key` (the operands'
+    dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
+    `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
+
+    __slots__ = ("contractions", "copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self.pool = _Pool(least=0)  # every buffer, however small, is the program's
+        self.generation = self.pool.generation
+        self.ins: list[Any] = []  # the operands' buffers
+        self.outs: list[tuple[int, Any]] = []  # the gradients' buffers, by operand
+        self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.value: Any = None
+        self.copied = 0  # the elements its steps copy, and its products that sum a letter
+        self.contractions = 0
+
+    @staticmethod
+    def build(plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array]) -> _Program | None:
+        """The program of `plan` for operands like `arrays` (None where a dtype holds objects:
+        not bytes to view). Its gradients are of the operands' common dtype."""
+        dtype = np.result_type(*arrays)
+        if any(np.dtype(d).hasobject for d in (*key, dtype)):
+            return None
+        self = _Program(key)
+        pool = self.pool
+        build = _Builder(pool)
+        self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
+        pool.bound = [self.ops, self.ins, self.outs]  # (emptied when the pool lets its buffers go)
+        n = plan.n
+        gbuf: dict[int, Any] = {}  # each gradient's buffer, made where it is first written
+        vals: dict[int, Any] = dict(enumerate(self.ins))
+        kept = plan.kept
+        last = plan.forward[-1].result
+        for p in plan.forward:
+            xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
+            vals[p.result] = cast(Any, p.run).emit(build, *xs)
+            if p.result != last:
+                for a, x in zip(p.args, xs):
+                    # (an operand as given stays: the sweep reads it, as the forward's caller's)
+                    if a not in kept and a != p.result and (a >= n or x is not self.ins[a]):
+                        pool.put(x)
+        self.value = vals.pop(last)
+        vals = dict(enumerate(self.ins)) | {k: v for k, v in vals.items() if k in kept}
+        seed = np.ones((), np.result_type(self.value))  # (not the pool's: never written over)
+        cts: dict[int, Any] = {last: seed}
+        step = -1
+        ct = seed
+        for q in plan.backward:
+            run = cast(Any, q.run)
+            if q.step != step:
+                step = q.step
+                ct = cts.pop(n + step)
+            args = [ct if i == _COTANGENT else vals[i] for i in q.args]
+            if q.target >= n:
+                cts[q.target] = run.emit(build, *args)
+            else:
+                out = gbuf[q.target] = pool.get(arrays[q.target].shape, dtype)
+                r = run.emit(build, *args, dest=out) if q.direct else run.emit(build, *args)
+                if r is not out:
+                    s = r
+                    if q.turn is not None:
+                        s = r.transpose(q.turn)
+                    elif q.spread is not None:  # a broadcast along the letters only `q.target` has
+                        s = spread(r, *q.spread)
+                        assert s.base is not None, "a broadcast is a view of the product"
+                    build.copy(out, s, counted=False)
+                    pool.put(r)  # (the product's own buffer, which a broadcast view may not reach)
+            for i in q.release:
+                pool.put(ct if i == _COTANGENT else vals.pop(i))
+        for k in plan.wrt:
+            if k not in gbuf:  # (no pullback reaches it: a zero)
+                gbuf[k] = pool.get(arrays[k].shape, dtype)
+                gbuf[k][...] = 0
+            self.outs.append((k, gbuf[k]))
+        self.ops[:] = build.ops
+        self.copied, self.contractions = build.copied, build.contractions
+        return self
+
+    def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
+        """The value (an array of its own); the gradients written into `grads`."""
+        for buf, x in zip(self.ins, arrays):
+            buf[...] = x
+        for fn, args in self.ops:
+            fn(*args)
+        for k, buf in self.outs:
+            out = grads[k]
+            if out is None:
+                grads[k] = buf.copy()
+            else:
+                out[...] = buf
+        return self.value.copy()
+
+
+def _program_out(plan: TreePlan, key: tuple[Any, ...]) -> _Program | None:
+    """A program of `plan`'s for `key` that no call runs now and whose buffers were not let go."""
+    programs = plan.programs
+    for _ in range(len(programs)):
+        try:
+            program = programs.pop()
+        except IndexError:  # (another thread took it)
+            return None
+        if program.pool.generation != program.generation:
+            continue  # its buffers were let go (`release_pools`): dropped
+        if program.key == key:
+            program.pool.waiting = False
+            return program
+        programs.insert(0, program)
+    return None
+
+
+def _program_in(plan: TreePlan, program: _Program) -> None:
+    """Keep `program` for the plan's next calls, if its buffers fit `POOL_BUDGET` beside the
+    other waiting pools (else they go, as a pool's do)."""
+    kept = sum(p.held for p in list(_POOLS) if p.waiting)
+    if kept + program.pool.held <= POOL_BUDGET:
+        program.pool.waiting = True
+        plan.programs.append(program)
+    else:
+        program.pool.release()

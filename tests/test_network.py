@@ -184,11 +184,13 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     counts = []
     for layouts in (True, False):
         plan = network._tree_plan(inputs, out, shapes, path, wrt, layouts)
-        copied[0] = 0
-        grads = {k: np.empty(s) for k, s in enumerate(shapes)}
-        value = network.value_and_grad(plan, ops, grads)
-        assert_close(value, oe.contract(eq, *ops, optimize=path))
-        assert copied[0] == plan.copies
+        for programs in (False, True):  # the steps walked one by one; the plan's program
+            monkeypatch.setattr(network, "PROGRAMS", programs)
+            copied[0] = 0
+            grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+            value = network.value_and_grad(plan, ops, grads)
+            assert_close(value, oe.contract(eq, *ops, optimize=path))
+            assert (plan.programs[0].copied if programs else copied[0]) == plan.copies
         counts.append(plan.copies)
     assert counts[0] == 0 < counts[1]
     assert network.tree_plan(inputs, out, shapes, path, wrt).copies == 0
@@ -323,6 +325,7 @@ def test_a_second_call_reuses_the_buffers_of_the_first(monkeypatch):
     """The intermediates, copies and cotangents of a call are buffers of the plan's pool: the
     second value-and-gradient makes none (`_Pool.fresh`) and allocates less at its peak
     (tracemalloc) than the first, which made them; the results are the same."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     import tracemalloc
 
     monkeypatch.setattr(network, "POOL_MIN", 64)
@@ -428,6 +431,7 @@ def test_a_pool_takes_back_only_its_own_buffers(monkeypatch):
     """`_Pool.put` of an array the pool did not make (an operand of the user's, a product's own
     array) leaves it alone, so that no later step can write into it; `release_pools` lets every
     buffer go, and the next call makes its own again (as many as the first call made)."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     monkeypatch.setattr(network, "POOL_MIN", 64)
     pool = network._Pool()
     mine = pool.get((16, 8), np.dtype(float))
@@ -455,6 +459,7 @@ def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
     """A call whose pool would take the bytes kept between calls above `POOL_BUDGET` lets its
     buffers go when it ends (a large contraction holds nothing once it has returned); under
     the budget the plan keeps them for its next call, which then makes none."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     monkeypatch.setattr(network, "POOL_MIN", 64)
     network.release_pools()
     _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
@@ -482,6 +487,7 @@ def test_pools_keep_at_most_the_budget_between_calls(monkeypatch):
 def test_a_plan_of_small_arrays_takes_no_pool(monkeypatch):
     """A plan whose every value is smaller than `POOL_MIN` is not pooled: its calls check no
     pool out (no bookkeeping on small networks), and make the same values as a pooled plan."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     _, inputs, out, shapes, path, ops = _bond2_network(20, 3)
     wrt = tuple(range(len(ops)))
     monkeypatch.setattr(network, "POOL_MIN", 1 << 40)
@@ -516,6 +522,7 @@ def test_the_sweep_lets_each_value_go_after_its_last_reader(monkeypatch, eq, pat
     gradient from nothing makes one pooled buffer, X's, and its tracemalloc peak stays under
     1.5 times X's bytes (letting X go after the whole step, or pulling back to X first, makes
     a second buffer of X's size and peaks over twice X's bytes)."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     import tracemalloc
 
     monkeypatch.setattr(network, "POOL_MIN", 4096)
@@ -567,6 +574,7 @@ def test_the_gradients_are_written_where_they_are_returned(monkeypatch, dtype, s
     the flat array a value-and-gradient returns): no buffer, no copy. On random 3-regular
     networks of bond 2 about half the operands are, counted as the products return the very
     array they were given; the values are opt_einsum's environments, real and complex."""
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     _, inputs, out, shapes, path, ops = _bond2_network(30, seed, dtype)
     wrt = tuple(range(len(ops)))
     plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
@@ -617,3 +625,177 @@ def test_a_gradient_in_another_order_is_one_transposing_copy(monkeypatch):
         for k, env in enumerate(_environments(eq, ops, np.ones(()))):
             assert_close(grads[k], env)
     assert spreads == []
+
+
+# -- the program of a value-and-gradient -----------------------------------------------------------
+
+
+def _python_calls(fn):
+    """The Python functions `fn` calls (`sys.setprofile`), but for the iteration of a WeakSet
+    (`_POOLS`, which holds the pools of every plan of the process)."""
+    import gc
+
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call" and not frame.f_code.co_filename.endswith("_weakrefset.py"):
+            calls.append(frame.f_code.co_name)
+
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return calls
+
+
+def _grad_arrays(ops):
+    """Each operand's gradient block of one flat array (as a value-and-gradient is given them)."""
+    flat = np.zeros(sum(x.size for x in ops), np.result_type(*ops))
+    grads, at = {}, 0
+    for k, x in enumerate(ops):
+        grads[k] = flat[at : at + x.size].reshape(x.shape)
+        at += x.size
+    return grads
+
+
+def test_a_program_runs_every_step_without_a_python_call(monkeypatch):
+    """A plan's value-and-gradient runs as its `_Program`: every step of the forward and the
+    sweep bound once to numpy calls on fixed views, so that a call makes a few Python calls
+    whatever its steps number (here 59 products and 116 pullbacks), where walking the steps
+    makes several per step. The gradients are the same, and opt_einsum's environments."""
+    monkeypatch.setattr(network, "PROGRAMS", True)
+    eq, inputs, out, shapes, path, ops = _bond2_network(60, 3)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    assert plan.programmable
+    steps = len(plan.forward) + len(plan.backward)
+    results = []
+    for programs in (False, True):
+        monkeypatch.setattr(network, "PROGRAMS", programs)
+        network.value_and_grad(plan, ops, _grad_arrays(ops))  # (the program is made here)
+        grads = _grad_arrays(ops)
+        calls = _python_calls(lambda g=grads: results.append(network.value_and_grad(plan, ops, g)))
+        results.append(grads)
+        if programs:
+            assert len(plan.programs) == 1
+            assert len(calls) <= 10, calls
+        else:
+            assert len(calls) >= 2 * steps
+    v0, g0, v1, g1 = results
+    assert_close(v1, v0, rtol=1e-13)
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert_close(g1[k], g0[k], rtol=1e-12)
+        assert_close(g1[k], env)
+
+
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_a_program_returns_arrays_of_its_own(dtype):
+    """Calls of one program on other operands leave what earlier calls returned as it was (the
+    value and the gradients are copied out of the program's buffers), with or without the
+    caller's gradient arrays; the program is made once, and its later calls make no buffer."""
+    eq, inputs, out, shapes, path, ops = _bond2_network(24, 8, dtype)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    calls = []
+    for scale, arrays in ((1.0, False), (-2.0, True), (0.5, False)):
+        xs = [scale * x for x in ops]
+        grads = _grad_arrays(xs) if arrays else dict.fromkeys(wrt)
+        calls.append((xs, network.value_and_grad(plan, xs, grads), grads))
+        if len(calls) == 1:
+            (program,) = plan.programs
+            made = program.pool.fresh
+    assert plan.programs == [program] and program.pool.fresh == made
+    for xs, value, grads in calls:
+        assert_close(value, oe.contract(eq, *xs, optimize=path))
+        for k, env in enumerate(_environments(eq, xs, np.ones((), value.dtype))):
+            assert_close(grads[k], env)
+            assert not any(np.may_share_memory(grads[k], raw) for raw in program.pool.owned.values())
+
+
+@pytest.mark.parametrize(
+    ("eq", "path", "sizes"),
+    [
+        ("ab,bc,cd,da,ae->", [(0, 1), (0, 1), (0, 1), (0, 1)], {"e": 3}),  # e summed before a product
+        ("i,j,ij,jk->", [(0, 1), (0, 1), (0, 1)], {}),  # i,j->ij: an outer product
+        ("bij,bjk,bki->", [(0, 1), (0, 1)], {"b": 3}),  # batch letters: a stacked product
+        ("ij,j,ik->", [(0, 1), (0, 1)], {"j": 5}),  # ij,j->i: a matrix-vector product
+        ("ab,bc,ca,ab->", [(0, 3), (0, 1), (0, 1)], {}),  # a letter on three operands
+    ],
+)
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_a_programs_steps_of_every_kind(eq, path, sizes, dtype):
+    """Products of every kind the steps know (a letter summed first, an outer product, batch
+    letters, a matrix-vector product) bound into a program: its value and gradients, twice,
+    are the walked steps' and opt_einsum's, real and complex."""
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    shapes = tuple(tuple(sizes.get(c, 4) for c in s) for s in inputs)
+    rng = np.random.default_rng(len(eq))
+    ops = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    if dtype is complex:
+        ops = [x + 1j * rng.standard_normal(x.shape) for x in ops]
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, tuple(path), wrt, True)
+    assert plan.programmable
+    for _ in range(2):
+        value = network.value_and_grad(plan, ops, grads := _grad_arrays(ops))
+        assert len(plan.programs) == 1
+        assert_close(value, oe.contract(eq, *ops))
+        for k, spec in enumerate(inputs):  # environments (broadcast along a letter only x_k has)
+            present = "".join(c for c in spec if c in "".join(inputs[:k] + inputs[k + 1 :]))
+            others = [x for j, x in enumerate(ops) if j != k]
+            env = oe.contract(",".join(inputs[:k] + inputs[k + 1 :]) + "->" + present, *others)
+            view = tuple(shapes[k][i] if c in present else 1 for i, c in enumerate(spec))
+            assert_close(grads[k], np.broadcast_to(env.reshape(view), shapes[k]))
+
+
+def test_released_buffers_retire_a_program(monkeypatch):
+    """`release_pools` lets a program's buffers go (its bound views too): its next call makes a
+    new program (the old one is never run on buffers it no longer owns), with the same
+    results; a program whose buffers pass `POOL_BUDGET` is not kept, as a pool is not."""
+    eq, inputs, out, shapes, path, ops = _bond2_network(20, 6)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    v0 = network.value_and_grad(plan, ops, g0 := _grad_arrays(ops))
+    (old,) = plan.programs
+    network.release_pools()
+    assert old.pool.held == 0 and old.pool.generation != old.generation
+    assert old.ops == [] and old.ins == []  # (its views no longer hold the buffers alive)
+    v1 = network.value_and_grad(plan, ops, g1 := _grad_arrays(ops))
+    (new,) = plan.programs
+    assert new is not old and new.pool.held > 0
+    monkeypatch.setattr(network, "POOL_BUDGET", 0)
+    plan.programs.clear()
+    v2 = network.value_and_grad(plan, ops, g2 := _grad_arrays(ops))
+    assert plan.programs == []
+    assert v0 == v1 == v2
+    for k in wrt:
+        np.testing.assert_array_equal(g0[k], g1[k])
+        np.testing.assert_array_equal(g0[k], g2[k])
+    assert_close(v0, oe.contract(eq, *ops, optimize=path))
+
+
+def test_a_program_per_dtype_and_large_operands_walk_the_steps(monkeypatch):
+    """One plan (its shapes) meets real and complex operands: a program each, every call with
+    its own dtype's results. Operands over `PROGRAM_INPUTS` elements walk the steps (the
+    copies in and out would cost more than the steps' calls): no program is made."""
+    eq, inputs, out, shapes, path, ops = _bond2_network(20, 2)
+    wrt = tuple(range(len(ops)))
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    cops = [x * (1 + 1j) for x in ops]
+    for xs in (ops, cops, ops, cops):
+        value = network.value_and_grad(plan, xs, grads := _grad_arrays(xs))
+        assert value.dtype == np.result_type(*xs)
+        for k, env in enumerate(_environments(eq, xs, np.ones((), value.dtype))):
+            assert_close(grads[k], env)
+    assert sorted(str(p.key[0]) for p in plan.programs) == ["complex128", "float64"]
+    monkeypatch.setattr(network, "PROGRAM_INPUTS", sum(x.size for x in ops) - 1)
+    large = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    assert not large.programmable
+    network.value_and_grad(large, ops, grads := _grad_arrays(ops))
+    assert large.programs == []
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert_close(grads[k], env)

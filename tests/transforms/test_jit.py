@@ -252,10 +252,12 @@ def _count_pairwise_contractions(monkeypatch):
     """Count the pairwise contractions einad runs: staging and eager mode reach
     `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
     lowered einsums look the name up there when they are made and when they run), and a
-    planned tree (`network`) through its products (`network._Pair`). Products that sum no
-    letter (a gradient scaled by its cotangent) are not contraction work, and are not counted."""
+    planned tree (`network`) through its products (`network._Pair`), or, run as a program,
+    through the products the program binds (`network._Program.contractions` per run).
+    Products that sum no letter (a gradient scaled by its cotangent) are not contraction
+    work, and are not counted."""
     calls = []
-    run_pair, pair_call = executor._run_pair, network._Pair.__call__
+    run_pair, pair_call, program_run = executor._run_pair, network._Pair.__call__, network._Program.run
 
     def counted(plan, a, b):
         if not plan.outer:  # a contraction (a product summing a letter), not a scaling
@@ -269,7 +271,13 @@ def _count_pairwise_contractions(monkeypatch):
 
     monkeypatch.setattr(executor, "_run_pair", counted)
     monkeypatch.setattr(einsum_rules, "_run_pair", counted)
+
+    def counted_program(self, arrays, grads):
+        calls.extend([1] * self.contractions)
+        return program_run(self, arrays, grads)
+
     monkeypatch.setattr(network._Pair, "__call__", counted_product)
+    monkeypatch.setattr(network._Program, "run", counted_program)
     return calls
 
 
