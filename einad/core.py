@@ -680,7 +680,7 @@ class enable_grad(_GradMode):
         _local.no_grad = _local.grad_saved.pop()
 
 
-class _ErrstateShim:  # pragma: no cover (only for a numpy without the context variable)
+class _ErrstateShim:  # (for a numpy without the context variable; its test substitutes it)
     """numpy's error-state variable as `_quiet_state` uses it, made of `np.errstate`."""
 
     def get(self) -> None:

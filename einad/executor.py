@@ -67,13 +67,13 @@ class _PairPlan:
         "pre_b",
         "shape_a",
         "shape_b",
+        "spec",
         "swap",
-        "text",
         "view_a",
         "view_b",
     )
 
-    text: str  # the step as "sa,sb->so" (in letters numpy.einsum knows, as pre_a and pre_b)
+    spec: str  # the step as "sa,sb->so", in einad's letters
     outer: bool  # nothing contracted: a broadcast multiply
     view_a: tuple[tuple[int, ...], Shape]  # (perm, shape) aligning each operand with the output
     view_b: tuple[tuple[int, ...], Shape]
@@ -89,6 +89,12 @@ class _PairPlan:
     dims: Shape  # the matmul result's shape before the final transpose
     perm_out: tuple[int, ...]
 
+    @property
+    def text(self) -> str:
+        """The step in letters numpy.einsum knows (as `pre_a` and `pre_b`), for the steps it runs:
+        worked out when asked, so a matrix product's step may have more than numpy's 52 letters."""
+        return numpy_subscripts(self.spec)
+
 
 @functools.lru_cache(maxsize=8192)
 def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _PairPlan:
@@ -102,7 +108,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     right = [c for c in so if c in rb and c not in ra]
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
-    plan.text = numpy_subscripts(f"{sa},{sb}->{so}")
+    plan.spec = f"{sa},{sb}->{so}"
     # Nothing contracted: a broadcast multiply writes the output in its own layout.
     plan.outer = not inner
     if plan.outer:

@@ -672,3 +672,23 @@ def test_a_mean_reads_its_axes_once_and_sums_with_numpys_kernel():
     assert_close(ea.mean(a, axis=(0, 2), keepdims=True), np.mean(a, axis=(0, 2), keepdims=True))
     assert ea.mean(np.arange(5)).dtype == np.float64
     assert_close(ea.grad(lambda x: ea.mean(x, axis=1)[0])(a[0]), np.outer([1, 0, 0], np.full(4, 0.25)))
+
+
+def test_the_quiet_rules_fall_back_to_np_errstate_without_numpys_state_variable(monkeypatch):
+    """Where numpy has no error-state variable (`core._ErrstateShim`, the import's fallback),
+    derivative rules still run quiet through ``np.errstate`` and leave the user's state as it was."""
+    monkeypatch.setattr(core, "_errstate", core._ErrstateShim())
+    monkeypatch.setattr(core, "_make_extobj", lambda **kw: None)
+    monkeypatch.setattr(core, "_quiet_memo", (object(), None))
+
+    def f(x):  # sqrt's rule divides by sqrt(0): quiet only if the rule runs under the fallback
+        return ea.sum(ea.sqrt(x))
+
+    x0 = np.array([0.0, 4.0])
+    before = np.geterr()
+    with np.errstate(all="raise"):
+        _, t = ea.jvp(f, (x0,), (np.ones(2),))
+        g = ea.grad(f)(x0)
+        assert np.geterr()["divide"] == "raise"
+    assert np.isinf(t) and np.isinf(g[0]) and g[1] == 0.25
+    assert np.geterr() == before

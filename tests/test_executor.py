@@ -16,8 +16,10 @@ import importlib
 import itertools
 
 import numpy as np
+import opt_einsum as oe
 import pytest
 
+import einad as ea
 from tests.support.checks import check_lib, random_operands
 
 
@@ -282,3 +284,26 @@ def test_standard_path(lib, dtype):
         want = np.einsum(",".join(ins) + "->" + out, *ops)
         got = executor.step(_WithoutEinsum(namespace(*xs)), ins, out, xs)
         check_lib(lib, got, want, rtol=1e-5 if dtype == "float32" else 1e-10)
+
+
+def test_a_matrix_product_step_may_have_more_letters_than_numpy_einsum_knows():
+    """A pairwise step of 61 distinct indices (opt_einsum's symbols past 'Z') runs as a matrix
+    product, which needs no letters: only a step numpy.einsum itself runs is held to its 52
+    (the planning report's random-regular networks had steps of 55 and 65 indices)."""
+    la = "".join(oe.get_symbol(i) for i in range(30))
+    lb = "".join(oe.get_symbol(i) for i in range(30, 60))
+    k = oe.get_symbol(60)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1,) * 30 + (3,))
+    b = rng.standard_normal((1,) * 29 + (2, 3))
+    spec = f"{la}{k},{lb}{k}->{la}"
+    s = a.ravel() @ b.reshape(2, 3).sum(0)
+    np.testing.assert_allclose(np.ravel(ea.einsum(spec, a, b)), [s])
+
+    def f(x, y):
+        return ea.sum(ea.einsum(spec, x, y) ** 2)
+
+    for grad in (ea.grad(f, argnums=(0, 1)), ea.jit(ea.grad(f, argnums=(0, 1)))):
+        ga, gb = grad(a, b)
+        np.testing.assert_allclose(np.ravel(ga), 2 * s * b.reshape(2, 3).sum(0))
+        np.testing.assert_allclose(np.reshape(gb, (2, 3)), 2 * s * np.tile(a.ravel(), (2, 1)))
