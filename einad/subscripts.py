@@ -400,6 +400,10 @@ def vjp_spec(inputs: tuple[str, ...], output: str, k: int) -> tuple[str, str, st
     return ",".join(ins) + "->" + kept, kept, target
 
 
+MAX_AXES = 64
+"""The most axes an array of numpy (and of torch or cupy) may have."""
+
+
 def pairwise_steps(
     inputs: tuple[str, ...], output: str, path: tuple[tuple[int, ...], ...]
 ) -> tuple[tuple[tuple[int, ...], tuple[str, ...], str], ...]:
@@ -409,6 +413,10 @@ def pairwise_steps(
     `positions` from the working list (opt_einsum's convention), contract them
     by ``step_inputs -> step_output``, and append the result. An intermediate
     keeps exactly the letters still needed by the remaining operands or the output.
+
+    Raises:
+        EinsumError: If an intermediate would have more than `MAX_AXES` indices (no array
+            holds it: numpy's, torch's and cupy's arrays have at most 64 axes).
     """
     work = list(inputs)
     holders = Counter(c for spec in (*inputs, output) for c in set(spec))  # what still reads each letter
@@ -423,6 +431,11 @@ def pairwise_steps(
             out = output
         else:
             out = "".join(c for c in unique("".join(picked)) if holders[c] > 0)
+            if len(out) > MAX_AXES:
+                raise EinsumError(
+                    f"step {n} of the contraction path makes an intermediate of {len(out)} indices, "
+                    f"and an array holds at most {MAX_AXES} axes: give another path (optimize=...)"
+                )
         holders.update(set(out))
         steps.append((tuple(positions), tuple(picked), out))
         work.append(out)
