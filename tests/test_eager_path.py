@@ -27,16 +27,18 @@ X = np.linspace(0.1, 0.9, 8)
 W = np.linspace(1.0, 2.0, 8)
 
 
-def calls(fn):
-    """``(fn(), Counter of the Python functions called while it ran, by name)``.
+def _profiled(fn, key):
+    """``(fn(), Counter of key(frame) over the Python calls made while it ran)`` (None not counted).
 
     The garbage collector is off while it counts: a collection would run the weakref callbacks
     of whatever earlier tests left behind (a `WeakSet`'s `_remove`) inside the count."""
-    seen: Counter[str] = Counter()
+    seen: Counter = Counter()
 
     def profile(frame, event, arg):
         if event == "call":
-            seen[frame.f_code.co_name] += 1
+            k = key(frame)
+            if k is not None:
+                seen[k] += 1
 
     gc.collect()
     gc.disable()
@@ -47,6 +49,11 @@ def calls(fn):
         sys.setprofile(None)
         gc.enable()
     return out, seen
+
+
+def calls(fn):
+    """``(fn(), Counter of the Python functions called while it ran, by name)``."""
+    return _profiled(fn, lambda frame: frame.f_code.co_name)
 
 
 def case7(x, w, n=40):
@@ -421,21 +428,8 @@ def test_the_lane_records_what_the_general_path_records():
 def frames_of(fn, *codes):
     """``(fn(), how many frames ran each code object of `codes`)``: calls of one function,
     told apart from others of the same name (numpy's ``errstate.__enter__``, say)."""
-    seen = Counter()
     wanted = set(codes)
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code in wanted:
-            seen[frame.f_code] += 1
-
-    gc.collect()
-    gc.disable()
-    sys.setprofile(profile)
-    try:
-        out = fn()
-    finally:
-        sys.setprofile(None)
-        gc.enable()
+    out, seen = _profiled(fn, lambda frame: frame.f_code if frame.f_code in wanted else None)
     return out, [seen[c] for c in codes]
 
 

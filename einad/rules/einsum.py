@@ -467,6 +467,10 @@ def _plain(x: Value) -> Any:
     return x._value if type(x) is Tensor else x
 
 
+def _traced(x: Any) -> bool:
+    return type(x) is Tensor and x._trace is not None
+
+
 class Spread(Structured):
     """The cotangent ``spread(x, src, dst, shape)``, kept as its small source `x`.
 
@@ -490,7 +494,7 @@ class Spread(Structured):
 
     @property
     def traced(self) -> bool:
-        return type(self.x) is Tensor and self.x._trace is not None
+        return _traced(self.x)
 
     def dense(self) -> Value:
         return spread(self.x, self.src, self.dst, self.shape)
@@ -520,10 +524,6 @@ class Spread(Structured):
         u, x = executor.spread_source(_plain(self.x), self.src, self.dst, self.shape)
         view = buf if u == self.dst else np.einsum(numpy_subscripts(self.dst + "->" + u), buf)  # writable
         np.add(view, x, out=view)
-
-
-def _traced(x: Any) -> bool:
-    return type(x) is Tensor and x._trace is not None
 
 
 def _varies(x: Any) -> bool:

@@ -379,6 +379,25 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
 # -- forward mode ---------------------------------------------------------------------------
 
 
+def _tangent_pairs(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, list[tuple[Any, Any]]]:
+    """The primals' tree structure, and each primal leaf's value with its tangent checked against
+    it (`jvp` and forward over reverse take their inputs alike).
+
+    Raises:
+        ValueError: If the tangents' structure or shapes do not match the primals'.
+    """
+    p_flat, p_td = tree_flatten(list(primals))
+    t_flat, t_td = tree_flatten(list(tangents))
+    if p_td != t_td:
+        raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
+    pairs = []
+    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
+        v = _diff_value(p, f"primal leaf {k}")
+        pairs.append((v, _tangent_in(t, v)))
+    _same_library([v for v, _ in pairs])
+    return p_td, pairs
+
+
 def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """``(f(*primals), J·tangents)``: forward mode, one pass.
 
@@ -396,15 +415,7 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp takes primals and tangents as tuples, e.g. jvp(f, (x,), (v,))")
-    p_flat, p_td = tree_flatten(list(primals))
-    t_flat, t_td = tree_flatten(list(tangents))
-    if p_td != t_td:
-        raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
-    pairs = []
-    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
-        v = _diff_value(p, f"primal leaf {k}")
-        pairs.append((v, _tangent_in(t, v)))
-    _same_library([v for v, _ in pairs])
+    p_td, pairs = _tangent_pairs(primals, tangents)
     with tracing(ForwardTrace()) as trace:
         boxed = [box(v, trace, t) for v, t in pairs]
         out = f(*tree_unflatten(p_td, boxed))
@@ -476,15 +487,7 @@ def _hvp_forward_over_reverse(
     """``jvp(grad(f), primals, tangents)``'s tangent alone: a cotangent the reverse pass leaves
     as a pending contraction gives its tangent by the einsum's JVP, and the primal gradient
     (the contraction itself, which the HVP discards) is never computed."""
-    p_flat, p_td = tree_flatten(list(primals))
-    t_flat, t_td = tree_flatten(list(tangents))
-    if p_td != t_td:
-        raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
-    pairs = []
-    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
-        v = _diff_value(p, f"primal leaf {k}")
-        pairs.append((v, _tangent_in(t, v)))
-    _same_library([v for v, _ in pairs])
+    p_td, pairs = _tangent_pairs(primals, tangents)
     with tracing(ForwardTrace()) as trace:
         boxed = [box(v, trace, t) for v, t in pairs]
         td, grads = _lazy_grads(f, tree_unflatten(p_td, boxed))
