@@ -4,9 +4,10 @@ A contraction of three or more numpy operands differentiated in first-order reve
 is one node (`einsum.sliced_einsum_p` with no slices; which contractions, see
 `einsum.contract`). Its value, its one-pass value-and-gradient and its VJP run here, from
 a `TreePlan` made on first use per subscripts, shapes, path and differentiated operands
-(`tree_plan`, cached). A forward alone (no operand differentiated) takes the executor's
-pairwise steps instead: run through this tree it was measured 17-41% slower on contractions
-of large bonds, whose layouts the tree chooses for the sweep too.
+(`tree_plan`, cached). A forward alone (no operand differentiated) runs eager einsum's
+pairwise steps instead (`forward_plan`), on the same buffers and programs: through this
+tree's layouts, chosen for the sweep too, it was measured 17-41% slower on contractions of
+large bonds.
 
 * **Layouts.** Every intermediate's axis order is chosen from the result down: each
   product asks for its operands in the layout it reads as it lies, and the product
@@ -57,7 +58,9 @@ of large bonds, whose layouts the tree chooses for the sweep too.
   out, so nothing returned is the program's memory. Its buffers are a pool's: kept under
   `POOL_BUDGET`, retired by `release_pools`. Plans of large operands (over
   `PROGRAM_INPUTS` elements, where the copies in and out would cost more than the steps'
-  Python) and gradients on a diagonal walk the steps (`PROGRAMS` turns programs off).
+  Python), plans whose values together are too large to keep between calls
+  (`PROGRAM_VALUES`) and gradients on a diagonal walk the steps (`PROGRAMS` turns programs
+  off). A forward alone (`forward_plan`) runs as a program on the same terms (`value`).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
 module sits below `rules.einsum` and imports only the executor and the subscripts.
@@ -432,7 +435,7 @@ def _checkout(plan: TreePlan) -> Any:
 def _checkin(plan: TreePlan, pool: Any) -> None:
     if pool is _FRESH:
         return
-    kept = sum(p.held for p in list(_POOLS) if p.waiting)  # (a pool dropped with its plan is gone)
+    kept = sum([p.held for p in list(_POOLS) if p.waiting])  # (a pool dropped with its plan is gone)
     if kept + pool.held <= POOL_BUDGET:
         pool.waiting = True
         plan.pools.append(pool)
@@ -874,7 +877,61 @@ def _tree_plan(
         programmable=all(isinstance(p.run, (_Pair, _Then, _LayOut)) for p in forward)
         and all(isinstance(q.run, (_Pair, _Then)) for q in backward)
         and all(q.spread is None or len(set(q.spread[1])) == len(q.spread[1]) for q in backward)
-        and sum(math.prod(s) for s in shapes) <= PROGRAM_INPUTS,
+        and _fits_program(shapes, specs, size),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> TreePlan:
+    """Plan the value alone of the contraction ``inputs -> output`` along `path`: eager einsum's
+    pairwise steps (`executor._pair_plan`, each intermediate's letters in the order
+    `pairwise_steps` names them), run on a pool's buffers (`_Pair`) and, for small operands,
+    as a `_Program` (see `value`).
+
+    Not `tree_plan`'s layouts: they serve the sweep too, and on large bonds the copies they
+    leave read memory across the grain (benchmark n4: as many elements copied as these
+    steps copy, in three times the time; the forward 27% slower).
+    """
+    n = len(inputs)
+    size: dict[str, int] = {}
+    for spec, shape in zip(inputs, shapes):
+        size.update(zip(spec, shape))
+    args_of, specs = _follow(inputs, output, path)
+    memory = list(inputs)  # each value's letters in memory order
+    forward: list[Product] = []
+    for t, args in enumerate(args_of):
+        picked = [specs[a] for a in args]
+        step_shapes = [tuple(size[c] for c in specs[a]) for a in args]
+        if len(args) == 2:
+            plan = _pair_plan(picked[0], picked[1], specs[n + t], step_shapes[0], step_shapes[1])
+            copied, written, _ = _copies(
+                plan, (picked[0], picked[1]), (memory[args[0]], memory[args[1]]), specs[n + t], size
+            )
+            run: Run = _Pair(plan)
+        else:
+            run, _, copied, written, _ = _product(
+                picked, specs[n + t], step_shapes, [memory[a] for a in args]
+            )
+        memory.append(written)
+        forward.append(Product(args, n + t, run, copied))
+    return TreePlan(
+        n=n,
+        wrt=(),
+        forward=tuple(forward),
+        backward=(),
+        kept=frozenset(),
+        pooled=all(len(args) == 2 for args in args_of)
+        and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
+        programmable=all(isinstance(p.run, _Pair) for p in forward) and _fits_program(shapes, specs, size),
+    )
+
+
+def _fits_program(shapes: tuple[Shape, ...], specs: list[str], size: dict[str, int]) -> bool:
+    """Whether a plan's operands (`shapes`) and all its values (`specs`) are small enough for a
+    `_Program` (see `PROGRAM_INPUTS` and `PROGRAM_VALUES`)."""
+    return (
+        sum(math.prod(s) for s in shapes) <= PROGRAM_INPUTS
+        and sum(_volume(spec, size) for spec in specs) <= PROGRAM_VALUES
     )
 
 
@@ -1014,11 +1071,8 @@ def forward(
     kept = plan.kept if keep else frozenset()
     last = plan.forward[-1].result
     for p in plan.forward:
-        if p.result == last:
-            vals[p.result] = p.run(_FRESH, *[vals[a] for a in p.args])
-            continue
         xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
-        vals[p.result] = p.run(pool, *xs)
+        vals[p.result] = p.run(_FRESH if p.result == last else pool, *xs)  # (the value: its own array)
         for a, x in zip(p.args, xs):
             if a not in kept and a != p.result:
                 pool.put(x)
@@ -1100,6 +1154,21 @@ def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any
     return value
 
 
+def value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
+    """The value of a plan's contraction alone (an array of its own; `forward_plan`'s plans):
+    its `_Program` where it has one, else its steps walked on a pool's buffers."""
+    if PROGRAMS and plan.programmable:
+        key = tuple([x.dtype for x in arrays])
+        program = _program_out(plan, key)
+        if program is None:
+            program = _Program.build(plan, key, arrays)
+        if program is not None:
+            out = program.run(arrays, {})
+            _program_in(plan, program)
+            return out
+    return forward(plan, arrays)[0]
+
+
 # -- the program of a value-and-gradient -------------------------------------------------------
 
 PROGRAMS = True
@@ -1111,6 +1180,13 @@ them in and its gradients out (two passes over them, and buffers of twice their 
 between calls), which the tiny steps of a network repay many times, larger operands not: on
 benchmark m1 (an MPS energy, 126,000 elements of operands) the program's buffers took the
 first call's peak from 14.2 to 19.9 MiB, above the hand-written sweep's."""
+
+
+PROGRAM_VALUES = 1 << 21
+"""The most elements the operands and intermediates of a plan run as a `_Program` hold together:
+a program keeps a buffer for each (and for the sweep's cotangents) between calls, within
+`POOL_BUDGET` (2^21 complex128 elements: 32 MiB); a larger one would be let go after each call
+and made again at the next, at more cost than walking the steps (benchmark n4's values: 2^20)."""
 
 
 _C_EINSUM: Callable[..., Any] = getattr(getattr(np, "_core", np).multiarray, "c_einsum", np.einsum)
@@ -1265,7 +1341,7 @@ def _program_out(plan: TreePlan, key: tuple[Any, ...]) -> _Program | None:
 def _program_in(plan: TreePlan, program: _Program) -> None:
     """Keep `program` for the plan's next calls, if its buffers fit `POOL_BUDGET` beside the
     other waiting pools (else they go, as a pool's do)."""
-    kept = sum(p.held for p in list(_POOLS) if p.waiting)
+    kept = sum([p.held for p in list(_POOLS) if p.waiting])
     if kept + program.pool.held <= POOL_BUDGET:
         program.pool.waiting = True
         plan.programs.append(program)

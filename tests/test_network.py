@@ -5,6 +5,7 @@ them; the jitted forward running the eager forward's steps; planning that grows 
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -199,8 +200,9 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
 def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
     """`ea.jit` stages a network as one equation along the eager path, so its compiled forward
     runs the same matrix products, of the same shapes, as eager einsum (a regression of issue
-    22: the staged steps were merged and planned again by "auto")."""
+    22: the staged steps were merged and planned again by "auto"), walked step by step."""
     eq, ops, path = _network(11, float, 0)
+    monkeypatch.setattr(network, "PROGRAMS", False)  # the steps walked one by one
     calls: list[tuple] = []
     real, dot = np.matmul, np.dot
 
@@ -214,7 +216,7 @@ def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
             return real(a, b, *args, **kwargs)
 
         @staticmethod
-        def dot(a, b, *args, **kwargs):  # a planned tree's products without batch letters
+        def dot(a, b, *args, **kwargs):  # the products without batch letters
             calls.append((a.shape, b.shape))
             return dot(a, b, *args, **kwargs)
 
@@ -229,6 +231,94 @@ def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
     assert calls == eager and len(eager) >= 3
     (e,) = jf.lower(*ops).equations
     assert e.params["optimize"] == tuple(tuple(p) for p in oe.contract_path(eq, *ops, optimize=path)[0])
+
+
+def test_the_eager_and_the_jitted_forward_run_one_program(monkeypatch):
+    """The value alone of a network of small operands is one `_Program` of bound numpy calls,
+    eager and jitted alike: both run the same plan's program (the same products, the same
+    copies, as many as the plan counts), and one call makes a handful of Python calls where
+    walking the steps makes several per step (the lattice regression of issue 22: the
+    jitted forward took its own, slower road)."""
+    eq, shapes = rand_equation(24, 3, d_min=2, d_max=3, seed=4)
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal(s) for s in shapes]
+    path = oe.contract_path(eq, *ops, optimize="greedy")[0]
+    ran: list = []
+    real, take = network._Program.run, network._program_out
+
+    def run(self, arrays, grads):
+        ran.append(self)
+        return real(self, arrays, grads)
+
+    plans = []
+
+    def program_out(plan, key):
+        plans.append(plan)
+        return take(plan, key)
+
+    monkeypatch.setattr(network, "_program_out", program_out)
+    monkeypatch.setattr(network._Program, "run", run)
+    f = lambda *xs: ea.einsum(eq, *xs, optimize=path)
+    jf = ea.jit(f)
+    want = oe.contract(eq, *ops, optimize=path)
+    for g in (f, jf, f, jf):
+        assert_close(g(*ops), want, rtol=1e-12)
+    plan = plans[0]  # (jit's first call stages: it runs eager einsum)
+    assert plan.programmable and not plan.backward
+    assert len(ran) == 4 and {id(p) for p in plans} == {id(plan)} and {id(p) for p in ran} == {id(ran[0])}
+    (program,) = plan.programs
+    products = [  # a matrix product, or numpy.einsum's loop over two operands
+        fn
+        for fn, args in program.ops
+        if getattr(fn, "__name__", "") in ("dot", "matmul")
+        or (getattr(getattr(fn, "func", None), "__name__", "") == "c_einsum" and len(args) == 2)
+    ]
+    assert len(products) == program.contractions == sum(1 for p in plan.forward if not p.run.plan.outer)
+    assert program.copied == plan.copies
+    monkeypatch.setattr(network._Program, "run", real)
+
+    def calls() -> int:
+        return len(_python_calls(lambda: network.value(plan, ops)))
+
+    assert calls() <= 8
+    monkeypatch.setattr(network, "PROGRAMS", False)
+    assert calls() >= 2 * len(plan.forward) >= 2 * 23
+
+
+def test_a_plan_of_large_values_walks_its_steps():
+    """A program keeps a buffer for every value between calls: along a path whose
+    intermediates hold more than `PROGRAM_VALUES` elements it would be too large to keep (made
+    and let go at every call), so that plan walks its steps instead, on the same small inputs."""
+    eq, shapes = rand_equation(24, 3, d_min=2, d_max=3, seed=4)
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal(s) for s in shapes]
+    ins, out = eq.split("->")
+    inputs = tuple(ins.split(","))
+    for path, large in ((_random_path(len(ops), rng), True), (oe.contract_path(eq, *ops)[0], False)):
+        path = tuple(map(tuple, path))
+        plan = network.forward_plan(inputs, out, tuple(shapes), path)
+        values = sum(math.prod(s) for s in shapes) + sum(math.prod(p.run.out_shape) for p in plan.forward)
+        assert (values > network.PROGRAM_VALUES) == large
+        assert plan.programmable is not large
+        for _ in range(2):
+            assert_close(network.value(plan, ops), oe.contract(eq, *ops, optimize=path), rtol=1e-10)
+        assert len(plan.programs) == (not large)
+
+
+def test_a_walked_forward_reuses_its_buffers(monkeypatch):
+    """A forward too large for a program walks its steps on the plan's pool: the buffers are
+    made on the first call and serve every later one (a pool whose last step kept its operands
+    made a fresh one per call, each a fresh mapping whose pages fault, and held them all)."""
+    rng = np.random.default_rng(0)
+    x, w, y = rng.standard_normal((64, 512)), rng.standard_normal((512, 512)), rng.standard_normal((64, 512))
+    plan = network.forward_plan(("bi", "ij", "bj"), "b", (x.shape, w.shape, y.shape), ((0, 1), (0, 1)))
+    assert plan.pooled and not plan.programmable
+    for _ in range(4):
+        assert_close(
+            ea.einsum("bi,ij,bj->b", x, w, y, optimize=[(0, 1), (0, 1)]), np.einsum("bi,ij,bj->b", x, w, y)
+        )
+        (pool,) = plan.pools
+        assert pool.fresh == 1 and pool.held == x.size * 8
 
 
 def test_planning_grows_linearly_with_the_tensors():

@@ -47,10 +47,11 @@ from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
 from ..core import LOOP, Aliasing, Params, Primitive, Staged, Structured, Tensor, Value, bind, declare, strip
 from ..errors import EinsumError
-from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
+from ..executor import _pair, _pair_plan, _run_pair
 from ..network import forward as tree_forward
+from ..network import forward_plan, tree_plan
 from ..network import sweep as tree_sweep
-from ..network import tree_plan
+from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
 from ..slicing import Schedule, Slices, object_path, schedule, workers
 from ..slicing import plan as slice_plan
@@ -110,8 +111,10 @@ def _einsum_impl(
         return _c_einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
         return _pair(arrays[0], arrays[1], inputs[0], inputs[1], output)
-    steps = _plan(inputs, output, tuple(a.shape for a in arrays), optimize, memory_limit)
-    return _follow(steps, arrays, _raw_step)
+    shapes = tuple(a.shape for a in arrays)
+    return tree_value(
+        forward_plan(inputs, output, shapes, _path(inputs, output, shapes, optimize, memory_limit)), arrays
+    )
 
 
 def _promoted(xp: ModuleType, arrays: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -158,51 +161,32 @@ einsum_p = Primitive("einsum", _einsum_impl)
 def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]:
     """The einsum as a function of its arrays with every plan made now (for `einad.jit`).
 
-    The plans are numpy's (`executor._pair_plan`): `einad.jit` lowers the programs of numpy
-    arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
+    The plans are numpy's (`executor._pair_plan`; three or more operands: `network.forward_plan`,
+    the very plan eager einsum runs): `einad.jit` lowers the programs of numpy arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
     meet anything but numpy arrays (another library's, or a numpy scalar an earlier step
     returned), it hands them to `_einsum_impl`: one type check per call.
     """
     inputs, output = params["inputs"], params["output"]
-    size = {c: d for spec, s in zip(inputs, shapes) for c, d in zip(spec, s)}
     generic = functools.partial(_einsum_impl, **params)
     if any(0 in s for s in shapes) or len(shapes) == 1:
         return generic
     if len(shapes) == 2:
-        plan = _pair_plan(inputs[0], inputs[1], output, tuple(shapes[0]), tuple(shapes[1]))
+        pair_plan = _pair_plan(inputs[0], inputs[1], output, tuple(shapes[0]), tuple(shapes[1]))
 
         def pair(a: Any, b: Any) -> Any:
             if type(a) is np.ndarray and type(b) is np.ndarray:
-                return _run_pair(plan, a, b)
+                return _run_pair(pair_plan, a, b)
             return generic(a, b)
 
         return pair
-    steps = _plan(inputs, output, tuple(tuple(s) for s in shapes), params["optimize"], params["memory_limit"])
-    work = [tuple(s) for s in shapes]
-    runners: list[tuple[tuple[int, ...], Callable[..., Any]]] = []
-    for positions, ins, out in steps:
-        picked = [work[p] for p in positions]
-        for p in sorted(positions, reverse=True):
-            del work[p]
-        work.append(tuple(size[c] for c in out))
-        if len(picked) == 2:
-            runners.append(
-                (positions, functools.partial(_run_pair, _pair_plan(ins[0], ins[1], out, *picked)))
-            )
-        else:
-            runners.append((positions, _expression(",".join(ins) + "->" + out, tuple(picked), "auto", None)))
+    shapes = tuple(tuple(s) for s in shapes)
+    path = _path(inputs, output, shapes, params["optimize"], params["memory_limit"])
+    plan = forward_plan(inputs, output, shapes, path)  # (eager einsum's, the same object)
 
     def run(*arrays: Any) -> Any:
         if not all(type(a) is np.ndarray for a in arrays):
             return generic(*arrays)
-        arrays = _promoted(np, arrays)
-        work = list(arrays)
-        for positions, step in runners:
-            picked = [work[p] for p in positions]
-            for p in sorted(positions, reverse=True):
-                del work[p]
-            work.append(step(*picked))
-        return work[0]
+        return tree_value(plan, _promoted(np, arrays))
 
     return run
 
@@ -1333,7 +1317,7 @@ def _sliced_impl(
         return _einsum_impl(*arrays, inputs=inputs, output=output)
     shapes = tuple(a.shape for a in arrays)
     if not slices and namespace(*arrays) is np:  # one tree: planned once
-        return tree_forward(tree_plan(inputs, output, shapes, optimize, ()), arrays)[0]
+        return tree_value(forward_plan(inputs, output, shapes, optimize), arrays)
     s = schedule(inputs, output, shapes, optimize, slices)
     return _run_sliced(s, arrays, memory_limit, executor, progress)
 
