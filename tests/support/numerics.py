@@ -7,6 +7,7 @@ import tracemalloc
 import numpy as np
 
 import einad as ea
+from einad import network
 
 
 def _value(y):
@@ -88,10 +89,13 @@ def peak_bytes(fn, *args):
     """Bytes allocated at the peak of one call ``fn(*args)``, above what was allocated before it.
 
     A first call warms the caches (contraction plans, compiled programs), so only the
-    call's own arrays are measured; tracemalloc starts after the inputs exist.
+    call's own arrays are measured; tracemalloc starts after the inputs exist. The buffers
+    that contraction plans keep between calls (`network.release_pools`) are let go first, so
+    that the call's own intermediates count wherever they live.
     """
     fn(*args)
     gc.collect()
+    network.release_pools()
     tracing = tracemalloc.is_tracing()
     if not tracing:
         tracemalloc.start()
