@@ -149,6 +149,11 @@ class TreePlan:
     gradient on a diagonal of repeated letters, the inputs under `PROGRAM_INPUTS` elements)."""
     programs: list[_Program] = field(default_factory=list, compare=False, hash=False, repr=False)
     """The programs of earlier calls (each with its buffers), handed to the next."""
+    shapes: tuple[Shape, ...] | None = None
+    """The operands' shapes without the letters of size 1 everywhere, which the plan drops
+    (`_drop_ones`); None where it drops none. The public functions view the operands, the
+    cotangent and the gradients so (reshapes), and the value back in `out_shape`."""
+    out_shape: Shape = ()
 
     @property
     def held(self) -> int:
@@ -787,6 +792,9 @@ def _tree_plan(
     wrt: tuple[int, ...],
     layouts: bool,
 ) -> TreePlan:
+    given, out_shape = _drop_ones(inputs, output, shapes)
+    if given is not None:
+        inputs, output, shapes = given
     n = len(inputs)
     size: dict[str, int] = {}
     for spec, shape in zip(inputs, shapes):
@@ -865,6 +873,8 @@ def _tree_plan(
                 made[pullback.target] = len(backward)
             backward.append(pullback)
     return TreePlan(
+        shapes=None if given is None else shapes,
+        out_shape=out_shape,
         n=n,
         wrt=tuple(wrt),
         forward=tuple(forward),
@@ -892,6 +902,9 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
     leave read memory across the grain (benchmark n4: as many elements copied as these
     steps copy, in three times the time; the forward 27% slower).
     """
+    given, out_shape = _drop_ones(inputs, output, shapes)
+    if given is not None:
+        inputs, output, shapes = given
     n = len(inputs)
     size: dict[str, int] = {}
     for spec, shape in zip(inputs, shapes):
@@ -915,6 +928,8 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
         memory.append(written)
         forward.append(Product(args, n + t, run, copied))
     return TreePlan(
+        shapes=None if given is None else shapes,
+        out_shape=out_shape,
         n=n,
         wrt=(),
         forward=tuple(forward),
@@ -924,6 +939,29 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
         programmable=all(isinstance(p.run, _Pair) for p in forward) and _fits_program(shapes, specs, size),
     )
+
+
+def _drop_ones(
+    inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
+) -> tuple[tuple[tuple[str, ...], str, tuple[Shape, ...]] | None, Shape]:
+    """The contraction without its letters of size 1 in every operand (None where it has none),
+    and the shape of its value. Such a letter neither sums nor broadcasts anything; dropped,
+    a network of bond-1 tensors (quimb's boundary bonds, the planning report's networks) has
+    no step of more than numpy's 64 axes, and fewer letters per step to lay out."""
+    size = {c: 1 for spec in inputs for c in spec}
+    for spec, shape in zip(inputs, shapes):
+        for c, d in zip(spec, shape):
+            if d != 1:
+                size[c] = d
+    out_shape = tuple(size[c] for c in output)
+    ones = {c for c, d in size.items() if d == 1}
+    if not ones:
+        return None, out_shape
+    kept = tuple("".join(c for c in spec if c not in ones) for spec in inputs)
+    squeezed = tuple(
+        tuple(d for c, d in zip(spec, shape) if c not in ones) for spec, shape in zip(inputs, shapes)
+    )
+    return (kept, "".join(c for c in output if c not in ones), squeezed), out_shape
 
 
 def _fits_program(shapes: tuple[Shape, ...], specs: list[str], size: dict[str, int]) -> bool:
@@ -1054,14 +1092,10 @@ _COTANGENT = -1
 # -- running ---------------------------------------------------------------------------------
 
 
-def forward(
+def _forward(
     plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None
 ) -> tuple[Any, dict[int, Any]]:
-    """The contraction's value, and (with `keep`) the intermediates the sweep reads.
-
-    Without `keep` the intermediates are the buffers of a pool of the plan's (`_Pool`),
-    each handed on once its reader is done; `pool` (value_and_grad's) keeps the kept ones
-    in it for the sweep. The value is always an array of its own."""
+    """`forward` on operands without the plan's dropped letters."""
     own = pool is None and not keep
     if own:
         pool = _checkout(plan)
@@ -1082,7 +1116,7 @@ def forward(
     return value, {k: v for k, v in vals.items() if k in kept}
 
 
-def sweep(
+def _sweep(
     plan: TreePlan,
     g: Any,
     arrays: Sequence[Array],
@@ -1090,10 +1124,7 @@ def sweep(
     grads: dict[int, Any],
     pool: Any = None,
 ) -> None:
-    """Pull the cotangent `g` of the result back to the operands: each differentiated operand
-    k's gradient is written into ``grads[k]`` (an array of its shape, overwritten), or, where
-    that is None, becomes it. With `pool` (the forward's), the cotangents and the kept
-    intermediates are its buffers, each handed on once its last pullback has read it."""
+    """`sweep` on operands, cotangent and gradients without the plan's dropped letters."""
     if pool is None:
         pool = _FRESH
     vals: dict[int, Any] = dict(enumerate(arrays))
@@ -1135,9 +1166,8 @@ def sweep(
             pool.put(ct if i == _COTANGENT else vals.pop(i))
 
 
-def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
-    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`
-    (each an array of its operand's shape, overwritten; where None, a new array)."""
+def _value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
+    """`value_and_grad` on operands and gradients without the plan's dropped letters."""
     if PROGRAMS and plan.programmable:
         key = tuple([x.dtype for x in arrays])
         program = _program_out(plan, key)
@@ -1148,15 +1178,14 @@ def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any
             _program_in(plan, program)
             return value
     pool = _checkout(plan)
-    value, kept = forward(plan, arrays, keep=True, pool=pool)
-    sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
+    value, kept = _forward(plan, arrays, keep=True, pool=pool)
+    _sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
     _checkin(plan, pool)
     return value
 
 
-def value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
-    """The value of a plan's contraction alone (an array of its own; `forward_plan`'s plans):
-    its `_Program` where it has one, else its steps walked on a pool's buffers."""
+def _value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
+    """`value` on operands without the plan's dropped letters."""
     if PROGRAMS and plan.programmable:
         key = tuple([x.dtype for x in arrays])
         program = _program_out(plan, key)
@@ -1166,7 +1195,86 @@ def value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
             out = program.run(arrays, {})
             _program_in(plan, program)
             return out
-    return forward(plan, arrays)[0]
+    return _forward(plan, arrays)[0]
+
+
+def forward(
+    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None
+) -> tuple[Any, dict[int, Any]]:
+    """The contraction's value, and (with `keep`) the intermediates the sweep reads.
+
+    Without `keep` the intermediates are the buffers of a pool of the plan's (`_Pool`),
+    each handed on once its reader is done; `pool` (value_and_grad's) keeps the kept ones
+    in it for the sweep. The value is always an array of its own."""
+    if plan.shapes is None:
+        return _forward(plan, arrays, keep, pool)
+    value, kept = _forward(plan, _operands(plan, arrays), keep, pool)
+    return value.reshape(plan.out_shape), kept
+
+
+def sweep(
+    plan: TreePlan,
+    g: Any,
+    arrays: Sequence[Array],
+    kept: dict[int, Any],
+    grads: dict[int, Any],
+    pool: Any = None,
+) -> None:
+    """Pull the cotangent `g` of the result back to the operands: each differentiated operand
+    k's gradient is written into ``grads[k]`` (an array of its shape, overwritten), or, where
+    that is None, becomes it. With `pool` (the forward's), the cotangents and the kept
+    intermediates are its buffers, each handed on once its last pullback has read it."""
+    if plan.shapes is None:
+        return _sweep(plan, g, arrays, kept, grads, pool)
+    views = _gradients(plan, grads)
+    _sweep(plan, np.reshape(g, _dropped(plan.out_shape)), _operands(plan, arrays), kept, views, pool)
+    _restore(arrays, grads, views)
+    return None
+
+
+def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
+    """A scalar contraction's value, its gradients (for a cotangent of 1) written into `grads`
+    (each an array of its operand's shape, overwritten; where None, a new array)."""
+    if plan.shapes is None:
+        return _value_and_grad(plan, arrays, grads)
+    views = _gradients(plan, grads)
+    value = _value_and_grad(plan, _operands(plan, arrays), views)
+    _restore(arrays, grads, views)
+    return value
+
+
+def value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
+    """The value of a plan's contraction alone (an array of its own; `forward_plan`'s plans):
+    its `_Program` where it has one, else its steps walked on a pool's buffers."""
+    if plan.shapes is None:
+        return _value(plan, arrays)
+    return _value(plan, _operands(plan, arrays)).reshape(plan.out_shape)
+
+
+def _operands(plan: TreePlan, arrays: Sequence[Array]) -> list[Any]:
+    """The operands without the letters of size 1 that the plan dropped (views, as a rule)."""
+    return [x.reshape(shape) for x, shape in zip(arrays, cast("tuple[Shape, ...]", plan.shapes))]
+
+
+def _gradients(plan: TreePlan, grads: dict[int, Any]) -> dict[int, Any]:
+    """The gradient arrays seen without the letters of size 1 the plan dropped."""
+    shapes = cast("tuple[Shape, ...]", plan.shapes)
+    return {k: None if g is None else g.reshape(shapes[k]) for k, g in grads.items()}
+
+
+def _restore(arrays: Sequence[Array], grads: dict[int, Any], views: dict[int, Any]) -> None:
+    """Each gradient in its operand's shape: a new one reshaped; one written into a copy (a
+    caller's array that no reshape views) copied back."""
+    for k, g in grads.items():
+        r = views[k]
+        if g is None:
+            grads[k] = r.reshape(arrays[k].shape)
+        elif not np.may_share_memory(r, g):
+            g[...] = r.reshape(g.shape)
+
+
+def _dropped(shape: Shape) -> Shape:
+    return tuple(d for d in shape if d != 1)
 
 
 # -- the program of a value-and-gradient -------------------------------------------------------
