@@ -5,6 +5,7 @@
     python -m benchmarks --cases 1,5 --engines einad,torch
     python -m benchmarks --json out.json --plot ratios.png
     python -m benchmarks --threads 1           # one thread for numpy's BLAS, torch and XLA
+    python -m benchmarks --threads 2 --cores 2 # every engine on the same two cores
     python -m benchmarks --cases networks      # real tensor networks (issue 22; cotengra, networkx)
     python -m benchmarks --planning            # add einad's planning time on networks of 250-1000 tensors
     python -m benchmarks --cluster             # add dask's overhead per task and the tasks on 1-16 workers
@@ -71,7 +72,25 @@ def parse(argv=None) -> argparse.Namespace:
         help="threads for BLAS/OpenMP (numpy, torch) and, with 1, for XLA; default: the libraries' own "
         "(all cores). On a shared machine --threads 1 keeps a busy neighbour from stalling the BLAS threads",
     )
+    ap.add_argument(
+        "--cores",
+        type=int,
+        metavar="N",
+        help="run on N of the machine's cores (os.sched_setaffinity, Linux): every engine and every thread "
+        "a library starts shares them, XLA's runtime threads too, which --threads 1 does not hold to one "
+        "core; default: all",
+    )
     return ap.parse_args(argv)
+
+
+def limit_cores(n: int) -> None:
+    """Hold this process (and every thread and process it starts later) to `n` of its cores."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("--cores needs os.sched_setaffinity (Linux)")
+    have = sorted(os.sched_getaffinity(0))
+    if not 1 <= n <= len(have):
+        raise SystemExit(f"--cores {n}: this process may run on {len(have)} cores")
+    os.sched_setaffinity(0, have[:n])
 
 
 def limit_threads(n: int) -> None:
@@ -87,6 +106,8 @@ def limit_threads(n: int) -> None:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.cores:  # before any library starts a thread: threads take their creator's cores
+        limit_cores(args.cores)
     if args.threads:
         if "numpy" in sys.modules:
             print("warning: numpy was imported before --threads could take effect", file=sys.stderr)

@@ -397,6 +397,7 @@ class Runner:
             (
                 f"machine: {m['cores']} cores, {m['cpu']}, {m['memory_gib']} GiB; Python {m['python']}, "
                 f"numpy {m['numpy']} ({m['blas']}); threads: {self.args.threads or 'library defaults'}"
+                + (f"; held to {self.args.cores} cores" if getattr(self.args, "cores", None) else "")
             ),
             "versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()),
             (
@@ -498,6 +499,7 @@ class Runner:
             "machine": self.machine,
             "quick": bool(self.args.quick),
             "threads": self.args.threads,
+            "cores": getattr(self.args, "cores", None),
             "rounds": self.args.rounds,
             "versions": self.versions,
             "absent": self.absent,

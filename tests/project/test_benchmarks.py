@@ -527,3 +527,26 @@ def test_measure_reports_the_cores_a_call_keeps_busy():
         time.sleep(0.005)
 
     assert measure(sleep, budget).cores < 0.5  # waiting is not work
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="--cores needs os.sched_setaffinity (Linux)")
+def test_cores_holds_the_process_and_its_later_threads_to_n_cores():
+    """`--cores 1` holds the suite's process to one core before any library starts a thread:
+    a thread started afterwards (XLA's, OpenBLAS's) inherits the one core."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("this process may run on one core only: nothing to hold")
+    code = (
+        "import os, threading\n"
+        "from benchmarks.__main__ import limit_cores, parse\n"
+        "assert parse(['--cores', '1']).cores == 1\n"
+        "limit_cores(1)\n"
+        "seen = []\n"
+        "t = threading.Thread(target=lambda: seen.append(len(os.sched_getaffinity(0))))\n"
+        "t.start(); t.join()\n"
+        "print(len(os.sched_getaffinity(0)), seen[0])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1"]
