@@ -776,11 +776,10 @@ def tree_plan(
     choosing its layout (the baseline that shows what the choice saves).
     """
     if layouts:  # the chosen layouts, unless they copy more than letters in order of appearance
-        return min(
-            _tree_plan(inputs, output, shapes, path, wrt, True),
-            tree_plan(inputs, output, shapes, path, wrt, False),
-            key=lambda p: p.copies,
-        )
+        chosen = _tree_plan(inputs, output, shapes, path, wrt, True)
+        if chosen.copies == 0:  # nothing can copy less (a network of bond-1 tensors: every letter dropped)
+            return chosen
+        return min(chosen, tree_plan(inputs, output, shapes, path, wrt, False), key=lambda p: p.copies)
     return _tree_plan(inputs, output, shapes, path, wrt, False)
 
 
@@ -1036,15 +1035,21 @@ def _pullback(
         orders = [_natural(in_specs, in_shapes, set(kept))] + ([target] if kept == target else [])
         if blocks and set(memory[a]) == set(kept):
             orders.append(memory[a])  # as `a` lies: read as it lies by its own step's pullbacks
+        # each distinct order's product planned once: the cheapest is the one kept (the first
+        # of equal cost, as `min` picks)
+        products = {o: _product(in_specs, o, in_shapes, in_memory) for o in dict.fromkeys(orders)}
 
         def cost(o: str) -> int:  # copies now, then when `a`'s step's pullbacks read it, or
-            _, _, copies, written, _ = _product(in_specs, o, in_shapes, in_memory)  # when it is put
+            _, _, copies, written, _ = products[o]  # when it is put
             if blocks:
                 return copies + (0 if _contiguous_blocks(written, blocks) else _volume(kept, size))
             return copies + (0 if written == target else _volume(kept, size))
 
-        kept = min(orders, key=cost)
-    run, order, copies, written, _ = _product(in_specs, kept, in_shapes, in_memory)
+        kept = min(products, key=cost)
+        product = products[kept]
+    else:
+        product = _product(in_specs, kept, in_shapes, in_memory)
+    run, order, copies, written, _ = product
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
     direct = isinstance(run, _Pair) and put is None and (run.plan.outer or (run.plan.gemm and run.identity))

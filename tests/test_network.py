@@ -348,6 +348,64 @@ def test_planning_grows_linearly_with_the_tensors():
     assert large < 6 * small, (small, large)
 
 
+def _counting(monkeypatch, name):
+    """A list that records the arguments of each call of `network.<name>` (still called)."""
+    calls = []
+    real = getattr(network, name)
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(network, name, counted)
+    return calls
+
+
+def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
+    """`tree_plan` keeps the chosen layouts unless letters in order of appearance copy less:
+    where the chosen plan copies nothing (a network of bond-1 tensors, every letter dropped,
+    the planning report's 1,000-tensor network) the other plan is not built; where it copies,
+    both are, and the one kept copies least."""
+    eq, inputs, out, shapes, path = _greedy_network(30, 2, d_min=2, d_max=2)
+    wrt = tuple(range(len(inputs)))
+    ones = tuple((1,) * len(s) for s in shapes)
+    built = _counting(monkeypatch, "_tree_plan")
+    network.tree_plan.cache_clear()
+    try:
+        plan = network.tree_plan(inputs, out, ones, path, wrt)
+        assert plan.copies == 0 and len(built) == 1
+        built.clear()
+        plan = network.tree_plan(inputs, out, shapes, path, wrt)
+        assert len(built) == 2 and {args[-1] for args in built} == {True, False}
+        other = network._tree_plan(inputs, out, shapes, path, wrt, False)
+        assert plan.copies > 0 and plan.copies <= other.copies
+    finally:
+        network.tree_plan.cache_clear()  # the next tests plan with the real functions
+    ops = [np.ones(s) for s in ones]
+    value, grads = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), argnums=wrt)(*ops)
+    assert_close(value, oe.contract(eq, *ops))
+    for g, x in zip(grads, ops):  # every operand's environment: the product of the others, 1
+        assert_close(g, np.ones_like(x))
+
+
+def test_each_pullback_plans_each_candidate_order_once(monkeypatch):
+    """A pullback weighs the orders it may write its cotangent in (the product's own, the
+    operand's, the one the operand lies in) by planning each one's product: an order named
+    twice is planned once, and the one kept is not planned again. On a network of bond-1
+    tensors (every letter dropped, every order the same) that is one product per forward step
+    and one per pullback (it was four per pullback)."""
+    _, inputs, out, shapes, path = _greedy_network(30, 3, d_min=2, d_max=2)
+    ones = tuple((1,) * len(s) for s in shapes)
+    products = _counting(monkeypatch, "_product")
+    network.tree_plan.cache_clear()
+    try:
+        plan = network.tree_plan(inputs, out, ones, path, tuple(range(len(inputs))))
+    finally:
+        network.tree_plan.cache_clear()
+    assert len(plan.forward) == len(path) and len(plan.backward) == 2 * len(path)
+    assert len(products) == len(plan.forward) + len(plan.backward)
+
+
 def test_a_jitted_network_gradient_makes_no_numpy_call_per_operand_for_sizes(monkeypatch):
     """The per-call work of a planned tree is its products: the gradient blocks are sized
     with Python arithmetic (`math.prod`), not one `np.prod` call (~3 us each) per operand

@@ -162,7 +162,8 @@ def _lower_einsum(params: Params, shapes: Sequence[Shape]) -> Callable[..., Any]
     """The einsum as a function of its arrays with every plan made now (for `einad.jit`).
 
     The plans are numpy's (`executor._pair_plan`; three or more operands: `network.forward_plan`,
-    the very plan eager einsum runs): `einad.jit` lowers the programs of numpy arrays only (other libraries' programs call `_einsum_impl`). Should a lowered function
+    the very plan eager einsum runs): `einad.jit` lowers the programs of numpy arrays only
+    (other libraries' programs call `_einsum_impl`). Should a lowered function
     meet anything but numpy arrays (another library's, or a numpy scalar an earlier step
     returned), it hands them to `_einsum_impl`: one type check per call.
     """
@@ -200,6 +201,10 @@ def _path(
     memory_limit: MemoryLimit,
 ) -> Path:
     """opt_einsum's explicit path for the contraction (an explicit `optimize` is itself)."""
+    if isinstance(optimize, tuple) and _fits(inputs, output, shapes, optimize):
+        # as opt_einsum hands it back, without its costing of every step (a 1,000-tensor
+        # network's path: a quarter of a second)
+        return tuple(tuple(int(i) for i in p) for p in optimize)
     text = ",".join(inputs) + "->" + output
     try:
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize=optimize, memory_limit=memory_limit)
@@ -211,6 +216,35 @@ def _path(
     except RuntimeError:  # e.g. 'dp' finds no path when an operand is empty
         path, _ = oe.contract_path(text, *shapes, shapes=True, optimize="greedy", memory_limit=memory_limit)
     return tuple(tuple(int(i) for i in p) for p in path)
+
+
+def _fits(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> bool:
+    """Whether opt_einsum would take the explicit `path` for the contraction without an error:
+    each operand's letters as many as its axes, a letter's sizes equal (or 1), the output's
+    letters once each and all from the operands, no character opt_einsum's parser reads
+    specially, and each step's positions distinct and in range, down to one operand.
+    (Otherwise `_path` asks opt_einsum, which raises its own error.)"""
+    size: dict[str, int] = {}
+    for term, shape in zip(inputs, shapes):
+        if len(term) != len(shape):
+            return False
+        for c, d in zip(term, shape):
+            had = size.setdefault(c, d)
+            if had == 1:
+                size[c] = d  # (opt_einsum's rule: a size 1 gives way to the next one)
+            elif d not in (1, had):
+                return False
+    text = "".join(inputs) + output
+    if len(inputs) != len(shapes) or any(c in text for c in "-.> ,"):
+        return False
+    if len(set(output)) != len(output) or any(c not in size for c in output):
+        return False
+    left = len(inputs)
+    for step in path:
+        if not step or len(set(step)) != len(step) or not all(type(i) is int and 0 <= i < left for i in step):
+            return False
+        left -= len(step) - 1
+    return left == 1
 
 
 @functools.lru_cache(maxsize=4096)

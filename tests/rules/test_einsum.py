@@ -723,3 +723,37 @@ def test_two_libraries_refused(lib):
         pytest.skip("needs a second library")
     with pytest.raises(TypeError, match=r"numpy.*" + ("dask" if lib.name == "dask" else lib.name)):
         ea.einsum("i,i->", np.ones(3), lib.asarray(np.ones(3)))
+
+
+def test_an_explicit_path_is_taken_without_opt_einsums_costing(monkeypatch):
+    """An explicit path that fits its contraction is the plan as it is: opt_einsum's
+    `contract_path` (which costs every step: a quarter of a second for a 1,000-tensor
+    network's path) is not asked, and the path is what it would hand back. One that does not
+    fit (a step past the operands, sizes that disagree) is still opt_einsum's to refuse."""
+    import opt_einsum as oe
+
+    from einad.rules import einsum as einsum_rules
+
+    inputs, output = ("ab", "bc", "cd", "de"), "ae"
+    shapes = ((2, 3), (3, 4), (4, 1), (5, 2))  # (d: size 1 next to 5, a broadcast)
+    path = ((2, 3), (0, 1), (0, 1))
+    expected, _ = oe.contract_path("ab,bc,cd,de->ae", *shapes, shapes=True, optimize=path)
+    asked = []
+    real = oe.contract_path
+    monkeypatch.setattr(oe, "contract_path", lambda *a, **k: asked.append(a) or real(*a, **k))
+    einsum_rules._path.cache_clear()
+    assert einsum_rules._path(inputs, output, shapes, path, None) == tuple(map(tuple, expected))
+    assert asked == []
+    x = [np.random.default_rng(i).standard_normal(s) for i, s in enumerate(shapes)]
+    np.testing.assert_allclose(
+        ea.einsum("ab,bc,cd,de->ae", *x, optimize=list(path)), np.einsum("ab,bc,cd,de->ae", *x), rtol=1e-12
+    )
+    assert asked == []
+    for bad_path, bad_shapes in [
+        (((0, 4), (0, 1), (0, 1)), shapes),
+        (path, ((2, 3), (3, 4), (3, 1), (5, 2))),
+    ]:
+        with pytest.raises((ea.EinsumError, IndexError)):
+            einsum_rules._path(inputs, output, bad_shapes, bad_path, None)
+    assert len(asked) == 2
+    einsum_rules._path.cache_clear()

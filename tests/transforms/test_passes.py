@@ -1037,6 +1037,84 @@ def test_optimize_reaches_a_fixed_point():
         assert str(passes.optimize(once)) == str(once)
 
 
+def _optimized_by_text(graph, max_rounds=8):
+    """`optimize` as it was first written: a round's program printed whole and compared."""
+    for _ in range(max_rounds):
+        new = graph
+        for p in passes.PIPELINE:
+            new = p(new)
+        if str(new) == str(graph):
+            return new
+        graph = new
+    return graph
+
+
+def _wide_network_grad_graph(n):
+    """The gradient of every operand of a ring of `n` tensors along an explicit path: one
+    einsum_vg equation of `n` operands, and an unpack per gradient."""
+    syms = [chr(0x4E00 + i) for i in range(n)]
+    eq = ",".join(syms[i] + syms[(i + 1) % n] for i in range(n)) + "->"
+    path = [(0, 1)] * (n - 1)
+    f = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), argnums=tuple(range(n)))
+    return ea.make_graph(f)(*[np.ones((2, 2))] * n)
+
+
+@pytest.mark.parametrize("make", [*PROGRAMS.values(), lambda: _wide_network_grad_graph(12)])
+def test_optimize_stops_where_the_printed_program_stops_changing(make):
+    """The fixed-point test compares the equations the passes rebuilt (the others are the same
+    objects), not the whole program printed: the same rounds give the same program."""
+    g = make()
+    assert str(passes.optimize(g)) == str(_optimized_by_text(g))
+
+
+def test_optimize_prints_no_equation_it_left_alone(monkeypatch):
+    """Optimizing a staged network's gradient (one wide einsum_vg, its unpacks) prints no
+    equation: the first round drops some (programs of different lengths), the second leaves
+    every equation the same object."""
+    g = _wide_network_grad_graph(30)
+    printed = []
+    real = Equation.__str__
+    monkeypatch.setattr(Equation, "__str__", lambda e: printed.append(e) or real(e))
+    out = passes.optimize(g)
+    assert printed == []
+    assert ops(out)["einsum_vg"] == 1 and len(out.equations) < len(g.equations)
+
+
+def test_a_walk_that_renames_nothing_reads_no_operand(monkeypatch):
+    """`rewrite` renames an equation's operands only once something was renamed: a walk over a
+    wide einsum that keeps every equation looks up none of its operands' names."""
+    g = _wide_network_grad_graph(30)
+    looked = []
+    real = passes._Rewriter.atom
+    monkeypatch.setattr(passes._Rewriter, "atom", lambda rw, a: looked.append(a) or real(rw, a))
+    out = passes.rewrite(g, lambda e, rw: None)
+    assert all(a is b for a, b in zip(out.equations, g.equations))
+    assert len(looked) == len(g.outputs)  # (the outputs, looked up once as the program is made)
+
+
+def test_params_key_reads_a_wide_einsums_subscripts_at_once(monkeypatch):
+    """`cse`'s key of an einsum's parameters takes its subscripts, path and operand numbers as
+    they are (strings, ints, tuples of ints compare as their typed keys would): as many
+    `params_key` calls for 30 operands as for 3; and what the typed keys tell apart stays apart."""
+
+    def calls(n):
+        e = next(e for e in _wide_network_grad_graph(n).equations if e.op == "einsum_vg")
+        counted = []
+        real = passes.params_key
+        monkeypatch.setattr(passes, "params_key", lambda v: counted.append(v) or real(v))
+        passes.equation_key(e)
+        monkeypatch.setattr(passes, "params_key", real)
+        return len(counted)
+
+    assert calls(30) == calls(3)
+    key = passes.params_key
+    assert key(("ab", "bc")) == key(("ab", "bc")) != key(["ab", "bc"])
+    assert key(((0, 1), (0, 1))) == key(((0, 1), (0, 1)))
+    assert key((1, 2)) != key((True, 2)) and key(((1, 0),)) != key(((True, 0),))
+    assert key((1, 2)) != key((1.0, 2)) and key(("1", 2)) != key((1, 2))
+    assert key(((0, 1), (0, 1))) != key(((0, 1), [0, 1]))
+
+
 def test_optimized_programs_still_differentiate():
     """run_graph binds every primitive again: the optimized program is a function einad can differentiate."""
     g = passes.optimize(trace_grad_graph())
