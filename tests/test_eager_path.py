@@ -686,3 +686,36 @@ def test_the_quiet_rules_fall_back_to_np_errstate_without_numpys_state_variable(
         assert np.geterr()["divide"] == "raise"
     assert np.isinf(t) and np.isinf(g[0]) and g[1] == 0.25
     assert np.geterr() == before
+
+
+# -- issue 25, the eager HVP: softplus' from its value, and the second-order lanes --------------
+
+
+def test_softplus_reads_its_slope_off_its_value_exactly():
+    """softplus'(x) = sigmoid(x) is computed from the forward's softplus(x) = y as -expm1(-y) on
+    numpy values: the stable sigmoid (`elementwise._sigmoid`, ten passes) is not called by a
+    gradient or a JVP, and the slope is exact across float64's range (where x is very negative,
+    y ~ e^x and ``1 - exp(-y)`` would be 0; 1 at +inf, 0 at -inf).
+
+    Kills: softplus's derivative as ``sigmoid(x)`` (a `_sigmoid` call per gradient and JVP), or as
+    ``1 - exp(-y)`` (0 below x = -37)."""
+    x = np.concatenate([np.linspace(-708.0, 745.0, 2001), -np.logspace(-300, 2.8, 200)])
+    x = np.concatenate([x, -x[-200:], [0.0, np.inf, -np.inf]])
+    e = np.exp(-np.abs(x))  # the closed form, each branch where it does not overflow
+    expected = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    g, seen = calls(lambda: ea.grad(lambda x: ea.sum(ea.softplus(x)))(x))
+    np.testing.assert_allclose(g, expected, rtol=1e-15, atol=0)
+    assert seen["_sigmoid"] == 0, seen["_sigmoid"]
+    (_, t), seen = calls(lambda: ea.jvp(ea.softplus, (x,), (np.full_like(x, 2.0),)))
+    np.testing.assert_allclose(t, 2 * expected, rtol=1e-15, atol=0)
+    assert seen["_sigmoid"] == 0, seen["_sigmoid"]
+    # traced values take sigmoid(x), one operation whose own derivative is cheap: second
+    # derivatives as the closed form sigmoid(x) (1 - sigmoid(x))
+    z = np.linspace(-30.0, 30.0, 13)
+    s = 1 / (1 + np.exp(-z))
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):
+        (hv,) = ea.hvp(lambda x: ea.sum(ea.softplus(x)), (z,), (np.ones_like(z),), mode=mode)
+        assert_close(hv, s * (1 - s), rtol=1e-13)
+    zs = np.linspace(-3.0, 3.0, 7)  # the gradient itself against central differences
+    assert ea.gradcheck(ea.grad(lambda x: ea.sum(ea.softplus(x) ** 2)), zs)
+
