@@ -22,7 +22,7 @@ from ..aliases import Axis, Shape
 from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, strip
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import sum_axes, sum_raw
-from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
+from .elementwise import PRIMITIVES, apply2, compare, conj, exp, log, real, sqrt
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
 from .structural import broadcast_raw, where_raw
 
@@ -198,7 +198,7 @@ def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
 def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))  # (once, for the sum and the count)
-    return bind(_divide, (sum_axes(x, shape, axes, keepdims), _count(shape, axes)), {})
+    return apply2("divide", sum_axes(x, shape, axes, keepdims), _count(shape, axes))
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
