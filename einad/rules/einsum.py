@@ -45,7 +45,24 @@ import opt_einsum as oe
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
-from ..core import LOOP, Aliasing, Params, Primitive, Staged, Structured, Tensor, Value, bind, declare, strip
+from ..core import (
+    IMPERATIVE,
+    LOOP,
+    Aliasing,
+    Params,
+    Primitive,
+    ReverseTrace,
+    Staged,
+    Structured,
+    Tensor,
+    Trace,
+    Value,
+    bind,
+    declare,
+    grad_enabled,
+    record,
+    strip,
+)
 from ..errors import EinsumError
 from ..executor import _expression, _pair, _pair_plan, _raw_step, _run_pair
 from ..network import forward as tree_forward
@@ -240,6 +257,52 @@ def _plan(
     return pairwise_steps(inputs, output, _path(inputs, output, shapes, optimize, memory_limit))
 
 
+def _recorded(operands: Sequence[Value], params: Params, trace: Trace) -> Tensor | None:
+    """The einsum of one or two `operands` (Tensors of `trace`, a live reverse trace, and numpy
+    arrays) recorded in `trace` as its `process` would, without `bind` and `process` (the eager
+    lane, as the elementwise operations'): numpy's contraction of numpy values; of values traced
+    by an enclosing transformation (a second order), their einsum (this lane again in a reverse
+    trace, else `bind`). None where it does not take them (another trace's Tensor, another
+    library's array, nothing to differentiate): `bind` then."""
+    vals: list[Any] = []
+    parents: list[Any] = []
+    needed: list[bool] = []
+    nested = False
+    for a in operands:
+        if type(a) is Tensor:
+            if a._trace is not trace:
+                return None
+            v = a._value
+            if type(v) is Tensor:
+                nested = True
+            elif type(v) is not np.ndarray:
+                return None
+            parents.append(a._node)
+            needed.append(a._node is not None)
+        elif type(a) is np.ndarray:
+            v = a
+            parents.append(None)
+            needed.append(False)
+        else:
+            return None
+        vals.append(v)
+    if True not in needed:
+        return None
+    if nested:
+        if trace.__class__ is not ReverseTrace:
+            return None
+        t = (vals[0] if type(vals[0]) is Tensor else vals[-1])._trace
+        out: Any = None
+        if t is not None and t.__class__ is ReverseTrace and not t.dead:
+            out = _recorded(vals, params, t)
+        if out is None:
+            out = bind(einsum_p, vals, params)
+    else:
+        out = _einsum_impl(*vals, **params)
+    kept, keep_ans = _einsum_keep(needed)
+    return record(out, trace, einsum_p, params, tuple(parents), needed, vals, out, kept, keep_ans)
+
+
 def traced_steps(
     inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], optimize: str | Path = "auto"
 ) -> Steps:
@@ -269,11 +332,26 @@ def contract(
         return operands[0]
     if len(operands) <= 2 and isinstance(optimize, (str, tuple)) and memory_limit is None:
         # one or two operands, a named strategy or a path: one equation, as below (the common case)
-        return bind(
-            einsum_p,
-            operands,
-            {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
-        )
+        params: Params = {
+            "inputs": inputs,
+            "output": output,
+            "optimize": optimize,
+            "memory_limit": memory_limit,
+        }
+        a = operands[0] if type(operands[0]) is Tensor else operands[-1]
+        if type(a) is np.ndarray and type(operands[0]) is np.ndarray:  # numpy arrays: what bind does
+            out: Value = _einsum_impl(*operands, **params)  # type: ignore[arg-type]
+            return out
+        trace = a._trace if type(a) is Tensor else None
+        if (  # a live reverse trace, or the imperative graph recording: the lane (`_recorded`)
+            trace is not None
+            and not trace.dead
+            and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+        ):
+            t = _recorded(operands, params, trace)
+            if t is not None:
+                return t
+        return bind(einsum_p, operands, params)
     shapes = tuple(shape_of(x) for x in operands)
     if not isinstance(optimize, (str, tuple)):
         optimize = object_path(optimize, inputs, output, shapes)
