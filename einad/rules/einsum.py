@@ -515,6 +515,18 @@ spread_p = Primitive("spread", _spread_impl)
 def spread(x: Value, src: str, dst: str, shape: Sequence[int]) -> Value:
     if src == dst:
         return x
+    if (
+        not src
+        and (type(x) is np.ndarray or isinstance(x, np.generic))
+        and x.shape == ()
+        and x.dtype.kind in "biufc"
+        and len(set(dst)) == len(dst)
+    ):
+        # a numpy number broadcast (the cotangent of a sum, of a mean): the read-only view with
+        # zero strides that numpy.broadcast_to makes, by ndarray's constructor (no Python frames)
+        out: np.ndarray = np.ndarray(tuple(shape), x.dtype, x, 0, (0,) * len(dst))
+        out.flags.writeable = False
+        return out
     return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
 
 

@@ -276,8 +276,15 @@ def _reverse(
     `Structured` and are not yet shaped as their input."""
     nums = _argnums(argnums, len(args))
     flat, td = tree_flatten([args[i] for i in nums])
-    values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
-    _same_library(values)
+    values = [
+        # (a floating-point numpy array, the common case, taken inline: every gradient call)
+        x
+        if type(x) is np.ndarray and x.dtype.kind in "fc"
+        else _diff_value(x, functools.partial(_where, nums, td, k))
+        for k, x in enumerate(flat)
+    ]
+    if len(values) > 1:
+        _same_library(values)
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
         out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
@@ -286,16 +293,18 @@ def _reverse(
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
         out, aux = out
-    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))) or (
-        dtype_of(out).kind not in "biufc"
-    ):
+    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))):
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
-    if shape_of(out) != ():
+    # (a Tensor's dtype and shape read once each: every gradient call checks its output)
+    kind, shape = (out.dtype.kind, out.shape) if type(out) is Tensor else (dtype_of(out).kind, shape_of(out))
+    if kind not in "biufc":
+        raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
+    if shape != ():
         raise TypeError(
-            f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
+            f"grad needs a function with a scalar output, got shape {shape}; "
             "use einad.vjp or einad.jacrev for non-scalar outputs"
         )
-    if out.dtype.kind == "c" if type(out) is Tensor else dtype_of(out).kind == "c":
+    if kind == "c":
         raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
