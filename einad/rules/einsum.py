@@ -36,7 +36,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -51,6 +51,7 @@ from ..core import (
     Aliasing,
     Params,
     Primitive,
+    QuietRules,
     ReverseTrace,
     Staged,
     Structured,
@@ -703,16 +704,28 @@ class Pending(Structured):
         """
         ins = (*self.inputs, self.output)
         ops = [*self.operands, v]
-        fixed: list[int] = []
-        moving: list[int] = []
-        for k, x in enumerate(ops):
-            (moving if _varies(x) else fixed).append(k)
+        fixed_ins: list[str] = []
+        fixed: list[Any] = []
+        moving_ins: list[str] = []
+        moving: list[Any] = []
+        for s, x in zip(ins, ops):  # (loops, not comprehensions: every reverse-over-reverse HVP)
+            t = x._trace if type(x) is Tensor else None
+            if t is not None and t.kind in ("reverse", "forward"):  # (`_varies`, inline)
+                moving_ins.append(s)
+                moving.append(x)
+            else:
+                fixed_ins.append(s)
+                fixed.append(x)
         if len(fixed) < 2 or not moving:
             return contract(ins, "", ops, self.optimize if len(ops) <= 2 else "auto")
-        wanted = "".join([ins[k] for k in moving])
-        kept = unique("".join([c for k in fixed for c in ins[k] if c in wanted]))
-        small = contract(tuple([ins[k] for k in fixed]), kept, [ops[k] for k in fixed])
-        return contract((*[ins[k] for k in moving], kept), "", [*[ops[k] for k in moving], small])
+        wanted = "".join(moving_ins)
+        kept = ""
+        for s in fixed_ins:
+            for c in s:
+                if c in wanted and c not in kept:
+                    kept += c
+        small = contract(tuple(fixed_ins), kept, fixed)
+        return contract((*moving_ins, kept), "", [*moving, small])
 
 
 def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
@@ -726,15 +739,22 @@ def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
 _defer = threading.local()
 
 
-class deferring:
-    """While on (this thread), einsum's VJP returns `Pending` cotangents (see `Pending`)."""
+class deferring(QuietRules):
+    """The context of a lazy reverse pass: while on (this thread), einsum's VJP returns `Pending`
+    cotangents (see `Pending`), and the rules run quiet (`QuietRules`: one context for both)."""
+
+    __slots__ = ("saved",)
 
     def __enter__(self) -> None:
+        QuietRules.__enter__(self)
         self.saved = getattr(_defer, "on", False)
         _defer.on = True
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         _defer.on = self.saved
+        QuietRules.__exit__(self, typ, exc, tb)
 
 
 # -- the rules ------------------------------------------------------------------------

@@ -127,6 +127,15 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     A top-level gradient is a writable array of its own: one whose memory is in
     `taken` (ids of buffers already returned, or the caller's cotangents) is copied.
     """
+    if type(g) is np.ndarray and type(like) is np.ndarray and g.shape == like.shape and g.dtype == like.dtype:
+        # (numpy's gradient of a numpy input, the common case, inline: every gradient call)
+        base = g
+        while type(base.base) is np.ndarray:  # (`_buffer`)
+            base = base.base
+        if not g.flags.writeable or id(base) in taken:
+            g = base = np.array(g)
+        taken.add(id(base))
+        return g
     shape, dt = shape_of(like), dtype_of(like)
     if g is None:
         g = arrays.zeros(strip(like), shape, dt)
@@ -517,11 +526,27 @@ def _inner_with(grads: list[tuple[Any, Any]], tangents: Sequence[Any]) -> float 
     tangent inside the contraction (`einsum.Pending.inner`), so the gradient itself is never
     formed (reverse over reverse reads only this inner product)."""
     total: Any = None
-    for (g, like), t in zip(grads, tree_flatten(list(tangents))[0]):
+    flat = tangents  # (numpy arrays, the common case, are their own leaves: no tree_flatten)
+    for t in tangents:
+        if type(t) is not np.ndarray:
+            flat = tree_flatten(list(tangents))[0]
+            break
+    for (g, like), t in zip(grads, flat):
         term: Any
         if g is None:
             continue
         if type(g) is Pending:
+            r = like
+            while type(r) is Tensor:
+                r = r._value
+            if type(t) is np.ndarray and type(r) is np.ndarray:  # (numpy's tangent of a numpy input)
+                if t.shape != r.shape:
+                    raise ValueError(f"tangent has shape {t.shape} but its primal has shape {r.shape}")
+                term = g.inner(t)
+                if g.dtype.kind == "c" or t.dtype.kind == "c":
+                    term = real(term)
+                total = term if total is None else total + term
+                continue
             term = g.inner(t if traced(t) else _in_library_of(like, strip(t)))
             if dtype_of(term).kind == "c":
                 term = real(term)
@@ -776,7 +801,7 @@ def backward_pass(
     reached = []
     push, pop, add = heapq.heappush, heapq.heappop, np.add
     # the rules run quietly (see QuietRules); with `lazy_leaves`, einsum's VJP defers
-    with QuietRules(), deferring() if lazy_leaves else _NO_CONTEXT:
+    with deferring() if lazy_leaves else QuietRules():
         while heap:
             node = pop(heap)[1]
             g = cts.pop(node)
@@ -822,9 +847,6 @@ def backward_pass(
                 else:
                     send(p, c)
     return reached
-
-
-_NO_CONTEXT = nullcontext()
 
 
 def _freed(name: str) -> RuntimeError:
