@@ -49,6 +49,7 @@ from ..core import (
     IMPERATIVE,
     LOOP,
     Aliasing,
+    Meta,
     Params,
     Primitive,
     QuietRules,
@@ -106,7 +107,10 @@ def _einsum_impl(
     memory_limit: MemoryLimit = None,
 ) -> Any:
     try:
-        xp = namespace(*arrays)
+        if len(arrays) <= 2 and type(arrays[0]) is np.ndarray and type(arrays[-1]) is np.ndarray:
+            xp = np  # (one or two numpy arrays, the eager common case: `namespace` not asked)
+        else:
+            xp = namespace(*arrays)
     except TypeError:  # 0-d numpy arrays (a number jit cast) among another library's: numbers
         arrays = tuple(a[()] if type(a) is np.ndarray and a.ndim == 0 else a for a in arrays)
         xp = namespace(*arrays)
@@ -728,12 +732,16 @@ class Pending(Structured):
         return contract((*moving_ins, kept), "", [*moving, small])
 
 
-def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
+def _one_dtype(values: Sequence[Any], dt: np.dtype[Any]) -> bool:
     """Whether every value is of dtype `dt` (a pending cotangent needs no cast)."""
     for x in values:
-        if dtype_of(x) != dt:
+        if (x.dtype if type(x) in _SHAPED else dtype_of(x)) != dt:
             return False
     return True
+
+
+_SHAPED = frozenset({np.ndarray, Tensor, Meta})
+"""Values whose ``dtype`` is numpy's and ``shape`` a tuple (`dtype_of` and `shape_of` not asked)."""
 
 
 _defer = threading.local()
@@ -794,9 +802,11 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        dt = dtype_of(vals[k])
+        v = vals[k]  # (an array, a Tensor or a Meta: their own dtype and shape, read directly)
+        dt = v.dtype if type(v) in _SHAPED else dtype_of(v)
         if defer and kept == target and _one_dtype([g, *others], dt):
-            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k]), dt))
+            shape = v.shape if type(v) in _SHAPED else shape_of(v)
+            grads.append(Pending(ins, kept, [g, *others], opt, shape, dt))
             continue
         if ones and others:
             r = contract(ins[1:], kept, others, opt, mem)

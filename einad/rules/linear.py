@@ -243,8 +243,20 @@ def einsum(
         text, names, given = subscripts, (), operands
     else:
         text, names, given = einsum_arguments(subscripts, operands)
-    ops_ = _promote_weak([to_operand(x) for x in given])
-    spec = parse(text, tuple([shape_of(x) for x in ops_]), names)
+    ops_ = []
+    shapes = []
+    for x in given:  # (a loop, numpy arrays and traced Tensors inline: every eager einsum call)
+        if type(x) is np.ndarray and x.dtype.kind in "biufc":
+            shapes.append(x.shape)
+        else:
+            if type(x) is not Tensor or x._trace is None:
+                x = to_operand(x)
+            shapes.append(x.shape if type(x) is Tensor else shape_of(x))
+        ops_.append(x)
+    promoted = _promote_weak(ops_)
+    if promoted is not ops_:  # (numbers made arrays)
+        ops_, shapes = promoted, [shape_of(x) for x in promoted]
+    spec = parse(text, tuple(shapes), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             shape = shape_of(ops_[k])
