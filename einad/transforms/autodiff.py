@@ -284,7 +284,7 @@ def _reverse(
     With `lazy`, the cotangents are the reverse pass's own (``lazy_leaves``): they may be
     `Structured` and are not yet shaped as their input."""
     nums = _argnums(argnums, len(args))
-    flat, td = tree_flatten([args[i] for i in nums])
+    flat, td = tree_flatten(list(map(args.__getitem__, nums)))  # (the arguments picked without a frame)
     values = [
         # (a floating-point numpy array, the common case, taken inline: every gradient call)
         x
@@ -296,7 +296,10 @@ def _reverse(
         _same_library(values)
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
-        out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
+        new = list(args)  # (`_substitute`, inline: every gradient call)
+        for i, sub in zip(nums, tree_unflatten(td, boxed)):
+            new[i] = sub
+        out = f(*new, **kwargs)
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
