@@ -304,7 +304,8 @@ def _recorded(operands: Sequence[Value], params: Params, trace: Trace) -> Tensor
             out = bind(einsum_p, vals, params)
     else:
         out = _einsum_impl(*vals, **params)
-    kept, keep_ans = _einsum_keep(needed)
+    keep = _kept.get(tuple(needed))  # (`_einsum_keep`'s table, read inline)
+    kept, keep_ans = _einsum_keep(needed) if keep is None else keep
     return record(out, trace, einsum_p, params, tuple(parents), needed, vals, out, kept, keep_ans)
 
 
@@ -577,12 +578,15 @@ class Spread(Structured):
 
     __slots__ = ("dst", "dtype", "shape", "src", "x")
 
-    def __init__(self, x: Value, src: str, dst: str, shape: Shape) -> None:
+    def __init__(
+        self, x: Value, src: str, dst: str, shape: Shape, dtype: np.dtype[Any] | None = None
+    ) -> None:
+        """`dtype`: `x`'s, when the caller knows it."""
         self.x = x
         self.src = src
         self.dst = dst
         self.shape = shape
-        self.dtype = dtype_of(x)
+        self.dtype = dtype_of(x) if dtype is None else dtype
 
     def __repr__(self) -> str:
         return f"Spread({self.src or 'scalar'} -> {self.dst}, {self.shape}, {self.dtype})"
@@ -818,15 +822,19 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
                         break
         else:
             r = contract(ins, kept, [g] + others, opt, mem)
-        if (r.dtype if type(r) is np.ndarray else dtype_of(r)) != dt:
+        rt = type(r)  # (arrays, Tensors and numpy scalars: their dtypes read directly)
+        if (r.dtype if rt in _SHAPED or isinstance(r, np.generic) else dtype_of(r)) != dt:  # type: ignore[union-attr]
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
+            rt = type(r)
         if kept == target:
             grads.append(r)
-        elif type(r) is not Tensor and xp_of(r) is not np:
+        elif (
+            rt is not Tensor and rt is not np.ndarray and not isinstance(r, np.generic) and xp_of(r) is not np
+        ):
             # another library's plain array: dense (`Spread`'s in-place sums are numpy's)
             grads.append(_spread_any(r, kept, target, shape_of(vals[k])))
         else:
-            grads.append(Spread(r, kept, target, shape_of(vals[k])))
+            grads.append(Spread(r, kept, target, v.shape if type(v) in _SHAPED else shape_of(v), dt))
     return grads
 
 

@@ -87,6 +87,10 @@ def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
     return v
 
 
+_DIFFERENTIATING = frozenset({ReverseTrace, ForwardTrace})
+"""The traces whose Tensors a transformation takes as they are (`traced`, `_diff_value`)."""
+
+
 def _same_library(values: Sequence[Any]) -> None:
     """TypeError naming both libraries when `values` hold arrays of two."""
     if len(values) > 1:
@@ -286,15 +290,17 @@ def _reverse(
     nums = _argnums(argnums, len(args))
     flat, td = tree_flatten(list(map(args.__getitem__, nums)))  # (the arguments picked without a frame)
     values = [
-        # (a floating-point numpy array, the common case, taken inline: every gradient call)
+        # (a floating-point numpy array, or a Tensor of a differentiating trace: the common cases,
+        # taken inline: every gradient call, and an HVP's inner one)
         x
-        if type(x) is np.ndarray and x.dtype.kind in "fc"
+        if (type(x) is np.ndarray and x.dtype.kind in "fc")
+        or (type(x) is Tensor and x._trace.__class__ in _DIFFERENTIATING and x.dtype.kind in "fc")
         else _diff_value(x, functools.partial(_where, nums, td, k))
         for k, x in enumerate(flat)
     ]
     if len(values) > 1:
         _same_library(values)
-    with tracing(ReverseTrace()) as trace:
+    with ReverseTrace() as trace:  # (`tracing`'s context, without the call)
         boxed = [box(v, trace) for v in values]
         new = list(args)  # (`_substitute`, inline: every gradient call)
         for i, sub in zip(nums, tree_unflatten(td, boxed)):
