@@ -60,6 +60,17 @@ Partial: TypeAlias = int | Callable[..., Any]
 
 
 def _sigmoid(x: npt.ArrayLike) -> Any:
+    if type(x) is np.ndarray and x.dtype.kind == "f" and x.ndim:
+        # 1 / (1 + e) where x >= 0, else e / (1 + e), with e = exp(-|x|) (exact at any magnitude):
+        # six passes, in place where they can be, and the numerator picked by a maximum
+        # (max(e, 1) = 1, max(e, 0) = e) rather than `np.where` (its Python dispatcher, two more
+        # passes and two more arrays)
+        e = np.abs(x)
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        d = np.add(e, 1.0)
+        np.maximum(e, x >= 0, out=e)
+        return np.divide(e, d, out=d)
     x = np.asarray(x)
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))
