@@ -313,8 +313,17 @@ def _reverse(
         out, aux = out
     if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))):
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
-    # (a Tensor's dtype and shape read once each: every gradient call checks its output)
-    kind, shape = (out.dtype.kind, out.shape) if type(out) is Tensor else (dtype_of(out).kind, shape_of(out))
+    # (every gradient call checks its output: the numpy value beneath differentiating traces read
+    # directly, else a Tensor's dtype and shape once each)
+    v = out._value if type(out) is Tensor and out._trace is trace else None
+    while type(v) is Tensor and v._trace.__class__ in _DIFFERENTIATING and not v._trace.dead:
+        v = v._value
+    if type(v) is np.ndarray or isinstance(v, np.generic):
+        kind, shape = v.dtype.kind, v.shape
+    elif type(out) is Tensor:
+        kind, shape = out.dtype.kind, out.shape
+    else:
+        kind, shape = dtype_of(out).kind, shape_of(out)
     if kind not in "biufc":
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
     if shape != ():
@@ -326,7 +335,12 @@ def _reverse(
         raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
-        seed = [ones_like(out._value)]
+        # the seed: numpy's one beneath differentiating traces (`ones_like`'s, inline)
+        seed = [
+            np.array(1, dtype=v.dtype)
+            if type(v) is np.ndarray or isinstance(v, np.generic)
+            else ones_like(out._value)
+        ]
         cts = {id(n): g for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy)}
     return trace, out, aux, td, boxed, cts
 
@@ -806,7 +820,11 @@ def backward_pass(
             heapq.heappush(heap, (-node.seq, node))
 
     for node, s in zip(outs, seeds):
-        send(node, s)
+        if node in cts:
+            send(node, s)
+        else:  # (`send`'s first cotangent, inline)
+            cts[node] = s
+            heapq.heappush(heap, (-node.seq, node))
     reached = []
     push, pop, add = heapq.heappush, heapq.heappop, np.add
     # the rules run quietly (see QuietRules); with `lazy_leaves`, einsum's VJP defers
