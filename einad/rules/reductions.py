@@ -202,7 +202,8 @@ def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
             letters = _ALL.get(len(shape))
             if letters is None:
                 letters = _ALL[len(shape)] = "".join(fresh_symbols(set(), len(shape)))
-            return wrap(apply2("divide", contract((letters,), "", [x]), math.prod(shape)))
+            out = apply2("divide", contract((letters,), "", [x]), math.prod(shape))
+            return out if type(out) is Tensor else wrap(out)
     return wrap(_mean_raw(_inexact(x), axis, keepdims))
 
 

@@ -264,7 +264,10 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, lazy=False)
         taken: set[int] = set()
-        grads = tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed])
+        flat = []
+        for b in boxed:  # (a loop: every gradient call)
+            flat.append(_grad_out(cts.get(id(b._node)), b._value, taken))
+        grads = tree_unflatten(td, flat)
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
         value = _out(value_of(out, trace))
         if has_aux:
@@ -287,21 +290,30 @@ def _reverse(
     differentiated leaves' treedef, their boxes, each reached box's cotangent by node id).
     With `lazy`, the cotangents are the reverse pass's own (``lazy_leaves``): they may be
     `Structured` and are not yet shaped as their input."""
-    nums = _argnums(argnums, len(args))
+    # (loops, not comprehensions, and the common argnums inline: every gradient call comes here)
+    if type(argnums) is int and 0 <= argnums < len(args):
+        nums: tuple[int, ...] = (argnums,)
+    elif type(argnums) is tuple and argnums == tuple(range(len(args))):  # (an HVP's passes)
+        nums = argnums
+    else:
+        nums = _argnums(argnums, len(args))
     flat, td = tree_flatten(list(map(args.__getitem__, nums)))  # (the arguments picked without a frame)
-    values = [
-        # (a floating-point numpy array, or a Tensor of a differentiating trace: the common cases,
-        # taken inline: every gradient call, and an HVP's inner one)
-        x
-        if (type(x) is np.ndarray and x.dtype.kind in "fc")
-        or (type(x) is Tensor and x._trace.__class__ in _DIFFERENTIATING and x.dtype.kind in "fc")
-        else _diff_value(x, functools.partial(_where, nums, td, k))
-        for k, x in enumerate(flat)
-    ]
+    values: list[Any] = []
+    for k, x in enumerate(flat):
+        # a floating-point numpy array, or a Tensor of a differentiating trace (an HVP's inner
+        # gradient), taken as it is; anything else checked by `_diff_value`
+        if (type(x) is np.ndarray and x.dtype.kind in "fc") or (
+            type(x) is Tensor and x._trace.__class__ in _DIFFERENTIATING and x.dtype.kind in "fc"
+        ):
+            values.append(x)
+        else:
+            values.append(_diff_value(x, functools.partial(_where, nums, td, k)))
     if len(values) > 1:
         _same_library(values)
     with ReverseTrace() as trace:  # (`tracing`'s context, without the call)
-        boxed = [box(v, trace) for v in values]
+        boxed = []
+        for value in values:
+            boxed.append(box(value, trace))
         new = list(args)  # (`_substitute`, inline: every gradient call)
         for i, sub in zip(nums, tree_unflatten(td, boxed)):
             new[i] = sub
@@ -315,7 +327,7 @@ def _reverse(
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
     # (every gradient call checks its output: the numpy value beneath differentiating traces read
     # directly, else a Tensor's dtype and shape once each)
-    v = out._value if type(out) is Tensor and out._trace is trace else None
+    v: Any = out._value if type(out) is Tensor and out._trace is trace else None
     while type(v) is Tensor and v._trace.__class__ in _DIFFERENTIATING and not v._trace.dead:
         v = v._value
     if type(v) is np.ndarray or isinstance(v, np.generic):
@@ -341,7 +353,8 @@ def _reverse(
             if type(v) is np.ndarray or isinstance(v, np.generic)
             else ones_like(out._value)
         ]
-        cts = {id(n): g for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy)}
+        for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy):
+            cts[id(n)] = g
     return trace, out, aux, td, boxed, cts
 
 
@@ -511,7 +524,10 @@ def _lazy_grads(f: Callable[..., Any], args: Sequence[Any]) -> tuple[TreeDef, li
     dtype than its input (`_grad_out` makes it one)."""
     every = tuple(range(len(args)))
     _, _, _, td, boxed, cts = _reverse(f, every, False, tuple(args), {}, lazy=True)
-    return td, [(cts.get(id(b._node)), b._value) for b in boxed]
+    pairs = []
+    for b in boxed:
+        pairs.append((cts.get(id(b._node)), b._value))
+    return td, pairs
 
 
 def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -519,7 +535,10 @@ def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
     public wrappers (`grad`, `value_and_grad`) and the value they return."""
     _, _, _, td, boxed, cts = _reverse(f, tuple(range(len(args))), False, args, {}, lazy=False)
     taken: set[int] = set()
-    return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
+    grads = []
+    for b in boxed:
+        grads.append(_grad_out(cts.get(id(b._node)), b._value, taken))
+    return tuple(tree_unflatten(td, grads))
 
 
 def _hvp_forward_over_reverse(
