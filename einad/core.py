@@ -446,23 +446,26 @@ def record(
     VJP reads as the result). The values the VJP does not read (`keep_vals`, `keep_ans` False:
     a keep rule's answer) are kept as their `Meta`. The node, the Tensor and a numpy array's
     Meta are made here without calling their constructors: every operation a reverse trace
-    records comes through (the eager hot path); a Tensor's Meta is `_meta`'s."""
+    records comes through (the eager hot path), and so is that of a numpy scalar or of a Tensor
+    of an unbatched trace over a numpy array (a second order's); another Tensor's is `_meta`'s."""
     if keep_vals is not None and False in keep_vals:
         saved = []
         for v, keep in zip(vals, keep_vals):
             if not keep:
-                if type(v) is np.ndarray:
+                x = v._value if type(v) is Tensor and v._trace is not None and not v._trace.batched else v
+                if type(x) is np.ndarray or isinstance(x, np.generic):
                     m = _new(Meta)
-                    m.shape, m.dtype = v.shape, v.dtype
+                    m.shape, m.dtype = x.shape, x.dtype
                     v = m
                 else:
                     v = _meta(v)
             saved.append(v)
         vals = saved
     if not keep_ans:
-        if type(ans) is np.ndarray:
+        x = ans._value if type(ans) is Tensor and ans._trace is not None and not ans._trace.batched else ans
+        if type(x) is np.ndarray or isinstance(x, np.generic):
             m = _new(Meta)
-            m.shape, m.dtype = ans.shape, ans.dtype
+            m.shape, m.dtype = x.shape, x.dtype
             ans = m
         else:
             ans = _meta(ans)

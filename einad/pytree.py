@@ -234,6 +234,9 @@ class TreeDef:
 
 
 _LEAF = TreeDef(None)
+_FLAT: dict[tuple[Any, int], TreeDef] = {}
+"""The structure of a flat list or tuple of n leaves, by (type, n): made once (`_walk`), and
+rebuilt without `_build` (`tree_unflatten`)."""
 
 
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
@@ -258,12 +261,20 @@ def _walk(node: Any, leaves: list[Any]) -> TreeDef:
         return _LEAF
     if h is _TUPLE or h is _LIST:  # a sequence: its children of a known leaf type taken in place
         kids = []
+        flat = True
         for c in node:
             if type(c) in _leaf_types:
                 leaves.append(c)
                 kids.append(_LEAF)
             else:
-                kids.append(_walk(c, leaves))
+                k = _walk(c, leaves)
+                kids.append(k)
+                flat = flat and k is _LEAF
+        if flat:  # a flat sequence of leaves (a transformation's arguments): one structure per length
+            td = _FLAT.get((cls, len(kids)))
+            if td is None:
+                td = _FLAT[(cls, len(kids))] = TreeDef(cls, None, tuple(kids))
+            return td
         return TreeDef(cls, None, tuple(kids))
     children, aux = h.flatten(node)
     return TreeDef(cls, aux, tuple([_walk(c, leaves) for c in children]))
@@ -284,6 +295,8 @@ def tree_unflatten(treedef: TreeDef, leaves: Sequence[Any]) -> Any:
     """
     if len(leaves) != treedef._leaves:
         raise ValueError(f"the structure {treedef} has {treedef._leaves} leaves, got {len(leaves)}")
+    if _FLAT.get((treedef.node_type, treedef._leaves)) is treedef:  # (a flat list or tuple of leaves)
+        return list(leaves) if treedef.node_type is list else tuple(leaves)
     return _build(treedef, iter(leaves))
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad import core
+from einad import core, pytree
 from einad.errors import TracerError
 from einad.rules import elementwise
 from einad.transforms import autodiff
@@ -252,11 +252,11 @@ def logistic(w):
 
 def test_the_eager_hvp_of_case_8_costs_fewer_calls():
     """The logistic regression's HVP in each mode: value as by hand, and the Python frames made
-    (before issue 25's work: 711, 618 and 856; then 527, 469 and 580, then 430, 407 and 440; the
-    bounds leave 10% over today's 263, 272 and 325)."""
+    (before issue 25's work: 711, 618 and 856; then 527, 469 and 580, then 430, 407 and 440, then
+    264, 273 and 325; the bounds leave 5% over today's 153, 163 and 135)."""
     s = 1 / (1 + np.exp(YM * (XM @ WM)))
     expected = XM.T @ (s * (1 - s) * (YM * YM) / M * (XM @ VM))
-    bounds = {"fwd-over-rev": 289, "rev-over-fwd": 299, "rev-over-rev": 357}
+    bounds = {"fwd-over-rev": 160, "rev-over-fwd": 171, "rev-over-rev": 141}
     for mode, bound in bounds.items():
         ea.hvp(logistic, (WM,), (VM,), mode=mode)  # (first calls fill the caches)
         (hv,), seen = calls(lambda mode=mode: ea.hvp(logistic, (WM,), (VM,), mode=mode))
@@ -288,11 +288,14 @@ def test_the_seed_of_a_scalar_einsum_multiplies_nothing():
 def test_a_gradient_call_walks_its_arguments_once():
     """What every `grad` call pays around the function: the arguments ``[x]`` flattened with the
     leaf taken in place (one `_walk`; a sequence's children of a known leaf type make no call),
-    rebuilt the same way (one `_build` each for the boxes and the gradients), the leaf count read
-    off the structure (no `num_leaves` recursion), argnums checked inline (no `_is_int`) and
-    the scalar seed made by numpy's C constructor (no `numpy.ones` wrapper and its `copyto`).
+    its structure the one made once for a flat list of one leaf (no `TreeDef` constructor), and
+    rebuilt without `_build` (the boxes and the gradients: a flat list of leaves is the list
+    itself), the leaf count read off the structure (no `num_leaves` recursion), argnums checked
+    inline (no `_is_int`) and the scalar seed made by numpy's C constructor (no `numpy.ones`
+    wrapper and its `copyto`).
 
-    Kills: `pytree._walk`'s or `pytree._build`'s sequence branch (2 walks, 4 builds), `TreeDef`
+    Kills: `pytree._walk`'s sequence branch (2 walks) or its shared flat structures (a `TreeDef`
+    made per call), `tree_unflatten` building a flat list through `_build` (2 builds), `TreeDef`
     counting its leaves on every `tree_unflatten`, `_argnums` without its inline check of an int
     or a tuple of ints in range (an `_is_int` per element), `arrays.ones` going through ``np.ones``
     for a scalar."""
@@ -302,13 +305,23 @@ def test_a_gradient_call_walks_its_arguments_once():
     out, seen = calls(lambda: g(X))
     assert_close(out, np.tanh(X) + X * (1 - np.tanh(X) ** 2))
     counts = {k: seen[k] for k in ("_walk", "_build", "num_leaves", "_is_int", "copyto")}
-    assert counts == {"_walk": 1, "_build": 2, "num_leaves": 0, "_is_int": 0, "copyto": 0}, counts
+    assert counts == {"_walk": 1, "_build": 0, "num_leaves": 0, "_is_int": 0, "copyto": 0}, counts
+    assert frames_of(lambda: g(X), pytree.TreeDef.__init__.__code__)[1] == [0]
     # structures other than a flat sequence still round-trip through the same walk
     tree = {"a": [X, (W, None)], "b": X[:2]}
     leaves, td = ea.tree_flatten(tree)
     assert len(leaves) == 3 and td.num_leaves == 3
     back = ea.tree_unflatten(td, leaves)
     assert back["a"][1][1] is None and back["a"][1][0] is W and isinstance(back["a"], list)
+    # flat sequences: one shared structure per type and length, rebuilt as a new sequence
+    ta, tb = ea.tree_flatten([X, W])[1], ea.tree_flatten([W, 1.0])[1]
+    assert ta is tb and ta != ea.tree_flatten((X, W))[1] and ta != ea.tree_flatten([X])[1]
+    rebuilt = ea.tree_unflatten(ta, (W, X))
+    assert type(rebuilt) is list and rebuilt[0] is W and rebuilt[1] is X
+    assert ea.tree_unflatten(ea.tree_flatten((X, W))[1], [1, 2]) == (1, 2)
+    with pytest.raises(ValueError, match="has 2 leaves, got 3"):
+        ea.tree_unflatten(ta, [X, X, X])
+    assert ea.tree_flatten([X, [W]])[1] != ta and repr(ta) == "[*, *]"
 
 
 def test_nested_rules_do_not_ask_a_numpy_operand_for_its_library():
@@ -640,12 +653,15 @@ def test_the_reverse_modes_of_hvp_take_their_gradient_without_the_public_wrapper
 
 def test_a_mean_reads_its_axes_once_and_sums_with_numpys_kernel():
     """`mean` normalizes its axes once for the sum and the count and divides by the count with
-    the primitive (no public operation, no operand conversion); a one-operand einsum runs numpy's
+    the primitive (no public operation, no operand conversion); the mean of all of a float array
+    or traced Tensor (a loss) reads its shape and dtype once and normalizes no axes (no
+    `_inexact`, `_mean_raw`, `sum_axes`, `_count`); a one-operand einsum runs numpy's
     einsum kernel without its Python wrapper (`einsumfunc.einsum` and its dispatcher); a 0-d
     cotangent or tangent multiplies without asking whether it is one (`_is_ones`), and a numpy
     scalar cotangent of its operand's shape and dtype is passed on as it is.
 
-    Kills: `_mean_raw` through `sum_raw` and ``/`` (two `normalize_axes`, an `op`), the
+    Kills: `_mean_raw` through `sum_raw` and ``/`` (two `normalize_axes`, an `op`), `mean`
+    without its whole-array case (`_inexact`, `_mean_raw`, `sum_axes`, `_count`), the
     one-operand `_einsum_impl` calling ``np.einsum``, `_times` checking a 0-d value for ones, the
     binary VJP sending a numpy scalar cotangent of the operand's shape through `sum_to_shape`."""
     g = ea.grad(lambda x: ea.mean(ea.tanh(x) * 2.0))
@@ -654,10 +670,13 @@ def test_a_mean_reads_its_axes_once_and_sums_with_numpys_kernel():
     assert_close(out, 2 * (1 - np.tanh(X) ** 2) / 8)
     # (tanh and * are the only public operations: the division is the primitive; the one
     # `_is_ones` asks of the broadcast cotangent 1/8 that reaches *, the 0-d seed is not asked)
-    expected = {"normalize_axes": 1, "op": 2, "einsum": 0, "_einsum_dispatcher": 0, "_is_ones": 1}
+    expected = {"normalize_axes": 0, "op": 2, "einsum": 0, "_einsum_dispatcher": 0, "_is_ones": 1}
     expected["sum_to_shape"] = 0  # (the division's cotangent, a numpy scalar, needs no sum)
+    expected.update({"_inexact": 0, "_mean_raw": 0, "sum_axes": 0, "_count": 0})
     for name, n in expected.items():
         assert seen[name] == n, (name, seen[name])
+    _, seen = calls(lambda: ea.grad(lambda x: ea.mean(x, axis=0))(X))  # (an axis: the general way)
+    assert seen["normalize_axes"] == 1 and seen["_count"] == 1, seen
     (_, t), seen = calls(lambda: ea.jvp(lambda x: ea.mean(x) * 3.0, (X,), (W,)))
     assert seen["_is_ones"] == 0, seen
     assert_close(t, 3 * np.mean(W))
@@ -665,6 +684,9 @@ def test_a_mean_reads_its_axes_once_and_sums_with_numpys_kernel():
     a = np.arange(24.0).reshape(2, 3, 4)
     assert_close(ea.mean(a, axis=(0, 2), keepdims=True), np.mean(a, axis=(0, 2), keepdims=True))
     assert ea.mean(np.arange(5)).dtype == np.float64
+    assert ea.mean(np.arange(4, dtype=np.float32)).dtype == np.float32
+    assert_close(ea.mean(np.array([1 + 2j, 3 - 2j])), 2.0 + 0j)
+    assert_close(ea.mean(a), 11.5) and assert_close(ea.mean(np.float64(3.0)), 3.0)
     assert_close(ea.grad(lambda x: ea.mean(x, axis=1)[0])(a[0]), np.outer([1, 0, 0], np.full(4, 0.25)))
 
 
@@ -686,3 +708,421 @@ def test_the_quiet_rules_fall_back_to_np_errstate_without_numpys_state_variable(
         assert np.geterr()["divide"] == "raise"
     assert np.isinf(t) and np.isinf(g[0]) and g[1] == 0.25
     assert np.geterr() == before
+
+
+# -- issue 25, the eager HVP: softplus' from its value, and the second-order lanes --------------
+
+
+def test_softplus_reads_its_slope_off_its_value_exactly():
+    """softplus'(x) = sigmoid(x) is computed from the forward's softplus(x) = y as -expm1(-y) on
+    numpy values: the stable sigmoid (`elementwise._sigmoid`, ten passes) is not called by a
+    gradient or a JVP, and the slope is exact across float64's range (where x is very negative,
+    y ~ e^x and ``1 - exp(-y)`` would be 0; 1 at +inf, 0 at -inf).
+
+    Kills: softplus's derivative as ``sigmoid(x)`` (a `_sigmoid` call per gradient and JVP), or as
+    ``1 - exp(-y)`` (0 below x = -37)."""
+    x = np.concatenate([np.linspace(-708.0, 745.0, 2001), -np.logspace(-300, 2.8, 200)])
+    x = np.concatenate([x, -x[-200:], [0.0, np.inf, -np.inf]])
+    e = np.exp(-np.abs(x))  # the closed form, each branch where it does not overflow
+    expected = np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+    g, seen = calls(lambda: ea.grad(lambda x: ea.sum(ea.softplus(x)))(x))
+    np.testing.assert_allclose(g, expected, rtol=1e-15, atol=0)
+    assert seen["_sigmoid"] == 0, seen["_sigmoid"]
+    (_, t), seen = calls(lambda: ea.jvp(ea.softplus, (x,), (np.full_like(x, 2.0),)))
+    np.testing.assert_allclose(t, 2 * expected, rtol=1e-15, atol=0)
+    assert seen["_sigmoid"] == 0, seen["_sigmoid"]
+    # traced values take sigmoid(x), one operation whose own derivative is cheap: second
+    # derivatives as the closed form sigmoid(x) (1 - sigmoid(x))
+    z = np.linspace(-30.0, 30.0, 13)
+    s = 1 / (1 + np.exp(-z))
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):
+        (hv,) = ea.hvp(lambda x: ea.sum(ea.softplus(x)), (z,), (np.ones_like(z),), mode=mode)
+        assert_close(hv, s * (1 - s), rtol=1e-13)
+    zs = np.linspace(-3.0, 3.0, 7)  # the gradient itself against central differences
+    assert ea.gradcheck(ea.grad(lambda x: ea.sum(ea.softplus(x) ** 2)), zs)
+
+
+def test_a_second_order_records_both_nodes_without_binding():
+    """Reverse over reverse (an HVP's forward pass, and its inner gradient under the outer trace):
+    a table operation on Tensors of the inner trace whose values are Tensors of the outer one
+    records the outer node, then the inner one (two `record` calls) without `bind` and `process`;
+    over a forward trace (forward over reverse) it binds once, for the forward trace only. The
+    rules' own operations (`elementwise.apply2`: a mean's division, a cotangent times a slope;
+    the internal unary ones, sigmoid in softplus's rule) take the same lane. Each node keeps what
+    `ReverseTrace.process` would keep, for every entry and way of passing the operands.
+
+    Kills: the public operations' second-order branch (`_recorded1`, `_recorded2` not recursing:
+    a bind and a process per operation), `apply2` and the internal unary operations binding."""
+    a, b = np.linspace(0.2, 0.8, 4), np.linspace(1.1, 1.9, 4)
+
+    def kept(node):
+        return [(type(v) is core.Meta, getattr(v, "shape", None)) for v in node.vals]
+
+    def nested(values, mask, outer_kind=core.ReverseTrace):
+        """`values` boxed where `mask` says, by an outer trace of `outer_kind` then an inner
+        reverse one; returns (outer, inner, boxed operands)."""
+        outer = core.tracing(outer_kind())
+        inner = core.tracing(core.ReverseTrace())
+        boxed = []
+        for v, m in zip(values, mask):
+            if m:
+                o = core.box(v, outer) if outer_kind is core.ReverseTrace else core.box(v, outer, v * 0 + 1)
+                boxed.append(core.box(o, inner))
+            else:
+                boxed.append(v)
+        return outer, inner, boxed
+
+    for name in (*elementwise.UNARY, *elementwise.BINARY):
+        prim, public = elementwise.PRIMITIVES[name], getattr(ea, name)
+        binary = name in elementwise.BINARY
+        for mask in ((True, True), (True, False), (False, True)) if binary else ((True,),):
+            with np.errstate(all="ignore"):
+                outer, inner, ops = nested((a, b), mask)
+                with outer, inner:
+                    (f, seen), g = calls(lambda p=public, o=ops: p(*o)), core.bind(prim, ops, {})
+            assert seen["bind"] == 0 and seen["process"] == 0 and seen["record"] == 2, (name, seen)
+            for fn, gn in ((f._node, g._node), (f._value._node, g._value._node)):
+                assert fn.prim is gn.prim and fn.needed == gn.needed and fn.parents == gn.parents
+                assert kept(fn) == kept(gn), (name, mask)
+                assert isinstance(fn.ans, core.Meta) == isinstance(gn.ans, core.Meta), name
+            assert f._value._trace is outer and f._trace is inner
+            np.testing.assert_array_equal(f._value._value, g._value._value)
+    # over a forward trace: one bind, the forward trace's process, one record (the inner node)
+    outer, inner, (x,) = nested((a,), (True,), core.ForwardTrace)
+    with outer, inner:
+        y, seen = calls(lambda: ea.tanh(x))
+    assert (seen["bind"], seen["process"], seen["record"]) == (1, 1, 1), seen
+    assert_close(y._value._tangent, 1 - np.tanh(a) ** 2)
+    # the rules' operations: apply2 and the internal sigmoid, on the outer trace alone
+    with core.tracing(core.ReverseTrace()) as trace:
+        t = core.box(a, trace)
+        (q, s), seen = calls(lambda: (elementwise.apply2("divide", t, 4), elementwise.sigmoid(t)))
+    assert seen["bind"] == 0 and seen["record"] == 2, seen
+    assert q._node.prim.name == "divide" and s._node.prim.name == "sigmoid"
+    assert_close(q._value, a / 4)
+    assert_close(s._value, 1 / (1 + np.exp(-a)))
+    # a dead outer trace still raises, and the HVPs stay exact
+    with core.tracing(core.ReverseTrace()) as dead:
+        leaked = core.box(a, dead)
+    with core.tracing(core.ReverseTrace()) as trace:
+        x = core.box(leaked, trace)
+        with pytest.raises(TracerError):
+            ea.tanh(x)
+        with pytest.raises(TracerError):
+            x * 2.0
+
+
+def test_an_einsum_records_its_node_without_binding():
+    """A contraction of one or two operands (`einsum.contract`) records its node in a reverse
+    trace as `ReverseTrace.process` would, without `bind` and `process`: first order (one
+    record), second order over a reverse trace (two records, no bind) and over a forward one (one
+    bind, the forward trace's); on numpy arrays alone it contracts without `bind`.
+
+    Kills: `contract`'s lane (`einsum._recorded`), its recursion for a second order, its call of
+    `_einsum_impl` for numpy operands."""
+    from einad.rules import einsum as einsum_rules
+
+    m = np.arange(12.0).reshape(3, 4) / 10
+    spec = (("ij", "j"), "i")
+
+    def nodes(t):
+        n = t._node
+        return n.prim, n.needed, n.parents, [type(v) for v in n.vals], type(n.ans), n.params
+
+    for levels in (1, 2):
+        for mask in ((True, True), (False, True), (True, False)):
+            traces = [core.ReverseTrace() for _ in range(levels)]
+            with traces[0], traces[-1]:
+                ops = []
+                for v, on in zip((m, W[:4]), mask):
+                    for t in traces if on else ():
+                        v = core.box(v, t)
+                    ops.append(v)
+                f, seen = calls(lambda o=ops: einsum_rules.contract(*spec, o))
+                g = core.bind(einsum_rules.einsum_p, ops, dict(f._node.params))
+            assert (seen["bind"], seen["process"], seen["record"]) == (0, 0, levels), (levels, mask, seen)
+            assert nodes(f) == nodes(g)
+            if levels == 2:
+                assert nodes(f._value) == nodes(g._value) and f._value._trace is traces[0]
+                f = f._value
+            assert_close(f._value, m @ W[:4])
+    # over a forward trace: one bind, for the forward trace's process
+    outer, inner = core.ForwardTrace(), core.ReverseTrace()
+    with outer, inner:
+        w = core.box(core.box(W[:4], outer, np.ones(4)), inner)
+        f, seen = calls(lambda: einsum_rules.contract(*spec, [m, w]))
+    assert (seen["bind"], seen["process"], seen["record"]) == (1, 1, 1), seen
+    assert_close(f._value._tangent, m.sum(axis=1))
+    # numpy arrays alone: numpy's contraction, no bind
+    out, seen = calls(lambda: einsum_rules.contract(*spec, [m, W[:4]]))
+    assert seen["bind"] == 0 and type(out) is np.ndarray
+    assert_close(out, m @ W[:4])
+
+
+def test_a_number_spreads_as_a_read_only_view_without_binding():
+    """The cotangent of a sum or a mean, a numpy number, is spread over the summed axes as the
+    read-only zero-stride view `numpy.broadcast_to` makes, by ndarray's constructor: no `bind`, no
+    `broadcast_to` (the HVP of case 8 makes one in every mode). A diagonal still gets its zeros.
+
+    Kills: `einsum.spread` binding `spread_p` for a numpy number (bind, `_spread_impl`,
+    `executor.spread` and numpy's `broadcast_to`: 13 Python frames)."""
+    from einad.rules import einsum as einsum_rules
+
+    for x in (np.float64(0.25), np.array(-2.0, dtype=np.float32), np.complex128(1 - 2j), np.array(3)):
+        out, seen = calls(lambda x=x: einsum_rules.spread(x, "", "ab", (3, 4)))
+        assert seen["bind"] == 0 and seen["broadcast_to"] == 0, seen
+        np.testing.assert_array_equal(out, np.broadcast_to(x, (3, 4)))
+        assert out.dtype == x.dtype and out.strides == (0, 0) and not out.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            out[0, 0] = 1
+    np.testing.assert_array_equal(einsum_rules.spread(np.float64(2.0), "", "aa", (3, 3)), 2 * np.eye(3))
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):
+        _, seen = calls(lambda mode=mode: ea.hvp(logistic, (WM,), (VM,), mode=mode))
+        assert seen["broadcast_to"] == 0 and seen["_spread_impl"] == 0, (mode, seen)
+    g = ea.grad(lambda x: ea.mean(x * x))(X)  # the gradient through the view is the caller's own
+    assert_close(g, 2 * X / 8)
+    assert g.flags.writeable
+
+
+def test_a_gradient_call_reads_its_output_once_and_seeds_it_with_numpy():
+    """Around the function, a gradient call takes a floating-point numpy argument as it is (no
+    `_diff_value`, no `_same_library` for one leaf), reads its output's dtype and shape off the
+    numpy value beneath its differentiating traces (no `Tensor.dtype`, `Tensor.shape` in
+    `_reverse`), makes the seed by numpy's constructor from it (no `ones_like`, no `arrays.ones`),
+    under an HVP's outer and inner traces too, and enters its reverse pass without `send`. The
+    checks still refuse what they refused.
+
+    Kills: `_reverse` calling `_diff_value` for a numpy array, `_same_library` for one value,
+    reading the output through `Tensor.dtype` and `Tensor.shape` (or `dtype_of`, `shape_of`),
+    seeding through `ones_like` or `arrays.ones`, `backward_pass` sending its seed by `send`."""
+    from einad import arrays
+
+    g = ea.grad(lambda x: ea.sum(ea.tanh(x) * x))
+    g(X)
+    codes = (core.Tensor.dtype.fget.__code__, core.Tensor.shape.fget.__code__, arrays.ones.__code__)
+    out, (n_dtype, n_shape, n_ones) = frames_of(lambda: g(X), *codes)
+    assert_close(out, np.tanh(X) + X * (1 - np.tanh(X) ** 2))
+    assert (n_dtype, n_shape, n_ones) == (1, 1, 0)  # (the multiply's VJP reads its cotangent's)
+    _, seen = calls(lambda: g(X))
+    assert seen["_diff_value"] == 0 and seen["_same_library"] == 0 and seen["ones_like"] == 0, seen
+    assert seen["send"] == 0, seen
+    for mode in ("fwd-over-rev", "rev-over-rev"):  # (the inner gradient's output is nested)
+        h = lambda mode=mode: ea.hvp(logistic, (WM,), (VM,), mode=mode)
+        h()
+        _, seen = calls(h)
+        assert seen["ones_like"] == 0 and seen["ones"] == 0, (mode, seen)
+    with pytest.raises(TypeError, match="scalar output, got shape"):  # (a nested output's shape)
+        ea.hvp(lambda x: x * 2.0, (X,), (W,))
+    with pytest.raises(TypeError, match="scalar output, got shape"):
+        ea.grad(lambda x: x * 2.0)(X)
+    with pytest.raises(TypeError, match="real-valued"):
+        ea.grad(lambda x: ea.sum(x * 1j))(X)
+    with pytest.raises(TypeError, match="returning a scalar, got str"):
+        ea.grad(lambda x: "a")(X)
+    with pytest.raises(TypeError, match="of dtype int64"):
+        ea.grad(lambda x: ea.sum(x))(np.arange(3))
+
+
+def test_the_reverse_pass_and_its_results_cost_few_frames():
+    """A first-order gradient's reverse pass enters one context (`QuietRules`, no
+    `contextlib.nullcontext` beside it), and its numpy gradient of a numpy input leaves
+    `_grad_out` without `_buffer`, `arrays.cast` and the shape and dtype reads; reverse over
+    reverse takes numpy tangents without `tree_flatten` and `_in_library_of`, and
+    `Pending.inner` splits its operands inline (no `_varies`, no `unique`). Gradients stay the
+    caller's own: writable, sharing no memory with each other or with the inputs.
+
+    Kills: backward_pass's ``nullcontext`` beside `QuietRules` (two more frames per pass),
+    `_grad_out`'s inline numpy case, `_inner_with` flattening a flat tuple of numpy tangents,
+    `Pending.inner` calling `_varies` per operand."""
+    import contextlib
+
+    from einad import arrays
+    from einad.rules import einsum as einsum_rules
+
+    g = ea.grad(lambda x: ea.sum(ea.tanh(x) * x))
+    g(X)
+    codes = (
+        autodiff._buffer.__code__,
+        arrays.cast.__code__,
+        contextlib.nullcontext.__enter__.__code__,
+        core.QuietRules.__enter__.__code__,
+    )
+    out, counts = frames_of(lambda: g(X), *codes)
+    assert counts == [0, 0, 0, 1], counts
+    assert_close(out, np.tanh(X) + X * (1 - np.tanh(X) ** 2))
+    # two gradients from one buffer (add hands the same cotangent to both): two arrays
+    ga, gb = ea.grad(lambda a, b: ea.sum((a + b) * 2.0), argnums=(0, 1))(X, W)
+    assert_close(ga, np.full(8, 2.0)) and assert_close(gb, np.full(8, 2.0))
+    assert ga.flags.writeable and gb.flags.writeable and not np.shares_memory(ga, gb)
+    c = np.linspace(1.0, 2.0, 8)
+    gc_ = ea.grad(lambda x: ea.sum(x * c))(X)  # (the pullback hands on a read-only view of c)
+    assert gc_.flags.writeable and not np.shares_memory(gc_, c)
+    assert_close(gc_, c)
+    # reverse over reverse: numpy tangents as they are, the pending contraction split inline
+    h = lambda: ea.hvp(logistic, (WM,), (VM,), mode="rev-over-rev")
+    h()
+    (hv,), seen = calls(h)
+    assert (seen["tree_flatten"], seen["_in_library_of"], seen["_varies"], seen["unique"]) == (2, 0, 0, 0), (
+        seen
+    )
+    s = 1 / (1 + np.exp(YM * (XM @ WM)))
+    assert_close(hv, XM.T @ (s * (1 - s) * (YM * YM) / M * (XM @ VM)))
+    # Pending.inner with three constants and a traced cotangent: the letters kept in order
+    rng = np.random.default_rng(3)
+    a, b, v = rng.standard_normal((3, 4)), rng.standard_normal((4, 5)), rng.standard_normal((2, 5))
+    gv = rng.standard_normal((2, 3))
+    with core.tracing(core.ReverseTrace()) as trace:
+        gt = core.box(gv, trace)
+        p = einsum_rules.Pending(("ki", "ij", "jl"), "kl", [gt, a, b], "auto", (2, 5))
+        term = p.inner(v)
+    assert term._trace is trace
+    assert_close(term._value, np.einsum("ki,ij,jl,kl->", gv, a, b, v))
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):  # (rev-over-rev said "reshape")
+        with pytest.raises(ValueError, match=r"tangent has shape \(3,\) but its primal has shape \(6,\)"):
+            ea.hvp(logistic, (WM,), (VM[:3],), mode=mode)
+
+
+def test_an_eager_einsum_reads_its_operands_inline():
+    """`einsum` takes numpy arrays and traced Tensors as operands and reads their shapes inline (no
+    `to_operand`, `shape_of`), `_einsum_impl` contracts one or two numpy arrays without asking
+    `arrays.namespace`, and einsum's VJP reads its operands' dtypes and shapes directly (no
+    `dtype_of` for an array, a Tensor or a Meta). What is not numeric is still refused, and
+    lists and numbers are still operands.
+
+    Kills: `linear.einsum`'s inline operands (two `to_operand` and two `shape_of` per call),
+    `_einsum_impl` calling `namespace` for numpy arrays, `_operand_vjps` and `_one_dtype`
+    through `dtype_of`."""
+    m = np.arange(12.0).reshape(3, 4) / 10
+    g = ea.grad(lambda w: ea.sum(ea.tanh(ea.einsum("ij,j->i", m, w))))
+    g(W[:4])
+    out, seen = calls(lambda: g(W[:4]))
+    assert_close(out, m.T @ (1 - np.tanh(m @ W[:4]) ** 2))
+    counts = {k: seen[k] for k in ("namespace", "to_operand", "shape_of", "dtype_of")}
+    # (what is left is the sum's: its operand, its axes, its cotangent; before: 3, 3, 4 and 4)
+    assert counts == {"namespace": 0, "to_operand": 1, "shape_of": 1, "dtype_of": 1}, counts
+    h = lambda: ea.hvp(logistic, (WM,), (VM,), mode="rev-over-rev")
+    h()
+    _, seen = calls(h)
+    assert seen["namespace"] == 0 and seen["dtype_of"] <= 5, seen
+    with pytest.raises(TypeError, match="numeric"):
+        ea.einsum("i,i->", np.array(["a", "b"]), np.ones(2))
+    assert_close(ea.einsum("i,i->", [1.0, 2.0], np.float32(3.0) * np.ones(2, np.float32)), 9.0)
+    assert ea.einsum("i,->i", np.ones(2, np.float32), 2.0).dtype == np.float32  # (a weak number)
+
+
+def test_a_nested_node_makes_its_metas_without_calls():
+    """`core.record` makes the Meta of a value a node does not keep in place for numpy arrays and
+    scalars and for Tensors of unbatched traces over numpy arrays (a second order's operands and
+    results): no `_meta` call in an HVP, in any mode. A batched Tensor's Meta still drops its
+    batch axis, and every Meta reads its value's shape and dtype.
+
+    Kills: `record` calling `_meta` for a Tensor over a numpy array or a numpy scalar."""
+    for mode in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev"):
+        ea.hvp(logistic, (WM,), (VM,), mode=mode)
+        _, seen = calls(lambda mode=mode: ea.hvp(logistic, (WM,), (VM,), mode=mode))
+        assert seen["_meta"] == 0, (mode, seen["_meta"])
+    x32 = np.linspace(1.0, 2.0, 6, dtype=np.float32)
+    with core.tracing(core.ReverseTrace()) as outer:
+        o = core.box(x32, outer)
+        with core.tracing(core.ReverseTrace()) as inner:
+            t = ea.tanh(core.box(o, inner))  # tanh's rule reads the result alone: the operand's Meta
+            s = ea.sum(core.box(o, inner))  # the sum's result (a numpy scalar beneath): its Meta
+    for m in (t._node.vals[0], t._value._node.vals[0]):
+        assert type(m) is core.Meta and m.shape == (6,) and m.dtype == np.float32
+    assert type(s._node.ans) is core.Meta and s._node.ans.shape == () and s._node.ans.dtype == np.float32
+
+    def batched(x):  # under vmap, a node's Meta is of one example
+        with core.tracing(core.ReverseTrace()) as trace:
+            y = ea.tanh(core.box(x, trace))
+        m = y._node.vals[0]
+        assert type(m) is core.Meta and m.shape == (4,), m
+        return x
+
+    ea.vmap(batched)(np.ones((3, 4)))
+
+
+def test_reverse_over_reverse_asks_no_value_for_its_library_dtype_or_shape():
+    """Reverse over reverse, case 8: the inner gradient takes its argument (a Tensor of the outer
+    trace) inline (no `_diff_value`), both passes enter their trace without `tracing`, the
+    einsum lane reads its keep table inline (no `_einsum_keep`), and einsum's VJP reads the dtypes
+    and shapes of its arrays, Tensors, Metas and numpy scalars directly and tells its `Spread` the
+    dtype (no `xp_of`, `dtype_of`, `shape_of` anywhere in the HVP).
+
+    Kills: `_reverse` calling `_diff_value` for a differentiating trace's Tensor, or `tracing`;
+    the einsum lane calling `_einsum_keep`; `_operand_vjps` asking `xp_of` of a numpy scalar or
+    `shape_of` of an operand; `Spread` working out a dtype it is given."""
+    h = lambda: ea.hvp(logistic, (WM,), (VM,), mode="rev-over-rev")
+    h()
+    (hv,), seen = calls(h)
+    names = ("_diff_value", "tracing", "_einsum_keep", "xp_of", "dtype_of", "shape_of")
+    assert {k: seen[k] for k in names} == dict.fromkeys(names, 0), seen
+    s = 1 / (1 + np.exp(YM * (XM @ WM)))
+    assert_close(hv, XM.T @ (s * (1 - s) * (YM * YM) / M * (XM @ VM)))
+    # (what is not a differentiating trace's float Tensor still goes through _diff_value)
+    with pytest.raises(TypeError, match="integer"):
+        ea.grad(lambda x: x * 1.0)(3)
+    assert_close(ea.grad(lambda x: ea.sum(x * x))(ea.tensor(W)), 2 * W)  # (a constant Tensor)
+
+
+def test_the_stable_sigmoid_makes_no_python_call():
+    """`elementwise._sigmoid` (the kernel of sigmoid, and of softplus's derivative on traced
+    values: one per HVP in every mode) on a float array: numpy's ufuncs alone, the numerator picked
+    by a maximum instead of ``np.where`` (a Python dispatcher), bit for bit the stable form
+    ``where(x >= 0, 1 / (1 + e), e / (1 + e))`` with ``e = exp(-|x|)``, in every float dtype, at
+    infinities, zeros and NaN.
+
+    Kills: `_sigmoid` computing by ``np.where`` (a Python frame, and two more passes)."""
+    x = np.concatenate([np.linspace(-750.0, 750.0, 3001), [np.inf, -np.inf, 0.0, -0.0, np.nan, 1e-300]])
+    for dt in (np.float64, np.float32, np.float16):
+        xd = x.astype(dt).reshape(-1, 1)
+        out, seen = calls(lambda xd=xd: elementwise._sigmoid(xd))
+        assert sum(seen.values()) == 2, seen  # (the lambda and the kernel: nothing beneath)
+        with np.errstate(over="ignore"):
+            e = np.exp(-np.abs(xd))
+            expected = np.where(xd >= 0, 1 / (1 + e), e / (1 + e))
+        assert out.dtype == dt and out.shape == xd.shape
+        np.testing.assert_array_equal(out, expected)
+    # other inputs take the general form: a number, a 0-d array, integers, complex values
+    assert_close(elementwise._sigmoid(np.float64(2.0)), 1 / (1 + np.exp(-2.0)))
+    assert_close(elementwise._sigmoid(np.array(-3.0)), 1 / (1 + np.exp(3.0)))
+    assert_close(elementwise._sigmoid(np.arange(3)), 1 / (1 + np.exp(-np.arange(3.0))))
+    assert_close(elementwise._sigmoid(np.array([1j, 2.0])), 1 / (1 + np.exp(-np.array([1j, 2.0]))))
+    assert_close(ea.sigmoid(x[:3001]).numpy(), 1 / (1 + np.exp(-np.clip(x[:3001], -700, 700))))
+
+
+def test_a_gradient_pass_makes_no_comprehension_and_wraps_nothing_traced():
+    """`_reverse` (every gradient, both passes of an HVP) checks an int argnums or an HVP's
+    ``(0, ..., n-1)`` inline (no `_argnums`) and builds its values, boxes and cotangents in loops
+    (no comprehension frames in autodiff.py, `_lazy_grads` and `_gradients` included); `einsum`
+    and a whole-array `mean` hand a traced result on without `wrap`, and `einsum` asks
+    `_promote_weak` only when a number may be among its operands.
+
+    Kills: `_reverse`'s inline argnums, any of its loops made a comprehension again, `einsum` or
+    `mean` wrapping a Tensor, `einsum` calling `_promote_weak` for arrays and Tensors."""
+
+    def key(frame):
+        code = frame.f_code
+        if code.co_filename.endswith("autodiff.py") and code.co_name in (
+            "<listcomp>",
+            "<dictcomp>",
+            "<genexpr>",
+        ):
+            return "comprehension"
+        return code.co_name if code.co_name in ("_argnums", "wrap", "_promote_weak") else None
+
+    m = np.arange(12.0).reshape(3, 4) / 10
+    g = ea.grad(lambda w: ea.mean(ea.tanh(ea.einsum("ij,j->i", m, w))))
+    g(W[:4])
+    out, seen = _profiled(lambda: g(W[:4]), key)
+    assert_close(out, m.T @ (1 - np.tanh(m @ W[:4]) ** 2) / 3)
+    assert not seen, seen
+    h = lambda: ea.hvp(logistic, (WM,), (VM,), mode="rev-over-rev")
+    h()
+    _, seen = _profiled(h, key)
+    assert not seen, seen
+    # other argnums still checked, numbers still promoted
+    gs = ea.grad(lambda a, b: ea.sum(a * b), argnums=(1, 0))(X, W)
+    assert_close(gs[0], X) and assert_close(gs[1], W)
+    with pytest.raises(ValueError, match="out of range"):
+        ea.grad(lambda a: ea.sum(a), argnums=3)(X)
+    assert ea.einsum("i,->i", ea.tensor(np.ones(2, np.float32)), 2.0).dtype == np.float32

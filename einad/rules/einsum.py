@@ -36,7 +36,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -45,7 +45,26 @@ import opt_einsum as oe
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
-from ..core import LOOP, Aliasing, Params, Primitive, Staged, Structured, Tensor, Value, bind, declare, strip
+from ..core import (
+    IMPERATIVE,
+    LOOP,
+    Aliasing,
+    Meta,
+    Params,
+    Primitive,
+    QuietRules,
+    ReverseTrace,
+    Staged,
+    Structured,
+    Tensor,
+    Trace,
+    Value,
+    bind,
+    declare,
+    grad_enabled,
+    record,
+    strip,
+)
 from ..errors import EinsumError
 from ..executor import _pair, _pair_plan, _run_pair
 from ..network import forward as tree_forward
@@ -89,7 +108,10 @@ def _einsum_impl(
     memory_limit: MemoryLimit = None,
 ) -> Any:
     try:
-        xp = namespace(*arrays)
+        if len(arrays) <= 2 and type(arrays[0]) is np.ndarray and type(arrays[-1]) is np.ndarray:
+            xp = np  # (one or two numpy arrays, the eager common case: `namespace` not asked)
+        else:
+            xp = namespace(*arrays)
     except TypeError:  # 0-d numpy arrays (a number jit cast) among another library's: numbers
         arrays = tuple(a[()] if type(a) is np.ndarray and a.ndim == 0 else a for a in arrays)
         xp = namespace(*arrays)
@@ -258,6 +280,53 @@ def _plan(
     return pairwise_steps(inputs, output, _path(inputs, output, shapes, optimize, memory_limit))
 
 
+def _recorded(operands: Sequence[Value], params: Params, trace: Trace) -> Tensor | None:
+    """The einsum of one or two `operands` (Tensors of `trace`, a live reverse trace, and numpy
+    arrays) recorded in `trace` as its `process` would, without `bind` and `process` (the eager
+    lane, as the elementwise operations'): numpy's contraction of numpy values; of values traced
+    by an enclosing transformation (a second order), their einsum (this lane again in a reverse
+    trace, else `bind`). None where it does not take them (another trace's Tensor, another
+    library's array, nothing to differentiate): `bind` then."""
+    vals: list[Any] = []
+    parents: list[Any] = []
+    needed: list[bool] = []
+    nested = False
+    for a in operands:
+        if type(a) is Tensor:
+            if a._trace is not trace:
+                return None
+            v = a._value
+            if type(v) is Tensor:
+                nested = True
+            elif type(v) is not np.ndarray:
+                return None
+            parents.append(a._node)
+            needed.append(a._node is not None)
+        elif type(a) is np.ndarray:
+            v = a
+            parents.append(None)
+            needed.append(False)
+        else:
+            return None
+        vals.append(v)
+    if True not in needed:
+        return None
+    if nested:
+        if trace.__class__ is not ReverseTrace:
+            return None
+        t = (vals[0] if type(vals[0]) is Tensor else vals[-1])._trace
+        out: Any = None
+        if t is not None and t.__class__ is ReverseTrace and not t.dead:
+            out = _recorded(vals, params, t)
+        if out is None:
+            out = bind(einsum_p, vals, params)
+    else:
+        out = _einsum_impl(*vals, **params)
+    keep = _kept.get(tuple(needed))  # (`_einsum_keep`'s table, read inline)
+    kept, keep_ans = _einsum_keep(needed) if keep is None else keep
+    return record(out, trace, einsum_p, params, tuple(parents), needed, vals, out, kept, keep_ans)
+
+
 def traced_steps(
     inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], optimize: str | Path = "auto"
 ) -> Steps:
@@ -287,11 +356,26 @@ def contract(
         return operands[0]
     if len(operands) <= 2 and isinstance(optimize, (str, tuple)) and memory_limit is None:
         # one or two operands, a named strategy or a path: one equation, as below (the common case)
-        return bind(
-            einsum_p,
-            operands,
-            {"inputs": inputs, "output": output, "optimize": optimize, "memory_limit": memory_limit},
-        )
+        params: Params = {
+            "inputs": inputs,
+            "output": output,
+            "optimize": optimize,
+            "memory_limit": memory_limit,
+        }
+        a = operands[0] if type(operands[0]) is Tensor else operands[-1]
+        if type(a) is np.ndarray and type(operands[0]) is np.ndarray:  # numpy arrays: what bind does
+            out: Value = _einsum_impl(*operands, **params)  # type: ignore[arg-type]
+            return out
+        trace = a._trace if type(a) is Tensor else None
+        if (  # a live reverse trace, or the imperative graph recording: the lane (`_recorded`)
+            trace is not None
+            and not trace.dead
+            and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+        ):
+            t = _recorded(operands, params, trace)
+            if t is not None:
+                return t
+        return bind(einsum_p, operands, params)
     shapes = tuple(shape_of(x) for x in operands)
     if not isinstance(optimize, (str, tuple)):
         optimize = object_path(optimize, inputs, output, shapes)
@@ -455,6 +539,18 @@ spread_p = Primitive("spread", _spread_impl)
 def spread(x: Value, src: str, dst: str, shape: Sequence[int]) -> Value:
     if src == dst:
         return x
+    if (
+        not src
+        and (type(x) is np.ndarray or isinstance(x, np.generic))
+        and x.shape == ()
+        and x.dtype.kind in "biufc"
+        and len(set(dst)) == len(dst)
+    ):
+        # a numpy number broadcast (the cotangent of a sum, of a mean): the read-only view with
+        # zero strides that numpy.broadcast_to makes, by ndarray's constructor (no Python frames)
+        out: np.ndarray = np.ndarray(tuple(shape), x.dtype, x, 0, (0,) * len(dst))
+        out.flags.writeable = False
+        return out
     return bind(spread_p, (x,), {"src": src, "dst": dst, "shape": tuple(shape)})
 
 
@@ -500,12 +596,15 @@ class Spread(Structured):
 
     __slots__ = ("dst", "dtype", "shape", "src", "x")
 
-    def __init__(self, x: Value, src: str, dst: str, shape: Shape) -> None:
+    def __init__(
+        self, x: Value, src: str, dst: str, shape: Shape, dtype: np.dtype[Any] | None = None
+    ) -> None:
+        """`dtype`: `x`'s, when the caller knows it."""
         self.x = x
         self.src = src
         self.dst = dst
         self.shape = shape
-        self.dtype = dtype_of(x)
+        self.dtype = dtype_of(x) if dtype is None else dtype
 
     def __repr__(self) -> str:
         return f"Spread({self.src or 'scalar'} -> {self.dst}, {self.shape}, {self.dtype})"
@@ -631,38 +730,61 @@ class Pending(Structured):
         """
         ins = (*self.inputs, self.output)
         ops = [*self.operands, v]
-        fixed: list[int] = []
-        moving: list[int] = []
-        for k, x in enumerate(ops):
-            (moving if _varies(x) else fixed).append(k)
+        fixed_ins: list[str] = []
+        fixed: list[Any] = []
+        moving_ins: list[str] = []
+        moving: list[Any] = []
+        for s, x in zip(ins, ops):  # (loops, not comprehensions: every reverse-over-reverse HVP)
+            t = x._trace if type(x) is Tensor else None
+            if t is not None and t.kind in ("reverse", "forward"):  # (`_varies`, inline)
+                moving_ins.append(s)
+                moving.append(x)
+            else:
+                fixed_ins.append(s)
+                fixed.append(x)
         if len(fixed) < 2 or not moving:
             return contract(ins, "", ops, self.optimize if len(ops) <= 2 else "auto")
-        wanted = "".join([ins[k] for k in moving])
-        kept = unique("".join([c for k in fixed for c in ins[k] if c in wanted]))
-        small = contract(tuple([ins[k] for k in fixed]), kept, [ops[k] for k in fixed])
-        return contract((*[ins[k] for k in moving], kept), "", [*[ops[k] for k in moving], small])
+        wanted = "".join(moving_ins)
+        kept = ""
+        for s in fixed_ins:
+            for c in s:
+                if c in wanted and c not in kept:
+                    kept += c
+        small = contract(tuple(fixed_ins), kept, fixed)
+        return contract((*moving_ins, kept), "", [*moving, small])
 
 
-def _one_dtype(values: Sequence[Value], dt: np.dtype[Any]) -> bool:
+def _one_dtype(values: Sequence[Any], dt: np.dtype[Any]) -> bool:
     """Whether every value is of dtype `dt` (a pending cotangent needs no cast)."""
     for x in values:
-        if dtype_of(x) != dt:
+        if (x.dtype if type(x) in _SHAPED else dtype_of(x)) != dt:
             return False
     return True
+
+
+_SHAPED = frozenset({np.ndarray, Tensor, Meta})
+"""Values whose ``dtype`` is numpy's and ``shape`` a tuple (`dtype_of` and `shape_of` not asked)."""
 
 
 _defer = threading.local()
 
 
-class deferring:
-    """While on (this thread), einsum's VJP returns `Pending` cotangents (see `Pending`)."""
+class deferring(QuietRules):
+    """The context of a lazy reverse pass: while on (this thread), einsum's VJP returns `Pending`
+    cotangents (see `Pending`), and the rules run quiet (`QuietRules`: one context for both)."""
+
+    __slots__ = ("saved",)
 
     def __enter__(self) -> None:
+        QuietRules.__enter__(self)
         self.saved = getattr(_defer, "on", False)
         _defer.on = True
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         _defer.on = self.saved
+        QuietRules.__exit__(self, typ, exc, tb)
 
 
 # -- the rules ------------------------------------------------------------------------
@@ -702,9 +824,11 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             continue
         ins, kept, target = vjp_operands(inputs, output, k)
         others = list(vals[:k]) + list(vals[k + 1 :])
-        dt = dtype_of(vals[k])
+        v = vals[k]  # (an array, a Tensor or a Meta: their own dtype and shape, read directly)
+        dt = v.dtype if type(v) in _SHAPED else dtype_of(v)
         if defer and kept == target and _one_dtype([g, *others], dt):
-            grads.append(Pending(ins, kept, [g, *others], opt, shape_of(vals[k]), dt))
+            shape = v.shape if type(v) in _SHAPED else shape_of(v)
+            grads.append(Pending(ins, kept, [g, *others], opt, shape, dt))
             continue
         if ones and others:
             r = contract(ins[1:], kept, others, opt, mem)
@@ -716,15 +840,19 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
                         break
         else:
             r = contract(ins, kept, [g] + others, opt, mem)
-        if (r.dtype if type(r) is np.ndarray else dtype_of(r)) != dt:
+        rt = type(r)  # (arrays, Tensors and numpy scalars: their dtypes read directly)
+        if (r.dtype if rt in _SHAPED or isinstance(r, np.generic) else dtype_of(r)) != dt:  # type: ignore[union-attr]
             r = astype(r, dt)  # on the small array: the cast commutes with the spread
+            rt = type(r)
         if kept == target:
             grads.append(r)
-        elif type(r) is not Tensor and xp_of(r) is not np:
+        elif (
+            rt is not Tensor and rt is not np.ndarray and not isinstance(r, np.generic) and xp_of(r) is not np
+        ):
             # another library's plain array: dense (`Spread`'s in-place sums are numpy's)
             grads.append(_spread_any(r, kept, target, shape_of(vals[k])))
         else:
-            grads.append(Spread(r, kept, target, shape_of(vals[k])))
+            grads.append(Spread(r, kept, target, v.shape if type(v) in _SHAPED else shape_of(v), dt))
     return grads
 
 

@@ -38,6 +38,7 @@ from ..core import (
     Primitive,
     ReverseTrace,
     Tensor,
+    Trace,
     bind,
     declare,
     grad_enabled,
@@ -59,6 +60,17 @@ Partial: TypeAlias = int | Callable[..., Any]
 
 
 def _sigmoid(x: npt.ArrayLike) -> Any:
+    if type(x) is np.ndarray and x.dtype.kind == "f" and x.ndim:
+        # 1 / (1 + e) where x >= 0, else e / (1 + e), with e = exp(-|x|) (exact at any magnitude):
+        # six passes, in place where they can be, and the numerator picked by a maximum
+        # (max(e, 1) = 1, max(e, 0) = e) rather than `np.where` (its Python dispatcher, two more
+        # passes and two more arrays)
+        e = np.abs(x)
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        d = np.add(e, 1.0)
+        np.maximum(e, x >= 0, out=e)
+        return np.divide(e, d, out=d)
     x = np.asarray(x)
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))
@@ -71,6 +83,20 @@ def _softplus(x: npt.ArrayLike) -> Any:
     if x.dtype.kind == "c":
         return np.log1p(np.exp(x))
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _softplus_slope(x: Any, y: Any) -> Any:
+    """softplus'(x) = sigmoid(x). Of numpy values, read off the forward's value `y` =
+    softplus(x) as ``-expm1(-y)`` = 1 - exp(-y): three cheap passes (a negation, an expm1 and a
+    negation in place) where the stable sigmoid takes about ten, and exact at both ends (where x
+    is very negative, y ~ e^x and expm1 keeps its digits; 1 at x = +inf, 0 at -inf). Of traced
+    values, one operation, ``sigmoid(x)``, whose own derivative is cheap (a second order records
+    one node, not three); `einad.jit`'s algebra pass reads it off the softplus in a program."""
+    if type(y) is np.ndarray:
+        s = np.negative(y)
+        np.expm1(s, out=s)
+        return np.negative(s, out=s)
+    return sigmoid(x)
 
 
 def _relu(x: Any) -> Any:
@@ -148,7 +174,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "abs": (np.abs, lambda x, y: _abs_slope(x, y)),  # subgradient 0 at 0
     "relu": (_relu, lambda x, y: compare("greater", x, 0)),  # subgradient 0 at 0
     "sigmoid": (_sigmoid, lambda x, y: y * (1 - y)),
-    "softplus": (_softplus, lambda x, y: sigmoid(x)),
+    "softplus": (_softplus, lambda x, y: _softplus_slope(x, y)),
     "log2": (np.log2, lambda x, y: 1 / (x * _LN2)),
     "log10": (np.log10, lambda x, y: 1 / (x * _LN10)),
     "exp2": (np.exp2, lambda x, y: y * _LN2),
@@ -433,7 +459,7 @@ def _times(g: Any, r: Any) -> Any:
     if type(r) not in _NUMPY_TYPES:
         # Another library's array, or a Tensor (of one): the multiply primitive applies numpy's
         # promotion on every library (a boolean slope times a float32 cotangent is float32).
-        return bind(_multiply, (g, r), {})
+        return apply2("multiply", g, r)
     st = g.strides if type(g) is np.ndarray else None
     if (
         st  # (a 0-d cotangent multiplies a 0-d value: no cheaper than asking whether it is one)
@@ -590,7 +616,7 @@ of a binary operation with one traced operand asks: a numpy operand next to a tr
 def _plus(a: Any, b: Any) -> Any:
     """``a + b``: through the add primitive unless `a` is numpy's (a plain array of
     array-api-strict refuses a Tensor on its right)."""
-    return a + b if type(a) in _NUMPY_TYPES else bind(PRIMITIVES["add"], (a, b), {})
+    return a + b if type(a) in _NUMPY_TYPES else apply2("add", a, b)
 
 
 _SHAPED = frozenset({np.ndarray, Meta, Tensor, *np.sctypeDict.values()})
@@ -728,9 +754,21 @@ def _raw1(name: str) -> Callable[[Any], Any]:
     prim = PRIMITIVES[name]
     kernel = UNARY[name][0] if name in UNARY else CONSTANT[name]
 
+    lane = name in UNARY
+
     def op(x: Any) -> Any:
         if type(x) is np.ndarray:  # what `bind` would do with a plain array, without its calls
             return kernel(x)
+        if lane and type(x) is Tensor and x._node is not None:
+            trace = x._trace
+            if (
+                trace is not None
+                and not trace.dead
+                and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+            ):
+                t = _recorded1(name, x, trace)
+                if t is not None:
+                    return t
         return bind(prim, (x,), {})
 
     return op
@@ -782,28 +820,120 @@ _NUMBERS_SET = frozenset(_NUMBERS)
 numeric numpy arrays."""
 
 
+def _recorded1(name: str, x: Tensor, trace: Trace) -> Tensor | None:
+    """The unary `name` (a `UNARY` entry) of `x` (a Tensor with a node of `trace`, live)
+    recorded in `trace`, as its `process` would: the kernel on a numpy value; on a value traced
+    by an enclosing transformation (a second order), that value's result (the lane again for a
+    reverse trace, else `bind`). None where the value is neither (another library's array)."""
+    v = x._value
+    if type(v) in _NUMPY_TYPES:
+        out = _KERNEL1[name](v)
+    elif type(v) is Tensor and trace.__class__ is ReverseTrace:
+        t = v._trace
+        out = None
+        if t is not None and t.__class__ is ReverseTrace and v._node is not None and not t.dead:
+            out = _recorded1(name, v, t)
+        if out is None:
+            out = bind(PRIMITIVES[name], (v,), {})
+    else:
+        return None
+    keep_x, keep_y = _KEEP1[name]
+    return record(out, trace, PRIMITIVES[name], {}, (x._node,), [True], (v,), out, keep_x, keep_y)
+
+
+def _recorded2(name: str, x: Any, y: Any, trace: Trace) -> Tensor | None:
+    """The binary `name` (a `BINARY` entry) of `x` and `y` (Tensors of `trace`, live, or
+    constants: numbers and numeric numpy arrays) recorded in `trace`, as its `process` would (see
+    `_recorded1`); None where the lane does not take them (another trace's Tensor among them,
+    nothing to record, another library's array)."""
+    xv: Any
+    yv: Any
+    if type(x) is Tensor:
+        xv, px, ok = x._value, x._node, x._trace is trace
+    else:
+        xv, px = x, None
+        ok = type(x) in _NUMBERS_SET or (type(x) is np.ndarray and x.dtype.kind in "biufc")
+    if type(y) is Tensor:
+        yv, py, ok = y._value, y._node, ok and y._trace is trace
+    else:
+        yv, py = y, None
+        ok = ok and (type(y) in _NUMBERS_SET or (type(y) is np.ndarray and y.dtype.kind in "biufc"))
+    if not ok:
+        return None
+    keep_both, keep_x, keep_y = _KEEP2[name]
+    if px is not None and py is not None:
+        needed, (kept, ka) = [True, True], keep_both
+    elif px is not None:
+        needed, (kept, ka) = [True, False], keep_x
+    elif py is not None:
+        needed, (kept, ka) = [False, True], keep_y
+    else:
+        return None
+    if type(xv) in _NUMPY_TYPES and type(yv) in _NUMPY_TYPES:
+        out = _KERNEL2[name](xv, yv)
+    elif (type(xv) is Tensor or type(yv) is Tensor) and trace.__class__ is ReverseTrace:
+        # a second order: the values are traced by an enclosing transformation
+        t = xv._trace if type(xv) is Tensor else yv._trace
+        out = None
+        if t is not None and t.__class__ is ReverseTrace and not t.dead:
+            out = _recorded2(name, xv, yv, t)
+        if out is None:
+            out = bind(PRIMITIVES[name], (xv, yv), {})
+    else:
+        return None
+    return record(out, trace, PRIMITIVES[name], {}, (px, py), needed, (xv, yv), out, kept, ka)
+
+
+_KERNEL1: dict[str, Kernel] = {n: k for n, (k, _) in UNARY.items()}
+_KERNEL2: dict[str, Kernel] = {n: k for n, (k, _, _) in BINARY.items()}
+_KEEP1: dict[str, tuple[Any, bool]] = {n: _keeper((d,))([True]) for n, (_, d) in UNARY.items()}
+_KEEP2: dict[str, tuple[Any, Any, Any]] = {
+    n: (k([True, True]), k([True, False]), k([False, True]))
+    for n, k in ((n, _keeper((dx, dy))) for n, (_, dx, dy) in BINARY.items())
+}
+"""The lane's kernels and keep masks (operands kept, result kept), per needed mask."""
+
+
+def apply2(name: str, x: Any, y: Any) -> Any:
+    """The binary `name` (a `BINARY` entry) as the rules apply it (raw in, raw out): the lane
+    where `x` or `y` is a Tensor it takes, else `bind`."""
+    trace = x._trace if type(x) is Tensor else y._trace if type(y) is Tensor else None
+    if (  # (the lane's traces, inline: a live reverse trace, or the imperative graph recording)
+        trace is not None
+        and not trace.dead
+        and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+    ):
+        t = _recorded2(name, x, y, trace)
+        if t is not None:
+            return t
+    return bind(PRIMITIVES[name], (x, y), {})
+
+
 def public_unary(name: str) -> Callable[[ArrayLike], Tensor]:
     """The public one-operand operation `name`, taking any array-like and returning a Tensor."""
     prim = PRIMITIVES[name]
     lane = name in UNARY
     if lane:
         kernel = UNARY[name][0]
-        keep_x, keep_y = _keeper((UNARY[name][1],))([True])  # (a tuple of one flag, and one flag)
+        keep_x, keep_y = _KEEP1[name]
 
     def op(x: ArrayLike) -> Tensor:
         if type(x) is Tensor:
             trace = x._trace
-            if trace is not None:
+            if (
+                lane
+                and trace is not None
+                and x._node is not None
+                and not trace.dead
+                and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
+            ):
                 v = x._value
-                if (
-                    lane
-                    and type(v) in _NUMPY_TYPES
-                    and x._node is not None
-                    and not trace.dead
-                    and (trace.__class__ is ReverseTrace or (trace is IMPERATIVE and grad_enabled()))
-                ):
+                if type(v) in _NUMPY_TYPES:  # first order: inline (every eager operation comes here)
                     out = kernel(v)
                     return record(out, trace, prim, {}, (x._node,), [True], (v,), out, keep_x, keep_y)
+                t = _recorded1(name, x, trace)  # a second order
+                if t is not None:
+                    return t
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         out = bind(prim, (x,), {})
@@ -820,8 +950,7 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
     lane = name in BINARY
     if lane:
         kernel = BINARY[name][0]
-        keep = _keeper(BINARY[name][1:])
-        keep_both, keep_x, keep_y = keep([True, True]), keep([True, False]), keep([False, True])
+        keep_both, keep_x, keep_y = _KEEP2[name]
 
     def op(x: ArrayLike, y: ArrayLike) -> Tensor:
         trace = x._trace if type(x) is Tensor else y._trace if type(y) is Tensor else None
@@ -844,6 +973,7 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
                 yv, py = y, None
                 ok = ok and (type(y) in _NUMBERS_SET or (type(y) is np.ndarray and y.dtype.kind in "biufc"))
             if ok and type(xv) in _NUMPY_TYPES and type(yv) in _NUMPY_TYPES:
+                # first order: inline (every eager operation comes here)
                 if px is not None and py is not None:
                     needed, (kept, ka) = [True, True], keep_both
                 elif px is not None:
@@ -855,6 +985,10 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
                 if needed:
                     out = kernel(xv, yv)
                     return record(out, trace, prim, {}, (px, py), needed, (xv, yv), out, kept, ka)
+            elif ok:
+                t = _recorded2(name, x, y, trace)  # a second order
+                if t is not None:
+                    return t
         if type(x) is not Tensor or x._trace is None:  # (a traced Tensor is its own operand)
             x = to_operand(x)
         if type(y) is not Tensor or y._trace is None:

@@ -243,8 +243,25 @@ def einsum(
         text, names, given = subscripts, (), operands
     else:
         text, names, given = einsum_arguments(subscripts, operands)
-    ops_ = _promote_weak([to_operand(x) for x in given])
-    spec = parse(text, tuple([shape_of(x) for x in ops_]), names)
+    ops_ = []
+    shapes = []
+    plain = True  # whether every operand is a numpy array or a Tensor over one (no number)
+    for x in given:  # (a loop, numpy arrays and traced Tensors inline: every eager einsum call)
+        if type(x) is np.ndarray and x.dtype.kind in "biufc":
+            shapes.append(x.shape)
+        else:
+            if type(x) is not Tensor or x._trace is None:
+                x = to_operand(x)
+            shapes.append(x.shape if type(x) is Tensor else shape_of(x))
+            v = x
+            while type(v) is Tensor:  # (`_promote_weak`'s own check, inline)
+                v = v._value
+            plain = plain and type(v) is np.ndarray
+        ops_.append(x)
+    promoted = ops_ if plain else _promote_weak(ops_)
+    if promoted is not ops_:  # (numbers made arrays)
+        ops_, shapes = promoted, [shape_of(x) for x in promoted]
+    spec = parse(text, tuple(shapes), names)
     for k, axes in enumerate(spec.squeeze):
         if axes:
             shape = shape_of(ops_[k])
@@ -255,7 +272,8 @@ def einsum(
     if isinstance(opt, tuple):
         _check_path(opt, len(ops_))
     limit = None if memory_limit is None else check_limit(memory_limit)
-    return wrap(contract(spec.inputs, spec.output, ops_, opt, limit, executor, bool(progress)))
+    out = contract(spec.inputs, spec.output, ops_, opt, limit, executor, bool(progress))
+    return out if type(out) is Tensor else wrap(out)
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:

@@ -20,9 +20,10 @@ import numpy as np
 from .. import arrays
 from ..aliases import Axis, Shape
 from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, strip
+from ..subscripts import fresh_symbols
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
-from .einsum import sum_axes, sum_raw
-from .elementwise import PRIMITIVES, compare, conj, exp, log, real, sqrt
+from .einsum import contract, sum_axes, sum_raw
+from .elementwise import PRIMITIVES, apply2, compare, conj, exp, log, real, sqrt
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
 from .structural import broadcast_raw, where_raw
 
@@ -192,13 +193,28 @@ _divide = PRIMITIVES["divide"]
 
 def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64."""
+    whole = axis is None and not keepdims
+    if whole and (type(x) is np.ndarray or (type(x) is Tensor and x._trace is not None)):
+        # the mean of everything of a floating-point array or traced Tensor (a loss, every eager
+        # step): its shape and dtype read once, the sum's letters kept per rank
+        shape, dt = x.shape, x.dtype
+        if dt.kind in "fc":
+            letters = _ALL.get(len(shape))
+            if letters is None:
+                letters = _ALL[len(shape)] = "".join(fresh_symbols(set(), len(shape)))
+            out = apply2("divide", contract((letters,), "", [x]), math.prod(shape))
+            return out if type(out) is Tensor else wrap(out)
     return wrap(_mean_raw(_inexact(x), axis, keepdims))
+
+
+_ALL: dict[int, str] = {}
+"""The index letters of an array of each rank (a mean of all of it sums them away)."""
 
 
 def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))  # (once, for the sum and the count)
-    return bind(_divide, (sum_axes(x, shape, axes, keepdims), _count(shape, axes)), {})
+    return apply2("divide", sum_axes(x, shape, axes, keepdims), _count(shape, axes))
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:

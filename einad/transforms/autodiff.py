@@ -87,6 +87,10 @@ def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
     return v
 
 
+_DIFFERENTIATING = frozenset({ReverseTrace, ForwardTrace})
+"""The traces whose Tensors a transformation takes as they are (`traced`, `_diff_value`)."""
+
+
 def _same_library(values: Sequence[Any]) -> None:
     """TypeError naming both libraries when `values` hold arrays of two."""
     if len(values) > 1:
@@ -127,6 +131,15 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     A top-level gradient is a writable array of its own: one whose memory is in
     `taken` (ids of buffers already returned, or the caller's cotangents) is copied.
     """
+    if type(g) is np.ndarray and type(like) is np.ndarray and g.shape == like.shape and g.dtype == like.dtype:
+        # (numpy's gradient of a numpy input, the common case, inline: every gradient call)
+        base = g
+        while type(base.base) is np.ndarray:  # (`_buffer`)
+            base = base.base
+        if not g.flags.writeable or id(base) in taken:
+            g = base = np.array(g)
+        taken.add(id(base))
+        return g
     shape, dt = shape_of(like), dtype_of(like)
     if g is None:
         g = arrays.zeros(strip(like), shape, dt)
@@ -251,7 +264,10 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
         trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, lazy=False)
         taken: set[int] = set()
-        grads = tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed])
+        flat = []
+        for b in boxed:  # (a loop: every gradient call)
+            flat.append(_grad_out(cts.get(id(b._node)), b._value, taken))
+        grads = tree_unflatten(td, flat)
         gradient = grads[0] if isinstance(argnums, (int, np.integer)) else tuple(grads)
         value = _out(value_of(out, trace))
         if has_aux:
@@ -274,33 +290,71 @@ def _reverse(
     differentiated leaves' treedef, their boxes, each reached box's cotangent by node id).
     With `lazy`, the cotangents are the reverse pass's own (``lazy_leaves``): they may be
     `Structured` and are not yet shaped as their input."""
-    nums = _argnums(argnums, len(args))
-    flat, td = tree_flatten([args[i] for i in nums])
-    values = [_diff_value(x, functools.partial(_where, nums, td, k)) for k, x in enumerate(flat)]
-    _same_library(values)
-    with tracing(ReverseTrace()) as trace:
-        boxed = [box(v, trace) for v in values]
-        out = f(*_substitute(args, nums, tree_unflatten(td, boxed)), **kwargs)
+    # (loops, not comprehensions, and the common argnums inline: every gradient call comes here)
+    if type(argnums) is int and 0 <= argnums < len(args):
+        nums: tuple[int, ...] = (argnums,)
+    elif type(argnums) is tuple and argnums == tuple(range(len(args))):  # (an HVP's passes)
+        nums = argnums
+    else:
+        nums = _argnums(argnums, len(args))
+    flat, td = tree_flatten(list(map(args.__getitem__, nums)))  # (the arguments picked without a frame)
+    values: list[Any] = []
+    for k, x in enumerate(flat):
+        # a floating-point numpy array, or a Tensor of a differentiating trace (an HVP's inner
+        # gradient), taken as it is; anything else checked by `_diff_value`
+        if (type(x) is np.ndarray and x.dtype.kind in "fc") or (
+            type(x) is Tensor and x._trace.__class__ in _DIFFERENTIATING and x.dtype.kind in "fc"
+        ):
+            values.append(x)
+        else:
+            values.append(_diff_value(x, functools.partial(_where, nums, td, k)))
+    if len(values) > 1:
+        _same_library(values)
+    with ReverseTrace() as trace:  # (`tracing`'s context, without the call)
+        boxed = []
+        for value in values:
+            boxed.append(box(value, trace))
+        new = list(args)  # (`_substitute`, inline: every gradient call)
+        for i, sub in zip(nums, tree_unflatten(td, boxed)):
+            new[i] = sub
+        out = f(*new, **kwargs)
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
             raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
         out, aux = out
-    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))) or (
-        dtype_of(out).kind not in "biufc"
-    ):
+    if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))):
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
-    if shape_of(out) != ():
+    # (every gradient call checks its output: the numpy value beneath differentiating traces read
+    # directly, else a Tensor's dtype and shape once each)
+    v: Any = out._value if type(out) is Tensor and out._trace is trace else None
+    while type(v) is Tensor and v._trace.__class__ in _DIFFERENTIATING and not v._trace.dead:
+        v = v._value
+    if type(v) is np.ndarray or isinstance(v, np.generic):
+        kind, shape = v.dtype.kind, v.shape
+    elif type(out) is Tensor:
+        kind, shape = out.dtype.kind, out.shape
+    else:
+        kind, shape = dtype_of(out).kind, shape_of(out)
+    if kind not in "biufc":
+        raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
+    if shape != ():
         raise TypeError(
-            f"grad needs a function with a scalar output, got shape {shape_of(out)}; "
+            f"grad needs a function with a scalar output, got shape {shape}; "
             "use einad.vjp or einad.jacrev for non-scalar outputs"
         )
-    if out.dtype.kind == "c" if type(out) is Tensor else dtype_of(out).kind == "c":
+    if kind == "c":
         raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
-        seed = [ones_like(out._value)]
-        cts = {id(n): g for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy)}
+        # the seed: numpy's one beneath differentiating traces (`ones_like`'s, inline)
+        seed = [
+            np.array(1, dtype=v.dtype)
+            if type(v) is np.ndarray or isinstance(v, np.generic)
+            else ones_like(out._value)
+        ]
+        for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy):
+            cts[id(n)] = g
     return trace, out, aux, td, boxed, cts
 
 
@@ -470,7 +524,10 @@ def _lazy_grads(f: Callable[..., Any], args: Sequence[Any]) -> tuple[TreeDef, li
     dtype than its input (`_grad_out` makes it one)."""
     every = tuple(range(len(args)))
     _, _, _, td, boxed, cts = _reverse(f, every, False, tuple(args), {}, lazy=True)
-    return td, [(cts.get(id(b._node)), b._value) for b in boxed]
+    pairs = []
+    for b in boxed:
+        pairs.append((cts.get(id(b._node)), b._value))
+    return td, pairs
 
 
 def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -478,7 +535,10 @@ def _gradients(f: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
     public wrappers (`grad`, `value_and_grad`) and the value they return."""
     _, _, _, td, boxed, cts = _reverse(f, tuple(range(len(args))), False, args, {}, lazy=False)
     taken: set[int] = set()
-    return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
+    grads = []
+    for b in boxed:
+        grads.append(_grad_out(cts.get(id(b._node)), b._value, taken))
+    return tuple(tree_unflatten(td, grads))
 
 
 def _hvp_forward_over_reverse(
@@ -508,11 +568,27 @@ def _inner_with(grads: list[tuple[Any, Any]], tangents: Sequence[Any]) -> float 
     tangent inside the contraction (`einsum.Pending.inner`), so the gradient itself is never
     formed (reverse over reverse reads only this inner product)."""
     total: Any = None
-    for (g, like), t in zip(grads, tree_flatten(list(tangents))[0]):
+    flat = tangents  # (numpy arrays, the common case, are their own leaves: no tree_flatten)
+    for t in tangents:
+        if type(t) is not np.ndarray:
+            flat = tree_flatten(list(tangents))[0]
+            break
+    for (g, like), t in zip(grads, flat):
         term: Any
         if g is None:
             continue
         if type(g) is Pending:
+            r = like
+            while type(r) is Tensor:
+                r = r._value
+            if type(t) is np.ndarray and type(r) is np.ndarray:  # (numpy's tangent of a numpy input)
+                if t.shape != r.shape:
+                    raise ValueError(f"tangent has shape {t.shape} but its primal has shape {r.shape}")
+                term = g.inner(t)
+                if g.dtype.kind == "c" or t.dtype.kind == "c":
+                    term = real(term)
+                total = term if total is None else total + term
+                continue
             term = g.inner(t if traced(t) else _in_library_of(like, strip(t)))
             if dtype_of(term).kind == "c":
                 term = real(term)
@@ -763,11 +839,15 @@ def backward_pass(
             heapq.heappush(heap, (-node.seq, node))
 
     for node, s in zip(outs, seeds):
-        send(node, s)
+        if node in cts:
+            send(node, s)
+        else:  # (`send`'s first cotangent, inline)
+            cts[node] = s
+            heapq.heappush(heap, (-node.seq, node))
     reached = []
     push, pop, add = heapq.heappush, heapq.heappop, np.add
     # the rules run quietly (see QuietRules); with `lazy_leaves`, einsum's VJP defers
-    with QuietRules(), deferring() if lazy_leaves else _NO_CONTEXT:
+    with deferring() if lazy_leaves else QuietRules():
         while heap:
             node = pop(heap)[1]
             g = cts.pop(node)
@@ -813,9 +893,6 @@ def backward_pass(
                 else:
                     send(p, c)
     return reached
-
-
-_NO_CONTEXT = nullcontext()
 
 
 def _freed(name: str) -> RuntimeError:
