@@ -936,7 +936,9 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
         kept=frozenset(),
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
-        programmable=all(isinstance(p.run, _Pair) for p in forward) and _fits_program(shapes, specs, size),
+        programmable=len(forward) >= PROGRAM_STEPS
+        and all(isinstance(p.run, _Pair) for p in forward)
+        and _fits_program(shapes, specs, size),
     )
 
 
@@ -1300,6 +1302,13 @@ PROGRAM_VALUES = 1 << 21
 a program keeps a buffer for each (and for the sweep's cotangents) between calls, within
 `POOL_BUDGET` (2^21 complex128 elements: 32 MiB); a larger one would be let go after each call
 and made again at the next, at more cost than walking the steps (benchmark n4's values: 2^20)."""
+
+
+PROGRAM_STEPS = 8
+"""The fewest pairwise steps a forward alone (`forward_plan`) has to run as a `_Program`: a program
+saves a few microseconds of Python a step and keeps its buffers between calls, so a short
+contraction (a staged program of many three- or four-operand einsums, as quimb's contraction
+of benchmark m2 makes) walks its steps instead (there, 23 programs kept 24 MiB for 0.2 ms)."""
 
 
 _C_EINSUM: Callable[..., Any] = getattr(getattr(np, "_core", np).multiarray, "c_einsum", np.einsum)

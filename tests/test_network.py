@@ -1010,3 +1010,22 @@ def test_a_network_of_bond_one_has_no_step_too_wide_for_numpy():
     value, pull = ea.vjp(lambda *xs: ea.einsum(eq, *xs, optimize=path), *ops)
     cts = pull(np.array(2.0))
     assert_close(cts[3], 2 * total / numbers[3] * np.ones((1, 1)), rtol=1e-12)
+
+
+def test_a_short_forward_walks_and_keeps_no_program():
+    """A forward alone of fewer than `PROGRAM_STEPS` pairwise steps walks them on fresh arrays:
+    a program would save microseconds and keep its buffers between calls (a staged program of
+    many short contractions, as quimb's contraction makes, kept one program each). From
+    `PROGRAM_STEPS` steps on, the same small operands run as a program."""
+    rng = np.random.default_rng(2)
+    for n, programmed in ((network.PROGRAM_STEPS, False), (network.PROGRAM_STEPS + 1, True)):
+        eq = ",".join(oe.get_symbol(i) + oe.get_symbol(i + 1) for i in range(n)) + "->"
+        ops = [rng.standard_normal((3, 3)) for _ in range(n)]
+        path = [(0, 1)] * (n - 1)
+        inputs = tuple(eq[:-2].split(","))
+        plan = network.forward_plan(inputs, "", tuple(x.shape for x in ops), tuple(map(tuple, path)))
+        assert len(plan.forward) == n - 1 and plan.programmable == programmed
+        jf = ea.jit(lambda *xs, eq=eq, path=path: ea.einsum(eq, *xs, optimize=path))
+        for run in (lambda *xs, eq=eq, path=path: ea.einsum(eq, *xs, optimize=path), jf, jf):
+            assert_close(run(*ops), oe.contract(eq, *ops), rtol=1e-12)
+        assert len(plan.programs) == programmed and not plan.pools
