@@ -60,7 +60,8 @@ large bonds.
   `PROGRAM_INPUTS` elements, where the copies in and out would cost more than the steps'
   Python), plans whose values together are too large to keep between calls
   (`PROGRAM_VALUES`) and gradients on a diagonal walk the steps (`PROGRAMS` turns programs
-  off). A forward alone (`forward_plan`) runs as a program on the same terms (`value`).
+  off). A forward alone (`forward_plan`) runs as a program on the same terms, and only from
+  `PROGRAM_STEPS` steps on (`value`).
 
 Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
 module sits below `rules.einsum` and imports only the executor and the subscripts.
