@@ -1029,3 +1029,24 @@ def test_a_short_forward_walks_and_keeps_no_program():
         for run in (lambda *xs, eq=eq, path=path: ea.einsum(eq, *xs, optimize=path), jf, jf):
             assert_close(run(*ops), oe.contract(eq, *ops), rtol=1e-12)
         assert len(plan.programs) == programmed and not plan.pools
+
+
+def test_a_jitted_gradient_with_operands_it_does_not_differentiate_is_one_tree():
+    """Under `ea.jit`, a scalar network whose gradient is taken for some operands only (an MPS
+    energy's kets, not its operator's tensors, all of them arguments of the jitted function)
+    stages one `einsum_vg` equation, as eager runs one tree: the operands staged but not
+    differentiated are constants of the reverse trace, not a second trace (it was staged as
+    its pairwise steps, forward and backward: 2 equations per step). Values and gradients are
+    eager's and opt_einsum's environments."""
+    eq, ops, path = _network(7, float, 0)
+    wrt = (0, 2, 3)
+    f = lambda *xs: ea.einsum(eq, *xs, optimize=path)
+    vg = ea.value_and_grad(f, argnums=wrt)
+    program = ea.jit(vg).lower(*ops)
+    ops_of = [e.op for e in program.equations]
+    assert ops_of.count("einsum_vg") == 1 and "einsum" not in ops_of
+    value, grads = ea.jit(vg)(*ops)
+    assert_close(value, oe.contract(eq, *ops, optimize=path), rtol=1e-12)
+    envs = _environments(eq, ops, np.ones(()))
+    for k, g in zip(wrt, grads):
+        assert_close(g, envs[k], rtol=1e-10)

@@ -435,14 +435,13 @@ def _one_trace(operands: Sequence[Value]) -> str | None:
     """
     traces: set[Any] = set()
     for x in operands:
-        depth = 0
         while type(x) is Tensor and x._trace is not None:
-            depth += 1
-            if not (depth > 1 and x._trace.kind == "staging"):
-                traces.add(x._trace)
+            traces.add(x._trace)
             x = x._value
         if not isinstance(x.concrete if type(x) is Staged else x, (np.ndarray, np.generic)):
             return None  # another library's arrays: each pairwise step in its own einsum
+    if len(traces) > 1:  # an operand staged only (a constant of the trace above it) is no other trace
+        traces = {t for t in traces if t.kind != "staging"}
     if len(traces) != 1:
         return None
     kind: str = next(iter(traces)).kind
