@@ -424,7 +424,7 @@ def _meta(v: Any) -> Meta:
 
 def leaf_node() -> Node:
     """A graph node with no operation: an input of a reverse trace."""
-    return Node(None, None, (), (), None, [])
+    return Node(None, None, (), (), None)
 
 
 _new = object.__new__

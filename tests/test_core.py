@@ -546,3 +546,37 @@ def test_a_mapped_value_read_as_a_number_says_each_example_has_its_own():
     for read in (float, int, bool, lambda x: x.item()):
         with pytest.raises(ea.TracerError, match=message):
             ea.vmap(read)(np.ones(2))
+
+
+def test_a_node_holds_what_it_was_made_with():
+    """`core.Node`: the operation, its parameters, parent nodes, kept values and answer as
+    given; `needed` worked out from the parents (a parent that is a node needs a cotangent)
+    unless given; no Tensor or hooks yet; a creation number above its parents'."""
+    parent = core.leaf_node()
+    prim = core.Primitive("node_test_identity", lambda x: x)
+    params, vals, ans = {"k": 1}, [np.ones(2), np.zeros(2)], np.arange(2.0)
+    node = core.Node(prim, params, (parent, None), vals, ans)
+    assert node.prim is prim and node.params is params and node.parents == (parent, None)
+    assert node.vals is vals and node.ans is ans
+    assert node.needed == [True, False]
+    assert node.tensor is None and node.hooks is None
+    assert node.seq > parent.seq
+    given = core.Node(prim, params, (parent, None), vals, ans, needed=[False, False])
+    assert given.needed == [False, False] and given.seq > node.seq
+
+
+def test_a_leaf_node_is_an_input_of_no_operation():
+    """`core.leaf_node` (an imperative leaf's node, `requires_grad_`) and the leaves `core.box`
+    makes for a reverse trace are alike: no operation, parameters, parents, values or answer,
+    nothing needed, no Tensor or hooks, numbered in creation order."""
+    first = core.leaf_node()
+    x = ea.tensor(np.ones(3), requires_grad=True)
+    with core.ReverseTrace() as trace:
+        boxed = core.box(np.ones(3), trace)
+    for node in (first, x._node, boxed._node):
+        assert type(node) is core.Node
+        assert node.prim is None and node.params is None and node.ans is None
+        assert node.parents == () and node.vals == () and node.needed == []
+        assert node.hooks is None
+    assert first.tensor is None and x._node.tensor() is x and boxed._node.tensor is None
+    assert first.seq < x._node.seq < boxed._node.seq
