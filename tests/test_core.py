@@ -580,3 +580,48 @@ def test_a_leaf_node_is_an_input_of_no_operation():
         assert node.hooks is None
     assert first.tensor is None and x._node.tensor() is x and boxed._node.tensor is None
     assert first.seq < x._node.seq < boxed._node.seq
+
+
+def test_the_meta_of_a_nested_tensor_over_numpy_is_made_without_its_constructor(monkeypatch):
+    """`core._meta` walks a Tensor's layers down to its numpy value and makes the Meta there (a
+    second order's nodes make one per value they do not keep): the shape and dtype of the
+    value, less one leading axis per batched layer; the generic `Meta(v)` only for values of
+    other kinds. Observed by counting `Meta.__init__` calls."""
+    calls = []
+    real = core.Meta.__init__
+
+    def counted(self, v):
+        calls.append(v)
+        real(self, v)
+
+    monkeypatch.setattr(core.Meta, "__init__", counted)
+    x = np.ones((2, 3), np.float32)
+    with core.ReverseTrace() as outer:
+        inner = core.box(core.box(x, outer), core.ReverseTrace())
+        m = core._meta(inner)
+    assert (m.shape, m.dtype) == ((2, 3), np.float32) and calls == []
+    m = core._meta(core.box(np.float64(2.0), outer))
+    assert (m.shape, m.dtype) == ((), np.float64) and calls == []
+    m = core._meta(3.0)  # a Python number: the generic path
+    assert m.shape == () and len(calls) == 1
+
+
+def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
+    """A JVP rule runs under numpy's error state with every error ignored, made from the state
+    around it once and kept (`core._quiet_memo`): a forward pass of many operations makes it
+    once, not once per operation (numpy's `np.errstate` would make it anew at each entry)."""
+    made = []
+    real = core._make_extobj
+    monkeypatch.setattr(core, "_make_extobj", lambda **kw: made.append(kw) or real(**kw))
+    monkeypatch.setattr(core, "_quiet_memo", (None, None))
+
+    def f(x):
+        for _ in range(5):
+            x = ea.sin(x) * 2.0 + ea.exp(-x)
+        return ea.sum(x)
+
+    ea.jvp(f, (np.ones(3),), (np.ones(3),))
+    assert made == [{"all": "ignore"}]
+    with np.errstate(over="raise"):  # another state around: made anew from it, once
+        ea.jvp(f, (np.ones(3),), (np.ones(3),))
+    assert len(made) == 2

@@ -576,8 +576,9 @@ def test_a_primitive_without_a_rule_for_a_mode_says_so():
     )
     f = lambda x: ea.sum(bind(prim, (x,), {}))
     ea.jvp(f, (np.ones(2),), (np.ones(2),))
-    with pytest.raises(NotImplementedError, match="reverse-mode.*half_rule"):
+    with pytest.raises(NotImplementedError) as err:
         ea.grad(f)(np.ones(2))
+    assert str(err.value) == "einad has no reverse-mode (VJP) rule for the primitive 'half_rule'"
 
 
 def test_a_tensor_as_a_python_index():
