@@ -115,8 +115,14 @@ def test_the_gradient_program_keeps_get_symbols_indices(network):
         *operands
     )
     written = set(spec)
-    assert all(set(s) <= written for s in graph.einsums)  # every einsum in the user's symbols
-    assert any("×" in s for s in graph.einsums) and any("÷" in s for s in graph.einsums)
+    specs = list(graph.einsums) + [  # the tree's value-and-gradient (operands 2.. are constants)
+        ",".join(e.params["inputs"]) + "->" + e.params["output"]
+        for e in graph.equations
+        if e.op == "einsum_vg"
+    ]
+    assert len(specs) > len(graph.einsums)
+    assert all(set(s) <= written for s in specs)  # every einsum in the user's symbols
+    assert any("×" in s for s in specs) and any("÷" in s for s in specs)
 
 
 def test_errors_in_a_300_index_network_name_the_users_characters(network):
