@@ -625,3 +625,37 @@ def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
     with np.errstate(over="raise"):  # another state around: made anew from it, once
         ea.jvp(f, (np.ones(3),), (np.ones(3),))
     assert len(made) == 2
+
+
+def test_a_reverse_trace_runs_a_plain_operation_by_its_implementation(monkeypatch):
+    """`ReverseTrace.process` of an operation whose operands are no other transformation's
+    values runs the primitive's implementation itself: `bind` again (the dispatch through
+    every trace, for the same value) only when an operand is itself traced (a nested
+    transformation). Observed by counting the `bind` calls the trace makes."""
+    prim = core.declare(
+        core.Primitive("process_test_square", np.square),
+        vjp=lambda g, ans, vals, params, needed: [2.0 * g * vals[0]],
+        aliasing="fresh",
+    )
+    real = core.bind
+    seen = []
+
+    def counted(p, args, params):
+        seen.append(p.name)
+        return real(p, args, params)
+
+    x = np.array([1.0, -2.0, 3.0])
+    with core.ReverseTrace() as trace:
+        t = core.box(x, trace)
+        monkeypatch.setattr(core, "bind", counted)
+        out = trace.process(prim, [t], {})
+        monkeypatch.setattr(core, "bind", real)
+    assert seen == [] and out._trace is trace
+    np.testing.assert_array_equal(out._value, x**2)
+    with core.ReverseTrace() as outer:
+        nested = core.box(core.box(x, outer), core.ReverseTrace())
+        monkeypatch.setattr(core, "bind", counted)
+        out = nested._trace.process(prim, [nested], {})
+        monkeypatch.setattr(core, "bind", real)
+    assert seen == ["process_test_square"]  # the value beneath is the outer trace's: bound there
+    np.testing.assert_array_equal(out._value._value, x**2)
