@@ -792,14 +792,8 @@ def _tree_plan(
     wrt: tuple[int, ...],
     layouts: bool,
 ) -> TreePlan:
-    given, out_shape = _drop_ones(inputs, output, shapes)
-    if given is not None:
-        inputs, output, shapes = given
+    given, out_shape, inputs, shapes, size, args_of, specs = _steps_of(inputs, output, shapes, path)
     n = len(inputs)
-    size: dict[str, int] = {}
-    for spec, shape in zip(inputs, shapes):
-        size.update(zip(spec, shape))
-    args_of, specs = _follow(inputs, output, path)
     if layouts:
         _choose_layouts(n, args_of, specs, size)
     all_shapes = list(shapes) + [tuple(size[c] for c in spec) for spec in specs[n:]]
@@ -902,14 +896,8 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
     leave read memory across the grain (benchmark n4: as many elements copied as these
     steps copy, in three times the time; the forward 27% slower).
     """
-    given, out_shape = _drop_ones(inputs, output, shapes)
-    if given is not None:
-        inputs, output, shapes = given
+    given, out_shape, inputs, shapes, size, args_of, specs = _steps_of(inputs, output, shapes, path)
     n = len(inputs)
-    size: dict[str, int] = {}
-    for spec, shape in zip(inputs, shapes):
-        size.update(zip(spec, shape))
-    args_of, specs = _follow(inputs, output, path)
     memory = list(inputs)  # each value's letters in memory order
     forward: list[Product] = []
     for t, args in enumerate(args_of):
@@ -941,6 +929,23 @@ def forward_plan(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...]
         and all(isinstance(p.run, _Pair) for p in forward)
         and _fits_program(shapes, specs, size),
     )
+
+
+def _steps_of(
+    inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path
+) -> tuple[Any, Shape, tuple[str, ...], tuple[Shape, ...], dict[str, int], list[tuple[int, ...]], list[str]]:
+    """What both planners start from: the contraction without its letters of size 1
+    (`_drop_ones`: None where none is dropped, and the value's shape), its operands' letters
+    and shapes then, each letter's size, and each step's value ids and every value's letters
+    (`_follow`)."""
+    given, out_shape = _drop_ones(inputs, output, shapes)
+    if given is not None:
+        inputs, output, shapes = given
+    size: dict[str, int] = {}
+    for spec, shape in zip(inputs, shapes):
+        size.update(zip(spec, shape))
+    args_of, specs = _follow(inputs, output, path)
+    return given, out_shape, inputs, shapes, size, args_of, specs
 
 
 def _drop_ones(
