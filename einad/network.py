@@ -375,6 +375,13 @@ class _Pool:
         for views in self.bound:  # (a program's views hold its buffers alive)
             views.clear()
 
+    def settle(self) -> None:
+        """Keep only the free buffers: those still in use, or never let go, are no longer the
+        pool's (a loop's pool between two rounds, whose values are all gone by then: a buffer
+        a round did not give back is not held on to for the rounds after it)."""
+        self.owned = {id(raw): raw for stack in self.free.values() for raw in stack}
+        self.held = sum(int(raw.nbytes) for raw in self.owned.values())
+
     def put(self, x: Any) -> None:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
         serves a later step."""
@@ -536,7 +543,7 @@ class _Pair:
         self.out_shape = tuple(plan.dims[i] for i in plan.perm_out)
         self.mm_shape = (*plan.shape_a[:-1], plan.shape_b[-1])
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
-        self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
+        self.seen: dict[tuple[Any, ...], tuple[bool, bool, bool | None]] = {}
 
     def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
         """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
@@ -562,7 +569,7 @@ class _Pair:
         key = (a.strides, b.strides)
         views = self.seen.get(key)
         if views is None:
-            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
+            views = (_merges(a, plan.shape_a), _merges(b, plan.shape_b), None)
         if views[0]:
             a = a.reshape(plan.shape_a)
         else:
@@ -576,7 +583,12 @@ class _Pair:
         else:
             dest = None
             out = pool.get(self.mm_shape, dtype)
-        if len(self.mm_shape) == 2:
+        dot = views[2]
+        if dot is None:  # (decided once per layout, as the views are)
+            # numpy.dot copies a matrix of spaced rows (a slice's), which numpy.matmul reads
+            dot = len(self.mm_shape) == 2 and a.flags.forc and b.flags.forc
+            self.seen[key] = (views[0], views[1], dot)
+        if dot:
             np.dot(a, b, out=out)
         else:
             np.matmul(a, b, out=out)
@@ -629,7 +641,7 @@ class _Pair:
         key = (a.strides, b.strides)
         views = self.seen.get(key)
         if views is None:  # (the check reshapes: a copy, where it is no view)
-            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b))
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b), None)
         mm = []
         for x, shape, view in ((a, plan.shape_a, views[0]), (b, plan.shape_b, views[1])):
             if not view:
@@ -659,6 +671,28 @@ class _Pair:
 def _merges(view: Any, shape: Shape) -> bool:
     """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
     return bool(np.may_share_memory(view.reshape(shape), view))
+
+
+SCRATCH_MIN = POOL_MIN
+"""Elements from which a loop's buffers come from its pool (`scratch`): a large array is a
+fresh mapping that faults its pages in; a smaller one comes from malloc's free lists, which
+also serve a later, larger array (a pool's free buffer serves only one as large or up to
+twice smaller), so the loop's peak stays its values' own."""
+
+
+def scratch() -> _Pool:
+    """A pool for a loop that runs the same steps again and again on arrays of the same shapes
+    (a sliced contraction's slices, `rules.einsum`): buffers of `SCRATCH_MIN` elements or
+    more; `_Pool.settle` between rounds, `_Pool.release` when the shapes change."""
+    return _Pool(least=SCRATCH_MIN)
+
+
+@functools.lru_cache(maxsize=1024)
+def pair_step(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pair:
+    """The product ``sa,sb->so`` of operands of these shapes (no letter broadcast from size 1)
+    as a step writing into a pool's buffers: ``pair_step(...)(pool, a, b)``, whose result is
+    a buffer of `pool`'s or a fresh array, never a view of an operand."""
+    return _Pair(_pair_plan(sa, sb, so, shape_a, shape_b))
 
 
 def _copied(pool: Any, view: Any, shape: Shape) -> Any:

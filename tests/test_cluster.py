@@ -27,7 +27,9 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad import cluster, executor, slicing
+from einad import cluster, slicing
+
+EINSUM = sys.modules["einad.rules.einsum"]  # the module (einad.einsum is the function)
 
 distributed = pytest.importorskip(
     "distributed", reason="dask.distributed is not installed (pip install 'einad[dask]')"
@@ -57,24 +59,24 @@ def _close(a, b, tol=1e-12):
 
 
 def _install(delay=0.0, marker=None):
-    """Replace the numpy step function in this (worker) process: each step sleeps `delay`
-    seconds, and raises a ZeroDivisionError when an operand holds `marker`."""
-    raw = getattr(executor, "_unpatched_raw_step", executor._raw_step)
-    executor._unpatched_raw_step = raw
+    """Replace the step function of slices in this (worker) process: each looped step sleeps
+    `delay` seconds, and raises a ZeroDivisionError when an operand holds `marker`."""
+    raw = getattr(EINSUM, "_unpatched_slice_step", EINSUM._slice_step)
+    EINSUM._unpatched_slice_step = raw
 
-    def step(ins, out, picked):
+    def step(sc, run, ins, out, picked):
         if marker is not None and any(np.any(x == marker) for x in picked):
             raise ZeroDivisionError(f"step {','.join(ins)}->{out} met the marker")
         if delay:
             time.sleep(delay)
-        return raw(ins, out, picked)
+        return raw(sc, run, ins, out, picked)
 
-    executor._raw_step = step
+    EINSUM._slice_step = step
     return os.getpid()
 
 
 def _uninstall():
-    executor._raw_step = getattr(executor, "_unpatched_raw_step", executor._raw_step)
+    EINSUM._slice_step = getattr(EINSUM, "_unpatched_slice_step", EINSUM._slice_step)
 
 
 def _scheduler_tasks(dask_scheduler=None):
@@ -614,8 +616,8 @@ def test_an_exception_in_a_process_pool_task_and_in_the_thread_pool(monkeypatch)
         ea.grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40, executor=ex))(*ops)
     _named_slice(info.value, ops, 40)
     monkeypatch.setattr(slicing, "threads", 2)
-    monkeypatch.setattr(executor, "_raw_step", executor._raw_step)
-    monkeypatch.setattr(executor, "_unpatched_raw_step", executor._raw_step, raising=False)
+    monkeypatch.setattr(EINSUM, "_slice_step", EINSUM._slice_step)
+    monkeypatch.setattr(EINSUM, "_unpatched_slice_step", EINSUM._slice_step, raising=False)
     _install(marker=MARKER)  # in this process: the thread pool's slices
     with pytest.raises(ZeroDivisionError, match="met the marker") as info:
         ea.einsum(TETRA, *ops, memory_limit=40)

@@ -26,7 +26,7 @@ import pytest
 
 import einad as ea
 import einad.transforms.batching
-from einad import executor, network, slicing
+from einad import network, slicing
 from einad.explain import explain
 from einad.rules.einsum import contract_planned
 from einad.util import wrap
@@ -654,9 +654,9 @@ def _count_steps(monkeypatch, delay=0.0, names=None, meet=None):
     threads as the barrier's parties have arrived: they must run at once, however loaded the
     machine (a timeout breaks the barrier and the contraction raises)."""
     calls = []
-    raw = executor._raw_step
+    raw = EINSUM._slice_step
 
-    def step(ins, out, picked):
+    def step(sc, run, ins, out, picked):
         if meet is not None and threading.get_ident() not in calls:
             meet.wait(timeout=60)
         calls.append(threading.get_ident())
@@ -664,10 +664,83 @@ def _count_steps(monkeypatch, delay=0.0, names=None, meet=None):
             names.append(threading.current_thread().name)
         if delay:
             time.sleep(delay)  # so that the pool's threads overlap
-        return raw(ins, out, picked)
+        return raw(sc, run, ins, out, picked)
 
-    monkeypatch.setattr(executor, "_raw_step", step)  # what executor.runner(numpy) runs
+    monkeypatch.setattr(EINSUM, "_slice_step", step)  # every looped step of a slice
     return calls
+
+
+# -- the slices' buffers: each thread's slices run in the same ones (network.scratch) --------
+
+
+def test_slices_reuse_their_buffers(monkeypatch):
+    """A thread's slices run the same steps on arrays of the same shapes: the buffers of its
+    values, cotangents and copies are made for its first slice and serve every slice after
+    it (a fresh large array faults its pages in again; benchmark case 10, a sixth of a
+    worker's time). Counted on einad's pools, every buffer pooled however small: the buffers
+    asked for grow with the slices, the buffers made do not."""
+    monkeypatch.setattr(network, "SCRATCH_MIN", 0)
+    monkeypatch.setattr(slicing, "threads", 1)
+    made = []
+
+    def recording():
+        made.append(network.scratch())
+        return made[-1]
+
+    monkeypatch.setattr(EINSUM, "scratch", recording)
+    asked = []
+    get = network._Pool.get
+
+    def counted(self, shape, dtype):
+        if any(self is p for p in made):
+            asked.append(shape)
+        return get(self, shape, dtype)
+
+    monkeypatch.setattr(network._Pool, "get", counted)
+    ops = _tetra(8)
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=600)
+    assert info.n_slices == 8  # eight slices of one shape
+    for run in (
+        lambda: ea.einsum(TETRA, *ops, memory_limit=600),  # the forward's slices
+        lambda: ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs, memory_limit=600), argnums=(0, 1, 2, 3))(
+            *ops
+        ),
+    ):
+        made.clear()
+        asked.clear()
+        run()
+        assert len(made) == 1  # one pool for the thread's slices
+        assert len(asked) >= 8 * 2  # every slice's products wrote into its buffers ...
+        assert made[0].fresh <= len(asked) // 8  # ... which the first slice made
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("eq, shapes, limit", NETWORKS)
+def test_slices_in_reused_buffers_equal_the_unsliced(monkeypatch, eq, shapes, limit, threads):
+    """Every buffer pooled (however small): values, one-pass gradients and a non-scalar
+    result's sweep, real and complex, on one thread and two, equal the unsliced ones. A
+    buffer given back while a value still reads it would show here."""
+    monkeypatch.setattr(network, "SCRATCH_MIN", 0)
+    monkeypatch.setattr(slicing, "threads", threads)
+    rng = np.random.default_rng(7)
+    total = eq.split("->")[0] + "->"  # (a scalar: its value and gradients in one pass)
+    for dtype in (np.float64, np.complex128):
+        ops = [x.astype(dtype) for x in _ops(shapes)]
+        if dtype == np.complex128:
+            ops = [x + 1j * rng.standard_normal(x.shape) for x in ops]
+        _close(ea.einsum(eq, *ops, memory_limit=limit), np.einsum(eq, *ops))
+        out = np.einsum(eq, *ops)
+        u = rng.standard_normal(out.shape).astype(dtype)
+        _, pull = ea.vjp(lambda *xs: ea.einsum(eq, *xs, memory_limit=limit), *ops)
+        _, pull0 = ea.vjp(lambda *xs: ea.einsum(eq, *xs), *ops)
+        for a, b in zip(pull(u), pull0(u)):
+            _close(a, b, rtol=1e-9)
+        v, pull = ea.vjp(lambda *xs: ea.einsum(total, *xs, memory_limit=limit), *ops)
+        v0, pull0 = ea.vjp(lambda *xs: ea.einsum(total, *xs), *ops)
+        _close(v, v0)
+        one = np.ones((), dtype)
+        for a, b in zip(pull(one), pull0(one)):
+            _close(a, b, rtol=1e-9)
 
 
 def test_scalar_value_and_gradient_take_one_pass_over_the_slices(monkeypatch):

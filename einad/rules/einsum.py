@@ -68,7 +68,7 @@ from ..core import (
 from ..errors import EinsumError
 from ..executor import _pair, _pair_plan, _run_pair
 from ..network import forward as tree_forward
-from ..network import forward_plan, tree_plan
+from ..network import forward_plan, pair_step, scratch, tree_plan
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
@@ -963,6 +963,30 @@ def _pullback(ins: tuple[str, ...], out: str, j: int, ct: Any, operands: Sequenc
     return r
 
 
+def _pullback_in(
+    sc: _Scratch | None,
+    ins: tuple[str, ...],
+    out: str,
+    j: int,
+    ct: Any,
+    operands: Sequence[Any],
+    shape: Shape,
+) -> tuple[Any, bool]:
+    """`_pullback`, as a pairwise step in a buffer of `sc`'s pool where it is one; and whether
+    it is (then the value is no view of `ct` or of an operand, and its buffer the pool's)."""
+    if sc is not None and len(ins) == 2:
+        spec, kept, target = vjp_operands(ins, out, j)
+        r = sc.product(spec, kept, [ct, operands[1 - j]])
+        if r is not None:
+            if kept == target:
+                return r, True
+            spread_ = _spread_impl(r, kept, target, shape)
+            if spread_.base is None:  # (a diagonal, written into zeros of its own)
+                sc.pool.put(r)
+            return spread_, True
+    return _pullback(ins, out, j, ct, operands, shape), False
+
+
 def _over_slices(
     s: Schedule,
     memory_limit: MemoryLimit,
@@ -1033,17 +1057,100 @@ def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, An
     return vals
 
 
+class _Scratch:
+    """The buffers of the slices one thread (or one task) runs, on numpy arrays.
+
+    Every slice runs the same steps on arrays of the same shapes, so the buffers one slice
+    lets go serve the next (`network.scratch`): a slice's large intermediates are made once
+    per thread, not once per slice, and do not fault their pages in again (the kernel
+    zeroes every page of a fresh mapping: on benchmark case 10 a sixth of a worker's time).
+    A pairwise step and its pullbacks run as `network.pair_step`s, whose results are
+    buffers of the pool (or fresh), never views of their operands; a value is given back
+    (`free`) when it is gone, if a pairwise step made it (`mine`) and one read it, so that
+    nothing else can be a view of its buffer. Other steps run as before. Between slices the
+    pool keeps only its free buffers (`begin`), and none when the slice's shapes change
+    (the last slice, of a remainder: the buffers would not fit, and would stay beside its
+    own, past the slice bound `memory_limit` plans for).
+    """
+
+    __slots__ = ("mine", "pool", "sizes")
+
+    def __init__(self) -> None:
+        self.pool = scratch()
+        self.sizes: tuple[int, ...] | None = None
+        self.mine: set[int] = set()  # ids of the slice's values in buffers of a pairwise step
+
+    @staticmethod
+    def of(local: threading.local, arrays: Sequence[Any]) -> _Scratch | None:
+        """The calling thread's scratch (None unless every array is numpy's)."""
+        if not all(type(x) is np.ndarray for x in arrays):
+            return None
+        scratch_: _Scratch | None = getattr(local, "scratch", None)
+        if scratch_ is None:
+            scratch_ = local.scratch = _Scratch()
+        return scratch_
+
+    def begin(self, ranges: dict[str, tuple[int, int]]) -> None:
+        self.mine.clear()
+        sizes = tuple(hi - lo for lo, hi in ranges.values())
+        if sizes != self.sizes:
+            self.pool.release()
+            self.sizes = sizes
+        else:
+            self.pool.settle()
+
+    def product(self, ins: tuple[str, ...], out: str, picked: Sequence[Any]) -> Any:
+        """Step ``ins -> out`` of two numpy arrays in a buffer of the pool, or None (another
+        step, or a letter broadcast from size 1)."""
+        if len(picked) != 2:
+            return None
+        a, b = picked
+        if type(a) is not np.ndarray or type(b) is not np.ndarray:
+            return None
+        sizes = dict(zip(ins[0], a.shape))
+        if any(sizes.get(c, d) != d for c, d in zip(ins[1], b.shape)):
+            return None
+        return pair_step(ins[0], ins[1], out, a.shape, b.shape)(self.pool, a, b)
+
+    def free(self, i: int, x: Any) -> None:
+        """Value `i` (`x`) is gone: its buffer serves a later step, if a pairwise step made it."""
+        if i in self.mine and x is not None:
+            self.mine.discard(i)
+            self.pool.put(x)
+
+
+def _slice_step(
+    sc: _Scratch | None, run: Callable[..., Any], ins: tuple[str, ...], out: str, picked: list[Any]
+) -> tuple[Any, bool]:
+    """One looped step of a slice: a pairwise product in a buffer of `sc`'s pool where it is
+    one (True: a value of its own), else `run`'s (False: maybe a view of an operand)."""
+    r = None if sc is None else sc.product(ins, out, picked)
+    return (run(ins, out, picked), False) if r is None else (r, True)
+
+
 def _forward_slice(
-    s: Schedule, arrays: Sequence[Any], vals: dict[int, Any], run: Callable[..., Any], ranges: dict[str, Any]
+    s: Schedule,
+    arrays: Sequence[Any],
+    vals: dict[int, Any],
+    run: Callable[..., Any],
+    ranges: dict[str, Any],
+    scratch_: _Scratch | None = None,
 ) -> Any:
     """One slice of the forward: its looped steps, reading the operands' slices and the
-    hoisted values `vals`; returns its part of the result."""
+    hoisted values `vals`; returns its part of the result (in a buffer of `scratch_`'s, if
+    given, which the caller gives back when it has added it)."""
     n = len(s.inputs)
+    if scratch_ is not None:
+        scratch_.begin(ranges)
     local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
     for t in s.looped:
         st = s.steps[t]
         picked = [local.pop(a) if a in local else vals[a] for a in st.args]
-        local[st.result] = run(st.ins, st.out, picked)
+        local[st.result], own = _slice_step(scratch_, run, st.ins, st.out, picked)
+        if own:
+            scratch_.mine.add(st.result)  # type: ignore[union-attr]
+            for i, a in enumerate(st.args):
+                scratch_.free(a, picked[i])  # type: ignore[union-attr]  # (read by this step alone)
         del picked
     return local.pop(s.steps[-1].result)
 
@@ -1074,10 +1181,16 @@ def _run_sliced(
     dtype = np.result_type(*(dtype_of(a) for a in arrays))
     result = _result_buffer(arrays[0], shape, dtype)
 
+    local = threading.local()
+    final = s.steps[-1].result
+
     def body(ranges: dict[str, tuple[int, int]]) -> None:
-        part = _forward_slice(s, arrays, vals, run, ranges)
+        scratch_ = _Scratch.of(local, arrays)
+        part = _forward_slice(s, arrays, vals, run, ranges, scratch_)
         with _add_lock:
             _add_at(result, s.index(s.output, ranges), part)
+        if scratch_ is not None:
+            scratch_.free(final, part)
 
     _over_slices(s, memory_limit, False, body, progress)
     return _total(result)
@@ -1157,8 +1270,14 @@ def _forward_batch(
     result, left = _carried(carry, arrays[0], tuple(sizes[c] for c in s.output), dtype)
     del carry
 
+    scratch_ = _Scratch.of(threading.local(), arrays)
+    final = s.steps[-1].result
+
     def body(ranges: dict[str, tuple[int, int]]) -> None:
-        _add_at(result, s.index(s.output, ranges), _forward_slice(s, arrays, vals, run, ranges))
+        part = _forward_slice(s, arrays, vals, run, ranges, scratch_)
+        _add_at(result, s.index(s.output, ranges), part)
+        if scratch_ is not None:
+            scratch_.free(final, part)
 
     _each_slice(s, slices, body)
     return _settle(result, left)
@@ -1359,26 +1478,42 @@ class _Sweep:
         self.producer = {st.result: t for t, st in enumerate(s.steps)}
         self.sizes = dict(s.sizes)
         self.total = np.zeros((), dtype=dt)
+        self.local = threading.local()  # each thread's `_Scratch`
 
     def slice(self, ranges: dict[str, tuple[int, int]]) -> None:
         s, g, arrays, vals, need, run = self.s, self.g, self.arrays, self.vals, self.need, self.run
         fused, rerun, producer, sizes = self.fused, self.rerun, self.producer, self.sizes
         n = len(s.inputs)
+        sc = _Scratch.of(self.local, [g, *arrays])
+        if sc is not None:
+            sc.begin(ranges)
+        viewing: set[int] = set()  # steps run otherwise than by a pairwise step: maybe views
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
             st = s.steps[t]
             if fused or t in rerun:
-                local[st.result] = run(st.ins, st.out, [local.get(a, vals.get(a)) for a in st.args])
+                picked = [local.get(a, vals.get(a)) for a in st.args]
+                local[st.result], own = _slice_step(sc, run, st.ins, st.out, picked)
+                if own:
+                    sc.mine.add(st.result)  # type: ignore[union-attr]
+                else:
+                    viewing.add(t)
+                del picked
             if fused:  # drop what no pullback reads (the operands' slices are views)
                 for a in st.args:
                     if _is_looped(s, a) and producer[a] not in rerun:
+                        if sc is not None and t not in viewing:
+                            sc.free(a, local.get(a))
                         local.pop(a, None)
         if fused:
             part = local.pop(self.final)
             with self.lock:
                 self.total[()] += part
+            if sc is not None:
+                sc.free(self.final, part)
             del part
         cot = {self.final: g[s.index(s.output, ranges)]}
+        pooled_cts: set[int] = set()  # the cotangents in buffers of `sc`'s pool
         for t in reversed(s.looped):
             st = s.steps[t]
             if st.result not in cot:  # no operand below it is differentiated
@@ -1393,25 +1528,42 @@ class _Sweep:
                 tuple(ranges[c][1] - ranges[c][0] if c in ranges else sizes[c] for c in x) for x in specs
             ]
             # Smallest first: the last pullback does not read its own operand, which is
-            # let go before it runs (a large intermediate and its cotangent never coexist).
+            # let go before it runs (a large intermediate and its cotangent never coexist;
+            # with a pool, the cotangent takes its buffer).
             order = sorted(
                 (j for j, a in enumerate(st.args) if a in need),
                 key=lambda j: math.prod(shapes[j]),
             )
+            free = sc is not None and t not in viewing  # (no value of this step is a view of another)
+            ct_read = True  # whether every pullback made a value of its own (none a view of `ct`)
             for i, j in enumerate(order):
-                if i == len(order) - 1:
-                    operands[j] = None
                 a = st.args[j]
-                r = _pullback(st.ins, st.out, j, ct, operands, shapes[j])
+                if i == len(order) - 1:
+                    if free:
+                        sc.free(a, operands[j])  # type: ignore[union-attr]
+                    operands[j] = None
+                r, pooled = _pullback_in(sc, st.ins, st.out, j, ct, operands, shapes[j])
+                ct_read = ct_read and pooled
                 if a < n:
                     with self.lock:
                         _add_at(self.grads[a], s.index(s.inputs[a], ranges) if a in s.varies else (), r)
                 elif a in s.varies:
                     cot[a] = r
+                    if pooled:
+                        pooled_cts.add(a)
+                    pooled = False  # (kept: given back when its own step has read it)
                 else:
                     with self.lock:
                         _add_at(self.acc[a], (), r)
+                if pooled:
+                    sc.pool.put(r)  # type: ignore[union-attr]
                 del r
+            if free:
+                for i, a in enumerate(st.args):
+                    sc.free(a, operands[i])  # type: ignore[union-attr]
+            if sc is not None and ct_read and st.result in pooled_cts:
+                pooled_cts.discard(st.result)
+                sc.pool.put(ct)
             del ct, operands
 
     def pull_hoisted(self) -> None:
