@@ -580,6 +580,10 @@ def test_a_leaf_node_is_an_input_of_no_operation():
         assert node.hooks is None
     assert first.tensor is None and x._node.tensor() is x and boxed._node.tensor is None
     assert first.seq < x._node.seq < boxed._node.seq
+    tangent = np.zeros(3)
+    with core.ForwardTrace() as forward:  # a forward trace's input: a primal, no graph node
+        primal = core.box(np.ones(3), forward, tangent)
+    assert primal._node is None and primal._tangent is tangent and primal._trace is forward
 
 
 def test_the_meta_of_a_nested_tensor_over_numpy_is_made_without_its_constructor(monkeypatch):
@@ -606,6 +610,45 @@ def test_the_meta_of_a_nested_tensor_over_numpy_is_made_without_its_constructor(
     assert m.shape == () and len(calls) == 1
 
 
+def test_a_node_keeps_what_its_vjp_does_not_read_as_metas_made_in_place(monkeypatch):
+    """`record` keeps, of the values a node's VJP does not read (its keep rule's answer), only
+    their shape and dtype: a `Meta`, made in place for a numpy array or scalar and for a
+    nested transformation's Tensor over one (no `_meta`, no `Meta.__init__`: every recorded
+    operation comes through here), by `_meta` for another library's array. Observed: the
+    node's Metas, and the calls counted."""
+    torch = pytest.importorskip("torch", reason="the generic path is shown on a torch tensor")
+    metas, inits = [], []
+    real_meta, real_init = core._meta, core.Meta.__init__
+
+    def init(self, v):
+        inits.append(v)
+        real_init(self, v)
+
+    monkeypatch.setattr(core, "_meta", lambda v: metas.append(v) or real_meta(v))
+    monkeypatch.setattr(core.Meta, "__init__", init)
+    x, y = np.arange(3.0, dtype=np.float32), np.full(3, 2.0, np.float32)
+
+    def kept(node):  # (shape, dtype) of what a node keeps as a Meta, its result last
+        return [(v.shape, np.dtype(v.dtype)) for v in (*node.vals, node.ans) if type(v) is core.Meta]
+
+    with core.ReverseTrace() as t:
+        product = core.box(x, t) * y  # the VJP reads y, not x or the product
+        total = core.box(np.float32(2.0), t) + y  # reads neither operand nor the sum
+    assert kept(product._node) == [((3,), np.float32)] * 2
+    assert kept(total._node) == [((), np.float32), ((3,), np.float32), ((3,), np.float32)]
+    with core.ReverseTrace() as outer, core.ReverseTrace() as inner:
+        nested = core.box(core.box(x, outer), inner) * y  # a second order's node
+        both = core.box(core.box(x, outer), inner) + core.box(core.box(y, outer), inner)
+    assert type(nested._value) is core.Tensor
+    assert kept(nested._node) == [((3,), np.float32)] * 2
+    assert kept(both._node) == [((3,), np.float32)] * 3
+    assert metas == [] and inits == []
+    with core.ReverseTrace() as t:
+        other = core.box(torch.arange(3.0), t) * torch.full((3,), 2.0)
+    assert kept(other._node) == [((3,), np.float32)] * 2
+    assert len(metas) == 2  # another library's values: the generic path
+
+
 def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
     """A JVP rule runs under numpy's error state with every error ignored, made from the state
     around it once and kept (`core._quiet_memo`): a forward pass of many operations makes it
@@ -625,6 +668,55 @@ def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
     with np.errstate(over="raise"):  # another state around: made anew from it, once
         ea.jvp(f, (np.ones(3),), (np.ones(3),))
     assert len(made) == 2
+
+
+def test_reverse_rules_reuse_the_quiet_error_state(monkeypatch):
+    """The reverse pass runs each derivative rule under `QuietRules`, whose outermost entry sets
+    numpy's error state from the state around it with every error ignored, made once and kept
+    (`core._quiet_memo`): a reverse pass of many rules makes it once; under another state
+    around it, once more (not once per rule, as `np.errstate` would)."""
+    made = []
+    real = core._make_extobj
+    monkeypatch.setattr(core, "_make_extobj", lambda **kw: made.append(kw) or real(**kw))
+    monkeypatch.setattr(core, "_quiet_memo", (None, None))
+
+    def f(x):
+        for _ in range(5):
+            x = ea.sin(x) * 2.0 + ea.exp(-x)
+        return ea.sum(x)
+
+    g = ea.grad(f)(np.ones(3))
+    assert made == [{"all": "ignore"}]
+    with np.errstate(over="raise"):  # another state around: made anew from it, once
+        np.testing.assert_array_equal(ea.grad(f)(np.ones(3)), g)
+        ea.grad(f)(np.ones(3))
+    assert len(made) == 2
+
+
+def test_quiet_rules_silence_numpy_and_only_the_outermost_entry_sets_the_state(monkeypatch):
+    """Inside `QuietRules` numpy raises and warns about nothing (a rule's masked branch, a
+    rightly infinite derivative), whatever the state around it; leaving restores that state.
+    Re-entrant: only the outermost entry sets numpy's error state (counted)."""
+    calls = []
+    real = core._quiet_state
+    monkeypatch.setattr(core, "_quiet_state", lambda: calls.append(1) or real())
+    one, zero = np.float64(1.0), np.float64(0.0)
+    with np.errstate(all="raise"):
+        with core.QuietRules():
+            assert one / zero == np.inf
+            with core.QuietRules():
+                assert np.log(zero) == -np.inf
+            assert np.isnan(zero / zero)
+        with pytest.raises(FloatingPointError):
+            one / zero  # (the state around it, back)
+    assert len(calls) == 1
+
+
+def test_a_trace_is_alive_until_its_transformation_returns():
+    """A new trace is not dead (`dead` is False, a bool), and leaving its context marks it dead."""
+    with core.ReverseTrace() as t:
+        assert t.dead is False and t.level > 0
+    assert t.dead is True
 
 
 def test_a_reverse_trace_runs_a_plain_operation_by_its_implementation(monkeypatch):
