@@ -714,6 +714,42 @@ def test_slices_reuse_their_buffers(monkeypatch):
         assert made[0].fresh <= len(asked) // 8  # ... which the first slice made
 
 
+def test_a_slice_of_other_shapes_lets_the_buffers_go_first(monkeypatch):
+    """A slice of other shapes than the one before it (a letter's chunks differ by one) cannot
+    use the buffers the slices before it made: the pool lets them go before it runs, so that
+    they do not stay beside its own (past the slice bound `memory_limit` plans for); a slice
+    of the same shapes keeps them. Observed: what the pool holds as each slice begins."""
+    monkeypatch.setattr(network, "SCRATCH_MIN", 0)
+    monkeypatch.setattr(slicing, "threads", 1)
+    monkeypatch.setattr(slicing, "cotengra", None)
+    slicing.plan.cache_clear()
+    made, held = [], []
+    monkeypatch.setattr(EINSUM, "scratch", lambda: made.append(network.scratch()) or made[-1])
+    begin = EINSUM._Scratch.begin
+
+    def recording(self, ranges):
+        before = self.pool.held
+        begin(self, ranges)
+        held.append((before, self.pool.held))
+
+    monkeypatch.setattr(EINSUM._Scratch, "begin", recording)
+    ops, limit = _tetra(7), 3 * 7**3
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit)
+    assert info.slices == {"c": 3}  # chunks of 2, 2 and 3
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit)
+    v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+    assert len(made) == 1 and len(held) == 3
+    (_, first), (kept, second), (last, third) = held
+    assert first == 0 and kept == last > 0  # the first slice's buffers, made once ...
+    assert second == kept  # ... kept for the second slice, of the same shapes ...
+    assert third == 0  # ... and let go before the third, of larger ones
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        _close(a, b, rtol=1e-9)
+    slicing.plan.cache_clear()
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("eq, shapes, limit", NETWORKS)
 def test_slices_in_reused_buffers_equal_the_unsliced(monkeypatch, eq, shapes, limit, threads):
