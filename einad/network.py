@@ -532,9 +532,10 @@ def _make_gather_index(shape: Shape, strides: tuple[int, ...], itemsize: int) ->
 class _Pair:
     """A planned pairwise product (`executor._PairPlan`) that writes into its call's buffers:
     each operand as a view where its letter groups allow, else copied once into a buffer
-    (`_copy_into`); one ``numpy.dot`` (``numpy.matmul`` with batch letters) into a buffer;
-    the result viewed in the output's order. Whether an operand is a view is decided once
-    per layout of the operands it meets (`seen`, keyed by their strides)."""
+    (`_copy_into`); one ``numpy.dot`` (``numpy.matmul`` with batch letters, or for a matrix
+    of spaced rows, a slice's, which numpy.dot would copy) into a buffer; the result viewed in
+    the output's order. Whether an operand is a view, and which product, is decided once per
+    layout of the operands it meets (`seen`, keyed by their strides)."""
 
     __slots__ = ("identity", "mm_shape", "out_shape", "plan", "seen")
 
