@@ -53,10 +53,68 @@ def _run_suite(tmp_path_factory, options):
     return proc.stdout, json.loads(record.read_text())
 
 
+# The quick runs the fixtures below read (a third of the suite's time) would run one after
+# another while pytest keeps one of the two cores: the first fixture that needs one starts
+# every one of them, each in its own process, and each fixture waits for its own.
+_STARTED: dict = {}  # name -> (process, JSON record, stdout file, stderr file)
+
+
+def _quick_runs() -> dict:
+    """Each quick run's options, for the runs whose libraries are installed."""
+    runs = {"quick": ["--quick", "--engines", "einad,manual,einad-jit"]}
+    if HAVE_TORCH or HAVE_DASK:
+        runs["library"] = ["--quick", "--threads", "1", "--engines", ",".join(LIBRARY_ENGINES)]
+    if HAVE_COTENGRA:
+        options = ["--quick", "--threads", "1", "--cases", "networks", "--planning"]
+        runs["networks"] = [*options, "--engines", ",".join(NETWORK_ENGINES)]
+    if HAVE_QUIMB:
+        runs["mps"] = ["--quick", "--threads", "1", "--cases", "mps", "--engines", ",".join(MPS_ENGINES)]
+    return runs
+
+
+def _finished(tmp_path_factory, name, check=True):
+    """The quick run `name` (every one started at the first call): (stdout, the JSON record).
+    `check`: its exit status must be 0 (else its record must exist)."""
+    if not _STARTED:
+        for run, options in _quick_runs().items():
+            where = tmp_path_factory.mktemp(f"bench-{run}")
+            out, err = open(where / "stdout", "w+"), open(where / "stderr", "w+")  # noqa: SIM115
+            command = [sys.executable, "-m", "benchmarks", *options, "--json", str(where / "run.json")]
+            _STARTED[run] = (
+                subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, text=True),
+                where,
+                out,
+                err,
+            )
+    proc, where, out, err = _STARTED[name]
+    proc.wait(timeout=600)
+    out.seek(0)
+    err.seek(0)
+    stdout, stderr = out.read(), err.read()
+    record = where / "run.json"
+    if check:
+        assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert record.exists(), stdout[-3000:] + stderr[-3000:]
+    return stdout, json.loads(record.read_text())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_quick_run_left():
+    """No quick run outlives the module (one that no selected test waited for is stopped)."""
+    yield
+    for proc, _, out, err in _STARTED.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        out.close()
+        err.close()
+    _STARTED.clear()
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     """One `--quick` run of einad, manual and einad-jit: (stdout, the JSON record)."""
-    return _run_suite(tmp_path_factory, ["--quick", "--engines", "einad,manual,einad-jit"])
+    return _finished(tmp_path_factory, "quick")
 
 
 AVAILABLE = [case for case in CASES if case.missing() is None]  # the networks need cotengra
@@ -107,18 +165,7 @@ def library_run(tmp_path_factory):
     The exit status is not checked here: each test looks at its own engines' errors."""
     if not (HAVE_TORCH or HAVE_DASK):
         pytest.skip("neither torch nor dask is installed (pip install -e '.[torch,dask]')")
-    record = tmp_path_factory.mktemp("bench") / "libs.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--threads", "1"]
-        + ["--engines", ",".join(LIBRARY_ENGINES), "--json", str(record)],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert record.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout, json.loads(record.read_text())
+    return _finished(tmp_path_factory, "library", check=False)
 
 
 def _errors(data, engine):
@@ -287,8 +334,7 @@ def networks_run(tmp_path_factory):
     the planning report: (stdout, the JSON record)."""
     if not HAVE_COTENGRA:
         pytest.skip("cotengra or networkx is not installed (pip install -e '.[bench]')")
-    options = ["--quick", "--threads", "1", "--cases", "networks", "--planning"]
-    return _run_suite(tmp_path_factory, [*options, "--engines", ",".join(NETWORK_ENGINES)])
+    return _finished(tmp_path_factory, "networks")
 
 
 @needs_cotengra
@@ -435,8 +481,7 @@ def mps_run(tmp_path_factory):
     """One `--quick --cases mps` run of every engine (those not installed are absent)."""
     if not HAVE_QUIMB:
         pytest.skip("quimb or cotengra is not installed (pip install -e '.[bench]')")
-    options = ["--quick", "--threads", "1", "--cases", "mps", "--engines", ",".join(MPS_ENGINES)]
-    return _run_suite(tmp_path_factory, options)
+    return _finished(tmp_path_factory, "mps")
 
 
 @needs_quimb
