@@ -649,10 +649,13 @@ def test_a_node_keeps_what_its_vjp_does_not_read_as_metas_made_in_place(monkeypa
     assert len(metas) == 2  # another library's values: the generic path
 
 
-def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
-    """A JVP rule runs under numpy's error state with every error ignored, made from the state
-    around it once and kept (`core._quiet_memo`): a forward pass of many operations makes it
-    once, not once per operation (numpy's `np.errstate` would make it anew at each entry)."""
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_derivative_rules_reuse_the_quiet_error_state(monkeypatch, mode):
+    """A derivative rule runs under numpy's error state with every error ignored, made from the
+    state around it once and kept (`core._quiet_memo`): inline around each JVP rule
+    (`ForwardTrace.process`), by the outermost `QuietRules` entry around each VJP rule
+    (`_quiet_state`). A pass of many operations makes it once, not once per rule (numpy's
+    `np.errstate` would make it anew at each entry); under another state around it, once more."""
     made = []
     real = core._make_extobj
     monkeypatch.setattr(core, "_make_extobj", lambda **kw: made.append(kw) or real(**kw))
@@ -663,33 +666,16 @@ def test_forward_rules_reuse_the_quiet_error_state(monkeypatch):
             x = ea.sin(x) * 2.0 + ea.exp(-x)
         return ea.sum(x)
 
-    ea.jvp(f, (np.ones(3),), (np.ones(3),))
+    def run():
+        if mode == "forward":
+            return ea.jvp(f, (np.ones(3),), (np.ones(3),))[1]
+        return ea.grad(f)(np.ones(3))
+
+    first = run()
     assert made == [{"all": "ignore"}]
     with np.errstate(over="raise"):  # another state around: made anew from it, once
-        ea.jvp(f, (np.ones(3),), (np.ones(3),))
-    assert len(made) == 2
-
-
-def test_reverse_rules_reuse_the_quiet_error_state(monkeypatch):
-    """The reverse pass runs each derivative rule under `QuietRules`, whose outermost entry sets
-    numpy's error state from the state around it with every error ignored, made once and kept
-    (`core._quiet_memo`): a reverse pass of many rules makes it once; under another state
-    around it, once more (not once per rule, as `np.errstate` would)."""
-    made = []
-    real = core._make_extobj
-    monkeypatch.setattr(core, "_make_extobj", lambda **kw: made.append(kw) or real(**kw))
-    monkeypatch.setattr(core, "_quiet_memo", (None, None))
-
-    def f(x):
-        for _ in range(5):
-            x = ea.sin(x) * 2.0 + ea.exp(-x)
-        return ea.sum(x)
-
-    g = ea.grad(f)(np.ones(3))
-    assert made == [{"all": "ignore"}]
-    with np.errstate(over="raise"):  # another state around: made anew from it, once
-        np.testing.assert_array_equal(ea.grad(f)(np.ones(3)), g)
-        ea.grad(f)(np.ones(3))
+        np.testing.assert_array_equal(run(), first)
+        run()
     assert len(made) == 2
 
 

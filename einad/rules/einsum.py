@@ -1147,10 +1147,10 @@ def _forward_slice(
         st = s.steps[t]
         picked = [local.pop(a) if a in local else vals[a] for a in st.args]
         local[st.result], own = _slice_step(scratch_, run, st.ins, st.out, picked)
-        if own:
-            scratch_.mine.add(st.result)  # type: ignore[union-attr]
+        if own and scratch_ is not None:
+            scratch_.mine.add(st.result)
             for i, a in enumerate(st.args):
-                scratch_.free(a, picked[i])  # type: ignore[union-attr]  # (read by this step alone)
+                scratch_.free(a, picked[i])  # (read by this step alone)
         del picked
     return local.pop(s.steps[-1].result)
 
@@ -1494,8 +1494,8 @@ class _Sweep:
             if fused or t in rerun:
                 picked = [local.get(a, vals.get(a)) for a in st.args]
                 local[st.result], own = _slice_step(sc, run, st.ins, st.out, picked)
-                if own:
-                    sc.mine.add(st.result)  # type: ignore[union-attr]
+                if own and sc is not None:
+                    sc.mine.add(st.result)
                 else:
                     viewing.add(t)
                 del picked
@@ -1534,13 +1534,13 @@ class _Sweep:
                 (j for j, a in enumerate(st.args) if a in need),
                 key=lambda j: math.prod(shapes[j]),
             )
-            free = sc is not None and t not in viewing  # (no value of this step is a view of another)
+            keeper = None if t in viewing else sc  # (no value of this step is a view of another)
             ct_read = True  # whether every pullback made a value of its own (none a view of `ct`)
             for i, j in enumerate(order):
                 a = st.args[j]
                 if i == len(order) - 1:
-                    if free:
-                        sc.free(a, operands[j])  # type: ignore[union-attr]
+                    if keeper is not None:
+                        keeper.free(a, operands[j])
                     operands[j] = None
                 r, pooled = _pullback_in(sc, st.ins, st.out, j, ct, operands, shapes[j])
                 ct_read = ct_read and pooled
@@ -1555,12 +1555,12 @@ class _Sweep:
                 else:
                     with self.lock:
                         _add_at(self.acc[a], (), r)
-                if pooled:
-                    sc.pool.put(r)  # type: ignore[union-attr]
+                if pooled and sc is not None:
+                    sc.pool.put(r)
                 del r
-            if free:
+            if keeper is not None:
                 for i, a in enumerate(st.args):
-                    sc.free(a, operands[i])  # type: ignore[union-attr]
+                    keeper.free(a, operands[i])
             if sc is not None and ct_read and st.result in pooled_cts:
                 pooled_cts.discard(st.result)
                 sc.pool.put(ct)
