@@ -15,7 +15,9 @@ run where the executor puts it.
   slices that it adds, in place, into the partial result the task before it
   left (its ``carry``), so that a thread holds one partial result and never
   sends one while the slices run; the caller hands the tasks out as the chains
-  finish them, largest first (`guided`), two in flight per chain. The chains'
+  finish them, largest first (`guided`), two in flight per chain. What a chain's
+  tasks keep on their worker for the next (their slices' buffers, `kept`) is let
+  go by a release task after its last. The chains'
   partial results are added by a binary tree of ``combine`` tasks, and a last
   ``finish`` task turns the sum into the result (a sweep pulls the hoisted steps'
   cotangents back there). The caller gathers that one result. dask reruns the
@@ -293,6 +295,67 @@ class Cancelled(Exception):
     """Raised in a task that stopped because its call was cancelled (nobody reads it)."""
 
 
+# -- what a chain keeps on its worker ---------------------------------------------------------
+
+_KEPT: dict[tuple[str, int], Any] = {}
+"""What the tasks of each call keep on this worker between tasks, by (call token, thread)."""
+_KEPT_LOCK = threading.Lock()
+
+
+def _running_call() -> str | None:
+    """The token of the einad call whose task this dask worker thread runs (None elsewhere)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        key = distributed.get_worker().get_current_task()
+    except Exception:  # noqa: BLE001  (not in a task on a worker)
+        return None
+    if not isinstance(key, str) or not key.startswith("einad-slices-"):
+        return None
+    return key.split("-")[2]
+
+
+def kept(make: Callable[[], Any]) -> Any:
+    """``make()``, kept for the next tasks of the same call that this worker thread runs.
+
+    On a dask cluster a worker thread runs a chain of tasks, one after another, each doing
+    what the one before did on arrays of the same shapes: what they keep (their slices'
+    buffers) serves them all, made once per call and thread rather than once per task. It
+    is let go after the chain's last task, before the chains' partial results are summed (a
+    ``release`` task: the worker then holds two partial results, not a slice's buffers
+    besides), and on every worker when a call fails; a thread's next call lets go what an
+    interrupted one left. Elsewhere (a futures executor: one task per worker; no executor)
+    each call of `kept` makes its own.
+    """
+    token = _running_call()
+    if token is None:
+        return make()
+    key = (token, threading.get_ident())
+    with _KEPT_LOCK:
+        value = _KEPT.get(key)
+        if value is None:
+            for k in [k for k in _KEPT if k[1] == key[1]]:
+                del _KEPT[k]  # (an interrupted call's)
+            value = _KEPT[key] = make()
+    return value
+
+
+def _let_go(token: str) -> int:
+    """Let go of what the tasks of call `token` keep on this worker; how many things."""
+    with _KEPT_LOCK:
+        gone = [k for k in _KEPT if k[0] == token]
+        for k in gone:
+            del _KEPT[k]
+    return len(gone)
+
+
+def _released(token: str, partial: Any) -> Any:
+    """A chain's ``release`` task: what the call keeps on this worker let go; `partial` as is."""
+    _let_go(token)
+    return partial
+
+
 # -- running the tasks -------------------------------------------------------------------------
 
 
@@ -374,7 +437,8 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
     """The dask route: one chain of tasks per worker thread (`Layout`), two tasks in flight
     per chain (the next one waits on the worker for the one running, so no thread waits for
     the caller), fed from the guided sizes as the chains finish tasks; then the tree of sums
-    over the chains' partial results, the finishing task, and one gather."""
+    over the chains' partial results (each chain's released first, `kept`), the finishing
+    task, and one gather."""
     token = uuid.uuid4().hex[:16]
     finished: queue.SimpleQueue[Any] = queue.SimpleQueue()  # batch futures done (or failed)
     sizes: dict[Any, int] = {}
@@ -434,7 +498,19 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             if f.key != chain.tail.key:
                 f.release()
             more = feed(chain)
-        tails = [c.tail for c in chains if c.tail is not None]
+        # Each chain's last task is followed by a release on its worker (`kept`), before the sums.
+        tails = [
+            client.submit(
+                _released,
+                token,
+                c.tail,
+                key=f"einad-release-{token}-{i}",
+                **({"workers": [c.where], "allow_other_workers": True} if c.where else {}),
+            )
+            for i, c in enumerate(chains)
+            if c.tail is not None
+        ]
+        held.extend(tails)
 
         def tree(lo: int, hi: int) -> Any:
             if hi - lo == 1:
@@ -462,10 +538,25 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         _release(held)
         if not isinstance(err, KeyboardInterrupt):  # Ctrl-C: out now; the tasks stop at their next slice
             _wait_forgotten(client, token, workers=True)
+        _let_go_everywhere(client, token, wait=not isinstance(err, KeyboardInterrupt))
         raise
     _release(held)
     _wait_forgotten(client, token, workers=False)
     return result
+
+
+async def _let_go_soon(token: str) -> int:
+    """`_let_go`, in a worker's event loop (what `Client.run` runs without waiting)."""
+    return _let_go(token)
+
+
+def _let_go_everywhere(client: Any, token: str, wait: bool = True) -> None:
+    """Let go of what the call's tasks keep on every worker (a failed or interrupted call's
+    chains never reached their release tasks); without `wait`, in the background."""
+    try:
+        client.run(_let_go if wait else _let_go_soon, token, wait=wait)
+    except Exception:  # noqa: BLE001  (the cluster closing, a worker gone: nothing kept there)
+        return
 
 
 def _release(held: list[Any]) -> None:

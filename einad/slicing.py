@@ -472,7 +472,11 @@ class Schedule:
 
 
 def _bounds(d: int, m: int) -> tuple[tuple[int, int], ...]:
-    return tuple(((i * d) // m, ((i + 1) * d) // m) for i in range(m))
+    """A letter of size `d` cut into `m` chunks whose sizes differ by at most one, the larger
+    first: the slices a thread (or a chain of tasks) runs change shape once, where their
+    buffers cannot serve the next slice (`rules.einsum._Scratch`), not at every other chunk."""
+    q, r = divmod(d, m)
+    return tuple((i * q + min(i, r), (i + 1) * q + min(i + 1, r)) for i in range(m))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -122,6 +122,11 @@ class Counting(cf.Executor):
         return self.inner.submit(fn, *args, **kwargs)
 
 
+def _kept(dask_worker=None):
+    """What the calls' tasks keep on a worker for their chains' next tasks (`cluster.kept`)."""
+    return len(cluster._KEPT)
+
+
 def _einad_tasks(stream):
     return [t["key"] for t in stream.data if "einad-slices" in str(t["key"])]
 
@@ -129,14 +134,17 @@ def _einad_tasks(stream):
 def _assert_clean(client):
     """Nothing of a call left on the cluster: no task on the scheduler, no worker thread
     running one, no future held by the client; the workers drop the tasks the scheduler
-    forgot (asynchronously, so within a moment)."""
+    forgot, and the buffers the call's chains kept (asynchronously, so within a moment)."""
     assert client.run_on_scheduler(_scheduler_tasks) == 0
     assert all(running == 0 for running, _ in client.run(_worker_tasks).values())
     assert not client.futures
     deadline = time.monotonic() + 5
-    while any(known for _, known in client.run(_worker_tasks).values()) and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        any(known for _, known in client.run(_worker_tasks).values()) or any(client.run(_kept).values())
+    ):
         time.sleep(0.02)
     assert all(known == 0 for _, known in client.run(_worker_tasks).values())
+    assert not any(client.run(_kept).values())
 
 
 # -- values and gradients agree with the unsliced contraction ---------------------------------
@@ -353,20 +361,69 @@ def test_each_worker_sends_one_partial_result(client):
         v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
     keys = [str(t["key"]) for t in stream.data if str(t["key"]).startswith("einad-")]
     kinds = sorted({k.split("-")[1] for k in keys})
-    assert kinds == ["finish", "slices", "sum"]
-    assert [sum(k.startswith(f"einad-{x}-") for k in keys) for x in kinds] == [1, info.tasks, 1]
+    assert kinds == ["finish", "release", "slices", "sum"]
+    assert [sum(k.startswith(f"einad-{x}-") for k in keys) for x in kinds] == [1, 2, info.tasks, 1]
     # every task of a chain ran on its worker: both workers worked, and each made one partial
     assert len({t["worker"] for t in stream.data if "einad-slices" in str(t["key"])}) == 2
     logs = client.run(_transfers)
     partial = sum(x.nbytes for x in ops) + 8  # the four gradients and the value
     incoming = [t for inc, _ in logs.values() for t in inc]
-    assert len(incoming) == 1 and incoming[0][0][0].startswith("einad-slices-")
+    assert len(incoming) == 1 and incoming[0][0][0].startswith("einad-release-")  # (a chain's last partial)
     assert partial <= incoming[0][1] < partial + 1024  # (dask weighs it by its arrays' bytes)
     outgoing = [t for _, out in logs.values() for t in out]
-    assert sorted(keys[0].split("-")[1] for keys, _ in outgoing) == ["finish", "slices"]  # the result
+    assert sorted(keys[0].split("-")[1] for keys, _ in outgoing) == ["finish", "release"]  # the result
     v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
     _close(v, v0)
     for a, b in zip(g, g0):
+        _close(a, b)
+
+
+def _count_scratches(dask_worker=None):
+    """Count, in this worker process, the slices' scratches made (`rules.einsum._Scratch`)."""
+    made = EINSUM.__dict__.setdefault("_scratches_made", [0])
+    made[0] = 0
+    raw = getattr(EINSUM, "_unpatched_scratch", EINSUM.scratch)
+    EINSUM._unpatched_scratch = raw
+
+    def counted():
+        made[0] += 1
+        return raw()
+
+    EINSUM.scratch = counted
+
+
+def _scratches_made(dask_worker=None):
+    EINSUM.scratch = getattr(EINSUM, "_unpatched_scratch", EINSUM.scratch)
+    return EINSUM._scratches_made[0]
+
+
+def test_a_chains_tasks_share_their_buffers_on_the_worker(client):
+    """The tasks of a chain run one after another on a worker thread, each on slices of the
+    same shapes: the buffers the first made serve the rest (made once per call and worker
+    thread, not once per task: at full size on benchmark case 10, two workers' calls 13%
+    faster), and are let go after the chain's last task (`_assert_clean`)."""
+    ops = _ops([(8, 8, 8)] * 4, seed=3)
+    limit = 64
+    _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=client)
+    assert info.tasks >= 8
+    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=client)
+    for run in (f, ea.value_and_grad(f, argnums=(0, 1, 2, 3))):
+        client.run(_count_scratches)
+        try:
+            with distributed.get_task_stream(client) as stream:
+                out = run(*ops)
+        finally:
+            made = client.run(_scratches_made)
+        tasks = {}
+        for t in stream.data:
+            if "einad-slices" in str(t["key"]):
+                tasks[t["worker"]] = tasks.get(t["worker"], 0) + 1
+        assert len(tasks) == 2 and min(tasks.values()) >= 2  # both workers ran several tasks ...
+        assert made == {w: 1 for w in tasks}  # ... each in the buffers of one scratch
+        _assert_clean(client)
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(out[0], v0)
+    for a, b in zip(out[1], g0):
         _close(a, b)
 
 

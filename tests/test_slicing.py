@@ -583,7 +583,7 @@ def test_steps_no_sliced_letter_reaches_are_hoisted():
     ops = _ops([(2, 3), (3, 2), (2, 8), (8, 3), (3, 2)])
     s = slicing.schedule(inputs, output, tuple(x.shape for x in ops), path, (("x", 3),))
     assert s.hoisted == (0,) and s.looped == (1, 2, 3) and s.n_slices == 3
-    assert [r["x"] for r in s.ranges()] == [(0, 2), (2, 5), (5, 8)]
+    assert [r["x"] for r in s.ranges()] == [(0, 3), (3, 6), (6, 8)]  # the larger chunks first
 
     def f(*xs):
         return ea.sum(wrap(contract_planned(inputs, output, xs, path, (("x", 3),), 8)) ** 2)
@@ -714,11 +714,25 @@ def test_slices_reuse_their_buffers(monkeypatch):
         assert made[0].fresh <= len(asked) // 8  # ... which the first slice made
 
 
+@pytest.mark.parametrize("d", [1, 2, 7, 17, 150])
+def test_a_letters_chunks_cover_it_the_larger_first(d):
+    """Each sliced letter's chunks are contiguous, cover it, differ by at most one, and the
+    larger come first (one change of shape per thread: the next test)."""
+    for m in range(1, d + 1):
+        bounds = slicing._bounds(d, m)
+        sizes = [b - a for a, b in bounds]
+        assert len(bounds) == m and bounds[0][0] == 0 and bounds[-1][1] == d
+        assert all(bounds[i][1] == bounds[i + 1][0] for i in range(m - 1))
+        assert sizes == sorted(sizes, reverse=True) and sizes[0] - sizes[-1] <= 1
+
+
 def test_a_slice_of_other_shapes_lets_the_buffers_go_first(monkeypatch):
     """A slice of other shapes than the one before it (a letter's chunks differ by one) cannot
     use the buffers the slices before it made: the pool lets them go before it runs, so that
     they do not stay beside its own (past the slice bound `memory_limit` plans for); a slice
-    of the same shapes keeps them. Observed: what the pool holds as each slice begins."""
+    of the same shapes keeps them. The larger chunks come first, so a thread's slices change
+    shape once (here the first to the second, not the second to the third as when the
+    smaller chunks came first). Observed: what the pool holds as each slice begins."""
     monkeypatch.setattr(network, "SCRATCH_MIN", 0)
     monkeypatch.setattr(slicing, "threads", 1)
     monkeypatch.setattr(slicing, "cotengra", None)
@@ -735,14 +749,14 @@ def test_a_slice_of_other_shapes_lets_the_buffers_go_first(monkeypatch):
     monkeypatch.setattr(EINSUM._Scratch, "begin", recording)
     ops, limit = _tetra(7), 3 * 7**3
     _, info = ea.contract_path(TETRA, *ops, memory_limit=limit)
-    assert info.slices == {"c": 3}  # chunks of 2, 2 and 3
+    assert info.slices == {"c": 3}  # chunks of 3, 2 and 2
     f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit)
     v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
     assert len(made) == 1 and len(held) == 3
-    (_, first), (kept, second), (last, third) = held
-    assert first == 0 and kept == last > 0  # the first slice's buffers, made once ...
-    assert second == kept  # ... kept for the second slice, of the same shapes ...
-    assert third == 0  # ... and let go before the third, of larger ones
+    (_, first), (larger, second), (kept, third) = held
+    assert first == 0 and larger > 0  # the first slice's buffers ...
+    assert second == 0  # ... let go before the second, of smaller shapes ...
+    assert kept > 0 and third == kept  # ... whose buffers the third, of the same shapes, keeps
     v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
     _close(v, v0)
     for a, b in zip(g, g0):

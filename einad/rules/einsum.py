@@ -1081,10 +1081,14 @@ class _Scratch:
         self.mine: set[int] = set()  # ids of the slice's values in buffers of a pairwise step
 
     @staticmethod
-    def of(local: threading.local, arrays: Sequence[Any]) -> _Scratch | None:
-        """The calling thread's scratch (None unless every array is numpy's)."""
+    def of(local: threading.local | None, arrays: Sequence[Any]) -> _Scratch | None:
+        """The calling thread's scratch in `local` (None: a task's, which the next tasks of
+        its chain on a dask worker share, `cluster.kept`); None unless every array is numpy's."""
         if not all(type(x) is np.ndarray for x in arrays):
             return None
+        if local is None:
+            task: _Scratch = cluster.kept(_Scratch)
+            return task
         scratch_: _Scratch | None = getattr(local, "scratch", None)
         if scratch_ is None:
             scratch_ = local.scratch = _Scratch()
@@ -1270,7 +1274,7 @@ def _forward_batch(
     result, left = _carried(carry, arrays[0], tuple(sizes[c] for c in s.output), dtype)
     del carry
 
-    scratch_ = _Scratch.of(threading.local(), arrays)
+    scratch_ = _Scratch.of(None, arrays)
     final = s.steps[-1].result
 
     def body(ranges: dict[str, tuple[int, int]]) -> None:
@@ -1337,7 +1341,7 @@ def _sweep_batch(
     grads, left = {}, {}
     for k in wrt:
         grads[k], left[k] = _carried(carried[0].get(k), g, tuple(arrays[k].shape), dt)
-    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
+    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock(), task=True)
     acc_left = {}
     for a in sw.acc:  # (the accumulators of the hoisted values' cotangents)
         sw.acc[a], acc_left[a] = _carried(carried[1].get(a), g, tuple(vals[a].shape), dt)
@@ -1374,7 +1378,7 @@ def _sweep_finish(
         grads[k], left = _carried(summed[k], g, tuple(arrays[k].shape), dt)
         if left is not None:  # (another library's arrays: summed as one block)
             _add_at(grads[k], (), left)
-    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
+    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock(), task=True)
     sw.acc = dict(acc)
     sw.pull_hoisted()
     return ({k: _total(b) for k, b in grads.items()}, {}, value)
@@ -1460,6 +1464,7 @@ class _Sweep:
         grads: dict[int, Any],
         fused: bool,
         lock: Any,
+        task: bool = False,
     ) -> None:
         n = len(s.inputs)
         self.s, self.g, self.arrays, self.vals, self.grads = s, g, arrays, vals, grads
@@ -1478,7 +1483,8 @@ class _Sweep:
         self.producer = {st.result: t for t, st in enumerate(s.steps)}
         self.sizes = dict(s.sizes)
         self.total = np.zeros((), dtype=dt)
-        self.local = threading.local()  # each thread's `_Scratch`
+        # each thread's `_Scratch` (a task's: its chain's, `_Scratch.of`)
+        self.local = None if task else threading.local()
 
     def slice(self, ranges: dict[str, tuple[int, int]]) -> None:
         s, g, arrays, vals, need, run = self.s, self.g, self.arrays, self.vals, self.need, self.run
