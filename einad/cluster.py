@@ -298,12 +298,17 @@ class Cancelled(Exception):
 # -- what a chain keeps on its worker ---------------------------------------------------------
 
 _KEPT: dict[tuple[str, int], Any] = {}
-"""What the tasks of each call keep on this worker between tasks, by (call token, thread)."""
+"""What the tasks of each chain keep on this worker between tasks, by (call token, chain)."""
 _KEPT_LOCK = threading.Lock()
 
 
-def _running_call() -> str | None:
-    """The token of the einad call whose task this dask worker thread runs (None elsewhere)."""
+def _task_key(token: str, chain: int, task: int) -> str:
+    """The dask key of a call's batch task: its call, its chain and its number."""
+    return f"einad-slices-{token}-{chain}-{task}"
+
+
+def _running_chain() -> tuple[str, int] | None:
+    """(call token, chain) of the einad batch task this dask worker thread runs (None elsewhere)."""
     distributed = sys.modules.get("distributed")
     if distributed is None:
         return None
@@ -313,46 +318,45 @@ def _running_call() -> str | None:
         return None
     if not isinstance(key, str) or not key.startswith("einad-slices-"):
         return None
-    return key.split("-")[2]
+    _, _, token, chain, _ = key.split("-")
+    return token, int(chain)
 
 
 def kept(make: Callable[[], Any]) -> Any:
-    """``make()``, kept for the next tasks of the same call that this worker thread runs.
+    """``make()``, kept for the next tasks of the same chain on this worker.
 
     On a dask cluster a worker thread runs a chain of tasks, one after another, each doing
     what the one before did on arrays of the same shapes: what they keep (their slices'
-    buffers) serves them all, made once per call and thread rather than once per task. It
-    is let go after the chain's last task, before the chains' partial results are summed (a
-    ``release`` task: the worker then holds two partial results, not a slice's buffers
-    besides), and on every worker when a call fails; a thread's next call lets go what an
-    interrupted one left. Elsewhere (a futures executor: one task per worker; no executor)
+    buffers) serves them all, made once per call and chain rather than once per task. It is
+    let go by the chain's release task, after its last batch and before the chains' partial
+    results are summed (the worker then holds two partial results, not a slice's buffers
+    besides); and on every worker when a call ends (what a chain moved to another worker
+    left there) or fails. Elsewhere (a futures executor: one task per worker; no executor)
     each call of `kept` makes its own.
     """
-    token = _running_call()
-    if token is None:
+    chain = _running_chain()
+    if chain is None:
         return make()
-    key = (token, threading.get_ident())
     with _KEPT_LOCK:
-        value = _KEPT.get(key)
+        value = _KEPT.get(chain)
         if value is None:
-            for k in [k for k in _KEPT if k[1] == key[1]]:
-                del _KEPT[k]  # (an interrupted call's)
-            value = _KEPT[key] = make()
+            value = _KEPT[chain] = make()
     return value
 
 
-def _let_go(token: str) -> int:
-    """Let go of what the tasks of call `token` keep on this worker; how many things."""
+def _let_go(token: str, chain: int | None = None) -> int:
+    """Let go of what the tasks of call `token` (of its chain `chain` only, if given) keep
+    on this worker; how many things."""
     with _KEPT_LOCK:
-        gone = [k for k in _KEPT if k[0] == token]
+        gone = [k for k in _KEPT if k[0] == token and chain in (None, k[1])]
         for k in gone:
             del _KEPT[k]
     return len(gone)
 
 
-def _released(token: str, partial: Any) -> Any:
-    """A chain's ``release`` task: what the call keeps on this worker let go; `partial` as is."""
-    _let_go(token)
+def _released(token: str, chain: int, partial: Any) -> Any:
+    """A chain's release task: what the chain keeps on this worker let go; `partial` as is."""
+    _let_go(token, chain)
     return partial
 
 
@@ -426,9 +430,10 @@ def _run_futures(ex: cf.Executor, work: Work, data: list[Any], lay: Layout, bar:
 class _Chain:
     """The tasks of one worker thread: each adds into the partial result of the one before."""
 
-    __slots__ = ("tail", "where")
+    __slots__ = ("number", "tail", "where")
 
-    def __init__(self, where: str | None) -> None:
+    def __init__(self, number: int, where: str | None) -> None:
+        self.number = number
         self.where = where  # the worker it prefers (None: any)
         self.tail: Any = None  # the future of its last task
 
@@ -464,7 +469,7 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             shared = client.submit(work.prepare, *stored, key=f"einad-prepare-{token}")
             held.append(shared)
         places = [w for w, t in client.nthreads().items() for _ in range(max(1, int(t)))]
-        chains = [_Chain(places[c] if c < len(places) else None) for c in range(lay.chains)]
+        chains = [_Chain(c, places[c] if c < len(places) else None) for c in range(lay.chains)]
         batches = iter(lay.batches())
         of: dict[Any, _Chain] = {}
 
@@ -473,7 +478,7 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             if b is None:
                 return False
             where = {"workers": [chain.where], "allow_other_workers": True} if chain.where else {}
-            key = f"einad-slices-{token}-{len(sizes)}"
+            key = _task_key(token, chain.number, len(sizes))
             sizes[key] = len(b)
             f = client.submit(work.batch, b, shared, chain.tail, *stored, key=key, **where)
             held.append(f)
@@ -503,11 +508,12 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             client.submit(
                 _released,
                 token,
+                c.number,
                 c.tail,
-                key=f"einad-release-{token}-{i}",
+                key=f"einad-release-{token}-{c.number}",
                 **({"workers": [c.where], "allow_other_workers": True} if c.where else {}),
             )
-            for i, c in enumerate(chains)
+            for c in chains
             if c.tail is not None
         ]
         held.extend(tails)
@@ -542,6 +548,7 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         raise
     _release(held)
     _wait_forgotten(client, token, workers=False)
+    _let_go_everywhere(client, token, wait=False)  # (a chain rerun elsewhere left its buffers)
     return result
 
 

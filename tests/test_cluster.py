@@ -427,6 +427,53 @@ def test_a_chains_tasks_share_their_buffers_on_the_worker(client):
         _close(a, b)
 
 
+def test_a_release_lets_go_of_its_own_chains_buffers_only(monkeypatch):
+    """What chains keep is by call and chain: a chain's release lets go of its own (the other
+    chains of the call on that worker still run), a call's end of all of the call's; outside a
+    dask task nothing is kept (each call makes its own)."""
+    monkeypatch.setattr(cluster, "_KEPT", {("t", 0): "a", ("t", 1): "b", ("u", 0): "c"})
+    partial = object()
+    assert cluster._released("t", 0, partial) is partial
+    assert cluster._KEPT == {("t", 1): "b", ("u", 0): "c"}
+    assert cluster._let_go("t") == 1 and cluster._KEPT == {("u", 0): "c"}
+    made = [cluster.kept(list), cluster.kept(list)]
+    assert made[0] is not made[1] and cluster._KEPT == {("u", 0): "c"}
+    assert cluster._task_key("t", 3, 7) == "einad-slices-t-3-7"
+
+
+def test_each_chain_keeps_its_own_buffers_on_a_worker_of_two_threads(monkeypatch):
+    """A worker of two threads runs two chains: each keeps its own buffers (one scratch per
+    chain, however many tasks it runs, and however its tasks move between the threads), a
+    chain's release lets go of its own only, and nothing is kept after the call. (A cluster
+    of threads in this process, so that the scratches are counted here.)"""
+    made = []
+    raw = EINSUM.scratch
+    monkeypatch.setattr(EINSUM, "scratch", lambda: made.append(1) or raw())
+    ops = _ops([(8, 8, 8)] * 4, seed=6)
+    limit = 64
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0", memory_limit=0
+        ) as lc,
+        distributed.Client(lc) as c,
+    ):
+        _, info = ea.contract_path(TETRA, *ops, memory_limit=limit, executor=c)
+        assert info.tasks >= 8
+        f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=limit, executor=c)
+        with distributed.get_task_stream(c) as stream:
+            v, g = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+        chains = {str(t["key"]).split("-")[3] for t in stream.data if "einad-slices" in str(t["key"])}
+        assert chains == {"0", "1"} and len(made) == 2
+        deadline = time.monotonic() + 5
+        while cluster._KEPT and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not cluster._KEPT
+    v0, g0 = ea.value_and_grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
+    _close(v, v0)
+    for a, b in zip(g, g0):
+        _close(a, b)
+
+
 def _traced_peak():
     import tracemalloc
 
