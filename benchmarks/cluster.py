@@ -141,7 +141,7 @@ def simulate(quick: bool = False) -> list[dict]:
     _quiet()
     n, limit = _sizes(quick)
     ops = _operands(n)
-    _, planned = ea.contract_path(EQ, *ops, memory_limit=limit)
+    _, info = ea.contract_path(EQ, *ops, memory_limit=limit)
     out = []
     for w in QUICK_WORKERS if quick else WORKERS:
         with (
@@ -153,13 +153,11 @@ def simulate(quick: bool = False) -> list[dict]:
             with distributed.get_task_stream(client) as stream:
                 ea.grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit, executor=client))(*ops)
             keys = [str(t["key"]) for t in stream.data]
-            _, info = ea.contract_path(EQ, *ops, memory_limit=limit, executor=client)  # (its slices)
             lay = cluster.layout_for(client, info.n_slices)
             sums = [k for k in keys if k.startswith("einad-sum-")]
             out.append(
                 {
                     "workers": w,
-                    "planned": planned.n_slices,
                     "slices": info.n_slices,
                     "batches": sum(k.startswith("einad-slices-") for k in keys),
                     "sums": len(sums),
@@ -194,19 +192,16 @@ def table(report: dict) -> str:
         lines.append(f"  least squares: {per_task:.2f} ms per task, {per_call:.1f} ms per call")
     s = report.get("simulate")
     if s:
-        head = f"{'workers':>7}{'slices':>8}{'batches':>9}{'largest':>9}{'sums':>6}{'depth':>7}{'other':>7}"
+        head = f"{'workers':>7}{'batches':>9}{'largest':>9}{'sums':>6}{'depth':>7}{'other':>7}"
         lines += [
             "",
-            (
-                f"tasks and reduction depth ({s[0]['planned']} slices planned, raised to a multiple "
-                "of the workers where a letter allows; single-threaded workers, one process):"
-            ),
+            f"tasks and reduction depth ({s[0]['slices']} slices; single-threaded workers, one process):",
             f"  {head}{'workers used':>14}  predicted (batches, sums, depth)",
         ]
         for r in s:
             lines.append(
-                f"  {r['workers']:>7}{r['slices']:>8}{r['batches']:>9}{r['largest']:>9}{r['sums']:>6}"
-                f"{r['depth']:>7}{r['other']:>7}{r['workers_used']:>14}  {r['predicted']}"
+                f"  {r['workers']:>7}{r['batches']:>9}{r['largest']:>9}{r['sums']:>6}{r['depth']:>7}"
+                f"{r['other']:>7}{r['workers_used']:>14}  {r['predicted']}"
             )
     return "\n".join(lines)
 

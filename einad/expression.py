@@ -27,7 +27,7 @@ from .errors import EinsumError
 from .rules.einsum import Optimize, Strategy, contract, contract_planned
 from .rules.linear import _check_path, _promote_weak, einsum_arguments, normalize_optimize
 from .rules.shape import reshape, reshape_raw
-from .slicing import ContractionInfo, Slices, check_limit, describe, for_threads, object_path, resolve_limit
+from .slicing import ContractionInfo, Slices, check_limit, describe, object_path, resolve_limit
 from .slicing import plan as slice_plan
 from .subscripts import Names, Spec, ellipsis_labels, pairwise_steps, parse
 from .util import integer, shape_of, to_array_operand, to_operand, wrap
@@ -83,9 +83,7 @@ def contract_path(
         executor: Where the slices would run (`einsum`'s `executor`): the report then
             says how they are cut into tasks (``info.tasks``, ``info.batch``,
             ``info.reduction_depth``, ``info.executor_threads``), for the executor's
-            workers as they are now, and the slices are those the executor runs: a
-            multiple of its worker threads where a sliced letter allows
-            (`slicing.for_threads`). None: the in-process thread pool (``info.threads``).
+            workers as they are now. None: the in-process thread pool (``info.threads``).
 
     Returns:
         ``(path, info)``: the path as opt_einsum's list of index tuples, and a
@@ -111,9 +109,6 @@ def contract_path(
     squeezed = _squeezed(spec, dims)
     memory_limit = check_limit(memory_limit)
     path, slices = _plan(spec, squeezed, optimize, memory_limit)
-    if executor is not None and slices:  # as `contract_planned` cuts them for the executor
-        sizes = {c: d for s, shape in zip(spec.inputs, squeezed) for c, d in zip(s, shape)}
-        slices = for_threads(slices, sizes, cluster.threads(executor))
     info = describe(
         spec.inputs, spec.output, squeezed, path, slices, memory_limit, ellipsis_labels(text, spec)
     )

@@ -316,32 +316,6 @@ def coarsen(
         chunks = {k: v for k, v in {**chunks, c: m}.items() if v > 1}
 
 
-FOR_THREADS_CHUNK = 4
-"""The narrowest chunk `for_threads` cuts a letter into: a letter's chunks differ by one, so
-narrower ones would make slices of unequal work (2 and 1: twice as much), which no count of
-slices shares out evenly."""
-
-
-def for_threads(slices: Slices, sizes: dict[str, int], threads: int) -> Slices:
-    """`slices` with one letter cut into a few more chunks, so that the slices are the next
-    multiple of `threads` in number, where a letter allows it (else `slices` as they are).
-    For an executor's worker threads: slices of one plan take about the same time each, so T
-    threads finish together only if each runs as many (17 slices on two workers: one worker
-    runs 9 and the other waits for it; 18 smaller ones, 9 each). Only the next multiple (a
-    thread's share grows by less than one slice; further, the extra slices' own costs would
-    eat what the even split gains) and chunks at least `FOR_THREADS_CHUNK` wide. Smaller
-    slices: the bound `memory_limit` set still holds."""
-    n = _prod(m for _, m in slices)
-    if threads <= 1 or not slices or n % threads == 0:
-        return slices
-    goal = -(-n // threads) * threads
-    for i, (c, m) in enumerate(slices):
-        other = n // m
-        if goal % other == 0 and sizes[c] // (goal // other) >= FOR_THREADS_CHUNK:
-            return (*slices[:i], (c, goal // other), *slices[i + 1 :])
-    return slices
-
-
 def _is_pairwise(path: Path) -> bool:
     return all(len(step) <= 2 for step in path)
 

@@ -427,30 +427,6 @@ def test_a_chains_tasks_share_their_buffers_on_the_worker(client):
         _close(a, b)
 
 
-def test_the_slices_are_a_multiple_of_the_worker_threads(client, monkeypatch):
-    """A plan of an odd number of slices runs on two workers as the next even number (one
-    letter cut into one more chunk), as `contract_path` reports it for the executor, so that
-    no worker waits for the other's last slice; values and gradients agree."""
-    eq = "ab,bc,cd->ad"
-    ops = _ops([(6, 40), (40, 40), (40, 6)], seed=8)
-    limit = 52  # c in 5 chunks of 8; for two workers, 6 of 6 or 7
-    _, alone = ea.contract_path(eq, *ops, memory_limit=limit)
-    _, info = ea.contract_path(eq, *ops, memory_limit=limit, executor=client)
-    assert alone.slices == {"c": 5} and info.slices == {"c": 6}
-    assert info.slice_largest_intermediate <= alone.slice_largest_intermediate <= limit
-    ran = []
-    run = cluster.run
-    monkeypatch.setattr(cluster, "run", lambda ex, w, data, n, *a: ran.append(n) or run(ex, w, data, n, *a))
-    f = lambda *xs: ea.sum(ea.einsum(eq, *xs, memory_limit=limit, executor=client) ** 2)
-    v, g = ea.value_and_grad(f, argnums=(0, 1, 2))(*ops)
-    assert ran and all(n == 6 for n in ran)  # (the forward's slices and the sweep's)
-    f0 = lambda *xs: ea.sum(ea.einsum(eq, *xs) ** 2)
-    v0, g0 = ea.value_and_grad(f0, argnums=(0, 1, 2))(*ops)
-    _close(v, v0)
-    for a, b in zip(g, g0):
-        _close(a, b)
-
-
 def test_a_release_lets_go_of_its_own_chains_buffers_only(monkeypatch):
     """What chains keep is by call and chain: a chain's release lets go of its own (the other
     chains of the call on that worker still run), a call's end of all of the call's; outside a

@@ -11,7 +11,6 @@ run on every array library (the `lib` fixture), against einad on numpy.
 from __future__ import annotations
 
 import gc
-import math
 import os
 import re
 import subprocess
@@ -24,8 +23,6 @@ import weakref
 import numpy as np
 import opt_einsum as oe
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 import einad as ea
 import einad.transforms.batching
@@ -715,34 +712,6 @@ def test_slices_reuse_their_buffers(monkeypatch):
         assert len(made) == 1  # one pool for the thread's slices
         assert len(asked) >= 8 * 2  # every slice's products wrote into its buffers ...
         assert made[0].fresh <= len(asked) // 8  # ... which the first slice made
-
-
-@given(
-    st.lists(st.tuples(st.integers(2, 40), st.integers(0, 120)), min_size=1, max_size=3),
-    st.integers(1, 16),
-)
-def test_slices_for_threads_are_the_next_multiple_where_a_letter_allows(letters, threads):
-    """`for_threads`: one letter cut into more chunks (at least `FOR_THREADS_CHUNK` wide), so
-    that the slices are the next multiple of the threads; the slices as they were when they
-    are a multiple already, or when no letter can make exactly that (every way checked)."""
-    slices = tuple((chr(97 + i), m) for i, (m, _) in enumerate(letters))
-    sizes = {chr(97 + i): m + extra for i, (m, extra) in enumerate(letters)}
-    out = slicing.for_threads(slices, sizes, threads)
-    n = math.prod(m for _, m in slices)
-    goal = -(-n // threads) * threads
-    reachable = [
-        c
-        for c, m in slices
-        if goal % (n // m) == 0 and sizes[c] // (goal // (n // m)) >= slicing.FOR_THREADS_CHUNK
-    ]
-    assert [c for c, _ in out] == [c for c, _ in slices]
-    assert sum(a != b for a, b in zip(out, slices)) <= 1
-    if n % threads and reachable:
-        assert math.prod(m for _, m in out) == goal
-        ((c, m),) = [b for a, b in zip(slices, out) if a != b]
-        assert sizes[c] // m >= slicing.FOR_THREADS_CHUNK
-    else:
-        assert out == slices
 
 
 @pytest.mark.parametrize("d", [1, 2, 7, 17, 150])

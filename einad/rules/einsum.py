@@ -72,7 +72,7 @@ from ..network import forward_plan, pair_step, scratch, tree_plan
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
-from ..slicing import Schedule, Slices, for_threads, object_path, schedule, workers
+from ..slicing import Schedule, Slices, object_path, schedule, workers
 from ..slicing import plan as slice_plan
 from ..subscripts import (
     fresh_symbols,
@@ -470,9 +470,6 @@ def contract_planned(
     process whatever `executor` says.
     """
     cluster.kind(executor)  # a TypeError at the call for anything else
-    if slices and executor is not None:  # as many slices for each worker thread
-        sizes = {c: d for spec, x in zip(inputs, operands) for c, d in zip(spec, shape_of(x))}
-        slices = for_threads(slices, sizes, cluster.threads(executor))
     if slices:
         params = {
             "inputs": inputs,
