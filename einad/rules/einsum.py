@@ -1378,7 +1378,7 @@ def _sweep_finish(
         grads[k], left = _carried(summed[k], g, tuple(arrays[k].shape), dt)
         if left is not None:  # (another library's arrays: summed as one block)
             _add_at(grads[k], (), left)
-    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock(), task=True)
+    sw = _Sweep(s, g, arrays, vals, grads, fused, threading.Lock())
     sw.acc = dict(acc)
     sw.pull_hoisted()
     return ({k: _total(b) for k, b in grads.items()}, {}, value)
