@@ -17,8 +17,8 @@ run where the executor puts it.
   sends one while the slices run; the caller hands the tasks out as the chains
   finish them, largest first (`guided`), two in flight per chain. What a chain's
   tasks keep on their worker for the next (their slices' buffers, `kept`) is let
-  go by a release task after its last. The chains'
-  partial results are added by a binary tree of ``combine`` tasks, and a last
+  go by a release task after its last. The chains' partial results are added by
+  a binary tree of ``combine`` tasks, and a last
   ``finish`` task turns the sum into the result (a sweep pulls the hoisted steps'
   cotangents back there). The caller gathers that one result. dask reruns the
   tasks of a worker that dies (its chains from their start); scattered data

@@ -1058,7 +1058,8 @@ def _hoisted(s: Schedule, arrays: Sequence[Any], keep_all: bool) -> dict[int, An
 
 
 class _Scratch:
-    """The buffers of the slices one thread (or one task) runs, on numpy arrays.
+    """The buffers of the slices one thread (or one chain of tasks on a dask worker) runs, on
+    numpy arrays.
 
     Every slice runs the same steps on arrays of the same shapes, so the buffers one slice
     lets go serve the next (`network.scratch`): a slice's large intermediates are made once
@@ -1069,8 +1070,9 @@ class _Scratch:
     (`free`) when it is gone, if a pairwise step made it (`mine`) and one read it, so that
     nothing else can be a view of its buffer. Other steps run as before. Between slices the
     pool keeps only its free buffers (`begin`), and none when the slice's shapes change
-    (the last slice, of a remainder: the buffers would not fit, and would stay beside its
-    own, past the slice bound `memory_limit` plans for).
+    (a letter's chunks differ by one, the larger first, `slicing._bounds`: a pool fitting
+    the smaller slice's requests into the larger one's buffers could miss some and make
+    more beside them, past the slice bound `memory_limit` plans for).
     """
 
     __slots__ = ("mine", "pool", "sizes")
