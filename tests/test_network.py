@@ -1050,3 +1050,153 @@ def test_a_jitted_gradient_with_operands_it_does_not_differentiate_is_one_tree()
     envs = _environments(eq, ops, np.ones(()))
     for k, g in zip(wrt, grads):
         assert_close(g, envs[k], rtol=1e-10)
+
+
+# -- products that loop over kept letters rather than copy -------------------------------------
+
+
+def _lattice(rows: int, cols: int, bond: int, seed: int):
+    """A closed 2D lattice network (each tensor's bonds to its neighbours, of size `bond`): its
+    equation, operands (scaled so the value is of order one) and greedy path."""
+    names: dict[frozenset, str] = {}
+
+    def bond_name(p, q):
+        return names.setdefault(frozenset((p, q)), oe.get_symbol(len(names)))
+
+    specs = []
+    for i in range(rows):
+        for j in range(cols):
+            near = [(i + di, j + dj) for di, dj in ((-1, 0), (0, -1), (0, 1), (1, 0))]
+            specs.append("".join(bond_name((i, j), q) for q in near if 0 <= q[0] < rows and 0 <= q[1] < cols))
+    rng = np.random.default_rng(seed)
+    ops = [rng.standard_normal((bond,) * len(s)) / bond ** (len(s) / 4) for s in specs]
+    inputs = tuple(specs)
+    shapes = tuple(x.shape for x in ops)
+    return ",".join(specs) + "->", ops, inputs, shapes, _path(inputs, "", shapes, "greedy", None)
+
+
+def _plans_without_cache():
+    for cached in (network.tree_plan, network.forward_plan, network.pair_step, executor._pair_plan):
+        cached.cache_clear()
+
+
+def test_looped_products_save_copies_the_plan_counts(monkeypatch):
+    """On a lattice of bond 8 (benchmark n4's kind, 4 x 4), products that loop over a value's
+    leading letters write orders two readers take as they lie: the plan copies fewer elements
+    than with every product one matrix product of merged letter groups, and what it counts is
+    what numpy copies, walking the steps and in the plan's program; value and gradients agree."""
+    eq, ops, inputs, shapes, path = _lattice(4, 4, 8, seed=3)
+    copied = _count_copies(monkeypatch)
+    wrt = tuple(range(len(ops)))
+    want_value = oe.contract(eq, *ops, optimize=path)
+    want_grads = _environments(eq, ops, np.ones(()))
+    counts = {}
+    for loops in (True, False):
+        monkeypatch.setattr(network, "LOOPS", loops)
+        _plans_without_cache()
+        plan = network.tree_plan(inputs, "", shapes, path, wrt)
+        for programs in (False, True):
+            monkeypatch.setattr(network, "PROGRAMS", programs)
+            copied[0] = 0
+            grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+            value = network.value_and_grad(plan, ops, grads)
+            assert_close(value, want_value, rtol=1e-10)
+            for k, want in enumerate(want_grads):
+                assert_close(grads[k], want, rtol=1e-9, atol=1e-12)
+            assert (plan.programs[0].copied if programs else copied[0]) == plan.copies
+        counts[loops] = (plan.copies, plan.programs[0].looped)
+    _plans_without_cache()
+    assert counts[False][1] == 0 < counts[True][1]
+    assert counts[True][0] < 0.7 * counts[False][0]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), dtype=st.sampled_from([float, complex]), jitted=st.booleans())
+def test_random_networks_with_every_product_free_to_loop_have_every_gradient(seed, dtype, jitted):
+    """With the least work of a looped product's matrix products at one multiply-add, small
+    random networks loop wherever an order allows (rows, columns, loops of every kind, operands
+    copied or read as they lie, in programs and walked): value and cotangents as opt_einsum's."""
+    eq, ops, path = _network(seed, dtype, 0)
+    g = np.asarray(np.random.default_rng(seed + 1).standard_normal(), dtype=np.result_type(*ops))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(network, "LOOP_WORK", 1)
+        mp.setattr(executor, "LOOP_MATRIX", 1)
+        _plans_without_cache()
+        try:
+
+            def value_and_cotangents(*xs):
+                value, pull = ea.vjp(lambda *ys: ea.einsum(eq, *ys, optimize=path), *xs)
+                return value, pull(g)
+
+            run = ea.jit(value_and_cotangents) if jitted else value_and_cotangents
+            for _ in range(1 + jitted):
+                value, cts = run(*ops)
+                assert_close(value, oe.contract(eq, *ops, optimize=path), rtol=1e-10)
+                for got, env in zip(cts, _environments(eq, ops, g)):
+                    assert_close(got, env, rtol=1e-9, atol=1e-9)
+        finally:
+            _plans_without_cache()
+
+
+def test_some_random_networks_loop_when_free_to(monkeypatch):
+    """The property test above meets looped products: over its first seeds, the plans of
+    several networks have some (so that it exercises them), each with the plan's copies."""
+    monkeypatch.setattr(network, "LOOP_WORK", 1)
+    monkeypatch.setattr(executor, "LOOP_MATRIX", 1)
+    _plans_without_cache()
+    looping = 0
+    try:
+        for seed in range(12):
+            eq, ops, path = _network(seed, float, 0)
+            ins = tuple(eq.split("->")[0].split(","))
+            shapes = tuple(x.shape for x in ops)
+            plan = network.tree_plan(ins, "", shapes, tuple(map(tuple, path)), tuple(range(len(ops))))
+            looping += any(isinstance(p.run, network._Looped) for p in plan.forward + plan.backward)
+    finally:
+        _plans_without_cache()
+    assert looping >= 3
+
+
+@pytest.mark.parametrize("loops", [True, False])
+def test_a_product_reads_an_operand_split_by_its_contracted_letters_by_looping(monkeypatch, loops):
+    """``akb,kr->abr`` on an operand lying a, k, b: its kept letters a, b are not one run, so a
+    matrix product copies it, unless it loops over a (each b-by-k matrix read as it lies)."""
+    copied = _count_copies(monkeypatch)
+    monkeypatch.setattr(network, "LOOPS", loops)
+    _plans_without_cache()
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 64, 64)), rng.standard_normal((64, 8))
+    step = network.pair_step("akb", "kr", "abr", a.shape, b.shape)
+    try:
+        got = step(network.scratch(), a, b)
+        assert_close(got, np.einsum("akb,kr->abr", a, b), rtol=1e-12)
+        assert copied[0] == (0 if loops else a.size)
+        assert (step.seen[next(iter(step.seen))][3] is not None) == loops
+    finally:
+        _plans_without_cache()
+
+
+def test_a_loop_reads_an_operand_only_where_blas_reads_its_matrices():
+    """A looped product reads an operand as it lies only where each loop's matrix has a stride
+    of one element (the other at least the extent it steps over): numpy's matmul runs any other
+    strides through its own slow loop. `executor.loop_split` takes the fewest loops, from the
+    front of the kept letters, or from the back where allowed."""
+    c = np.empty((8, 16, 32))
+    assert network._reads(c, (8, 16, 32))  # rows of 32
+    assert network._reads(np.empty((8, 32, 16)).transpose(0, 2, 1), (8, 16, 32))  # columns of 16
+    loop_innermost = np.empty((16, 32, 8)).transpose(2, 0, 1)  # the unit stride on the loop axis
+    assert not network._reads(loop_innermost, (8, 16, 32))
+    size = {"a": 4, "k": 64, "b": 64}
+
+    def strides(order):
+        return {x: math.prod(size[y] for y in order[i + 1 :]) for i, x in enumerate(order)}
+
+    assert network._blas_matrix(strides("akb"), size, "b", "k")
+    assert not network._blas_matrix(strides("kba"), size, "b", "k")
+    assert executor.loop_split(strides("akb"), size, [], ["a", "b"], ["k"], True) == (1, 0)
+    assert executor.loop_split(strides("akb"), size, [], ["a", "b"], ["k"], False) == (1, 0)
+    size.update(a=64, b=4)  # lying b, k, a: a loop over b, the last kept letter, reads a-by-k matrices
+    assert executor.loop_split(strides("bka"), size, [], ["a", "b"], ["k"], True) == (0, 1)
+    assert executor.loop_split(strides("bka"), size, [], ["a", "b"], ["k"], False) is None
+    size.update(a=16)  # a 16-by-64 matrix: too small to loop over
+    assert executor.loop_split(strides("bka"), size, [], ["a", "b"], ["k"], True) is None
