@@ -58,7 +58,6 @@ class _PairPlan:
     __slots__ = (
         "dims",
         "gemm",
-        "groups",
         "matvec",
         "outer",
         "perm_a",
@@ -89,7 +88,6 @@ class _PairPlan:
     gemm: bool  # whether matmul runs the step (else numpy.einsum does)
     dims: Shape  # the matmul result's shape before the final transpose
     perm_out: tuple[int, ...]
-    groups: tuple[int, int, int, int]  # how many batch, left, inner and right letters (after `swap`)
 
     @property
     def text(self) -> str:
@@ -151,7 +149,6 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     else:
         plan.gemm = True
     plan.dims = tuple(size[c] for c in batch + left + right)
-    plan.groups = (len(batch), len(left), len(inner), len(right))
     order = batch + left + right
     plan.perm_out = tuple(order.index(c) for c in so)
     return plan
@@ -177,53 +174,6 @@ def merges_without_copy(strides: Any, sizes: Any, order: Sequence[Any], groups: 
             if strides[x] != strides[y] * sizes[y]:
                 return False
     return True
-
-
-LOOP_MATRIX = 4096
-"""The fewest elements of an operand's matrix for which a matrix product loops over some of its
-kept letters (`loop_split`) rather than copy it: BLAS calls of smaller matrices cost more per
-element than the copy they save (a bond-2 network's steps are copied by a gather instead)."""
-
-
-def loop_split(
-    strides: Any, sizes: Any, batch: Sequence[Any], rows: Sequence[Any], inner: Sequence[Any], suffix: bool
-) -> tuple[int, int] | None:
-    """How a batched matrix product reads an operand as it lies where its kept letters `rows`
-    do not merge: ``(p, s)``, the first `p` and the last `s` of them (the last only where
-    `suffix`) taken as loop axes beside the `batch` ones, so that the other `rows` and the
-    `inner` letters each merge into one axis of a matrix that BLAS reads (one of its strides is
-    one element); the fewest loops first. None where no split serves, or where the matrix
-    would be under `LOOP_MATRIX` elements. Keys index `strides` and `sizes` (letters or axes);
-    strides are in elements.
-
-    ``numpy.matmul`` loops over every axis but the last two of its operands (each batch
-    letter one axis, merged or not), broadcasting an operand of size 1 along the other's: the
-    looped letters are kept letters of one operand only, so the other has size 1 there. A
-    result written in the order batch, left, right lets the kept letters it leaves in its
-    matrix be a run of the left ones and a final run of the right ones: hence the prefix or
-    suffix of the left operand's, and the prefix only (`suffix` False) of the right one's.
-    """
-    if any(strides[k] <= 0 for k in (*batch, *rows, *inner) if sizes[k] != 1):
-        return None
-    ninner = math.prod(sizes[k] for k in inner)
-    best: tuple[int, tuple[int, int]] | None = None
-    n = len(rows)
-    for p in range(n):
-        for s in range(n - p if suffix else 1):
-            kept = rows[p : n - s]
-            if not merges_without_copy(strides, sizes, [*kept, *inner], [len(kept), len(inner)]):
-                continue
-            nrows = math.prod(sizes[k] for k in kept)
-            if nrows * ninner < LOOP_MATRIX or nrows == 1 or ninner == 1:
-                continue
-            rs = min(strides[k] for k in kept if sizes[k] != 1)
-            ks = min(strides[k] for k in inner if sizes[k] != 1)
-            if not ((ks == 1 and rs >= ninner) or (rs == 1 and ks >= nrows)):
-                continue
-            loops = math.prod(sizes[k] for k in (*rows[:p], *rows[n - s :]))
-            if best is None or loops < best[0]:
-                best = (loops, (p, s))
-    return None if best is None else best[1]
 
 
 def _broadcast_view(spec: str, out: str, size: dict[str, int]) -> tuple[tuple[int, ...], Shape]:

@@ -13,20 +13,7 @@ large bonds.
   product asks for its operands in the layout it reads as it lies, and the product
   that makes an intermediate grants the first layout asked that its matrix product
   writes as it lies (`_choose_layouts`). A pullback writes a cotangent in the order
-  the next pullbacks read, or the operand's own.
-* **Loops.** A product can also write an order that ends in a run of one operand's kept
-  letters after a run of the other's, whatever comes first: one ``numpy.matmul`` whose loop
-  axes are those leading letters (`_Looped`, `_loop_form`; batch letters, and kept letters of
-  one operand, along which the other is broadcast). A pullback so writes a cotangent in the
-  order its own step's pullbacks read, or in its operand's, where a matrix product of merged
-  groups would copy it after: on benchmark n4 (a lattice of bond 8) the copies of a
-  value-and-gradient fall from 2.5e6 elements to 1.4e6, the call 7-10% faster on one thread
-  (on two, about as fast: BLAS does not thread matrix products this small, a large one it
-  does). (The forward's layouts, asked and granted as above, gained nothing from loops on
-  the benchmark networks.) Likewise a product reads an operand whose kept letters a contracted run splits by
-  looping over the letters split off (`_Pair`, `executor.loop_split`). Each matrix product of
-  a loop must be large enough to pay for its call (`LOOP_WORK`, `executor.LOOP_MATRIX`);
-  `LOOPS` turns loops off. `TreePlan.copies` counts the copies
+  the next pullbacks read, or the operand's own. `TreePlan.copies` counts the copies
   that remain, forward and sweep, from each value's order in memory; the chosen layouts
   are kept only where they copy less than letters in order of appearance.
 * **Copies made once.** Where no layout serves both the step that writes a value and the
@@ -94,23 +81,11 @@ from typing import Any, cast
 import numpy as np
 
 from .aliases import Array, Path, Shape
-from .executor import (
-    _expression,
-    _pair_plan,
-    _PairPlan,
-    loop_split,
-    merges_without_copy,
-    outer_operands,
-    spread,
-)
+from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, outer_operands, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
 """A planned product: takes its operands' arrays, returns the result."""
-
-Split = tuple[int, int, int]
-"""A looped read (`_Pair._decide`): how many of the first and of the last left letters, and of
-the first right ones, are loop axes."""
 
 
 @dataclass(frozen=True)
@@ -234,19 +209,15 @@ def _copies(
     lead = [len(ra) - nl - nk] if len(plan.shape_a) == 3 else []
     copied = 0
     reads: list[str | None] = []
-    for side, (spec, kept, mem, perm, groups) in enumerate(
-        (
-            (sa, ra, ma, plan.perm_a, [*lead, nl, nk]),
-            (sb, rb, mb, plan.perm_b, [*lead, nk, nr]),
-        )
+    for spec, kept, mem, perm, groups in (
+        (sa, ra, ma, plan.perm_a, [*lead, nl, nk]),
+        (sb, rb, mb, plan.perm_b, [*lead, nk, nr]),
     ):
         fresh = kept != spec  # summed or diagonalized first: a fresh array
         mem = kept if fresh else mem
         strides = {c: _volume(mem[i + 1 :], size) for i, c in enumerate(mem)}
         read = "".join(kept[i] for i in perm)
-        if merges_without_copy(strides, size, list(read), groups) or (
-            LOOPS and _loops(plan, read, strides, size, side == 1)
-        ):
+        if merges_without_copy(strides, size, list(read), groups):
             reads.append(None)
         else:
             copied += _volume(kept, size)
@@ -257,18 +228,6 @@ def _copies(
     if plan.swap:
         reads.reverse()
     return copied, "".join(written), (reads[0], reads[1])
-
-
-def _loops(plan: _PairPlan, read: str, strides: dict[str, int], size: dict[str, int], right: bool) -> bool:
-    """Whether a product reads an operand that lies as `strides` by looping over some of its
-    kept letters (`loop_split`, as `_Pair` decides it), `read` its letters in the plan's order
-    (batch, left, inner; or batch, inner, right where `right`)."""
-    if plan.matvec:
-        return False
-    nb, nl, nk, _ = plan.groups
-    if right:
-        return loop_split(strides, size, read[:nb], read[nb + nk :], read[nb : nb + nk], False) is not None
-    return loop_split(strides, size, read[:nb], read[nb : nb + nl], read[nb + nl :], True) is not None
 
 
 def _product(
@@ -288,12 +247,6 @@ def _product(
         plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b])
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
         copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
-        form = None if written == out or broadcast or not LOOPS else _loop_form(specs[a], specs[b], out, size)
-        if form is not None:  # `out` as it lies, by looping over its leading letters
-            if form.spec.split(",")[0] != specs[a]:
-                a, b = b, a
-            copied, reads = _loop_copies(form, (memory[a], memory[b]), size)
-            return _Looped(form), (a, b), copied, out, reads if a == 0 else reads[::-1]
         return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
     order = tuple(range(len(specs)))
     none = (None,) * len(specs)
@@ -591,7 +544,7 @@ class _Pair:
         self.out_shape = tuple(plan.dims[i] for i in plan.perm_out)
         self.mm_shape = (*plan.shape_a[:-1], plan.shape_b[-1])
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
-        self.seen: dict[tuple[Any, ...], tuple[bool, bool, bool, Split | None]] = {}
+        self.seen: dict[tuple[Any, ...], tuple[bool, bool, bool | None]] = {}
 
     def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
         """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
@@ -617,9 +570,7 @@ class _Pair:
         key = (a.strides, b.strides)
         views = self.seen.get(key)
         if views is None:
-            views = self.seen[key] = self._decide(a, b)
-        if views[3] is not None:
-            return self._looped(pool, a, b, dest, views, dtype)
+            views = (_merges(a, plan.shape_a), _merges(b, plan.shape_b), None)
         if views[0]:
             a = a.reshape(plan.shape_a)
         else:
@@ -633,57 +584,15 @@ class _Pair:
         else:
             dest = None
             out = pool.get(self.mm_shape, dtype)
-        if views[2]:
+        dot = views[2]
+        if dot is None:  # (decided once per layout, as the views are)
+            # numpy.dot copies a matrix of spaced rows (a slice's), which numpy.matmul reads
+            dot = len(self.mm_shape) == 2 and a.flags.forc and b.flags.forc
+            self.seen[key] = (views[0], views[1], dot)
+        if dot:
             np.dot(a, b, out=out)
         else:
             np.matmul(a, b, out=out)
-        if not views[0]:
-            pool.put(a)
-        if not views[1]:
-            pool.put(b)
-        if dest is not None:
-            return dest
-        out = out.reshape(plan.dims)
-        return out if self.identity else out.transpose(plan.perm_out)
-
-    def _decide(self, a: Any, b: Any) -> tuple[bool, bool, bool, Split | None]:
-        """For operands laid out as `a` and `b` (transposed to the plan's letter groups): whether
-        each reshapes to its matrix as a view, whether numpy.dot runs the product, and the loop
-        split ``(p, s, q)`` of a looped product (`loop_split`: the first `p` and last `s` left
-        letters and the first `q` right ones as loop axes), else None. A product loops where an
-        operand that its matrix would copy is read as it lies by looping; the other is then
-        copied where neither form reads it."""
-        plan = self.plan
-        merge_a, merge_b = _merges(a, plan.shape_a), _merges(b, plan.shape_b)
-        split = None
-        if not (merge_a and merge_b) and not plan.matvec and LOOPS:
-            nb, nl, nk, _ = plan.groups
-            axes = list(range(a.ndim))
-            sa = loop_split(_elements(a), a.shape, axes[:nb], axes[nb : nb + nl], axes[nb + nl :], True)
-            axes = list(range(b.ndim))
-            sb = loop_split(_elements(b), b.shape, axes[:nb], axes[nb + nk :], axes[nb : nb + nk], False)
-            if (sa is not None and not merge_a) or (sb is not None and not merge_b):
-                split = (*(sa or (0, 0)), (sb or (0, 0))[0])
-                merge_a, merge_b = merge_a or sa is not None, merge_b or sb is not None
-        # numpy.dot copies a matrix of spaced rows (a slice's), which numpy.matmul reads
-        dot = len(self.mm_shape) == 2 and split is None
-        if dot:
-            dot = bool(_forc(a, plan.shape_a, merge_a) and _forc(b, plan.shape_b, merge_b))
-        return merge_a, merge_b, dot, split
-
-    def _looped(self, pool: Any, a: Any, b: Any, dest: Any, views: Any, dtype: Any) -> Any:
-        """The product as one ``numpy.matmul`` looping over the split's letters (`_decide`)."""
-        plan = self.plan
-        if not views[0]:
-            a = _copied(pool, a, a.shape)
-        if not views[1]:
-            b = _copied(pool, b, b.shape)
-        if dest is not None and self.identity:
-            out = dest.reshape(self.mm_shape)
-        else:
-            dest = None
-            out = pool.get(self.mm_shape, dtype)
-        np.matmul(*_loop_views(plan, a, b, out, views[3]))
         if not views[0]:
             pool.put(a)
         if not views[1]:
@@ -733,8 +642,7 @@ class _Pair:
         key = (a.strides, b.strides)
         views = self.seen.get(key)
         if views is None:  # (the check reshapes: a copy, where it is no view)
-            views = self.seen[key] = self._decide(a, b)
-        split = views[3]
+            views = self.seen[key] = (_merges(a, plan.shape_a), _merges(b, plan.shape_b), None)
         mm = []
         for x, shape, view in ((a, plan.shape_a, views[0]), (b, plan.shape_b, views[1])):
             if not view:
@@ -742,17 +650,14 @@ class _Pair:
                 build.copy(y, x)
                 temps.append(y)
                 x = y
-            mm.append(x if split is not None else x.reshape(shape))
+            mm.append(x.reshape(shape))
         a, b = mm
         if dest is not None and self.identity:
             out = dest.reshape(self.mm_shape)
         else:
             dest = None
             out = pool.get(self.mm_shape, dtype)
-        if split is not None:
-            build.looped += 1
-            build.ops.append((np.matmul, _loop_views(plan, a, b, out, split)))
-        elif len(self.mm_shape) == 2:  # (the method: numpy.dot's dispatch is a Python call)
+        if len(self.mm_shape) == 2:  # (the method: numpy.dot's dispatch is a Python call)
             build.ops.append((a.dot, (b, out)))
         else:
             build.ops.append((np.matmul, (a, b, out)))
@@ -764,259 +669,9 @@ class _Pair:
         return out if self.identity else out.transpose(plan.perm_out)
 
 
-LOOPS = True
-"""Whether products may loop over kept letters (`_Looped`, and `_Pair`'s looped reads) rather
-than copy; off, every product is one matrix product of merged letter groups (plans made
-before a change are cached: `tree_plan.cache_clear()`)."""
-
-LOOP_WORK = 1 << 15
-"""The least multiply-adds of each matrix product of a looped product (`_Looped`): below, BLAS's
-call costs more than the copy the loop saves."""
-
-
-@dataclass(frozen=True)
-class _LoopForm:
-    """How a looped product (`_Looped`) reads its operands and writes its result: one
-    ``numpy.matmul`` whose loop axes are the result's leading letters `loops` (batch letters, and
-    kept letters of one operand only, where the other has size 1), its matrix the result's
-    trailing letters `rows` (all of operand a's) and `cols` (operand b's), contracting `inner`."""
-
-    spec: str  # "sa,sb->so"
-    loops: str
-    rows: str
-    inner: str
-    cols: str
-    pre_a: str | None  # a one-operand einsum summing letters only operand a has, first
-    pre_b: str | None
-    perm_a: tuple[int, ...]  # axes of (the summed) a to loops (its own), rows, inner
-    perm_b: tuple[int, ...]  # axes of b to loops (its own), inner, cols
-    shape_a: Shape  # the matmul operands' shapes: loops (1 where an operand lacks the letter), matrix
-    shape_b: Shape
-    mm_shape: Shape  # the result's: loops, rows, cols (merged)
-    out_shape: Shape  # the result's, one axis a letter (its letters in `so`'s order)
-
-
-def _loop_form(sa: str, sb: str, so: str, size: dict[str, int]) -> _LoopForm | None:
-    """`so`'s order written as it lies by one looped product of `sa` and `sb` (the operand whose
-    letters end `so` as the columns), or None: where `so` does not end in a run of one operand's
-    kept letters after a run of the other's, where a letter repeats, or where each matrix product
-    would do under `LOOP_WORK`."""
-    if any(len(set(x)) != len(x) for x in (sa, sb, so)):
-        return None
-    only_a, only_b = set(sa) - set(sb), set(sb) - set(sa)
-    inner = "".join(c for c in sa if c in sb and c not in so)
-    if not inner or not so:
-        return None
-    side = only_b if so[-1] in only_b else only_a if so[-1] in only_a else None
-    if side is None:
-        return None
-    j = len(so)
-    while j > 0 and so[j - 1] in side:
-        j -= 1
-    other = only_a if side is only_b else only_b
-    i = j
-    while i > 0 and so[i - 1] in other:
-        i -= 1
-    if i == j:
-        return None
-    if side is only_a:  # the columns are sa's: swap, so that operand a holds the rows
-        sa, sb = sb, sa
-    loops, rows, cols = so[:i], so[i:j], so[j:]
-    if math.prod(size[c] for c in rows + inner + cols) < LOOP_WORK:
-        return None
-    ra = "".join(c for c in sa if c in so or c in sb)
-    rb = "".join(c for c in sb if c in so or c in sa)
-    la = "".join(c for c in loops if c in ra)
-    lb = "".join(c for c in loops if c in rb)
-
-    def vol(cs: str) -> int:
-        return math.prod(size[c] for c in cs)
-
-    lead_a = tuple(size[c] if c in ra else 1 for c in loops)
-    lead_b = tuple(size[c] if c in rb else 1 for c in loops)
-    return _LoopForm(
-        spec=f"{sa},{sb}->{so}",
-        loops=loops,
-        rows=rows,
-        inner=inner,
-        cols=cols,
-        pre_a=numpy_subscripts(f"{sa}->{ra}") if ra != sa else None,
-        pre_b=numpy_subscripts(f"{sb}->{rb}") if rb != sb else None,
-        perm_a=tuple(ra.index(c) for c in la + rows + inner),
-        perm_b=tuple(rb.index(c) for c in lb + inner + cols),
-        shape_a=(*lead_a, vol(rows), vol(inner)),
-        shape_b=(*lead_b, vol(inner), vol(cols)),
-        mm_shape=(*(size[c] for c in loops), vol(rows), vol(cols)),
-        out_shape=tuple(size[c] for c in so),
-    )
-
-
-def _loop_copies(
-    form: _LoopForm, memory: tuple[str, str], size: dict[str, int]
-) -> tuple[int, tuple[str | None, str | None]]:
-    """The elements a looped product copies, its operands lying in memory in the orders `memory`
-    (as `_Looped` decides), and the order it copies each into (None: read as it lies)."""
-    sa, sb = form.spec.split("->")[0].split(",")
-    copied = 0
-    reads: list[str | None] = []
-    for spec, mem, lead, matrix in (
-        (sa, memory[0], "".join(c for c in form.loops if c in sa), (form.rows, form.inner)),
-        (sb, memory[1], "".join(c for c in form.loops if c in sb), (form.inner, form.cols)),
-    ):
-        kept = "".join(c for c in spec if c in form.spec.split("->")[1] or c in form.inner)
-        mem = kept if kept != spec else mem
-        strides = {c: _volume(mem[k + 1 :], size) for k, c in enumerate(mem)}
-        if _blas_matrix(strides, size, *matrix):
-            reads.append(None)
-        else:
-            copied += _volume(kept, size)
-            reads.append(None if kept != spec else lead + matrix[0] + matrix[1])
-    return copied, (reads[0], reads[1])
-
-
-def _blas_matrix(strides: Any, size: Any, rows: Sequence[Any], cols: Sequence[Any]) -> bool:
-    """Whether the letters (or axes) `rows` and `cols` of a value laid out as `strides`
-    (elements) each merge into one axis of a matrix BLAS reads: one of its strides one element,
-    the other at least the extent it steps over."""
-    if not merges_without_copy(strides, size, [*rows, *cols], [len(rows), len(cols)]):
-        return False
-    nr = math.prod(size[k] for k in rows)
-    nc = math.prod(size[k] for k in cols)
-    if nr == 1 or nc == 1:
-        return True
-    rs = min(strides[k] for k in rows if size[k] != 1)
-    cs = min(strides[k] for k in cols if size[k] != 1)
-    return bool((cs == 1 and rs >= nc) or (rs == 1 and cs >= nr))
-
-
-class _Looped:
-    """A planned looped product (`_LoopForm`): its result written in its own order, as it lies,
-    by one ``numpy.matmul`` over loop axes; an operand whose matrix letters do not merge into
-    a BLAS matrix is copied first (in loops, rows, inner order)."""
-
-    __slots__ = ("form", "seen")
-
-    def __init__(self, form: _LoopForm) -> None:
-        self.form = form
-        self.seen: dict[tuple[Any, ...], tuple[bool, bool]] = {}
-
-    def _operands(self, a: Any, b: Any) -> tuple[Any, Any, tuple[bool, bool]]:
-        form = self.form
-        if form.pre_a is not None:
-            a = np.einsum(form.pre_a, a)
-        if form.pre_b is not None:
-            b = np.einsum(form.pre_b, b)
-        a = a.transpose(form.perm_a)
-        b = b.transpose(form.perm_b)
-        key = (a.strides, b.strides)
-        views = self.seen.get(key)
-        if views is None:
-            views = self.seen[key] = (_reads(a, form.shape_a), _reads(b, form.shape_b))
-        return a, b, views
-
-    def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
-        form = self.form
-        dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
-        a, b, views = self._operands(a, b)
-        ma = a.reshape(form.shape_a) if views[0] else _copied(pool, a, form.shape_a)
-        mb = b.reshape(form.shape_b) if views[1] else _copied(pool, b, form.shape_b)
-        if dest is None or not (dest.dtype == dtype and dest.flags.c_contiguous):
-            dest = pool.get(form.out_shape, dtype)
-        np.matmul(ma, mb, out=dest.reshape(form.mm_shape))
-        if not views[0]:
-            pool.put(ma)
-        if not views[1]:
-            pool.put(mb)
-        return dest
-
-    def emit(self, build: _Builder, a: Any, b: Any, dest: Any = None) -> Any:
-        """What `__call__` does, bound into `build`'s program (see `_Builder`)."""
-        form, pool = self.form, build.pool
-        build.contractions += 1
-        build.looped += 1
-        dtype = np.result_type(a, b)
-        temps = []
-        for pre, i in ((form.pre_a, 0), (form.pre_b, 1)):
-            if pre is not None:
-                x = (a, b)[i]
-                ins, outs = pre.split("->")
-                dims = dict(zip(ins, x.shape))
-                y = pool.get(tuple(dims[c] for c in outs), x.dtype)
-                build.ops.append((functools.partial(_C_EINSUM, pre, out=y), (x,)))
-                temps.append(y)
-                a, b = (y, b) if i == 0 else (a, y)
-        a, b, views = self._operands(a, b)
-        mm = []
-        for x, shape, view in ((a, form.shape_a, views[0]), (b, form.shape_b, views[1])):
-            if not view:
-                y = pool.get(x.shape, x.dtype)
-                build.copy(y, x)
-                temps.append(y)
-                x = y
-            mm.append(x.reshape(shape))
-        if dest is None or not (dest.dtype == dtype and dest.flags.c_contiguous):
-            dest = pool.get(form.out_shape, dtype)
-        build.ops.append((np.matmul, (mm[0], mm[1], dest.reshape(form.mm_shape))))
-        for y in temps:
-            pool.put(y)
-        return dest
-
-
-def _reads(x: Any, shape: Shape) -> bool:
-    """Whether `x` (axes: loops, then a matrix's two letter groups) views as the matmul operand
-    `shape` that BLAS reads: its matrix letters merge, one stride of the matrix one element."""
-    if not _merges(x, shape):
-        return False
-    m = x.reshape(shape)
-    if m.shape[-1] == 1 or m.shape[-2] == 1:
-        return True
-    r, c = (s // x.itemsize for s in m.strides[-2:])
-    return bool((c == 1 and r >= m.shape[-1]) or (r == 1 and c >= m.shape[-2]))
-
-
 def _merges(view: Any, shape: Shape) -> bool:
     """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
     return bool(np.may_share_memory(view.reshape(shape), view))
-
-
-def _forc(x: Any, shape: Shape, merges: bool) -> bool:
-    """Whether `x` as its matrix `shape` is C- or F-contiguous (a copy is C-contiguous)."""
-    return not merges or bool(x.reshape(shape).flags.forc)
-
-
-def _elements(x: Any) -> tuple[int, ...]:
-    """`x`'s strides in elements."""
-    return tuple(s // x.itemsize for s in x.strides)
-
-
-def _loop_views(plan: _PairPlan, a: Any, b: Any, out: Any, split: Split) -> tuple[Any, Any, Any]:
-    """The operands and result of a looped product (`_Pair._decide`), as views for
-    ``numpy.matmul``: `a` laid out batch, left, inner and `b` batch, inner, right (one axis a
-    letter), `out` the product's C-contiguous buffer (batch, left, right). Each has the loop
-    axes (batch, the looped left letters, the looped right ones; size 1 in the operand without
-    them) and then its matrix: the left letters kept and the inner, the inner and the right
-    letters kept, the left and the right ones kept."""
-    nb, nl, nk, nr = plan.groups
-    p, s, q = split
-    dims = plan.dims
-    inner = a.shape[nb + nl :]
-    batch = list(range(nb))
-    xl = [*range(nb, nb + p), *range(nb + nl - s, nb + nl)]  # left letters looped, as axes of `a`
-    rows = list(range(nb + p, nb + nl - s))
-    loops = [dims[i] for i in xl]
-    right = [dims[nb + nl + j] for j in range(nr)]
-    av = a.transpose([*batch, *xl, *rows, *range(nb + nl, nb + nl + nk)]).reshape(
-        (*dims[:nb], *loops, *(1,) * q, math.prod(dims[i] for i in rows), math.prod(inner))
-    )
-    bv = b.transpose(
-        [*batch, *range(nb + nk, nb + nk + q), *range(nb, nb + nk), *range(nb + nk + q, nb + nk + nr)]
-    )
-    bv = bv.reshape((*dims[:nb], *(1,) * len(xl), *right[:q], math.prod(inner), math.prod(right[q:])))
-    ov = out.reshape(dims).transpose(
-        [*batch, *xl, *range(nb + nl, nb + nl + q), *rows, *range(nb + nl + q, nb + nl + nr)]
-    )
-    ov = ov.reshape((*dims[:nb], *loops, *right[:q], math.prod(dims[i] for i in rows), math.prod(right[q:])))
-    return av, bv, ov
 
 
 SCRATCH_MIN = POOL_MIN
@@ -1258,8 +913,8 @@ def _tree_plan(
         # a copy or a cotangent, is as large as one of the values); below, it is bookkeeping only
         pooled=all(len(args) == 2 for args in args_of)
         and max(math.prod(size[c] for c in spec) for spec in specs) >= POOL_MIN,
-        programmable=all(isinstance(p.run, (_Pair, _Looped, _Then, _LayOut)) for p in forward)
-        and all(isinstance(q.run, (_Pair, _Looped, _Then)) for q in backward)
+        programmable=all(isinstance(p.run, (_Pair, _Then, _LayOut)) for p in forward)
+        and all(isinstance(q.run, (_Pair, _Then)) for q in backward)
         and all(q.spread is None or len(set(q.spread[1])) == len(q.spread[1]) for q in backward)
         and _fits_program(shapes, specs, size),
     )
@@ -1440,10 +1095,7 @@ def _pullback(
     run, order, copies, written, _ = product
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))
-    direct = put is None and (
-        isinstance(run, _Looped)
-        or (isinstance(run, _Pair) and (run.plan.outer or (run.plan.gemm and run.identity)))
-    )
+    direct = isinstance(run, _Pair) and put is None and (run.plan.outer or (run.plan.gemm and run.identity))
     turn = None
     if put is not None and len(set(target)) == len(target) and sorted(kept) == sorted(target):
         turn = tuple(kept.index(c) for c in target)
@@ -1711,14 +1363,13 @@ class _Builder:
     pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
     at every call (layouts, views or copies, buffers), once, on the program's own arrays."""
 
-    __slots__ = ("contractions", "copied", "looped", "ops", "pool")
+    __slots__ = ("contractions", "copied", "ops", "pool")
 
     def __init__(self, pool: _Pool) -> None:
         self.pool = pool
         self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.copied = 0  # the elements the steps copy (as `TreePlan.copies` counts them)
         self.contractions = 0  # the products that sum a letter (not outer products)
-        self.looped = 0  # the products that loop over kept letters rather than copy (`loop_split`)
 
     def copy(self, out: Any, view: Any, counted: bool = True) -> None:
         """`_copy_into`, bound: a gather through its index, or numpy's strided copy; `counted`
@@ -1743,18 +1394,7 @@ class _Program:
     dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
     `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
 
-    __slots__ = (
-        "contractions",
-        "copied",
-        "generation",
-        "ins",
-        "key",
-        "looped",
-        "ops",
-        "outs",
-        "pool",
-        "value",
-    )
+    __slots__ = ("contractions", "copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
 
     def __init__(self, key: tuple[Any, ...]) -> None:
         self.key = key
@@ -1766,7 +1406,6 @@ class _Program:
         self.value: Any = None
         self.copied = 0  # the elements its steps copy, and its products that sum a letter
         self.contractions = 0
-        self.looped = 0  # its products that loop over kept letters rather than copy
 
     @staticmethod
     def build(plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array]) -> _Program | None:
@@ -1827,7 +1466,7 @@ class _Program:
                 gbuf[k][...] = 0
             self.outs.append((k, gbuf[k]))
         self.ops[:] = build.ops
-        self.copied, self.contractions, self.looped = build.copied, build.contractions, build.looped
+        self.copied, self.contractions = build.copied, build.contractions
         return self
 
     def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
