@@ -68,7 +68,7 @@ from ..core import (
 from ..errors import EinsumError
 from ..executor import _pair, _pair_plan, _run_pair
 from ..network import forward as tree_forward
-from ..network import forward_plan, pair_step, scratch, tree_plan
+from ..network import forward_plan, pair_step, recycled, scratch, tree_plan
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
@@ -1685,7 +1685,7 @@ def _einsum_vjp_impl(
     grads: dict[int, Any] = {}
     if xp is np:
         g = np.asarray(g)
-        flat = np.zeros(sum(sizes), dtype=np.result_type(g, *arrays))
+        flat = recycled((sum(sizes),), np.result_type(g, *arrays), zero=True)
         offset = 0
         for k, size in zip(wrt, sizes):
             if k not in zero:
@@ -1758,7 +1758,7 @@ def _sliced_vg_impl(
         return joined
     total = _block_total(arrays, wrt)
     dt = np.result_type(*arrays)
-    flat = np.zeros(1 + total, dtype=dt)
+    flat: Array = recycled((1 + total,), dt, zero=True)  # (dies within a staged program: recycled)
     if all(a.size for a in arrays):
         shapes = tuple(a.shape for a in arrays)
         grads = _grad_blocks(flat, arrays, wrt, (), 1)
