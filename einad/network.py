@@ -36,7 +36,7 @@ large bonds.
   once the value is let go, and the next call finds the buffers mapped and touched. A
   fresh large array is a fresh mapping whose every page faults on first touch: on
   benchmark n1 1,100 faults per forward and 1,700 per value-and-gradient, a third to a
-  half of the forward's time. Arrays below the pool's `POOL_MIN`, and the large arrays
+  half of the forward's time. A pooled plan's arrays below `POOL_MIN`, and the large arrays
   made afresh at every call that die within it (a scalar contraction's packed value and
   gradients, `einsum_vg`; a compiled kernel's outputs under ``ea.jit``), take memory that
   `recycled` keeps once nothing refers to it (`_Recycled`): glibc's malloc gives such
@@ -523,7 +523,7 @@ class _Fresh:
 
     @staticmethod
     def get(shape: Shape, dtype: Any) -> Any:
-        return _RECYCLED.empty(shape, dtype)  # (a large one's memory recycled: `_Recycled`)
+        return np.empty(shape, dtype)
 
     @staticmethod
     def put(x: Any) -> None:
