@@ -42,6 +42,7 @@ import opt_einsum as oe
 
 from .aliases import Array, MemoryLimit, Path, Shape
 from .arrays import lib_dtype, np_dtype
+from .memory import RECYCLE_MIN, recycled
 from .subscripts import numpy_subscripts, unique
 
 # -- numpy: tuned pairwise plans ------------------------------------------------------------
@@ -213,7 +214,10 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
         b = np.einsum(plan.pre_b, b)
     a = a.transpose(plan.perm_a).reshape(plan.shape_a)
     b = b.transpose(plan.perm_b).reshape(plan.shape_b)
-    out = np.matmul(a, b)
+    if a.shape[-2] * b.shape[-1] * (a.shape[0] if a.ndim == 3 else 1) * a.itemsize < RECYCLE_MIN:
+        out = np.matmul(a, b)  # (small: malloc's; no Python call more on an eager step)
+    else:  # a large product's memory kept between calls (`memory`)
+        out = np.matmul(a, b, out=recycled((*a.shape[:-1], b.shape[-1]), np.result_type(a, b)))
     out = out.reshape(plan.dims)
     if plan.perm_out != tuple(range(len(plan.perm_out))):
         out = out.transpose(plan.perm_out)

@@ -39,7 +39,7 @@ large bonds.
   half of the forward's time. A pooled plan's arrays below `POOL_MIN`, and the large arrays
   made afresh at every call that die within it (a scalar contraction's packed value and
   gradients, `einsum_vg`; a compiled kernel's outputs under ``ea.jit``), take memory that
-  `recycled` keeps once nothing refers to it (`_Recycled`): glibc's malloc gives such
+  `memory.recycled` keeps once nothing refers to it: glibc's malloc gives such
   memory back to the system between calls, and benchmark m1 faulted 1,600 pages a call
   (recycled, none: its jitted value-and-gradient 9.7 ms instead of 12.6 on two threads).
   The value and gradients returned are arrays of their own: a gradient is written straight
@@ -77,7 +77,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -86,6 +85,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from . import memory
 from .aliases import Array, Path, Shape
 from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, outer_operands, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
@@ -322,7 +322,7 @@ POOL_MIN = 32768
 """Elements from which a step's buffer comes from the pool of the call (`_Pool`): an array
 of 256 KiB or more (float64) is a fresh mapping from the system allocator, whose every page
 faults on first touch (on a 2^18-element intermediate about 0.1 ms; 1,100 faults per forward
-of benchmark n1, a third of its time). Smaller ones are `recycled`'s (from 128 KiB, memory
+of benchmark n1, a third of its time). Smaller ones are `memory.recycled`'s (from 128 KiB, memory
 kept between calls once nothing refers to it; below, malloc's): pooled, they took benchmark
 m1's first-call peak from 12.1 to 15.7 MiB, recycled to 12.6."""
 
@@ -352,7 +352,7 @@ class _Pool:
         dtype = np.dtype(dtype)
         least = POOL_MIN if self.least is None else self.least
         if size < least or dtype.hasobject:  # (an array of objects is no view of bytes)
-            return _RECYCLED.empty(shape, dtype)  # (a large one's memory recycled: `_Recycled`)
+            return memory.recycled(shape, dtype)  # (a large one's memory kept: `memory`)
         nbytes = size * dtype.itemsize
         raw = self._fit(nbytes)
         if raw is None:
@@ -405,10 +405,10 @@ _POOLS: weakref.WeakSet[_Pool] = weakref.WeakSet()
 
 
 def pooled_bytes() -> int:
-    """The bytes of every plan's pooled buffers and of the recycled arrays (`recycled`):
+    """The bytes of every plan's pooled buffers and of the recycled arrays (`memory`):
     memory a call finds allocated by an earlier call, which a measure of the call's own
     allocations (tracemalloc) does not see."""
-    return sum(pool.held for pool in list(_POOLS)) + _RECYCLED.held
+    return sum(pool.held for pool in list(_POOLS)) + memory.held()
 
 
 def release_pools() -> None:
@@ -417,102 +417,7 @@ def release_pools() -> None:
     back)."""
     for pool in list(_POOLS):
         pool.release()
-    _RECYCLED.release()
-
-
-RECYCLE_MIN = 1 << 17
-"""The fewest bytes of an array `recycled` hands out from its memory: 128 KiB, from which
-glibc's malloc maps an array's memory afresh (or takes it from the top of its heap, which a
-later free gives back to the system), so that every page faults on first touch."""
-
-RECYCLE_BUDGET = 64 << 20
-"""The most bytes of free memory `recycled` keeps between calls (the oldest goes first)."""
-
-
-class _Recycled:
-    """The memory of the large arrays einad makes afresh at every call and that die within it:
-    a scalar contraction's packed value and gradients (`einsum_vg`), a compiled kernel's
-    outputs under ``einad.jit``. Each is a view of a buffer kept here; the buffer serves a
-    later array once nothing refers to it any more (its reference count is back to the keeper's
-    own: every view of an array holds its buffer), so an array the caller keeps is never
-    handed out again, and nothing needs letting go. On benchmark m1 (an MPS energy, whose
-    packed gradients take 0.94 MiB) four such arrays a call made 930 page faults of 1,070,
-    about a millisecond of 13."""
-
-    __slots__ = ("buffers", "fresh", "held", "lock")
-
-    def __init__(self) -> None:
-        self.buffers: list[Any] = []  # raw uint8 buffers, the oldest first
-        self.held = 0  # their bytes
-        self.fresh = 0  # how many were made
-        self.lock = threading.Lock()
-
-    def empty(self, shape: Shape, dtype: Any) -> Any:
-        dtype = np.dtype(dtype)
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes < RECYCLE_MIN or dtype.hasobject:
-            return np.empty(shape, dtype)
-        with self.lock:
-            raw = self._free(nbytes)
-            if raw is None:
-                raw = np.empty(nbytes, np.uint8)
-                self.fresh += 1
-                self.buffers.append(raw)
-                self.held += nbytes
-                self._trim()
-            return raw[:nbytes].view(dtype).reshape(shape)
-
-    def _free(self, nbytes: int) -> Any:
-        """The smallest free buffer of `nbytes` to twice as many, moved to the back (the most
-        recently used), or None."""
-        best, at = None, -1
-        for k in range(len(self.buffers)):
-            raw = self.buffers[k]
-            # referred to by the list, by `raw` and by getrefcount's argument: by no array
-            fits = nbytes <= raw.nbytes <= 2 * nbytes and (best is None or raw.nbytes < best.nbytes)
-            if fits and sys.getrefcount(raw) <= _UNUSED:
-                best, at = raw, k
-            del raw
-        if best is not None:
-            del self.buffers[at]
-            self.buffers.append(best)
-        return best
-
-    def _trim(self) -> None:
-        """Drop the oldest free buffers while the free ones hold more than `RECYCLE_BUDGET`."""
-        spare = sum(raw.nbytes for raw in self.buffers if sys.getrefcount(raw) <= _UNUSED) - RECYCLE_BUDGET
-        k = 0
-        while spare > 0 and k < len(self.buffers):
-            raw = self.buffers[k]
-            if sys.getrefcount(raw) <= _UNUSED:
-                del self.buffers[k]
-                self.held -= raw.nbytes
-                spare -= raw.nbytes
-            else:
-                k += 1
-            del raw
-
-    def release(self) -> None:
-        with self.lock:
-            self.buffers.clear()
-            self.held = 0
-
-
-_UNUSED = 3
-"""A buffer's reference count where no array refers to it (`_Recycled`): its list's, the loop
-variable's and `sys.getrefcount`'s argument."""
-
-_RECYCLED = _Recycled()
-
-
-def recycled(shape: Shape, dtype: Any, zero: bool = False) -> Any:
-    """A new numpy array of `shape` and `dtype` (zeros where `zero`) for a value that dies
-    within the call that makes it, its memory recycled across calls where it is large
-    (`_Recycled`): what the caller keeps is never handed out again."""
-    x = _RECYCLED.empty(shape, dtype)
-    if zero:
-        x.fill(0)
-    return x
+    memory.release()
 
 
 class _Fresh:
@@ -782,7 +687,7 @@ def _merges(view: Any, shape: Shape) -> bool:
 
 SCRATCH_MIN = POOL_MIN
 """Elements from which a loop's buffers come from its pool (`scratch`): a large array is a
-fresh mapping that faults its pages in; a smaller one is `recycled`'s (memory kept once
+fresh mapping that faults its pages in; a smaller one is `memory.recycled`'s (memory kept once
 nothing refers to it, from 128 KiB; below, malloc's free lists, which also serve a later,
 larger array, where a pool's free buffer serves only one as large or up to twice smaller),
 so the loop's peak stays about its values' own."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from opt_einsum.testing import rand_equation
 
 import einad as ea
-from einad import executor, kernels, network
+from einad import executor, kernels, memory, network
 from einad.rules.einsum import _path, sliced_einsum_p, sliced_vg_p
 from tests.support.numerics import assert_close
 
@@ -1060,44 +1060,44 @@ def _address(x: np.ndarray) -> int:
 
 
 def test_a_recycled_array_is_never_handed_out_while_something_refers_to_it():
-    """`network.recycled` hands out the memory of a large array again only once no array refers
+    """`memory.recycled` hands out the memory of a large array again only once no array refers
     to it: one kept, or any view of it kept, keeps its memory its own; let go, the next request
     of about its size takes the same memory without making a buffer; small arrays are numpy's."""
     network.release_pools()
-    kept = network.recycled((40_000,), np.float64)
+    kept = memory.recycled((40_000,), np.float64)
     kept[...] = 7.0
-    view = network.recycled((50_000,), np.float64)[100:200].reshape(10, 10)
+    view = memory.recycled((50_000,), np.float64)[100:200].reshape(10, 10)
     view[...] = 3.0
-    made = network._RECYCLED.fresh
+    made = memory._RECYCLED.fresh
     for _ in range(3):
-        other = network.recycled((40_000,), np.float64)
+        other = memory.recycled((40_000,), np.float64)
         assert not np.shares_memory(other, kept) and not np.shares_memory(other, view)
         other[...] = -1.0
         del other
     assert np.all(kept == 7.0) and np.all(view == 3.0)
-    assert network._RECYCLED.fresh == made + 1  # the one made above, then taken again each time
+    assert memory._RECYCLED.fresh == made + 1  # the one made above, then taken again each time
     address = _address(view.base)
     del view
-    again = network.recycled((45_000,), np.float64)  # (45,000 within 50,000: about its size)
-    assert _address(again) == address and network._RECYCLED.fresh == made + 1
-    zeros = network.recycled((40_000,), np.float64, zero=True)
+    again = memory.recycled((45_000,), np.float64)  # (45,000 within 50,000: about its size)
+    assert _address(again) == address and memory._RECYCLED.fresh == made + 1
+    zeros = memory.recycled((40_000,), np.float64, zero=True)
     assert not zeros.any()
-    small = network.recycled((1000,), np.float64)
-    assert all(small.base is not b for b in network._RECYCLED.buffers)
+    small = memory.recycled((1000,), np.float64)
+    assert all(small.base is not b for b in memory._RECYCLED.buffers)
     network.release_pools()
-    assert network._RECYCLED.buffers == [] and network.pooled_bytes() == 0
+    assert memory._RECYCLED.buffers == [] and network.pooled_bytes() == 0
     assert np.all(kept == 7.0)  # (an array in use stays the caller's)
 
 
 def test_recycled_memory_kept_free_stays_within_its_budget(monkeypatch):
     """The free buffers kept between calls hold at most `RECYCLE_BUDGET` bytes: the oldest go."""
     network.release_pools()
-    monkeypatch.setattr(network, "RECYCLE_BUDGET", 3 * 8 * 20_000)
-    arrays = [network.recycled((20_000 * (1 + k // 2),), np.float64) for k in range(8)]
+    monkeypatch.setattr(memory, "RECYCLE_BUDGET", 3 * 8 * 20_000)
+    arrays = [memory.recycled((20_000 * (1 + k // 2),), np.float64) for k in range(8)]
     del arrays  # every buffer free: the next one made trims the oldest
-    network.recycled((200_000,), np.float64)
-    free = [b.nbytes for b in network._RECYCLED.buffers][:-1]
-    assert sum(free) <= network.RECYCLE_BUDGET
+    memory.recycled((200_000,), np.float64)
+    free = [b.nbytes for b in memory._RECYCLED.buffers][:-1]
+    assert sum(free) <= memory.RECYCLE_BUDGET
     network.release_pools()
 
 
@@ -1122,21 +1122,21 @@ def test_a_jitted_gradient_recycles_its_packed_gradients_and_its_large_steps(mon
     packed = 8 * (1 + sum(x.size for x in ops))
     vg = ea.jit(ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), argnums=tuple(range(5))))
     want = _environments(eq, ops, np.ones(()))
-    made = network._RECYCLED.fresh
+    made = memory._RECYCLED.fresh
     first = vg(*ops)  # kept: what memory it returns stays its own
     vg(*ops)  # (a second call, its result let go: its buffers made where the first call's are kept)
-    assert network._RECYCLED.fresh > made  # the packed gradients' buffer, at least
-    made = network._RECYCLED.fresh
+    assert memory._RECYCLED.fresh > made  # the packed gradients' buffer, at least
+    made = memory._RECYCLED.fresh
     for _ in range(3):
         value, grads = vg(*ops)
         assert_close(value, oe.contract(eq, *ops))
         for got, env in zip(grads, want):
             assert_close(got, env, rtol=1e-10)
         del value, grads
-    assert network._RECYCLED.fresh == made
+    assert memory._RECYCLED.fresh == made
     for got, env in zip(first[1], want):  # (the arrays returned first: not written over)
         assert_close(got, env, rtol=1e-10)
-    sizes = {b.nbytes for b in network._RECYCLED.buffers}
+    sizes = {b.nbytes for b in memory._RECYCLED.buffers}
     assert packed in sizes  # the packed value and gradients
     # a pooled walk's step below `POOL_MIN` (a program pools its own; a plan without a pool, all
     # its arrays small, leaves them to malloc: recycled, m2's peak grew by a third for no time)
@@ -1155,9 +1155,33 @@ def test_a_compiled_kernels_large_outputs_are_recycled():
     kept = f(x)
     assert_close(kept, np.sin(x) * 2.0 + x * x)
     f(x)
-    made = network._RECYCLED.fresh
+    made = memory._RECYCLED.fresh
     for _ in range(3):
         assert_close(f(x), np.sin(x) * 2.0 + x * x)
-    assert network._RECYCLED.fresh == made and any(b.nbytes == x.nbytes for b in network._RECYCLED.buffers)
+    assert memory._RECYCLED.fresh == made and any(b.nbytes == x.nbytes for b in memory._RECYCLED.buffers)
     assert_close(kept, np.sin(x) * 2.0 + x * x)
     network.release_pools()
+
+
+def test_a_two_operand_product_recycles_its_memory_and_never_a_kept_result():
+    """Eager and jitted two-operand products (`executor._run_pair`) write a large result into
+    recycled memory: once a result is let go the next call makes no buffer (a 512^3 matrix
+    product faulted about 1,000 pages a call, a fifth of its value-and-gradient); a result kept
+    stays as it was."""
+    memory.release()
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((256, 300)), rng.standard_normal((300, 256))  # a 512 KiB product
+    eager = lambda x, y: ea.einsum("ij,jk->ik", x, y)
+    jitted = ea.jit(lambda x, y: ea.einsum("ij,jk->ki", x, y))
+    for run, want in ((eager, a @ b), (jitted, (a @ b).T)):
+        kept = run(a, b)
+        assert_close(kept, want)
+        run(a, b)
+        made = memory._RECYCLED.fresh
+        for _ in range(3):
+            assert_close(run(a, b), want)
+        assert memory._RECYCLED.fresh == made
+        assert_close(kept, want)  # not written over
+        kept = np.asarray(kept)  # (eager: a Tensor's array, no copy)
+        assert any(np.shares_memory(kept, buf) for buf in memory._RECYCLED.buffers)
+    memory.release()

@@ -67,8 +67,9 @@ from ..core import (
 )
 from ..errors import EinsumError
 from ..executor import _pair, _pair_plan, _run_pair
+from ..memory import recycled
 from ..network import forward as tree_forward
-from ..network import forward_plan, pair_step, recycled, scratch, tree_plan
+from ..network import forward_plan, pair_step, scratch, tree_plan
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad

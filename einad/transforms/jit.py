@@ -49,7 +49,7 @@ import numpy as np
 from .. import arrays, kernels
 from ..core import Tensor
 from ..errors import TracerError
-from ..network import recycled
+from ..memory import recycled
 from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..util import shape_of
@@ -241,7 +241,7 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None, backend: str =
 
 
 def _empty(shape: tuple[int, ...], dtype: Any) -> Any:
-    """A fused kernel's output (`network.recycled`: a large one's memory serves a later call
+    """A fused kernel's output (`memory.recycled`: a large one's memory serves a later call
     once the program has let it go, so that its pages do not fault in at every call)."""
     return recycled(shape, dtype)
 

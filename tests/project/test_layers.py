@@ -33,6 +33,7 @@ LAYERS: dict[str, list[str]] = {
     "helpers": ["einad.aliases", "einad.errors", "einad.subscripts", "einad.pytree"],
     "executor": [
         "einad.arrays",
+        "einad.memory",
         "einad.executor",
         "einad.network",
         "einad.cluster",
