@@ -5,15 +5,18 @@ which a later free gives back to the system), so every page of such an array fau
 touch, at every call that makes it again: a jitted value-and-gradient of benchmark case 1 (a
 512³ matrix product) faulted 990 pages a call and of case 2 (a batched one) 1,000, of m1 (an
 MPS energy) 1,600; recycled, none, and cases 1 and 2 ran in 8.6-9.1 ms against 10.7-11.0 and
-13.6-14.4 against 15.9-16.2 (one thread, separate processes alternating). The arrays: a
-two-operand product's result (`executor._run_pair`), a scalar contraction's packed value and
-gradients (`einsum_vg`, `einsum_vjp`), the outputs of ``ea.jit``'s compiled kernels, a pooled
-plan's arrays below its `POOL_MIN` (`network._Pool`). `recycled`
-hands out views of buffers kept here instead; a buffer serves a later request of about its size
-once its reference count is back to the keeper's own (every view of an array holds its base
-buffer), so an array a caller keeps, or any view of it, is never handed out again, and nothing
-has to be let go explicitly. Free buffers are kept up to `RECYCLE_BUDGET`; `release` drops them
-(`network.release_pools` calls it). This module imports numpy alone.
+13.6-14.4 against 15.9-16.2 (one thread, separate processes alternating).
+
+The arrays: a two-operand product's result (`executor._run_pair`), a scalar contraction's
+packed value and gradients (`einsum_vg`, `einsum_vjp`), the outputs of ``ea.jit``'s compiled
+kernels, a pooled plan's arrays below its `POOL_MIN` (`network._Pool`) and the large ones of a
+plan without a pool (`network._Fresh`, from `network.FRESH_RECYCLE`).
+
+`recycled` hands out views of buffers kept here; a buffer serves a later request of about its
+size once its reference count is back to the keeper's own (every view of an array holds its
+base buffer), so an array a caller keeps, or any view of it, is never handed out again, and
+nothing has to be let go explicitly. Free buffers are kept up to `RECYCLE_BUDGET`; `release`
+drops them (`network.release_pools` calls it). This module imports numpy alone.
 """
 
 from __future__ import annotations
@@ -32,9 +35,21 @@ threshold; below, malloc's free lists serve)."""
 RECYCLE_BUDGET = 64 << 20
 """The most bytes of free memory kept between calls (the oldest goes first)."""
 
-_UNUSED = 3
-"""A buffer's reference count where no array refers to it: its list's, the loop variable's and
-`sys.getrefcount`'s argument."""
+
+def _unused() -> int:
+    """A buffer's reference count, read as `_Recycled` reads it, where no array refers to it:
+    its list's, the loop variable's and, where the interpreter counts it, `sys.getrefcount`'s
+    argument (measured, not assumed: a later CPython may count otherwise)."""
+    probe = [np.empty(1, np.uint8)]
+    count = 0
+    for k in range(len(probe)):
+        raw = probe[k]
+        count = sys.getrefcount(raw)
+        del raw
+    return count
+
+
+_UNUSED = _unused()
 
 
 class _Recycled:
@@ -81,7 +96,12 @@ class _Recycled:
 
     def _trim(self) -> None:
         """Drop the oldest free buffers while the free ones hold more than `RECYCLE_BUDGET`."""
-        spare = sum(raw.nbytes for raw in self.buffers if sys.getrefcount(raw) <= _UNUSED) - RECYCLE_BUDGET
+        spare = -RECYCLE_BUDGET
+        for k in range(len(self.buffers)):  # (read as `_unused` measured the count)
+            raw = self.buffers[k]
+            if sys.getrefcount(raw) <= _UNUSED:
+                spare += raw.nbytes
+            del raw
         k = 0
         while spare > 0 and k < len(self.buffers):
             raw = self.buffers[k]

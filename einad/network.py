@@ -36,12 +36,13 @@ large bonds.
   once the value is let go, and the next call finds the buffers mapped and touched. A
   fresh large array is a fresh mapping whose every page faults on first touch: on
   benchmark n1 1,100 faults per forward and 1,700 per value-and-gradient, a third to a
-  half of the forward's time. A pooled plan's arrays below `POOL_MIN`, and the large arrays
-  made afresh at every call that die within it (a scalar contraction's packed value and
-  gradients, `einsum_vg`; a compiled kernel's outputs under ``ea.jit``), take memory that
-  `memory.recycled` keeps once nothing refers to it: glibc's malloc gives such
-  memory back to the system between calls, and benchmark m1 faulted 1,600 pages a call
-  (recycled, none: its jitted value-and-gradient 9.7 ms instead of 12.6 on two threads).
+  half of the forward's time. A pooled plan's arrays below `POOL_MIN`, a plan's without a
+  pool from `FRESH_RECYCLE`, and the other large arrays made afresh at every call that die
+  within it (a scalar contraction's packed value and gradients, `einsum_vg`; a compiled
+  kernel's outputs under ``ea.jit``) take memory that `memory.recycled` keeps once nothing
+  refers to it: glibc's malloc gives such memory back to the system between calls, and
+  benchmark m1 faulted 1,600 pages a call (recycled, none: its jitted value-and-gradient 9.7
+  ms instead of 12.6 on two threads).
   The value and gradients returned are arrays of their own: a gradient is written straight
   into the caller's array where its product writes it in the operand's order
   (`Pullback.direct`), else copied there once, transposed (`Pullback.turn`).
