@@ -352,9 +352,11 @@ class _Pool:
         size = math.prod(shape)
         dtype = np.dtype(dtype)
         least = POOL_MIN if self.least is None else self.least
-        if size < least or dtype.hasobject:  # (an array of objects is no view of bytes)
-            return memory.recycled(shape, dtype)  # (a large one's memory kept: `memory`)
         nbytes = size * dtype.itemsize
+        if size < least or dtype.hasobject:  # (an array of objects is no view of bytes)
+            if nbytes < memory.RECYCLE_MIN:  # (no Python call more for the many small ones)
+                return np.empty(shape, dtype)
+            return memory.recycled(shape, dtype)  # (a large one's memory kept: `memory`)
         raw = self._fit(nbytes)
         if raw is None:
             raw = np.empty(nbytes, np.uint8)

@@ -1687,11 +1687,7 @@ def _einsum_vjp_impl(
     if xp is np:
         g = np.asarray(g)
         flat = recycled((sum(sizes),), np.result_type(g, *arrays), zero=True)
-        offset = 0
-        for k, size in zip(wrt, sizes):
-            if k not in zero:
-                grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
-            offset += size
+        grads = _grad_blocks(flat, arrays, wrt, zero, 0)
     else:  # the gradients summed block by block, then raveled and laid end to end
         g = _adopt((g, *arrays))[0]
         dt = np.result_type(dtype_of(g), *(dtype_of(a) for a in arrays))

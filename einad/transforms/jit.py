@@ -240,17 +240,6 @@ def compile_graph(graph: Graph, xp: Any = np, device: Any = None, backend: str =
     )
 
 
-def _empty(shape: tuple[int, ...], dtype: Any) -> Any:
-    """A fused kernel's output (`memory.recycled`: a large one's memory serves a later call
-    once the program has let it go, so that its pages do not fault in at every call)."""
-    return recycled(shape, dtype)
-
-
-def _zeros(shape: tuple[int, ...], dtype: Any) -> Any:
-    """A fused kernel's zero-filled output (a sum's), recycled as `_empty`'s."""
-    return recycled(shape, dtype, zero=True)
-
-
 def _kernel_call(k: FusedKernel, var: Callable[[str], str], namespace: dict[str, Any]) -> list[str]:
     """The lines that run a fused kernel: its outputs allocated, the call, and the rare cases
     (a NaN or an infinity made by the user's steps: numpy's warnings; misaligned arrays)."""
@@ -258,7 +247,8 @@ def _kernel_call(k: FusedKernel, var: Callable[[str], str], namespace: dict[str,
     n = sum(1 for key in namespace if key.startswith("kernel"))
     namespace[f"kernel{n}"] = k.compiled.fn
     namespace[f"finish{n}"] = k.finish
-    namespace["empty"], namespace["zeros"] = _empty, _zeros  # (memory recycled across calls)
+    # a large output's memory serves a later call once the program lets it go (`memory`)
+    namespace["empty"], namespace["zeros"] = recycled, functools.partial(recycled, zero=True)
     lines = []
     outs = [var(o.name[2:]) for o in k.spec.outs]
     for o, name in zip(k.spec.outs, outs):
