@@ -10,6 +10,6 @@ timeout 100 python3 -m pytest tests/test_arrays.py -p no:cacheprovider -W ignore
 echo "tests exit: ${PIPESTATUS[0]}" | tee -a $OUT/tests.log
 E=manual,einad,einad-jit,torch,torch-cuda,einad-torch-cuda,einad-jit-torch-cuda,einad-cupy,jax-jit-gpu
 for c in "1,4" "5a" "n1,n2" "n3,n4"; do
-  timeout ${BENCH_T:-90} python3 -m benchmarks --cases $c --engines $E --json $OUT/gpu-${c//,/_}.json 2>&1 | tee -a $OUT/bench.log
+  timeout ${BENCH_T:-200} python3 -m benchmarks --cases $c --engines $E --json $OUT/gpu-${c//,/_}.json 2>&1 | tee -a $OUT/bench.log
   echo "bench $c exit: ${PIPESTATUS[0]}" | tee -a $OUT/bench.log
 done
