@@ -74,6 +74,10 @@ as `ans` (`needed`: which operands the reverse pass will ask a cotangent for).""
 LowerRule: TypeAlias = Callable[[Params, Sequence[Shape]], Callable[..., Any]]
 """``lower(params, shapes)``: the primitive as a function of its arrays, its plans made once."""
 
+ReplayRule: TypeAlias = Callable[[Sequence[Any], Params], Any]
+"""``replay(vals, params)``: the primitive applied again to (possibly traced) values, through the
+entry point a user's call takes, for `program.run_graph`."""
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 _T = TypeVar("_T", bound="Trace")
 
@@ -102,6 +106,10 @@ class Primitive:
     - ``batch``: how `vmap` applies it (`BatchRule`), or `LOOP` (one call per example).
     - ``lower``: ``lower(params, shapes)``, the function a compiled program calls (its plans
       made once); None: `impl` with the params bound.
+    - ``replay``: ``replay(vals, params)``, how `program.run_graph` applies it again (a staged
+      program replayed under a transformation): the entry point a user's call takes, which may
+      bind another primitive than the staged one (einsum: `contract`, so that a reverse trace
+      takes a staged network as one tree); None: `bind`.
     - ``aliasing``: an `Aliasing` kind, or a function ``(params, n_operands) -> kind``
       (see `result_aliasing`).
     - ``linear`` (in its array operands), ``elementwise`` (one scalar function of
@@ -124,6 +132,7 @@ class Primitive:
         "lower",
         "name",
         "program_only",
+        "replay",
         "residual",
         "structured_vjp",
         "vjp",
@@ -138,6 +147,7 @@ class Primitive:
     residual: ResidualRule | None
     batch: BatchRule | None
     lower: LowerRule | None
+    replay: ReplayRule | None
     aliasing: Aliasing | Callable[[Params, int], Aliasing] | None
 
     def __init__(self, name: str, impl: Callable[..., Any]) -> None:
@@ -148,7 +158,7 @@ class Primitive:
         self.name = name
         self.impl = impl
         self.jvp = self.vjp = self.structured_vjp = self.keep = self.residual = None
-        self.batch = self.lower = self.aliasing = None
+        self.batch = self.lower = self.replay = self.aliasing = None
         self.zero_derivative = self.linear = self.elementwise = self.commutative = False
         self.zero_at_zero = self.accepts_out = self.program_only = False
         primitives[name] = self
@@ -199,6 +209,7 @@ def declare(
     residual: ResidualRule | None = None,
     structured_vjp: VJPRule | None = None,
     lower: LowerRule | None = None,
+    replay: ReplayRule | None = None,
     zero_derivative: bool = False,
     linear: bool = False,
     elementwise: bool = False,
@@ -224,7 +235,7 @@ def declare(
         vjp = _densified(structured_vjp)
     prim.aliasing = aliasing
     prim.jvp, prim.vjp, prim.structured_vjp, prim.keep = jvp, vjp, structured_vjp, keep
-    prim.residual, prim.batch, prim.lower = residual, batch, lower
+    prim.residual, prim.batch, prim.lower, prim.replay = residual, batch, lower, replay
     prim.zero_derivative, prim.linear, prim.elementwise = zero_derivative, linear, elementwise
     prim.commutative, prim.zero_at_zero = commutative, zero_at_zero
     prim.accepts_out, prim.program_only = accepts_out, program_only

@@ -356,14 +356,18 @@ class StagingTrace(Trace):
 
     Values are computed while tracing (so shapes and dtypes are numpy's own),
     but boxed as `Staged`, which refuses to be read: the program cannot depend
-    on the values it was traced with.
+    on the values it was traced with. `optimizing`: the program is staged to be optimized
+    and compiled (`ea.jit`), so a reverse pass traced in it may stage its function on its
+    own first and differentiate that program optimized (`autodiff`); `make_graph` lists
+    the derivative of the function as written.
     """
 
-    __slots__ = ("_alive", "_fresh", "_names", "graph")
+    __slots__ = ("_alive", "_fresh", "_names", "graph", "optimizing")
     kind = "staging"
 
-    def __init__(self) -> None:
+    def __init__(self, optimizing: bool = False) -> None:
         super().__init__()
+        self.optimizing = optimizing
         self.graph = Graph(inputs=[], consts=[])
         self._names: dict[int, str] = {}
         self._fresh = _names()
@@ -446,19 +450,43 @@ def concrete(x: Any) -> Any:
     return np.asarray(v)
 
 
+def traced_leaf(x: Any) -> bool:
+    """Whether staging takes this pytree leaf as an input (arrays, Tensors, numbers); other
+    leaves (strings, hashable objects) are static: closed over."""
+    return (
+        type(x) is Tensor
+        or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+        or arrays.is_array(x)
+    )
+
+
+def put_leaves(flat: Sequence[Any], positions: Sequence[int], leaves: Sequence[Any]) -> list[Any]:
+    """`flat` with `leaves` in the given positions: a staged function's traced leaves put back
+    among its static ones."""
+    merged = list(flat)
+    for k, leaf in zip(positions, leaves):
+        merged[k] = leaf
+    return merged
+
+
 def stage(
-    f: Callable[..., Any], flat_args: Sequence[Any], in_tree: TreeDef, weak_scalars: bool = False
+    f: Callable[..., Any],
+    flat_args: Sequence[Any],
+    in_tree: TreeDef,
+    weak_scalars: bool = False,
+    optimizing: bool = False,
 ) -> tuple[Graph, list[Any]]:
     """Trace ``f(*tree_unflatten(in_tree, flat_args))`` into a program.
 
     Returns the program and the output leaves' values seen while tracing. With
     `weak_scalars`, Python numbers stay Python numbers (weakly typed, as numpy's
-    promotion treats them); otherwise they become 0-d arrays.
+    promotion treats them); otherwise they become 0-d arrays. `optimizing`: the
+    program is to be optimized (see `StagingTrace`).
     """
     values = [concrete(x) for x in flat_args]
     if not weak_scalars:
         values = [np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v for v in values]
-    trace = StagingTrace()
+    trace = StagingTrace(optimizing)
     with tracing(trace):
         boxed = [trace.new_input(v) for v in values]
         out = f(*tree_unflatten(in_tree, boxed))
@@ -473,7 +501,9 @@ def run_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
     """Interpret `graph` on the flat input leaves `args`: each equation's primitive bound again.
 
     On arrays this computes the program; on traced values the enclosing
-    transformations see each primitive, so programs differentiate and batch.
+    transformations see each primitive, so programs differentiate and batch. A primitive
+    with a ``replay`` rule is applied through it (an einsum through `contract`, so that a
+    staged network is one tree to an enclosing reverse trace, as the user's call was).
     """
     if len(args) != len(graph.inputs):
         raise TypeError(f"this program takes {len(graph.inputs)} input leaves, got {len(args)}")
@@ -484,8 +514,10 @@ def run_graph(graph: Graph, args: Sequence[Any]) -> list[Any]:
         return a.value if isinstance(a, Lit) else env[a]
 
     for e in graph.equations:
+        replay = e.prim.replay
         with QuietRules() if e.quiet else nullcontext():
-            env[e.output] = bind(e.prim, [read(a) for a in e.inputs], e.params)
+            vals = [read(a) for a in e.inputs]
+            env[e.output] = bind(e.prim, vals, e.params) if replay is None else replay(vals, e.params)
     return [read(o) for o in graph.outputs]
 
 

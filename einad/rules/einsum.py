@@ -241,6 +241,20 @@ def _path(
     return tuple(tuple(int(i) for i in p) for p in path)
 
 
+def einsum_path(params: Params, shapes: tuple[Shape, ...]) -> Path:
+    """The path an einsum equation with these parameters follows on operands of these shapes."""
+    if len(shapes) <= 2 and not isinstance(params.get("optimize"), tuple):
+        return ((0,),) if len(shapes) == 1 else ((0, 1),)
+    return _path(params["inputs"], params["output"], shapes, params["optimize"], params.get("memory_limit"))
+
+
+def path_flops(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> float:
+    """opt_einsum's count of the operations of a contraction along `path`."""
+    text = ",".join(inputs) + "->" + output
+    _, info = oe.contract_path(text, *shapes, shapes=True, optimize=[tuple(p) for p in path])
+    return float(info.opt_cost)
+
+
 def _fits(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> bool:
     """Whether opt_einsum would take the explicit `path` for the contraction without an error:
     each operand's letters as many as its axes, a letter's sizes equal (or 1), the output's
@@ -922,9 +936,21 @@ def _einsum_aliasing(params: Params, n_operands: int) -> Aliasing:
     return "fresh" if n_operands >= 2 else "may_view"
 
 
+def _replay_einsum(vals: Sequence[Any], params: Params) -> Any:
+    """A staged einsum applied again (`program.run_graph`): through `contract`, as the user's call
+    went, so that a reverse trace takes a staged network of three or more operands as one tree
+    (one sweep through the forward's kept intermediates), not as an einsum whose VJP recomputes
+    them. One with a memory limit stays that einsum, whose VJP plans the cotangents' contractions
+    within the limit too."""
+    if params["memory_limit"] is not None:
+        return bind(einsum_p, vals, params)
+    return contract(params["inputs"], params["output"], vals, params["optimize"])
+
+
 declare(
     einsum_p,
     structured_vjp=_einsum_vjp,
+    replay=_replay_einsum,
     jvp=_einsum_jvp,
     keep=_einsum_keep,
     batch=_batch_einsum,

@@ -49,15 +49,17 @@ from ..core import (
     tracing,
     value_of,
 )
+from ..program import ClosedOverTracer, StagingTrace, put_leaves, run_graph, stage, traced_leaf
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
-from ..rules.einsum import Pending, deferring
+from ..rules.einsum import Pending, deferring, einsum_p, sliced_einsum_p
 from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
 from ..rules.shape import astype, ones_like, reshape
 from ..rules.structural import broadcast_to
 from ..util import dtype_of, raw, shape_of, wrap
 from .batching import stacked
+from .passes import optimize
 
 ArgNums: TypeAlias = int | Sequence[int]
 """Which positional arguments to differentiate: one index, or several."""
@@ -318,6 +320,13 @@ def _reverse(
         for i, sub in zip(nums, tree_unflatten(td, boxed)):
             new[i] = sub
         out = f(*new, **kwargs)
+        if not has_aux:
+            for x in values:  # under ea.jit, a forward of einsums reading einsums: done again from
+                # its optimized program, so that the derivative program is made from merged networks
+                if type(x) is Tensor and type(x._trace) is StagingTrace and x._trace.optimizing:
+                    if _einsum_reads_einsum(out):
+                        out = _through_program(f, new, kwargs)
+                    break
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -356,6 +365,50 @@ def _reverse(
         for n, g in backward_pass([out._node], seed, consume=True, lazy_leaves=lazy):
             cts[id(n)] = g
     return trace, out, aux, td, boxed, cts
+
+
+def _einsum_reads_einsum(out: Any) -> bool:
+    """Whether the forward a reverse trace recorded up to `out` has an einsum reading another
+    einsum's result (which `passes.merge_einsums` may make one network)."""
+    node = out._node if type(out) is Tensor else None
+    seen: set[int] = set()
+    stack = [] if node is None else [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        contraction = n.prim is einsum_p or n.prim is sliced_einsum_p
+        for p in n.parents:
+            if p is not None:
+                if contraction and (p.prim is einsum_p or p.prim is sliced_einsum_p):
+                    return True
+                stack.append(p)
+    return False
+
+
+def _through_program(f: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``f(*args, **kwargs)`` as the replay of its optimized program, for a reverse pass being
+    staged (under `ea.jit`): `f` is staged on its own first and `passes.optimize` run on its
+    program, so that the einsums a library issues one small piece at a time (quimb's and
+    cotengra's pairwise contractions) merge into whole networks, which the replay
+    (`program.run_graph`, einsum's ``replay``) hands the reverse trace as one tree each: the
+    gradient is one sweep through each tree's kept intermediates instead of one VJP per
+    piece. `f` closing over another transformation's tracer is called as it is."""
+    flat, tree = tree_flatten((list(args), kwargs))
+    traced = [k for k, x in enumerate(flat) if traced_leaf(x)]
+
+    def call(*leaves: Any) -> Any:
+        a, kw = tree_unflatten(tree, put_leaves(flat, traced, leaves))
+        return f(*a, **kw)
+
+    leaves = [flat[k] for k in traced]
+    try:
+        graph, _ = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True, optimizing=True)
+    except ClosedOverTracer:
+        return f(*args, **kwargs)
+    assert graph.out_tree is not None
+    return tree_unflatten(graph.out_tree, run_graph(optimize(graph), leaves))
 
 
 def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:

@@ -50,7 +50,18 @@ from .. import arrays, kernels
 from ..core import Tensor
 from ..errors import TracerError
 from ..memory import recycled
-from ..program import ClosedOverTracer, Graph, InputType, Lit, check_inputs, concrete, run_graph, stage
+from ..program import (
+    ClosedOverTracer,
+    Graph,
+    InputType,
+    Lit,
+    check_inputs,
+    concrete,
+    put_leaves,
+    run_graph,
+    stage,
+    traced_leaf,
+)
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
 from ..util import shape_of
 from .fusion import FusedKernel, fused_p, schedule
@@ -394,17 +405,8 @@ def _result(o: Any, xp: Any) -> Any:
 # -- jit -----------------------------------------------------------------------------------------
 
 
-def _traced_leaf(x: Any) -> bool:
-    """Whether jit traces this leaf (arrays, Tensors, numbers); other leaves are static."""
-    return (
-        type(x) is Tensor
-        or isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
-        or arrays.is_array(x)
-    )
-
-
 def _leaf_signature(x: Any) -> Hashable:
-    if not _traced_leaf(x):
+    if not traced_leaf(x):
         try:
             hash(x)
         except TypeError:
@@ -511,13 +513,10 @@ def jit(
         results of this call, computed while staging (and handed over as the program would)."""
         pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
 
-        traced = [k for k, x in enumerate(flat) if _traced_leaf(x)]
+        traced = [k for k, x in enumerate(flat) if traced_leaf(x)]
 
         def call(*leaves: Any) -> Any:
-            merged = list(flat)
-            for k, leaf in zip(traced, leaves):
-                merged[k] = leaf
-            dyn_args, dyn_kwargs = tree_unflatten(tree, merged)
+            dyn_args, dyn_kwargs = tree_unflatten(tree, put_leaves(flat, traced, leaves))
             it = iter(dyn_args)
             full = [args[i] if i in pos else next(it) for i in range(len(args))]
             return f(*full, **{**{k: kwargs[k] for k in names if k in kwargs}, **dyn_kwargs})
@@ -527,7 +526,7 @@ def jit(
         xp = arrays.namespace(*values)  # a TypeError naming both for two libraries
         foreign = [v for v in values if arrays.is_array(v) and not arrays.is_numpy(v)]
         device = arrays.device(foreign[0]) if foreign else None
-        graph, outputs = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True)
+        graph, outputs = stage(call, leaves, tree_flatten(leaves)[1], weak_scalars=True, optimizing=True)
         program = compile_graph(to_library(optimize(graph), xp, device), xp, device, chosen)
         return program, _handed_over(graph, outputs, xp, device)
 
@@ -537,7 +536,7 @@ def jit(
         """The program for the signature of these arguments, their traced leaves, and, when
         this call staged the program, the results staging computed (else None)."""
         key, leaves, tree = split(args, kwargs)
-        flat = [x for x in leaves if _traced_leaf(x)]
+        flat = [x for x in leaves if traced_leaf(x)]
         program = cache.get(key)
         if program is not None:
             return program, flat, None

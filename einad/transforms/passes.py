@@ -22,7 +22,9 @@ loop until nothing changes:
   reading a spread reads its source instead, the broadcast letters dropped and
   the diagonal letters merged into one.
 * `merge_einsums`: an einsum whose result only one einsum reads becomes part of
-  it, so opt_einsum plans the whole network at once.
+  it, following both einsums' paths (or opt_einsum's plan of the whole network,
+  where that is cheaper), so that a network contracted one piece at a time is
+  one einsum again.
 
 `plan_buffers` does not change the program: it says where a code generator may
 write an elementwise result into the memory of an operand that dies there.
@@ -41,7 +43,7 @@ import numpy as np
 from ..aliases import Shape
 from ..core import Primitive
 from ..program import Atom, Equation, Graph, Lit, _typestr
-from ..rules.einsum import einsum_p, spread_p
+from ..rules.einsum import einsum_p, einsum_path, path_flops, spread_p
 from ..rules.elementwise import PRIMITIVES
 from ..rules.shape import astype_p, ones_like_p, reshape_p
 from ..subscripts import fresh_symbols, numpy_subscripts, unique
@@ -952,6 +954,45 @@ def merge_spec(
     return inputs[:k] + spliced + inputs[k + 1 :]
 
 
+def merge_path(
+    outer: tuple[tuple[int, ...], ...], n_outer: int, k: int, inner: tuple[tuple[int, ...], ...], n_inner: int
+) -> tuple[tuple[int, ...], ...]:
+    """The path of the einsum `merge_spec` makes: the inner einsum's path on its operands (now at
+    positions k .. k + n_inner - 1), then the outer one's, its operand k being the inner result.
+
+    Both are opt_einsum paths (positions into the list of operands left, each step's result
+    appended). A one-operand inner einsum's step is dropped: the merged contraction does its
+    transposing or summing in the outer steps that read its operand.
+    """
+    steps: list[tuple[int, ...]] = []  # steps over operand names: 0 .. n - 1 and then one per step
+    fresh = iter(range(n_outer - 1 + n_inner, 2**62))
+
+    def follow(path: tuple[tuple[int, ...], ...], names: list[int]) -> list[int]:
+        for step in path:
+            picked = tuple(names[i] for i in step)
+            for i in sorted(step, reverse=True):
+                del names[i]
+            steps.append(picked)
+            names.append(next(fresh))
+        return names
+
+    inner_names = list(range(k, k + n_inner))
+    (result,) = inner_names if n_inner == 1 else follow(inner, inner_names)
+    outer_names = [j if j < k else result if j == k else j + n_inner - 1 for j in range(n_outer)]
+    follow(outer, outer_names)
+    names = list(range(n_outer - 1 + n_inner))
+    path = []
+    made = n_outer - 1 + n_inner
+    for picked in steps:
+        positions = tuple(names.index(i) for i in picked)
+        for i in sorted(positions, reverse=True):
+            del names[i]
+        names.append(made)
+        made += 1
+        path.append(positions)
+    return tuple(path)
+
+
 def _is_permutation(e: Equation) -> bool:
     """A one-operand einsum that only reorders axes: merging it duplicates no work."""
     if e.prim is not einsum_p or len(e.inputs) != 1:
@@ -964,60 +1005,98 @@ def _inner_einsum(a: Atom, e: Equation, rw: _Rewriter) -> Equation | None:
     """The einsum computing operand `a` of einsum `e`, if it may be merged into `e`.
 
     It must be read by `e` alone (or only transpose and be read only by
-    einsums), and compute in `e`'s arithmetic: a boolean einsum's sums are ORs,
-    which do not merge into a numeric one's sums.
+    einsums, or be read only by `e`, at several positions, and cost little: see
+    `_cheap_to_repeat`), and compute in `e`'s arithmetic: a boolean einsum's sums
+    are ORs, which do not merge into a numeric one's sums.
     """
-    inner = rw.producer.get(a) if isinstance(a, str) else None
-    if inner is None or inner.prim is not einsum_p or _planned(inner) or _planned(e):
+    if not isinstance(a, str):
         return None
-    if not (rw.alone(a) or (_is_permutation(inner) and a in rw.einsum_only)):
+    inner = rw.producer.get(a)
+    if inner is None or inner.prim is not einsum_p:
+        return None
+    if not (
+        rw.alone(a)
+        or (_is_permutation(inner) and a in rw.einsum_only)
+        or (a not in rw.outputs and rw.uses[a] == e.inputs.count(a) and _cheap_to_repeat(inner, e, rw))
+    ):
         return None
     same = inner.dtype == e.dtype or (inner.dtype.kind in "fc" and e.dtype.kind in "fc")
     return inner if same else None
 
 
-def _planned(e: Equation) -> bool:
-    """A contraction of three or more operands along an explicit path (a staged network, or the
-    user's path): merged, it would be planned again as a whole, and the path lost."""
-    return len(e.inputs) > 2 and isinstance(e.params.get("optimize"), tuple)
+def _cheap_to_repeat(inner: Equation, e: Equation, rw: _Rewriter) -> bool:
+    """Whether computing `inner` once more for each time `e` reads it costs little: its operands'
+    and result's elements are fewer than an eighth of `e`'s operands' (a product of a few small
+    tensors inside a network, which a shared-subexpression pass made one value)."""
+    size = sum(math.prod(rw.aval(x)[0]) for x in inner.inputs) + math.prod(inner.shape)
+    return 8 * size * e.inputs.count(inner.output) <= sum(math.prod(rw.aval(x)[0]) for x in e.inputs)
+
+
+def _given_path(e: Equation) -> tuple[tuple[int, ...], ...] | None:
+    """The path `e` was given (a staged network's, the user's or cotengra's), else None."""
+    optimize = e.params.get("optimize")
+    return optimize if isinstance(optimize, tuple) else None
+
+
+def _path_of(e: Equation, rw: _Rewriter) -> tuple[tuple[int, ...], ...]:
+    """The path `e` follows: its given one, or the one its strategy finds."""
+    return einsum_path(e.params, tuple(rw.aval(x)[0] for x in e.inputs))
 
 
 def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
-    """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`)."""
+    """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`).
+
+    The merged einsum follows the paths of both (`merge_path`: the inner one's, then the
+    outer's), so it costs what the two did; where neither was given a path, it takes the path
+    `e`'s strategy finds for the merged network instead when that costs fewer operations (one
+    plan of the whole network may beat the order the program was written or differentiated
+    in; a greedy plan of a large network may also be far worse than the steps the program
+    took).
+    """
     if e.prim is not einsum_p:
         return None
     specs: tuple[str, ...] = tuple(e.params["inputs"])
     output: str = e.params["output"]
     operands = list(e.inputs)
+    path = _path_of(e, rw)
+    given = _given_path(e) is not None
     k = 0
     while k < len(operands):
         inner = _inner_einsum(operands[k], e, rw)
-        merged = (
-            None
-            if inner is None
-            else merge_spec(specs, output, k, inner.params["inputs"], inner.params["output"])
-        )
-        if inner is None or merged is None or not _ascii(merged, output):
+        if inner is None:
             k += 1
             continue
-        specs = merged
+        path = merge_path(path, len(operands), k, _path_of(inner, rw), len(inner.inputs))
+        given = given or _given_path(inner) is not None
+        specs = merge_spec(specs, output, k, inner.params["inputs"], inner.params["output"])
         operands[k : k + 1] = inner.inputs  # stay at k: the spliced operands may merge in turn
     if operands == e.inputs:
         return None
-    return [dataclasses.replace(e, params=_einsum_params(e, specs, output), inputs=operands)]
+    params = _einsum_params(e, specs, output)
+    if not given:
+        shapes = tuple(rw.aval(x)[0] for x in operands)
+        planned = einsum_path(params, shapes)
+        if path_flops(specs, output, shapes, planned) < path_flops(specs, output, shapes, path):
+            path = planned
+    params["optimize"] = path
+    return [dataclasses.replace(e, params=params, inputs=operands)]
 
 
 def merge_einsums(graph: Graph) -> Graph:
     """Merge each einsum read by one einsum alone into it: one multi-operand einsum.
 
     Contraction is associative, so contracting the inner einsum's operands
-    inside the outer one gives the same sums; the einsum primitive plans the
-    merged network with opt_einsum as a whole, which may find a cheaper order
-    than the one the program was written or differentiated in (its strategy is
-    the outer one's; an explicit path no longer fits and becomes "auto"). An
-    einsum read twice or returned as an output is not merged (that would redo
-    its work), except a pure transpose read only by einsums, which is merged
-    into every reader since reading it in another order costs nothing.
+    inside the outer one gives the same sums. The merged einsum follows the two
+    einsums' paths, the inner one's first (`merge_path`), so it never costs more
+    than they did; where neither was given a path, it follows instead the plan
+    of the outer einsum's strategy for the merged network when that is cheaper
+    (one plan of the whole may beat the order the program was written or
+    differentiated in, and a greedy plan of a large network may be far worse
+    than the order a library contracted it in). An einsum read twice or
+    returned as an output is not merged (that would redo its work), except a
+    pure transpose read only by einsums, which is merged into every reader
+    since reading it in another order costs nothing, and a small product read
+    only by one einsum, at several places (`_cheap_to_repeat`).
     """
     return rewrite(graph, _merge_rule)
 

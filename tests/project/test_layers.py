@@ -54,12 +54,12 @@ LAYERS: dict[str, list[str]] = {
     ],
     "transforms": [
         "einad.transforms",
-        "einad.transforms.batching",
-        "einad.transforms.autodiff",
-        "einad.transforms.custom",
         "einad.transforms.passes",
         "einad.transforms.fusion",
         "einad.transforms.jit",
+        "einad.transforms.batching",
+        "einad.transforms.autodiff",
+        "einad.transforms.custom",
     ],
     "public": [
         "einad.ops",

@@ -314,6 +314,94 @@ def test_the_first_call_contracts_once_as_one_eager_call_does(monkeypatch):
     assert len(calls) == program_call
 
 
+RING_SHAPES = [(3, 4), (4, 5), (5, 2), (2, 3), (3, 3)]
+
+
+def _ring_pairwise(a, b, c, d, e, calls=None):
+    """A five-operand ring written as pairwise einsums, as quimb and cotengra contract a network
+    one step at a time (and counting its calls)."""
+    if calls is not None:
+        calls.append(1)
+    jl = ea.einsum("jk,kl->jl", b, c)
+    il = ea.einsum("ij,jl->il", a, jl)
+    li = ea.einsum("lm,mi->li", d, e)
+    return ea.einsum("il,li->", il, li) ** 2
+
+
+def test_a_jitted_gradient_of_a_network_written_pairwise_is_one_tree():
+    """Under ea.jit, a gradient whose forward has einsums reading einsums is made from the
+    forward's optimized program: the pieces merge into one network (`merge_einsums`), which
+    the reverse pass takes as one tree (einsum's ``replay``): the program's value and gradients
+    are one `einsum_vg` equation and its unpacks, with no pairwise pullbacks. Made from the
+    forward as written, it had eleven einsums. Fails without the staging in `_reverse`, without
+    the replay (an einsum_vjp recomputing the forward beside the forward's einsum), or with the
+    merge dropping the path. Reference: the eager gradient."""
+    ops = [RNG.standard_normal(s) for s in RING_SHAPES]
+    vg = ea.jit(ea.value_and_grad(_ring_pairwise, argnums=(0, 1, 2, 3, 4)))
+    program = vg.lower(*ops)
+    prims = [e.prim.name for e in program.equations]
+    assert prims.count("einsum_vg") == 1 and "einsum_vjp" not in prims, program
+    # the one einsum left scales the packed gradients by the cotangent of the square
+    assert [e.params["inputs"] for e in program.equations if e.prim.name == "einsum"] == [("", "a")]
+    want = ea.value_and_grad(_ring_pairwise, argnums=(0, 1, 2, 3, 4))(*ops)
+    for got in (vg(*ops), vg(*ops)):
+        assert_close(got[0], want[0], rtol=1e-12)
+        for g, w in zip(got[1], want[1]):
+            assert_close(g, w, rtol=1e-12)
+    # make_graph lists the derivative of the function as written (pairwise), not optimized
+    graph = ea.make_graph(ea.grad(_ring_pairwise, argnums=(0, 1, 2, 3, 4)))(*ops)
+    assert "einsum_vg" not in str(graph) and len(graph.einsums) >= 10
+
+
+def test_the_forward_is_staged_again_only_where_einsums_read_einsums():
+    """The first call of a jitted gradient runs the function once, and once more (staged on its
+    own, to be optimized) only where its forward has an einsum reading another's result; a
+    later call runs the program, not the function. Fails if every jitted gradient stages its
+    function twice (an extra forward on every first call), or if the pairwise ring is not
+    staged again."""
+    ops = [RNG.standard_normal(s) for s in RING_SHAPES]
+    calls: list[int] = []
+    vg = ea.jit(ea.value_and_grad(lambda *xs: _ring_pairwise(*xs, calls=calls), argnums=(0, 1, 2, 3, 4)))
+    vg(*ops)
+    assert len(calls) == 2
+    vg(*ops)
+    assert len(calls) == 2
+    calls.clear()
+
+    def one_einsum(*xs):
+        calls.append(1)
+        return ea.einsum("ij,jk,kl,lm,mi->", *xs) ** 2
+
+    ea.jit(ea.grad(one_einsum, argnums=(0, 1)))(*ops)
+    assert len(calls) == 1
+
+
+def test_a_jitted_gradient_closing_over_a_traced_value_is_made_as_written():
+    """A gradient inside a jitted function, of a function closing over the jitted function's
+    own (traced) argument, cannot be staged on its own: it is differentiated as written, with
+    the same values. Reference: the eager computation."""
+    ops = [RNG.standard_normal(s) for s in RING_SHAPES]
+
+    def outer(a, *rest):
+        return ea.grad(lambda b: _ring_pairwise(a, b, *rest[1:]))(rest[0])
+
+    assert_close(ea.jit(outer)(*ops), outer(*ops), rtol=1e-12)
+
+
+def test_a_jitted_network_under_an_eager_gradient_is_one_tree():
+    """A jitted contraction of three operands differentiated eagerly: the program's einsum is
+    replayed through `contract` (einsum's ``replay``), so the reverse trace keeps one tree node
+    whose value and gradients are one `einsum_vg`, as for the eager einsum, instead of an
+    einsum whose VJP (`einsum_vjp`) contracts the forward again. Fails without the replay."""
+    a, b, c = (RNG.standard_normal(s) for s in [(3, 4), (4, 5), (5, 3)])
+    f = ea.jit(lambda a, b, c: ea.einsum("ij,jk,ki->", a, b, c))
+    text = str(ea.make_graph(ea.grad(f, argnums=(0, 1, 2)))(a, b, c))
+    assert "einsum_vg" in text and "einsum_vjp" not in text, text
+    got = ea.grad(f, argnums=(0, 1, 2))(a, b, c)
+    assert_close(got[0], (b @ c).T, rtol=1e-12)
+    assert_close(got[2], (a @ b).T, rtol=1e-12)
+
+
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
     """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
     would compute in the dtypes it was planned for. Either is a TypeError naming the type the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import opt_einsum as oe
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 import einad as ea
 from einad.program import Equation, Graph, Lit, run_graph, stage
 from einad.pytree import tree_flatten
-from einad.rules.einsum import einsum_p, spread_p
+from einad.rules.einsum import einsum_p, path_flops, spread_p
 from einad.rules.elementwise import PRIMITIVES
 from einad.rules.shape import reshape_p
 from einad.rules.structural import where_p
@@ -723,7 +724,12 @@ def test_merge_einsums_gives_a_network_back_to_opt_einsum():
     out = unchanged_by(passes.merge_einsums, g)
     out = passes.dce(out)
     assert body(out) == ["i:f64[] = einsum[ia,ab,bl,lc,ci->] a b c d e"]
-    assert out.equations[0].params["optimize"] == "auto"
+    # the cheaper of the program's order and opt_einsum's plan of the whole ring
+    specs, shapes = ("ia", "ab", "bl", "lc", "ci"), tuple(NET_SHAPES)
+    program_order = ((1, 2), (0, 3), (0, 1), (0, 1))  # b c, a (b c), d e, (a b c) (d e)
+    planned = oe.contract_path("ia,ab,bl,lc,ci->", *shapes, shapes=True, optimize="auto")[0]
+    cheapest = min(path_flops(specs, "", shapes, p) for p in (program_order, tuple(planned)))
+    assert path_flops(specs, "", shapes, out.equations[0].params["optimize"]) == cheapest
     assert_same_values(g, out)
 
 
@@ -755,6 +761,129 @@ def test_merge_einsums_does_not_merge_what_two_einsums_read():
         "r:f64[5,2] = einsum[jl,jk->kl] p b",
     ]
     assert_same_values(g, out, args=[RNG.standard_normal(s) for s in NET_SHAPES])
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_merged_einsums_follow_both_given_paths(k):
+    """Two planned einsums of three operands (a staged network's steps, cotengra's path): merged,
+    the einsum follows the inner path, then the outer one with the inner result in operand
+    k's place (`merge_path`), so it costs exactly what the two did; a strategy's plan of the
+    merged network is not asked for. Fails if the path is dropped to "auto" (the behaviour
+    before), or composed with positions off by one."""
+    inner = ("pq", "qr", "rs")  # its result "ps" is operand k of the outer einsum
+    outer = ["ps", "sx", "xp"]
+    outer[k], outer[0] = outer[0], outer[k]  # operand k reads "ps"
+    dims = {"p": 3, "q": 9, "r": 2, "s": 7, "x": 4}
+    ins = {f"i{j}": RNG.standard_normal([dims[c] for c in spec]) for j, spec in enumerate(inner)}
+    outs = {f"o{j}": RNG.standard_normal([dims[c] for c in spec]) for j, spec in enumerate(outer) if j != k}
+    inner_path, outer_path = ((0, 2), (0, 1)), ((1, 2), (0, 1))
+    operands = [f"o{j}" if j != k else "t" for j in range(3)]
+    g = build(
+        {**ins, **outs},
+        [
+            ("t", einsum_p, _einsum("pq,qr,rs->ps", optimize=inner_path), ["i0", "i1", "i2"]),
+            ("u", einsum_p, _einsum(",".join(outer) + "->", optimize=outer_path), operands),
+        ],
+        ["u"],
+    )
+    out = passes.dce(unchanged_by(passes.merge_einsums, g))
+    (e,) = out.equations
+    assert e.inputs[k : k + 3] == ["i0", "i1", "i2"]
+    assert e.params["optimize"] == passes.merge_path(outer_path, 3, k, inner_path, 3)
+    shapes = tuple(np.shape(v) for v in {**ins, **outs}.values())
+    specs, shape_of = e.params["inputs"], {**ins, **outs}
+    shapes = tuple(np.shape(shape_of[x]) for x in e.inputs)
+    parts = path_flops(inner, "ps", tuple(np.shape(ins[f"i{j}"]) for j in range(3)), inner_path)
+    outer_shapes = tuple((dims["p"], dims["s"]) if j == k else np.shape(outs[f"o{j}"]) for j in range(3))
+    parts += path_flops(tuple(outer), "", outer_shapes, outer_path)
+    assert path_flops(specs, "", shapes, e.params["optimize"]) == parts
+    assert_same_values(g, out)
+
+
+def test_merged_einsums_keep_the_program_order_where_the_strategy_plans_worse():
+    """A chain of four matrices written in its cheapest order (three, then the fourth), the last
+    product asking for "greedy", which orders the whole chain worse (23,448 operations against
+    5,916): merged, the einsum follows the program's order. And the chain written in a poor order, the last
+    product asking for "auto": merged, it follows opt_einsum's plan (cheaper than the program's).
+    Fails if merging always re-plans (the first), or never does (the second)."""
+    d = [12, 33, 27, 2, 16]
+    mats = {n: RNG.standard_normal((d[i], d[i + 1])) for i, n in enumerate("ABCD")}
+    shapes = tuple(m.shape for m in mats.values())
+    specs = ("ab", "bc", "cd", "de")
+    flops = lambda path: path_flops(specs, "ae", shapes, path)
+    greedy = oe.contract_path("ab,bc,cd,de->ae", *shapes, shapes=True, optimize="greedy")[0]
+    good = build(
+        mats,
+        [
+            ("y", einsum_p, _einsum("ab,bc,cd->ad"), ["A", "B", "C"]),  # opt_einsum: (B C) first
+            ("z", einsum_p, _einsum("ad,de->ae", optimize="greedy"), ["y", "D"]),
+        ],
+        ["z"],
+    )
+    (e,) = passes.dce(passes.merge_einsums(good)).equations
+    assert flops(e.params["optimize"]) == 5916 < flops(tuple(greedy)) == 23448
+    poor = build(
+        mats,
+        [
+            ("x", einsum_p, _einsum("ab,bc->ac"), ["A", "B"]),
+            ("y", einsum_p, _einsum("ac,cd->ad"), ["x", "C"]),
+            ("z", einsum_p, _einsum("ad,de->ae"), ["y", "D"]),
+        ],
+        ["z"],
+    )
+    (e,) = passes.dce(passes.merge_einsums(poor)).equations
+    program_order = ((0, 1), (0, 2), (0, 1))
+    assert flops(e.params["optimize"]) == 5916 < flops(program_order)
+    assert_same_values(poor, passes.dce(passes.merge_einsums(poor)))
+
+
+def test_merged_einsums_may_have_more_than_52_letters():
+    """A chain of 60 matrices written as its pairwise steps merges into one einsum of 60 operands
+    and 61 letters (opt_einsum's symbols beyond a-zA-Z; each pairwise step of the merged network
+    is renamed for numpy). Fails with the merge limited to the letters numpy's einsum knows."""
+    n = 60
+    mats = {f"m{i}": RNG.standard_normal((2, 2)) / 1.5 for i in range(n)}
+    eqs, last = [], "m0"
+    for i in range(1, n):
+        eqs.append((f"p{i}", einsum_p, _einsum("ij,jk->ik"), [last, f"m{i}"]))
+        last = f"p{i}"
+    g = build(mats, eqs, [last])
+    out = passes.dce(passes.merge_einsums(g))
+    (e,) = out.equations
+    assert len(e.inputs) == n and len(set("".join(e.params["inputs"]))) == n + 1
+    assert_same_values(g, out)
+
+
+def test_a_small_product_read_twice_by_one_einsum_is_merged_into_both_places():
+    """A shared subexpression read twice by one einsum (the bra's and the ket's copy of one
+    product, made one value by `cse`) is merged into both of its places when it costs little
+    beside the einsum (`_cheap_to_repeat`), so that the network is one einsum; an expensive
+    one is computed once. Fails if a value read twice never merges, or always does."""
+    big = {f"b{i}": RNG.standard_normal((30, 30)) for i in range(3)}
+    big["b3"] = RNG.standard_normal((2, 2))
+    small = {"s0": RNG.standard_normal((2, 3)), "s1": RNG.standard_normal((3, 30))}
+    g = build(
+        {**big, **small},
+        [
+            ("t", einsum_p, _einsum("ij,jk->ik"), ["s0", "s1"]),  # 2x30, read twice
+            ("u", einsum_p, _einsum("ik,kl,lm,mn,jn,ij->"), ["t", "b0", "b1", "b2", "t", "b3"]),
+        ],
+        ["u"],
+    )
+    out = passes.dce(passes.merge_einsums(g))
+    (e,) = out.equations
+    assert e.inputs.count("s0") == 2 and e.inputs.count("s1") == 2
+    assert_same_values(g, out)
+    costly = build(
+        {**big, "s0": RNG.standard_normal((2, 30)), "s1": RNG.standard_normal((30, 30))},
+        [
+            ("t", einsum_p, _einsum("ij,jk->ik"), ["s0", "s1"]),  # its operands a third of the einsum's
+            ("u", einsum_p, _einsum("ik,kl,lm,mn,jn,ij->"), ["t", "b0", "b1", "b2", "t", "b3"]),
+        ],
+        ["u"],
+    )
+    out = passes.dce(passes.merge_einsums(costly))
+    assert [len(e.inputs) for e in out.equations] == [2, 6]
 
 
 def test_merge_einsums_merges_a_transpose_into_every_einsum_reading_it():
