@@ -1355,12 +1355,15 @@ def _dropped(shape: Shape) -> Shape:
 PROGRAMS = True
 """Whether `value_and_grad` runs a plan's `_Program` (False: each call walks the plan's steps)."""
 
-PROGRAM_INPUTS = 1 << 16
+PROGRAM_INPUTS = 1 << 18
 """The most elements the operands of a plan run as a `_Program` hold together: the program copies
 them in and its gradients out (two passes over them, and buffers of twice their bytes kept
-between calls), which the tiny steps of a network repay many times, larger operands not: on
-benchmark m1 (an MPS energy, 126,000 elements of operands) the program's buffers took the
-first call's peak from 14.2 to 19.9 MiB, above the hand-written sweep's."""
+between calls), which the tiny steps of a network repay many times, larger operands not. At
+2^18 (2 MiB of float64), the MPS energy of benchmark m1 (L = 32, D = 32: 126,000 elements of
+operands) runs as programs: its jitted value-and-gradient 10.3 -> 6.4 ms and forward 2.8 -> 1.9
+ms (2026-11-28, separate processes alternating, two threads), for a first call's peak 5.9 MiB
+higher (19.8 -> 25.7 MiB, staging included) and about 14 MiB of buffers kept between calls
+instead of 5; at 2^16 it walked its steps."""
 
 
 PROGRAM_VALUES = 1 << 21
