@@ -800,6 +800,55 @@ def test_merged_einsums_follow_both_given_paths(k):
     assert_same_values(g, out)
 
 
+@st.composite
+def _linear_paths(draw, n):
+    """A random opt_einsum path over `n` operands: steps of two (or, for one operand, one)."""
+    path, left = [], n
+    if n == 1:
+        return ((0,),)
+    while left > 1:
+        i, j = draw(st.lists(st.integers(0, left - 1), min_size=2, max_size=2, unique=True))
+        path.append((i, j))
+        left -= 1
+    return tuple(path)
+
+
+def _intermediates(path, leaves):
+    """The sets of leaves each step of `path` contracts, following it over `leaves` (frozensets)."""
+    work, made = list(leaves), []
+    for step in path:
+        group = frozenset().union(*(work[i] for i in step))
+        for i in sorted(step, reverse=True):
+            del work[i]
+        work.append(group)
+        made.append(group)
+    return made, work
+
+
+@given(st.data())
+def test_merge_path_makes_the_intermediates_of_both_paths(data):
+    """A composed path makes exactly the intermediates the inner path made, then those of the
+    outer path with the inner result in operand k's place: the same products, so the same
+    cost; its positions are valid and it ends in one operand. (A one-operand inner einsum's
+    step, a transpose or a sum, is dropped.)"""
+    n_outer = data.draw(st.integers(1, 5))
+    n_inner = data.draw(st.integers(1, 5))
+    k = data.draw(st.integers(0, n_outer - 1))
+    outer = data.draw(_linear_paths(n_outer))
+    inner = data.draw(_linear_paths(n_inner))
+    merged = passes.merge_path(outer, n_outer, k, inner, n_inner)
+    n = n_outer - 1 + n_inner
+    leaves = [frozenset([j]) for j in range(n)]  # merged operands: outer[:k], inner, outer[k+1:]
+    got, last = _intermediates(merged, leaves)
+    assert len(last) == 1 and last[0] == frozenset(range(n))
+    want, (inner_result,) = _intermediates(inner, leaves[k : k + n_inner])
+    if n_inner == 1:
+        want = []
+    outer_leaves = [*leaves[:k], inner_result, *leaves[k + n_inner :]]
+    want += _intermediates(outer, outer_leaves)[0]
+    assert got == want
+
+
 def test_merged_einsums_keep_the_program_order_where_the_strategy_plans_worse():
     """A chain of four matrices written in its cheapest order (three, then the fourth), the last
     product asking for "greedy", which orders the whole chain worse (23,448 operations against
