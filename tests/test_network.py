@@ -950,6 +950,35 @@ def test_a_program_per_dtype_and_large_operands_walk_the_steps(monkeypatch):
         assert_close(grads[k], env)
 
 
+def test_an_mps_overlap_of_a_hundred_thousand_elements_runs_as_a_program():
+    """<psi|psi> of a 20-site MPS of bond 32: 40 operands of up to 2,048 elements, 73,984 together, over
+    the 2^16 that `PROGRAM_INPUTS` allowed until benchmark m1 (126,000) showed its walked steps
+    cost 38% more than its program: its value-and-gradient runs as a `_Program`. Fails with
+    the limit back at 2^16. Reference: opt_einsum's environments."""
+    n, d, p = 20, 32, 2
+    sym = oe.get_symbol
+
+    def site(i, bond):  # left bond (but the first), physical, right bond (but the last)
+        return (sym(bond + i) if i else "") + sym(100 + i) + (sym(bond + i + 1) if i < n - 1 else "")
+
+    bra = [site(i, 0) for i in range(n)]
+    ket = [site(i, 200) for i in range(n)]
+    rng = np.random.default_rng(3)
+    shapes = [tuple(p if c in set(map(sym, range(100, 100 + n))) else d for c in spec) for spec in bra + ket]
+    ops = [rng.standard_normal(s) / 6 for s in shapes]
+    inputs, out = tuple(bra + ket), ""
+    eq = ",".join(inputs) + "->"
+    path = tuple(oe.contract_path(eq, *shapes, shapes=True, optimize="greedy")[0])
+    assert 1 << 16 < sum(x.size for x in ops) <= network.PROGRAM_INPUTS
+    plan = network._tree_plan(inputs, out, tuple(shapes), path, tuple(range(2 * n)), True)
+    assert plan.programmable
+    value = network.value_and_grad(plan, ops, grads := _grad_arrays(ops))
+    assert len(plan.programs) == 1
+    assert_close(value, oe.contract(eq, *ops))
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert_close(grads[k], env, rtol=1e-9, atol=1e-12)
+
+
 # -- letters of size 1 ---------------------------------------------------------------------------
 
 
