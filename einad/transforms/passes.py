@@ -1051,7 +1051,8 @@ def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
     `e`'s strategy finds for the merged network instead when that costs fewer operations (one
     plan of the whole network may beat the order the program was written or differentiated
     in; a greedy plan of a large network may also be far worse than the steps the program
-    took).
+    took). An einsum with a memory limit follows the plan made within it (the two paths'
+    intermediates may be larger).
     """
     if e.prim is not einsum_p:
         return None
@@ -1073,8 +1074,10 @@ def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
     if operands == e.inputs:
         return None
     params = _einsum_params(e, specs, output)
-    if not given:
-        shapes = tuple(rw.aval(x)[0] for x in operands)
+    shapes = tuple(rw.aval(x)[0] for x in operands)
+    if params["memory_limit"] is not None:  # planned within the limit, which composed paths ignore
+        path = einsum_path(params, shapes)
+    elif not given:
         planned = einsum_path(params, shapes)
         if path_flops(specs, output, shapes, planned) < path_flops(specs, output, shapes, path):
             path = planned

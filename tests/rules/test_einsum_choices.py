@@ -16,6 +16,7 @@ import gc
 import tracemalloc
 
 import numpy as np
+import opt_einsum as oe
 import pytest
 
 import einad as ea
@@ -709,6 +710,12 @@ def test_the_pullback_of_a_jitted_einsum_contracts_within_its_memory_limit(limit
     jf = ea.jit(lambda a, b, c: ea.einsum("ik,kl->il", ea.einsum("ij,jk->ik", a, b), c, memory_limit=limit))
     program = jf.lower(a, b, c)
     assert [(len(e.inputs), e.params["memory_limit"]) for e in program.equations] == [(3, limit)]
+    # the merged forward's own path is within the limit too (through b c: the pieces' order,
+    # a b first, makes a K-element intermediate)
+    (e,) = program.equations
+    text = ",".join(e.params["inputs"]) + "->" + e.params["output"]
+    info = oe.contract_path(text, a, b, c, optimize=list(e.params["optimize"]))[1]
+    assert info.largest_intermediate <= 6 if limit else info.largest_intermediate == K
     _, pull = ea.vjp(lambda a: jf(a, b, c), a)
     assert_close(pull(u)[0], u @ (b @ c).T, rtol=1e-10)
     peak = peak_bytes(pull, u)
