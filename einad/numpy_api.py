@@ -127,10 +127,13 @@ _ufunc_method(np.multiply, "accumulate", reductions.cumprod, scan=True)
 
 
 def _function(func: Function, impl: Function) -> None:
-    """Run `impl` for numpy's `func`, binding numpy's arguments to `impl`'s signature.
+    """Run `impl` for numpy's `func` with numpy's arguments.
 
     ``out=None`` and ``dtype=None`` are accepted (numpy's defaults); any other
-    argument `impl` does not take is a TypeError naming the numpy function.
+    argument `impl` does not take is a TypeError naming the numpy function. The
+    arguments are checked against `impl`'s signature only when the call raises a
+    TypeError (a signature's ``bind`` costs more than many an operation: quimb's eager
+    contraction calls numpy functions hundreds of times a gradient).
     """
     name = f"{func.__module__}.{func.__name__}"
     signature = inspect.signature(impl)
@@ -140,10 +143,13 @@ def _function(func: Function, impl: Function) -> None:
         if "dtype" in kwargs and kwargs["dtype"] is None and "dtype" not in signature.parameters:
             del kwargs["dtype"]
         try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(f"{name} on einad Tensors: {err}") from None
-        return impl(*bound.args, **bound.kwargs)
+            return impl(*args, **kwargs)
+        except TypeError:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as err:  # the arguments do not fit: numpy's function named
+                raise TypeError(f"{name} on einad Tensors: {err}") from None
+            raise
 
     call.__name__ = func.__name__
     numpy_functions[func] = call

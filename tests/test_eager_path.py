@@ -1127,3 +1127,16 @@ def test_a_gradient_pass_makes_no_comprehension_and_wraps_nothing_traced():
     with pytest.raises(ValueError, match="out of range"):
         ea.grad(lambda a: ea.sum(a), argnums=3)(X)
     assert ea.einsum("i,->i", ea.tensor(np.ones(2, np.float32)), 2.0).dtype == np.float32
+
+
+def test_a_numpy_function_on_tensors_binds_no_signature():
+    """numpy's functions on Tensors (quimb's eager contraction calls them hundreds of times a
+    gradient) run einad's operation directly: the signature is bound only when the call raises
+    a TypeError, to name numpy's function in the message. Kills: `numpy_api._function` binding
+    every call's arguments again (an `inspect.Signature.bind` a call)."""
+    t = ea.tensor(X)
+    out, seen = calls(lambda: np.concatenate([t, t], axis=0))
+    assert out.shape == (2 * X.shape[0], *X.shape[1:])
+    assert seen["_bind"] == 0, seen  # (inspect.Signature.bind runs `_bind`)
+    with pytest.raises(TypeError, match="numpy.where on einad Tensors: missing a required argument"):
+        np.where(t)
