@@ -10,7 +10,11 @@ import sys
 import threading
 
 import numpy as np
+import opt_einsum as oe
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opt_einsum.testing import rand_equation
 
 import einad as ea
 import einad.program
@@ -400,6 +404,59 @@ def test_a_jitted_network_under_an_eager_gradient_is_one_tree():
     got = ea.grad(f, argnums=(0, 1, 2))(a, b, c)
     assert_close(got[0], (b @ c).T, rtol=1e-12)
     assert_close(got[2], (a @ b).T, rtol=1e-12)
+
+
+def _pairwise(eq, path):
+    """A function contracting `eq` one pair at a time along `path` (as quimb does), each step an
+    einsum of the letters the rest still needs; the result squared and summed."""
+    ins, out = eq.split("->")
+    steps = oe.contract_path(eq, *[np.ones([2] * len(s)) for s in ins.split(",")], optimize=list(path))[1]
+
+    def f(*xs):
+        work, specs = list(xs), ins.split(",")
+        for contraction in steps.contraction_list:
+            positions, _, text = contraction[0], contraction[1], contraction[2]
+            picked = [work[i] for i in positions]
+            for i in sorted(positions, reverse=True):
+                del work[i], specs[i]
+            work.append(ea.einsum(text, *picked))
+            specs.append(text.split("->")[1])
+        return ea.sum(work[0] ** 2) if out else work[0]
+
+    return f
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), scalar=st.booleans(), twice=st.booleans())
+def test_a_jitted_gradient_of_a_network_contracted_pairwise_matches_the_eager_one(seed, scalar, twice):
+    """Random networks (6-9 tensors, bonds 2-3, open letters or none) contracted pair by pair
+    along a random path, one of the arrays passed twice or not: the jitted value-and-gradient
+    (made from the merged forward, `_through_program`) equals the eager one, and a scalar
+    network's program is one tree (`einsum_vg`)."""
+    rng = np.random.default_rng(seed)
+    n = 6 + seed % 4
+    eq, shapes = rand_equation(n, 3, n_out=0 if scalar else 2, d_min=2, d_max=3, seed=seed)
+    ops = [rng.standard_normal(sh) / 2 for sh in shapes]
+    if twice:  # the first array twice (the bra's and the ket's): its shape must fit both places
+        ins = eq.split("->")[0].split(",")
+        same = [k for k in range(1, n) if shapes[k] == shapes[0] and len(ins[k]) == len(ins[0])]
+        if same:
+            ops[same[0]] = ops[0]
+    path = tuple(oe.contract_path(eq, *ops, optimize="random-greedy-128" if seed % 2 else "greedy")[0])
+    f = _pairwise(eq, path)
+    distinct = list({id(x): x for x in ops}.values())
+    where = [next(i for i, x in enumerate(distinct) if x is o) for o in ops]
+    g = lambda *xs: f(*[xs[i] for i in where])
+    argnums = tuple(range(len(distinct)))
+    want = ea.value_and_grad(g, argnums=argnums)(*distinct)
+    jitted = ea.jit(ea.value_and_grad(g, argnums=argnums))
+    for got in (jitted(*distinct), jitted(*distinct)):
+        assert_close(got[0], want[0], rtol=1e-10)
+        for a, b in zip(got[1], want[1]):
+            assert_close(a, b, rtol=1e-9, atol=1e-12)
+    if scalar:
+        prims = [e.prim.name for e in jitted.lower(*distinct).equations]
+        assert prims.count("einsum_vg") == 1, prims
 
 
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
