@@ -1362,8 +1362,9 @@ between calls), which the tiny steps of a network repay many times, larger opera
 2^18 (2 MiB of float64), the MPS energy of benchmark m1 (L = 32, D = 32: 126,000 elements of
 operands) runs as programs: its jitted value-and-gradient 10.3 -> 6.4 ms and forward 2.8 -> 1.9
 ms (2026-11-28, separate processes alternating, two threads), for a first call's peak 5.9 MiB
-higher (19.8 -> 25.7 MiB, staging included) and about 14 MiB of buffers kept between calls
-instead of 5; at 2^16 it walked its steps."""
+higher (19.8 -> 25.7 MiB, staging included; the benchmark's, one call: 12.6 -> 18.5 MiB) and
+17.9 MiB kept between calls instead of 12.0 (pools and recycled memory); at 2^16 it walked
+its steps."""
 
 
 PROGRAM_VALUES = 1 << 21

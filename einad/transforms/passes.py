@@ -1032,57 +1032,60 @@ def _cheap_to_repeat(inner: Equation, e: Equation, rw: _Rewriter) -> bool:
     return 8 * size * e.inputs.count(inner.output) <= sum(math.prod(rw.aval(x)[0]) for x in e.inputs)
 
 
-def _given_path(e: Equation) -> tuple[tuple[int, ...], ...] | None:
-    """The path `e` was given (a staged network's, the user's or cotengra's), else None."""
-    optimize = e.params.get("optimize")
-    return optimize if isinstance(optimize, tuple) else None
-
-
 def _path_of(e: Equation, rw: _Rewriter) -> tuple[tuple[int, ...], ...]:
     """The path `e` follows: its given one, or the one its strategy finds."""
     return einsum_path(e.params, tuple(rw.aval(x)[0] for x in e.inputs))
 
 
-def _merge_rule(e: Equation, rw: _Rewriter) -> Result:
-    """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`).
-
-    The merged einsum follows the paths of both (`merge_path`: the inner one's, then the
-    outer's), so it costs what the two did; where neither was given a path, it takes the path
-    `e`'s strategy finds for the merged network instead when that costs fewer operations (one
-    plan of the whole network may beat the order the program was written or differentiated
-    in; a greedy plan of a large network may also be far worse than the steps the program
-    took). An einsum with a memory limit follows the plan made within it (the two paths'
-    intermediates may be larger).
-    """
+def _merge_rule(e: Equation, rw: _Rewriter, strategies: dict[str, str]) -> Result:
+    """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`), along
+    both einsums' paths (`merge_path`: the inner one's, then the outer's). `strategies` records
+    the merged einsums that no given path reached (an einsum staged with an explicit path,
+    the user's or cotengra's), by output: their strategy, for `_replanned`."""
     if e.prim is not einsum_p:
         return None
     specs: tuple[str, ...] = tuple(e.params["inputs"])
     output: str = e.params["output"]
     operands = list(e.inputs)
-    path = _path_of(e, rw)
-    given = _given_path(e) is not None
+    path: tuple[tuple[int, ...], ...] | None = None  # (made at the first merge: most merge nothing)
+    given = isinstance(e.params.get("optimize"), tuple)
     k = 0
     while k < len(operands):
         inner = _inner_einsum(operands[k], e, rw)
         if inner is None:
             k += 1
             continue
-        path = merge_path(path, len(operands), k, _path_of(inner, rw), len(inner.inputs))
-        given = given or _given_path(inner) is not None
+        outer_path = _path_of(e, rw) if path is None else path
+        path = merge_path(outer_path, len(operands), k, _path_of(inner, rw), len(inner.inputs))
+        if inner.output not in strategies:  # (a merged one's path was composed, not given)
+            given = given or isinstance(inner.params.get("optimize"), tuple)
         specs = merge_spec(specs, output, k, inner.params["inputs"], inner.params["output"])
         operands[k : k + 1] = inner.inputs  # stay at k: the spliced operands may merge in turn
-    if operands == e.inputs:
+    if path is None:
         return None
     params = _einsum_params(e, specs, output)
-    shapes = tuple(rw.aval(x)[0] for x in operands)
-    if params["memory_limit"] is not None:  # planned within the limit, which composed paths ignore
-        path = einsum_path(params, shapes)
-    elif not given:
-        planned = einsum_path(params, shapes)
-        if path_flops(specs, output, shapes, planned) < path_flops(specs, output, shapes, path):
-            path = planned
+    if not given or params["memory_limit"] is not None:
+        strategies[e.output] = params["optimize"]
     params["optimize"] = path
     return [dataclasses.replace(e, params=params, inputs=operands)]
+
+
+def _replanned(e: Equation, rw: _Rewriter, strategies: dict[str, str]) -> Result:
+    """A merged einsum no given path reached follows its strategy's plan of the whole network
+    where that costs fewer operations than the pieces' composed path; one with a memory limit
+    follows the plan made within the limit (the pieces' intermediates may be larger). Asked
+    once per merged einsum, not at each of the merges that made it."""
+    strategy = strategies.get(e.output) if e.prim is einsum_p else None
+    if strategy is None or (rw.uses[e.output] == 0 and e.output not in rw.outputs):
+        return None  # (not merged, or merged into another einsum since: dead)
+    specs, output, composed = e.params["inputs"], e.params["output"], e.params["optimize"]
+    shapes = tuple(rw.aval(x)[0] for x in e.inputs)
+    planned = einsum_path({**e.params, "optimize": strategy}, shapes)
+    if e.params["memory_limit"] is None and path_flops(specs, output, shapes, composed) <= path_flops(
+        specs, output, shapes, planned
+    ):
+        return None
+    return [dataclasses.replace(e, params={**e.params, "optimize": planned})]
 
 
 def merge_einsums(graph: Graph) -> Graph:
@@ -1091,17 +1094,20 @@ def merge_einsums(graph: Graph) -> Graph:
     Contraction is associative, so contracting the inner einsum's operands
     inside the outer one gives the same sums. The merged einsum follows the two
     einsums' paths, the inner one's first (`merge_path`), so it never costs more
-    than they did; where neither was given a path, it follows instead the plan
-    of the outer einsum's strategy for the merged network when that is cheaper
-    (one plan of the whole may beat the order the program was written or
+    than they did; where no piece was given a path, it follows instead the plan
+    of the outer einsum's strategy for the whole merged network when that is
+    cheaper (one plan of the whole may beat the order the program was written or
     differentiated in, and a greedy plan of a large network may be far worse
-    than the order a library contracted it in). An einsum read twice or
-    returned as an output is not merged (that would redo its work), except a
-    pure transpose read only by einsums, which is merged into every reader
-    since reading it in another order costs nothing, and a small product read
-    only by one einsum, at several places (`_cheap_to_repeat`).
+    than the order a library contracted it in); under a memory limit, the plan
+    made within it. An einsum read twice or returned as an output is not merged
+    (that would redo its work), except a pure transpose read only by einsums,
+    which is merged into every reader since reading it in another order costs
+    nothing, and a small product read only by one einsum, at several places
+    (`_cheap_to_repeat`).
     """
-    return rewrite(graph, _merge_rule)
+    strategies: dict[str, str] = {}
+    merged = rewrite(graph, lambda e, rw: _merge_rule(e, rw, strategies))
+    return rewrite(merged, lambda e, rw: _replanned(e, rw, strategies)) if strategies else merged
 
 
 # -- the pipeline ----------------------------------------------------------------------------------

@@ -886,6 +886,32 @@ def test_merged_einsums_keep_the_program_order_where_the_strategy_plans_worse():
     assert_same_values(poor, passes.dce(passes.merge_einsums(poor)))
 
 
+def test_a_chain_merged_step_by_step_is_planned_as_a_whole_once():
+    """((A B) C) D written as three products, whose first three matrices are cheapest in the
+    program's order but whose four are cheapest from the other end (13,014 operations against
+    71,592): the chain merges step by step (C, then D, into the growing einsum), and the strategy's
+    plan is asked for the whole chain once it is merged, not at its first merge only (which
+    kept the program's order, the later merges then following that path as if given). Fails if
+    the plan is chosen at each merge, or never."""
+    d = [19, 21, 30, 38, 3]
+    mats = {n: RNG.standard_normal((d[i], d[i + 1])) for i, n in enumerate("ABCD")}
+    shapes = tuple(m.shape for m in mats.values())
+    g = build(
+        mats,
+        [
+            ("x", einsum_p, _einsum("ab,bc->ac"), ["A", "B"]),
+            ("y", einsum_p, _einsum("ac,cd->ad"), ["x", "C"]),
+            ("z", einsum_p, _einsum("ad,de->ae"), ["y", "D"]),
+        ],
+        ["z"],
+    )
+    out = passes.dce(passes.merge_einsums(g))
+    (e,) = out.equations
+    flops = lambda path: path_flops(("ab", "bc", "cd", "de"), "ae", shapes, path)
+    assert flops(e.params["optimize"]) == 13014 < flops(((0, 1), (0, 2), (0, 1))) == 71592
+    assert_same_values(g, out)
+
+
 def test_merged_einsums_may_have_more_than_52_letters():
     """A chain of 60 matrices written as its pairwise steps merges into one einsum of 60 operands
     and 61 letters (opt_einsum's symbols beyond a-zA-Z; each pairwise step of the merged network
