@@ -849,6 +849,12 @@ def test_merge_path_makes_the_intermediates_of_both_paths(data):
     assert got == want
 
 
+def _left_to_right(mats):
+    """The program ((A B) C) D of four matrices: three products, each read by the next."""
+    steps = [("x", "ab,bc->ac", ["A", "B"]), ("y", "ac,cd->ad", ["x", "C"]), ("z", "ad,de->ae", ["y", "D"])]
+    return build(mats, [(out, einsum_p, _einsum(text), ins) for out, text, ins in steps], ["z"])
+
+
 def test_merged_einsums_keep_the_program_order_where_the_strategy_plans_worse():
     """A chain of four matrices written in its cheapest order (three, then the fourth), the last
     product asking for "greedy", which orders the whole chain worse (23,448 operations against
@@ -871,15 +877,7 @@ def test_merged_einsums_keep_the_program_order_where_the_strategy_plans_worse():
     )
     (e,) = passes.dce(passes.merge_einsums(good)).equations
     assert flops(e.params["optimize"]) == 5916 < flops(tuple(greedy)) == 23448
-    poor = build(
-        mats,
-        [
-            ("x", einsum_p, _einsum("ab,bc->ac"), ["A", "B"]),
-            ("y", einsum_p, _einsum("ac,cd->ad"), ["x", "C"]),
-            ("z", einsum_p, _einsum("ad,de->ae"), ["y", "D"]),
-        ],
-        ["z"],
-    )
+    poor = _left_to_right(mats)
     (e,) = passes.dce(passes.merge_einsums(poor)).equations
     program_order = ((0, 1), (0, 2), (0, 1))
     assert flops(e.params["optimize"]) == 5916 < flops(program_order)
@@ -896,15 +894,7 @@ def test_a_chain_merged_step_by_step_is_planned_as_a_whole_once():
     d = [19, 21, 30, 38, 3]
     mats = {n: RNG.standard_normal((d[i], d[i + 1])) for i, n in enumerate("ABCD")}
     shapes = tuple(m.shape for m in mats.values())
-    g = build(
-        mats,
-        [
-            ("x", einsum_p, _einsum("ab,bc->ac"), ["A", "B"]),
-            ("y", einsum_p, _einsum("ac,cd->ad"), ["x", "C"]),
-            ("z", einsum_p, _einsum("ad,de->ae"), ["y", "D"]),
-        ],
-        ["z"],
-    )
+    g = _left_to_right(mats)
     out = passes.dce(passes.merge_einsums(g))
     (e,) = out.equations
     flops = lambda path: path_flops(("ab", "bc", "cd", "de"), "ae", shapes, path)
