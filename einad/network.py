@@ -86,7 +86,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from . import memory
+from . import kernels, memory
 from .aliases import Array, Path, Shape
 from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, outer_operands, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
@@ -1387,6 +1387,28 @@ its arguments are Python calls (six per call), which a program's one-pass steps 
 (A private name, so numpy.einsum where it is not there.)"""
 
 
+COMPILED_COPIES = True
+"""Whether a program's copies of `kernels.COPY_MIN` elements or more run as compiled loops
+(`kernels.copy_kernel`, in tiles where they transpose) where llvmlite is installed (the ``fast``
+extra), instead of numpy's copy or gather."""
+
+
+def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, Any]] | None:
+    """``out[...] = view`` as a compiled copy's call, ``(kernel, (source, destination))`` on
+    views of the two in the kernel's loop order; None where numpy's copy serves as well (a short
+    copy, a long contiguous run), or where llvmlite is missing or `COMPILED_COPIES` is off."""
+    if not COMPILED_COPIES or view.size < kernels.COPY_MIN or kernels.unavailable() is not None:
+        return None
+    if view.dtype != out.dtype or not out.flags.c_contiguous or out.size != view.size:
+        return None
+    views = kernels.copy_views(out.reshape(view.shape), view)
+    if views is None:
+        return None
+    last = views[0].shape[-1]
+    inner = last if last <= kernels.COPY_UNROLLED else 0
+    return kernels.copy_kernel(views[0].ndim, view.itemsize, inner), views
+
+
 class _Builder:
     """A `_Program` being made: its numpy calls (`ops`, each ``(function, arguments)``) and the
     pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
@@ -1401,9 +1423,14 @@ class _Builder:
         self.contractions = 0  # the products that sum a letter (not outer products)
 
     def copy(self, out: Any, view: Any, counted: bool = True) -> None:
-        """`_copy_into`, bound: a gather through its index, or numpy's strided copy; `counted`
-        adds it to the steps' copies (a gradient put into its place is not)."""
+        """`_copy_into`, bound: a compiled copy (`compiled_copy`), a gather through its index,
+        or numpy's strided copy; `counted` adds it to the steps' copies (a gradient put into
+        its place is not)."""
         self.copied += view.size if counted else 0
+        compiled = compiled_copy(out, view)
+        if compiled is not None:
+            self.ops.append(compiled)
+            return
         index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
         if index is not None:
             flat = np.ravel(view, order="K")

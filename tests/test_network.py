@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import math
 import sys
+from unittest import mock
 
 import numpy as np
 import opt_einsum as oe
@@ -1249,3 +1250,96 @@ def test_an_eager_sweep_without_a_pool_recycles_its_large_arrays():
     assert memory._RECYCLED.fresh == made
     assert any(b.nbytes == 256 * 512 * 8 for b in memory._RECYCLED.buffers)  # an intermediate of 1 MiB
     memory.release()
+
+
+# -- compiled copies ---------------------------------------------------------------------------------
+
+needs_llvm = pytest.mark.skipif(
+    kernels.unavailable() is not None, reason=f"llvmlite cannot compile here: {kernels.unavailable()}"
+)
+
+
+def _compiled_copies(program):
+    return [args for fn, args in program.ops if hasattr(fn, "copy_key")]
+
+
+@needs_llvm
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_a_compiled_copy_copies_any_layout(data):
+    """`network.compiled_copy` copies a transposed, strided, reversed or broadcast view of any
+    dtype exactly as numpy does, leaving the source as it was; where it declines, numpy's copy
+    has what it needs: a contiguous run of `kernels.COPY_RUN` elements, or one strided axis."""
+    rank = data.draw(st.integers(1, 6))
+    shape = data.draw(st.lists(st.integers(1, 12), min_size=rank, max_size=rank))
+    dtype = data.draw(st.sampled_from([np.float64, np.complex128, np.float32, np.int16, np.bool_]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    base = (rng.standard_normal(shape) * 50).astype(dtype)
+    if dtype is np.complex128:
+        base = base + 1j * rng.standard_normal(shape)
+    view = base.transpose(data.draw(st.permutations(range(rank))))
+    steps = data.draw(st.lists(st.sampled_from([1, 1, -1, 2]), min_size=rank, max_size=rank))
+    view = view[tuple(slice(None, None, s) for s in steps)]
+    if data.draw(st.booleans()):  # an axis the source repeats (stride 0), as a broadcast cotangent
+        view = np.broadcast_to(view[..., None], (*view.shape, data.draw(st.integers(2, 5))))
+    before = base.copy()
+    out = np.zeros(view.shape, dtype)
+    with mock.patch.object(kernels, "COPY_MIN", 1):
+        compiled = network.compiled_copy(out, view)
+    if compiled is None:
+        axes = [(n, s) for n, s in zip(view.shape, view.strides) if n > 1]
+        assert len(axes) <= 1 or any(s == view.itemsize for _, s in axes[-1:]), (view.shape, view.strides)
+        return
+    kernel, (src, dst) = compiled
+    assert kernel(src, dst) == 0
+    np.testing.assert_array_equal(out, view)
+    np.testing.assert_array_equal(base, before)
+
+
+@needs_llvm
+def test_a_transposing_copy_runs_in_tiles_across_both_grains():
+    """The copy of a transposition loops last over a tile of the source's contiguous axis and the
+    destination's (8 by 8 here), where numpy would read the source a cache line per element."""
+    x = np.arange(64.0**3).reshape(64, 64, 64)
+    view = x.transpose(2, 1, 0)
+    out = np.empty(view.shape)
+    src, dst = kernels.copy_views(out, view)
+    assert src.shape[-2:] == (kernels.COPY_TILE, kernels.COPY_TILE)
+    assert src.strides[-2:] == (8, 64 * 64 * 8)  # the source's contiguous axis, then the other
+    assert dst.strides[-2:] == (64 * 64 * 8, 8)  # ... which is the destination's contiguous one
+    kernels.copy_kernel(src.ndim, 8, kernels.COPY_TILE)(src, dst)
+    np.testing.assert_array_equal(out, view)
+    # a copy whose contiguous run is long on both sides is left to numpy
+    assert kernels.copy_views(np.empty((64, 64)), x[0].T.T) is None
+
+
+@needs_llvm
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_a_programs_transposing_copies_are_compiled(monkeypatch, dtype):
+    """A program's copies of `kernels.COPY_MIN` elements or more are compiled copies where
+    llvmlite runs (`network.COMPILED_COPIES`): the same elements copied as by numpy's copies
+    (`copied`), the same value and gradients, opt_einsum's."""
+    eq, inputs, out, shapes, path = _greedy_network(12, 1, d_min=6, d_max=6)
+    rng = np.random.default_rng(1)
+    ops = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    if dtype is complex:
+        ops = [x + 1j * rng.standard_normal(x.shape) for x in ops]
+    wrt = tuple(range(len(ops)))
+    results, copied = [], []
+    for compiled in (False, True):
+        monkeypatch.setattr(network, "COMPILED_COPIES", compiled)
+        plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+        grads = _grad_arrays(ops)
+        results.append((network.value_and_grad(plan, ops, grads), grads))
+        (program,) = plan.programs
+        copies = _compiled_copies(program)
+        assert len(copies) >= 5 if compiled else copies == []
+        assert all(src.size >= kernels.COPY_MIN for src, _ in copies)
+        copied.append(program.copied)
+    assert copied[0] == copied[1]
+    (v0, g0), (v1, g1) = results
+    assert_close(v1, oe.contract(eq, *ops, optimize=path))
+    assert_close(v1, v0, rtol=1e-13)
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        np.testing.assert_array_equal(g1[k], g0[k])
+        assert_close(g1[k], env)

@@ -34,11 +34,11 @@ LAYERS: dict[str, list[str]] = {
     "executor": [
         "einad.arrays",
         "einad.memory",
+        "einad.kernels",
         "einad.executor",
         "einad.network",
         "einad.cluster",
         "einad.slicing",
-        "einad.kernels",
     ],
     "core": ["einad.core", "einad.util", "einad.program"],
     "rules": [
