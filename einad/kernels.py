@@ -472,7 +472,8 @@ class _Writer:
                 if s.name in outs:
                     self.store(outs[s.name], *self.vals[s.name], ())
         self.note_flags()
-        self.loops(spec, outs, totals)
+        for n, group in enumerate(_streams(spec)):
+            self.loops(spec, outs, totals, group, n)
         for s in spec.steps:
             if s.op == "sum" and not s.keep:
                 self.vals[s.name] = (self.emit(f"load {_ty(s.dtype)}, ptr {totals[s.name]}"), s.dtype)
@@ -489,23 +490,24 @@ class _Writer:
         self.lines.append("}")
         return "\n".join(self.lines)
 
-    def loops(self, spec: KernelSpec, outs: dict[str, Out], totals: dict[str, str]) -> None:
-        """The loop nest over `spec.shape` (counters in allocas, which LLVM turns into registers)."""
+    def loops(
+        self, spec: KernelSpec, outs: dict[str, Out], totals: dict[str, str], steps: list[Step], n: int
+    ) -> None:
+        """The loop nest over `spec.shape` computing `steps` (loop steps; the nest's labels
+        numbered `n`; counters in allocas, which LLVM turns into registers)."""
         rank = len(spec.shape)
         counters = [self.emit("alloca i64") for _ in range(rank)]
         for d in range(rank):
             self.lines.append(f"  store i64 0, ptr {counters[d]}")
-            self.lines.append(f"  br label %head{d}")
-            self.lines.append(f"head{d}:")
+            self.lines.append(f"  br label %head{n}.{d}")
+            self.lines.append(f"head{n}.{d}:")
             i = self.emit(f"load i64, ptr {counters[d]}")
             more = self.emit(f"icmp slt i64 {i}, {spec.shape[d]}")
-            self.lines.append(f"  br i1 {more}, label %body{d}, label %exit{d}")
-            self.lines.append(f"body{d}:")
+            self.lines.append(f"  br i1 {more}, label %body{n}.{d}, label %exit{n}.{d}")
+            self.lines.append(f"body{n}.{d}:")
             self.index.append(i)
         saved = dict(self.vals)
-        for s in spec.steps:
-            if s.phase != "loop":
-                continue
+        for s in steps:
             if s.op == "sum":
                 self.accumulate(s, outs, totals)
                 continue
@@ -517,8 +519,8 @@ class _Writer:
         for d in reversed(range(rank)):
             nxt = self.emit(f"add i64 {self.index[d]}, 1")
             self.lines.append(f"  store i64 {nxt}, ptr {counters[d]}")
-            self.lines.append(f"  br label %head{d}")
-            self.lines.append(f"exit{d}:")
+            self.lines.append(f"  br label %head{n}.{d}")
+            self.lines.append(f"exit{n}.{d}:")
         self.index = []
 
     def accumulate(self, s: Step, outs: dict[str, Out], totals: dict[str, str]) -> None:
@@ -639,6 +641,33 @@ class _Writer:
         bit = self.emit(f"zext i1 {bad} to i32")
         old = self.emit("load i32, ptr %events")
         self.lines.append(f"  store i32 {self.emit(f'or i32 {old}, {bit}')}, ptr %events")
+
+
+def _streams(spec: KernelSpec) -> list[list[Step]]:
+    """The loop steps of `spec` in groups that share no array and no step, each in program
+    order: each group is a loop of its own. Chains that fusion put side by side because their
+    loops have one shape (30 sums of four gradient blocks, in benchmark m1) then read their
+    arrays a few at a time: in one loop, 120 streams at 16 KiB from each other fell in one
+    cache set, and the kernel took 0.33 ms."""
+    loop = [t for t in spec.steps if t.phase == "loop"]
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    arrays = {a.name for a in spec.args if a.axes is not None}
+    inner = {t.name for t in loop}
+    for t in loop:
+        for a in t.operands:
+            if isinstance(a, str) and (a in arrays or a in inner):
+                parent[root(a)] = root(t.name)
+    groups: dict[str, list[Step]] = {}
+    for t in loop:
+        groups.setdefault(root(t.name), []).append(t)
+    return list(groups.values())
 
 
 def _by_value(dtype: np.dtype[Any]) -> str:

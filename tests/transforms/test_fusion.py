@@ -147,6 +147,25 @@ def test_sums_of_different_shapes_are_separate_loops():
     assert all(k.shape in ((4, 1), (3, 2)) for k in fused(f, a, b).kernels)
 
 
+def test_chains_that_share_no_array_loop_apart_within_one_kernel():
+    """Chains fused side by side because their loops have one shape, reading no array and no
+    value in common, are one kernel (one call) with a loop each, so that each loop reads its
+    own arrays (thirty of them at once filled one cache set, benchmark m1); chains that read
+    one array share the loop that reads it once."""
+    xs = [RNG.standard_normal((32, 64)) for _ in range(8)]
+    apart = lambda a, b, c, d, e, g, h, i: (a * 2.0 + b, c * d + 1.0, e - g, h / (i + 2.0))
+    shared = lambda a, b, c, d, e, g, h, i: (a * 2.0 + b, a * d + 1.0, e - g, h / (e + 2.0))
+    for f, loops in ((apart, 4), (shared, 2)):
+        program = fused(f, *xs)
+        (kernel,) = program.kernels
+        assert len(kernels._streams(kernel.spec)) == loops
+        heads = [line for line in kernels.module_ir([kernel.spec]).splitlines() if line.startswith("head")]
+        assert len(heads) == 2 * loops  # a loop head per axis, two axes each
+        got = compiled(ea.jit(f, backend="llvm"))(*xs)
+        for a, b in zip(got, f(*xs)):
+            assert_close(a, b, rtol=1e-13)
+
+
 def test_a_transposed_value_is_read_from_memory():
     """``(x * x).T`` read in the same loop would be read at the wrong element: the product
     is written out and read back transposed by a second kernel (its strides)."""
