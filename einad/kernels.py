@@ -870,6 +870,14 @@ COPY_RUN = 16
 """The shortest contiguous run numpy's copy is left to: from 16 elements on, its inner loop (a
 vectorized copy) is as fast as the kernel's element by element."""
 
+COPY_SPAN = 1 << 14
+COPY_CACHED = 8 << 20
+"""A copy of more than `COPY_CACHED` bytes whose tile rows lie more than `COPY_SPAN` elements
+apart in either array is left to numpy: out of the cache, with every row of a tile on a page
+of its own, tiles were slower than numpy's order (benchmark case 10's slices: 100^3 x 8
+elements with rows 80,000 apart, 15 -> 19 ms), where in the cache they were faster (4^9
+elements reversed, rows 65,536 apart: 600 -> 180 µs)."""
+
 COPY_MIN = 2048
 """The fewest elements a compiled copy is used for: below, numpy's copy costs about as much
 as the call (1-2 µs)."""
@@ -1007,6 +1015,8 @@ def copy_views(out: Any, view: Any) -> tuple[Any, Any] | None:
     run, step, _ = merged[inner]
     if not across and (run >= COPY_RUN if step == item else len(merged) == 1):
         return None
+    if across and view.nbytes > COPY_CACHED and max(abs(merged[unit[-1]][2]), abs(step)) > COPY_SPAN * item:
+        return None  # (a tile's rows on pages of their own, out of the cache: numpy's order is as good)
     tiled: list[tuple[int, int, int]] = []
     tiles: list[tuple[int, int, int]] = []
     for k, (n, s, d) in enumerate(merged):

@@ -489,13 +489,48 @@ GATHER_MAX = 1 << 22
 """The largest copy done by `numpy.take` (its index: 8 bytes an element, kept per layout)."""
 
 
+COMPILED_COPIES = True
+"""Whether copies run as compiled loops (`kernels.copy_kernel`, in tiles where they transpose)
+where llvmlite is installed (the ``fast`` extra), instead of numpy's copy or gather: a
+program's copies of `kernels.COPY_MIN` elements or more, a walked step's of `WALKED_COPY_MIN`."""
+
+
+def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, Any]] | None:
+    """``out[...] = view`` as a compiled copy's call, ``(kernel, (source, destination))`` on
+    views of the two in the kernel's loop order; None where numpy's copy serves as well (a short
+    copy, a long contiguous run), or where llvmlite is missing or `COMPILED_COPIES` is off."""
+    if not COMPILED_COPIES or view.size < kernels.COPY_MIN or kernels.unavailable() is not None:
+        return None
+    if view.dtype != out.dtype or not out.flags.c_contiguous or out.size != view.size:
+        return None
+    views = kernels.copy_views(out.reshape(view.shape), view)
+    if views is None:
+        return None
+    last = views[0].shape[-1]
+    inner = last if last <= kernels.COPY_UNROLLED else 0
+    return kernels.copy_kernel(views[0].ndim, view.itemsize, inner), views
+
+
 def _copy_into(out: Any, view: Any) -> None:
-    """Copy `view` (a transposed view of a dense array) into the C-contiguous `out`."""
+    """Copy `view` (a transposed view of a dense array) into the C-contiguous `out`: a large
+    one as a compiled copy (`compiled_copy`, planned at each call: `WALKED_COPY_MIN`)."""
+    if view.size >= WALKED_COPY_MIN:
+        compiled = compiled_copy(out, view)
+        if compiled is not None:
+            compiled[0](*compiled[1])
+            return
     index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
     if index is None:
         np.copyto(out, view)
     else:
         np.take(np.ravel(view, order="K"), index, out=out.reshape(-1), mode="clip")
+
+
+WALKED_COPY_MIN = 1 << 16
+"""The fewest elements a walked step's copy (`_copy_into`) runs compiled from: planning the
+kernel's loop order costs about 10 µs a call, which copies of 2^16 elements or more repay
+(benchmark case 10's slices: copies in runs of 7 and 8 elements, 10.6 -> 7.6 ms and 14.0 ->
+9.1 ms each, two fifths of a slice's time being copies)."""
 
 
 GATHER_BUDGET = 64 << 20
@@ -1385,28 +1420,6 @@ _C_EINSUM: Callable[..., Any] = getattr(getattr(np, "_core", np).multiarray, "c_
 """numpy.einsum's C loop, where this numpy has it where numpy 2 does: numpy.einsum's checks of
 its arguments are Python calls (six per call), which a program's one-pass steps do without.
 (A private name, so numpy.einsum where it is not there.)"""
-
-
-COMPILED_COPIES = True
-"""Whether a program's copies of `kernels.COPY_MIN` elements or more run as compiled loops
-(`kernels.copy_kernel`, in tiles where they transpose) where llvmlite is installed (the ``fast``
-extra), instead of numpy's copy or gather."""
-
-
-def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, Any]] | None:
-    """``out[...] = view`` as a compiled copy's call, ``(kernel, (source, destination))`` on
-    views of the two in the kernel's loop order; None where numpy's copy serves as well (a short
-    copy, a long contiguous run), or where llvmlite is missing or `COMPILED_COPIES` is off."""
-    if not COMPILED_COPIES or view.size < kernels.COPY_MIN or kernels.unavailable() is not None:
-        return None
-    if view.dtype != out.dtype or not out.flags.c_contiguous or out.size != view.size:
-        return None
-    views = kernels.copy_views(out.reshape(view.shape), view)
-    if views is None:
-        return None
-    last = views[0].shape[-1]
-    inner = last if last <= kernels.COPY_UNROLLED else 0
-    return kernels.copy_kernel(views[0].ndim, view.itemsize, inner), views
 
 
 class _Builder:

@@ -1343,3 +1343,30 @@ def test_a_programs_transposing_copies_are_compiled(monkeypatch, dtype):
     for k, env in enumerate(_environments(eq, ops, np.ones(()))):
         np.testing.assert_array_equal(g1[k], g0[k])
         assert_close(g1[k], env)
+
+
+@needs_llvm
+def test_a_walked_steps_large_copies_are_compiled(monkeypatch):
+    """The slices of a contraction under a memory limit walk their steps (no program); their
+    copies of `network.WALKED_COPY_MIN` elements or more run compiled too (transpositions of the
+    slices here), with the same value and gradients as numpy's copies."""
+    eq = "abc,ade,bdf,cef->"
+    rng = np.random.default_rng(24)
+    ops = [rng.standard_normal((40, 40, 40)) / 40 for _ in range(4)]
+    vg = ea.value_and_grad(lambda *o: ea.einsum(eq, *o, memory_limit=40**3 * 6), argnums=(0, 1, 2, 3))
+    used = []
+    real = network.compiled_copy
+    monkeypatch.setattr(network, "compiled_copy", lambda out, view: used.append(real(out, view)) or used[-1])
+    results = []
+    for compiled in (False, True):
+        monkeypatch.setattr(network, "COMPILED_COPIES", compiled)
+        used.clear()
+        results.append(vg(*ops))
+        ran = [c for c in used if c is not None]
+        assert len(ran) >= 4 if compiled else ran == []
+        assert all(src.size >= network.WALKED_COPY_MIN for _, (src, _) in ran)
+    (v0, g0), (v1, g1) = results
+    assert_close(v0, oe.contract(eq, *ops))
+    assert v1 == v0
+    for a, b in zip(g1, g0):
+        np.testing.assert_array_equal(a, b)
