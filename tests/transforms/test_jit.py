@@ -877,3 +877,31 @@ def test_the_direct_dispatch_keeps_the_signatures_apart():
     # under a transformation the arguments are Tensors: the program runs equation by equation
     g = ea.grad(lambda a: ea.sum(jf(a, b)["s"] ** 2))(a)
     assert_close(g, 2 * a)
+
+
+def test_a_value_and_gradient_unpacks_each_block_in_one_python_call():
+    """The staged value-and-gradient of a scalar network unpacks each operand's gradient from
+    one flat array (`unpack_p`): lowered, each unpack is one Python call (the slice made at
+    compile time), not `_unpack_impl`'s dispatch; the gradients are the eager ones."""
+    ops = [RNG.standard_normal(s) for s in ((3, 4), (4, 5), (5, 6), (6, 3))]
+    f = lambda *xs: ea.einsum("ab,bc,cd,da->", *xs)
+    jf = ea.jit(ea.value_and_grad(f, argnums=(0, 1, 2, 3)), backend="numpy")
+    program = jf.lower(*ops)
+    unpacks = program.source.count("# unpack")
+    assert unpacks >= 5  # the value and four gradients (and the gradients' vector)
+    names = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            names.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        value, *grads = program.fn(*ops)
+    finally:
+        sys.setprofile(None)
+    assert "_unpack_impl" not in names and names.count("unpack") == unpacks
+    want_value, want_grads = ea.value_and_grad(f, argnums=(0, 1, 2, 3))(*ops)
+    assert_close(value, want_value)
+    for g, w in zip(grads, want_grads):
+        assert_close(g, w)
