@@ -997,10 +997,40 @@ def copy_views(out: Any, view: Any) -> tuple[Any, Any] | None:
     kernel should loop: axes that step through both arrays together merged, size-1 axes
     dropped, and where the source's contiguous axis is not the destination's, both split into
     tiles of `COPY_TILE` and put innermost. None where numpy's own copy serves as well: the
-    source's innermost run is long (64 elements or more) and is the destination's too."""
+    source's contiguous run is the destination's and `COPY_RUN` elements or longer, or one
+    strided axis is all there is. The order is planned once per layout (`_copy_order`); the
+    views are made by a transpose, a reshape and a transpose (a tenth of ``as_strided``'s
+    cost), checked against the planned strides."""
+    key = (view.shape, view.strides, out.strides, view.itemsize, view.nbytes > COPY_CACHED)
+    order = _COPY_ORDERS.get(key)
+    if order is None:
+        if len(_COPY_ORDERS) >= 4096:  # (the layouts of many programs: the oldest go)
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # (another thread's)
+                del _COPY_ORDERS[next(iter(_COPY_ORDERS))]
+        order = _COPY_ORDERS[key] = _copy_order(view, out)
+    if order is False:
+        return None
+    first, shape, loop, sstrides, dstrides = order
+    source = view.transpose(first).reshape(shape).transpose(loop)
+    dest = out.transpose(first).reshape(shape).transpose(loop)
+    if source.strides != sstrides or dest.strides != dstrides or dest.base is None:
+        strided = np.lib.stride_tricks.as_strided  # (a reshape that would copy: never here)
+        looped = tuple(shape[k] for k in loop)
+        source, dest = strided(view, looped, sstrides), strided(out, looped, dstrides)
+    return source, dest
+
+
+_COPY_ORDERS: dict[tuple[Any, ...], Any] = {}
+
+
+def _copy_order(view: Any, out: Any) -> Any:
+    """`copy_views`'s plan for this layout: the permutation that puts the axes in the
+    destination's order, the shape they are then reshaped to (merged, size-1 axes dropped, the
+    tiles split off), the permutation to the loop's order and the strides it gives both arrays
+    (False: numpy's copy serves as well)."""
     item = view.itemsize
-    axes = [(n, s, d) for n, s, d in zip(view.shape, view.strides, out.strides) if n > 1]
-    axes.sort(key=lambda a: -abs(a[2]))  # the destination's order, outermost first
+    first = sorted(range(view.ndim), key=lambda k: (-abs(out.strides[k]), k))
+    axes = [(view.shape[k], view.strides[k], out.strides[k]) for k in first if view.shape[k] > 1]
     merged: list[tuple[int, int, int]] = []
     for n, s, d in axes:
         if merged and merged[-1][1] == s * n and merged[-1][2] == d * n:
@@ -1008,27 +1038,29 @@ def copy_views(out: Any, view: Any) -> tuple[Any, Any] | None:
         else:
             merged.append((n, s, d))
     if not merged:
-        return None
+        return False
     inner = len(merged) - 1
     unit = [k for k, a in enumerate(merged) if a[1] == item]
     across = bool(unit) and unit[-1] != inner
     run, step, _ = merged[inner]
     if not across and (run >= COPY_RUN if step == item else len(merged) == 1):
-        return None
+        return False
     if across and view.nbytes > COPY_CACHED and max(abs(merged[unit[-1]][2]), abs(step)) > COPY_SPAN * item:
-        return None  # (a tile's rows on pages of their own, out of the cache: numpy's order is as good)
-    tiled: list[tuple[int, int, int]] = []
-    tiles: list[tuple[int, int, int]] = []
+        return False  # (a tile's rows on pages of their own, out of the cache: numpy's order is as good)
+    split: list[tuple[int, int, int]] = []  # the reshaped axes, in the destination's order
+    tiles: list[int] = []  # the positions in `split` of the two tiles, the source's first
     for k, (n, s, d) in enumerate(merged):
         if across and k in (unit[-1], inner):
             t = _tile(n)
             if t < n:
-                tiled.append((n // t, s * t, d * t))
-            tiles.insert(0 if k != inner else len(tiles), (t, s, d))
-        else:
-            tiled.append((n, s, d))
-    order = tiled + tiles
-    shape = tuple(n for n, _, _ in order)
-    strided = np.lib.stride_tricks.as_strided
-    source = strided(view, shape, tuple(s for _, s, _ in order))
-    return source, strided(out, shape, tuple(d for _, _, d in order))
+                split.append((n // t, s * t, d * t))
+            tiles.insert(0 if k != inner else len(tiles), len(split))
+        split.append((n, s, d) if not (across and k in (unit[-1], inner)) else (_tile(n), s, d))
+    loop = tuple([k for k in range(len(split)) if k not in tiles] + tiles)
+    return (
+        tuple(first),
+        tuple(n for n, _, _ in split),
+        loop,
+        tuple(split[k][1] for k in loop),
+        tuple(split[k][2] for k in loop),
+    )

@@ -513,7 +513,7 @@ def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, A
 
 def _copy_into(out: Any, view: Any) -> None:
     """Copy `view` (a transposed view of a dense array) into the C-contiguous `out`: a large
-    one as a compiled copy (`compiled_copy`, planned at each call: `WALKED_COPY_MIN`)."""
+    one as a compiled copy (`compiled_copy`, its views made at each call: `WALKED_COPY_MIN`)."""
     if view.size >= WALKED_COPY_MIN:
         compiled = compiled_copy(out, view)
         if compiled is not None:
@@ -526,11 +526,11 @@ def _copy_into(out: Any, view: Any) -> None:
         np.take(np.ravel(view, order="K"), index, out=out.reshape(-1), mode="clip")
 
 
-WALKED_COPY_MIN = 1 << 16
-"""The fewest elements a walked step's copy (`_copy_into`) runs compiled from: planning the
-kernel's loop order costs about 10 µs a call, which copies of 2^16 elements or more repay
-(benchmark case 10's slices: copies in runs of 7 and 8 elements, 10.6 -> 7.6 ms and 14.0 ->
-9.1 ms each, two fifths of a slice's time being copies)."""
+WALKED_COPY_MIN = 1 << 13
+"""The fewest elements a walked step's copy (`_copy_into`) runs compiled from: making the
+kernel's views costs about 2 µs a call (the loop order planned once per layout), which copies
+of 2^13 elements or more repay (benchmark case 10's slices: copies in runs of 7 and 8
+elements, 10.6 -> 7.6 ms and 14.0 -> 9.1 ms each, two fifths of a slice's time being copies)."""
 
 
 GATHER_BUDGET = 64 << 20

@@ -1370,3 +1370,24 @@ def test_a_walked_steps_large_copies_are_compiled(monkeypatch):
     assert v1 == v0
     for a, b in zip(g1, g0):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_copys_loop_order_is_planned_once_per_layout(monkeypatch):
+    """`kernels.copy_views` plans a layout's loop order once (`kernels._copy_order`) and then
+    makes the views of any arrays of that layout by a transpose and a reshape, with the
+    planned strides: a program rebuilt after its buffers were let go, or a walked step at each
+    call, does not plan again."""
+    planned = []
+    real = kernels._copy_order
+    monkeypatch.setattr(kernels, "_copy_order", lambda v, o: planned.append(v.shape) or real(v, o))
+    monkeypatch.setattr(kernels, "_COPY_ORDERS", {})
+    views = []
+    for _ in range(3):
+        x = np.arange(8.0**6).reshape((8,) * 6)
+        view = x.transpose(0, 5, 4, 1, 2, 3)
+        out = np.empty(view.shape)
+        views.append(kernels.copy_views(out, view))
+    assert planned == [(8,) * 6]
+    (src, dst), (src2, dst2) = views[0], views[2]
+    assert src.shape == src2.shape and src.strides == src2.strides and dst.strides == dst2.strides
+    assert not np.shares_memory(src, src2)  # (the second call's views are of its own arrays)
