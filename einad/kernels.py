@@ -8,7 +8,8 @@ computing dtype) and the values written out. `compile_kernels` writes the specs 
 program as LLVM modules (one for long loops of arithmetic, which LLVM may vectorize, one for
 the rest), compiles them once (with the host CPU's features, no fast-math: IEEE results step
 by step, as numpy computes them; sums alone may be added in another order) and returns one
-`Kernel` per spec.
+`Kernel` per spec. And the contraction programs' strided copies (`copy_kernel`, `copy_views`,
+below): one loop nest per number of axes, laid out in tiles where a copy transposes.
 
 Calling convention. A kernel takes each array argument and each output as the numpy array
 object itself (a ``PyObject*``: ctypes passes it without converting anything) and reads the

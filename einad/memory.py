@@ -33,7 +33,9 @@ RECYCLE_MIN = 1 << 17
 threshold; below, malloc's free lists serve)."""
 
 RECYCLE_BUDGET = 64 << 20
-"""The most bytes of free memory kept between calls (the oldest goes first)."""
+"""The most bytes of free memory kept between calls (the oldest goes first). An array larger
+than the whole budget is made afresh and never kept: once freed it would stay past the budget
+(a buffer is trimmed only when a new one is made)."""
 
 
 def _unused() -> int:
@@ -66,8 +68,8 @@ class _Recycled:
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes < RECYCLE_MIN or dtype.hasobject:
-            return np.empty(shape, dtype)
+        if nbytes < RECYCLE_MIN or nbytes > RECYCLE_BUDGET or dtype.hasobject:
+            return np.empty(shape, dtype)  # (small: malloc's lists; larger than the budget: never kept)
         with self.lock:
             raw = self._free(nbytes)
             if raw is None:
