@@ -1351,6 +1351,34 @@ def value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any
     return value
 
 
+def value_and_grad_into(plan: TreePlan, arrays: Sequence[Array], flat: Any, start: int) -> Any:
+    """`value_and_grad` with the gradients of `plan.wrt` written into ``flat[start:]``, laid end
+    to end in that order, each raveled (`einsum_vg`'s layout), by the plan's `_Program` in one
+    copy (`_Program.run_into`); None, with nothing written, where the plan runs no program."""
+    if not (PROGRAMS and plan.programmable):
+        return None
+    key = tuple([x.dtype for x in arrays])
+    program = _program_out(plan, key)
+    if program is None:
+        operands = arrays if plan.shapes is None else _operands(plan, arrays)
+        program = _Program.build(plan, key, operands)
+    if program is None or np.result_type(program.grad_block, flat) != flat.dtype:
+        return None
+    value = program.run_into(arrays, flat, start)
+    _program_in(plan, program)
+    return value
+
+
+def _end_to_end(block: Any, shapes: Sequence[Shape]) -> list[Any]:
+    """Views of `block` (a flat array) in these shapes, laid end to end."""
+    views, at = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        views.append(block[at : at + size].reshape(shape))
+        at += size
+    return views
+
+
 def value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
     """The value of a plan's contraction alone (an array of its own; `forward_plan`'s plans):
     its `_Program` where it has one, else its steps walked on a pool's buffers."""
@@ -1463,7 +1491,18 @@ class _Program:
     dtypes); its buffers are a `_Pool`'s, so that `release_pools` (the pool's
     `generation`) retires it and the pools' `POOL_BUDGET` bounds what programs keep."""
 
-    __slots__ = ("contractions", "copied", "generation", "ins", "key", "ops", "outs", "pool", "value")
+    __slots__ = (
+        "contractions",
+        "copied",
+        "generation",
+        "grad_block",
+        "ins",
+        "key",
+        "ops",
+        "outs",
+        "pool",
+        "value",
+    )
 
     def __init__(self, key: tuple[Any, ...]) -> None:
         self.key = key
@@ -1471,6 +1510,7 @@ class _Program:
         self.generation = self.pool.generation
         self.ins: list[Any] = []  # the operands' buffers
         self.outs: list[tuple[int, Any]] = []  # the gradients' buffers, by operand
+        self.grad_block: Any = None  # ... as one flat array, in `plan.wrt`'s order
         self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.value: Any = None
         self.copied = 0  # the elements its steps copy, and its products that sum a letter
@@ -1489,7 +1529,10 @@ class _Program:
         self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
         pool.bound = [self.ops, self.ins, self.outs]  # (emptied when the pool lets its buffers go)
         n = plan.n
-        gbuf: dict[int, Any] = {}  # each gradient's buffer, made where it is first written
+        # the gradients' buffers: views of one block, laid end to end in `plan.wrt`'s order
+        self.grad_block = pool.get((sum(arrays[k].size for k in plan.wrt),), dtype)
+        gbuf = dict(zip(plan.wrt, _end_to_end(self.grad_block, [arrays[k].shape for k in plan.wrt])))
+        written: set[int] = set()
         vals: dict[int, Any] = dict(enumerate(self.ins))
         kept = plan.kept
         last = plan.forward[-1].result
@@ -1516,7 +1559,8 @@ class _Program:
             if q.target >= n:
                 cts[q.target] = run.emit(build, *args)
             else:
-                out = gbuf[q.target] = pool.get(arrays[q.target].shape, dtype)
+                out = gbuf[q.target]
+                written.add(q.target)
                 r = run.emit(build, *args, dest=out) if q.direct else run.emit(build, *args)
                 if r is not out:
                     s = r
@@ -1530,13 +1574,23 @@ class _Program:
             for i in q.release:
                 pool.put(ct if i == _COTANGENT else vals.pop(i))
         for k in plan.wrt:
-            if k not in gbuf:  # (no pullback reaches it: a zero)
-                gbuf[k] = pool.get(arrays[k].shape, dtype)
+            if k not in written:  # (no pullback reaches it: a zero)
                 gbuf[k][...] = 0
             self.outs.append((k, gbuf[k]))
         self.ops[:] = build.ops
         self.copied, self.contractions = build.copied, build.contractions
         return self
+
+    def run_into(self, arrays: Sequence[Array], flat: Any, start: int) -> Any:
+        """`run`, the gradients written into ``flat[start:]`` laid end to end in `plan.wrt`'s
+        order (each raveled: the layout of `einsum_vg`'s result) by one copy of the gradients'
+        block (a hundred gradients: 65 -> 15 µs)."""
+        for buf, x in zip(self.ins, arrays):
+            buf[...] = x.reshape(buf.shape)
+        for fn, args in self.ops:
+            fn(*args)
+        flat[start : start + self.grad_block.size] = self.grad_block
+        return self.value.copy()
 
     def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
         """The value (an array of its own); the gradients written into `grads`."""

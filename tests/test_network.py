@@ -1396,3 +1396,33 @@ def test_a_copys_loop_order_is_planned_once_per_layout(monkeypatch):
     (src, dst), (src2, dst2) = views[0], views[2]
     assert src.shape == src2.shape and src.strides == src2.strides and dst.strides == dst2.strides
     assert not np.shares_memory(src, src2)  # (the second call's views are of its own arrays)
+
+
+@pytest.mark.parametrize("dtype", [float, complex])
+def test_a_value_and_gradient_lands_in_its_flat_result_by_one_copy(monkeypatch, dtype):
+    """A scalar network's value and gradients (`einsum_vg`: one flat array) come from the plan's
+    program laid out as that array wants them: its gradients' buffers are one block, copied
+    into the result at once (no per-operand views, copies or zero-fill); without a program,
+    the gradients are written operand by operand, the same numbers (opt_einsum's environments)."""
+    eq, _, _, _, path, ops = _bond2_network(30, 2, dtype)
+    calls = []
+    for name in ("run", "run_into"):
+        real = getattr(network._Program, name)
+        monkeypatch.setattr(network._Program, name, lambda *a, r=real, n=name: calls.append(n) or r(*a))
+    loss = lambda *xs: ea.real(ea.einsum(eq, *xs, optimize=path))
+    f = ea.value_and_grad(loss, argnums=tuple(range(len(ops))))
+    results = []
+    for programs in (True, False):
+        monkeypatch.setattr(network, "PROGRAMS", programs)
+        network.release_pools()
+        calls.clear()
+        results.append(f(*ops))
+        assert calls == (["run_into"] if programs else [])
+    (v0, g0), (v1, g1) = results
+    assert_close(v0, np.real(oe.contract(eq, *ops, optimize=path)))
+    assert_close(v0, v1, rtol=1e-13)
+    for k, env in enumerate(_environments(eq, ops, np.ones(()))):
+        assert g0[k].dtype == ops[k].dtype
+        assert_close(g0[k], g1[k], rtol=1e-12)
+        if dtype is float:
+            assert_close(g0[k], env)

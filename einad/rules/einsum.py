@@ -73,6 +73,7 @@ from ..network import forward_plan, pair_step, scratch, tree_plan
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
+from ..network import value_and_grad_into as tree_value_and_grad_into
 from ..slicing import Schedule, Slices, object_path, schedule, workers
 from ..slicing import plan as slice_plan
 from ..subscripts import (
@@ -1781,15 +1782,21 @@ def _sliced_vg_impl(
         return joined
     total = _block_total(arrays, wrt)
     dt = np.result_type(*arrays)
-    flat: Array = recycled((1 + total,), dt, zero=True)  # (dies within a staged program: recycled)
-    if all(a.size for a in arrays):
-        shapes = tuple(a.shape for a in arrays)
+    shapes = tuple(a.shape for a in arrays)
+    if not slices and all(a.size for a in arrays):  # one tree: value and gradients in one call
+        plan = tree_plan(inputs, output, shapes, optimize, wrt)
+        flat: Array = recycled((1 + total,), dt)  # (dies within a staged program: recycled)
+        value = tree_value_and_grad_into(plan, arrays, flat, 1)  # (its program: written whole)
+        if value is None:
+            flat.fill(0)
+            value = tree_value_and_grad(plan, arrays, _grad_blocks(flat, arrays, wrt, (), 1))
+        flat[0] = value
+        return flat
+    flat = recycled((1 + total,), dt, zero=True)
+    if all(a.size for a in arrays):  # sliced: the slices' value and gradients summed into `flat`
         grads = _grad_blocks(flat, arrays, wrt, (), 1)
-        if not slices:  # one tree: value and gradients in one call
-            flat[0] = tree_value_and_grad(tree_plan(inputs, output, shapes, optimize, wrt), arrays, grads)
-        else:
-            s = schedule(inputs, output, shapes, optimize, slices)
-            flat[0] = _sweep(s, np.ones((), dt), arrays, grads, memory_limit, True, executor, progress)
+        s = schedule(inputs, output, shapes, optimize, slices)
+        flat[0] = _sweep(s, np.ones((), dt), arrays, grads, memory_limit, True, executor, progress)
     return flat
 
 

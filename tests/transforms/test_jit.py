@@ -257,11 +257,13 @@ def _count_pairwise_contractions(monkeypatch):
     `executor._run_pair` through the executor, a compiled program through `rules.einsum` (its
     lowered einsums look the name up there when they are made and when they run), and a
     planned tree (`network`) through its products (`network._Pair`), or, run as a program,
-    through the products the program binds (`network._Program.contractions` per run).
+    through the products the program binds (`network._Program.contractions` per run or
+    `run_into`).
     Products that sum no letter (a gradient scaled by its cotangent) are not contraction
     work, and are not counted."""
     calls = []
     run_pair, pair_call, program_run = executor._run_pair, network._Pair.__call__, network._Program.run
+    program_run_into = network._Program.run_into
 
     def counted(plan, a, b):
         if not plan.outer:  # a contraction (a product summing a letter), not a scaling
@@ -280,8 +282,13 @@ def _count_pairwise_contractions(monkeypatch):
         calls.extend([1] * self.contractions)
         return program_run(self, arrays, grads)
 
+    def counted_program_into(self, arrays, flat, start):  # (a scalar's value-and-gradient)
+        calls.extend([1] * self.contractions)
+        return program_run_into(self, arrays, flat, start)
+
     monkeypatch.setattr(network._Pair, "__call__", counted_product)
     monkeypatch.setattr(network._Program, "run", counted_program)
+    monkeypatch.setattr(network._Program, "run_into", counted_program_into)
     return calls
 
 
