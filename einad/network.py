@@ -1276,15 +1276,11 @@ def _sweep(
 
 def _value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
     """`value_and_grad` on operands and gradients without the plan's dropped letters."""
-    if PROGRAMS and plan.programmable:
-        key = tuple([x.dtype for x in arrays])
-        program = _program_out(plan, key)
-        if program is None:
-            program = _Program.build(plan, key, arrays)
-        if program is not None:
-            value = program.run(arrays, grads)
-            _program_in(plan, program)
-            return value
+    program = _program(plan, arrays)
+    if program is not None:
+        value = program.run(arrays, grads)
+        _program_in(plan, program)
+        return value
     pool = _checkout(plan)
     value, kept = _forward(plan, arrays, keep=True, pool=pool)
     _sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
@@ -1294,15 +1290,11 @@ def _value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, An
 
 def _value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
     """`value` on operands without the plan's dropped letters."""
-    if PROGRAMS and plan.programmable:
-        key = tuple([x.dtype for x in arrays])
-        program = _program_out(plan, key)
-        if program is None:
-            program = _Program.build(plan, key, arrays)
-        if program is not None:
-            out = program.run(arrays, {})
-            _program_in(plan, program)
-            return out
+    program = _program(plan, arrays)
+    if program is not None:
+        out = program.run(arrays, {})
+        _program_in(plan, program)
+        return out
     return _forward(plan, arrays)[0]
 
 
@@ -1355,14 +1347,11 @@ def value_and_grad_into(plan: TreePlan, arrays: Sequence[Array], flat: Any, star
     """`value_and_grad` with the gradients of `plan.wrt` written into ``flat[start:]``, laid end
     to end in that order, each raveled (`einsum_vg`'s layout), by the plan's `_Program` in one
     copy (`_Program.run_into`); None, with nothing written, where the plan runs no program."""
-    if not (PROGRAMS and plan.programmable):
-        return None
-    key = tuple([x.dtype for x in arrays])
-    program = _program_out(plan, key)
+    program = _program(plan, arrays)
     if program is None:
-        operands = arrays if plan.shapes is None else _operands(plan, arrays)
-        program = _Program.build(plan, key, operands)
-    if program is None or np.result_type(program.grad_block, flat) != flat.dtype:
+        return None
+    if program.grad_block.dtype != flat.dtype:  # (the layout holds, not the dtype: not here)
+        _program_in(plan, program)
         return None
     value = program.run_into(arrays, flat, start)
     _program_in(plan, program)
@@ -1518,20 +1507,22 @@ class _Program:
 
     @staticmethod
     def build(plan: TreePlan, key: tuple[Any, ...], arrays: Sequence[Array]) -> _Program | None:
-        """The program of `plan` for operands like `arrays` (None where a dtype holds objects:
-        not bytes to view). Its gradients are of the operands' common dtype."""
+        """The program of `plan` for operands like `arrays` (their dtypes; their shapes without
+        the letters of size 1 the plan dropped), or None where a dtype holds objects (not bytes
+        to view). Its gradients are of the operands' common dtype."""
         dtype = np.result_type(*arrays)
         if any(np.dtype(d).hasobject for d in (*key, dtype)):
             return None
+        shapes = [x.shape for x in arrays] if plan.shapes is None else plan.shapes
         self = _Program(key)
         pool = self.pool
         build = _Builder(pool)
-        self.ins = [pool.get(x.shape, x.dtype) for x in arrays]
+        self.ins = [pool.get(shape, x.dtype) for shape, x in zip(shapes, arrays)]
         pool.bound = [self.ops, self.ins, self.outs]  # (emptied when the pool lets its buffers go)
         n = plan.n
         # the gradients' buffers: views of one block, laid end to end in `plan.wrt`'s order
         self.grad_block = pool.get((sum(arrays[k].size for k in plan.wrt),), dtype)
-        gbuf = dict(zip(plan.wrt, _end_to_end(self.grad_block, [arrays[k].shape for k in plan.wrt])))
+        gbuf = dict(zip(plan.wrt, _end_to_end(self.grad_block, [shapes[k] for k in plan.wrt])))
         written: set[int] = set()
         vals: dict[int, Any] = dict(enumerate(self.ins))
         kept = plan.kept
@@ -1581,23 +1572,25 @@ class _Program:
         self.copied, self.contractions = build.copied, build.contractions
         return self
 
-    def run_into(self, arrays: Sequence[Array], flat: Any, start: int) -> Any:
-        """`run`, the gradients written into ``flat[start:]`` laid end to end in `plan.wrt`'s
-        order (each raveled: the layout of `einsum_vg`'s result) by one copy of the gradients'
-        block (a hundred gradients: 65 -> 15 µs)."""
+    def _compute(self, arrays: Sequence[Array]) -> None:
+        """The operands copied into the program's buffers (any shape of each operand's elements:
+        with or without the letters of size 1 the plan dropped), and every call run."""
         for buf, x in zip(self.ins, arrays):
             buf[...] = x.reshape(buf.shape)
         for fn, args in self.ops:
             fn(*args)
+
+    def run_into(self, arrays: Sequence[Array], flat: Any, start: int) -> Any:
+        """`run`, the gradients written into ``flat[start:]`` laid end to end in `plan.wrt`'s
+        order (each raveled: the layout of `einsum_vg`'s result) by one copy of the gradients'
+        block (a hundred gradients: 65 -> 15 µs)."""
+        self._compute(arrays)
         flat[start : start + self.grad_block.size] = self.grad_block
         return self.value.copy()
 
     def run(self, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
         """The value (an array of its own); the gradients written into `grads`."""
-        for buf, x in zip(self.ins, arrays):
-            buf[...] = x
-        for fn, args in self.ops:
-            fn(*args)
+        self._compute(arrays)
         for k, buf in self.outs:
             out = grads[k]
             if out is None:
@@ -1605,6 +1598,16 @@ class _Program:
             else:
                 out[...] = buf
         return self.value.copy()
+
+
+def _program(plan: TreePlan, arrays: Sequence[Array]) -> _Program | None:
+    """The plan's program for operands like `arrays`, taken out of those it keeps (hand it back
+    with `_program_in`) or made; None where the plan runs no program."""
+    if not (PROGRAMS and plan.programmable):
+        return None
+    key = tuple([x.dtype for x in arrays])
+    program = _program_out(plan, key)
+    return _Program.build(plan, key, arrays) if program is None else program
 
 
 def _program_out(plan: TreePlan, key: tuple[Any, ...]) -> _Program | None:

@@ -320,11 +320,13 @@ def _reverse(
         for i, sub in zip(nums, tree_unflatten(td, boxed)):
             new[i] = sub
         out = f(*new, **kwargs)
+        # under ea.jit, a forward of einsums reading einsums is done again from its optimized
+        # program, so that the derivative program is made from merged networks (a loop, not
+        # `any`: no generator frame on the eager path)
         if not has_aux:
-            for x in values:  # under ea.jit, a forward of einsums reading einsums: done again from
-                # its optimized program, so that the derivative program is made from merged networks
-                if type(x) is Tensor and type(x._trace) is StagingTrace and x._trace.optimizing:
-                    if _einsum_reads_einsum(out):
+            for x in values:
+                if type(x) is Tensor and type(x._trace) is StagingTrace:
+                    if x._trace.optimizing and _einsum_reads_einsum(out):
                         out = _through_program(f, new, kwargs)
                     break
     aux = None
