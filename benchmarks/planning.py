@@ -10,6 +10,9 @@ two-operand einsum, as the suite's `Engine.warm_up` does):
 
 * ``lower``: ``ea.jit(ea.value_and_grad(f, argnums=all)).lower(*xs)``, staging (which runs the
   contraction once on the operands), optimizing and compiling the program;
+* ``pairwise``: the same for an ``f`` that contracts the network one two-operand einsum per
+  step of the path, as quimb and cotengra do, which ``ea.jit`` merges back into one network
+  (`passes.merge_einsums`): how the merging grows with the tensors;
 * ``1st vg``: the first eager ``ea.value_and_grad(f, argnums=all)(*xs)`` call, and ``2nd vg``, the
   second one in the same process: the difference is what einad plans and caches on a first call.
 
@@ -91,8 +94,38 @@ def widest_step(inputs, output, path) -> int:
 # -- one measurement, in its own process -------------------------------------------------------
 
 
+def pairwise_contraction(inputs, output, path):
+    """A function contracting the network one two-operand ``ea.einsum`` per step of `path`, as
+    quimb and cotengra do (each step keeps the indices another term or the output holds)."""
+    import einad as ea
+
+    def contract(*ops):
+        words = ["".join(t) for t in inputs]  # (cotengra's terms are sequences of indices)
+        terms, arrays = [frozenset(t) for t in words], list(ops)
+        holders = Counter(ix for t in terms for ix in t)
+        holders.update(output)
+        for step in path:
+            (i, j), last = step, len(terms) == 2
+            a, b = words[i], words[j]
+            x, y = arrays[i], arrays[j]
+            for k in sorted(step, reverse=True):
+                del terms[k], words[k], arrays[k]
+            holders.subtract(a)
+            holders.subtract(b)
+            kept = "".join(output) if last else "".join(dict.fromkeys(ix for ix in a + b if holders[ix] > 0))
+            holders.update(kept)
+            terms.append(frozenset(kept))
+            words.append(kept)
+            arrays.append(ea.einsum(f"{a},{b}->{kept}", x, y))
+        (result,) = arrays
+        return result
+
+    return contract
+
+
 def measure(spec: str, mode: str) -> dict:
-    """Time `mode` (``lower`` or ``eager``) on network `spec`; the child process's work."""
+    """Time `mode` (``lower``, ``pairwise`` or ``eager``) on network `spec`; the child process's
+    work. ``pairwise`` lowers the gradient of the network contracted one einsum per step."""
     import numpy as np
 
     import einad as ea
@@ -114,11 +147,12 @@ def measure(spec: str, mode: str) -> dict:
     ea.jit(small)(np.ones((2, 2)), np.ones((2, 2)))
     out: dict = {}
     try:
-        if mode == "lower":
-            staged = ea.jit(ea.value_and_grad(f, argnums=argnums))
+        if mode in ("lower", "pairwise"):
+            g = f if mode == "lower" else pairwise_contraction(con.inputs, con.output, path)
+            staged = ea.jit(ea.value_and_grad(g, argnums=argnums))
             t0 = time.perf_counter()
             staged.lower(*xs)
-            out["lower_s"] = time.perf_counter() - t0
+            out[f"{mode}_s"] = time.perf_counter() - t0
         else:
             vg = ea.value_and_grad(f, argnums=argnums)
             for key in ("first_vg_s", "second_vg_s"):
@@ -167,7 +201,7 @@ def run(quick: bool) -> list[dict]:
             "path_search_s": search,
             "widest_step": widest_step(con.inputs, con.output, path),
         }
-        for mode in ("lower", "eager"):
+        for mode in ("lower", "pairwise", "eager"):
             got = _in_child(spec, mode)
             if "error" in got:
                 record[f"{mode}_error"] = got.pop("error")
@@ -188,20 +222,21 @@ def table(records: list[dict]) -> str:
         ),
         (
             f"  {'network':<32}{'tensors':>8}{'indices':>8}{'widest step':>12}{'path':>9}"
-            f"{'jit lower':>11}{'1st vg':>10}{'2nd vg':>10}"
+            f"{'jit lower':>11}{'pairwise':>10}{'1st vg':>10}{'2nd vg':>10}"
         ),
     ]
     for r in records:
         lines.append(
             f"  {r['network']:<32}{r['tensors']:>8}{r['indices']:>8}{r['widest_step']:>12}"
-            f"{_secs(r['path_search_s']):>9}{_secs(r.get('lower_s')):>11}"
+            f"{_secs(r['path_search_s']):>9}{_secs(r.get('lower_s')):>11}{_secs(r.get('pairwise_s')):>10}"
             f"{_secs(r.get('first_vg_s')):>10}{_secs(r.get('second_vg_s')):>10}"
         )
-        errors = {r.get("lower_error"), r.get("eager_error")} - {None}
+        errors = {r.get(f"{mode}_error") for mode in ("lower", "pairwise", "eager")} - {None}
         lines.extend(f"    {e}" for e in sorted(errors))
     lines.append(
         "  path = cotengra's greedy search; jit lower = ea.jit(ea.value_and_grad(f)).lower(*xs); "
-        "1st vg, 2nd vg = eager ea.value_and_grad(f)(*xs), the first and second call"
+        "pairwise = the same, f contracting one two-operand einsum per step (quimb's way), merged back "
+        "into one network by ea.jit; 1st vg, 2nd vg = eager ea.value_and_grad(f)(*xs), the first and second call"
     )
     return "\n".join(lines)
 

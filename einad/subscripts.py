@@ -340,15 +340,28 @@ def fresh_symbols(used: Collection[str], n: int) -> list[str]:
 
     Any character `is_label` accepts would do; einad picks letters so that its listings
     read well (get_symbol's '×', '÷' and Unicode spaces are indices a user may write).
+    Past a-z and A-Z the letters come from above the highest character in `used`, so that
+    naming a few more letters in a network of thousands takes no walk over the thousands
+    (`passes.merge_einsums` asks at every merge).
     """
     out: list[str] = []
     i = 0
     while len(out) < n:
+        if i == len(_LETTERS) and used:
+            i = max(i, _symbol_index(max(map(ord, used))) + 1)  # (past the highest one used: linear)
         s = get_symbol(i)
         if s not in used and s.isalpha():
             out.append(s)
         i += 1
     return out
+
+
+def _symbol_index(code: int) -> int:
+    """The i with ``ord(get_symbol(i)) == code`` for a code past the ASCII letters (get_symbol
+    skips the surrogates, U+D800 to U+DFFF); below them, the last letter's."""
+    if code < ord(_FIRST_SYMBOL):
+        return len(_LETTERS) - 1
+    return code - 140 if code < 55296 + 140 else code - 2048
 
 
 @functools.lru_cache(maxsize=4096)

@@ -30,6 +30,7 @@ pairwise steps, one node each, whose derivative program is pairwise too (see
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -249,11 +250,33 @@ def einsum_path(params: Params, shapes: tuple[Shape, ...]) -> Path:
     return _path(params["inputs"], params["output"], shapes, params["optimize"], params.get("memory_limit"))
 
 
-def path_flops(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> float:
-    """opt_einsum's count of the operations of a contraction along `path`."""
-    text = ",".join(inputs) + "->" + output
-    _, info = oe.contract_path(text, *shapes, shapes=True, optimize=[tuple(p) for p in path])
-    return float(info.opt_cost)
+def path_flops(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> int:
+    """opt_einsum's count of the operations of a contraction along `path` (its ``opt_cost``):
+    each step costs the product of its letters' sizes times its operands less one, plus one
+    where it sums a letter away. Counted in one walk, each letter's number of live operands
+    kept (with one for the output), so a step looks at its own letters only: opt_einsum's
+    count takes a union over every operand left at each step, quadratic in a network merged
+    from a thousand products (`passes.merge_einsums` asks for it once per merged network)."""
+    size: dict[str, int] = {}
+    for term, shape in zip(inputs, shapes):
+        for c, d in zip(term, shape):
+            if size.get(c, 1) == 1:
+                size[c] = d
+    live = [frozenset(term) for term in inputs]
+    count = collections.Counter(c for term in live for c in term)
+    count.update(output)
+    total = 0
+    for step in path:
+        picked = [live[i] for i in step]
+        for i in sorted(step, reverse=True):
+            del live[i]
+        letters = frozenset().union(*picked)
+        count.subtract(c for term in picked for c in term)
+        kept = frozenset(c for c in letters if count[c] > 0)
+        total += math.prod(size[c] for c in letters) * (max(1, len(step) - 1) + (len(kept) < len(letters)))
+        count.update(kept)
+        live.append(kept)
+    return total
 
 
 def _fits(inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path) -> bool:

@@ -125,6 +125,7 @@ class _Rewriter:
         self.equations: list[Equation] = []
         self.producer: dict[str, Equation] = {}
         self.rename: dict[str, Atom] = {}
+        self.retracted: set[str] = set()
         self.uses = use_counts(graph)
         self.outputs = {o for o in graph.outputs if isinstance(o, str)}
         self.einsum_only = _einsum_only(graph)
@@ -222,9 +223,16 @@ class _Rewriter:
             if name in self.outputs:
                 self.outputs.add(a)
 
+    def retract(self, name: str) -> None:
+        """Leave out the equation already emitted for `name`, which nothing reads any more (an
+        einsum merged into its reader: `merge_einsums`). It stays `producer`, for the walk."""
+        self.retracted.add(name)
+
     def finish(self) -> Graph:
         """The new program; constants nothing reads are left out."""
         outputs = [self.atom(o) for o in self.graph.outputs]
+        if self.retracted:
+            self.equations = [e for e in self.equations if e.output not in self.retracted]
         read = {a for e in self.equations for a in e.inputs if isinstance(a, str)}
         read |= {o for o in outputs if isinstance(o, str)}
         consts = [(n, t) for n, t in self.const_types.items() if n in read]
@@ -472,8 +480,10 @@ def _einsum_ones(e: Equation, rw: _Rewriter) -> Result:
     specs: list[str] = list(e.params["inputs"])
     keep = list(range(len(specs)))
     for k in range(len(specs)):
+        if len(keep) < 2 or not _is(rw, e.inputs[k], 1):
+            continue  # (before joining the others' letters: a wide einsum's walk stays linear)
         others = "".join(specs[j] for j in keep if j != k)
-        if len(keep) > 1 and _is(rw, e.inputs[k], 1) and set(specs[k]) <= set(others):
+        if set(specs[k]) <= set(others):
             rest = [j for j in keep if j != k]
             if np.result_type(*[rw.aval(e.inputs[j])[1] for j in rest]) == e.dtype:
                 keep = rest
@@ -937,21 +947,186 @@ def _fold_spreads_rule(e: Equation, rw: _Rewriter) -> Result:
 
 
 def merge_spec(
-    inputs: tuple[str, ...], output: str, k: int, inner_inputs: tuple[str, ...], inner_output: str
-) -> tuple[str, ...]:
-    """The operands' subscripts of `inputs->output` with operand k, the result of
-    `inner_inputs->inner_output`, replaced by the inner einsum's operands.
+    inputs: tuple[str, ...],
+    output: str,
+    k: int,
+    inner_inputs: tuple[str, ...],
+    inner_output: str,
+    letters: set[str] | None = None,
+    inner_letters: set[str] | None = None,
+) -> tuple[tuple[str, ...], str, set[str]]:
+    """The subscripts of `inputs->output` with operand k, the result of
+    `inner_inputs->inner_output`, replaced by the inner einsum's operands: the operands',
+    the output's, and a set holding every letter they use.
 
-    The inner output's letters take the names operand k gives them by position
-    (two of them may get one name: the outer einsum read a diagonal, which the
-    inner operands then read); letters the inner einsum summed get fresh names,
-    so they are summed in the merged einsum too. The output is unchanged.
+    An einsum's letters are its own, so either side may be renamed; the one with fewer
+    operands is (a network merged one product at a time renames the product, not the
+    network). Renaming the outer einsum: operand k's letters take the inner output's names
+    by position, and a letter of its own that the inner einsum also has gets a fresh one.
+    Renaming the inner einsum (also where operand k reads a diagonal, two of its letters
+    naming one of the inner output's): its output letters take operand k's names, and a
+    letter it summed that the outer einsum also has gets a fresh one, so it is summed in
+    the merged einsum too. `letters` and `inner_letters`, the two einsums' letters where
+    the caller knows them (a superset does: it only renames more), may be updated and
+    handed back. Set operations and one `str.translate` of the renamed side: no walk over
+    the other.
     """
-    name = dict(zip(inner_output, inputs[k]))
-    summed = unique("".join(c for spec in inner_inputs for c in spec if c not in name))
-    name.update(zip(summed, fresh_symbols(set("".join(inputs)) | set(output), len(summed))))
-    spliced = tuple("".join(name[c] for c in spec) for spec in inner_inputs)
-    return inputs[:k] + spliced + inputs[k + 1 :]
+    if letters is None:
+        letters = set("".join(inputs)) | set(output)
+    if inner_letters is None:
+        inner_letters = set("".join(inner_inputs))
+    spec = inputs[k]
+    if len(inner_inputs) > len(inputs) and len(set(spec)) == len(spec):
+        name = dict(zip(spec, inner_output))
+        clashing = sorted((letters - name.keys()) & inner_letters)
+        used = inner_letters
+        used |= letters
+        name.update(zip(clashing, fresh_symbols(used, len(clashing))))
+        used.update(name.values())
+        table = str.maketrans(name)
+        renamed = tuple(",".join(inputs).translate(table).split(","))
+        return renamed[:k] + tuple(inner_inputs) + renamed[k + 1 :], output.translate(table), used
+    name = dict(zip(inner_output, spec))
+    clashing = sorted((inner_letters - name.keys()) & letters)
+    used = letters
+    used |= inner_letters
+    name.update(zip(clashing, fresh_symbols(used, len(clashing))))
+    used.update(name.values())
+    table = str.maketrans(name)
+    spliced = tuple(",".join(inner_inputs).translate(table).split(",")) if inner_inputs else ()
+    return inputs[:k] + spliced + inputs[k + 1 :], output, used
+
+
+class _Slot:
+    """An operand or an intermediate of a composed contraction path (`_Composed`); `sub` is the
+    slot read in its place once an inner einsum's result is spliced in there."""
+
+    __slots__ = ("sub",)
+
+    def __init__(self) -> None:
+        self.sub: _Slot | None = None
+
+
+@dataclasses.dataclass
+class _Composed:
+    """The path of an einsum merged from others, kept as a tree until the merging is done.
+
+    `leaves` holds a slot per operand, in operand order; `steps` the einsum's own path
+    (each step: the slots it reads and the slot it makes); `inners` the composed paths
+    spliced into it, in the order they were merged. Splicing is a constant amount of work
+    (a slot's `sub`, a slice of `leaves`), where rewriting positional paths costs a walk
+    over the whole network at every merge; `flat_path` turns the tree into an opt_einsum
+    path once, at the root.
+    """
+
+    leaves: list[_Slot]
+    steps: list[tuple[tuple[_Slot, ...], _Slot]]
+    inners: list[_Composed]
+    given: bool = False
+
+    @classmethod
+    def of(cls, path: Sequence[Sequence[int]], n: int, given: bool = False) -> _Composed:
+        leaves = [_Slot() for _ in range(n)]
+        work, steps = list(leaves), []
+        for step in path:
+            made = _Slot()
+            steps.append((tuple(work[i] for i in step), made))
+            for i in sorted(step, reverse=True):
+                del work[i]
+            work.append(made)
+        return cls(leaves, steps, [], given)
+
+    def splice(self, k: int, inner: _Composed) -> None:
+        """Put `inner`'s operands in operand k's place, reading its result where k was read.
+        A one-operand inner einsum's step is dropped: the merged contraction does its
+        transposing or summing in the steps that read its operand."""
+        if len(inner.leaves) == 1:
+            return  # (operand k's slot now stands for the inner operand)
+        self.leaves[k].sub = inner.steps[-1][1]
+        self.leaves[k : k + 1] = inner.leaves
+        self.inners.append(inner)
+
+    def copy(self) -> _Composed:
+        """The same tree with slots of its own (an inner einsum merged at several places)."""
+        new: dict[int, _Slot] = {}
+
+        def slot(s: _Slot) -> _Slot:
+            if id(s) not in new:
+                new[id(s)] = _Slot()
+            return new[id(s)]
+
+        order = self._order()
+        for c in order:
+            for s in c.leaves:
+                slot(s)
+        for c in order:
+            for reads, made in c.steps:
+                for s in (*reads, made):
+                    if s.sub is not None:
+                        slot(s).sub = slot(s.sub)
+        copies = {id(c): _Composed([slot(s) for s in c.leaves], [], [], c.given) for c in order}
+        for c in order:
+            mine = copies[id(c)]
+            mine.steps = [(tuple(slot(s) for s in reads), slot(made)) for reads, made in c.steps]
+            mine.inners = [copies[id(i)] for i in c.inners]
+        return copies[id(self)]
+
+    def _order(self) -> list[_Composed]:
+        """Every piece, in the order their steps run: each piece's inners (the last merged
+        first, each with its own inners before it), then its own steps. No recursion: a
+        chain of a thousand products is a thousand deep."""
+        order: list[_Composed] = []
+        stack: list[tuple[_Composed, bool]] = [(self, False)]
+        while stack:
+            c, expanded = stack.pop()
+            if expanded:
+                order.append(c)
+                continue
+            stack.append((c, True))
+            stack.extend((i, False) for i in c.inners)  # (popped last merged first)
+        return order
+
+    def flat_path(self) -> tuple[tuple[int, ...], ...]:
+        """The opt_einsum path: positions into the operands left, each step's result
+        appended. A Fenwick tree counts the operands left before each one, so the whole
+        path takes n log n steps, not a list search per position."""
+        n = len(self.leaves)
+        key = {id(s): i for i, s in enumerate(self.leaves)}  # operands 0..n-1, then results
+        order = self._order()
+        total = n + sum(len(c.steps) for c in order)
+        tree = [0] * (total + 1)
+
+        def add(i: int, d: int) -> None:
+            i += 1
+            while i <= total:
+                tree[i] += d
+                i += i & -i
+
+        def before(i: int) -> int:
+            count = 0
+            while i > 0:
+                count += tree[i]
+                i -= i & -i
+            return count
+
+        for i in range(n):
+            add(i, 1)
+        made = n
+        path = []
+        for c in order:
+            for reads, result in c.steps:
+                keys = []
+                for s in reads:
+                    while s.sub is not None:
+                        s = s.sub
+                    keys.append(key[id(s)])
+                path.append(tuple(before(i) for i in keys))
+                for i in keys:
+                    add(i, -1)
+                key[id(result)] = made
+                add(made, 1)
+                made += 1
+        return tuple(path)
 
 
 def merge_path(
@@ -962,35 +1137,12 @@ def merge_path(
 
     Both are opt_einsum paths (positions into the list of operands left, each step's result
     appended). A one-operand inner einsum's step is dropped: the merged contraction does its
-    transposing or summing in the outer steps that read its operand.
+    transposing or summing in the outer steps that read its operand. (`merge_einsums` composes
+    a merged tree's pieces this way, once, at its root: `_Composed`.)
     """
-    steps: list[tuple[int, ...]] = []  # steps over operand names: 0 .. n - 1 and then one per step
-    fresh = iter(range(n_outer - 1 + n_inner, 2**62))
-
-    def follow(path: tuple[tuple[int, ...], ...], names: list[int]) -> list[int]:
-        for step in path:
-            picked = tuple(names[i] for i in step)
-            for i in sorted(step, reverse=True):
-                del names[i]
-            steps.append(picked)
-            names.append(next(fresh))
-        return names
-
-    inner_names = list(range(k, k + n_inner))
-    (result,) = inner_names if n_inner == 1 else follow(inner, inner_names)
-    outer_names = [j if j < k else result if j == k else j + n_inner - 1 for j in range(n_outer)]
-    follow(outer, outer_names)
-    names = list(range(n_outer - 1 + n_inner))
-    path = []
-    made = n_outer - 1 + n_inner
-    for picked in steps:
-        positions = tuple(names.index(i) for i in picked)
-        for i in sorted(positions, reverse=True):
-            del names[i]
-        names.append(made)
-        made += 1
-        path.append(positions)
-    return tuple(path)
+    composed = _Composed.of(outer, n_outer)
+    composed.splice(k, _Composed.of(inner, n_inner))
+    return composed.flat_path()
 
 
 def _is_permutation(e: Equation) -> bool:
@@ -1037,55 +1189,104 @@ def _path_of(e: Equation, rw: _Rewriter) -> tuple[tuple[int, ...], ...]:
     return einsum_path(e.params, tuple(rw.aval(x)[0] for x in e.inputs))
 
 
-def _merge_rule(e: Equation, rw: _Rewriter, strategies: dict[str, str]) -> Result:
+@dataclasses.dataclass
+class _Merging:
+    """What `merge_einsums` keeps between its two walks: the merged einsums' paths as trees
+    (by output), the strategies of those no given path reached (see `_merge_rule`), and the
+    positions of the einsum results each declined (the only operands worth a second look
+    once it is spliced into another: a chain's merges look at two operands each, not all)."""
+
+    composed: dict[str, _Composed] = dataclasses.field(default_factory=dict)
+    strategies: dict[str, str] = dataclasses.field(default_factory=dict)
+    declined: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    spliced: Counter[str] = dataclasses.field(default_factory=Counter)
+    letters: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+
+    def of(self, e: Equation, rw: _Rewriter) -> _Composed:
+        """The path of einsum `e` as a tree (its own: a fresh one, if `e` was never merged)."""
+        c = self.composed.get(e.output)
+        return _Composed.of(_path_of(e, rw), len(e.inputs)) if c is None else c
+
+
+def _merge_rule(e: Equation, rw: _Rewriter, m: _Merging) -> Result:
     """Splice into einsum `e` each einsum operand it may absorb (see `_inner_einsum`), along
-    both einsums' paths (`merge_path`: the inner one's, then the outer's). `strategies` records
-    the merged einsums that no given path reached (an einsum staged with an explicit path,
-    the user's or cotengra's), by output: their strategy, for `_replanned`."""
+    both einsums' paths (the inner one's, then the outer's: `_Composed`, made a path by
+    `_merged_path` once the walk is done). `m.strategies` records the merged einsums that no
+    given path reached (an einsum staged with an explicit path, the user's or cotengra's), by
+    output: their strategy, for `_merged_path`."""
     if e.prim is not einsum_p:
         return None
     specs: tuple[str, ...] = tuple(e.params["inputs"])
     output: str = e.params["output"]
     operands = list(e.inputs)
-    path: tuple[tuple[int, ...], ...] | None = None  # (made at the first merge: most merge nothing)
+    composed: _Composed | None = None  # (made at the first merge: most merge nothing)
     given = isinstance(e.params.get("optimize"), tuple)
-    k = 0
-    while k < len(operands):
-        inner = _inner_einsum(operands[k], e, rw)
+    letters: set[str] | None = None  # (every letter of the einsum merged so far)
+    todo = list(range(len(operands)))  # positions to look at, ascending
+    declined: list[int] = []  # positions of einsum results not merged
+    while todo:
+        k = todo.pop(0)
+        a = operands[k]
+        inner = _inner_einsum(a, e, rw)
         if inner is None:
-            k += 1
+            made_by = rw.producer.get(a) if isinstance(a, str) else None
+            if made_by is not None and made_by.prim is einsum_p:
+                declined.append(k)
             continue
-        outer_path = _path_of(e, rw) if path is None else path
-        path = merge_path(outer_path, len(operands), k, _path_of(inner, rw), len(inner.inputs))
-        if inner.output not in strategies:  # (a merged one's path was composed, not given)
-            given = given or isinstance(inner.params.get("optimize"), tuple)
-        specs = merge_spec(specs, output, k, inner.params["inputs"], inner.params["output"])
-        operands[k : k + 1] = inner.inputs  # stay at k: the spliced operands may merge in turn
-    if path is None:
+        if composed is None:
+            composed = m.of(e, rw)
+        piece = m.of(inner, rw)
+        alone = rw.alone(a)
+        composed.splice(k, piece if alone else piece.copy())
+        m.spliced[inner.output] += 1
+        if m.spliced[inner.output] == rw.uses[inner.output] and inner.output not in rw.outputs:
+            rw.retract(inner.output)  # (read nowhere now: its many operands left in no later walk)
+        if inner.output not in m.strategies:  # (a merged one's path was composed, not given)
+            given = given or inner.output in m.composed or isinstance(inner.params.get("optimize"), tuple)
+        if letters is None:
+            letters = set("".join(specs)) | set(output)
+        inner_letters = m.letters.pop(inner.output, None) if alone else None
+        specs, output, letters = merge_spec(
+            specs, output, k, inner.params["inputs"], inner.params["output"], letters, inner_letters
+        )
+        operands[k : k + 1] = inner.inputs
+        # the spliced operands may merge in turn: those the inner einsum declined (the rest
+        # it merged or cannot: not einsum results), at their positions here
+        again = m.declined.get(inner.output, range(len(inner.inputs)))
+        todo = [k + j for j in again] + [j + len(inner.inputs) - 1 for j in todo]
+    if composed is None:
         return None
     params = _einsum_params(e, specs, output)
     if not given or params["memory_limit"] is not None:
-        strategies[e.output] = params["optimize"]
-    params["optimize"] = path
+        m.strategies[e.output] = params["optimize"]
+    params["optimize"] = composed  # (a path once the walk is done: `_merged_path`)
+    m.composed[e.output] = composed
+    m.declined[e.output] = declined
+    if letters is not None:
+        m.letters[e.output] = letters
     return [dataclasses.replace(e, params=params, inputs=operands)]
 
 
-def _replanned(e: Equation, rw: _Rewriter, strategies: dict[str, str]) -> Result:
-    """A merged einsum no given path reached follows its strategy's plan of the whole network
-    where that costs fewer operations than the pieces' composed path; one with a memory limit
-    follows the plan made within the limit (the pieces' intermediates may be larger). Asked
-    once per merged einsum, not at each of the merges that made it."""
-    strategy = strategies.get(e.output) if e.prim is einsum_p else None
-    if strategy is None or (rw.uses[e.output] == 0 and e.output not in rw.outputs):
-        return None  # (not merged, or merged into another einsum since: dead)
-    specs, output, composed = e.params["inputs"], e.params["output"], e.params["optimize"]
-    shapes = tuple(rw.aval(x)[0] for x in e.inputs)
-    planned = einsum_path({**e.params, "optimize": strategy}, shapes)
-    if e.params["memory_limit"] is None and path_flops(specs, output, shapes, composed) <= path_flops(
-        specs, output, shapes, planned
-    ):
+def _merged_path(e: Equation, rw: _Rewriter, m: _Merging) -> Result:
+    """A merged einsum's path: its pieces' composed once, or, where no given path reached it,
+    its strategy's plan of the whole network if that costs fewer operations; one with a memory
+    limit follows the plan made within the limit (the pieces' intermediates may be larger).
+    Asked once per merged einsum, not at each of the merges that made it (one merged into
+    another einsum since was retracted by the first walk)."""
+    composed = m.composed.get(e.output) if e.prim is einsum_p else None
+    if composed is None:
         return None
-    return [dataclasses.replace(e, params={**e.params, "optimize": planned})]
+    path = composed.flat_path()
+    strategy = m.strategies.get(e.output)
+    if strategy is not None:
+        specs, output = e.params["inputs"], e.params["output"]
+        shapes = tuple(rw.aval(x)[0] for x in e.inputs)
+        planned = einsum_path({**e.params, "optimize": strategy}, shapes)
+        if e.params["memory_limit"] is not None or path_flops(specs, output, shapes, planned) < path_flops(
+            specs, output, shapes, path
+        ):
+            path = planned
+    return [dataclasses.replace(e, params={**e.params, "optimize": path})]
 
 
 def merge_einsums(graph: Graph) -> Graph:
@@ -1104,10 +1305,14 @@ def merge_einsums(graph: Graph) -> Graph:
     which is merged into every reader since reading it in another order costs
     nothing, and a small product read only by one einsum, at several places
     (`_cheap_to_repeat`).
+
+    Two walks: the first splices (the paths kept as trees, `_Composed`), the second
+    makes each surviving merged einsum's path once. The work grows with the network, not
+    its square, for a network contracted one product at a time (quimb's, cotengra's).
     """
-    strategies: dict[str, str] = {}
-    merged = rewrite(graph, lambda e, rw: _merge_rule(e, rw, strategies))
-    return rewrite(merged, lambda e, rw: _replanned(e, rw, strategies)) if strategies else merged
+    m = _Merging()
+    merged = rewrite(graph, lambda e, rw: _merge_rule(e, rw, m))
+    return rewrite(merged, lambda e, rw: _merged_path(e, rw, m)) if m.composed else merged
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
