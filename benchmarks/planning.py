@@ -236,7 +236,8 @@ def table(records: list[dict]) -> str:
     lines.append(
         "  path = cotengra's greedy search; jit lower = ea.jit(ea.value_and_grad(f)).lower(*xs); "
         "pairwise = the same, f contracting one two-operand einsum per step (quimb's way), merged back "
-        "into one network by ea.jit; 1st vg, 2nd vg = eager ea.value_and_grad(f)(*xs), the first and second call"
+        "into one network by ea.jit; 1st vg, 2nd vg = eager ea.value_and_grad(f)(*xs), the first and "
+        "second call"
     )
     return "\n".join(lines)
 
