@@ -1358,8 +1358,9 @@ def value_and_grad_into(plan: TreePlan, arrays: Sequence[Array], flat: Any, star
     return value
 
 
-def _end_to_end(block: Any, shapes: Sequence[Shape]) -> list[Any]:
-    """Views of `block` (a flat array) in these shapes, laid end to end."""
+def end_to_end(block: Any, shapes: Sequence[Shape]) -> list[Any]:
+    """Views of `block` (a flat array) in these shapes, laid end to end (a program's gradient
+    buffers; `einsum_vg`'s flat result's gradient blocks)."""
     views, at = [], 0
     for shape in shapes:
         size = math.prod(shape)
@@ -1522,7 +1523,7 @@ class _Program:
         n = plan.n
         # the gradients' buffers: views of one block, laid end to end in `plan.wrt`'s order
         self.grad_block = pool.get((sum(arrays[k].size for k in plan.wrt),), dtype)
-        gbuf = dict(zip(plan.wrt, _end_to_end(self.grad_block, [shapes[k] for k in plan.wrt])))
+        gbuf = dict(zip(plan.wrt, end_to_end(self.grad_block, [shapes[k] for k in plan.wrt])))
         written: set[int] = set()
         vals: dict[int, Any] = dict(enumerate(self.ins))
         kept = plan.kept

@@ -69,6 +69,7 @@ from ..core import (
 from ..errors import EinsumError
 from ..executor import _pair, _pair_plan, _run_pair
 from ..memory import recycled
+from ..network import end_to_end as tree_end_to_end
 from ..network import forward as tree_forward
 from ..network import forward_plan, pair_step, scratch, tree_plan
 from ..network import sweep as tree_sweep
@@ -1701,14 +1702,8 @@ def _grad_blocks(
     flat: Any, arrays: Sequence[Any], wrt: tuple[int, ...], skip: tuple[int, ...], start: int
 ) -> dict[int, Any]:
     """Views of the gradient blocks of the operands `wrt` in `flat` from `start` (not `skip`'s)."""
-    grads: dict[int, Any] = {}
-    offset = start
-    for k in wrt:
-        size = math.prod(arrays[k].shape)
-        if k not in skip:
-            grads[k] = flat[offset : offset + size].reshape(arrays[k].shape)
-        offset += size
-    return grads
+    blocks = tree_end_to_end(flat[start:], [arrays[k].shape for k in wrt])
+    return {k: block for k, block in zip(wrt, blocks) if k not in skip}
 
 
 def _block_total(vals: Sequence[Any], wrt: tuple[int, ...]) -> int:
