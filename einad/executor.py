@@ -59,7 +59,11 @@ class _PairPlan:
     __slots__ = (
         "dims",
         "gemm",
+        "groups_a",
+        "groups_b",
+        "head",
         "matvec",
+        "mm_shape",
         "outer",
         "perm_a",
         "perm_b",
@@ -89,6 +93,10 @@ class _PairPlan:
     gemm: bool  # whether matmul runs the step (else numpy.einsum does)
     dims: Shape  # the matmul result's shape before the final transpose
     perm_out: tuple[int, ...]
+    groups_a: tuple[int, ...]  # axes of the transposed operands merged into each matmul axis
+    groups_b: tuple[int, ...]
+    mm_shape: Shape  # the matmul result's shape
+    head: str  # the letters a looped product loops over, as leading matmul axes (`_prefix`)
 
     @property
     def text(self) -> str:
@@ -97,8 +105,46 @@ class _PairPlan:
         return numpy_subscripts(self.spec)
 
 
+PREFIX_MIN = 1 << 15
+"""Multiply-adds each matrix product of a batched plan must have for `_pair_plan` to loop over
+letters only one operand has (`prefix=True`): below, numpy.matmul's call per matrix and BLAS's
+start-up outweigh the copy the loop saves."""
+
+
+PREFIX_SIDE = 32
+"""Rows and columns each matrix product of such a loop must have: a thin product packs the
+operand repeated along the loop (broadcast) once per matrix, for few multiply-adds."""
+
+
+def _prefix(
+    so: str, ra: str, rb: str, batch: list[str], nk: int, size: dict[str, int]
+) -> tuple[str, list[str], list[str]] | None:
+    """The shortest head of `so` holding every batch letter, after which `so` is one block of
+    one operand's kept letters, then one of the other's: the letters a product loops over (as
+    batch axes, each operand broadcast along the ones it lacks) so that it writes its result in
+    `so`'s order (`nk`: the elements of the letters summed). None where there is none, or where
+    each product would be small."""
+    for p in range(len(batch), len(so) - 1):
+        head, rest = so[:p], so[p:]
+        if not set(batch) <= set(head):
+            continue
+        turns = sum(1 for x, y in itertools.pairwise(rest) if (x in ra) != (y in ra))
+        if turns != 1:
+            continue
+        left = [c for c in rest if c in ra]
+        right = [c for c in rest if c in rb]
+        nl, nr = math.prod([size[c] for c in left]), math.prod([size[c] for c in right])
+        if min(nl, nr) >= PREFIX_SIDE and nl * nr * nk >= PREFIX_MIN:
+            return head, left, right
+    return None
+
+
 @functools.lru_cache(maxsize=8192)
-def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _PairPlan:
+def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix: bool = False) -> _PairPlan:
+    """How to run ``sa,sb->so`` (see `_PairPlan`). With `prefix`, a result order that is no
+    batch-left-right block order may still be written as it lies: a head of letters looped
+    over, then two blocks (`_prefix`; a tree plan asks for such orders, so that the next
+    product reads its operand as a view)."""
     size = dict(zip(sa, shape_a))
     size.update(zip(sb, shape_b))
     # Letters only one operand needs are summed (and repeated ones diagonalized) first.
@@ -110,11 +156,17 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     inner = [c for c in ra if c in rb and c not in so]
     plan = _PairPlan()
     plan.spec = f"{sa},{sb}->{so}"
+    plan.head = ""
     # Nothing contracted: a broadcast multiply writes the output in its own layout.
     plan.outer = not inner
     if plan.outer:
         plan.view_a = _broadcast_view(ra, so, size)
         plan.view_b = _broadcast_view(rb, so, size)
+    plain = "".join(batch + left + right) == so or "".join(batch + right + left) == so
+    nk = math.prod([size[c] for c in inner])
+    looped = _prefix(so, ra, rb, batch, nk, size) if prefix and inner and not plain else None
+    if looped is not None:
+        return _looped_plan(plan, sa, sb, ra, rb, looped, inner, size)
     plan.swap = (
         bool(inner and left and right)
         and "".join(batch + right + left) == so
@@ -131,27 +183,64 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape) -> _Pa
     nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
     plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
     plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)
+    lead = [len(batch)] if batch else []
+    plan.groups_a, plan.groups_b = (*lead, len(left), len(inner)), (*lead, len(inner), len(right))
     if batch:
         plan.shape_a, plan.shape_b = (nb, nl, nk), (nb, nk, nr)
     else:
         plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
+    plan.mm_shape = (*plan.shape_a[:-1], nr)
     # A true (batched) matrix product pays for its transposing copies. A product
     # that keeps nothing on one side is memory bound: it goes to matmul (BLAS
     # gemv) only when neither operand needs a copy, else numpy.einsum does it
     # in one pass.
     plan.matvec = not (left and right)
     if plan.matvec:
-        lead = [len(batch)] if batch else []
         plan.gemm = (
             bool(inner)
-            and _view_ok(ra, plan.perm_a, lead + [len(left), len(inner)], size)
-            and _view_ok(rb, plan.perm_b, lead + [len(inner), len(right)], size)
+            and _view_ok(ra, plan.perm_a, list(plan.groups_a), size)
+            and _view_ok(rb, plan.perm_b, list(plan.groups_b), size)
         )
     else:
         plan.gemm = True
     plan.dims = tuple(size[c] for c in batch + left + right)
     order = batch + left + right
     plan.perm_out = tuple(order.index(c) for c in so)
+    return plan
+
+
+def _looped_plan(
+    plan: _PairPlan,
+    sa: str,
+    sb: str,
+    ra: str,
+    rb: str,
+    looped: tuple[str, list[str], list[str]],
+    inner: list[str],
+    size: dict[str, int],
+) -> _PairPlan:
+    """`plan` as a product looped over the head letters `looped[0]` (`_prefix`): numpy.matmul
+    of ``(..., L, K)`` and ``(..., K, R)`` views whose leading axes are the head's, each
+    operand's of size 1 where it lacks the letter (broadcast), the result written in order."""
+    head, left, right = looped
+    plan.head = head
+    plan.swap = head + "".join(left + right) != plan.spec.split("->")[1]  # (the other's block first)
+    if plan.swap:
+        sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
+    plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
+    plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
+    nl, nk, nr = (math.prod([size[c] for c in cs]) for cs in (left, inner, right))
+    heads_a, heads_b = [c for c in head if c in ra], [c for c in head if c in rb]
+    plan.perm_a = tuple(ra.index(c) for c in heads_a + left + inner)
+    plan.perm_b = tuple(rb.index(c) for c in heads_b + inner + right)
+    plan.groups_a = (*[1] * len(heads_a), len(left), len(inner))
+    plan.groups_b = (*[1] * len(heads_b), len(inner), len(right))
+    plan.shape_a = (*[size[c] if c in ra else 1 for c in head], nl, nk)
+    plan.shape_b = (*[size[c] if c in rb else 1 for c in head], nk, nr)
+    plan.mm_shape = (*[size[c] for c in head], nl, nr)
+    plan.matvec, plan.gemm = False, True
+    plan.dims = tuple(size[c] for c in head + "".join(left + right))
+    plan.perm_out = tuple(range(len(plan.dims)))
     return plan
 
 
@@ -214,10 +303,10 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
         b = np.einsum(plan.pre_b, b)
     a = a.transpose(plan.perm_a).reshape(plan.shape_a)
     b = b.transpose(plan.perm_b).reshape(plan.shape_b)
-    if a.shape[-2] * b.shape[-1] * (a.shape[0] if a.ndim == 3 else 1) * a.itemsize < RECYCLE_MIN:
+    if math.prod(plan.mm_shape) * a.itemsize < RECYCLE_MIN:
         out = np.matmul(a, b)  # (small: malloc's; no Python call more on an eager step)
     else:  # a large product's memory kept between calls (`memory`)
-        out = np.matmul(a, b, out=recycled((*a.shape[:-1], b.shape[-1]), np.result_type(a, b)))
+        out = np.matmul(a, b, out=recycled(plan.mm_shape, np.result_type(a, b)))
     out = out.reshape(plan.dims)
     if plan.perm_out != tuple(range(len(plan.perm_out))):
         out = out.transpose(plan.perm_out)

@@ -88,7 +88,7 @@ import numpy as np
 
 from . import kernels, memory
 from .aliases import Array, Path, Shape
-from .executor import _expression, _pair_plan, _PairPlan, merges_without_copy, outer_operands, spread
+from .executor import _expression, _pair_plan, _PairPlan, _prefix, merges_without_copy, outer_operands, spread
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
@@ -210,15 +210,11 @@ def _copies(
         sa, sb, ma, mb = sb, sa, mb, ma
     ra = "".join(c for c in unique(sa) if c in sb or c in so)
     rb = "".join(c for c in unique(sb) if c in sa or c in so)
-    nl = sum(1 for c in ra if c not in rb)
-    nk = sum(1 for c in ra if c in rb and c not in so)
-    nr = sum(1 for c in rb if c not in ra)
-    lead = [len(ra) - nl - nk] if len(plan.shape_a) == 3 else []
     copied = 0
     reads: list[str | None] = []
     for spec, kept, mem, perm, groups in (
-        (sa, ra, ma, plan.perm_a, [*lead, nl, nk]),
-        (sb, rb, mb, plan.perm_b, [*lead, nk, nr]),
+        (sa, ra, ma, plan.perm_a, list(plan.groups_a)),
+        (sb, rb, mb, plan.perm_b, list(plan.groups_b)),
     ):
         fresh = kept != spec  # summed or diagonalized first: a fresh array
         mem = kept if fresh else mem
@@ -238,12 +234,13 @@ def _copies(
 
 
 def _product(
-    specs: Sequence[str], out: str, shapes: Sequence[Shape], memory: Sequence[str]
+    specs: Sequence[str], out: str, shapes: Sequence[Shape], memory: Sequence[str], looped: bool = False
 ) -> tuple[Run, tuple[int, ...], int, str, tuple[str | None, ...]]:
     """A planned product of `specs` (lying in memory in the orders `memory`) to `out`: the
     function, the order it takes the operands in (positions into `specs`), the elements it
     copies, the order its result lies in, and for each operand (as in `specs`) the order it
-    is copied into, or None (read as it lies). A pair keeps the larger operand's order."""
+    is copied into, or None (read as it lies). A pair keeps the larger operand's order; with
+    `looped`, it may loop over letters one operand has to write `out` as it lies."""
     if len(specs) == 2:
         # (`_pair_plan` takes a letter's size from its second operand: a label broadcast from
         # size 1 keeps the order it was written in)
@@ -251,7 +248,7 @@ def _product(
         broadcast = any(db[c] != d for c, d in da.items() if c in db)
         a = 0 if broadcast or math.prod(shapes[0]) >= math.prod(shapes[1]) else 1
         b = 1 - a
-        plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b])
+        plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped)
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
         copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
         return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
@@ -601,7 +598,7 @@ class _Pair:
     def __init__(self, plan: _PairPlan) -> None:
         self.plan = plan
         self.out_shape = tuple(plan.dims[i] for i in plan.perm_out)
-        self.mm_shape = (*plan.shape_a[:-1], plan.shape_b[-1])
+        self.mm_shape = plan.mm_shape
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
         self.seen: dict[tuple[Any, ...], tuple[bool, bool, bool | None]] = {}
 
@@ -733,6 +730,12 @@ def _merges(view: Any, shape: Shape) -> bool:
     return bool(np.may_share_memory(view.reshape(shape), view))
 
 
+LOOPED = True
+"""Whether `tree_plan` also plans layouts with products looped over letters one operand has
+(`executor._prefix`), which write a result in the order its reader takes as it lies, and keeps
+that plan where it copies least (read when a plan is made: clear `tree_plan`'s cache after
+changing it)."""
+
 SCRATCH_MIN = POOL_MIN
 """Elements from which a loop's buffers come from its pool (`scratch`): a large array is a
 fresh mapping that faults its pages in; a smaller one is `memory.recycled`'s (memory kept once
@@ -784,7 +787,9 @@ def _follow(inputs: tuple[str, ...], output: str, path: Path) -> tuple[list[tupl
     return args_of, specs
 
 
-def _choose_layouts(n: int, args_of: list[tuple[int, ...]], specs: list[str], size: dict[str, int]) -> None:
+def _choose_layouts(
+    n: int, args_of: list[tuple[int, ...]], specs: list[str], size: dict[str, int], looped: bool = False
+) -> None:
     """Choose every intermediate's axis order, in place in `specs`, from the result down.
 
     A pairwise product reads its operands as it lies when each of their letter groups
@@ -811,8 +816,10 @@ def _choose_layouts(n: int, args_of: list[tuple[int, ...]], specs: list[str], si
         keep = set(specs[n + t])
         batch = sets[0] & sets[1] & keep
         left, right = (sets[0] - sets[1]) & keep, (sets[1] - sets[0]) & keep
+        inner_size = _volume("".join(sets[0] & sets[1] - keep), size)
         if t < last:  # the result's order is the caller's
-            specs[n + t] = _grant(wants.pop(n + t, []), specs[n + t], batch, left, right)
+            asked = wants.pop(n + t, [])
+            specs[n + t] = _grant(asked, specs[n + t], batch, left, right, inner_size if looped else 0, size)
         order = specs[n + t]
         inner = _inner_order(a, b, sets[0] & sets[1] - keep, specs, n)
         bo = "".join(c for c in order if c in batch)
@@ -828,9 +835,19 @@ def _volume(spec: str, size: dict[str, int]) -> int:
     return math.prod([size[c] for c in spec])
 
 
-def _grant(asked: list[str], natural: str, batch: set[str], left: set[str], right: set[str]) -> str:
+def _grant(
+    asked: list[str],
+    natural: str,
+    batch: set[str],
+    left: set[str],
+    right: set[str],
+    inner: int = 0,
+    size: dict[str, int] | None = None,
+) -> str:
     """The first layout `asked` that a product writes as it lies (batch, then the left and the
-    right letters as two blocks); else batch, left, right in the order of the first asked."""
+    right letters as two blocks; given the product's `inner` size, also a head of letters looped
+    over, then two blocks: `executor._prefix`); else batch, left, right in the order of the
+    first asked."""
     for order in asked:
         nb = len(batch)
         head, rest = set(order[:nb]), order[nb:]
@@ -840,6 +857,10 @@ def _grant(asked: list[str], natural: str, batch: set[str], left: set[str], righ
             or (set(rest[: len(right)]) == right and set(rest[len(right) :]) == left)
         ):
             return order
+        if inner and size is not None:
+            ra, rb = "".join(batch | left), "".join(batch | right)
+            if _prefix(order, ra, rb, [c for c in order if c in batch], inner, size):
+                return order
     ref = asked[0] if asked else natural
     rank = {c: i for i, c in enumerate(ref)}
     return "".join(
@@ -875,7 +896,12 @@ def tree_plan(
         chosen = _tree_plan(inputs, output, shapes, path, wrt, True)
         if chosen.copies == 0:  # nothing can copy less (a network of bond-1 tensors: every letter dropped)
             return chosen
-        return min(chosen, tree_plan(inputs, output, shapes, path, wrt, False), key=lambda p: p.copies)
+        others = [tree_plan(inputs, output, shapes, path, wrt, False)]
+        if LOOPED:  # both with looped products too (granting them may copy more, or less)
+            others[:0] = [
+                _tree_plan(inputs, output, shapes, path, wrt, layouts, True) for layouts in (True, False)
+            ]
+        return min(chosen, *others, key=lambda p: p.copies)
     return _tree_plan(inputs, output, shapes, path, wrt, False)
 
 
@@ -886,11 +912,12 @@ def _tree_plan(
     path: Path,
     wrt: tuple[int, ...],
     layouts: bool,
+    looped: bool = False,
 ) -> TreePlan:
     given, out_shape, inputs, shapes, size, args_of, specs = _steps_of(inputs, output, shapes, path)
     n = len(inputs)
     if layouts:
-        _choose_layouts(n, args_of, specs, size)
+        _choose_layouts(n, args_of, specs, size, looped)
     all_shapes = list(shapes) + [tuple(size[c] for c in spec) for spec in specs[n:]]
     memory = list(inputs)  # each value's letters in memory order (an input is C-contiguous)
     forward: list[Product] = []
@@ -900,7 +927,7 @@ def _tree_plan(
         picked = [specs[a] for a in args]
         step_shapes = [all_shapes[a] for a in args]
         run, order, copies, written, reads = _product(
-            picked, specs[n + t], step_shapes, [memory[a] for a in args]
+            picked, specs[n + t], step_shapes, [memory[a] for a in args], looped
         )
         if any(reads):
             # Each operand it would copy is laid out once, where it is made (an intermediate)
@@ -917,7 +944,7 @@ def _tree_plan(
                 else:
                     first.append(Product((a,), a, lay, vol))
             run, order, copies, written, _ = _product(
-                picked, specs[n + t], step_shapes, [memory[a] for a in args]
+                picked, specs[n + t], step_shapes, [memory[a] for a in args], looped
             )
         memory.append(written)
         produced.append(written)
@@ -936,7 +963,7 @@ def _tree_plan(
         args = args_of[t]
         if n + t not in need:
             continue
-        pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size)
+        pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size, looped)
         planned = pullbacks(layout[n + t])
         lies = (layout[n + t][0], produced[n + t])
         if n + t in made and layout[n + t][1] != lies[1] and set(lies[0]) == set(lies[1]):
@@ -1099,6 +1126,7 @@ def _step_pullbacks(
     specs: list[str],
     memory: list[str],
     size: dict[str, int],
+    looped: bool,
     ct: tuple[str, str],
 ) -> list[tuple[Pullback, tuple[str, str]]]:
     """Step t's pullbacks to each of its operands that needs a cotangent, for the step's own
@@ -1108,7 +1136,7 @@ def _step_pullbacks(
     for j, a in enumerate(args):
         if a in need:
             blocks = _blocks(specs, args_of[a - n]) if a >= n else ()
-            out.append(_pullback(t, a, ct, args[:j] + args[j + 1 :], specs, memory, size, blocks))
+            out.append(_pullback(t, a, ct, args[:j] + args[j + 1 :], specs, memory, size, blocks, looped))
     return out
 
 
@@ -1121,6 +1149,7 @@ def _pullback(
     memory: list[str],
     size: dict[str, int],
     blocks: tuple[set[str], ...] = (),
+    looped: bool = False,
 ) -> tuple[Pullback, tuple[str, str]]:
     """The pullback of step t to its operand `a`: the cotangent (letters and memory order
     `ct`) contracted with the step's other operands to `a`'s letters that appear elsewhere;
@@ -1140,7 +1169,7 @@ def _pullback(
             orders.append(memory[a])  # as `a` lies: read as it lies by its own step's pullbacks
         # each distinct order's product planned once: the cheapest is the one kept (the first
         # of equal cost, as `min` picks)
-        products = {o: _product(in_specs, o, in_shapes, in_memory) for o in dict.fromkeys(orders)}
+        products = {o: _product(in_specs, o, in_shapes, in_memory, looped) for o in dict.fromkeys(orders)}
 
         def cost(o: str) -> int:  # copies now, then when `a`'s step's pullbacks read it, or
             _, _, copies, written, _ = products[o]  # when it is put
@@ -1151,7 +1180,7 @@ def _pullback(
         kept = min(products, key=cost)
         product = products[kept]
     else:
-        product = _product(in_specs, kept, in_shapes, in_memory)
+        product = _product(in_specs, kept, in_shapes, in_memory, looped)
     run, order, copies, written, _ = product
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))

@@ -330,3 +330,47 @@ def test_a_path_whose_intermediate_has_more_axes_than_an_array_is_refused_at_the
     for g, x in zip(ea.grad(f, argnums=(0, 1, 2, 3))(*xs), xs):
         np.testing.assert_array_equal(g, np.ones_like(x))  # (the product of the other three)
     assert ea.einsum(eq, *xs, optimize=[(0, 2), (0, 2), (0, 1)]) == 1.0  # a path that can run
+
+
+@pytest.mark.parametrize(
+    ("spec", "head"),
+    [
+        ("abc,ade->bdce", "bd"),  # a letter of each operand looped over, then the two blocks
+        ("xabc,xade->xbdec", "xb"),  # a batch letter first, then the other's block (swapped)
+        ("abc,ade->dbec", "db"),
+    ],
+)
+def test_a_looped_product_writes_its_result_in_the_order_asked(spec, head):
+    """With `prefix`, a result order of no batch-left-right block form is written as it lies: a
+    matmul looped over the head letters (each operand broadcast along the ones it lacks), C
+    order in the output's letters, equal to numpy.einsum. Without, the product writes batch,
+    left, right and hands back a transposed view. Kills: the loop's views or its swap wrong,
+    or a looped plan made where none was asked."""
+    ins, out = spec.split("->")
+    sizes = dict(zip("xabcde", (2, 40, 3, 33, 34, 35)))
+    shapes = [tuple(sizes[c] for c in term) for term in ins.split(",")]
+    a, b = (np.random.default_rng(k).standard_normal(s) for k, s in enumerate(shapes))
+    looped = executor._pair_plan(*ins.split(","), out, shapes[0], shapes[1], True)
+    plain = executor._pair_plan(*ins.split(","), out, shapes[0], shapes[1])
+    assert looped.head == head and plain.head == ""
+    got = executor._run_pair(looped, a, b)
+    np.testing.assert_allclose(got, np.einsum(spec, a, b), rtol=1e-10, atol=1e-12)
+    assert got.flags.c_contiguous
+    assert not executor._run_pair(plain, a, b).flags.c_contiguous
+
+
+def test_a_product_too_thin_to_loop_keeps_one_matrix_product(monkeypatch):
+    """Looping packs the operand repeated along the loop once per matrix: a product of fewer
+    rows or columns than `PREFIX_SIDE`, or fewer multiply-adds than `PREFIX_MIN`, is not
+    looped (one matmul, its result a transposed view). Kills: the thresholds dropped."""
+    sa, sb, so = "abc", "ade", "bdce"
+    shapes = ((40, 3, 33), (40, 8, 35))  # the columns, d e... and c: 8 * 35 and 33 each >= 32
+    assert executor._pair_plan(sa, sb, so, *shapes, True).head == "bd"
+    thin = ((40, 3, 33), (40, 8, 4))  # e of 4: a product's columns 4
+    assert executor._pair_plan(sa, sb, so, *thin, True).head == ""
+    monkeypatch.setattr(executor, "PREFIX_MIN", 10**9)
+    executor._pair_plan.cache_clear()
+    try:
+        assert executor._pair_plan(sa, sb, so, *shapes, True).head == ""
+    finally:
+        executor._pair_plan.cache_clear()

@@ -13,7 +13,7 @@ from unittest import mock
 import numpy as np
 import opt_einsum as oe
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opt_einsum.testing import rand_equation
 
@@ -199,6 +199,95 @@ def test_the_chosen_layouts_save_the_copies_the_plan_counts(monkeypatch, seed):
     assert network.tree_plan(inputs, out, shapes, path, wrt).copies == 0
 
 
+def _loop_anything(monkeypatch):
+    """Let tree plans loop any product over letters one operand has (`executor._prefix`'s
+    thresholds at 1), on fresh caches: small networks then take looped products."""
+    monkeypatch.setattr(executor, "PREFIX_SIDE", 1)
+    monkeypatch.setattr(executor, "PREFIX_MIN", 1)
+    for cached in (executor._pair_plan, network.tree_plan, network.forward_plan):
+        cached.cache_clear()
+
+
+@pytest.fixture
+def looping(monkeypatch):
+    _loop_anything(monkeypatch)
+    yield
+    for cached in (executor._pair_plan, network.tree_plan, network.forward_plan):
+        cached.cache_clear()
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    dtype=st.sampled_from([float, complex]),
+    output=st.sampled_from([0, 2]),
+    jitted=st.booleans(),
+)
+def test_random_networks_with_looped_products_have_every_gradient(looping, seed, dtype, output, jitted):
+    """The random networks and paths above with every product allowed to loop over letters
+    one operand has (so that small networks take looped products, forward and sweep): the
+    value is opt_einsum's and each cotangent its environment, eager and jitted."""
+    test_random_networks_along_random_paths_have_every_gradient.hypothesis.inner_test(
+        seed=seed, dtype=dtype, output=output, jitted=jitted
+    )
+
+
+def test_small_networks_take_looped_products_when_allowed(looping):
+    """The fixture above is no no-op: planned with the thresholds at 1, the random networks'
+    trees loop some products (so the test above runs looped products)."""
+    looped = 0
+    for seed in range(6):
+        eq, ops, path = _network(seed, float, 0)
+        ins, out = eq.split("->")
+        shapes = tuple(x.shape for x in ops)
+        plan = network.tree_plan(tuple(ins.split(",")), out, shapes, tuple(path), tuple(range(len(ops))))
+        runs = [p.run for p in plan.forward] + [q.run for q in plan.backward]
+        looped += sum(1 for r in runs if isinstance(r, network._Pair) and r.plan.head)
+    assert looped > 0
+
+
+def test_looped_products_save_copies_on_a_lattice(monkeypatch):
+    """issue 22's compute-bound lattice (5x5, bond 8; n4): where no block order of a product's
+    result serves its reader, the product loops over letters one operand has and writes the
+    order the reader takes as it lies. The plan copies fewer elements than without loops,
+    numpy copies what the plan counts (steps walked, and the plan's program), and the value and
+    every gradient stay opt_einsum's. Fails if `network.LOOPED` is ignored or the loops' reads
+    are miscounted."""
+    ctg = pytest.importorskip("cotengra", reason="cotengra (the tn extra) makes the lattice")
+    con = ctg.utils.lattice_equation([5, 5], d_min=8, d_max=8)
+    inputs = tuple("".join(t) for t in con.inputs)
+    shapes = tuple(tuple(con.size_dict[c] for c in t) for t in inputs)
+    eq = ",".join(inputs) + "->"
+    # cotengra's RandomGreedyOptimizer(max_repeats=32, seed=0) path (on others, such as
+    # opt_einsum's greedy one, looping saves less: `tree_plan` keeps the plan copying least)
+    path = ((20, 21), (0, 1), (2, 7), (15, 18), (2, 18), (2, 19), (14, 17), (12, 17), (9, 13), (9, 15))
+    path += ((1, 11), (2, 13), (8, 11), (7, 11), (8, 10), (2, 7), (2, 8), (6, 7), (2, 6), (2, 5))
+    path += ((2, 4), (2, 3), (1, 2), (0, 1))
+    wrt = tuple(range(len(inputs)))
+    ops = [np.random.default_rng(k).standard_normal(s) / 3 for k, s in enumerate(shapes)]
+    envs = _environments(eq, ops, np.array(1.0))
+    copied = _count_copies(monkeypatch)
+    counts = []
+    for looped in (False, True):
+        monkeypatch.setattr(network, "LOOPED", looped)
+        network.tree_plan.cache_clear()
+        plan = network.tree_plan(inputs, "", shapes, path, wrt)
+        runs = [p.run for p in plan.forward] + [q.run for q in plan.backward]
+        assert any(isinstance(r, network._Pair) and r.plan.head for r in runs) == looped
+        for programs in (False, True):
+            monkeypatch.setattr(network, "PROGRAMS", programs)
+            copied[0] = 0
+            grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+            value = network.value_and_grad(plan, ops, grads)
+            assert (plan.programs[0].copied if programs else copied[0]) == plan.copies
+            assert_close(value, oe.contract(eq, *ops, optimize=path), rtol=1e-10)
+            for k, env in enumerate(envs):
+                assert_close(grads[k], env, rtol=1e-9, atol=1e-12)
+        counts.append(plan.copies)
+    network.tree_plan.cache_clear()
+    assert counts[1] < 0.7 * counts[0], counts  # (2,539,520 and 1,552,384 elements)
+
+
 def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
     """`ea.jit` stages a network as one equation along the eager path, so its compiled forward
     runs the same matrix products, of the same shapes, as eager einsum (a regression of issue
@@ -366,8 +455,9 @@ def _counting(monkeypatch, name):
 def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
     """`tree_plan` keeps the chosen layouts unless letters in order of appearance copy less:
     where the chosen plan copies nothing (a network of bond-1 tensors, every letter dropped,
-    the planning report's 1,000-tensor network) the other plan is not built; where it copies,
-    both are, and the one kept copies least."""
+    the planning report's 1,000-tensor network) the other plans are not built; where it copies,
+    they are (with `LOOPED`, the layouts chosen with looped products too), and the one kept
+    copies least."""
     eq, inputs, out, shapes, path = _greedy_network(30, 2, d_min=2, d_max=2)
     wrt = tuple(range(len(inputs)))
     ones = tuple((1,) * len(s) for s in shapes)
@@ -378,7 +468,7 @@ def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
         assert plan.copies == 0 and len(built) == 1
         built.clear()
         plan = network.tree_plan(inputs, out, shapes, path, wrt)
-        assert len(built) == 2 and {args[-1] for args in built} == {True, False}
+        assert len(built) == 2 + 2 * network.LOOPED and {args[5] for args in built} == {True, False}
         other = network._tree_plan(inputs, out, shapes, path, wrt, False)
         assert plan.copies > 0 and plan.copies <= other.copies
     finally:
