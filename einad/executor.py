@@ -9,7 +9,9 @@ library (`arrays.namespace`):
   it as one ``numpy.matmul`` on transposed views reshaped without copies where the
   strides allow (batched where the step has batch letters, which opt_einsum hands to
   the slower ``numpy.einsum``), with the operands swapped when that makes the
-  product come out in the output's layout; a memory-bound step (nothing kept on
+  product come out in the output's layout (and, for a tree plan that asks, looped over
+  letters one operand has, so that an output order no block order gives comes out as
+  it lies: `_prefix`); a memory-bound step (nothing kept on
   one side, or nothing contracted) is one ``numpy.einsum`` or broadcast multiply
   pass. `_run_pair` executes a plan, `_pair` plans and executes, `_raw_step` runs
   one step of a path (opt_einsum's expression for an explicit path's N-operand step).
@@ -64,6 +66,7 @@ class _PairPlan:
         "head",
         "matvec",
         "mm_shape",
+        "mm_size",
         "outer",
         "perm_a",
         "perm_b",
@@ -96,6 +99,7 @@ class _PairPlan:
     groups_a: tuple[int, ...]  # axes of the transposed operands merged into each matmul axis
     groups_b: tuple[int, ...]
     mm_shape: Shape  # the matmul result's shape
+    mm_size: int  # its elements
     head: str  # the letters a looped product loops over, as leading matmul axes (`_prefix`)
 
     @property
@@ -166,7 +170,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix
     nk = math.prod([size[c] for c in inner])
     looped = _prefix(so, ra, rb, batch, nk, size) if prefix and inner and not plain else None
     if looped is not None:
-        return _looped_plan(plan, sa, sb, ra, rb, looped, inner, size)
+        return _looped_plan(plan, sa, sb, so, ra, rb, looped, inner, size)
     plan.swap = (
         bool(inner and left and right)
         and "".join(batch + right + left) == so
@@ -190,6 +194,7 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix
     else:
         plan.shape_a, plan.shape_b = (nl, nk), (nk, nr)
     plan.mm_shape = (*plan.shape_a[:-1], nr)
+    plan.mm_size = math.prod(plan.mm_shape)
     # A true (batched) matrix product pays for its transposing copies. A product
     # that keeps nothing on one side is memory bound: it goes to matmul (BLAS
     # gemv) only when neither operand needs a copy, else numpy.einsum does it
@@ -213,6 +218,7 @@ def _looped_plan(
     plan: _PairPlan,
     sa: str,
     sb: str,
+    so: str,
     ra: str,
     rb: str,
     looped: tuple[str, list[str], list[str]],
@@ -224,7 +230,7 @@ def _looped_plan(
     operand's of size 1 where it lacks the letter (broadcast), the result written in order."""
     head, left, right = looped
     plan.head = head
-    plan.swap = head + "".join(left + right) != plan.spec.split("->")[1]  # (the other's block first)
+    plan.swap = head + "".join(left + right) != so  # (the other operand's block first)
     if plan.swap:
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
     plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
@@ -238,6 +244,7 @@ def _looped_plan(
     plan.shape_a = (*[size[c] if c in ra else 1 for c in head], nl, nk)
     plan.shape_b = (*[size[c] if c in rb else 1 for c in head], nk, nr)
     plan.mm_shape = (*[size[c] for c in head], nl, nr)
+    plan.mm_size = math.prod(plan.mm_shape)
     plan.matvec, plan.gemm = False, True
     plan.dims = tuple(size[c] for c in head + "".join(left + right))
     plan.perm_out = tuple(range(len(plan.dims)))
@@ -303,7 +310,7 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
         b = np.einsum(plan.pre_b, b)
     a = a.transpose(plan.perm_a).reshape(plan.shape_a)
     b = b.transpose(plan.perm_b).reshape(plan.shape_b)
-    if math.prod(plan.mm_shape) * a.itemsize < RECYCLE_MIN:
+    if plan.mm_size * a.itemsize < RECYCLE_MIN:
         out = np.matmul(a, b)  # (small: malloc's; no Python call more on an eager step)
     else:  # a large product's memory kept between calls (`memory`)
         out = np.matmul(a, b, out=recycled(plan.mm_shape, np.result_type(a, b)))

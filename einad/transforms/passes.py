@@ -1022,10 +1022,9 @@ class _Composed:
     leaves: list[_Slot]
     steps: list[tuple[tuple[_Slot, ...], _Slot]]
     inners: list[_Composed]
-    given: bool = False
 
     @classmethod
-    def of(cls, path: Sequence[Sequence[int]], n: int, given: bool = False) -> _Composed:
+    def of(cls, path: Sequence[Sequence[int]], n: int) -> _Composed:
         leaves = [_Slot() for _ in range(n)]
         work, steps = list(leaves), []
         for step in path:
@@ -1034,7 +1033,7 @@ class _Composed:
             for i in sorted(step, reverse=True):
                 del work[i]
             work.append(made)
-        return cls(leaves, steps, [], given)
+        return cls(leaves, steps, [])
 
     def splice(self, k: int, inner: _Composed) -> None:
         """Put `inner`'s operands in operand k's place, reading its result where k was read.
@@ -1051,24 +1050,17 @@ class _Composed:
         new: dict[int, _Slot] = {}
 
         def slot(s: _Slot) -> _Slot:
-            if id(s) not in new:
-                new[id(s)] = _Slot()
-            return new[id(s)]
+            t = new.get(id(s))
+            if t is None:
+                t = new[id(s)] = _Slot()
+                if s.sub is not None:  # (a result's slot: it has none itself)
+                    t.sub = slot(s.sub)
+            return t
 
-        order = self._order()
-        for c in order:
-            for s in c.leaves:
-                slot(s)
-        for c in order:
-            for reads, made in c.steps:
-                for s in (*reads, made):
-                    if s.sub is not None:
-                        slot(s).sub = slot(s.sub)
-        copies = {id(c): _Composed([slot(s) for s in c.leaves], [], [], c.given) for c in order}
-        for c in order:
-            mine = copies[id(c)]
-            mine.steps = [(tuple(slot(s) for s in reads), slot(made)) for reads, made in c.steps]
-            mine.inners = [copies[id(i)] for i in c.inners]
+        copies: dict[int, _Composed] = {}
+        for c in self._order():  # (each piece's inners before it)
+            steps = [(tuple(map(slot, reads)), slot(made)) for reads, made in c.steps]
+            copies[id(c)] = _Composed([slot(s) for s in c.leaves], steps, [copies[id(i)] for i in c.inners])
         return copies[id(self)]
 
     def _order(self) -> list[_Composed]:
