@@ -384,8 +384,28 @@ def test_planning_report(networks_run):
     assert [r["tensors"] for r in records] == [50, 100, 50, 100]
     for r in records:
         assert r["widest_step"] <= 52 and "lower_error" not in r and "eager_error" not in r, r
+        assert "pairwise_error" not in r and r["pairwise_s"] > 0, r
         assert r["lower_s"] > 0 and r["first_vg_s"] > 0 and r["second_vg_s"] > 0, r
     assert "planning scale" in stdout
+
+
+@needs_cotengra
+def test_the_planning_reports_pairwise_contraction_is_the_network():
+    """The report's `pairwise` row lowers a function that contracts the network one
+    two-operand einsum per step of the path: it gives the network's value (opt_einsum's), and
+    its jitted gradient merges back into one network (one `einsum_vg`)."""
+    import einad as ea
+    from benchmarks.planning import greedy_path, network, pairwise_contraction
+
+    con = network("lattice:3x4")
+    path = greedy_path(con)
+    f = pairwise_contraction(con.inputs, con.output, path)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal([2] * len(t)) / 2 for t in con.inputs]
+    eq = ",".join("".join(t) for t in con.inputs) + "->"
+    np.testing.assert_allclose(f(*xs), oe.contract(eq, *xs), rtol=1e-10)
+    program = ea.jit(ea.value_and_grad(f, argnums=tuple(range(len(xs))))).lower(*xs)
+    assert [e.prim.name for e in program.equations].count("einsum_vg") == 1
 
 
 @needs_cotengra
