@@ -144,7 +144,9 @@ def _prefix(
 
 
 @functools.lru_cache(maxsize=8192)
-def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix: bool = False) -> _PairPlan:
+def _pair_plan(
+    sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix: bool = False, summed: str | None = None
+) -> _PairPlan:
     """How to run ``sa,sb->so`` (see `_PairPlan`). With `prefix`, a result order that is no
     batch-left-right block order may still be written as it lies: a head of letters looped
     over, then two blocks (`_prefix`; a tree plan asks for such orders, so that the next
@@ -158,6 +160,8 @@ def _pair_plan(sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix
     left = [c for c in so if c in ra and c not in rb]
     right = [c for c in so if c in rb and c not in ra]
     inner = [c for c in ra if c in rb and c not in so]
+    if summed is not None and sorted(summed) == sorted(inner):
+        inner = list(summed)
     plan = _PairPlan()
     plan.spec = f"{sa},{sb}->{so}"
     plan.head = ""

@@ -240,7 +240,9 @@ def _product(
     function, the order it takes the operands in (positions into `specs`), the elements it
     copies, the order its result lies in, and for each operand (as in `specs`) the order it
     is copied into, or None (read as it lies). A pair keeps the larger operand's order; with
-    `looped`, it may loop over letters one operand has to write `out` as it lies."""
+    `looped`, it may loop over letters one operand has to write `out` as it lies; with
+    `SUMMED_AS_LYING`, it sums its letters in the order an operand lies in where that copies
+    less."""
     if len(specs) == 2:
         # (`_pair_plan` takes a letter's size from its second operand: a label broadcast from
         # size 1 keeps the order it was written in)
@@ -248,9 +250,21 @@ def _product(
         broadcast = any(db[c] != d for c, d in da.items() if c in db)
         a = 0 if broadcast or math.prod(shapes[0]) >= math.prod(shapes[1]) else 1
         b = 1 - a
-        plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped)
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
-        copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
+        summed = set(specs[a]) & set(specs[b]) - set(out)
+        best: tuple[_PairPlan, int, str, tuple[str | None, str | None]] | None = None
+        # the summed letters in the first operand's letter order, else in the order either
+        # operand lies in, whichever copies least
+        lying = ["".join(c for c in memory[x] if c in summed) for x in (a, b)] if SUMMED_AS_LYING else []
+        for summed_order in dict.fromkeys([None, *lying]):
+            plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped, summed_order)
+            copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
+            if best is None or copied < best[1]:
+                best = (plan, copied, written, reads)
+            if not copied:
+                break
+        assert best is not None
+        plan, copied, written, reads = best
         return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
     order = tuple(range(len(specs)))
     none = (None,) * len(specs)
@@ -729,6 +743,12 @@ def _merges(view: Any, shape: Shape) -> bool:
     """Whether `view` reshapes to `shape` as a view (numpy's own decision)."""
     return bool(np.may_share_memory(view.reshape(shape), view))
 
+
+SUMMED_AS_LYING = True
+"""Whether a planned product may contract its summed letters in the order either operand lies
+in, not only in its first operand's letter order (`_product` keeps the order copying least:
+an intermediate whose memory is not its letter order then need not be copied; read when a
+plan is made)."""
 
 LOOPED = True
 """Whether `tree_plan` also plans layouts with products looped over letters one operand has

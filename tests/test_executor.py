@@ -374,3 +374,17 @@ def test_a_product_too_thin_to_loop_keeps_one_matrix_product(monkeypatch):
         assert executor._pair_plan(sa, sb, so, *shapes, True).head == ""
     finally:
         executor._pair_plan.cache_clear()
+
+
+def test_a_pair_plan_sums_its_letters_in_the_order_asked():
+    """`summed` orders the contracted letters (the operands' views are read in that order):
+    the value is numpy.einsum's whichever order, and the plan's permutations follow it.
+    Kills: `summed` ignored, or applied to one operand only."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((5, 4, 6))
+    for summed in (None, "jk", "kj"):
+        plan = executor._pair_plan("ijk", "kjl", "il", a.shape, b.shape, False, summed)
+        np.testing.assert_allclose(executor._run_pair(plan, a, b), np.einsum("ijk,kjl->il", a, b), rtol=1e-12)
+        order = "jk" if summed is None else summed
+        assert "".join("ijk"[i] for i in plan.perm_a[1:]) == order
+        assert "".join("kjl"[i] for i in plan.perm_b[:2]) == order

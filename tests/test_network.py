@@ -267,6 +267,7 @@ def test_looped_products_save_copies_on_a_lattice(monkeypatch):
     ops = [np.random.default_rng(k).standard_normal(s) / 3 for k, s in enumerate(shapes)]
     envs = _environments(eq, ops, np.array(1.0))
     copied = _count_copies(monkeypatch)
+    monkeypatch.setattr(network, "SUMMED_AS_LYING", False)  # (the loops' saving alone)
     counts = []
     for looped in (False, True):
         monkeypatch.setattr(network, "LOOPED", looped)
@@ -286,6 +287,52 @@ def test_looped_products_save_copies_on_a_lattice(monkeypatch):
         counts.append(plan.copies)
     network.tree_plan.cache_clear()
     assert counts[1] < 0.7 * counts[0], counts  # (2,539,520 and 1,552,384 elements)
+
+
+def test_a_product_sums_in_the_order_an_operand_lies_in(monkeypatch):
+    """An intermediate that lies otherwise than its letters (`jkl` written as `kjl`) read by a
+    product summing j and k with a small input `ijk`: summed in the first operand's letter
+    order (j k), the large one is copied; in the order it lies in (k j), only the small one.
+    `_product` keeps the order copying least. Fails if `SUMMED_AS_LYING` is ignored."""
+    specs, shapes, memory = ["jkl", "ijk"], [(8, 9, 400), (2, 8, 9)], ["kjl", "ijk"]
+    copies = {}
+    for lying in (False, True):
+        monkeypatch.setattr(network, "SUMMED_AS_LYING", lying)
+        _, _, copies[lying], _, reads = network._product(specs, "il", shapes, memory)
+    assert copies == {False: 8 * 9 * 400, True: 2 * 8 * 9}
+    assert reads == (None, "ikj")  # the small input copied, its summed letters as `kjl` lies
+
+
+def test_summing_as_operands_lie_saves_copies_on_a_lattice(monkeypatch):
+    """A 7x7 lattice of bond 4 (n3): its tree plan copies fewer elements when products may
+    sum in the order an operand lies in, numpy copies what the plan counts, and the value and
+    gradients stay opt_einsum's."""
+    ctg = pytest.importorskip("cotengra", reason="cotengra (the tn extra) makes the lattice")
+    con = ctg.utils.lattice_equation([7, 7], d_min=4, d_max=4)
+    inputs = tuple("".join(t) for t in con.inputs)
+    shapes = tuple(tuple(con.size_dict[c] for c in t) for t in inputs)
+    eq = ",".join(inputs) + "->"
+    path = tuple(tuple(p) for p in oe.contract_path(eq, *shapes, shapes=True, optimize="greedy")[0])
+    wrt = tuple(range(len(inputs)))
+    ops = [np.random.default_rng(k).standard_normal(s) / 2 for k, s in enumerate(shapes)]
+    envs = _environments(eq, ops, np.array(1.0))
+    copied = _count_copies(monkeypatch)
+    monkeypatch.setattr(network, "PROGRAMS", False)
+    counts = []
+    for lying in (False, True):
+        monkeypatch.setattr(network, "SUMMED_AS_LYING", lying)
+        network.tree_plan.cache_clear()
+        plan = network.tree_plan(inputs, "", shapes, path, wrt)
+        copied[0] = 0
+        grads = {k: np.empty(s) for k, s in enumerate(shapes)}
+        value = network.value_and_grad(plan, ops, grads)
+        assert copied[0] == plan.copies
+        assert_close(value, oe.contract(eq, *ops, optimize=path), rtol=1e-10)
+        for k, env in enumerate(envs):
+            assert_close(grads[k], env, rtol=1e-9, atol=1e-12)
+        counts.append(plan.copies)
+    network.tree_plan.cache_clear()
+    assert counts[1] < 0.95 * counts[0], counts
 
 
 def test_the_jitted_forward_runs_the_eager_forwards_steps(monkeypatch):
