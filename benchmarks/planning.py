@@ -96,27 +96,21 @@ def widest_step(inputs, output, path) -> int:
 
 def pairwise_contraction(inputs, output, path):
     """A function contracting the network one two-operand ``ea.einsum`` per step of `path`, as
-    quimb and cotengra do (each step keeps the indices another term or the output holds)."""
+    quimb and cotengra do (each step keeps the indices another term or the output holds: the
+    steps `einad.subscripts.pairwise_steps` names)."""
     import einad as ea
+    from einad.subscripts import pairwise_steps
+
+    words = tuple("".join(t) for t in inputs)  # (cotengra's terms are sequences of indices)
+    steps = pairwise_steps(words, "".join(output), tuple(tuple(p) for p in path))
 
     def contract(*ops):
-        words = ["".join(t) for t in inputs]  # (cotengra's terms are sequences of indices)
-        terms, arrays = [frozenset(t) for t in words], list(ops)
-        holders = Counter(ix for t in terms for ix in t)
-        holders.update(output)
-        for step in path:
-            (i, j), last = step, len(terms) == 2
-            a, b = words[i], words[j]
-            x, y = arrays[i], arrays[j]
-            for k in sorted(step, reverse=True):
-                del terms[k], words[k], arrays[k]
-            holders.subtract(a)
-            holders.subtract(b)
-            kept = "".join(output) if last else "".join(dict.fromkeys(ix for ix in a + b if holders[ix] > 0))
-            holders.update(kept)
-            terms.append(frozenset(kept))
-            words.append(kept)
-            arrays.append(ea.einsum(f"{a},{b}->{kept}", x, y))
+        arrays = list(ops)
+        for positions, ins, out in steps:
+            picked = [arrays[i] for i in positions]
+            for i in sorted(positions, reverse=True):
+                del arrays[i]
+            arrays.append(ea.einsum(",".join(ins) + "->" + out, *picked))
         (result,) = arrays
         return result
 

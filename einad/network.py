@@ -253,10 +253,12 @@ def _product(
         size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
         summed = set(specs[a]) & set(specs[b]) - set(out)
         best: tuple[_PairPlan, int, str, tuple[str | None, str | None]] | None = None
-        # the summed letters in the first operand's letter order, else in the order either
-        # operand lies in, whichever copies least
-        lying = ["".join(c for c in memory[x] if c in summed) for x in (a, b)] if SUMMED_AS_LYING else []
-        for summed_order in dict.fromkeys([None, *lying]):
+        # the summed letters in the first operand's letter order (`_pair_plan`'s own), else in
+        # the order either operand lies in, whichever copies least; each order planned once
+        own = "".join(c for c in unique(specs[a]) if c in summed)
+        lying = [memory[x] for x in (a, b)] if SUMMED_AS_LYING else []
+        for letters in dict.fromkeys([own, *("".join(c for c in m if c in summed) for m in lying)]):
+            summed_order = None if letters == own else letters
             plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped, summed_order)
             copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
             if best is None or copied < best[1]:

@@ -347,13 +347,21 @@ def fresh_symbols(used: Collection[str], n: int) -> list[str]:
     out: list[str] = []
     i = 0
     while len(out) < n:
-        if i == len(_LETTERS) and used:
-            i = max(i, _symbol_index(max(map(ord, used))) + 1)  # (past the highest one used: linear)
+        if i == len(_LETTERS) and used:  # past the highest one used, where letters follow
+            top = max(map(ord, used))
+            if top < _JUMP_BELOW:
+                i = max(i, _symbol_index(top) + 1)
         s = get_symbol(i)
         if s not in used and s.isalpha():
             out.append(s)
         i += 1
     return out
+
+
+_JUMP_BELOW = 0x30000
+"""`fresh_symbols` starts past the highest letter used only below this code point: up to it and
+some way past it (CJK extension G, U+30000 to U+3134A) letters follow; above it a user's label
+(a private-use character, say) may sit where no letter follows, so the walk starts at 'À'."""
 
 
 def _symbol_index(code: int) -> int:

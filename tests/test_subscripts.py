@@ -109,6 +109,19 @@ def test_fresh_symbols_skip_used_letters_and_are_letters():
     assert "×" not in fresh_symbols(set(), 200)
 
 
+@pytest.mark.parametrize("top", [0x4E00, 0x2FFF0, 0xF0000, 0x10FFFD])
+def test_fresh_symbols_past_the_letters_whatever_the_highest_label(top):
+    """Past a-z and A-Z, fresh letters start above the highest character used (a walk over a
+    network's thousands of letters would be quadratic over its merges); a label where no letter
+    follows (a private-use character, the last code points) must not run the walk off Unicode's
+    end (it raised ValueError: chr() arg not in range). Kills: the jump taken at any height."""
+    used = set(string.ascii_letters) | {chr(top)}
+    fresh = fresh_symbols(used, 5)
+    assert len(set(fresh)) == 5 and not set(fresh) & used and all(c.isalpha() for c in fresh)
+    if top < 0x30000:  # (letters follow: the ones just past it)
+        assert all(ord(c) > top for c in fresh)
+
+
 def test_derivative_specs_keep_the_users_letters():
     spec = parse("αβ,βγ->αγ", ((2, 3), (3, 4)))
     assert vjp_spec(spec.inputs, spec.output, 0) == ("αγ,βγ->αβ", "αβ", "αβ")

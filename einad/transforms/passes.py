@@ -977,24 +977,24 @@ def merge_spec(
         inner_letters = set("".join(inner_inputs))
     spec = inputs[k]
     if len(inner_inputs) > len(inputs) and len(set(spec)) == len(spec):
-        name = dict(zip(spec, inner_output))
-        clashing = sorted((letters - name.keys()) & inner_letters)
-        used = inner_letters
-        used |= letters
-        name.update(zip(clashing, fresh_symbols(used, len(clashing))))
-        used.update(name.values())
-        table = str.maketrans(name)
+        table, used = _renaming(dict(zip(spec, inner_output)), letters, inner_letters)
         renamed = tuple(",".join(inputs).translate(table).split(","))
         return renamed[:k] + tuple(inner_inputs) + renamed[k + 1 :], output.translate(table), used
-    name = dict(zip(inner_output, spec))
-    clashing = sorted((inner_letters - name.keys()) & letters)
-    used = letters
-    used |= inner_letters
-    name.update(zip(clashing, fresh_symbols(used, len(clashing))))
-    used.update(name.values())
-    table = str.maketrans(name)
+    table, used = _renaming(dict(zip(inner_output, spec)), inner_letters, letters)
     spliced = tuple(",".join(inner_inputs).translate(table).split(",")) if inner_inputs else ()
     return inputs[:k] + spliced + inputs[k + 1 :], output, used
+
+
+def _renaming(name: dict[str, str], own: set[str], kept: set[str]) -> tuple[dict[int, str], set[str]]:
+    """`merge_spec`'s renaming of one einsum (letters `own`) spliced beside another (letters
+    `kept`): `name` (its letters read through the other's) and a fresh letter for each other
+    letter of its own that the other has too, as a `str.translate` table; and every letter
+    either uses (`kept`, updated)."""
+    clashing = sorted((own - name.keys()) & kept)
+    kept |= own
+    name.update(zip(clashing, fresh_symbols(kept, len(clashing))))
+    kept.update(name.values())
+    return str.maketrans(name), kept
 
 
 class _Slot:
