@@ -493,6 +493,47 @@ def network_operands(shapes: Sequence[tuple], seed: int, dtype=np.float64) -> tu
     return tuple(one(s) for s in shapes)
 
 
+def multiply_adds(
+    eq: str, shapes: Sequence[tuple], path: Sequence[Sequence[int]], wrt: Sequence[int]
+) -> tuple[int, int]:
+    """The multiply-adds of the contraction `eq` along `path` (opt_einsum's positions), pair by
+    pair, and of its reverse sweep for the gradients of the operands `wrt`.
+
+    A step ``a,b->c`` costs the product of the sizes of the letters its product loops over
+    (each letter of ``a`` or ``b`` that the other operand or ``c`` also has: a letter only one
+    operand has, summed, is summed first, with adds only); its pullback to ``a`` (``c,b->a``)
+    and to ``b`` loop over the same letters and cost as much. So the sweep costs the forward's
+    steps once per operand that needs a cotangent, and where every operand is differentiated
+    the value-and-gradient does exactly three times the forward's arithmetic (the bound for all
+    the environments of a tree): a vg/fwd of 3.0 in time is then the arithmetic alone, reached
+    only where the sweep's steps run as efficiently as the forward's. A step of one operand (a
+    sum) costs none; one of three or more (not in a pairwise path) the product of all its sizes.
+    """
+    from einad.subscripts import pairwise_steps
+
+    lhs, output = eq.split("->")
+    inputs = tuple(lhs.split(","))
+    size = {c: int(d) for spec, shape in zip(inputs, shapes) for c, d in zip(spec, shape)}
+    needs = [k in set(wrt) for k in range(len(inputs))]
+    forward = sweep = 0
+    for positions, ins, out in pairwise_steps(inputs, output, tuple(tuple(step) for step in path)):
+        picked = [needs[p] for p in positions]
+        for p in sorted(positions, reverse=True):
+            del needs[p]
+        needs.append(any(picked))
+        if len(ins) == 1:
+            continue
+        if len(ins) == 2:
+            a, b = ins
+            looped = {c for c in a if c in b or c in out} | {c for c in b if c in a or c in out}
+        else:
+            looped = set("".join(ins))
+        work = int(np.prod([size[c] for c in looped], dtype=np.float64))
+        forward += work
+        sweep += work * sum(picked)
+    return forward, sweep
+
+
 def _tn_case(con, label: str, seed: int, complex_: bool = False) -> Problem:
     """One network of the group: `con` is cotengra's ``(inputs, output, shapes, size_dict)``.
 
@@ -536,11 +577,12 @@ def _tn_case(con, label: str, seed: int, complex_: bool = False) -> Problem:
         f"(est. {naive / 1e9:.0e} s here; numpy.einsum takes 52 indices, this network has {len(sizes)})"
     )
     bonds = sorted(set(sizes.values()))
+    fwd_work, sweep_work = multiply_adds(eq, [tuple(s) for s in con.shapes], path, range(n))
     size = (
         f"{label}, {n} tensors, {len(sizes)} indices, bond {'-'.join(map(str, bonds))}"
         f"{', complex128, loss |Z|²' if complex_ else ''}; path: {len(path)} steps, "
         f"{pc.info.opt_cost:.1e} flops, largest intermediate {pc.info.largest_intermediate:.1e} "
-        f"elements (found in {search:.2f} s)"
+        f"elements (found in {search:.2f} s); vg/fwd in multiply-adds {1 + sweep_work / fwd_work:.2f}"
     )
     return Problem(
         size, ops, tuple(range(n)), loss, fwd, vag, skip={"autograd": why}, notes=eq, first_calls=True
@@ -677,9 +719,15 @@ def _mps_problem(quick: bool, via_quimb: bool) -> Problem:
             "opt_einsum": "the loss is quimb's own contraction, not an einsum (manual is the yardstick)",
             "jax": "JAX eager runs quimb's contraction op by op, compiling each: quimb's JAX users jit",
         }
+    # the kets differentiated: operands 0..L-1 (bra) and 2L..3L-1 (ket) of the energy network
+    kets = [*range(n), *range(2 * n, 3 * n)]
+    e_fwd, e_sweep = multiply_adds(net.energy_eq, energy_shapes, net.energy_path, kets)
+    norm_shapes = [a.shape for a in net.arrays[:n] * 2]
+    n_fwd, n_sweep = multiply_adds(net.norm_eq, norm_shapes, net.norm_path, range(2 * n))
     size = (
         f"L={sites}, D={bond}, Heisenberg MPO (bond 5), real; energy network {len(energy_shapes)} tensors "
-        f"{pc_e.info.opt_cost:.1e} flops, norm network {2 * n} tensors {pc_n.info.opt_cost:.1e} flops"
+        f"{pc_e.info.opt_cost:.1e} flops, norm network {2 * n} tensors {pc_n.info.opt_cost:.1e} flops; "
+        f"vg/fwd in multiply-adds {1 + (e_sweep + n_sweep) / (e_fwd + n_fwd):.2f}"
         + ("; every engine runs quimb's own contraction" if via_quimb else "; one einsum per network")
     )
     return Problem(

@@ -390,6 +390,40 @@ def test_planning_report(networks_run):
 
 
 @needs_cotengra
+def test_multiply_adds_of_a_chain_and_its_sweep():
+    """The count behind the networks group's "vg/fwd in multiply-adds": a chain of three
+    matrices by hand, its sweep once per operand that needs a cotangent."""
+    from benchmarks.cases import multiply_adds
+
+    i, j, k, m = 2, 3, 5, 7
+    shapes = [(i, j), (j, k), (k, m)]
+    path = [(0, 1), (0, 1)]  # (ij,jk->ik), then (ik,km->im)
+    forward = i * j * k + i * k * m
+    assert multiply_adds("ij,jk,km->im", shapes, path, range(3)) == (forward, 2 * forward)
+    # only the first matrix: one pullback per step (to ik, then to ij)
+    assert multiply_adds("ij,jk,km->im", shapes, path, [0]) == (forward, forward)
+    # only the last: one pullback at the last step; the first step's result needs none
+    assert multiply_adds("ij,jk,km->im", shapes, path, [2]) == (forward, i * k * m)
+    assert multiply_adds("ij,jk,km->im", shapes, path, []) == (forward, 0)
+    # a letter only one operand has is summed first: the product loops over i, j, k only
+    assert multiply_adds("ijx,jk->ik", [(i, j, 11), (j, k)], [(0, 1)], [0, 1]) == (i * j * k, 2 * i * j * k)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_sweep_of_every_operand_costs_twice_the_forward(seed):
+    """Along any pairwise path, the gradients of all operands cost twice the forward's
+    multiply-adds (so vg/fwd is 3 in arithmetic); and the forward is no more than the path's
+    cost as opt_einsum counts it (a multiply and an add per term, and the letters only one
+    operand has in each step's loop)."""
+    from benchmarks.cases import multiply_adds
+
+    eq, shapes = rand_equation(6, 3, seed=seed, d_min=2, d_max=4)
+    path, info = oe.contract_path(eq, *shapes, shapes=True, optimize="greedy")
+    fwd, sweep = multiply_adds(eq, shapes, path, range(6))
+    assert sweep == 2 * fwd
+    assert 0 < fwd <= info.opt_cost
+
+
 def test_the_planning_reports_pairwise_contraction_is_the_network():
     """The report's `pairwise` row lowers a function that contracts the network one
     two-operand einsum per step of the path: it gives the network's value (opt_einsum's), and
