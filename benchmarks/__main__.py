@@ -49,8 +49,16 @@ def parse(argv=None) -> argparse.Namespace:
         type=int,
         default=1,
         metavar="N",
-        help="run the engine blocks N times (each engine still one contiguous block per round) and "
-        "keep each median's best round: steadier on a shared machine",
+        help="run the engine blocks N times (see --order) and keep each median's best round: steadier "
+        "on a shared machine",
+    )
+    ap.add_argument(
+        "--order",
+        choices=("cases", "engines"),
+        default="cases",
+        help="cases: for each case, its rounds of every engine's block back to back, so that the rows "
+        "a ratio compares were timed minutes apart at most (default); engines: each engine's block of "
+        "every case, round after round (the order before 2026-11-28)",
     )
     ap.add_argument(
         "--planning",

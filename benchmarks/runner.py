@@ -131,6 +131,30 @@ def _first_call(fn) -> tuple:
     return out, time.perf_counter() - t0
 
 
+def _busy_lines(name: str, blocks: list[dict]) -> list[tuple[str, str]]:
+    """An engine's busy-ness lines: one per block where a block holds every case (`--order
+    engines`), else one per round, its blocks (one a case) pooled: their wall times summed, the
+    cores busy averaged over them by wall time."""
+    if all(len(b.get("cases", ())) != 1 for b in blocks) or len(blocks) == 1:
+        return [
+            (name if len(blocks) == 1 else f"{name} #{i + 1}", b["summary"]) for i, b in enumerate(blocks)
+        ]
+    lines = []
+    rounds = sorted({b["round"] for b in blocks})
+    for rnd in rounds:
+        mine = [b for b in blocks if b["round"] == rnd]
+        wall = sum(b["wall_s"] for b in mine)
+        text = f"{wall:.1f} s in {len(mine)} blocks"
+        timed = [b for b in mine if b["machine_cores_busy"] is not None and b["wall_s"] > 0]
+        if timed and wall > 0:
+            span = sum(b["wall_s"] for b in timed)
+            busy = sum(b["machine_cores_busy"] * b["wall_s"] for b in timed) / span
+            others = sum((b["other_processes_cores"] or 0.0) * b["wall_s"] for b in timed) / span
+            text += f", machine {busy:.2f} cores busy, others {others:.2f}"
+        lines.append((name if len(rounds) == 1 else f"{name} #{rnd + 1}", text))
+    return lines
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b <= 0:
         return "-"
@@ -320,31 +344,15 @@ class Runner:
         rounds = max(1, self.args.rounds)
         progress = Progress(rounds * len(self.engines) * len(self.cases))
         with Busy() as whole:
-            for rnd in range(rounds):
-                self.round = rnd
-                tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
-                for engine in self.engines:
-                    if engine.name in self.absent:
-                        progress.done += len(self.cases)
-                        continue
-                    if rnd == 0:
-                        reason = engine.check_installed()
-                        if reason is None:
-                            reason = self.load(engine)
-                        if reason is not None:
-                            self.absent[engine.name] = reason
-                            for _case in self.cases:
-                                progress.step(f"{engine.name}: absent")
-                            continue
-                        self.versions[engine.name] = engine.version
-                    with Busy() as block:  # one contiguous block per engine (and round)
-                        for case in self.cases:
-                            progress.show(f"{tag}{engine.name} · case {case.key} {case.title}")
-                            self.run_case(engine, case)
-                            progress.step(f"{tag}{engine.name} · case {case.key} done")
-                    record = block.as_dict()
-                    record["summary"] = block.summary()
-                    self.busy.setdefault(engine.name, []).append(record)
+            if getattr(self.args, "order", "cases") == "engines":
+                for rnd in range(rounds):
+                    for engine in self.engines:
+                        self._block(engine, self.cases, rnd, rounds, progress)
+            else:
+                for case in self.cases:
+                    for rnd in range(rounds):
+                        for engine in self.engines:
+                            self._block(engine, [case], rnd, rounds, progress)
         progress.close()
         for engine in self.engines:
             engine.close()
@@ -362,6 +370,36 @@ class Runner:
                 print("  " + e.replace("\n", "\n    "), file=sys.stderr)
             return 1
         return 0
+
+    def _block(self, engine, cases: list, rnd: int, rounds: int, progress) -> None:
+        """One engine's block of `cases` in round `rnd`: loaded (or found absent) before its first
+        block, its busy-ness recorded around the block."""
+        self.round = rnd
+        if engine.name in self.absent:
+            progress.done += len(cases)
+            return
+        if engine.name not in self.versions:
+            reason = engine.check_installed()
+            if reason is None:
+                reason = self.load(engine)
+            if reason is not None:
+                self.absent[engine.name] = reason
+                for _case in cases:
+                    progress.step(f"{engine.name}: absent")
+                return
+            self.versions[engine.name] = engine.version
+        tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
+        with Busy() as block:  # one contiguous block per engine (and round, and case)
+            for case in cases:
+                progress.show(f"{tag}{engine.name} · case {case.key} {case.title}")
+                self.run_case(engine, case)
+                progress.step(f"{tag}{engine.name} · case {case.key} done")
+        record = block.as_dict()
+        record["summary"] = block.summary()
+        record["cases"] = [c.key for c in cases]
+        record["round"] = rnd
+        record["block"] = sum(len(b) for b in self.busy.values())  # its place in the run
+        self.busy.setdefault(engine.name, []).append(record)
 
     def plan_report(self) -> list | None:
         """The planning-scale records (`benchmarks.planning`), or None without cotengra or
@@ -470,9 +508,8 @@ class Runner:
             lines.append(f"absent: {name} — {reason}")
         lines.append("machine busy-ness (cores in use on average; 'others' = all processes but this one):")
         for name, blocks in self.busy.items():
-            for i, b in enumerate(blocks):
-                label = name if len(blocks) == 1 else f"{name} #{i + 1}"
-                lines.append(f"  {label:<13} {b['summary']}")
+            for label, summary in _busy_lines(name, blocks):
+                lines.append(f"  {label:<13} {summary}")
         lines.append(f"  {'whole run':<13} {self.whole.summary()}")
         if self.errors:
             lines.append(f"{len(self.errors)} error(s): see stderr")

@@ -141,6 +141,35 @@ def test_einad_jit_is_absent_without_ea_jit(monkeypatch, capsys):
     assert "absent: einad-jit" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("order", ["cases", "engines"])
+def test_the_run_order(order, capsys):
+    """`--order cases` (the default) times each case's rounds of every engine back to back, so
+    the rows a ratio compares are close in time; `--order engines` each engine's block of all
+    the cases, round after round. The blocks, in the order they ran, say which."""
+    options = ["--quick", "--cases", "1,2", "--engines", "manual,einad", "--rounds", "2"]
+    runner = Runner(parse(options + ([] if order == "cases" else ["--order", "engines"])))
+    assert runner.run() == 0
+    blocks = sorted(
+        ((b["block"], b["round"], name, tuple(b["cases"])) for name, bs in runner.busy.items() for b in bs)
+    )
+    ran = [(rnd, name, cases) for _, rnd, name, cases in blocks]
+    if order == "cases":
+        assert ran == [
+            (rnd, name, (case,)) for case in ("1", "2") for rnd in (0, 1) for name in ("manual", "einad")
+        ]
+    else:
+        assert ran == [(rnd, name, ("1", "2")) for rnd in (0, 1) for name in ("manual", "einad")]
+    out = capsys.readouterr().out
+    assert "einad #2" in out and "best of 2 rounds" in out
+    assert ("in 2 blocks" in out) == (order == "cases")  # a round's blocks pooled per engine
+    rows = {(r.case, r.engine): r for r in runner.rows}
+    assert all(
+        rows[(c, e)].status == "ok" and len(rows[(c, e)].rounds) == 2
+        for c in "12"
+        for e in ("manual", "einad")
+    )
+
+
 def test_quick_run_einad_jit(quick_run):
     stdout, data = quick_run
     assert "einad-jit" not in data["absent"]
