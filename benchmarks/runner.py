@@ -132,26 +132,27 @@ def _first_call(fn) -> tuple:
 
 
 def _busy_lines(name: str, blocks: list[dict]) -> list[tuple[str, str]]:
-    """An engine's busy-ness lines: one per block where a block holds every case (`--order
-    engines`), else one per round, its blocks (one a case) pooled: their wall times summed, the
+    """An engine's busy-ness lines, one per round: its block's summary, or where a round ran
+    several blocks (one a case: `--order cases`), those pooled: their wall times summed, the
     cores busy averaged over them by wall time."""
-    if all(len(b.get("cases", ())) != 1 for b in blocks) or len(blocks) == 1:
-        return [
-            (name if len(blocks) == 1 else f"{name} #{i + 1}", b["summary"]) for i, b in enumerate(blocks)
-        ]
+    rounds: dict[int, list[dict]] = {}
+    for b in blocks:
+        rounds.setdefault(b["round"], []).append(b)
     lines = []
-    rounds = sorted({b["round"] for b in blocks})
-    for rnd in rounds:
-        mine = [b for b in blocks if b["round"] == rnd]
+    for rnd, mine in rounds.items():
+        label = name if len(rounds) == 1 else f"{name} #{rnd + 1}"
+        if len(mine) == 1:
+            lines.append((label, mine[0]["summary"]))
+            continue
         wall = sum(b["wall_s"] for b in mine)
         text = f"{wall:.1f} s in {len(mine)} blocks"
         timed = [b for b in mine if b["machine_cores_busy"] is not None and b["wall_s"] > 0]
-        if timed and wall > 0:
+        if timed:
             span = sum(b["wall_s"] for b in timed)
             busy = sum(b["machine_cores_busy"] * b["wall_s"] for b in timed) / span
             others = sum((b["other_processes_cores"] or 0.0) * b["wall_s"] for b in timed) / span
             text += f", machine {busy:.2f} cores busy, others {others:.2f}"
-        lines.append((name if len(rounds) == 1 else f"{name} #{rnd + 1}", text))
+        lines.append((label, text))
     return lines
 
 

@@ -170,9 +170,12 @@ def _pair_plan(
     if plan.outer:
         plan.view_a = _broadcast_view(ra, so, size)
         plan.view_b = _broadcast_view(rb, so, size)
+
+    def prod(cs: list[str]) -> int:
+        return math.prod([size[c] for c in cs])
+
     plain = "".join(batch + left + right) == so or "".join(batch + right + left) == so
-    nk = math.prod([size[c] for c in inner])
-    looped = _prefix(so, ra, rb, batch, nk, size) if prefix and inner and not plain else None
+    looped = _prefix(so, ra, rb, batch, prod(inner), size) if prefix and inner and not plain else None
     if looped is not None:
         return _looped_plan(plan, sa, sb, so, ra, rb, looped, inner, size)
     plan.swap = (
@@ -184,10 +187,6 @@ def _pair_plan(
         sa, sb, ra, rb, left, right = sb, sa, rb, ra, right, left
     plan.pre_a = numpy_subscripts(f"{sa}->{ra}") if ra != sa else None
     plan.pre_b = numpy_subscripts(f"{sb}->{rb}") if rb != sb else None
-
-    def prod(cs: list[str]) -> int:
-        return math.prod([size[c] for c in cs])
-
     nb, nl, nk, nr = prod(batch), prod(left), prod(inner), prod(right)
     plan.perm_a = tuple(ra.index(c) for c in batch + left + inner)
     plan.perm_b = tuple(rb.index(c) for c in batch + inner + right)

@@ -886,10 +886,10 @@ as the call (1-2 µs)."""
 
 def copy_ir(rank: int, itemsize: int, inner: int = 0) -> str:
     """The LLVM IR of ``copy(src, dst)``: ``dst[...] = src`` for two arrays of one shape (read
-        from `dst`) and `rank` axes, each through its own strides, looping over the axes in order;
-        with `inner`, the last axis has that many elements, copied by straight-line code. Written
-        as LLVM's optimizer would leave it (counters and addresses in phi nodes, addresses stepped
-        by the strides), so that it compiles without the optimizer: 6-7 ms instead of 11-23 (ranks
+    from `dst`) and `rank` axes, each through its own strides, looping over the axes in order;
+    with `inner`, the last axis has that many elements, copied by straight-line code. Written
+    as LLVM's optimizer would leave it (counters and addresses in phi nodes, addresses stepped
+    by the strides), so that it compiles without the optimizer: 6-7 ms instead of 11-23 (ranks
     3-9), and runs as fast (compiled with it: the same time per copy, within 1%)."""
     h = _header()
     ty = f"i{itemsize * 8}"

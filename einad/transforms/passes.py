@@ -1186,7 +1186,9 @@ class _Merging:
     """What `merge_einsums` keeps between its two walks: the merged einsums' paths as trees
     (by output), the strategies of those no given path reached (see `_merge_rule`), and the
     positions of the einsum results each declined (the only operands worth a second look
-    once it is spliced into another: a chain's merges look at two operands each, not all)."""
+    once it is spliced into another: a chain's merges look at two operands each, not all);
+    how many of an einsum's reads were spliced (`spliced`: at all of them, it is retracted);
+    and each merged einsum's letters (`letters`, handed to `merge_spec` when it is spliced)."""
 
     composed: dict[str, _Composed] = dataclasses.field(default_factory=dict)
     strategies: dict[str, str] = dataclasses.field(default_factory=dict)
