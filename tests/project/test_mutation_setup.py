@@ -1,7 +1,9 @@
 """tests/conftest.py's settings for mutation runs (docs/guarantees.md, "Mutation testing"): under
 mutmut a mutant's tests run fastest first by mutmut's recorded durations, the inherited heap is
-frozen for the garbage collector and tracebacks are one line; outside mutmut none of it happens."""
+frozen for the garbage collector and tracebacks are one line; outside mutmut none of it happens.
+And for every run, each test module starts with the session's heap frozen."""
 
+import gc
 import sys
 import types
 
@@ -63,3 +65,12 @@ def test_string_parameters_get_ascii_ids():
     assert conftest.pytest_make_parametrize_id(None, "αβ,β->α", "spec") == "U+03B1U+03B2,U+03B2->U+03B1"
     assert conftest.pytest_make_parametrize_id(None, "ij,jk", "spec") is None  # pytest's own id
     assert conftest.pytest_make_parametrize_id(None, (1, "α"), "x") is None
+
+
+def test_every_module_starts_with_the_sessions_heap_frozen():
+    """`conftest._frozen_heap`: what was alive when this module started (einad, numpy, pytest,
+    hypothesis, and whatever else the session imported) is out of the collector's sight, so a
+    full collection in a test walks only the objects the module made since."""
+    gc.collect()
+    assert gc.get_freeze_count() > 50_000
+    assert len(gc.get_objects()) < gc.get_freeze_count() / 2
