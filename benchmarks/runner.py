@@ -25,7 +25,7 @@ import numpy as np
 
 from . import cases as cases_mod
 from .engines import ENGINE_NAMES, EngineAbsent, all_engines
-from .timing import FULL, QUICK, Busy, Progress, machine_info, measure, peak_memory
+from .timing import FULL, QUICK, Busy, Progress, frozen_heap, machine_info, measure, peak_memory
 
 # a crash of one of these is an error, not a row: einad's own engines, on any array library or
 # executor, and the references
@@ -390,7 +390,7 @@ class Runner:
                 return
             self.versions[engine.name] = engine.version
         tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
-        with Busy() as block:  # one contiguous block per engine (and round, and case)
+        with frozen_heap(), Busy() as block:  # one contiguous block per engine (and round, and case)
             for case in cases:
                 progress.show(f"{tag}{engine.name} · case {case.key} {case.title}")
                 self.run_case(engine, case)
