@@ -120,10 +120,9 @@ def frozen_heap() -> Iterator[None]:
     One process holds every engine's library (numpy, einad, JAX, torch, cotengra, quimb:
     hundreds of thousands of objects), and a full collection walked them all, four or more per
     case and engine (before each timing and around each memory peak): 228 collections, 41 of the
-    52 s of a quick run of einad, manual and einad-jit (17 s with the blocks frozen). And a timed
-    call that sets off a collection paid for the other libraries' objects, which a user of one of
-    them does not hold. Where the heap was frozen already (the test suite freezes it per module),
-    what this freezes stays frozen."""
+    52 s of a quick run of einad, manual and einad-jit (17 s with the blocks frozen). The timed
+    calls seldom set one off, so this shortens the runs, not what they time. Where the heap was
+    frozen already (the test suite freezes it per module), what this freezes stays frozen."""
     already = gc.get_freeze_count()
     gc.collect()
     gc.freeze()
