@@ -20,6 +20,7 @@ import collections
 import functools
 import importlib.util
 import itertools
+import math
 import operator
 import os
 import time
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import opt_einsum as oe
 from opt_einsum.testing import rand_equation
+
+from einad.subscripts import pairwise_steps
 
 from .engines import PairwiseContraction
 
@@ -509,8 +512,6 @@ def multiply_adds(
     only where the sweep's steps run as efficiently as the forward's. A step of one operand (a
     sum) costs none; one of three or more (not in a pairwise path) the product of all its sizes.
     """
-    from einad.subscripts import pairwise_steps
-
     lhs, output = eq.split("->")
     inputs = tuple(lhs.split(","))
     size = {c: int(d) for spec, shape in zip(inputs, shapes) for c, d in zip(spec, shape)}
@@ -528,7 +529,7 @@ def multiply_adds(
             looped = {c for c in a if c in b or c in out} | {c for c in b if c in a or c in out}
         else:
             looped = set("".join(ins))
-        work = int(np.prod([size[c] for c in looped], dtype=np.float64))
+        work = math.prod(size[c] for c in looped)
         forward += work
         sweep += work * sum(picked)
     return forward, sweep

@@ -1,7 +1,9 @@
-"""The run: references, one contiguous block per engine, the table, JSON and plot.
+"""The run: references, the engines' blocks, the table, JSON and plot.
 
-Order of work: build every case and compute `manual`'s references; then, one
-engine at a time (each engine's runs are one contiguous block), for every case:
+Order of work: build every case and compute `manual`'s references; then the
+blocks, each one engine's runs of one case (``--order cases``, the default: a
+case's rounds of every engine back to back) or of every case (``--order
+engines``), each case of a block one after another. In a block, for each case:
 check the engine's value and gradient against `manual` (a mismatch is an error,
 reported at the end, and the exit status is 1), time the forward and the
 value-and-gradient (medians after warm-up), and, for the numpy-based engines,
@@ -345,7 +347,7 @@ class Runner:
         rounds = max(1, self.args.rounds)
         progress = Progress(rounds * len(self.engines) * len(self.cases))
         with Busy() as whole:
-            if getattr(self.args, "order", "cases") == "engines":
+            if self.args.order == "engines":
                 for rnd in range(rounds):
                     for engine in self.engines:
                         self._block(engine, self.cases, rnd, rounds, progress)
@@ -390,7 +392,7 @@ class Runner:
                 return
             self.versions[engine.name] = engine.version
         tag = f"round {rnd + 1}/{rounds} · " if rounds > 1 else ""
-        with frozen_heap(), Busy() as block:  # one contiguous block per engine (and round, and case)
+        with frozen_heap(), Busy() as block:
             for case in cases:
                 progress.show(f"{tag}{engine.name} · case {case.key} {case.title}")
                 self.run_case(engine, case)

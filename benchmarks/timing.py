@@ -1,9 +1,9 @@
 """Timing, machine busy-ness, machine description and the progress bar.
 
 `measure` reports the median of repeated calls after a warm-up. The runner
-times each engine as one contiguous block (all its cases back to back), since
-interleaving numpy, torch and XLA calls leaves each library's idle thread pool
-in the others' way. `Busy` samples ``/proc/stat`` and the load average around a
+times each engine in blocks of its own, never call by call alternating with
+another, since interleaving numpy, torch and XLA calls leaves each library's
+idle thread pool in the others' way. `Busy` samples ``/proc/stat`` and the load average around a
 block, so the report says how much of the machine other processes were using.
 `frozen_heap` keeps the garbage collector off the objects alive when a block starts.
 """
