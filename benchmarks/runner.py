@@ -346,7 +346,10 @@ class Runner:
         self.build()
         rounds = max(1, self.args.rounds)
         progress = Progress(rounds * len(self.engines) * len(self.cases))
-        with Busy() as whole:
+        # The heap stays frozen from block to block (`frozen_heap`): each block's entry then
+        # collects and freezes only what the blocks before it left alive (a library an engine
+        # loaded, caches), not every library's objects again.
+        with frozen_heap(), Busy() as whole:
             if self.args.order == "engines":
                 for rnd in range(rounds):
                     for engine in self.engines:

@@ -122,15 +122,26 @@ def frozen_heap() -> Iterator[None]:
     case and engine (before each timing and around each memory peak): 228 collections, 41 of the
     52 s of a quick run of einad, manual and einad-jit (17 s with the blocks frozen). The timed
     calls seldom set one off, so this shortens the runs, not what they time. Where the heap was
-    frozen already (the test suite freezes it per module), what this freezes stays frozen."""
-    already = gc.get_freeze_count()
+    frozen already (the test suite freezes it per module; a run freezes it around its blocks),
+    what this freezes stays frozen: a block that unfroze the heap on its way out left the next
+    block's first collection to walk every library again (a full collection of 0.1-0.3 s per
+    block: 30 of the 50 s of a quick run of torch, einad-torch and dask's engines, 90 blocks)."""
+    global _open_frozen_heaps
+    # (asked of gc only when no frozen_heap is open: get_freeze_count counts the frozen objects
+    # one by one, 0.05 s with every library loaded, as long as a block's collection)
+    already = _open_frozen_heaps > 0 or gc.get_freeze_count() > 0
     gc.collect()
     gc.freeze()
+    _open_frozen_heaps += 1
     try:
         yield
     finally:
+        _open_frozen_heaps -= 1
         if not already:
             gc.unfreeze()
+
+
+_open_frozen_heaps = 0
 
 
 # -- how busy the machine is -------------------------------------------------------------
