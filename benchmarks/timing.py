@@ -112,6 +112,9 @@ def peak_memory(fn: Callable[[], Any]) -> tuple[float, float]:
     return float(peak), float(retained)
 
 
+_open_frozen_heaps = 0  # frozen_heap contexts now open (their own count: see below)
+
+
 @contextlib.contextmanager
 def frozen_heap() -> Iterator[None]:
     """What is alive on entry (after a full collection) out of the garbage collector's sight
@@ -139,9 +142,6 @@ def frozen_heap() -> Iterator[None]:
         _open_frozen_heaps -= 1
         if not already:
             gc.unfreeze()
-
-
-_open_frozen_heaps = 0
 
 
 # -- how busy the machine is -------------------------------------------------------------

@@ -173,25 +173,47 @@ def test_the_run_order(order, capsys):
     )
 
 
-def test_a_block_is_timed_with_the_heap_it_found_frozen(monkeypatch):
-    """Every timing runs inside `frozen_heap`: what was alive when the engine's block started is
-    out of the collector's sight, so the collections before each timing walk only the block's
-    own objects (without it they walked every library's, 40 s of a 50 s quick run)."""
-    real = runner_mod.measure
-    frozen = []
+@pytest.fixture
+def unfrozen_heap():
+    """The heap as a process outside pytest has it: unfrozen (the module's heap, frozen by
+    `conftest._frozen_heap`, is frozen again afterwards)."""
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        gc.freeze()
 
-    def spy(fn, budget):
-        frozen.append(gc.get_freeze_count())
-        return real(fn, budget)
 
-    monkeypatch.setattr(runner_mod, "measure", spy)
-    before = gc.get_freeze_count()
+def _frozen(obj) -> bool:
+    """Whether `obj` is out of the collector's sight (`gc.get_objects` lists only the objects
+    it walks)."""
+    return not any(o is obj for o in gc.get_objects())
+
+
+def test_a_block_freezes_what_the_run_made_before_it(monkeypatch):
+    """Each block's timings run with what was alive when the block started frozen, objects made
+    after the run began included (an engine loaded for the block: torch, JAX), so the
+    collections before each timing walk only the block's own objects (without it they walked
+    every library's, 40 s of a 50 s quick run). Fails if only the run's freeze remains."""
+    loaded, seen = [], []
+    real_load, real_measure = Runner.load, runner_mod.measure
+
+    def load(self, engine):
+        loaded.append([engine.name])  # made after the run's freeze, alive through the block
+        return real_load(self, engine)
+
+    def measure(fn, budget):
+        seen.append(all(_frozen(marker) for marker in loaded))
+        return real_measure(fn, budget)
+
+    monkeypatch.setattr(Runner, "load", load)
+    monkeypatch.setattr(runner_mod, "measure", measure)
     runner = Runner(parse(["--quick", "--cases", "1", "--engines", "manual,einad"]))
     assert runner.run() == 0
-    assert len(frozen) >= 2 and min(frozen) > before  # the block froze what it found alive
+    assert len(loaded) == 2 and len(seen) >= 2 and all(seen)
 
 
-def test_a_run_keeps_the_heap_frozen_from_block_to_block(monkeypatch):
+def test_a_run_keeps_the_heap_frozen_from_block_to_block(monkeypatch, unfrozen_heap):
     """A run freezes the heap once, around all its blocks, and lets go of it once, at its end:
     a block that unfroze the heap on its way out left the next block's first collection to walk
     every library again (30 of the 50 s of a quick run of torch's and dask's engines)."""
@@ -199,21 +221,16 @@ def test_a_run_keeps_the_heap_frozen_from_block_to_block(monkeypatch):
     unfrozen = []
 
     def spy():
-        unfrozen.append(len(runner.busy.get("einad", [])) if runner is not None else None)
+        unfrozen.append(len(runner.busy.get("einad", [])))
         real()
 
-    runner = None
-    gc.unfreeze()  # (the module's heap, frozen by conftest._frozen_heap, is frozen again below)
-    try:
-        monkeypatch.setattr(gc, "unfreeze", spy)
-        runner = Runner(parse(["--quick", "--cases", "1,2", "--engines", "manual,einad"]))
-        assert runner.run() == 0
-        monkeypatch.undo()
-        assert len(runner.busy["manual"]) == len(runner.busy["einad"]) == 2  # four blocks ran
-        assert unfrozen == [2]  # once, after the last block
-        assert gc.get_freeze_count() == 0  # and the heap is the caller's again
-    finally:
-        gc.freeze()
+    monkeypatch.setattr(gc, "unfreeze", spy)
+    runner = Runner(parse(["--quick", "--cases", "1,2", "--engines", "manual,einad"]))
+    assert runner.run() == 0
+    monkeypatch.undo()
+    assert len(runner.busy["manual"]) == len(runner.busy["einad"]) == 2  # four blocks ran
+    assert unfrozen == [2]  # once, after the last block
+    assert gc.get_freeze_count() == 0  # and the heap is the caller's again
 
 
 def test_a_frozen_heap_inside_another_does_not_count_the_frozen_objects(monkeypatch):
@@ -230,18 +247,14 @@ def test_a_frozen_heap_inside_another_does_not_count_the_frozen_objects(monkeypa
     assert counted == []
 
 
-def test_frozen_heap_lets_go_of_what_it_froze():
-    gc.unfreeze()  # (the module's heap, frozen by conftest._frozen_heap, is frozen again below)
-    try:
-        assert gc.get_freeze_count() == 0
-        with timing.frozen_heap():
-            inside = gc.get_freeze_count()
-            with timing.frozen_heap():  # frozen already: left frozen on the way out
-                pass
-            assert gc.get_freeze_count() >= inside
-        assert inside > 10_000 and gc.get_freeze_count() == 0
-    finally:
-        gc.freeze()
+def test_frozen_heap_lets_go_of_what_it_froze(unfrozen_heap):
+    assert gc.get_freeze_count() == 0
+    with timing.frozen_heap():
+        inside = gc.get_freeze_count()
+        with timing.frozen_heap():  # frozen already: left frozen on the way out
+            pass
+        assert gc.get_freeze_count() >= inside
+    assert inside > 10_000 and gc.get_freeze_count() == 0
 
 
 def test_quick_run_einad_jit(quick_run):
