@@ -202,7 +202,8 @@ def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
             if type(i) is not int or not 0 <= i < nargs:
                 break
         else:
-            return argnums
+            if len(set(argnums)) == len(argnums):
+                return argnums
     out = []
     for i in _argnums_type(argnums):
         if not -nargs <= i < nargs:
@@ -210,6 +211,10 @@ def _argnums(argnums: ArgNums, nargs: int) -> tuple[int, ...]:
                 f"argnums {argnums!r} out of range for a function called with {nargs} argument(s)"
             )
         out.append(i % nargs)
+    if len(set(out)) != len(out):
+        # each differentiated argument is boxed once: a repeat would take the place of the
+        # first box, which would then get a zero gradient
+        raise ValueError(f"argnums {argnums!r} names an argument twice: each argument may appear once")
     return tuple(out)
 
 

@@ -100,6 +100,15 @@ def test_grad_argnums_tuple_gives_a_tuple():
     assert_close(g, np.sin(X))
 
 
+@pytest.mark.parametrize("argnums", [(0, 0), (1, -2), [2, 2]])
+def test_argnums_naming_an_argument_twice_is_a_value_error_not_a_zero_gradient(argnums):
+    """`argnums=(0, 0)` boxed argument 0 twice, the second box taking the first one's place, so
+    the first gradient came back zero (and a Hessian all zeros); torch.func refuses repeats."""
+    for transform in (ea.grad, ea.value_and_grad, ea.jacrev, ea.jacfwd, ea.hessian):
+        with pytest.raises(ValueError, match="twice"):
+            transform(f3, argnums=argnums)(X, Y, Z)
+
+
 def test_value_and_grad():
     value, g = ea.value_and_grad(f3, argnums=(0, 1))(X, Y, Z)
     assert isinstance(value, np.ndarray) and value.shape == ()
