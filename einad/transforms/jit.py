@@ -414,7 +414,7 @@ def _leaf_signature(x: Any) -> Hashable:
                 f"einad.jit traces arrays and numbers; a {type(x).__name__} argument is taken "
                 "as static and must then be hashable"
             ) from None
-        return ("static", x)
+        return ("static", type(x), x)
     v = concrete(x)
     if isinstance(v, np.ndarray):
         return ("array", v.shape, v.dtype.str)
@@ -491,8 +491,10 @@ def jit(
 
     def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, list[Any], TreeDef]:
         pos = {i % len(args) for i in nums if -len(args) <= i < len(args)}
-        static = tuple((i, args[i]) for i in sorted(pos)) + tuple(
-            sorted((k, kwargs[k]) for k in names if k in kwargs)
+        # each static value with its type: 1, 1.0 and True are equal and hash alike, but `f`'s
+        # Python may tell them apart (and numpy's promotion does), as JAX's cache does
+        static = tuple((i, type(args[i]), args[i]) for i in sorted(pos)) + tuple(
+            sorted(((k, type(kwargs[k]), kwargs[k]) for k in names if k in kwargs), key=lambda s: s[0])
         )
         try:
             hash(static)

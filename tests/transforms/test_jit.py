@@ -129,6 +129,23 @@ def test_static_arguments_are_part_of_the_signature_and_may_drive_python():
         ea.jit(f, static_argnums=1)(x, [2])
 
 
+def test_static_values_that_compare_equal_but_differ_in_type_are_other_signatures():
+    """1, 1.0 and True are equal and hash alike, so a program traced for one static value
+    served the others: ``x ** 2.0`` of an integer array came back as integers (the program
+    of ``x ** 2``), and Python branching on the type never ran. JAX keys static arguments
+    by type too."""
+    power = ea.jit(lambda x, p: x**p, static_argnums=1)
+    x = np.arange(3)
+    assert power(x, 2).dtype == np.int64
+    got = power(x, 2.0)
+    assert got.dtype == np.float64 and np.array_equal(got, [0.0, 1.0, 4.0])
+    by_name = ea.jit(lambda x, p=1: x**p, static_argnames="p")
+    assert by_name(x, p=2).dtype == np.int64 and by_name(x, p=2.0).dtype == np.float64
+    kind = ea.jit(lambda x, n: x * (3.0 if isinstance(n, bool) else 2.0), static_argnums=1)
+    assert_close(kind(np.ones(2), 1), np.full(2, 2.0))
+    assert_close(kind(np.ones(2), True), np.full(2, 3.0))
+
+
 def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
     f, runs = counting(lambda x, s: x * s)
     jf = ea.jit(f)
