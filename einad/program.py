@@ -404,6 +404,11 @@ class StagingTrace(Trace):
         if _is_literal(x):
             return Lit(x)
         v = x if arrays.is_array(x) else np.asarray(x)  # another library's constant stays in it
+        if isinstance(v, np.ndarray) and (v.flags.writeable or v.base is not None):
+            # the value it holds now: the program reads its constants as they were when it was
+            # traced, and the passes fold some of them into its equations (a closed-over array
+            # the caller changes in place later must change none of its results)
+            v = v.copy()
         name = f"k{len(self.graph.consts)}"
         while name in self.graph.avals:
             name += "_"

@@ -483,6 +483,26 @@ def test_a_jitted_gradient_of_a_network_contracted_pairwise_matches_the_eager_on
         assert prims.count("einsum_vg") == 1, prims
 
 
+def test_closed_over_arrays_are_read_when_traced_even_if_changed_in_place_later():
+    """docs/jit.md: closed-over arrays are constants read when the program was traced. The
+    program held the caller's array itself, so an in-place change reached the equations that
+    read it while the passes had already folded the rest (here `sum(sin(w))` into a literal,
+    `x * w` still reading `w`): a mix of old and new values, matching neither."""
+    w = np.array([1.0, 2.0, 3.0])
+    x = np.array([0.5, -1.0, 2.0])
+    f = lambda x: ea.sum(x * w) + ea.sum(ea.sin(w))
+    g = ea.grad(lambda x: ea.sum(x * w) * ea.sum(ea.cos(w)))
+    want_f, want_g = np.asarray(f(x)), np.asarray(g(x))
+    jf, jg = ea.jit(f), ea.jit(g)
+    jf(x), jg(x)
+    program = ea.make_graph(f)(x)
+    w[:] = [0.0, 5.0, -4.0]
+    for _ in range(2):
+        assert_close(jf(x), want_f, rtol=1e-12)
+        assert_close(jg(x), want_g, rtol=1e-12)
+    assert_close(program(x), want_f, rtol=1e-12)
+
+
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
     """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
     would compute in the dtypes it was planned for. Either is a TypeError naming the type the
