@@ -748,6 +748,14 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 return list(pullback(tree_unflatten(out_td, cts)))
 
             rows = _stacked(pull, o, in_flat)
+            if dtype_of(o).kind == "c" and any(dtype_of(x).kind != "c" for x in in_flat):
+                # a real input's cotangent is the real part of what flows back, Re(Jᵀu): the
+                # rows pulled from e_k are Re J only; those from i·e_k are -Im J, so together
+                # they give the complex Jacobian, as jacfwd's columns do
+                turned = _stacked(lambda ct: pull(ct * 1j), o, in_flat)
+                rows = [
+                    r if dtype_of(x).kind == "c" else r - 1j * t for r, t, x in zip(rows, turned, in_flat)
+                ]
             blocks = [_out(reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
         return tree_unflatten(out_td, per_out)

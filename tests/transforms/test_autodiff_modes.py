@@ -439,6 +439,22 @@ def test_jacobians_of_complex_functions_run_batched_not_per_row():
     np.testing.assert_allclose(ea.jacrev(ea.abs)(z), np.diag(np.conj(z) / np.abs(z)))
 
 
+def test_jacrev_of_a_complex_function_of_a_real_input_is_the_complex_jacobian():
+    """A real input's cotangent is the real part of what flows back, so jacrev, pulling back
+    the unit rows only, gave Re J for f(x) = M x (M complex) while jacfwd gave M: two
+    "Jacobians" of one function, the reverse one silently missing Im M."""
+    M = np.array([[1 + 2j, -0.5j, 3.0], [0.25 - 1j, 2j, -1 + 1j]])
+    x = np.array([0.5, -1.5, 2.0])
+    z = np.array([1 - 1j, 0.5j])
+    f = lambda x, z: (M @ ea.sin(x) * ea.sum(z**2), ea.sum(x**2))
+    want = M * np.cos(x) * np.sum(z**2)
+    for jac in (ea.jacrev, ea.jacfwd, ea.jacobian):
+        (jx, jz), (kx, _) = jac(f, argnums=(0, 1))(x, z)
+        assert_close(jx, want, rtol=1e-12)
+        assert_close(jz, np.outer(M @ np.sin(x), 2 * z), rtol=1e-12)  # holomorphic in z
+        assert_close(kx, 2 * x, rtol=1e-12)
+
+
 # -- Hessians ----------------------------------------------------------------------------------
 
 
