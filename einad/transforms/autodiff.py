@@ -49,7 +49,7 @@ from ..core import (
     tracing,
     value_of,
 )
-from ..program import ClosedOverTracer, StagingTrace, put_leaves, run_graph, stage, traced_leaf
+from ..program import ClosedOverTracer, StagingTrace, put_leaves, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
 from ..rules.einsum import Pending, deferring, einsum_p, sliced_einsum_p
@@ -403,7 +403,10 @@ def _through_program(f: Callable[..., Any], args: Sequence[Any], kwargs: dict[st
     gradient is one sweep through each tree's kept intermediates instead of one VJP per
     piece. `f` closing over another transformation's tracer is called as it is."""
     flat, tree = tree_flatten((list(args), kwargs))
-    traced = [k for k, x in enumerate(flat) if traced_leaf(x)]
+    # only traced values are the program's inputs: a plain number or array argument (a count,
+    # a shape, a jitted function's static argument) stays what `f` was given, which its Python
+    # may branch on or shape with, as it did in the forward just traced
+    traced = [k for k, x in enumerate(flat) if type(x) is Tensor]
 
     def call(*leaves: Any) -> Any:
         a, kw = tree_unflatten(tree, put_leaves(flat, traced, leaves))

@@ -503,6 +503,25 @@ def test_closed_over_arrays_are_read_when_traced_even_if_changed_in_place_later(
     assert_close(program(x), want_f, rtol=1e-12)
 
 
+def test_a_jitted_gradient_of_chained_einsums_keeps_plain_number_arguments_plain():
+    """Under ea.jit, a gradient whose forward chains einsums is staged again on its own
+    (`_through_program`); that staging took every number argument as a traced input, so a
+    count or a shape passed to the loss (here a jitted function's static argument) raised
+    TracerError at `range(n)`, a slice or a reshape, while eager `grad` worked."""
+
+    def loss(x, n, shape):
+        z = ea.einsum("ij,jk->ik", ea.einsum("ij,jk->ik", x, x), x)
+        for _ in range(n):
+            z = z * 1.1
+        return ea.sum(z[:n].reshape(shape) ** 2)
+
+    x = RNG.standard_normal((4, 4))
+    want = ea.grad(loss)(x, 2, (8,))
+    jitted = ea.jit(lambda x, n: ea.grad(loss)(x, n, (4 * n,)), static_argnums=1)
+    for got in (jitted(x, 2), jitted(x, 2)):
+        assert_close(got, want, rtol=1e-12)
+
+
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
     """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
     would compute in the dtypes it was planned for. Either is a TypeError naming the type the
