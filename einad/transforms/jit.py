@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import itertools
 import linecache
 from collections.abc import Callable, Hashable, Sequence
@@ -438,6 +439,29 @@ def _direct_key(args: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return tuple(key)
 
 
+def _static_both_ways(
+    f: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """`nums` and `names` completed from `f`'s signature, as JAX does: a static argument is
+    static however it is passed, by position or by keyword (a parameter named in `names` is
+    static at its position too, one numbered in `nums` under its name too). Where `f` has no
+    signature Python can read, they are kept as given."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return nums, names
+    positional = [
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    more_nums, more_names = list(nums), list(names)
+    for i, p in enumerate(positional):
+        if i in nums and p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in more_names:
+            more_names.append(p.name)
+        if p.name in names and i not in more_nums:
+            more_nums.append(i)
+    return tuple(more_nums), tuple(more_names)
+
+
 def jit(
     f: Callable[..., Any],
     static_argnums: int | Sequence[int] = (),
@@ -484,6 +508,7 @@ def jit(
     chosen = backend or "llvm"
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    nums, names = _static_both_ways(f, nums, names)
     cache: dict[Hashable, Program] = {}
     # The common call, positional numpy arrays only (no static arguments), keyed by the arrays'
     # shapes and dtypes alone: its program, found without flattening or signing the arguments.

@@ -146,6 +146,27 @@ def test_static_values_that_compare_equal_but_differ_in_type_are_other_signature
     assert_close(kind(np.ones(2), True), np.full(2, 3.0))
 
 
+def test_a_static_argument_is_static_by_position_and_by_keyword_as_in_jax():
+    """JAX completes static_argnums and static_argnames from the function's signature, so a
+    static argument is static however the caller passes it; einad took `n` passed as ``n=2``
+    (static_argnums=1) or passed second (static_argnames="n") as traced: TracerError at the
+    `range(n)`."""
+
+    def f(x, n, mode="sum"):
+        for _ in range(n):
+            x = x * 2.0
+        return ea.sum(x) if mode == "sum" else ea.max(x)
+
+    x = np.array([1.0, 2.0, 3.0])
+    by_num = ea.jit(f, static_argnums=1)
+    assert_close(by_num(x, n=2), 24.0)
+    assert_close(by_num(x, 2), 24.0)
+    by_name = ea.jit(f, static_argnames=("n", "mode"))
+    assert_close(by_name(x, 2), 24.0)
+    assert_close(by_name(x, 3, "max"), 24.0)
+    assert_close(by_name(x, n=1, mode="max"), 6.0)
+
+
 def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
     f, runs = counting(lambda x, s: x * s)
     jf = ea.jit(f)
