@@ -287,12 +287,22 @@ def _pair(a: Array, b: Array, sa: str, sb: str, so: str) -> Any:
     return _run_pair(_pair_plan(sa, sb, so, a.shape, b.shape), a, b)
 
 
+def presum(pre: str, x: Array, other: Array) -> Any:
+    """The one-operand einsum `pre` (a step's sum of the letters only `x` has) of `x`, computed
+    in the dtype the step computes in, `x`'s promoted with `other`'s, as numpy.einsum promotes
+    its operands before it sums (a bool operand's sum is no logical or, an int8's or a float16's
+    no overflow)."""
+    if x.dtype == other.dtype:
+        return np.einsum(pre, x)
+    return np.einsum(pre, x, dtype=np.result_type(x, other))
+
+
 def outer_operands(plan: _PairPlan, a: Array, b: Array) -> tuple[Any, Any]:
     """The two views of an outer-product step (`plan.outer`) whose broadcast product is its result."""
     if plan.pre_a is not None:
-        a = np.einsum(plan.pre_a, a)
+        a = presum(plan.pre_a, a, b)
     if plan.pre_b is not None:
-        b = np.einsum(plan.pre_b, b)
+        b = presum(plan.pre_b, b, a)
     perm, shape = plan.view_a
     a = a.transpose(perm).reshape(shape)
     perm, shape = plan.view_b
@@ -308,9 +318,9 @@ def _run_pair(plan: _PairPlan, a: Array, b: Array) -> Any:
     if plan.swap:
         a, b = b, a
     if plan.pre_a is not None:
-        a = np.einsum(plan.pre_a, a)
+        a = presum(plan.pre_a, a, b)
     if plan.pre_b is not None:
-        b = np.einsum(plan.pre_b, b)
+        b = presum(plan.pre_b, b, a)
     a = a.transpose(plan.perm_a).reshape(plan.shape_a)
     b = b.transpose(plan.perm_b).reshape(plan.shape_b)
     if plan.mm_size * a.itemsize < RECYCLE_MIN:

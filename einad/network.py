@@ -88,7 +88,16 @@ import numpy as np
 
 from . import kernels, memory
 from .aliases import Array, Path, Shape
-from .executor import _expression, _pair_plan, _PairPlan, _prefix, merges_without_copy, outer_operands, spread
+from .executor import (
+    _expression,
+    _pair_plan,
+    _PairPlan,
+    _prefix,
+    merges_without_copy,
+    outer_operands,
+    presum,
+    spread,
+)
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
 Run = Callable[..., Any]
@@ -634,9 +643,9 @@ class _Pair:
         if plan.swap:
             a, b = b, a
         if plan.pre_a is not None:
-            a = np.einsum(plan.pre_a, a)
+            a = presum(plan.pre_a, a, b)
         if plan.pre_b is not None:
-            b = np.einsum(plan.pre_b, b)
+            b = presum(plan.pre_b, b, a)
         a = a.transpose(plan.perm_a)
         b = b.transpose(plan.perm_b)
         key = (a.strides, b.strides)
@@ -691,8 +700,8 @@ class _Pair:
                 if pre is not None:
                     ins, outs = pre.split("->")
                     size = dict(zip(ins, x.shape))
-                    y = pool.get(tuple(size[c] for c in outs), x.dtype)
-                    build.ops.append((functools.partial(_C_EINSUM, pre, out=y), (x,)))
+                    y = pool.get(tuple(size[c] for c in outs), dtype)  # (summed as promoted: `presum`)
+                    build.ops.append((functools.partial(_C_EINSUM, pre, out=y, dtype=dtype), (x,)))
                     temps.append(y)
                     a, b = (y, b) if i == 0 else (a, y)
         else:  # numpy.einsum's one pass, into a buffer (counted as copying both, as planned)

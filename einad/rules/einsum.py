@@ -869,7 +869,7 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             shape = v.shape if type(v) in _SHAPED else shape_of(v)
             grads.append(Pending(ins, kept, [g, *others], opt, shape, dt))
             continue
-        if ones and others:
+        if ones and others and (_one_dtype(others, g.dtype) or _sums_alike(g, others)):
             r = contract(ins[1:], kept, others, opt, mem)
             if type(r) is np.ndarray:
                 for x in others:
@@ -893,6 +893,14 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
         else:
             grads.append(Spread(r, kept, target, v.shape if type(v) in _SHAPED else shape_of(v), dt))
     return grads
+
+
+def _sums_alike(g: Any, others: Sequence[Any]) -> bool:
+    """Whether the operands `others` contract in the dtype they do with the cotangent `g` among
+    them (then a cotangent of one may be left out; else leaving it out would sum a float16 or an
+    int operand in its own dtype, where the forward sums it promoted)."""
+    dts = [dtype_of(x) for x in others]
+    return bool(np.result_type(*dts) == np.result_type(g.dtype, *dts))
 
 
 def _tree_vjp(g: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:

@@ -757,3 +757,21 @@ def test_an_explicit_path_is_taken_without_opt_einsums_costing(monkeypatch):
             einsum_rules._path(inputs, output, bad_shapes, bad_path, None)
     assert len(asked) == 2
     einsum_rules._path.cache_clear()
+
+
+def test_a_letter_one_operand_has_is_summed_in_the_promoted_dtype():
+    """numpy.einsum promotes its operands before it sums: a bool operand's own letter is summed
+    as numbers (not or-ed), an int8's or a float16's without overflowing in its own dtype; in the
+    value, a jitted value and the gradient (whose cotangent of one is left out of a contraction)."""
+    a = np.array([[True, False], [True, True], [False, True]])
+    b = np.array([0.5])
+    np.testing.assert_array_equal(ea.einsum("fa,a", a, b).numpy(), np.einsum("fa,a", a, b))
+    h = np.full((1000, 2), 100, np.float16)
+    w = np.ones(2, np.float32)
+    for spec in ("ae,e->e", "ae,f->ef"):
+        ref = np.einsum(spec, h, w)
+        np.testing.assert_allclose(ea.einsum(spec, h, w).numpy(), ref)
+        np.testing.assert_allclose(ea.jit(lambda x, y, s=spec: ea.einsum(s, x, y))(h, w), ref)
+    i8 = np.full((200, 2), 100, np.int8)
+    np.testing.assert_array_equal(ea.einsum("ae,e->e", i8, w).numpy(), np.einsum("ae,e->e", i8, w))
+    np.testing.assert_allclose(ea.grad(lambda y: ea.einsum("ae,e->", h, y))(w), [1e5, 1e5])
