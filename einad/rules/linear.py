@@ -401,8 +401,9 @@ def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
     a, b = to_operand(a), to_operand(b)
     sa_, sb_ = shape_of(a), shape_of(b)
     na, nb = len(sa_), len(sb_)
-    if na == 0 or nb == 0:
-        return einsum(",".join([_letters(na), _letters(nb, _letters(na))]), a, b)
+    if na == 0 or nb == 0:  # (an explicit output: an implicit one sorts 'A' before 'a', past rank 26)
+        sa, sb = _letters(na), _letters(nb, _letters(na))
+        return einsum(f"{sa},{sb}->{sa}{sb}", a, b)
     kb = nb - 2 if nb >= 2 else 0
     if sa_[-1] != sb_[kb]:
         raise _mismatch("dot", sa_, na - 1, sb_, kb)

@@ -968,3 +968,12 @@ def test_triangle_prim_builds_a_linear_primitive_that_is_its_own_transpose():
         assert_close(pull(g)[0], np.triu(g, 1))
         assert_close(ea.jvp(f, (x,), (g,))[1], np.triu(g, 1))
         assert probe.keep([True]) == ((False,), False) and probe.linear
+
+
+def test_dot_with_a_scalar_keeps_the_axes_of_an_array_of_more_than_26():
+    """dot with a 0-d operand is a product that keeps every axis in order, also past the 26
+    lower-case letters (an implicit einsum output would sort 'A' before 'a')."""
+    x = np.random.default_rng(0).standard_normal((1,) * 26 + (2, 3))
+    for got, ref in ((ea.dot(2.0, x), np.dot(2.0, x)), (ea.dot(x, 2.0), np.dot(x, 2.0))):
+        assert got.shape == ref.shape
+        np.testing.assert_array_equal(got.numpy(), ref)
