@@ -173,7 +173,7 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], names: Names = (
         )
     items = [_split_term(t, _ordinal(k)) for k, t in enumerate(terms)]
     out_items = _split_term(rhs, "the output") if explicit else []
-    used = {c for its in items for c in its} | set(out_items)
+    used = {c for its in [*items, out_items] for c in its if c != "..."}  # (letters: no '...')
     show = _Shown(subscripts, names)
 
     # Ranks: each operand's letters plus its ellipsis must match its ndim.

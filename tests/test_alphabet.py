@@ -143,3 +143,16 @@ def test_errors_in_a_300_index_network_name_the_users_characters(network):
     dots = spec.replace(inputs[7], inputs[7] + "..", 1)
     with pytest.raises(ea.EinsumError, match=r"operand 7: '\.' must appear only as an ellipsis"):
         ea.einsum(dots, *operands)
+
+
+def test_an_ellipsis_beside_more_letters_than_ascii_has():
+    """A network that uses all 52 ASCII letters and more (opt_einsum's symbols) and a '...':
+    the ellipsis' dimensions get letters past the user's (no ``ord('...')`` on the way)."""
+    syms = "".join(oe.get_symbol(i) for i in range(53))
+    terms = [syms[i] + syms[i + 1] for i in range(52)]
+    terms[0], terms[-1] = "..." + terms[0], "..." + terms[-1]
+    spec = ",".join(terms) + "->..."
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal((2, 2)) for _ in terms]
+    ops[0], ops[-1] = rng.standard_normal((3, 2, 2)), rng.standard_normal((3, 2, 2))
+    np.testing.assert_allclose(ea.einsum(spec, *ops).numpy(), oe.contract(spec, *ops))
