@@ -9,6 +9,7 @@ they reshape (squeezed operands), index (a diagonal's offset) and cast (weak sca
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,9 +60,9 @@ def normalize_optimize(optimize: Optimize) -> Strategy:
         return optimize
     if isinstance(optimize, (list, tuple)):
         steps = [s for s in optimize if not (isinstance(s, str) and s == "einsum_path")]
-        try:
-            return tuple(tuple(int(i) for i in s) for s in steps)
-        except (TypeError, ValueError):  # a step of names ("greedy" reads as letters) or of non-numbers
+        try:  # (`operator.index`: an integer of any kind, never a float cut down to one)
+            return tuple(tuple(operator.index(i) for i in s) for s in steps)
+        except (TypeError, ValueError):  # a step of names ("greedy" reads as letters) or of non-integers
             pass
     raise EinsumError(
         "optimize must be an opt_einsum strategy name, a path (list of index tuples) or a path "

@@ -450,9 +450,7 @@ def _static_both_ways(
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
         return nums, names
-    positional = [
-        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     more_nums, more_names = list(nums), list(names)
     for i, p in enumerate(positional):
         if i in nums and p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in more_names:

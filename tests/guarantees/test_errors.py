@@ -261,12 +261,29 @@ def test_unknown_optimize_strategy():
 
 
 @pytest.mark.parametrize(
-    "path", [[(0, 1), (1, 2)], [(0, 1), (0, 1), (0, 1)], [(0, 7)], [(0, 0), (0, 1)]], ids=str
+    "path",
+    [
+        [(0, 1), (1, 2)],
+        [(0, 1), (0, 1), (0, 1)],
+        [(0, 7)],
+        [(0, 0), (0, 1)],
+        [(0.5, 1), (0, 1)],
+        [(0, 1.0), (0, 1)],
+    ],
+    ids=str,
 )
 def test_explicit_path_that_does_not_fit_the_operands(path):
-    """A bad path is a clear EinsumError at the call, not an IndexError from inside the planner."""
+    """A bad path is a clear EinsumError at the call, not an IndexError from inside the planner
+    (and a position that is no integer is refused, as opt_einsum does, not cut down to one)."""
     with pytest.raises(ea.EinsumError, match=r"path|optimize"):
         ea.einsum("ij,jk,kl->il", A, B, C, optimize=path)
+
+
+def test_a_path_of_numpy_integers_is_a_path():
+    path = [(np.int64(1), np.int32(2)), (np.intp(0), 1)]
+    np.testing.assert_allclose(
+        ea.einsum("ij,jk,kl->il", A, B, C, optimize=path).numpy(), A @ B @ C, rtol=1e-12
+    )
 
 
 # -- differentiating with respect to non-float inputs -------------------------------------------------
