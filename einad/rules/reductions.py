@@ -35,11 +35,12 @@ def _keep(v: Value, shape: Shape, axes: tuple[int, ...]) -> Value:
     return reshape_raw(v, tuple(1 if i in axes else d for i, d in enumerate(shape)))
 
 
-def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> Any:
-    """Weights with zero derivative: 1/count on the elements equal to the extreme, 0 elsewhere."""
-    shape = shape_of(x)
-    hit = astype(compare("equal", x, _keep(stop_gradient(ans), shape, axes)), dtype_of(x))
-    return hit / sum_raw(hit, axes, keepdims=True)
+def _extreme_weights(x: Any, ans: Any, axes: tuple[int, ...]) -> tuple[Any, Any]:
+    """Where `x` equals its extreme (a boolean), and weights with zero derivative: 1/count on
+    those elements, 0 elsewhere."""
+    hit = compare("equal", x, _keep(stop_gradient(ans), shape_of(x), axes))
+    weight = astype(hit, dtype_of(x))
+    return hit, weight / sum_raw(weight, axes, keepdims=True)
 
 
 _result_dtypes: dict[tuple[str, np.dtype[Any]], np.dtype[Any]] = {}
@@ -92,12 +93,15 @@ def _extreme_prim(name: str, kernel: Callable[..., Any]) -> Primitive:
 
     def vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
         x = vals[0]
-        w = _extreme_weights(x, ans, p["axes"])
+        _, w = _extreme_weights(x, ans, p["axes"])
         return [_keep(g, shape_of(x), p["axes"]) * w]
 
     def jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
-        w = _extreme_weights(vals[0], ans, p["axes"])
-        return sum_raw(ts[0] * w, p["axes"])
+        hit, w = _extreme_weights(vals[0], ans, p["axes"])
+        # the tangents of the elements that are not the extreme are selected away, not multiplied
+        # by 0: an infinite or nan tangent there (sqrt's at 0) must not reach the result (JAX's too)
+        t = where_raw(hit, ts[0], 0)
+        return sum_raw(t * w, p["axes"])
 
     return declare(prim, vjp=vjp, jvp=jvp, batch=batch_axes, aliasing="fresh")
 

@@ -203,6 +203,21 @@ def test_min_ties_share_the_gradient():
 
 
 @both_modes
+@pytest.mark.parametrize("op", [ea.max, ea.min])
+def test_max_min_forward_mode_ignores_the_tangents_of_the_other_elements(op):
+    # an infinite or nan tangent of an element that is not the extreme (sqrt's at 0, as quimb's
+    # eig-based SVD gives its zero singular values) must not reach the extreme's tangent (JAX: 1)
+    x = np.array([3.0, -3.0, 0.5])
+    for bad in (np.nan, np.inf):
+        t = np.array([1.0, 1.0, bad])
+        _, dout = ea.jvp(op, (x,), (t,))
+        assert_close(dout, 1.0)
+    sign = 1.0 if op is ea.max else -1.0  # the extreme at 4, away from sqrt's infinite slope at 0
+    jac = ea.jacfwd(lambda x: op(sign * ea.sqrt(x)))(np.array([4.0, 0.0, 1.0]))
+    assert_close(jac, [sign * 0.25, 0.0, 0.0])
+
+
+@both_modes
 def test_prod_gradient_with_zeros():
     g = ea.grad(ea.prod)(np.array([2.0, 4.0, 3.0]))
     assert_close(g, [12.0, 6.0, 8.0])
