@@ -212,6 +212,12 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def __rpow__(self, other: ArrayLike) -> Tensor:
         return ELEMENTWISE["power"](other, self)
 
+    def __mod__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["mod"](self, other)
+
+    def __rmod__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["mod"](other, self)
+
     def __matmul__(self, other: ArrayLike) -> Tensor:
         return matmul(self, other)
 

@@ -210,6 +210,9 @@ def test_mixed_expressions_with_arrays_and_scalars_are_tensors_and_differentiabl
         (lambda x: a @ x, lambda x: a @ x),
         (lambda x: -x + 1, lambda x: -x + 1),
         (lambda x: abs(x - 1.5), lambda x: abs(x - 1.5)),
+        (lambda x: x % 1.0, lambda x: x % 1.0),  # (numpy's mod: the divisor's sign, as PyTorch's and JAX's %)
+        (lambda x: 5.0 % x, lambda x: 5.0 % x),
+        (lambda x: -a % x, lambda x: -a % x),
     ]
     for f, ref in cases:
         out = f(ea.tensor(x))
