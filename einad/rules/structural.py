@@ -262,8 +262,10 @@ def batch_elementwise(
 def _batch_where(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     vals = align(vals, batched, size)
     rank = max(len(shape_of(v)) + (0 if b else 1) for v, b in zip(vals, batched))
-    vals = [
-        v if b else reshape_raw(v, (1,) * (rank - len(shape_of(v))) + shape_of(v))
+    vals = [  # (a Python number stays one: weak, as numpy's promotion takes it beside float32)
+        v
+        if b or isinstance(v, (bool, int, float, complex))
+        else reshape_raw(v, (1,) * (rank - len(shape_of(v))) + shape_of(v))
         for v, b in zip(vals, batched)
     ]
     out = bind(prim, vals, params)

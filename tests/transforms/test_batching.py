@@ -112,6 +112,15 @@ def test_a_mapped_value_read_as_a_python_number_is_a_tracer_error():
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
+    # a Python number among where's branches stays weak when mapped (it was made an int64 or
+    # float64 array to line it up with the batch, so float32 came back float64; jacfwd of max,
+    # whose forward rule selects with a 0, maps that where)
+    x = np.array([[1.0, -2.0, 3.0], [-1.0, 0.5, 2.0]], np.float32)
+    for f in (lambda x: ea.where(x > 0, x, 0), lambda x: ea.where(x > 0, 0.5, x)):
+        out = ea.vmap(f)(x)
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, np.stack([f(r) for r in x]))
+    assert ea.jacfwd(ea.max)(x[0]).dtype == np.float32
 
 
 # -- the everyday and linalg functions, mapped: vmap equals a loop over the examples ---------------
