@@ -119,7 +119,8 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         f: The function; its arguments and results may be pytrees of arrays.
         in_axes: The axis to map of each argument: an int or None (not mapped)
             for all, or a tuple with one entry per positional argument, each an
-            int, None, or a pytree of them matching that argument.
+            int, None, or a pytree of them matching that argument. Keyword
+            arguments are mapped along their leading axis (as in JAX).
         out_axes: Where the mapped axis goes in each result, likewise (None: the
             result must not depend on the mapped arguments).
 
@@ -138,12 +139,9 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
     name = f"vmap({getattr(f, '__name__', 'f')})"
 
     def mapped(*args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            raise TypeError(
-                f"{name} takes its arguments by position (in_axes names each one's axis), "
-                f"got the keyword argument(s) {', '.join(map(repr, kwargs))}"
-            )
         spec = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if kwargs:  # (as JAX: keyword arguments are mapped along their leading axis, whatever in_axes)
+            spec, args = (*spec, 0), (*args, kwargs)
         axes = _leaf_axes(tuple(spec), tuple(args), "in_axes")
         flat, td = tree_flatten(list(args))
         sizes: set[int] = set()
@@ -164,7 +162,8 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
         size = sizes.pop()
         with tracing(BatchTrace(size)) as trace:
             boxed = [v if ax is None else _box(v, trace, None, None) for v, ax in zip(values, axes)]
-            out = f(*tree_unflatten(td, boxed))
+            given = tree_unflatten(td, boxed)
+            out = f(*given[:-1], **given[-1]) if kwargs else f(*given)
             out_flat, out_td = tree_flatten(out)
             oaxes = [0] * len(out_flat) if raw else _leaf_axes(out_axes, out, "out_axes")
             results: list[Any] = []

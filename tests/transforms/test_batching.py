@@ -91,6 +91,21 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
+def test_keyword_arguments_are_mapped_along_their_leading_axis_as_in_jax():
+    """JAX maps a keyword argument along axis 0 whatever in_axes says (in_axes names the
+    positional ones); einad refused keywords."""
+    x, y = RNG.standard_normal((2, 4, 3))
+    f = lambda a, b=None, c=2.0: ea.sum(a * b) * c
+    loop = lambda a, b, **kw: np.array([float(f(a[i], b[i], **kw)) for i in range(4)])
+    assert_close(ea.vmap(f)(x, b=y), loop(x, y), rtol=1e-12)
+    assert_close(ea.vmap(f, in_axes=1)(x.T, b=y), loop(x, y), rtol=1e-12)
+    c = np.arange(1.0, 5.0)
+    assert_close(ea.vmap(f, in_axes=(None,))(x[0], b=y, c=c), loop(np.broadcast_to(x[0], (4, 3)), y) * c / 2)
+    assert_close(ea.vmap(ea.grad(f))(x, b=y), 2.0 * y, rtol=1e-12)
+    with pytest.raises(ValueError, match="one length"):
+        ea.vmap(f)(x, b=np.ones((3, 3)))
+
+
 def test_a_mapped_value_read_as_a_python_number_is_a_tracer_error():
     # one number cannot stand for a batch: refused, as jit refuses a staged value (numpy raised
     # "only 0-dimensional arrays can be converted" before), also for a batch of one
