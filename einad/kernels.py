@@ -461,11 +461,12 @@ class _Writer:
         for o in spec.outs:
             self.ptrs[o.name] = self.field(f"%{o.name}.out", self.header, "ptr")
         outs = {o.name: o for o in spec.outs}
-        totals: dict[str, str] = {}  # a total's accumulator
+        totals: dict[str, str] = {}  # a total's accumulator (a double: see `_accumulator`)
         for s in spec.steps:
             if s.op == "sum" and not s.keep:
-                acc = self.emit(f"alloca {_ty(s.dtype)}")
-                self.lines.append(f"  store {_ty(s.dtype)} {self.const(0, s.dtype)}, ptr {acc}")
+                wide = _accumulator(s.dtype)
+                acc = self.emit(f"alloca {_ty(wide)}")
+                self.lines.append(f"  store {_ty(wide)} {self.const(0, wide)}, ptr {acc}")
                 totals[s.name] = acc
         for s in spec.steps:
             if s.phase == "pre":
@@ -477,7 +478,9 @@ class _Writer:
             self.loops(spec, outs, totals, group, n)
         for s in spec.steps:
             if s.op == "sum" and not s.keep:
-                self.vals[s.name] = (self.emit(f"load {_ty(s.dtype)}, ptr {totals[s.name]}"), s.dtype)
+                wide = _accumulator(s.dtype)
+                total = self.emit(f"load {_ty(wide)}, ptr {totals[s.name]}")
+                self.vals[s.name] = (self.convert(total, wide, s.dtype), s.dtype)
                 if s.name in outs:
                     self.store(outs[s.name], *self.vals[s.name], ())
         for s in spec.steps:
@@ -528,6 +531,8 @@ class _Writer:
         ty = _ty(s.dtype)
         x = self.operand(s.operands[0], s.dtype)
         if not s.keep:
+            wide = _accumulator(s.dtype)
+            x, ty = self.convert(x, s.dtype, wide), _ty(wide)
             old = self.emit(f"load {ty}, ptr {totals[s.name]}")
             new = self.emit(f"fadd reassoc {ty} {old}, {x}")
             self.lines.append(f"  store {ty} {new}, ptr {totals[s.name]}")
@@ -669,6 +674,13 @@ def _streams(spec: KernelSpec) -> list[list[Step]]:
     for t in loop:
         groups.setdefault(root(t.name), []).append(t)
     return list(groups.values())
+
+
+def _accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype a total of `dtype` values is added up in: float32 ones in a double. One
+    float32 accumulator added to element by element stops growing at 2**24 times the elements'
+    size (a sum of 2**25 ones is 16777216), where numpy's pairwise sums are exact to rounding."""
+    return np.dtype(np.float64) if dtype == np.float32 else dtype
 
 
 def _by_value(dtype: np.dtype[Any]) -> str:

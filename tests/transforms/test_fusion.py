@@ -177,6 +177,18 @@ def test_a_transposed_value_is_read_from_memory():
         assert_close(a, b, rtol=1e-12)
 
 
+def test_a_float32_total_is_added_up_in_double():
+    """A float32 accumulator stops growing at 2**24 times its addends (2**24 + 1 is 2**24): a
+    kernel's float32 total, as numpy's pairwise sum, keeps every element (a jitted sum of
+    2**25 sigmoids of 20.0 gave 16777216)."""
+    x = np.ones(1001, np.float32)
+    x[0] = 2**24
+    got = compiled(ea.jit(lambda x: ea.sum(ea.abs(x) * 2.0), backend="llvm"))(x)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, 2 * (2**24 + 1000), rtol=1e-6)
+    assert len(fused(lambda x: ea.sum(ea.abs(x) * 2.0), x).kernels) == 1
+
+
 def test_broadcast_operands_and_partial_sums():
     """A bias broadcast along rows, a scalar, and the gradient summed back to each operand's
     shape (a sum along the rows, a total) in the same loop as the forward."""
