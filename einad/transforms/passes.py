@@ -108,6 +108,19 @@ def _broadcast(shapes: Sequence[Shape]) -> Shape | None:
 # -- rebuilding a program -------------------------------------------------------------------
 
 
+def _one_value(k: np.ndarray) -> bool:
+    """Whether every element of `k` has the bits of its first: ``==`` alone would take
+    ``[0.0, -0.0]`` for one value, and ``1 / k`` tells them apart."""
+    if not bool(np.all(k == k.flat[0])):
+        return False
+    if k.dtype.kind not in "fc":
+        return True
+    first = k.flat[0]
+    parts = (k.real, k.imag) if k.dtype.kind == "c" else (k,)
+    signs = (first.real, first.imag) if k.dtype.kind == "c" else (first,)
+    return all(bool(np.all(np.signbit(p) == np.signbit(s))) for p, s in zip(parts, signs))
+
+
 class _Rewriter:
     """A program being rebuilt in order, one equation at a time.
 
@@ -186,7 +199,7 @@ class _Rewriter:
         value: Any = None
         k = self.const_value(a)
         e = self.producer.get(a)
-        if k is not None and k.size > 0 and bool(np.all(k == k.flat[0])):
+        if k is not None and k.size > 0 and _one_value(k):
             value = k.flat[0]
         elif e is not None and e.prim is ones_like_p:
             value = 1
@@ -739,8 +752,10 @@ def const_source(value: Any, src: str, dst: str, shape: Shape) -> Any:
     line = diag[tuple(slice(None) if c in src else 0 for c in u)]
     present = "".join(c for c in u if c in src)
     x = np.ascontiguousarray(np.einsum(numpy_subscripts(f"{present}->{src}"), line))
-    rebuilt = spread_p.impl(x, src=src, dst=dst, shape=tuple(shape))
-    return x if np.array_equal(rebuilt, value) else None
+    rebuilt = np.asarray(spread_p.impl(x, src=src, dst=dst, shape=tuple(shape)), dtype=value.dtype)
+    # bit for bit: `==` takes -0.0 for 0.0 (and 1 / x tells them apart)
+    same = np.ascontiguousarray(rebuilt).tobytes() == np.ascontiguousarray(value).tobytes()
+    return x if same else None
 
 
 def _respread(e: Equation, s: Equation, prim: Primitive, inputs: list[Atom], rw: _Rewriter) -> list[Equation]:

@@ -606,6 +606,27 @@ def test_fold_spreads_needs_a_constant_that_really_is_a_spread():
     assert_same_values(g, passes.optimize(g))
 
 
+def test_fold_spreads_needs_a_constant_that_is_a_spread_bit_for_bit():
+    # [0.0, ...] and [-0.0, ...] compare equal, but 1 / x tells them apart
+    c = np.array([[0.0, 1.0, 2.0], [-0.0, 1.0, 2.0]])
+    x = np.array([-1.0, 2.0, 3.0])
+    f = lambda x: 1.0 / (ea.broadcast_to(x, (2, 3)) * c)
+    jf = ea.jit(f, backend="numpy")
+    jf(x)
+    np.testing.assert_array_equal(jf(x), [[-np.inf, 0.5, 1 / 6], [np.inf, 0.5, 1 / 6]])
+
+
+def test_simplify_takes_a_constant_of_signed_zeros_for_two_values():
+    k = np.array([0.0, -0.0, 0.0])
+    x = np.array([1.0, 1.0, -1.0])
+    g = ea.make_graph(lambda x: x / k)(x)
+    out = passes.simplify(g)
+    np.testing.assert_array_equal(run_graph(out, [x])[0], [np.inf, -np.inf, -np.inf])
+    jf = ea.jit(lambda x: x / k, backend="numpy")
+    jf(x)
+    np.testing.assert_array_equal(jf(x), [np.inf, -np.inf, -np.inf])
+
+
 def test_fold_spreads_pushes_unary_ops_and_products_to_the_source():
     g = build(
         {"a": np.arange(1.0, 4.0), "b": np.arange(2.0, 5.0)},
