@@ -433,8 +433,9 @@ class _Writer:
                     reg = self.emit(f"icmp ne i64 {reg}, 0")
                 elif a.dtype == np.float32:
                     reg = self.emit(f"fptrunc double {reg} to float")
-                # integers come as i64 (the value is the same)
-                self.vals[a.name] = (reg, np.dtype(np.int64) if a.dtype.kind in "iu" else a.dtype)
+                # integers come as i64 (the value is the same; a uint64 stays unsigned)
+                wide = np.dtype(np.uint64) if a.dtype == np.uint64 else np.dtype(np.int64)
+                self.vals[a.name] = (reg, wide if a.dtype.kind in "iu" else a.dtype)
             else:
                 self.ptrs[a.name] = data = self.field(f"%{a.name}", self.header, "ptr")
                 at = self.field(f"%{a.name}", self.header + 24, "ptr")
@@ -836,7 +837,9 @@ def _module(llvm: Any, ir: str, vectorize: bool, optimize: bool = True) -> tuple
 
 
 def _ctype(dtype: np.dtype[Any]) -> Any:
-    return ctypes.c_double if dtype.kind == "f" else ctypes.c_int64
+    if dtype.kind == "f":
+        return ctypes.c_double
+    return ctypes.c_uint64 if dtype == np.uint64 else ctypes.c_int64
 
 
 def _read(path: str | None) -> bytes | None:

@@ -289,6 +289,17 @@ def test_where_casts_and_comparisons_mixing_dtypes():
     assert len(fused(f, x, i, mask).kernels) == 1
 
 
+def test_a_zero_dimensional_uint64_argument_keeps_its_value():
+    """A 0-d integer comes to a kernel by value: a uint64 above 2**63 is not read as negative."""
+    y = np.array([1.0, 2.0])
+    f = lambda n, y: ea.exp(y * 0.0) * n + y
+    for n in (np.array(2**63 + 2**62, np.uint64), np.array(2**64 - 1, np.uint64), np.array(-7)):
+        jf = ea.jit(f, backend="llvm")
+        assert len(jf.lower(n, y).kernels) == 1
+        got = compiled(jf)(n, y)
+        np.testing.assert_array_equal(got, np.exp(y * 0.0) * n + y)
+
+
 # -- numpy's warnings --------------------------------------------------------------------------------
 
 
