@@ -117,8 +117,9 @@ MISALIGNED = 256
 
 
 def loadable(dtype: np.dtype[Any]) -> bool:
-    """Whether a kernel reads arrays of this dtype (to convert them to one it computes in)."""
-    return dtype in FLOATS or dtype.kind in "biu" and dtype.itemsize <= 8
+    """Whether a kernel reads arrays of this dtype (to convert them to one it computes in): not
+    a byte-swapped one (``>i4`` on a little-endian machine), which a load would misread."""
+    return dtype in FLOATS or dtype.kind in "biu" and dtype.itemsize <= 8 and dtype.isnative
 
 
 def writable(dtype: np.dtype[Any]) -> bool:

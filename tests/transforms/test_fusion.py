@@ -289,6 +289,17 @@ def test_where_casts_and_comparisons_mixing_dtypes():
     assert len(fused(f, x, i, mask).kernels) == 1
 
 
+def test_byte_swapped_integer_arrays_are_read_as_numpy_reads_them():
+    """A big-endian integer array (read from a file, say) is not a kernel's to load: its bytes
+    would be taken in the machine's order (1 read as 16777216)."""
+    y = np.linspace(0.0, 1.0, 4)
+    f = lambda x, y: ea.where(x > 1, y * 2.0, y - x)
+    for dt in (">i4", ">i8", ">u2"):
+        x = np.arange(4, dtype=np.dtype(dt))
+        got = compiled(ea.jit(f, backend="llvm"))(x, y)
+        np.testing.assert_array_equal(got, np.where(x > 1, y * 2.0, y - x))
+
+
 def test_a_zero_dimensional_uint64_argument_keeps_its_value():
     """A 0-d integer comes to a kernel by value: a uint64 above 2**63 is not read as negative."""
     y = np.array([1.0, 2.0])
