@@ -406,14 +406,20 @@ def cse(graph: Graph) -> Graph:
     exactly commutative) compute the same value, since primitives are pure:
     the later one's output is read from the earlier one. Constants with equal
     dtype, shape and bytes are merged first, so expressions over them match.
+    Where the earlier one is a derivative rule's (quiet) and the later one the
+    user's, the one kept warns as the user's step does without jit.
     """
-    seen: dict[Hashable, str] = {}
+    seen: dict[Hashable, tuple[str, int]] = {}  # key -> output, position in the new program
 
     def rule(e: Equation, rw: _Rewriter) -> Result:
         key = equation_key(e)
         if key in seen:
-            return seen[key]
-        seen[key] = e.output
+            output, at = seen[key]
+            first = rw.equations[at]
+            if first.quiet and not e.quiet:
+                rw.equations[at] = rw.producer[output] = dataclasses.replace(first, quiet=False)
+            return output
+        seen[key] = (e.output, len(rw.equations))  # (kept: emitted next, at this position)
         return None
 
     return rewrite(graph, rule, _same_consts(graph))

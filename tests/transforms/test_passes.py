@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -211,6 +212,23 @@ def test_dce_keeps_every_input_and_drops_unread_constants():
 
 
 # -- cse -------------------------------------------------------------------------------------------
+
+
+def test_cse_keeps_the_users_warning_where_a_derivative_rule_computed_the_same_step():
+    # log's derivative rule computes 1 / y (quietly); the user's own 1 / x warns, as without jit
+    x = np.array([0.0, 1.0, 2.0])
+    f = lambda x: ea.grad(lambda y: ea.sum(ea.log(y)))(x) + 1 / x
+    g = ea.make_graph(f)(x)
+    out = passes.cse(g)
+    assert ops(out)["divide"] == 1
+    assert not next(e for e in out.equations if e.op == "divide").quiet
+    for backend in ("numpy", "llvm"):
+        jf = ea.jit(f, backend=backend)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            jf(x)
+        with pytest.warns(RuntimeWarning, match="divide by zero"):
+            jf(x)
 
 
 def test_cse_computes_a_repeated_subexpression_once():
