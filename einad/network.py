@@ -632,7 +632,8 @@ class _Pair:
         gradient: a C-contiguous array of the result's shape) where the product writes its
         result as it lies in that order; then `dest` itself is returned."""
         plan = self.plan
-        dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+        # (numpy's result type is in native byte order, as `numpy.dot`'s `out` must be)
+        dtype = a.dtype if a.dtype == b.dtype and a.dtype.isnative else np.result_type(a, b)
         if dest is not None and not (dest.dtype == dtype and dest.flags.c_contiguous):
             dest = None
         if plan.outer:

@@ -775,3 +775,19 @@ def test_a_letter_one_operand_has_is_summed_in_the_promoted_dtype():
     i8 = np.full((200, 2), 100, np.int8)
     np.testing.assert_array_equal(ea.einsum("ae,e->e", i8, w).numpy(), np.einsum("ae,e->e", i8, w))
     np.testing.assert_allclose(ea.grad(lambda y: ea.einsum("ae,e->", h, y))(w), [1e5, 1e5])
+
+
+def test_operands_in_big_endian_byte_order():
+    """A network of big-endian operands (as FITS files give) ran its products into buffers of
+    that byte order, which numpy.dot's `out` refuses: numpy's traceback from inside, eager,
+    under grad and under jit; now numpy's values, as for native operands."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(s) for s in ((3, 4), (4, 5), (5, 2))]
+    big = [x.astype(">f8") for x in xs]
+    f = lambda *a: ea.einsum("ij,jk,kl->il", *a)
+    loss = lambda *a: ea.sum(ea.sin(f(*a)))
+    np.testing.assert_allclose(f(*big).numpy(), xs[0] @ xs[1] @ xs[2], rtol=1e-12)
+    want = ea.grad(loss, argnums=(0, 1, 2))(*xs)
+    for got in (ea.grad(loss, argnums=(0, 1, 2))(*big), ea.jit(ea.grad(loss, argnums=(0, 1, 2)))(*big)):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
