@@ -188,8 +188,17 @@ def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
 # -- compositions ------------------------------------------------------------------------------
 
 
-def _count(shape: Shape, axes: tuple[int, ...]) -> int:
-    return math.prod([shape[a] for a in axes])
+def _count(shape: Shape, axes: tuple[int, ...], x: Any = None, keepdims: bool = False) -> Any:
+    """How many elements of `x` (of `shape`) each reduction along `axes` takes.
+
+    A dask array of unknown chunk sizes has nan among its dimensions: its count is then counted
+    lazily, as dask's own `mean` counts (a sum of ones in `x`'s real dtype, shaped as the sum)."""
+    n = math.prod([shape[a] for a in axes])
+    if not math.isnan(n) or x is None:
+        return n
+    real_dtype = dtype_of(x) if dtype_of(x).kind != "c" else np.empty(0, dtype_of(x)).real.dtype
+    ones = astype(where_raw(compare("equal", x, x), 1, 1), real_dtype)
+    return sum_axes(ones, shape, axes, keepdims)
 
 
 _divide = PRIMITIVES["divide"]
@@ -202,7 +211,7 @@ def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
         # the mean of everything of a floating-point array or traced Tensor (a loss, every eager
         # step): its shape and dtype read once, the sum's letters kept per rank
         shape, dt = x.shape, x.dtype
-        if dt.kind in "fc":
+        if dt.kind in "fc" and not math.isnan(math.prod(shape)):  # (nan: unknown dask chunk sizes)
             letters = _ALL.get(len(shape))
             if letters is None:
                 letters = _ALL[len(shape)] = "".join(fresh_symbols(set(), len(shape)))
@@ -218,14 +227,14 @@ _ALL: dict[int, str] = {}
 def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))  # (once, for the sum and the count)
-    return apply2("divide", sum_axes(x, shape, axes, keepdims), _count(shape, axes))
+    return apply2("divide", sum_axes(x, shape, axes, keepdims), _count(shape, axes, x, keepdims))
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
     x = _inexact(x)
     shape = shape_of(x)
-    n = _count(shape, normalize_axes(axis, len(shape)))
+    n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
     d = x - _mean_raw(x, axis, True)
     return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
 

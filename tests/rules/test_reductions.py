@@ -556,3 +556,28 @@ def test_impl_runs_numpys_kernel_on_numpy_scalars():
             impl = reductions._impl(name, kernel, standard, param)
             got, want = impl(dtype(3), axes=()), kernel(dtype(3), axis=())
             assert type(got) is type(want) and got == want, (name, got, want)
+
+
+def test_mean_var_std_of_dask_arrays_with_unknown_chunk_sizes():
+    """A dask array of unknown chunk sizes (after boolean indexing) has nan among its dimensions:
+    mean, var and std divided by that nan and gave nan everywhere (dask's own mean is right);
+    the count is now counted lazily, and the results stay lazy and in the input's dtype."""
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(0).uniform(0.2, 1.0, (6, 4))
+    x = da.from_array(a, chunks=(2, 2))
+    xu, au = x[x[:, 0] > 0.5], a[a[:, 0] > 0.5]
+    assert np.isnan(xu.shape[0])
+    cases = [
+        (ea.mean(xu, axis=0), au.mean(0)),
+        (ea.mean(xu), au.mean()),
+        (ea.mean(xu[:, :2], axis=1), au[:, :2].mean(1)),
+        (ea.var(xu, axis=0), au.var(0)),
+        (ea.std(xu, ddof=1), au.std(ddof=1)),
+        (ea.tensor(xu).mean(axis=0), au.mean(0)),
+        (ea.var(xu.astype(np.float32), axis=0, keepdims=True), au.astype(np.float32).var(0, keepdims=True)),
+    ]
+    for got, want in cases:
+        value = got._value
+        assert isinstance(value, da.Array)
+        assert_close(np.asarray(value.compute()), want, rtol=1e-6, atol=1e-6)
+        assert value.dtype == want.dtype
