@@ -148,7 +148,11 @@ def _sinc_slope(x: Any, y: Any) -> Any:
 def _pow_dy(x: Any, y: Any, z: Any) -> Any:
     """d(x**y)/dy = x**y log x; 0 where x = 0 (JAX's convention: 0**y is flat in y there)."""
     zero = compare("equal", x, 0)
-    return where_raw(zero, 0, z * log(where_raw(zero, 1, x)))
+    if type(x) in (int, float, complex):  # a Python number (2.0 ** t): weak, and so is its log
+        # (numpy's log of it is a float64 scalar, which made the slope of a float32 power float64)
+        ln = 0.0 if x == 0 else complex(np.log(x)) if type(x) is complex else float(np.log(x))
+        return where_raw(zero, 0, z * ln)
+    return where_raw(zero, 0, _times(z, log(where_raw(zero, 1, x))))
 
 
 # -- the table -------------------------------------------------------------------------
@@ -456,9 +460,11 @@ def _scale(g: Any, d: Partial, *args: Any) -> Any:
 
 def _times(g: Any, r: Any) -> Any:
     """``g * r``, `r` a local derivative: `_scale` once `r` is computed."""
-    if type(r) not in _NUMPY_TYPES:
-        # Another library's array, or a Tensor (of one): the multiply primitive applies numpy's
-        # promotion on every library (a boolean slope times a float32 cotangent is float32).
+    if type(r) not in _NUMPY_TYPES or (isinstance(r, np.generic) and type(g) not in _NUMPY_TYPES):
+        # Another library's array, or a Tensor (of one), or a numpy scalar (the slope at a numpy
+        # scalar operand) beside one: the multiply primitive applies numpy's promotion on every
+        # library (a boolean slope times a float32 cotangent is float32), and array-api-strict
+        # refuses a numpy scalar in its own `*`.
         return apply2("multiply", g, r)
     st = g.strides if type(g) is np.ndarray else None
     if (
@@ -608,6 +614,19 @@ def _boxed(*vals: Any) -> tuple[Any, ...]:
     )
 
 
+def _lib_scalars(*vals: Any) -> tuple[Any, ...]:
+    """`vals` with numpy scalars made 0-d arrays (same dtype) of the library of a plain array of
+    another library among them: the derivative rules combine them with that array, and
+    array-api-strict's operators refuse a numpy scalar (while numpy's scalar on the left of one
+    of its arrays turns the array into a numpy array)."""
+    like = next(
+        (v for v in vals if type(v) not in _LOCAL and arrays.is_array(v) and not arrays.is_numpy(v)), None
+    )
+    if like is None:
+        return vals
+    return tuple([arrays.asarray(like, v, v.dtype) if isinstance(v, np.generic) else v for v in vals])
+
+
 _LOCAL = frozenset({Tensor, Meta}) | _NUMPY_TYPES
 """What `_boxed` passes on without asking which library it is of (each of the derivative rules
 of a binary operation with one traced operand asks: a numpy operand next to a traced one)."""
@@ -632,10 +651,11 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
 
     def vjp(g: Any, z: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
-            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
-        ):
-            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
+        if not (type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL):
+            # (a plain value of another library among them)
+            x, y, z = (
+                _boxed(x, y, z) if (type(x) is Tensor) is not (type(y) is Tensor) else _lib_scalars(x, y, z)
+            )
         out: list[Any] = []
         plain = False  # whether `g` is a numpy array that is not a broadcast constant (see _times)
         if type(g) is np.ndarray:
@@ -660,10 +680,11 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
 
     def jvp(ts: list[Any], z: Any, vals: Sequence[Any], p: Any) -> Any:
         x, y = vals
-        if (type(x) is Tensor) is not (type(y) is Tensor) and not (
-            type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL
-        ):
-            x, y, z = _boxed(x, y, z)  # (a plain value of another library among them)
+        if not (type(x) in _LOCAL and type(y) in _LOCAL and type(z) in _LOCAL):
+            # (a plain value of another library among them)
+            x, y, z = (
+                _boxed(x, y, z) if (type(x) is Tensor) is not (type(y) is Tensor) else _lib_scalars(x, y, z)
+            )
         out = None
         for t, (d, sign) in zip(ts, terms):
             if t is None:

@@ -264,7 +264,7 @@ def _batch_where(prim: Primitive, vals: list[Any], batched: list[bool], params: 
     rank = max(len(shape_of(v)) + (0 if b else 1) for v, b in zip(vals, batched))
     vals = [  # (a Python number stays one: weak, as numpy's promotion takes it beside float32)
         v
-        if b or isinstance(v, (bool, int, float, complex))
+        if b or isinstance(v, (bool, int, float, complex, np.generic))  # (a numpy scalar: any library's)
         else reshape_raw(v, (1,) * (rank - len(shape_of(v))) + shape_of(v))
         for v, b in zip(vals, batched)
     ]

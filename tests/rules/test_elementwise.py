@@ -649,6 +649,48 @@ def test_binary_with_a_python_number(lib, name):
         check_lib(lib, op(c, lib.asarray(x)), op(c, x), rtol=1e-5, atol=1e-5, dtype=np.float32)
 
 
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda v: v * np.float64(2.0),
+        lambda v: np.float64(1.5) / v,
+        lambda v: v ** np.float64(3.0),
+        lambda v: ea.arctan2(np.float64(0.5), v),
+        lambda v: ea.hypot(np.float64(0.5), v),
+        lambda v: 2.0**v,
+        lambda v: np.float64(2.0) ** v,
+    ],
+    ids=["mul", "rdiv", "pow", "arctan2", "hypot", "rpow", "rpow_numpy"],
+)
+def test_numpy_scalar_operand_in_every_mode(lib, op):
+    """A numpy scalar operand next to another library's array, in the derivative rules: on
+    array-api-strict its operators refused the numpy scalar (TypeError: Expected Array or Python
+    scalar) in grad, jacfwd and hessian, and under vmap (so hessian) `where` made the 0-d numpy
+    condition of ``2.0 ** x``'s slope an array beside a torch or dask one (TypeError: arrays of two
+    libraries in one call)."""
+    x = np.array([0.3, 0.7, 1.4])
+    loss = lambda v: ea.sum(op(v))
+    xs = lib.asarray(x)
+    with lib.lazy():
+        got = (ea.grad(loss)(xs), ea.jacfwd(op)(xs), ea.jacrev(op)(xs), ea.hessian(loss)(xs))
+    want = (ea.grad(loss)(x), ea.jacfwd(op)(x), ea.jacrev(op)(x), ea.hessian(loss)(x))
+    for g, w in zip(got, want):
+        check_lib(lib, g, w, rtol=1e-10, atol=1e-12)
+
+
+def test_power_of_a_python_number_keeps_float32_in_forward_mode(lib):
+    """``2.0 ** x`` of float32 `x` is float32, and so is its tangent: its slope took numpy's log of
+    the number, a float64 scalar, which made the tangent (and jacfwd's Jacobian) float64."""
+    x = np.array([0.3, 0.7, 1.4], dtype=np.float32)
+    xs = lib.asarray(x)
+    with lib.lazy():
+        out, tangent = ea.jvp(lambda v: 2.0**v, (xs,), (xs,))
+        jac = ea.jacfwd(lambda v: 2.0**v)(xs)
+    check_lib(lib, out, 2.0**x, rtol=1e-6, atol=1e-6, dtype=np.float32)
+    check_lib(lib, tangent, 2.0**x * np.log(2.0) * x, rtol=1e-6, atol=1e-6, dtype=np.float32)
+    check_lib(lib, jac, np.diag(2.0**x * np.log(2.0)), rtol=1e-6, atol=1e-6, dtype=np.float32)
+
+
 @pytest.mark.parametrize("name", sorted(PREDICATES))
 def test_predicates(lib, name):
     x = np.array([[0.5, -1.0, np.inf], [np.nan, 2.0, -np.inf]])
