@@ -162,6 +162,8 @@ def device(x: Any) -> Any:
     """The device an array lives on (None for numpy arrays and numbers)."""
     if isinstance(x, (np.ndarray, *_SCALARS)) or _compat is None:
         return None
+    if hasattr(x, "concrete"):  # a value staged by `ea.jit`: the device of what it stands for
+        return device(x.concrete)
     return _compat.device(x)
 
 

@@ -866,6 +866,22 @@ def test_jit_program_with_numpy_literals_and_constants(lib):
     assert_close(lib_result(lib, grad), e_grad)
 
 
+def test_jit_of_a_zero_gradient_on_the_library(lib):
+    """A gradient that is zero (an unused input, a flat op such as floor) is made under jit as
+    zeros next to a staged value: on torch, dask and array-api-strict its device was asked of
+    the staged stand-in, which has none (AttributeError 'Staged' object has no attribute 'device')."""
+    x, y = lib_arrays(lib, X3, Y3)
+    unused = ea.jit(ea.grad(lambda a, b: ea.sum(a * 2.0), (0, 1)))
+    flat = ea.jit(ea.grad(lambda a: ea.sum(ea.floor(a) * a)))
+    with lib.lazy():
+        ga, gb = unused(x, y)
+        gf = flat(x)
+    assert lib.owns(gb) and lib.owns(gf)
+    assert_close(lib_result(lib, ga), np.full_like(X3, 2.0))
+    assert_close(lib_result(lib, gb), np.zeros_like(Y3))
+    assert_close(lib_result(lib, gf), np.floor(X3))
+
+
 def test_a_lowered_program_is_differentiable_and_mappable(monkeypatch):
     """``ea.grad(program)`` used to return zeros (the compiled function computes on plain arrays,
     dropping the inputs' traces): under a transformation a program runs its optimized
