@@ -171,10 +171,14 @@ def _known_zero(v: Any) -> bool:
 prod_p = Primitive("prod", _impl("prod", np.prod, "prod", "axes"))
 declare(
     prod_p,
+    # (products through `apply2`: a plain array of array-api-strict on the left refuses a Tensor on
+    # its right, and either factor may be the plain one: a tangent of rev-over-fwd, a batched one)
     vjp=lambda g, ans, vals, p, needed: [
-        _keep(g, shape_of(vals[0]), p["axes"]) * _prod_others(vals[0], p["axes"])
+        apply2("multiply", _keep(g, shape_of(vals[0]), p["axes"]), _prod_others(vals[0], p["axes"]))
     ],
-    jvp=lambda ts, ans, vals, p: sum_raw(ts[0] * _prod_others(vals[0], p["axes"]), p["axes"]),
+    jvp=lambda ts, ans, vals, p: sum_raw(
+        apply2("multiply", ts[0], _prod_others(vals[0], p["axes"])), p["axes"]
+    ),
     batch=batch_axes,
     aliasing="fresh",
 )
@@ -390,8 +394,12 @@ def _cumprod_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any
     x, axis = vals[0], p["axis"]
     zero, first, ones, skip_first = _cumprod_zeros(x, axis)
     t = ts[0]
-    away = ans * cumsum_raw(where_raw(zero, 0, t / ones), axis)
-    return away + skip_first * cumsum_raw(where_raw(first, t, 0), axis)
+    # (products through `apply2`: a plain array of array-api-strict on the left refuses a Tensor on
+    # its right, and either factor may be the plain one: a batched tangent is a Tensor, and under
+    # rev-over-fwd the tangent is plain and the running product traced)
+    away = apply2("multiply", ans, cumsum_raw(where_raw(zero, 0, apply2("divide", t, ones)), axis))
+    at_first = apply2("multiply", skip_first, cumsum_raw(where_raw(first, t, 0), axis))
+    return apply2("add", away, at_first)
 
 
 declare(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp, batch=batch_axis, aliasing="fresh")

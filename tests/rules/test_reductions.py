@@ -450,6 +450,30 @@ def test_products_exact_at_zeros(lib, name):
     check_lib(lib, g, ea.grad(lambda v: ea.sum(op(v, axis=1)))(x), rtol=1e-7, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["prod", "cumprod"])
+def test_products_forward_mode_and_hvps_on_every_library(lib, name):
+    """jacfwd (a batched tangent, so a Tensor, beside the plain running product) and the
+    rev-over-fwd HVP (a plain tangent beside a traced product) of prod and cumprod: on
+    array-api-strict the rules put a plain array on the left of a Tensor, whose operators refuse
+    one (TypeError: Expected Array or Python scalar; got Tensor)."""
+    x = np.array([[0.0, 2.0, 3.0], [1.5, 0.0, 0.5]])
+    v = np.array([[0.3, -1.0, 2.0], [1.0, 0.5, -0.5]])
+    op = getattr(ea, name)
+    f = lambda a: op(a, axis=1)
+    loss = lambda a: ea.sum(ea.sin(f(a)))
+    with lib.lazy():
+        jf = ea.jacfwd(f)(lib.asarray(x))
+        hs = ea.hessian(loss)(lib.asarray(x))
+        hvps = [
+            ea.hvp(loss, (lib.asarray(x),), (lib.asarray(v),), mode=m)[0]
+            for m in ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
+        ]
+    check_lib(lib, jf, ea.jacrev(f)(x), rtol=1e-10, atol=1e-12)
+    check_lib(lib, hs, ea.hessian(loss)(x), rtol=1e-10, atol=1e-12)
+    for h in hvps:
+        check_lib(lib, h, ea.hvp(loss, (x,), (v,))[0], rtol=1e-10, atol=1e-12)
+
+
 def test_max_ties_share_and_clip(lib):
     x = np.array([[1.0, 3.0, 3.0], [0.5, -1.0, 2.0]])
     with lib.lazy():
