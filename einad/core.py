@@ -1530,6 +1530,10 @@ def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
 
     The leaf node and the Tensor are made here without their constructors (every
     transformation call boxes its inputs)."""
+    if type(value) is not np.ndarray and type(value) is not Tensor:
+        # (a torch tensor's own requires_grad: einad differentiates; torch would record einad's ops,
+        # and its results would be torch tensors that require grad, whose .numpy() refuses)
+        value = arrays.detached(value)
     node = None
     if trace.kind == "reverse":
         node = _new(Node)

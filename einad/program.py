@@ -450,8 +450,10 @@ def _concrete(x: Any) -> Any:
 def concrete(x: Any) -> Any:
     """A user's leaf as a program input: its value under every trace (Python scalars kept)."""
     v = _concrete(x)
-    if isinstance(v, (bool, int, float, complex, np.ndarray, np.generic)) or arrays.is_array(v):
-        return v  # another library's array stays in its library (and on its device)
+    if isinstance(v, (bool, int, float, complex, np.ndarray, np.generic)):
+        return v
+    if arrays.is_array(v):  # another library's array stays in its library (and on its device),
+        return arrays.detached(v)  # without a torch tensor's own autograd record
     return np.asarray(v)
 
 

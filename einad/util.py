@@ -55,7 +55,8 @@ def to_operand(x: ArrayLike) -> Value:
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {x.dtype}")
         return x
     if type(x) in _foreign_types:  # another library's array, of a type seen before
-        return x  # type: ignore[return-value]
+        # (a torch tensor's own requires_grad: einad differentiates; torch would record einad's ops)
+        return arrays.detached(x)  # type: ignore[no-any-return]
     if isinstance(x, (bool, int, float, complex)):
         return x
     if isinstance(x, np.generic):
@@ -68,7 +69,7 @@ def to_operand(x: ArrayLike) -> Value:
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {foreign.dtype}")
         if not hasattr(foreign, "concrete") and _numeric_only(type(foreign)):
             _foreign_types.add(type(foreign))
-        return foreign  # type: ignore[no-any-return]
+        return arrays.detached(foreign)  # type: ignore[no-any-return]
     return as_array(x)
 
 

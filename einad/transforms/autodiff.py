@@ -107,7 +107,7 @@ def _in_library_of(ref: Any, data: Any) -> Any:
     like = raw(ref)
     if arrays.is_array(data):
         arrays.namespace(data, like)
-        return data
+        return arrays.detached(data)  # (a torch tensor's own requires_grad: torch would record einad's ops)
     data = np.asarray(data)
     return data if arrays.xp_of(like) is np else arrays.asarray(like, data, data.dtype)
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import arrays
 from ..arrays import is_array
 from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, bind, strip, tracing
 from ..pytree import tree_flatten, tree_unflatten
@@ -96,7 +97,7 @@ def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
 def _plain(x: Any) -> Any:
     """An untraced value as an array: another library's array stays in its library."""
     x = strip(x)
-    return x if is_array(x) else np.asarray(x)
+    return arrays.detached(x) if is_array(x) else np.asarray(x)
 
 
 def _result(v: Any) -> Any:

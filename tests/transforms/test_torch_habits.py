@@ -741,3 +741,35 @@ def test_backward_inside_a_transformation_says_what_to_do_instead():
 
     with pytest.raises(RuntimeError, match="einad.grad"):
         ea.grad(f)(X0)
+
+
+def test_torch_tensors_that_require_grad_keep_no_torch_graph():
+    """A torch tensor made with torch's own ``requires_grad=True``, given to einad as an input, a
+    constant, a tangent or a cotangent: einad differentiates, torch records nothing. Every
+    transformation's results required grad with a grad_fn (torch recorded einad's operations), so
+    ``.numpy()`` on a gradient raised RuntimeError and the torch graph was kept alive."""
+    x0 = torch.tensor(X0, requires_grad=True)
+    c = torch.tensor(V, requires_grad=True)
+    f = lambda v: ea.sum(ea.sin(v) * v * c)
+    ones = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    results = {
+        "grad": ea.grad(f)(x0),
+        "value_and_grad": ea.value_and_grad(f)(x0),
+        "vjp": ea.vjp(ea.sin, x0)[1](ones),
+        "jvp": ea.jvp(ea.sin, (x0,), (ones,)),
+        "jacfwd": ea.jacfwd(ea.sin)(x0),
+        "jacrev": ea.jacrev(ea.sin)(x0),
+        "hessian": ea.hessian(f)(x0),
+        "vmap": ea.vmap(lambda v: v * c)(x0),
+        "jit": ea.jit(f)(x0),
+        "jit-grad": ea.jit(ea.grad(f))(x0),
+        "op": ea.sin(x0)._value,
+    }
+    for name, out in results.items():
+        for leaf in ea.tree_flatten(out)[0]:
+            assert not leaf.requires_grad and leaf.grad_fn is None, name
+            leaf.numpy()  # torch refuses this on a tensor that requires grad
+    xt = x0.detach().clone().requires_grad_()
+    (torch.sin(xt) * xt * c.detach()).sum().backward()
+    torch.testing.assert_close(results["grad"], xt.grad)
+    assert x0.grad is None and c.grad is None
