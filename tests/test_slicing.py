@@ -1000,3 +1000,29 @@ def test_sliced_second_order(lib):
 def test_contract_expression(lib):
     expr = ea.contract_expression("ij,jk,kl->il", (2, 3), (3, 4), (4, 2))
     vjp_all(lib, expr, random_operands([(2, 3), (3, 4), (4, 2)]))
+
+
+def test_sliced_mixed_dtypes_contract_in_the_promoted_dtype():
+    # numpy.einsum promotes every operand first: two float32 operands of a float64
+    # contraction are not contracted together in float32, sliced or not
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 6))
+    b = rng.standard_normal((6, 7)).astype(np.float32)
+    c = rng.standard_normal((7, 5)).astype(np.float32)
+    spec = "ab,bc,ca->ab"
+    assert ea.contract_path(spec, a, b, c, memory_limit=4)[1].sliced_indices
+    ref = np.einsum(spec, a, b, c)
+    out = np.asarray(ea.einsum(spec, a, b, c, memory_limit=4))
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    expr = ea.contract_expression(spec, a.shape, b.shape, c.shape, memory_limit=4)
+    np.testing.assert_allclose(np.asarray(expr(a, b, c)), ref, rtol=1e-12, atol=1e-12)
+
+    def grad(ml):
+        return ea.grad(lambda x: ea.sum(ea.einsum(spec, x, b, c, memory_limit=ml) ** 2))(a)
+
+    np.testing.assert_allclose(grad(4), grad(None), rtol=1e-12, atol=1e-12)
+    vg = ea.jit(ea.value_and_grad(lambda x: ea.einsum("ab,bc,ca->", x, b, c, memory_limit=4)))
+    v, g = vg(a)
+    np.testing.assert_allclose(v, np.einsum("ab,bc,ca->", a, b, c), rtol=1e-12)
+    np.testing.assert_allclose(g, np.einsum("bc,ca->ab", b.astype(np.float64), c), rtol=1e-12, atol=1e-12)

@@ -1696,6 +1696,9 @@ def _sliced_impl(
 ) -> Any:
     if any(0 in a.shape for a in arrays):
         return _einsum_impl(*arrays, inputs=inputs, output=output)
+    # mixed dtypes: all promoted at once, as `_einsum_impl` does (pair by pair, two float32
+    # operands of a float64 contraction would be contracted in float32)
+    arrays = _promoted(namespace(*arrays), tuple(arrays))
     shapes = tuple(a.shape for a in arrays)
     if not slices and namespace(*arrays) is np:  # one tree: planned once
         return tree_value(forward_plan(inputs, output, shapes, optimize), arrays)
@@ -1735,6 +1738,7 @@ def _einsum_vjp_impl(
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
     xp = namespace(g, *arrays)
+    arrays = _promoted(namespace(*arrays), tuple(arrays))  # (as the forward: all at once)
     sizes = [math.prod(arrays[k].shape) for k in wrt]
     grads: dict[int, Any] = {}
     if xp is np:
@@ -1808,6 +1812,7 @@ def _sliced_vg_impl(
         return joined
     total = _block_total(arrays, wrt)
     dt = np.result_type(*arrays)
+    arrays = _promoted(np, tuple(arrays))  # (as the forward: all at once)
     shapes = tuple(a.shape for a in arrays)
     if not slices and all(a.size for a in arrays):  # one tree: value and gradients in one call
         plan = tree_plan(inputs, output, shapes, optimize, wrt)

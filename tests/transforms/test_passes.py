@@ -214,6 +214,7 @@ def test_dce_keeps_every_input_and_drops_unread_constants():
 # -- cse -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # (the test divides by 0)
 def test_cse_keeps_the_users_warning_where_a_derivative_rule_computed_the_same_step():
     # log's derivative rule computes 1 / y (quietly); the user's own 1 / x warns, as without jit
     x = np.array([0.0, 1.0, 2.0])
@@ -624,6 +625,7 @@ def test_fold_spreads_needs_a_constant_that_really_is_a_spread():
     assert_same_values(g, passes.optimize(g))
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # (the test divides by 0)
 def test_fold_spreads_needs_a_constant_that_is_a_spread_bit_for_bit():
     # [0.0, ...] and [-0.0, ...] compare equal, but 1 / x tells them apart
     c = np.array([[0.0, 1.0, 2.0], [-0.0, 1.0, 2.0]])
@@ -634,6 +636,7 @@ def test_fold_spreads_needs_a_constant_that_is_a_spread_bit_for_bit():
     np.testing.assert_array_equal(jf(x), [[-np.inf, 0.5, 1 / 6], [np.inf, 0.5, 1 / 6]])
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # (the test divides by 0)
 def test_simplify_takes_a_constant_of_signed_zeros_for_two_values():
     k = np.array([0.0, -0.0, 0.0])
     x = np.array([1.0, 1.0, -1.0])
