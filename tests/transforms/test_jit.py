@@ -543,6 +543,18 @@ def test_a_jitted_gradient_of_chained_einsums_keeps_plain_number_arguments_plain
         assert_close(got, want, rtol=1e-12)
 
 
+def test_a_read_only_array_closed_over_is_held_not_copied():
+    """docs/jit.md: a read-only array that owns its memory is the program's constant as it is
+    (no second copy of a large closed-over array); a writeable one, or a view, is copied."""
+    w = np.arange(3.0)
+    w.flags.writeable = False
+    kept = list(ea.make_graph(lambda x: ea.sum(x * w))(np.ones(3)).const_values.values())
+    assert len(kept) == 1 and kept[0] is w
+    for other in (np.arange(3.0), w[::-1]):
+        kept = list(ea.make_graph(lambda x, o=other: ea.sum(x * o))(np.ones(3)).const_values.values())
+        assert len(kept) == 1 and kept[0] is not other and not np.shares_memory(kept[0], other)
+
+
 def test_a_program_called_at_its_signature_runs_and_with_another_raises_naming_both():
     """A gradient program compiled at (3,) replayed at (1,) gave a (3,) gradient; at f32 it
     would compute in the dtypes it was planned for. Either is a TypeError naming the type the
