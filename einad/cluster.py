@@ -454,8 +454,11 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         if f.status == "finished":
             bar.update(sizes.get(f.key, 0))
         finished.put(f)
-        if draining.is_set() and f.key != root.key:
-            f.release()  # (held until now for the progress bar)
+        if draining.is_set() and f.key != root.key and f.status != "error":
+            # (held until now for the progress bar; a failed one stays held, so that the tasks
+            # after it fail with its exception: released, the scheduler could forget it first
+            # and cancel them, and the caller would see a CancelledError instead)
+            f.release()
 
     # Every future of the call is in `held`, released when the call ends; a chain's earlier
     # tasks are let go once the next one is submitted and they are done (the scheduler keeps
@@ -537,6 +540,8 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         draining.set()
         kept = {f.key for f in stored} | ({shared.key} if shared is not None else set())
         for f in held:
+            if f.status == "error":
+                f.result()  # raises the task's exception
             if f.key != root.key and f.key not in kept and (f.done() or f.key not in sizes):
                 f.release()
         result = root.result()
