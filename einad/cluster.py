@@ -546,10 +546,15 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
                 f.release()
         result = root.result()
     except BaseException as err:
+        # a task cancelled after another failed (dask's FutureCancelledError): the failure is
+        # what the caller is told, as the held failed future still knows it
+        erred = _failure(held) if isinstance(err, cf.CancelledError) else None
         _release(held)
         if not isinstance(err, KeyboardInterrupt):  # Ctrl-C: out now; the tasks stop at their next slice
             _wait_forgotten(client, token, workers=True)
         _let_go_everywhere(client, token, wait=not isinstance(err, KeyboardInterrupt))
+        if erred is not None:
+            raise erred from None
         raise
     _release(held)
     _wait_forgotten(client, token, workers=False)
@@ -569,6 +574,17 @@ def _let_go_everywhere(client: Any, token: str, wait: bool = True) -> None:
         client.run(_let_go if wait else _let_go_soon, token, wait=wait)
     except Exception:  # noqa: BLE001  (the cluster closing, a worker gone: nothing kept there)
         return
+
+
+def _failure(held: list[Any]) -> BaseException | None:
+    """The exception of a failed task among the call's futures `held` (None if none failed)."""
+    for f in held:
+        if f.status == "error":
+            try:
+                return f.exception(timeout=1)  # type: ignore[no-any-return]
+            except Exception:  # noqa: BLE001  (the cluster closing: no exception to tell)
+                return None
+    return None
 
 
 def _release(held: list[Any]) -> None:

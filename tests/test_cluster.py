@@ -709,6 +709,26 @@ def test_an_exception_in_a_task_reaches_the_caller_with_its_slice(client):
     _close(f(*ops), np.einsum(TETRA, *ops))  # the cluster is usable again
 
 
+def _one_over(x):
+    return 1 / x
+
+
+def test_a_call_cancelled_after_a_task_failed_reports_the_failure(client):
+    """Tasks after a failed one may be cancelled before they fail with it (a loaded cluster);
+    the call then tells the caller the failed task's exception, which its held future keeps,
+    not dask's FutureCancelledError."""
+    ok, bad = client.submit(_one_over, 2.0, pure=False), client.submit(_one_over, 0, pure=False)
+    for f in (ok, bad):
+        try:
+            f.result()
+        except ZeroDivisionError:
+            pass
+    assert isinstance(cluster._failure([ok, bad]), ZeroDivisionError)
+    assert cluster._failure([ok]) is None
+    ok.release()
+    bad.release()
+
+
 def test_an_exception_in_a_process_pool_task_and_in_the_thread_pool(monkeypatch):
     ops = _marked()
     with (
