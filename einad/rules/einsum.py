@@ -1698,9 +1698,10 @@ def _sliced_impl(
         return _einsum_impl(*arrays, inputs=inputs, output=output)
     # mixed dtypes: all promoted at once, as `_einsum_impl` does (pair by pair, two float32
     # operands of a float64 contraction would be contracted in float32)
-    arrays = _promoted(namespace(*arrays), tuple(arrays))
+    xp = namespace(*arrays)
+    arrays = _promoted(xp, tuple(arrays))
     shapes = tuple(a.shape for a in arrays)
-    if not slices and namespace(*arrays) is np:  # one tree: planned once
+    if not slices and xp is np:  # one tree: planned once
         return tree_value(forward_plan(inputs, output, shapes, optimize), arrays)
     s = schedule(inputs, output, shapes, optimize, slices)
     return _run_sliced(s, arrays, memory_limit, executor, progress)
@@ -1738,7 +1739,7 @@ def _einsum_vjp_impl(
     """The gradients of ``<g, contraction>`` w.r.t. the operands `wrt`, raveled one after
     the other into one flat array; the blocks of the operands in `zero` stay zero."""
     xp = namespace(g, *arrays)
-    arrays = _promoted(namespace(*arrays), tuple(arrays))  # (as the forward: all at once)
+    arrays = _promoted(xp, tuple(arrays))  # (as the forward: all at once)
     sizes = [math.prod(arrays[k].shape) for k in wrt]
     grads: dict[int, Any] = {}
     if xp is np:
