@@ -753,6 +753,9 @@ def test_ctrl_c_cancels_the_outstanding_tasks(client):
     """KeyboardInterrupt in the caller (as Ctrl-C raises it) while the slices run: the call
     raises it at once, the scheduler forgets the call's tasks, and the tasks running on the
     workers stop at their next slice, well before the slices left would take."""
+    # (Python's own handler: a process started in the background by a shell without job
+    # control inherits SIGINT ignored, and this test would then see no interrupt at all)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     ops = _ops([(6, 6, 6)] * 4)
     client.run(_install, delay=0.05)  # 3 steps of 50 ms per slice, 36 slices: about 3 s
     try:
@@ -783,6 +786,7 @@ def test_ctrl_c_cancels_the_outstanding_tasks(client):
         _assert_clean(client)
     finally:
         client.run(_uninstall)
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_killed_worker_is_replaced_and_the_values_are_the_same(client):
