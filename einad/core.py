@@ -1534,6 +1534,12 @@ def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
         # (a torch tensor's own requires_grad: einad differentiates; torch would record einad's ops,
         # and its results would be torch tensors that require grad, whose .numpy() refuses)
         value = arrays.detached(value)
+        if trace.kind == "reverse" and arrays.unknown_sizes(getattr(value, "shape", ())):
+            raise ValueError(
+                f"reverse mode needs the shape of every input it differentiates, and this "
+                f"{arrays.library(value)} array's shape {tuple(value.shape)} has unknown sizes: "
+                + arrays.UNKNOWN_SIZES
+            )
     node = None
     if trace.kind == "reverse":
         node = _new(Node)

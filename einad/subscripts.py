@@ -24,6 +24,7 @@ from typing import TypeAlias
 
 from opt_einsum.parser import get_symbol
 
+from .arrays import UNKNOWN_SIZES, unknown_sizes
 from .errors import EinsumError
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -205,7 +206,13 @@ def parse(subscripts: str, shapes: tuple[tuple[int, ...], ...], names: Names = (
         ell = "".join(fresh[n_ell - r :])
         inputs.append("".join(ell if c == "..." else c for c in its))
 
-    # Sizes: equal, or 1 against n (broadcast). Repeated within an operand: equal.
+    # Sizes: known (a path needs them), equal, or 1 against n (broadcast). Repeated within an
+    # operand: equal.
+    for k, shape in enumerate(shapes):
+        if unknown_sizes(shape):
+            raise EinsumError(
+                f"{_ordinal(k)} has dimensions of unknown size (shape {tuple(shape)}): " + UNKNOWN_SIZES
+            )
     sizes: dict[str, int] = {}
     where: dict[str, int] = {}
     for k, (spec, shape) in enumerate(zip(inputs, shapes)):

@@ -605,3 +605,28 @@ def test_mean_var_std_of_dask_arrays_with_unknown_chunk_sizes():
         assert isinstance(value, da.Array)
         assert_close(np.asarray(value.compute()), want, rtol=1e-6, atol=1e-6)
         assert value.dtype == want.dtype
+
+
+def test_shapes_of_unknown_size_are_refused_where_einad_needs_them():
+    """einsum plans from the operands' sizes and reverse mode seeds and broadcasts cotangents to
+    the inputs' shapes: with a dask array of unknown chunk sizes, einsum said "size nan in
+    operand 0 and size nan in operand 1" and grad failed deep inside numpy's broadcast_to; both
+    now say what is unknown and what to do. Forward mode and eager elementwise work stay lazy."""
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(1).uniform(-1.0, 1.0, (6, 4))
+    x = da.from_array(a, chunks=(2, 2))
+    xu, au = x[x[:, 0] > 0], a[a[:, 0] > 0]
+    for f in (lambda v: ea.einsum("ij,ij->", v, v), lambda v: ea.einsum("ij->j", v)):
+        with pytest.raises(
+            ea.EinsumError, match=r"operand 0 has dimensions of unknown size .*compute_chunk_sizes"
+        ):
+            f(xu)
+    for f in (lambda v: ea.sum(ea.sin(v)), lambda v: ea.sum(v * v)):
+        with pytest.raises(
+            ValueError, match=r"reverse mode .* shape \(nan, 4\) has unknown sizes.*compute_chunk_sizes"
+        ):
+            ea.grad(f)(xu)
+    _, tangent = ea.jvp(lambda v: ea.sum(ea.sin(v)), (xu,), (xu,))
+    assert_close(np.asarray(tangent.compute()), np.sum(np.cos(au) * au), rtol=1e-12, atol=1e-12)
+    known = xu.compute_chunk_sizes()  # (what the messages advise)
+    assert_close(ea.grad(lambda v: ea.einsum("ij,ij->", v, v))(known).compute(), 2 * au, rtol=1e-12, atol=0)
