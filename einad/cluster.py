@@ -300,6 +300,9 @@ class Cancelled(Exception):
 _KEPT: dict[tuple[str, int], Any] = {}
 """What the tasks of each chain keep on this worker between tasks, by (call token, chain)."""
 _KEPT_LOCK = threading.Lock()
+_ENDED: dict[str, None] = {}
+"""The last calls (tokens) whose end let go of everything on this worker: a task of theirs that
+starts only after that (it was dropped by the scheduler but not yet by the worker) keeps nothing."""
 
 
 def _task_key(token: str, chain: int, task: int) -> str:
@@ -338,6 +341,8 @@ def kept(make: Callable[[], Any]) -> Any:
     if chain is None:
         return make()
     with _KEPT_LOCK:
+        if chain[0] in _ENDED:
+            return make()
         value = _KEPT.get(chain)
         if value is None:
             value = _KEPT[chain] = make()
@@ -346,8 +351,13 @@ def kept(make: Callable[[], Any]) -> Any:
 
 def _let_go(token: str, chain: int | None = None) -> int:
     """Let go of what the tasks of call `token` (of its chain `chain` only, if given) keep
-    on this worker; how many things."""
+    on this worker; how many things. (Without `chain`, the call has ended: its tasks that are
+    still to start on this worker keep nothing from now on.)"""
     with _KEPT_LOCK:
+        if chain is None:
+            _ENDED[token] = None
+            if len(_ENDED) > 1024:
+                del _ENDED[next(iter(_ENDED))]
         gone = [k for k in _KEPT if k[0] == token and chain in (None, k[1])]
         for k in gone:
             del _KEPT[k]
@@ -485,8 +495,8 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
             sizes[key] = len(b)
             f = client.submit(work.batch, b, shared, chain.tail, *stored, key=key, **where)
             held.append(f)
-            if chain.tail is not None and chain.tail.done():
-                chain.tail.release()  # (the new task holds it on the cluster)
+            if chain.tail is not None and chain.tail.status == "finished":
+                chain.tail.release()  # (the new task holds it on the cluster; a failed one stays held)
             chain.tail, of[key] = f, chain
             f.add_done_callback(done)
             return True
@@ -540,9 +550,10 @@ def _run_dask(client: Any, work: Work, data: list[Any], lay: Layout, bar: Progre
         draining.set()
         kept = {f.key for f in stored} | ({shared.key} if shared is not None else set())
         for f in held:
-            if f.status == "error":
+            status = f.status  # (read once: one that fails after this check stays held)
+            if status == "error":
                 f.result()  # raises the task's exception
-            if f.key != root.key and f.key not in kept and (f.done() or f.key not in sizes):
+            if f.key != root.key and f.key not in kept and (status == "finished" or f.key not in sizes):
                 f.release()
         result = root.result()
     except BaseException as err:

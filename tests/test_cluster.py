@@ -432,6 +432,7 @@ def test_a_release_lets_go_of_its_own_chains_buffers_only(monkeypatch):
     chains of the call on that worker still run), a call's end of all of the call's; outside a
     dask task nothing is kept (each call makes its own)."""
     monkeypatch.setattr(cluster, "_KEPT", {("t", 0): "a", ("t", 1): "b", ("u", 0): "c"})
+    monkeypatch.setattr(cluster, "_ENDED", {})
     partial = object()
     assert cluster._released("t", 0, partial) is partial
     assert cluster._KEPT == {("t", 1): "b", ("u", 0): "c"}
@@ -439,6 +440,27 @@ def test_a_release_lets_go_of_its_own_chains_buffers_only(monkeypatch):
     made = [cluster.kept(list), cluster.kept(list)]
     assert made[0] is not made[1] and cluster._KEPT == {("u", 0): "c"}
     assert cluster._task_key("t", 3, 7) == "einad-slices-t-3-7"
+
+
+def _late_task_of_an_ended_call(token):
+    """On a worker, as a task of the call `token` (its key says so): the call's end has let go
+    of everything there, and then the task starts (the scheduler had dropped it, the worker not
+    yet) and asks for its chain's buffers."""
+    cluster._let_go(token)
+    made = cluster.kept(lambda: ["buffers"])
+    return made == ["buffers"], sum(1 for k in cluster._KEPT if k[0] == token)
+
+
+def test_a_task_that_starts_after_its_call_ended_keeps_nothing(client):
+    """A failed call lets go of its chains' buffers on every worker once the scheduler forgot
+    its tasks and no worker runs one; a task the worker had not started yet could start after
+    that and keep buffers nobody would let go (seen once in the exception test under load)."""
+    token = "late" + str(os.getpid())
+    f = client.submit(_late_task_of_an_ended_call, token, key=cluster._task_key(token, 0, 0))
+    assert f.result() == (True, 0)
+    f.release()
+    cluster._wait_forgotten(client, token, workers=True)
+    _assert_clean(client)
 
 
 def test_each_chain_keeps_its_own_buffers_on_a_worker_of_two_threads(monkeypatch):
