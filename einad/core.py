@@ -1323,8 +1323,14 @@ class Tensor:
         def tanh(self) -> Tensor: ...
 
     def numpy(self) -> Array:
-        """The value as a numpy array, detached from every trace (copied off its device)."""
-        out: Array = to_numpy(strip(self))
+        """The value as a numpy array, detached from every trace (copied off its device).
+
+        A numpy value comes as a read-only view, as JAX's ``np.asarray`` gives one: the
+        tensor's own array, which graphs that recorded the tensor read again in `backward`
+        (and which may be a view of the user's array), is never written through it.
+        ``np.array(t)`` gives a writable copy.
+        """
+        out: Array = _read_only(to_numpy(strip(self)))
         return out
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> Array:
@@ -1337,8 +1343,11 @@ class Tensor:
                 "or einad.stop_gradient(x) to take the value without its derivative"
             )
         arr: Array = to_numpy(strip(self))
-        if dtype is not None:
-            arr = arr.astype(dtype, copy=False)
+        if copy:  # numpy's protocol: np.array(t) asks for an array of its own
+            return np.array(arr, dtype=dtype)
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)  # (a new array)
+        arr = _read_only(arr)
         return arr
 
     # numpy's dispatch protocols: `np.sin(t)`, `ndarray * t`, `np.sum(t, axis=0)` run einad's
@@ -1346,6 +1355,11 @@ class Tensor:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         impl = numpy_functions.get(ufunc if method == "__call__" else (ufunc, method))
         if impl is None:
+            if method == "at" and type(inputs[0]) is Tensor:
+                raise TypeError(
+                    f"numpy.{ufunc.__name__}.at writes into its first operand, and einad never writes "
+                    "into an array: write t = t.at[index].add(v) (or .set(v)) for a new tensor"
+                )
             plain = _plain((inputs, kwargs))
             if plain is not None:  # only constant Tensors: numpy on their values loses nothing
                 return getattr(ufunc, method)(*plain[0], **plain[1])
@@ -1495,11 +1509,20 @@ def _not_implemented(name: str) -> str:
     )
 
 
+def _read_only(arr: Any) -> Any:
+    """A numpy array as a read-only view (other values as they are): what a Tensor hands to numpy."""
+    if type(arr) is np.ndarray and arr.flags.writeable:
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr
+
+
 def _plain(x: Any) -> Any:
-    """`x` (nested tuples, lists, dicts) with each constant Tensor replaced by its array,
+    """`x` (nested tuples, lists, dicts) with each constant Tensor replaced by its array
+    (read-only: numpy's in-place functions, ``np.copyto(t, v)``, cannot write into it),
     or None when it holds a traced Tensor (whose derivative numpy would drop)."""
     if type(x) is Tensor:
-        return None if x._trace is not None else x._value
+        return None if x._trace is not None else _read_only(x._value)
     if isinstance(x, (tuple, list)):
         items = [_plain(v) for v in x]
         if any(i is None and v is not None for i, v in zip(items, x)):

@@ -295,6 +295,36 @@ def test_writing_a_tensor_into_an_ndarray_in_place_is_a_type_error():
     np.testing.assert_array_equal(a, np.zeros(4))
 
 
+def test_numpy_never_writes_into_a_tensors_array():
+    """np.array(t) is a copy of its own; np.asarray(t), t.numpy() and numpy's fallback on a
+    constant Tensor see the tensor's array read-only: a write through them would change the
+    tensor, every graph that saved it, and the user's array when the tensor is a view of it."""
+    x = ea.tensor(V, requires_grad=True)
+    e = ea.exp(x)  # exp's derivative reads its saved result
+    copy = np.array(e)
+    copy[:] = 0.0
+    for view in (np.asarray(e), e.numpy()):
+        with pytest.raises(ValueError, match="read-only"):
+            view[:] = 0.0
+    np.testing.assert_array_equal(np.asarray(e), np.exp(V))
+    ea.sum(e).backward()
+    assert_close(x.grad, np.exp(V))
+    a = X.copy()
+    t = ea.reshape(a, (4, 3))  # a view of the user's array
+    for write in (
+        lambda: np.copyto(t, 0.0),
+        lambda: np.put(t, [0], 5.0),
+        lambda: np.fill_diagonal(t, 5.0),
+        lambda: np.asarray(t).sort(axis=0),
+    ):
+        with pytest.raises(ValueError, match="read-only"):
+            write()
+    with pytest.raises(TypeError, match=r"numpy.add.at .*\.at\[index\]\.add"):
+        np.add.at(t, [0, 0], 1.0)
+    np.testing.assert_array_equal(a, X)
+    np.testing.assert_array_equal(np.asarray(t), X.reshape(4, 3))
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
