@@ -101,14 +101,26 @@ def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False
     name = f"numpy.{ufunc.__name__}.{method}"
 
     def call(
-        array: ArrayLike, axis: Axis = 0, dtype: Any = None, out: Any = None, keepdims: bool = False
+        array: ArrayLike,
+        axis: Axis = 0,
+        dtype: Any = None,
+        out: Any = None,
+        keepdims: bool = False,
+        **kwargs: Any,
     ) -> Tensor:
         _out_refused(name, out)
         if dtype is not None:
             raise TypeError(f"{name} on einad Tensors does not take dtype={dtype!r}")
+        for key, value in kwargs.items():  # numpy's initial=, where=
+            if key != "where" or not _is(value, True):
+                raise TypeError(f"{name} on einad Tensors does not take {key}={value!r}")
         if scan:
             if keepdims:
                 raise TypeError(f"{name} does not take keepdims")
+            if axis is None:  # numpy's accumulate flattens nothing: axis=None is axis 0 of a 1-D array
+                if len(shape_of(array)) != 1:
+                    raise ValueError(f"{name}: accumulate does not allow multiple axes (axis=None)")
+                axis = 0
             return op(array, axis=axis)  # type: ignore[no-any-return]
         return op(array, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
 

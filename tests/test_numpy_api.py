@@ -295,6 +295,24 @@ def test_writing_a_tensor_into_an_ndarray_in_place_is_a_type_error():
     np.testing.assert_array_equal(a, np.zeros(4))
 
 
+def test_ufunc_methods_refuse_what_numpy_would_refuse_and_name_what_they_do_not_take():
+    """np.add.accumulate(x, axis=None) is numpy's ValueError for more than one axis (never a
+    flattened scan), and a 1-D array's axis 0; initial= and where= name the method."""
+    with pytest.raises(ValueError, match="multiple axes"):
+        np.add.accumulate(X, axis=None)  # numpy itself
+    with pytest.raises(ValueError, match="multiple axes"):
+        np.add.accumulate(ea.tensor(X), axis=None)
+    np.testing.assert_array_equal(np.add.accumulate(ea.tensor(V), axis=None), np.add.accumulate(V, axis=None))
+    for call, match in (
+        (lambda t: np.add.reduce(t, initial=1.0), "numpy.add.reduce .*initial=1.0"),
+        (lambda t: np.maximum.reduce(t, where=t > 1, initial=0.0), "numpy.maximum.reduce .*(where|initial)="),
+        (lambda t: np.multiply.reduce(t, 1, None, None, False, 2.0), "numpy.multiply.reduce .*initial=2.0"),
+    ):
+        with pytest.raises(TypeError, match=match):
+            call(ea.tensor(X))
+    np.testing.assert_array_equal(np.add.reduce(ea.tensor(X), where=True), np.add.reduce(X))
+
+
 def test_numpy_never_writes_into_a_tensors_array():
     """np.array(t) is a copy of its own; np.asarray(t), t.numpy() and numpy's fallback on a
     constant Tensor see the tensor's array read-only: a write through them would change the
