@@ -1436,6 +1436,11 @@ class Tensor:
     def __bool__(self) -> bool:
         return bool(self._number())
 
+    def __format__(self, spec: str) -> str:
+        if spec and self.shape == ():  # f"{loss:.4f}", as numpy's and PyTorch's 0-d values allow
+            return format(self.item(), spec)
+        return super().__format__(spec)  # (a spec for more elements: TypeError, as numpy's)
+
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number (ValueError for more elements)."""
         v = self._number()

@@ -622,6 +622,23 @@ def test_tolist_as_torch_and_numpy():
         ea.jit(lambda t: t.tolist())(X0)
 
 
+def test_a_format_spec_formats_a_0d_tensor_as_torch_and_numpy():
+    """f"{loss:.4f}" in a training loop: a 0-d tensor formats as its number; more elements refuse a
+    spec (TypeError, as numpy's and torch's do); under jit the value is not known."""
+    x, xt = both()
+    loss, loss_t = (x * x).sum(), (xt * xt).sum()
+    for spec in (".4f", ".3e", ">10.2f"):
+        assert format(loss, spec) == format(loss_t, spec) == format(np.sum(X0 * X0), spec)
+    assert format(loss, "") == str(loss)
+    assert f"{ea.tensor(3):d}" == f"{np.array(3):d}" == "3"
+    with pytest.raises(TypeError, match="format"):
+        f"{ea.tensor(X0):.2f}"
+    with pytest.raises(TypeError, match="format"):
+        f"{torch.tensor(X0):.2f}"
+    with pytest.raises(ea.TracerError):
+        ea.jit(lambda t: ea.sum(t) if f"{ea.sum(t):.2f}" else t)(X0)
+
+
 def test_view_and_flatten_refuse_what_torch_refuses():
     t = ea.tensor(M0)
     with pytest.raises(TypeError, match="astype"):
