@@ -1402,6 +1402,10 @@ class Tensor:
         for i in range(len(self)):
             yield self[i]
 
+    def __contains__(self, value: Any) -> bool:
+        """``value in t``, as numpy's and PyTorch's: whether some element equals `value` (a value, read)."""
+        return bool(np.any(to_numpy(self._number()) == to_numpy(strip(value))))
+
     def _number(self) -> Any:
         """The value as Python control flow sees it: known under grad/jvp, refused under jit
         and, for a value that depends on a mapped argument, under vmap (one Python number

@@ -639,6 +639,16 @@ def test_a_format_spec_formats_a_0d_tensor_as_torch_and_numpy():
         ea.jit(lambda t: ea.sum(t) if f"{ea.sum(t):.2f}" else t)(X0)
 
 
+def test_in_asks_whether_an_element_equals_as_torch_and_numpy():
+    x = ea.tensor(A, requires_grad=True)
+    for value in (0.3, 0.31, -0.2, 2, A[1], [9.0, 0.8, 9.0], ea.tensor(1.1)):
+        assert (value in x) == (value in A)
+        if np.ndim(value) == 0:
+            assert (value in x) == (float(value) in torch.tensor(A))
+    with pytest.raises(ea.TracerError):
+        ea.jit(lambda t: t * (0.3 in t))(A)
+
+
 def test_view_and_flatten_refuse_what_torch_refuses():
     t = ea.tensor(M0)
     with pytest.raises(TypeError, match="astype"):
