@@ -1111,6 +1111,11 @@ class Tensor:
         g = self._in_my_library(value)
         if tuple(g.shape) != self.shape:
             raise ValueError(f"a gradient of shape {tuple(g.shape)} for a tensor of shape {self.shape}")
+        if np_dtype(g.dtype).kind == "c" and self.dtype.kind != "c":
+            raise TypeError(
+                f"a complex gradient (dtype {np_dtype(g.dtype)}) for a real tensor (dtype {self.dtype}): "
+                "its imaginary part would be lost"
+            )
         self._grad = arrays.cast(g, self.dtype)
 
     def _in_my_library(self, value: Any) -> Any:

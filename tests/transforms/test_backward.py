@@ -349,6 +349,18 @@ def test_grad_can_be_reset_and_set():
         w.grad = np.ones(3)
 
 
+def test_a_complex_grad_for_a_real_leaf_is_a_type_error():
+    """The imaginary part would be dropped silently (torch refuses too); a complex leaf takes it."""
+    w = ea.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="complex gradient.*real tensor"):
+        w.grad = np.array([1.0 + 2.0j, 1.0])
+    assert w.grad is None
+    z = ea.tensor([1.0 + 1.0j, 2.0], requires_grad=True)
+    z.grad = np.array([1.0 + 2.0j, 1.0])
+    ea.sum(ea.real(z)).backward()
+    assert_close(z.grad, [2.0 + 2.0j, 2.0])
+
+
 def test_grad_of_a_non_leaf_is_none_with_a_warning_saying_why():
     w = ea.tensor([1.0, 2.0], requires_grad=True)
     h = w * 2.0
