@@ -179,7 +179,9 @@ def _reshape(
 
 
 def _ravel(a: ArrayLike, order: str = "C") -> Tensor:
-    return _reshape(a, (-1,), order)
+    if order != "C":
+        raise TypeError(f"numpy.ravel on einad Tensors: only order='C', got order={order!r}")
+    return ops.reshape(a, (-1,))
 
 
 def _swap(a: ArrayLike, axis1: int, axis2: int) -> Tensor:
