@@ -168,8 +168,20 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """The imaginary part, as `einad.imag` (numpy's ``ndarray.imag``)."""
         return imag(self)
 
+    @property
+    def mT(self) -> Tensor:
+        """The last two axes interchanged (each matrix of a stack transposed), as numpy's, JAX's
+        and PyTorch's ``mT``; ValueError for fewer than 2 dimensions, as numpy's."""
+        if self.ndim < 2:
+            raise ValueError(f"mT (matrix transpose) needs at least 2 dimensions, got {self.ndim}")
+        return self.swapaxes(-2, -1)
+
     def conj(self) -> Tensor:
         """The complex conjugate, as `einad.conj` (numpy's ``ndarray.conj``)."""
+        return conj(self)
+
+    def conjugate(self) -> Tensor:
+        """numpy's other name for `conj`."""
         return conj(self)
 
     def detach(self) -> Tensor:

@@ -605,6 +605,14 @@ def test_numpy_style_methods_match_numpy():
     z = ea.tensor([1.0 + 2.0j, -3.0j])
     assert_close(z.real.numpy(), [1.0, 0.0])
     assert_close(z.imag.numpy(), [2.0, -3.0])
+    assert_close(z.conjugate().numpy(), z.numpy().conjugate())
+    assert_close(t.mT.numpy(), M0.mT)
+    assert_close(t.mT.numpy(), torch.tensor(M0).mT.numpy())
+    x = ea.tensor(M0, requires_grad=True)
+    ea.sum(x.mT * M0.mT).backward()  # d/dx sum(x^T_ij M^T_ij) = M
+    assert_close(x.grad, M0)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        _ = ea.tensor(X0).mT
     assert t.numel() == torch.tensor(M0).numel() == M0.size
     assert t.dim() == torch.tensor(M0).dim() == 3
     assert ea.tensor(np.ones(())).flatten().shape == tuple(torch.ones(()).flatten().shape) == (1,)
