@@ -15,12 +15,12 @@ Calling convention. A kernel takes each array argument and each output as the nu
 object itself (a ``PyObject*``: ctypes passes it without converting anything) and reads the
 data pointer and the strides from numpy's array struct, whose layout is checked once at start
 (`unavailable`); 0-d arguments come by value. Outputs are allocated by the caller (contiguous;
-the sums' outputs zero-filled). The kernel returns 0, or `NONFINITE` when a step marked
-``checked`` (a user's own step, not a derivative rule's) made a NaN or an infinity: numpy would
-have warned there (a division by zero, an overflow, an invalid operation), so the caller
-computes those steps again with numpy, which warns or raises as `numpy.geterr` says; or
-`MISALIGNED` (before computing anything) when an array's data or strides are not whole
-elements: the caller calls again on aligned copies.
+the sums' outputs zero-filled, float32 ones in double: `Out`). The kernel returns 0, or
+`NONFINITE` when a step marked ``checked`` (a user's own step, not a derivative rule's) made a
+NaN or an infinity: numpy would have warned there (a division by zero, an overflow, an invalid
+operation), so the caller computes those steps again with numpy, which warns or raises as
+`numpy.geterr` says; or `MISALIGNED` (before computing anything) when an array's data or
+strides are not whole elements: the caller calls again on aligned copies.
 
 Cache. A compiled module's object code is stored under `cache_dir` (``EINAD_CACHE_DIR``, or
 ``$XDG_CACHE_HOME/einad/kernels``, ``~/.cache/einad/kernels``), keyed by the IR, the compile
@@ -175,7 +175,8 @@ class Step:
 @dataclass(frozen=True)
 class Out:
     """A value the kernel writes: a loop value (the loop's shape, contiguous), a sum (its kept
-    axes' shape, zero-filled by the caller), or a 0-d value."""
+    axes' shape, zero-filled by the caller, of its `accumulator` dtype: the caller narrows a
+    float32 one), or a 0-d value."""
 
     name: str
     shape: Shape
@@ -463,10 +464,10 @@ class _Writer:
         for o in spec.outs:
             self.ptrs[o.name] = self.field(f"%{o.name}.out", self.header, "ptr")
         outs = {o.name: o for o in spec.outs}
-        totals: dict[str, str] = {}  # a total's accumulator (a double: see `_accumulator`)
+        totals: dict[str, str] = {}  # a total's accumulator (a double: see `accumulator`)
         for s in spec.steps:
             if s.op == "sum" and not s.keep:
-                wide = _accumulator(s.dtype)
+                wide = accumulator(s.dtype)
                 acc = self.emit(f"alloca {_ty(wide)}")
                 self.lines.append(f"  store {_ty(wide)} {self.const(0, wide)}, ptr {acc}")
                 totals[s.name] = acc
@@ -480,7 +481,7 @@ class _Writer:
             self.loops(spec, outs, totals, group, n)
         for s in spec.steps:
             if s.op == "sum" and not s.keep:
-                wide = _accumulator(s.dtype)
+                wide = accumulator(s.dtype)
                 total = self.emit(f"load {_ty(wide)}, ptr {totals[s.name]}")
                 self.vals[s.name] = (self.convert(total, wide, s.dtype), s.dtype)
                 if s.name in outs:
@@ -533,13 +534,14 @@ class _Writer:
         ty = _ty(s.dtype)
         x = self.operand(s.operands[0], s.dtype)
         if not s.keep:
-            wide = _accumulator(s.dtype)
+            wide = accumulator(s.dtype)
             x, ty = self.convert(x, s.dtype, wide), _ty(wide)
             old = self.emit(f"load {ty}, ptr {totals[s.name]}")
             new = self.emit(f"fadd reassoc {ty} {old}, {x}")
             self.lines.append(f"  store {ty} {new}, ptr {totals[s.name]}")
             return
-        out = outs[s.name]
+        out = outs[s.name]  # of the accumulator's dtype (`Out`)
+        x, ty = self.convert(x, s.dtype, out.dtype), _ty(out.dtype)
         ptr = self.element(self.ptrs[s.name], out.dtype, list(s.keep), _contiguous(out.shape))
         old = self.emit(f"load {ty}, ptr {ptr}")
         new = self.emit(f"fadd {ty} {old}, {x}")
@@ -678,10 +680,11 @@ def _streams(spec: KernelSpec) -> list[list[Step]]:
     return list(groups.values())
 
 
-def _accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
-    """The dtype a total of `dtype` values is added up in: float32 ones in a double. One
-    float32 accumulator added to element by element stops growing at 2**24 times the elements'
-    size (a sum of 2**25 ones is 16777216), where numpy's pairwise sums are exact to rounding."""
+def accumulator(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype a sum of `dtype` values is added up in (a total, or each element of a sum
+    along kept axes): float32 ones in a double. One float32 accumulator added to element by
+    element stops growing at 2**24 times the elements' size (a sum of 2**25 ones is 16777216),
+    where numpy's pairwise sums are exact to rounding."""
     return np.dtype(np.float64) if dtype == np.float32 else dtype
 
 

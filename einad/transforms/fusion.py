@@ -454,8 +454,14 @@ def _kernel(g: _Group, graph: Graph, roles: dict[int, _Role], readers: dict[str,
         )
     outputs = [graph.equations[i].output for i in g.members]
     outputs = [v for v in outputs if v in read_after or v in returned]
+    kept = {graph.equations[i].output for i in g.members if roles[i].keep}
     outs = tuple(
-        kernels.Out(f"v_{v}", graph.avals[v][0], graph.avals[v][1], zeroed=g.phase[v] == "sum")
+        kernels.Out(
+            f"v_{v}",
+            graph.avals[v][0],
+            kernels.accumulator(graph.avals[v][1]) if v in kept else graph.avals[v][1],
+            zeroed=g.phase[v] == "sum",
+        )
         for v in outputs
     )
     spec = kernels.KernelSpec(g.shape, tuple(args.values()), tuple(steps), outs)

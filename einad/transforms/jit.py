@@ -283,6 +283,15 @@ def _kernel_call(k: FusedKernel, var: Callable[[str], str], namespace: dict[str,
         "    if events:  # a NaN or an infinity in the user's steps (numpy warns), or misaligned arrays"
     )
     lines.append(f"        {lhs} = finish{n}(events, ({inputs}), ({lhs}))")
+    dtypes = {f"v_{e.output}": e.dtype for e in k.equations}
+    for o, name in zip(k.spec.outs, outs):
+        if o.dtype != dtypes[o.name]:  # a sum added up in a wider accumulator (kernels.Out)
+            dt = f"dtype_{dtypes[o.name].name}"
+            namespace[dt] = dtypes[o.name]
+            lines.append(
+                "    with errstate(over='ignore'):  # (beyond float32's range: its inf, as a total's)"
+            )
+            lines.append(f"        {name} = {name}.astype({dt}, copy=False)")
     return lines
 
 

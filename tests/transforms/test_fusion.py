@@ -189,6 +189,25 @@ def test_a_float32_total_is_added_up_in_double():
     assert len(fused(lambda x: ea.sum(ea.abs(x) * 2.0), x).kernels) == 1
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_float32_sum_along_a_kept_axis_is_added_up_in_double(axis):
+    """As a total: each element of a float32 sum along kept axes (a partial sum, keepdims)
+    keeps every addend (it was added up in its float32 output, and a jitted sum of rows of
+    2**24 + 1000 elements, the first 2**24, gave 2 * 2**24)."""
+    x = np.ones((1001, 3), np.float32)
+    x[0] = 2**24
+    x = x if axis == 0 else x.T
+    f = lambda x: ea.sum(ea.abs(x) * 2.0, axis=axis, keepdims=True)
+    got = compiled(ea.jit(f, backend="llvm"))(x)
+    assert got.dtype == np.float32 and got.shape == ((1, 3) if axis == 0 else (3, 1))
+    np.testing.assert_allclose(got, np.full(got.shape, 2 * (2**24 + 1000)), rtol=1e-6)
+    assert len(fused(f, x).kernels) == 1
+    with warnings.catch_warnings():  # beyond float32's range: its inf, quietly (as a total, as eagerly)
+        warnings.simplefilter("error")
+        half = lambda x: ea.sum(ea.abs(x) * 0.5, axis=axis, keepdims=True)
+        assert np.all(compiled(ea.jit(half, backend="llvm"))(np.full(x.shape, 3e38, np.float32)) == np.inf)
+
+
 def test_broadcast_operands_and_partial_sums():
     """A bias broadcast along rows, a scalar, and the gradient summed back to each operand's
     shape (a sum along the rows, a total) in the same loop as the forward."""
