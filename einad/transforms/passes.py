@@ -1172,7 +1172,9 @@ def _inner_einsum(a: Atom, e: Equation, rw: _Rewriter) -> Equation | None:
     It must be read by `e` alone (or only transpose and be read only by
     einsums, or be read only by `e`, at several positions, and cost little: see
     `_cheap_to_repeat`), and compute in `e`'s arithmetic: a boolean einsum's sums
-    are ORs, which do not merge into a numeric one's sums.
+    are ORs, which do not merge into a numeric one's sums, and a float32 einsum's
+    products, rounded to float32, would be computed in double inside a float64 one
+    (a real einsum merges into a complex one of its precision: the same numbers).
     """
     if not isinstance(a, str):
         return None
@@ -1185,7 +1187,9 @@ def _inner_einsum(a: Atom, e: Equation, rw: _Rewriter) -> Equation | None:
         or (a not in rw.outputs and rw.uses[a] == e.inputs.count(a) and _cheap_to_repeat(inner, e, rw))
     ):
         return None
-    same = inner.dtype == e.dtype or (inner.dtype.kind in "fc" and e.dtype.kind in "fc")
+    same = inner.dtype == e.dtype or (
+        inner.dtype.kind == "f" and e.dtype.kind == "c" and 2 * inner.dtype.itemsize == e.dtype.itemsize
+    )
     return inner if same else None
 
 

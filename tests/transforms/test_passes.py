@@ -28,6 +28,7 @@ from einad.rules.elementwise import PRIMITIVES
 from einad.rules.shape import reshape_p
 from einad.rules.structural import where_p
 from einad.transforms import passes
+from tests.support.jitting import compiled
 from tests.support.numerics import peak_bytes
 from tests.support.strategies import einsum_specs
 
@@ -1151,6 +1152,25 @@ def test_merge_einsums_leaves_boolean_sums_apart():
         ["c"],
     )
     assert passes.merge_einsums(g).equations == g.equations
+
+
+def test_merge_einsums_keeps_a_float32_einsum_apart_from_a_float64_one():
+    """A float32 einsum's result is rounded to float32; merged into a float64 einsum, its
+    products were computed in double (jit(f) gave 1 + 2**-11 + 2**-24 where f gives the float32
+    product's 1 + 2**-11). A real einsum merges into a complex one of its precision."""
+    a = np.full(1, 1 + 2**-12, np.float32)
+
+    def f(a, b, c):
+        return ea.einsum("i,j->", ea.einsum("i,i->i", a, a), c)
+
+    for c in (np.ones(1), np.ones(1, np.complex64)):
+        g = ea.make_graph(f)(a, a, c)
+        merged = passes.merge_einsums(g)
+        assert len(merged.equations) == (2 if c.dtype == np.float64 else 1), str(merged)
+        assert_same_values(g, merged, args=[a, a, c], rtol=0, atol=0)
+        for backend in (None, "numpy"):
+            got = compiled(ea.jit(f, backend=backend))(a, a, c)
+            assert got.dtype == np.result_type(np.float32, c.dtype) and got == 1 + 2**-11
 
 
 @st.composite
