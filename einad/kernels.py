@@ -435,9 +435,9 @@ class _Writer:
                     reg = self.emit(f"icmp ne i64 {reg}, 0")
                 elif a.dtype == np.float32:
                     reg = self.emit(f"fptrunc double {reg} to float")
-                # integers come as i64 (the value is the same; a uint64 stays unsigned)
-                wide = np.dtype(np.uint64) if a.dtype == np.uint64 else np.dtype(np.int64)
-                self.vals[a.name] = (reg, wide if a.dtype.kind in "iu" else a.dtype)
+                elif a.dtype.kind in "iu" and a.dtype.itemsize < 8:  # integers come as i64
+                    reg = self.emit(f"trunc i64 {reg} to {_ty(a.dtype)}")
+                self.vals[a.name] = (reg, a.dtype)
             else:
                 self.ptrs[a.name] = data = self.field(f"%{a.name}", self.header, "ptr")
                 at = self.field(f"%{a.name}", self.header + 24, "ptr")

@@ -330,6 +330,21 @@ def test_a_zero_dimensional_uint64_argument_keeps_its_value():
         np.testing.assert_array_equal(got, np.exp(y * 0.0) * n + y)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.uint16])
+def test_a_narrow_zero_dimensional_integer_argument_is_cast_by_a_kernel(dtype):
+    """A 0-d integer narrower than 64 bits comes as an i64 too; a cast of it to float (the
+    mean's first step: `ea.mean` of an int32 0-d array) was compiled from an i64 to an i32,
+    which LLVM refused (a RuntimeError from the IR parser)."""
+    n = np.array(np.iinfo(dtype).max - 2, dtype)
+    y = np.array([1.0, 2.0])
+    f = lambda n, y: n.astype(np.float64) * y + ea.mean(n)
+    jf = ea.jit(f, backend="llvm")
+    assert len(jf.lower(n, y).kernels) == 1
+    got = compiled(jf)(n, y)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, n.astype(np.float64) * y + np.mean(n))
+
+
 # -- numpy's warnings --------------------------------------------------------------------------------
 
 
