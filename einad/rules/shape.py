@@ -289,8 +289,8 @@ def _has_int_array(index: Any) -> bool:
 
 def _getitem_impl(x: Any, index: Any) -> Any:
     xp = arrays.xp_of(x)
-    if xp is np:
-        return x[index]
+    if xp is np:  # (a Python number: a weakly typed one staged by jit)
+        return np.asarray(x)[index]
     return _getitem_any(xp, x, index)
 
 

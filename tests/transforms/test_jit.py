@@ -183,6 +183,23 @@ def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
     assert seen == [(np.result_type(3), np.dtype(bool), np.dtype(np.float64))]
 
 
+def test_structural_ops_on_a_python_number_give_numpys_results():
+    """A Python number is staged as itself (weakly typed): flip indexed it with ``()``, which a
+    Python number refuses (a TypeError, 'int' object is not subscriptable)."""
+    cases = [
+        (ea.flip, np.flip),
+        (lambda s: ea.flip(s) * 2, lambda s: np.flip(s) * 2),
+        (lambda s: ea.flip(ea.reshape(s, (1, 1)), 0), lambda s: np.flip(np.reshape(s, (1, 1)), 0)),
+    ]
+    for s in (3, 1.5, True, 0.5 + 2j):
+        for f, reference in cases:
+            want = np.asarray(reference(s))
+            for backend in (None, "numpy"):
+                got = compiled(ea.jit(f, backend=backend))(s)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)
+
+
 def test_float32_stays_float32_through_a_compiled_gradient():
     x = np.ones((3, 4), np.float32)
     w = np.ones((4, 2), np.float32)
