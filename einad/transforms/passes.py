@@ -910,13 +910,24 @@ def _ascii(inputs: Sequence[str], output: str) -> bool:
     return set("".join(inputs) + output) <= _LETTERS
 
 
+def _count(n: int, dtype: np.dtype[Any]) -> Any:
+    """The count `n` as a 0-d array of `dtype`, the factor that the sum of n copies is of one
+    copy, or None where there is none: integers wrap as their sums do (300 copies of an int8
+    add up to 44 times one, where 300 itself does not fit), a boolean einsum ORs (any count is
+    its truth), and a float count must be finite (70000 is inf in float16; the sum is 70000 x)."""
+    with np.errstate(over="ignore"):
+        k = np.asarray(n).astype(dtype)
+    return None if dtype.kind in "fc" and not np.isfinite(k) else k
+
+
 def _fold_into_einsum(e: Equation, rw: _Rewriter) -> Result:
     """An einsum reading a spread (read only by einsums) reads the spread's source instead.
 
     Repeating along a letter is that letter being absent from the operand; a
     diagonal is its letters being one. A broadcast letter the einsum summed
     contributes its size as a factor (an operand with no letters). The
-    spread's dense array is never made.
+    spread's dense array is never made. A factor its dtype cannot hold (see `_count`)
+    leaves the spread as it is.
     """
     if e.prim is not einsum_p:
         return None
@@ -929,11 +940,13 @@ def _fold_into_einsum(e: Equation, rw: _Rewriter) -> Result:
         if s is None or folded is None or not _ascii(folded[0], folded[1]):
             continue
         sizes = _letter_sizes(specs, [rw.aval(a)[0] for a in operands])
+        factor = _count(math.prod(sizes[c] for c in folded[2]), e.dtype)
+        if factor is None:
+            continue
         specs, output, vanished = folded
         operands[k] = s.inputs[0]
         if vanished:
-            factor = math.prod(sizes[c] for c in vanished)
-            operands.append(Lit(np.asarray(factor, dtype=e.dtype)))
+            operands.append(Lit(factor))
             specs = (*specs, "")
     if operands == e.inputs:
         return None

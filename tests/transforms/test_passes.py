@@ -714,6 +714,30 @@ def test_fold_spreads_folds_a_diagonal_into_the_einsum_that_reads_it():
     assert_same_values(g, out)
 
 
+@pytest.mark.parametrize(
+    "dtype, n, folded",
+    [(np.int8, 300, True), (np.uint8, 256, True), (np.float16, 70000, False), (np.bool_, 300, True)],
+)
+def test_fold_spreads_counts_a_summed_broadcast_in_the_einsums_dtype(dtype, n, folded):
+    """A broadcast of n copies that an einsum sums is the source times n, a literal of the
+    einsum's dtype: for an int8 einsum summing 300 copies, making it raised OverflowError in
+    jit (it wraps, as the sum does); a float16 70000 is inf (jit gave inf for 70000 * 0.001)."""
+    x = np.array([0.001, 1.0, 0.0]).astype(dtype) if dtype == np.float16 else np.array([0, 1, 3], dtype)
+    f = lambda x: ea.einsum("ij->j", ea.broadcast_to(x, (n, 3)))
+    g = ea.make_graph(f)(x)
+    out = passes.optimize(g)
+    assert ops(out)["spread"] == (0 if folded else 1), str(out)
+    assert_same_values(g, out, args=[x], rtol=1e-3 if dtype == np.float16 else 0, atol=0)
+    with np.errstate(over="ignore"):  # n x, wrapped (int8) or rounded (float16: 70000 * 1.0 is inf)
+        want = x if dtype == np.bool_ else (n * x.astype(np.float64)).astype(np.int64).astype(dtype)
+        if dtype == np.float16:
+            want = (n * x.astype(np.float64)).astype(dtype)
+    for backend in (None, "numpy"):
+        got = compiled(ea.jit(f, backend=backend))(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-3 if dtype == np.float16 else 0)
+
+
 def test_fold_spread_spec_broadcast_diagonal_and_counts():
     fold = passes.fold_spread_spec
     # a broadcast along j: j is absent from the operand
