@@ -179,8 +179,12 @@ def _role(e: Equation, graph: Graph) -> tuple[_Role | None, str]:
         axes = tuple(None if shape[k] == 1 else dst.index(c) for k, c in enumerate(src))
         return _Role("loop", "astype", e.dtype, maps={0: axes}, weight=0), ""
     if e.prim is astype_p:
-        src = _dtype(graph, e.inputs[0])
-        if not isinstance(src, np.dtype) or (e.dtype.kind != "f" and e.dtype != np.bool_):
+        src = _dtype(graph, e.inputs[0])  # (a literal's too: a float16 one a gradient's seed made)
+        if (
+            not isinstance(src, np.dtype)
+            or not kernels.loadable(src)
+            or (e.dtype.kind != "f" and e.dtype != np.bool_)
+        ):
             return None, "a cast kernels do not make"
         return _kind(e, _Role("", "astype", src, weight=int(src != e.dtype)))
     if e.prim is where_p:

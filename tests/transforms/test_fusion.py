@@ -345,6 +345,19 @@ def test_a_narrow_zero_dimensional_integer_argument_is_cast_by_a_kernel(dtype):
     np.testing.assert_array_equal(got, n.astype(np.float64) * y + np.mean(n))
 
 
+def test_a_cast_of_a_float16_literal_is_left_to_numpy():
+    """A float16 gradient seed times a number folds to a float16 literal, cast to float64 for
+    the rest: a kernel step reading it as float16 wrote IR LLVM refused (a RuntimeError)."""
+    x = np.array([1.5, -2.0])
+    g = ea.grad(lambda x: ea.relu(ea.sum(x)).astype(np.float16) * 2.5)
+    program = fused(g, x)
+    assert any("astype" in str(e) and "2.5" in str(e) for e in program.equations)
+    for v, want in ((x, [0.0, 0.0]), (-x, [2.5, 2.5])):  # relu' of the sum, times 2.5
+        got = compiled(ea.jit(g, backend="llvm"))(v)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, want)
+
+
 # -- numpy's warnings --------------------------------------------------------------------------------
 
 
