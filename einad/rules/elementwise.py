@@ -48,7 +48,7 @@ from ..core import (
 from ..util import dtype_of, shape_of, to_operand, wrap
 from .einsum import sum_to_shape
 from .shape import astype, zeros_like
-from .structural import batch_elementwise, broadcast_raw, where_raw
+from .structural import batch_elementwise, broadcast_raw, where_raw, zeros_scalar
 
 Kernel: TypeAlias = Callable[..., Any]
 """A numpy implementation on plain arrays."""
@@ -176,7 +176,7 @@ UNARY: dict[str, tuple[Kernel, Partial]] = {
     "sqrt": (np.sqrt, lambda x, y: 0.5 / y),
     "square": (np.square, lambda x, y: 2 * x),
     "abs": (np.abs, lambda x, y: _abs_slope(x, y)),  # subgradient 0 at 0
-    "relu": (_relu, lambda x, y: compare("greater", x, 0)),  # subgradient 0 at 0
+    "relu": (_relu, lambda x, y: compare("greater", x, 0)),  # a mask (SELECTS); subgradient 0 at 0
     "sigmoid": (_sigmoid, lambda x, y: y * (1 - y)),
     "softplus": (_softplus, lambda x, y: _softplus_slope(x, y)),
     "log2": (np.log2, lambda x, y: 1 / (x * _LN2)),
@@ -342,6 +342,9 @@ ZERO_AT_ZERO = frozenset(
     }
 )
 """Unary operations with f(0) == 0: they map a diagonal (zeros elsewhere) to a diagonal."""
+SELECTS = frozenset({"relu"})
+"""Unary operations whose derivative is a boolean mask: it selects the tangent (and the cotangent)
+rather than multiplying it, so an infinite or nan one where the mask is False gives 0."""
 COMMUTATIVE = frozenset({"add", "multiply", "equal", "not_equal"})
 """Binary operations whose operands can be exchanged without changing a bit of the result."""
 MAY_VIEW = frozenset({"real", "imag", "conj"})
@@ -525,12 +528,22 @@ def _keeper(partials: Sequence[Partial]) -> KeepRule:
     return keep
 
 
-def _unary_vjp(d: Partial) -> Any:
+def _select(mask: Any, t: Any) -> Any:
+    """`t` where the boolean slope `mask` holds, else 0: a mask (relu's) selects rather than
+    multiplies, so an infinite or nan `t` where it is False gives 0, not nan (JAX's and
+    PyTorch's relu: ``relu(sqrt(x) - 1)`` has tangent 0 at x = 0, where sqrt's is infinite)."""
+    return where_raw(mask, t, zeros_scalar(t))
+
+
+def _unary_vjp(d: Partial, mask: bool = False) -> Any:
     """The VJP of a unary entry with derivative `d`: ``g * d(x, y)``, multiplied here where
     both are numpy arrays and `g` is not a broadcast constant (the eager hot path: no
-    `_times` call; `_times` passes a seed of ones on as a view of the derivative)."""
+    `_times` call; `_times` passes a seed of ones on as a view of the derivative). A `mask`
+    entry (`SELECTS`) selects instead (`_select`)."""
     if not callable(d):
         return lambda g, y, vals, p, needed: [g if d == 1 else -g]
+    if mask:
+        return lambda g, y, vals, p, needed: [_select(d(vals[0], y), g)]
 
     def vjp(g: Any, y: Any, vals: Sequence[Any], p: Any, needed: list[bool]) -> list[Any]:
         r = d(vals[0], y)
@@ -543,12 +556,15 @@ def _unary_vjp(d: Partial) -> Any:
     return vjp
 
 
-def _unary_jvp(d: Partial) -> Any:
+def _unary_jvp(d: Partial, mask: bool = False) -> Any:
     """The JVP of a unary entry with derivative `d`: ``t * d(x, y)`` (a real tangent for a real
     result), multiplied here where both are numpy arrays and `t` is not a broadcast constant
-    (every forward operation on numpy values: no `_scale`, `_times` and `_real_if` calls)."""
+    (every forward operation on numpy values: no `_scale`, `_times` and `_real_if` calls). A
+    `mask` entry (`SELECTS`) selects instead (`_select`)."""
     if not callable(d):
         return lambda ts, y, vals, p: _real_if(y, ts[0] if d == 1 else -ts[0])
+    if mask:
+        return lambda ts, y, vals, p: _select(d(vals[0], y), ts[0])
 
     def jvp(ts: list[Any], y: Any, vals: Sequence[Any], p: Any) -> Any:
         t = ts[0]
@@ -586,8 +602,8 @@ def _unary_prim(name: str, kernel: Kernel, d: Partial) -> Primitive:
     return _declare(
         Primitive(name, _impl(name, kernel)),
         kernel,
-        vjp=_unary_vjp(d),
-        jvp=_unary_jvp(d),
+        vjp=_unary_vjp(d, name in SELECTS),
+        jvp=_unary_jvp(d, name in SELECTS),
         keep=_keeper((d,)),
     )
 

@@ -275,6 +275,21 @@ def test_abs_and_relu_subgradient_is_zero_at_zero():
     assert_close(ea.relu(x).numpy(), [0.0, 0.0, 3.0])
 
 
+@both_modes
+def test_relu_selects_its_slope_so_an_infinite_tangent_below_zero_gives_zero():
+    """relu's slope is a mask that selects (JAX's and PyTorch's relu): where the input is at or
+    below 0 the derivative is 0 even when the incoming tangent or cotangent is infinite or nan
+    (sqrt's at 0), never 0 * inf = nan; above 0 it passes unchanged."""
+    x = np.array([0.0, 4.0, 9.0])
+    f = lambda x: ea.relu(ea.sqrt(x) - 1)  # at 0: relu's input is -1, sqrt's slope is inf
+    slope = np.array([0.0, 0.25, 1 / 6])  # the closed form: 1 / (2 sqrt(x)) where sqrt(x) > 1, else 0
+    _, t = ea.jvp(f, (x,), (np.ones(3),))
+    assert_close(t, slope)
+    assert_close(np.diag(ea.jacfwd(f)(x)), slope)
+    y = np.array([-1.0, 0.0, 4.0])  # sqrt(relu(x)): relu's cotangent is inf at and below 0
+    assert_close(ea.grad(lambda x: ea.sum(ea.sqrt(ea.relu(x))))(y), [0.0, 0.0, 0.25])
+
+
 def test_abs_of_complex_values_has_slope_conj_over_modulus_and_zero_at_zero():
     """d|z| = conj(z)/|z| (the gradient of sum |z|, JAX's convention), and 0 at z = 0 (the zero
     modulus replaced by 1 before the division): no nan in the gradient nor in the JVP.
