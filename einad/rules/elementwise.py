@@ -701,7 +701,7 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             x, y, z = (
                 _boxed(x, y, z) if (type(x) is Tensor) is not (type(y) is Tensor) else _lib_scalars(x, y, z)
             )
-        out = None
+        out: Any = None
         for t, (d, sign) in zip(ts, terms):
             if t is None:
                 continue
@@ -717,8 +717,13 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
         if type(out) in _SHAPED and type(z) in _SHAPED:  # (numpy arrays, Tensors: shapes read once)
             if out.shape != z.shape:
                 out = broadcast_raw(out, z.shape)
-        elif shape_of(out) != shape_of(z):
-            out = broadcast_raw(out, shape_of(z))
+            if out.dtype != z.dtype:  # (a linear entry passes a float32 tangent on as it is, where
+                out = astype(out, z.dtype)  # a float64 operand without one made the result float64)
+        else:
+            if shape_of(out) != shape_of(z):
+                out = broadcast_raw(out, shape_of(z))
+            if dtype_of(out) != dtype_of(z):
+                out = astype(out, dtype_of(z))
         return out
 
     return _declare(prim, kernel, vjp=vjp, jvp=jvp, keep=_keeper(partials))

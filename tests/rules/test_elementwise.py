@@ -175,6 +175,23 @@ def test_binary_float32_stays_float32(name):
 
 
 @both_modes
+@pytest.mark.parametrize("name", sorted(BINARY_CASES))
+def test_binary_tangent_has_the_result_dtype_when_a_float64_constant_promotes(name):
+    """float32 x with a float64 constant (an array, or numpy's float64 scalar: not weak under
+    NEP 50) gives a float64 result, and its tangent is float64 too, as JAX's: a linear entry
+    (add, subtract) used to pass the float32 tangent on as it was."""
+    op = getattr(ea, name)
+    x = _domain(0.5, 2.0, (2, 3), seed=5, dtype=np.float32)
+    for c in (_domain(0.5, 2.0, (3,), seed=6), np.float64(1.5)):
+        for f in (lambda x, c=c: op(x, c), lambda x, c=c: op(c, x)):
+            out, t = ea.jvp(f, (x,), (np.ones_like(x),))
+            assert out.dtype == np.float64
+            assert t.dtype == out.dtype
+            assert ea.jacfwd(f)(x).dtype == np.float64
+            assert ea.grad(lambda x, f=f: ea.sum(f(x)))(x).dtype == np.float32  # the input's
+
+
+@both_modes
 def test_power_with_special_integer_exponents():
     x = np.array([-1.5, 0.0, 2.0])
     for p in (0, 1, 2, 3):
