@@ -21,6 +21,7 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeAlias
@@ -127,6 +128,16 @@ def _abs_slope(x: Any, y: Any) -> Any:
     return conj(x) / where_raw(compare("equal", y, 0), 1, y)
 
 
+def _reciprocal(y: Any) -> Any:
+    """``1 / y``; of a Python number 0, numpy's answer (an infinity of the zero's sign), where
+    Python's division raises (the slope of ``x / 0``, of a mean over an empty axis)."""
+    if type(y) in (bool, int, float) and y == 0:
+        return math.copysign(math.inf, y)
+    if type(y) is complex and y == 0:
+        return complex(math.inf, math.nan)
+    return 1 / y
+
+
 def _nonzero(v: Any) -> Any:
     """`v` with its zeros replaced by 1: a divisor for a branch a `where` masks at those zeros."""
     return where_raw(compare("equal", v, 0), 1, v)
@@ -193,7 +204,7 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
     "add": (np.add, 1, 1),
     "subtract": (np.subtract, 1, -1),
     "multiply": (np.multiply, lambda x, y, z: y, lambda x, y, z: x),
-    "divide": (np.true_divide, lambda x, y, z: 1 / y, lambda x, y, z: -z / y),
+    "divide": (np.true_divide, lambda x, y, z: _reciprocal(y), lambda x, y, z: -z / y),
     "power": (np.power, _pow_dx, _pow_dy),
     "maximum": (
         np.maximum,

@@ -192,6 +192,20 @@ def test_binary_tangent_has_the_result_dtype_when_a_float64_constant_promotes(na
 
 
 @both_modes
+@pytest.mark.parametrize("zero", [0, 0.0, -0.0, False])
+def test_dividing_by_a_python_zero_has_numpys_infinite_slope(zero):
+    """d(x / 0)/dx is 1/0: numpy's infinity of the zero's sign, as JAX gives (Python's own 1 / 0
+    raised ZeroDivisionError from inside the rule, in both modes)."""
+    x = np.array([1.0, -2.0])
+    slope = np.full(2, np.copysign(np.inf, zero))
+    with np.errstate(divide="ignore"):
+        assert_close(ea.grad(lambda x: ea.sum(x / zero))(x), slope)
+        assert_close(ea.jvp(lambda x: ea.divide(x, zero), (x,), (np.ones(2),))[1], slope)
+        x32 = x.astype(np.float32)  # the infinity is a Python float: weak, float32 stays float32
+        assert ea.grad(lambda x: ea.sum(x / zero))(x32).dtype == np.float32
+
+
+@both_modes
 def test_power_with_special_integer_exponents():
     x = np.array([-1.5, 0.0, 2.0])
     for p in (0, 1, 2, 3):

@@ -3,6 +3,8 @@ log_softmax, cumsum, cumprod, clip): values against numpy, gradients against clo
 central differences (ties shared, products exact at zeros), numerically stable at huge inputs,
 float32 kept; and on every array library (`lib`): results of the input's library, dask lazy."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -169,6 +171,24 @@ def test_mean_gradient():
     x = np.arange(6.0).reshape(2, 3)
     assert_close(ea.grad(ea.mean)(x), np.full((2, 3), 1 / 6))
     assert_close(ea.grad(lambda x: ea.sum(ea.mean(x, axis=0)))(x), np.full((2, 3), 1 / 2))
+
+
+@both_modes
+@pytest.mark.parametrize("name", ["mean", "var", "std"])
+def test_gradient_of_a_reduction_over_an_empty_axis_is_empty(name):
+    """A mean (var, std) over an axis of size 0: numpy's nan values, and the gradient an empty
+    array of the input's shape, as JAX gives (the count 0 made the divide rule's 1 / 0 raise
+    ZeroDivisionError)."""
+    op = getattr(ea, name)
+    x = np.ones((3, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "Degrees of freedom <= 0", ...
+        expected = getattr(np, name)(x, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert_close(op(x, axis=1).numpy(), expected)
+        for axis in (None, 1):
+            g = ea.grad(lambda x, axis=axis: ea.sum(op(x, axis=axis)))(x)
+            assert g.shape == x.shape and g.dtype == x.dtype
 
 
 @both_modes
