@@ -11,6 +11,7 @@ libraries' arrays, in numpy's result dtype; their rules are einad operations.
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -239,8 +240,15 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     x = _inexact(x)
     shape = shape_of(x)
     n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
+    # numpy's divisor max(n - ddof, 0): ddof >= n gives inf (nan where there are no elements), never
+    # a negative variance
+    dof = n - ddof
+    if isinstance(dof, (int, float)):
+        dof = builtins.max(dof, 0)  # (`max` in this module is the reduction)
+    else:  # a count made lazily (dask's unknown chunk sizes)
+        dof = apply2("maximum", dof, 0)
     d = x - _mean_raw(x, axis, True)
-    return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / (n - ddof))
+    return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / dof)
 
 
 def _inexact(x: ArrayLike) -> Value:

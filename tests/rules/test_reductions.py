@@ -161,6 +161,22 @@ def test_var_ddof(ddof):
 
 
 @both_modes
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_with_ddof_at_least_the_count_follows_numpy(name):
+    """numpy divides by max(n - ddof, 0): ddof >= n gives inf (nan with no spread or no elements),
+    never the negative variance that dividing by n - ddof < 0 gave (and -0.0 for an empty axis)."""
+    op = getattr(ea, name)
+    cases = [(np.array([1.0, 2.0]), 3), (np.array([1.0, 2.0]), 2), (np.array([3.0]), 1)]
+    cases += [(np.ones((2, 0)), 1), (np.array([1.0, 1.0]), 5)]
+    for x, ddof in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's "Degrees of freedom <= 0"
+            expected = getattr(np, name)(x, axis=-1, ddof=ddof)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            assert_close(op(x, axis=-1, ddof=ddof).numpy(), expected)
+
+
+@both_modes
 def test_var_defaults_to_ddof_zero():
     x = np.array([1.0, 2.0, 4.0])
     assert_close(ea.var(x).numpy(), np.var(x))
