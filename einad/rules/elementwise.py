@@ -214,8 +214,13 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
     "minimum": (np.minimum, lambda x, y, z: _tie(x, y, z, "less"), lambda x, y, z: _tie(y, x, z, "less")),
     "arctan2": (np.arctan2, lambda x, y, z: y / (x * x + y * y), lambda x, y, z: -x / (x * x + y * y)),
     "hypot": (np.hypot, lambda x, y, z: x / _nonzero(z), lambda x, y, z: y / _nonzero(z)),  # 0 at (0, 0)
-    "logaddexp": (np.logaddexp, lambda x, y, z: exp(x - z), lambda x, y, z: exp(y - z)),
-    "logaddexp2": (np.logaddexp2, lambda x, y, z: exp((x - z) * _LN2), lambda x, y, z: exp((y - z) * _LN2)),
+    # e^x / (e^x + e^y) as sigmoid(x - y), not exp(x - z): 1 and 0 at x = inf > y (not inf - inf)
+    "logaddexp": (np.logaddexp, lambda x, y, z: sigmoid(x - y), lambda x, y, z: sigmoid(y - x)),
+    "logaddexp2": (
+        np.logaddexp2,
+        lambda x, y, z: sigmoid((x - y) * _LN2),
+        lambda x, y, z: sigmoid((y - x) * _LN2),
+    ),
     "mod": (np.mod, 1, lambda x, y, z: -floor(x / y)),  # x - floor(x / y) * y
 }
 

@@ -538,6 +538,22 @@ def test_exp2_is_the_librarys_own_where_it_has_one(lib):
 
 
 @both_modes
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_slopes_at_an_infinite_operand(name):
+    """d/dx log(e^x + e^y) = 1 / (1 + e^(y - x)): 1 where x = inf > y, 0 where y = inf > x, as
+    PyTorch's (and JAX's at x = inf): exp(x - z) was exp(inf - inf) = nan there, and a zero
+    tangent of y = inf gave 0 * nan = nan in forward mode."""
+    op = getattr(ea, name)
+    x = np.array([np.inf, np.inf, 1.0, -np.inf, 3.0])
+    y = np.array([1.0, -np.inf, np.inf, 2.0, -np.inf])
+    gx, gy = ea.grad(lambda a, b: ea.sum(op(a, b)), argnums=(0, 1))(x, y)
+    assert_close(gx, [1.0, 1.0, 0.0, 0.0, 1.0])
+    assert_close(gy, [0.0, 0.0, 1.0, 1.0, 0.0])
+    _, tx = ea.jvp(op, (x, y), (np.ones(5), np.zeros(5)))
+    assert_close(tx, gx)
+
+
+@both_modes
 def test_logaddexp2_is_stable_and_its_gradient_symmetric():
     x, y = np.array([1000.0, -1000.0, 3.0, -np.inf]), np.array([1000.0, -1001.0, -2.0, 0.0])
     assert_close(ea.logaddexp2(x, y), np.logaddexp2(x, y), rtol=1e-15)
