@@ -60,6 +60,15 @@ Partial: TypeAlias = int | Callable[..., Any]
 # -- stable numpy kernels -----------------------------------------------------------
 
 
+def _floating(x: npt.ArrayLike) -> npt.NDArray[Any]:
+    """`x` as an array; booleans and integers in the floating dtype numpy's `exp` takes them to
+    (float16 for bool and uint8, float64 for int64): negating an unsigned integer wraps around."""
+    x = np.asarray(x)
+    if x.dtype.kind in "biu":
+        return x.astype(np.exp.resolve_dtypes((x.dtype, None))[1])
+    return x
+
+
 def _sigmoid(x: npt.ArrayLike) -> Any:
     if type(x) is np.ndarray and x.dtype.kind == "f" and x.ndim:
         # 1 / (1 + e) where x >= 0, else e / (1 + e), with e = exp(-|x|) (exact at any magnitude):
@@ -72,7 +81,7 @@ def _sigmoid(x: npt.ArrayLike) -> Any:
         d = np.add(e, 1.0)
         np.maximum(e, x >= 0, out=e)
         return np.divide(e, d, out=d)
-    x = np.asarray(x)
+    x = _floating(x)
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))
     e = np.exp(-np.abs(x))
@@ -80,7 +89,7 @@ def _sigmoid(x: npt.ArrayLike) -> Any:
 
 
 def _softplus(x: npt.ArrayLike) -> Any:
-    x = np.asarray(x)
+    x = _floating(x)
     if x.dtype.kind == "c":
         return np.log1p(np.exp(x))
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))

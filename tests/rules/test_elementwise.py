@@ -537,6 +537,20 @@ def test_exp2_is_the_librarys_own_where_it_has_one(lib):
         np.testing.assert_array_equal(got, lib.numpy(own(lib.asarray(x))))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.bool_, np.int8, np.int64])
+def test_sigmoid_and_softplus_of_integers_and_booleans_in_numpys_float_dtype(dtype):
+    """Of booleans and integers, in the dtype numpy's exp gives them (float16 for uint8 and bool):
+    the stable kernels negated |x|, which wraps around for unsigned integers (sigmoid(uint8 1) was
+    0, softplus inf) and raises for booleans."""
+    x = np.array([0, 1, 2, 100]).astype(dtype)
+    xf = x.astype(np.float64)
+    ft = np.exp(x[:1]).dtype  # (of 0: no overflow warning)
+    for name, ref in (("sigmoid", 1 / (1 + np.exp(-xf))), ("softplus", np.logaddexp(0.0, xf))):
+        out = getattr(ea, name)(x).numpy()
+        assert out.dtype == ft
+        assert_close(out, ref.astype(ft), rtol=1e-3)
+
+
 @both_modes
 @pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
 def test_logaddexp_slopes_at_an_infinite_operand(name):
