@@ -161,7 +161,8 @@ def _sinc_slope(x: Any, y: Any) -> Any:
     """sinc'(x) = (cos(pi x) - sinc(x)) / x, and its Taylor series where |x| < 1e-3: the quotient
     cancels there (its own derivative at 1e-9 is -pi**2, not sinc''(0) = -pi**2/3) and is 0/0 at 0."""
     small = compare("less", real(x * conj(x)), 1e-6)
-    series = x * (_SINC_C1 + _SINC_C3 * (x * x))
+    xs = where_raw(small, x, 0)  # the series at 0 where it is not taken: x * x overflows at 1e155,
+    series = xs * (_SINC_C1 + _SINC_C3 * (xs * xs))  # and its zero cotangent times inf was nan
     return where_raw(small, series, (cos(np.pi * x) - y) / where_raw(small, 1, x))
 
 

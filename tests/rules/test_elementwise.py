@@ -537,6 +537,20 @@ def test_exp2_is_the_librarys_own_where_it_has_one(lib):
         np.testing.assert_array_equal(got, lib.numpy(own(lib.asarray(x))))
 
 
+@both_modes
+def test_sinc_second_derivative_is_finite_at_huge_arguments():
+    """sinc'' = -pi**2 sinc(x) - 2 sinc'(x) / x, sinc' = (cos(pi x) - sinc(x)) / x, and both
+    modes of the second order agree with it at |x| > 1e154 too, where the slope's Taylor branch
+    (not taken there) squared x to inf and its zero cotangent times inf was nan."""
+    x = np.array([1e200, -1e300, 1e160, 3.7])
+    s = np.sinc(x)
+    d = (np.cos(np.pi * x) - s) / x
+    dd = -(np.pi**2) * s - 2 * d / x
+    slope = ea.grad(lambda y: ea.sum(ea.sinc(y)))
+    assert_close(ea.grad(lambda x: ea.sum(slope(x)))(x), dd, rtol=1e-10)
+    assert_close(ea.jvp(slope, (x,), (np.ones(4),))[1], dd, rtol=1e-10)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.bool_, np.int8, np.int64])
 def test_sigmoid_and_softplus_of_integers_and_booleans_in_numpys_float_dtype(dtype):
     """Of booleans and integers, in the dtype numpy's exp gives them (float16 for uint8 and bool):
