@@ -377,37 +377,46 @@ def cumsum(x: ArrayLike, axis: int | None = None) -> Tensor:
 cumprod_p = Primitive("cumprod", _impl("cumprod", np.cumprod, "cumulative_prod", "axis"))
 
 
-def _cumprod_zeros(x: Any, axis: int) -> tuple[Any, Any, Any, Any]:
-    """Where `x` is zero, where its first zero along `axis` is, `x` with its zeros replaced by 1,
-    and the running product with only the first zero replaced by 1 (all staged operations)."""
+def _cumprod_zeros(x: Any, axis: int) -> tuple[Any, ...]:
+    """Where `x` is zero; where its first and its second zero along `axis` are; `x` with its zeros
+    replaced by 1; the running product with only the first zero replaced by 1; and the running
+    product with the first two replaced by 1, times the first zero (all staged operations: the
+    derivative at the second zero is that zero-valued product, exact to second order)."""
     zero = compare("equal", x, 0)
     count = astype(zero, np.int64)
-    first = compare("equal", cumsum_raw(count, axis) * count, 1)
+    nth = cumsum_raw(count, axis) * count
+    first = compare("equal", nth, 1)
+    second = compare("equal", nth, 2)
     ones = where_raw(zero, 1, x)
     skip_first = bind(cumprod_p, (where_raw(first, 1, x),), {"axis": axis})
-    return zero, first, ones, skip_first
+    x_first = sum_raw(where_raw(first, x, 0), (axis,), keepdims=True)  # 0, traced
+    skip_two = bind(cumprod_p, (where_raw(first, 1, where_raw(second, 1, x)),), {"axis": axis})
+    return zero, first, second, ones, skip_first, x_first * skip_two
 
 
 def _cumprod_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     """d out_k / d x_j = prod_{i <= k, i != j} x_i: out_k / x_j where x_j != 0; at a lane's first
-    zero, the running product without it; after it, zero (another zero is a factor)."""
+    zero, the running product without it; at its second, that without it (0: the first zero is a
+    factor, but its derivative in the first is not); after it, zero (two zeros are factors)."""
     x, axis = vals[0], p["axis"]
-    zero, first, ones, skip_first = _cumprod_zeros(x, axis)
+    zero, first, second, ones, skip_first, skip_second = _cumprod_zeros(x, axis)
     away = _reverse_cumsum(g * ans, axis) / ones
     at_first = _reverse_cumsum(g * skip_first, axis)
-    return [where_raw(zero, where_raw(first, at_first, 0), away)]
+    at_second = _reverse_cumsum(g * skip_second, axis)
+    return [where_raw(zero, where_raw(first, at_first, where_raw(second, at_second, 0)), away)]
 
 
 def _cumprod_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     x, axis = vals[0], p["axis"]
-    zero, first, ones, skip_first = _cumprod_zeros(x, axis)
+    zero, first, second, ones, skip_first, skip_second = _cumprod_zeros(x, axis)
     t = ts[0]
     # (products through `apply2`: a plain array of array-api-strict on the left refuses a Tensor on
     # its right, and either factor may be the plain one: a batched tangent is a Tensor, and under
     # rev-over-fwd the tangent is plain and the running product traced)
     away = apply2("multiply", ans, cumsum_raw(where_raw(zero, 0, apply2("divide", t, ones)), axis))
     at_first = apply2("multiply", skip_first, cumsum_raw(where_raw(first, t, 0), axis))
-    return apply2("add", away, at_first)
+    at_second = apply2("multiply", skip_second, cumsum_raw(where_raw(second, t, 0), axis))
+    return apply2("add", apply2("add", away, at_first), at_second)
 
 
 declare(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp, batch=batch_axis, aliasing="fresh")
@@ -416,8 +425,8 @@ declare(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp, batch=batch_axis, aliasin
 def cumprod(x: ArrayLike, axis: int | None = None) -> Tensor:
     """Running products along `axis` (of the flattened array by default), as numpy.cumprod.
 
-    Its derivative is exact where elements are zero (no division by them); second
-    derivatives are exact unless a lane holds two zeros or more.
+    Its derivative is exact where elements are zero (no division by them), and so is its second
+    derivative, however many zeros a lane holds.
     """
     v, ax = _scan_axis(to_array_operand(x), axis)
     return wrap(bind(cumprod_p, (v,), {"axis": ax}))
