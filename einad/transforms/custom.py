@@ -131,18 +131,23 @@ def _fitted(x: Any, shape: tuple[int, ...]) -> Any | None:
 
 
 def _positional(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], what: str
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], what: str, defaults: bool = True
 ) -> list[Any]:
-    """The call's arguments as positional ones (keywords placed by `fn`'s signature, as JAX does)."""
-    if not kwargs:
+    """The call's arguments as positional ones: keywords placed by `fn`'s signature and, with
+    `defaults`, the defaults of the parameters not given filled in, as JAX's custom rules do (so
+    that ``f(x)`` and ``f(x, y=2.0)`` have the same arguments, and ``bwd`` the same cotangents)."""
+    if not kwargs and not defaults:
         return list(args)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
+        if not kwargs and isinstance(e, ValueError):  # no signature to read (a builtin): as given
+            return list(args)
         raise TypeError(f"{what}: {e}") from None
     bound.apply_defaults()
-    if bound.kwargs:
-        raise TypeError(f"{what}: keyword-only arguments ({', '.join(bound.kwargs)}) cannot be passed to it")
+    passed = [k for k in bound.kwargs if k in kwargs]  # keyword-only parameters left out keep their defaults
+    if passed:
+        raise TypeError(f"{what}: keyword-only arguments ({', '.join(passed)}) cannot be passed to it")
     return list(bound.args)
 
 
@@ -809,7 +814,8 @@ def checkpoint(f: Callable[..., Any], *, static_argnums: int | Sequence[int] = (
     @functools.wraps(f)
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
         operands: list[Any] = []
-        a = _Args(f, what, _positional(f, args, kwargs, what), nums, operands, "static_argnums")
+        given = _positional(f, args, kwargs, what, defaults=False)
+        a = _Args(f, what, given, nums, operands, "static_argnums")
         out = _Out(_name(f))
 
         def flat_fn(vals: Sequence[Any]) -> Any:

@@ -409,6 +409,32 @@ def test_keyword_arguments_are_placed_by_the_signature():
         c(x, y=y)
 
 
+def test_defaults_are_arguments_whether_or_not_a_keyword_is_given():
+    # as JAX's resolve_kwargs: f(x, y) and f(x, y, scale=3.0) both have three arguments, so one
+    # bwd (three cotangents) serves both; f(x, y) took two and refused that bwd ("a tuple of 2")
+    @ea.custom_vjp
+    def f(x, y, scale=2.0):
+        return x * y * scale
+
+    f.defvjp(lambda x, y, scale=2.0: (f(x, y, scale), (y, scale)), lambda r, g: (g * r[0] * r[1], None, None))
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    assert_close(ea.grad(lambda x: ea.sum(f(x, y)))(x), 2 * y)
+    assert_close(ea.grad(lambda x: ea.sum(f(x, y, scale=3.0)))(x), 3 * y)
+    assert_close(ea.vmap(ea.grad(lambda x: ea.sum(f(x, y))))(np.stack([x, x])), np.stack([2 * y, 2 * y]))
+
+    @ea.custom_jvp
+    def h(x, scale=2.0):
+        return ea.sin(x) * scale
+
+    @h.defjvp
+    def _(primals, tangents):
+        (x, scale), (t, _) = primals, tangents
+        return h(x, scale), ea.cos(x) * t * scale
+
+    assert_close(ea.jvp(h, (x,), (np.ones(2),))[1], 2 * np.cos(x))
+    assert_close(ea.grad(lambda x: ea.sum(h(x)))(x), 2 * np.cos(x))
+
+
 # -- batching: the function and its rules mapped once ---------------------------------------------
 
 
