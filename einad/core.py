@@ -1598,9 +1598,25 @@ def strip(x: Any) -> Any:
     return x
 
 
+def mapped(x: Any) -> bool:
+    """Whether a layer of `x` is a vmap's: its plain value then holds the whole batch."""
+    while type(x) is Tensor:
+        if x._trace is not None and x._trace.batched:
+            return True
+        x = x._value
+    return False
+
+
 def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False) -> Array:
-    """Convert user data to a numeric numpy array (a new one with `copy`), or raise TypeError."""
+    """Convert user data to a numeric numpy array (a new one with `copy`), or raise TypeError
+    (TracerError for a value mapped by vmap: one array cannot stand for each example's)."""
     if type(data) is Tensor:
+        if mapped(data):
+            raise TracerError(
+                "a value mapped by vmap was converted to a constant array (ea.tensor): each "
+                "example has its own value. Use the value itself (it is already a Tensor), or "
+                "ea.stop_gradient(x) for its value without its derivative"
+            )
         data = strip(data)
     arr: Any
     if arrays.is_array(data) and not arrays.is_numpy(data):

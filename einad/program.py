@@ -437,14 +437,19 @@ def _concrete(x: Any) -> Any:
     """The plain value of `x` under every trace, staged ones included.
 
     A value batched by `vmap` is stored with one leading axis per batching
-    trace; its first example stands for it (a program is staged per example).
+    trace; its first example stands for it (a program is staged per example), and zeros
+    for an example of an empty batch.
     """
     batched = 0
     while type(x) is Tensor:
         batched += bool(x._trace is not None and x._trace.batched)
         x = x._value
     v = x.concrete if type(x) is Staged else x
-    return v[(0,) * batched + (...,)] if batched else v  # the trailing ... for the array API
+    if not batched:
+        return v
+    if 0 in tuple(v.shape[:batched]):
+        return arrays.zeros(v, tuple(v.shape[batched:]), arrays.np_dtype(v.dtype))
+    return v[(0,) * batched + (...,)]  # the trailing ... for the array API
 
 
 def concrete(x: Any) -> Any:

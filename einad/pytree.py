@@ -239,6 +239,15 @@ _FLAT: dict[tuple[Any, int], TreeDef] = {}
 rebuilt without `_build` (`tree_unflatten`)."""
 
 
+def node_children(node: Any) -> tuple[list[Any], Any] | None:
+    """One level of `node`: its children and auxiliary data if it is a pytree node, None for a leaf."""
+    h = _handler(type(node))
+    if h is None:
+        return None
+    children, aux = h.flatten(node)
+    return list(children), aux
+
+
 def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """The leaves of `tree` in a fixed order (dict keys sorted), and its structure.
 

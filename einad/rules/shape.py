@@ -17,6 +17,7 @@ import numpy as np
 from .. import arrays
 from ..aliases import Array, Axis, DTypeLike, Shape
 from ..core import (
+    LOOP,
     Aliasing,
     ArrayLike,
     BatchRule,
@@ -27,6 +28,7 @@ from ..core import (
     Value,
     bind,
     declare,
+    mapped,
     ride_along,
     strip,
 )
@@ -252,6 +254,12 @@ def _clean_index(index: Any) -> Any:
     if isinstance(index, tuple):
         return tuple(_clean_index(i) for i in index)
     if type(index) is Tensor:
+        if mapped(index):
+            raise TracerError(
+                "x.at[i] with an index mapped by vmap: each example has its own index, and an "
+                "update's index is a static parameter of the operation. Read with x[i]; update "
+                "with ea.where over a comparison with the index"
+            )
         index = strip(index)
         if type(index) is Staged:
             raise TracerError(
@@ -482,14 +490,101 @@ _linear(
 )
 
 
+# -- indexing with index arrays mapped by vmap: the arrays are operands ----------------------------
+
+
+class _Slot:
+    """Where a mapped index array stands in a gather's index (the gather's operands hold them)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "*"
+
+
+_SLOT = _Slot()
+
+
+def _filled(index: tuple[Any, ...], arrays_: Sequence[Any]) -> tuple[Any, ...]:
+    it = iter(arrays_)
+    return tuple(_clean_index(next(it)) if i is _SLOT else i for i in index)
+
+
+gather_p = Primitive("gather", lambda x, *idx, index: _getitem_impl(x, _filled(index, idx)))
+gather_scatter_p = Primitive(
+    "gather_scatter_add", lambda g, *idx, index, shape: _scatter_impl(g, _filled(index, idx), shape)
+)
+
+
+def _gather_raw(x: Value, idx: Sequence[Value], index: tuple[Any, ...]) -> Value:
+    return bind(gather_p, (x, *idx), {"index": index})
+
+
+def _gather_scatter_raw(g: Value, idx: Sequence[Value], index: tuple[Any, ...], shape: Shape) -> Value:
+    return bind(gather_scatter_p, (g, *idx), {"index": index, "shape": tuple(shape)})
+
+
+def _indices_read(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """The rules read the index operands, never the array operand or the result."""
+    return (False,) + (True,) * (len(needed) - 1), False
+
+
+declare(  # one call per example under vmap, where each example's indices are plain arrays
+    gather_p,
+    vjp=lambda g, ans, vals, p, needed: [
+        _gather_scatter_raw(g, vals[1:], p["index"], shape_of(vals[0])),
+        *[None] * (len(vals) - 1),
+    ],
+    jvp=lambda ts, ans, vals, p: None if ts[0] is None else _gather_raw(ts[0], vals[1:], p["index"]),
+    keep=_indices_read,
+    batch=LOOP,
+    aliasing="fresh",
+    linear=True,  # in the array (the indices are integers)
+)
+declare(
+    gather_scatter_p,
+    vjp=lambda g, ans, vals, p, needed: [_gather_raw(g, vals[1:], p["index"]), *[None] * (len(vals) - 1)],
+    jvp=lambda ts, ans, vals, p: (
+        None if ts[0] is None else _gather_scatter_raw(ts[0], vals[1:], p["index"], p["shape"])
+    ),
+    keep=_indices_read,
+    batch=LOOP,
+    aliasing="fresh",
+    linear=True,
+)
+
+
+def _mapped_gather(x: Value, index: Any) -> Tensor | None:
+    """``x[index]`` where index arrays are mapped by vmap (each example has its own: they
+    become operands of a gather), or None when none is."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not any(type(i) is Tensor and mapped(i) for i in items):
+        return None
+    idx = [i for i in items if type(i) is Tensor and mapped(i)]
+    for i in idx:
+        if dtype_of(i).kind not in "iu":
+            raise IndexError(
+                f"an index mapped by vmap must be an integer array, not {dtype_of(i)} "
+                "(a boolean mask would give each example its own shape)"
+            )
+    template = tuple(_SLOT if any(i is t for t in idx) else _clean_index(i) for i in items)
+    example: Any = _filled(template, [np.zeros(shape_of(i), np.intp) for i in idx])
+    _ghost(shape_of(x))[example]  # numpy's IndexError for the index's structure, at the user's call
+    return wrap(_gather_raw(x, idx, template))
+
+
 def getitem(x: ArrayLike, index: Any) -> Tensor:
     """x[index]: basic, integer-array and boolean-mask indexing with numpy's semantics, differentiable.
 
     The same on every array library: integer and boolean index arrays may be lists, numpy
     arrays or arrays of `x`'s library (static data: a dask index array is computed); the
-    result and its gradient are arrays of `x`'s library (lazy on dask).
+    result and its gradient are arrays of `x`'s library (lazy on dask). Under `vmap`, an
+    integer index array may be mapped (``vmap(lambda i: x[i])``): one gather per example.
     """
     x = to_array_operand(x)
+    gathered = _mapped_gather(x, index)
+    if gathered is not None:
+        return gathered
     index = _clean_index(index)
     _ghost(shape_of(x))[index]  # let numpy raise its IndexError here, at the user's call
     return wrap(getitem_raw(x, index))

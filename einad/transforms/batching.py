@@ -22,11 +22,11 @@ import numpy as np
 from .. import arrays
 from ..arrays import is_array
 from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, bind, strip, tracing
-from ..pytree import tree_flatten, tree_unflatten
+from ..pytree import node_children, tree_flatten, tree_unflatten
 from ..rules.linear import moveaxis
 from ..rules.shape import getitem_raw, reshape_raw
 from ..rules.structural import broadcast_raw, concat_p
-from ..util import normalize_axis, shape_of
+from ..util import dtype_of, normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 
@@ -83,7 +83,7 @@ def stacked(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
     """One axis (int or None) per leaf of `tree`, from `spec`: an int/None for a whole
-    subtree, or a container of the same kind as `tree` (JAX's prefix rule)."""
+    subtree, or a node of the same kind as `tree` (JAX's prefix rule; registered nodes too)."""
     if spec is None or isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         return [spec] * len(tree_flatten(tree)[0])
     if isinstance(spec, (tuple, list)) and isinstance(tree, (tuple, list)) and len(spec) == len(tree):
@@ -91,13 +91,30 @@ def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
     if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
         flat_keys = tree_flatten({k: k for k in tree})[0]  # the order tree_flatten gives the values
         return [a for k in flat_keys for a in _leaf_axes(spec[k], tree[k], what)]
-    raise ValueError(f"vmap {what}={spec!r} does not match the structure of {what[:-5]} {tree!r}")
+    s, t = node_children(spec), node_children(tree)
+    if s is None:
+        raise TypeError(f"vmap {what} holds ints and None (in a pytree), got {spec!r}")
+    if t is not None and type(spec) is type(tree) and len(s[0]) == len(t[0]) and bool(s[1] == t[1]):
+        return [a for sc, tc in zip(s[0], t[0]) for a in _leaf_axes(sc, tc, what)]
+    whose = "arguments" if what == "in_axes" else "results"
+    structure = tree_flatten(tree)[1]
+    raise ValueError(f"vmap {what}={spec!r} does not match the structure of the {whose}, {structure}")
 
 
 def _plain(x: Any) -> Any:
     """An untraced value as an array: another library's array stays in its library."""
     x = strip(x)
     return arrays.detached(x) if is_array(x) else np.asarray(x)
+
+
+def _unmapped_result(o: Any, f: Callable[..., Any]) -> Any:
+    """A result of `f` that does not depend on the mapped arguments, as a value; TypeError if it
+    is not an array or a number (as JAX refuses it)."""
+    v = o if type(o) is Tensor and o._trace is not None else _plain(o)
+    if np.dtype(dtype_of(v)).kind not in "biufc":
+        what = getattr(f, "__name__", "f")
+        raise TypeError(f"vmap: {what} returned a value of type {type(o).__name__}, not an array")
+    return v
 
 
 def _result(v: Any) -> Any:
@@ -148,6 +165,9 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
         sizes: set[int] = set()
         values: list[Any] = []
         for x, ax in zip(flat, axes):
+            if ax is None and not (type(x) is Tensor or is_array(x) or isinstance(x, np.generic)):
+                values.append(x)  # a Python number stays one, weakly typed (and hashable for jit), as in
+                continue  # JAX; a function, a string, an object of the user's reaches `f` as it is
             v: Any = x if type(x) is Tensor and x._trace is not None else _plain(x)
             if ax is not None:
                 a = normalize_axis(ax, len(shape_of(v)), "in_axes")
@@ -180,7 +200,7 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
                 if batched:
                     v = o._value
                 else:
-                    v = o if type(o) is Tensor and o._trace is not None else _plain(o)
+                    v = _unmapped_result(o, f)
                     v = broadcast_raw(v, (size,) + shape_of(v))
                 a = normalize_axis(ax, len(shape_of(v)), "out_axes")
                 if a:

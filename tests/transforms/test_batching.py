@@ -91,6 +91,34 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
+class _Pair:
+    """A user's pytree node (registered below), for in_axes/out_axes of its own type."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+ea.register_pytree_node(_Pair, lambda p: ((p.a, p.b), None), lambda aux, children: _Pair(*children))
+
+
+def test_axes_of_a_registered_node_type_and_errors_that_show_the_structure():
+    # JAX's prefix rule holds for any node type: in_axes=_Pair(0, 1) was refused; the messages
+    # printed every array of the arguments ("the structure of in array([[...") and a float
+    # axis was a ValueError (JAX: TypeError)
+    a, b = RNG.standard_normal((3, 2)), RNG.standard_normal((2, 3))
+    f = ea.vmap(lambda p: _Pair(p.a * p.b.T, p.b), in_axes=(_Pair(0, 1),), out_axes=_Pair(0, 1))
+    out = f(_Pair(a, b))
+    assert_close(out.a, a * b.T)
+    assert_close(out.b, b)
+    mismatch = r"in_axes=\(0, 0, 0\) does not match the structure of the arguments, \(\*, \*\)$"
+    with pytest.raises(ValueError, match=mismatch):
+        ea.vmap(lambda x, y: x + y, in_axes=(0, 0, 0))(a, a)
+    with pytest.raises(ValueError, match=r"structure of the results, \(\*, \*\)$"):
+        ea.vmap(lambda x: (x, x), out_axes=(0,))(a)
+    with pytest.raises(TypeError, match="ints and None"):
+        ea.vmap(lambda x: x, in_axes=1.0)(a)
+
+
 def test_keyword_arguments_are_mapped_along_their_leading_axis_as_in_jax():
     """JAX maps a keyword argument along axis 0 whatever in_axes says (in_axes names the
     positional ones); einad refused keywords."""
@@ -124,6 +152,54 @@ def test_a_mapped_value_read_as_a_python_number_is_a_tracer_error():
     )
 
 
+def test_an_index_mapped_by_vmap_gathers_each_examples_own_elements(jit_mode):
+    # x[i] with i mapped took the whole stack of indices as every example's index: a result of
+    # shape (3, 3, 2) where JAX (and a loop) give (3, 2)
+    x = RNG.standard_normal((3, 5, 4))
+    i = np.array([[1, 4], [0, -1], [3, 3]])
+    j = np.array([[0, 2], [1, 1], [3, 0]])
+    loop = lambda f: np.stack([f(b) for b in range(3)])
+    assert_close(ea.vmap(lambda x, i: x[i])(x, i), loop(lambda b: x[b][i[b]]))
+    assert_close(ea.vmap(lambda x, i, j: x[i, j])(x, i, j), loop(lambda b: x[b][i[b], j[b]]))
+    assert_close(ea.vmap(lambda x, j: x[1:, j])(x, j), loop(lambda b: x[b][1:, j[b]]))
+    assert_close(ea.vmap(lambda i: ea.tensor(x[0])[i])(np.arange(5)), x[0])
+    if jit_mode != "eager":
+        return  # (a jitted grad takes the index as a traced argument, which jit refuses: test_shape)
+    # the gather is linear in x: its gradient adds 2 x[i] back at i (twice at a repeated index)
+    want = np.zeros_like(x)
+    for b in range(3):
+        np.add.at(want[b], i[b], 2 * x[b][i[b]])
+    assert_close(ea.vmap(ea.grad(lambda x, i: ea.sum(x[i] ** 2)))(x, i), want)
+    assert_close(ea.grad(lambda x: ea.sum(ea.vmap(lambda x, i: x[i] ** 2)(x, i)))(x), want)
+    tangent = ea.vmap(lambda x, i: ea.jvp(lambda x: x[i] ** 2, (x,), (x,))[1])(x, i)
+    assert_close(tangent, loop(lambda b: 2 * x[b][i[b]] ** 2))
+    with pytest.raises(IndexError, match="mapped by vmap must be an integer array"):
+        ea.vmap(lambda x, m: x[m])(x, x[:, :, 0] > 0)
+    with pytest.raises(ea.TracerError, match=r"x.at\[i\] with an index mapped by vmap"):
+        ea.vmap(lambda x, i: x.at[i].add(1.0))(x, i)
+
+
+def test_a_mapped_value_made_a_constant_tensor_is_a_tracer_error():
+    # ea.tensor(x) of a mapped x copied the whole stack into each example: shape (3, 3, 2)
+    # where the loop gives (3, 2); refused, as jit refuses it, and an unmapped value still converts
+    x = RNG.standard_normal((3, 2))
+    with pytest.raises(ea.TracerError, match="mapped by vmap.*ea.tensor"):
+        ea.vmap(lambda x: ea.tensor(x) * 2.0)(x)
+    f = ea.vmap(lambda x, y: ea.tensor(y) * x, in_axes=(0, None))
+    assert_close(f(x, x[0]), x * x[0])
+
+
+@pytest.mark.parametrize("size", [0, 1, 3])
+def test_a_jitted_function_mapped_over_a_batch_of_any_size(size):
+    # an empty batch had no first example to stage the program with: IndexError from program.py
+    x = RNG.standard_normal((size, 4)).astype(np.float32)
+    g = ea.vmap(ea.jit(ea.grad(lambda x: ea.sum(ea.sin(x) * x))))(x)
+    assert g.shape == (size, 4) and g.dtype == np.float32
+    assert_close(g, np.cos(x) * x + np.sin(x), rtol=1e-5)
+    out = ea.vmap(ea.vmap(ea.jit(lambda x: x * 2.0)), in_axes=1)(np.ones((2, size, 3)))
+    assert out.shape == (size, 2, 3)
+
+
 def test_results_are_numpy_at_top_level_and_float32_stays():
     out = ea.vmap(lambda x: x * 2.0)(np.ones((2, 3), np.float32))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32
@@ -136,6 +212,30 @@ def test_results_are_numpy_at_top_level_and_float32_stays():
         assert out.dtype == np.float32
         np.testing.assert_array_equal(out, np.stack([f(r) for r in x]))
     assert ea.jacfwd(ea.max)(x[0]).dtype == np.float32
+
+
+def test_an_unmapped_python_number_reaches_the_function_as_a_python_number():
+    # as in JAX (in_axes None passes the leaf as it is): it was made a float64 array, so float32
+    # came back float64, and a jitted function's static argument was refused as unhashable
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    seen = []
+    out = ea.vmap(lambda x, s: seen.append(type(s)) or x * s, in_axes=(0, None))(x, 2.0)
+    assert seen == [float] and out.dtype == np.float32
+    assert_close(out, 2.0 * x)
+    power = ea.jit(lambda x, k: ea.sum(x**k), static_argnums=1)
+    assert_close(ea.vmap(power, in_axes=(0, None))(x, 3), np.sum(x**3, axis=1), rtol=1e-5)
+    assert_close(ea.vmap(ea.grad(power), in_axes=(0, None))(x, 3), 3 * x**2, rtol=1e-5)
+
+
+def test_an_unmapped_leaf_that_is_not_an_array_reaches_the_function_and_a_result_must_be_one():
+    # a function or a string with in_axes None became a 0-d object or string array ("'numpy.ndarray'
+    # object is not callable"); a string result came back as an array of strings (JAX refuses it)
+    x = RNG.standard_normal((3, 4))
+    assert_close(ea.vmap(lambda x, f: f(x), in_axes=(0, None))(x, ea.sin), np.sin(x))
+    assert_close(ea.vmap(lambda x, s: x * len(s), in_axes=(0, None))(x, "abc"), 3 * x)
+    assert_close(ea.vmap(ea.jit(lambda x, s: x * len(s)), in_axes=(0, None))(x, "abc"), 3 * x)
+    with pytest.raises(TypeError, match="returned a value of type str, not an array"):
+        ea.vmap(lambda x: (x, "done"))(x)
 
 
 # -- the everyday and linalg functions, mapped: vmap equals a loop over the examples ---------------
