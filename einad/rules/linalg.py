@@ -11,7 +11,7 @@ constant masks are made in the operand's library): einsums for every matrix
 product, transpose and diagonal, elementwise operations, and the linear
 algebra primitives themselves (``solve`` wherever a rule applies an inverse to
 something; ``inv`` only where the inverse itself is the derivative, as the
-gradient ``det · A⁻ᵀ`` of ``det``). A rule therefore differentiates again,
+gradient ``A⁻ᵀ`` of ``slogdet``). A rule therefore differentiates again,
 batches and stages under `einad.jit` like any other code, and reads no value
 in Python.
 ``norm`` is a composition of einad operations (and ``svd`` for the spectral
@@ -58,9 +58,12 @@ Conventions.
   ones. The extra columns of ``svd(full_matrices=True)`` and
   ``qr(mode="complete")`` (any basis of a complement) likewise turn with the
   reduced columns; a loss should use them only through their span.
-* Singular matrices: the derivatives of ``inv``, ``solve``, ``det``, ``slogdet``
-  and ``qr`` need an invertible matrix (``qr``: full rank); at a singular one
-  numpy's ``LinAlgError`` comes from the rule that solves with it. The singular
+* Singular matrices: the derivatives of ``inv``, ``solve``, ``slogdet`` and
+  ``qr`` need an invertible matrix (``qr``: full rank); at a singular one
+  numpy's ``LinAlgError`` comes from the rule that solves with it. ``det`` is a
+  polynomial: its first and second derivatives (the adjugate and its
+  derivative, two primitives) are exact at singular matrices too, as JAX's
+  are (its third needs an invertible matrix). The singular
   vectors of a zero singular value are a gauge like those of a repeated one:
   their ``1 / s`` is set to 0 (below the same rounding tolerance).
 """
@@ -80,7 +83,7 @@ from ..aliases import Array, Shape
 from ..arrays import library, xp_of
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare, ride_along, strip
 from ..util import dtype_of, shape_of, to_array_operand, wrap
-from .einsum import _letters, contract, spread, sum_raw
+from .einsum import _letters, contract, spread, sum_raw, sum_to_shape
 from .elementwise import PRIMITIVES, compare, conj, real
 from .reductions import max as _max
 from .reductions import max_p
@@ -551,10 +554,190 @@ def _det_impl(a: Any) -> Any:
 
 det_p = declare(
     Primitive("det", _det_impl),
-    # d det = det tr(A⁻¹ dA); the VJP is g det A⁻ᵀ
-    jvp=lambda ts, d, vals, p: _mul(d, _trace(_solve(vals[0], ts[0]))),
-    vjp=lambda g, d, vals, p, needed: [_like(_mul(_trailing(_mul(g, d), 2), _inv_T(vals[0])), vals[0])],
+    # d det = tr(adj(A) dA); the VJP is g adj(A)ᵀ (det A⁻ᵀ where A is invertible)
+    jvp=lambda ts, d, vals, p: _trace_mm(_adjugate(vals[0]), ts[0]),
+    vjp=lambda g, d, vals, p, needed: [_like(_mul(_trailing(g, 2), _mT(_adjugate(vals[0]))), vals[0])],
     batch=ride_along,
+    aliasing="fresh",
+)
+
+# The adjugate, det's derivative, and its own derivative (det's second one) are primitives
+# that hold at singular matrices too. adj(A) = det(A) A⁻¹ where A is invertible, and
+# d adj = adj tr(A⁻¹ dA) − A⁻¹ dA adj. Everywhere, from the SVD A = U S Vᴴ (adj(XY) =
+# adj(Y) adj(X), adj(U) = det(U) Uᴴ for a unitary U), with φ = det(U) det(Vᴴ), σ_i the
+# product of the singular values but s_i, T[i, k] that of all but s_i and s_k (0 for i = k)
+# and W = Uᴴ dA V:
+#   adj(A) = φ V diag(σ) Uᴴ,    d adj = φ V (diag(T diag W) − T ∘ W) Uᴴ
+# (rank n − 1: adj is of rank one; lower rank: adj is 0, d adj is not). The implementations
+# take the inverse where it is accurate and the SVD (several times the cost) elsewhere:
+# adj, where LU finds a zero pivot (det · A⁻¹ is accurate up to there: both come from the
+# same factors); d adj, also where A's condition number passes 1/√eps (its two terms grow
+# as 1/s_min and cancel). Both derivatives are symmetric maps (the Hessian of det is
+# symmetric), so each VJP is the JVP at Aᵀ. The third derivative is written with inverses
+# (`solve`): exact where A is invertible, as it always was.
+
+
+def _trace_mm(x: Any, y: Any) -> Any:
+    """tr(x y) for each pair of matrices of the stacks (one einsum; batch axes aligned from the right)."""
+    nx, ny = len(shape_of(x)), len(shape_of(y))
+    nbatch = max(nx, ny) - 2
+    s = _letters(nbatch + 2)
+    batch, i, j = s[:nbatch], s[nbatch], s[nbatch + 1]
+    return contract((batch[nbatch - (nx - 2) :] + i + j, batch[nbatch - (ny - 2) :] + j + i), batch, [x, y])
+
+
+def _adjugate(a: Any) -> Any:
+    return bind(adjugate_p, (a,), {})
+
+
+def _adjugate_jvp(a: Any, e: Any) -> Any:
+    """d adj(A)[E]: linear in `e`."""
+    return bind(adjugate_jvp_p, (a, e), {})
+
+
+def _all_but_one(xp: ModuleType, s: Any) -> Any:
+    """``out[..., k] = prod_{l != k} s[..., l]``, by products before and after k (no division:
+    exact where an entry is 0)."""
+    n = s.shape[-1]
+    ones = xp.ones_like(s[..., :1])
+    before, after = [ones], [ones]
+    for k in range(1, n):
+        before.append(before[-1] * s[..., k - 1 : k])
+        after.append(after[-1] * s[..., n - k : n - k + 1])
+    return xp.concat([b * c for b, c in zip(before, after[::-1], strict=True)], axis=-1) if n else s
+
+
+def _svd_frame(xp: ModuleType, a: Any) -> tuple[Any, Any, Any, Any]:
+    """φ = det(U) det(Vᴴ), U, s (in `a`'s dtype) and V of A = U S Vᴴ."""
+    u, s, vh = _call(xp, "svd", a)
+    phase = _call(xp, "det", u) * _call(xp, "det", vh)
+    return phase[..., None, None], u, xp.astype(s, a.dtype), _mH_xp(xp, vh)
+
+
+def _det_inv(xp: ModuleType, a: Any) -> tuple[Any, Any] | None:
+    """det(A) (for matrices) and A⁻¹, or None where LU finds a zero pivot in one of the stack."""
+    d = _call(xp, "det", a)
+    if bool(xp.any(d == 0)):
+        return None
+    try:
+        return d[..., None, None], _call(xp, "inv", a)
+    except LinAlgError:
+        return None
+
+
+def _norm1(xp: ModuleType, a: Any) -> Any:
+    """The 1-norm (largest column sum of magnitudes) of each matrix."""
+    return xp.max(xp.sum(xp.abs(a), axis=-2), axis=-1)
+
+
+def _adjugate_impl(a: Any) -> Any:
+    xp = xp_of(a)
+    if _is_dask(a):
+        return _on_blocks(_adjugate_impl, [a], shape_of(a)[-2:], dtype_of(a))
+    found = _det_inv(xp, a)
+    if found is not None:
+        return found[0] * found[1]
+    phase, u, s, v = _svd_frame(xp, a)
+    return phase * xp.matmul(v * _all_but_one(xp, s)[..., None, :], _mH_xp(xp, u))
+
+
+def _adjugate_jvp_impl(a: Any, e: Any) -> Any:
+    """d adj(A)[E]; batch axes broadcast (A's decomposition is made once for all its E's)."""
+    xp = arrays.namespace(a, e)
+    if _is_dask(a) or _is_dask(e):
+        batch = tuple(np.broadcast_shapes(shape_of(a)[:-2], shape_of(e)[:-2]))
+        a, e = (xp.broadcast_to(x, batch + shape_of(x)[-2:]) for x in (a, e))
+        return _on_blocks(_adjugate_jvp_impl, [a, e], shape_of(a)[-2:], dtype_of(a))
+    n = shape_of(a)[-1]
+    if n == 0:
+        return xp.matmul(a, e)
+    found = _det_inv(xp, a)
+    if found is not None:
+        d, inv_a = found
+        cond = _norm1(xp, a) * _norm1(xp, inv_a)
+        if not bool(xp.any(cond > 1 / math.sqrt(np.finfo(dtype_of(a)).eps))):
+            adj, x = d * inv_a, xp.matmul(inv_a, e)
+            return adj * xp.linalg.trace(x)[..., None, None] - xp.matmul(x, adj)
+    phase, u, s, v = _svd_frame(xp, a)
+    eye = arrays.asarray(a, np.eye(n, dtype=dtype_of(a)), dtype_of(a))
+    t = _all_but_one(xp, eye + (1 - eye) * s[..., None, :]) * (1 - eye)  # rows: s with s_i made 1
+    w = xp.matmul(xp.matmul(_mH_xp(xp, u), e), v)
+    w_diag = xp.linalg.diagonal(w)
+    inner = eye * xp.matmul(t, w_diag[..., None])[..., 0][..., None, :] - t * w
+    return phase * xp.matmul(xp.matmul(v, inner), _mH_xp(xp, u))
+
+
+adjugate_p = declare(
+    Primitive("adjugate", _adjugate_impl),
+    jvp=lambda ts, adj, vals, p: _adjugate_jvp(vals[0], ts[0]),
+    vjp=lambda g, adj, vals, p, needed: [_like(_adjugate_jvp(_mT(vals[0]), g), vals[0])],
+    keep=lambda needed: ((True,), False),
+    batch=ride_along,
+    aliasing="fresh",
+)
+
+
+def _common_batch(*xs: Any) -> list[Any]:
+    """Stacks of matrices broadcast to their common batch axes (`adjugate_jvp`'s operands may
+    differ in them: one matrix, a stack of tangents)."""
+    batch = tuple(np.broadcast_shapes(*(shape_of(x)[:-2] for x in xs)))
+    return [x if shape_of(x)[:-2] == batch else broadcast_raw(x, batch + shape_of(x)[-2:]) for x in xs]
+
+
+def _adjugate_jvp_jvp(ts: list[Any], out: Any, vals: Sequence[Any], p: Params) -> Any:
+    a, e = vals
+    ta, te = ts
+    parts = [] if te is None else [_adjugate_jvp(a, te)]
+    if ta is not None:  # (A invertible) d(adj tr X − X adj) with X = A⁻¹E, Y = A⁻¹ dA
+        a_, e_, ta_ = _common_batch(a, e, ta)
+        x, y, adj, dadj = _solve(a_, e_), _solve(a_, ta_), _adjugate(a_), _adjugate_jvp(a_, ta_)
+        yx = _mm(y, x)
+        parts += [
+            _mul(dadj, _trailing(_trace(x), 2)),
+            -_mul(adj, _trailing(_trace(yx), 2)),
+            _mm(yx, adj),
+            -_mm(x, dadj),
+        ]
+    return _add(*parts)
+
+
+def _adjugate_jvp_vjp(g: Any, out: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
+    a, e = vals
+    a_, e_, g = _common_batch(a, e, g)
+    a_t = _mT(a_)
+    g_e = _adjugate_jvp(a_t, g)
+    g_a = None
+    if needed[0]:  # the transpose of the JVP in dA above
+        x, adj = _solve(a_, e_), _adjugate(a_)
+        c = _trace_mm(_mT(g), adj)  # Σ g ∘ adj
+        g_a = _add(
+            _mul(g_e, _trailing(_trace(x), 2)),
+            -_mul(_mT(_rsolve(x, a_)), _trailing(c, 2)),
+            _mT(_rsolve(_mm3(x, adj, _mT(g)), a_)),
+            -_adjugate_jvp(a_t, _mm(_mT(x), g)),
+        )
+        g_a = sum_to_shape(g_a, shape_of(a), dtype_of(a))
+    return [g_a, sum_to_shape(g_e, shape_of(e), dtype_of(e)) if needed[1] else None]
+
+
+def _broadcast_batch(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """The batching rule of a primitive whose operands' batch axes broadcast: a mapped operand
+    of fewer axes than another gets size-1 axes behind its mapped one (as each example would
+    broadcast against the other operand's extra axes)."""
+    ranks = [len(shape_of(v)) - b for v, b in zip(vals, batched, strict=True)]
+    top = max(ranks)
+    vals = [
+        reshape_raw(v, shape_of(v)[:1] + (1,) * (top - r) + shape_of(v)[1:]) if b and r < top else v
+        for v, b, r in zip(vals, batched, ranks, strict=True)
+    ]
+    return bind(prim, vals, params)
+
+
+adjugate_jvp_p = declare(
+    Primitive("adjugate_jvp", _adjugate_jvp_impl),
+    jvp=_adjugate_jvp_jvp,
+    vjp=_adjugate_jvp_vjp,
+    batch=_broadcast_batch,
     aliasing="fresh",
 )
 
@@ -1215,10 +1398,13 @@ def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
 def det(a: ArrayLike) -> Tensor:
     """The determinant of a matrix (or of each of a stack), as numpy.linalg.det.
 
-    Its derivative is ``det(a) · tr(a⁻¹ da)``, so the gradient is ``det(a) · a⁻ᵀ``.
+    Its derivative is ``tr(adj(a) da)``: the gradient is the cofactor matrix
+    ``adj(a)ᵀ``, ``det(a) · a⁻ᵀ`` where `a` is invertible. The first and second
+    derivatives hold at singular matrices too (rank n − 1: a rank-one gradient;
+    lower rank: a zero gradient, not a zero Hessian); the third needs `a` invertible.
 
     Raises:
-        LinAlgError: If `a` is not a stack of square matrices (and, for a
+        LinAlgError: If `a` is not a stack of square matrices (and, for a third
             derivative, if `a` is singular).
     """
     return wrap(bind(det_p, (_matrix(a),), {}))

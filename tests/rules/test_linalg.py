@@ -454,6 +454,83 @@ def test_complex_determinant_is_holomorphic():
     assert_close(t, np.linalg.det(a) * np.trace(np.linalg.inv(a)))
 
 
+def _cofactors(a):
+    """C[i, j] = (-1)^(i+j) det(a without row i and column j): the gradient of det, by minors."""
+    n = a.shape[-1]
+    minor = lambda i, j: np.linalg.det(np.delete(np.delete(a, i, 0), j, 1)) if n > 1 else 1.0
+    return np.array([[(-1) ** (i + j) * minor(i, j) for j in range(n)] for i in range(n)])
+
+
+def _second_cofactors(a):
+    """H[i, j, k, l] = d² det / da_ij da_kl: the signed minor without rows i, k and columns j, l."""
+    n = a.shape[-1]
+    h = np.zeros((n,) * 4, a.dtype)
+    for i, j, k, m in np.ndindex(*h.shape):
+        if i != k and j != m:
+            sign = (-1) ** (i + j + k + m) * np.sign(k - i) * np.sign(m - j)
+            h[i, j, k, m] = sign * np.linalg.det(np.delete(np.delete(a, [i, k], 0), [j, m], 1))
+    return h
+
+
+@both_modes
+@pytest.mark.parametrize("dtype", [REAL, COMPLEX])
+def test_determinant_derivatives_at_singular_matrices(dtype):
+    """det is a polynomial: its gradient is the cofactor matrix and its Hessian the second-order
+    cofactors at every matrix, singular ones included (rank n - 1: a rank-one gradient; rank
+    n - 2: a zero gradient but not a zero Hessian), in every mode (as JAX's, whose Hessian
+    itself is NaN or wrong at rank n - 2 from n = 4 on)."""
+    exact = np.array([[1.0, 2.0], [2.0, 4.0]], dtype)  # LU meets an exact zero pivot
+    assert_close(ea.grad(L.det)(exact.real), [[4.0, -2.0], [-2.0, 1.0]])
+    mats = [exact, np.zeros((3, 3), dtype)]
+    for n, rank in ((3, 2), (4, 3), (4, 2), (5, 3)):  # products: singular to rounding
+        mats.append(_normal((n, rank), dtype) @ _normal((rank, n), dtype))
+    for a in mats:
+        c, h = _cofactors(a), _second_cofactors(a)
+        e = _normal(a.shape, dtype)
+        assert_close(ea.jvp(L.det, (a,), (e,))[1], np.sum(c * e), atol=1e-10)
+        assert_close(ea.vjp(L.det, a)[1](np.ones((), dtype))[0], c, atol=1e-10)
+        batch = np.stack([a, a + np.eye(len(a))])  # a singular and an invertible matrix
+        got = ea.vjp(L.det, batch)[1](np.ones(2, dtype))[0]
+        assert_close(got, np.stack([c, _cofactors(batch[1])]), atol=1e-10)
+        hess_e = np.einsum("ijkl,kl->ij", h, e)
+        modes = ("fwd-over-rev", "rev-over-fwd", "rev-over-rev")
+        if dtype == REAL:
+            assert_close(ea.grad(L.det)(a), c, atol=1e-10)
+            assert_close(ea.hessian(L.det)(a), h, atol=1e-10)
+            assert_close(ea.jacrev(ea.grad(L.det))(a), h, atol=1e-10)
+            hessians = ea.vmap(ea.hessian(L.det))(batch)  # the matrix mapped, its tangents too
+            assert_close(hessians, np.stack([h, _second_cofactors(batch[1])]), atol=1e-10)
+            for mode in modes:
+                assert_close(ea.hvp(L.det, (a,), (e,), mode=mode)[0], hess_e, atol=1e-10)
+        jvp_of_jvp = ea.jvp(lambda a, e=e: ea.jvp(L.det, (a,), (e,))[1], (a,), (e,))[1]
+        assert_close(jvp_of_jvp, np.sum(hess_e * e), atol=1e-10)
+    single = exact.real.astype(np.float32)
+    assert ea.grad(L.det)(single).dtype == ea.hessian(L.det)(single).dtype == np.float32
+    assert_close(ea.hessian(L.det)(single), _second_cofactors(exact.real), atol=1e-6)
+
+
+@both_modes
+def test_third_derivative_of_det_at_an_invertible_matrix():
+    a, e = general((3, 3)), _normal((3, 3))
+    assert ea.gradcheck(lambda a: ea.sum(ea.hvp(L.det, (a,), (e,))[0] * e), a)
+    # for n = 3, d³ det / da_ij da_kl da_mn = ε_ikm ε_jln (Levi-Civita), in both modes
+    levi = np.zeros((3, 3, 3))
+    for (i, j, k), sign in (
+        ((0, 1, 2), 1),
+        ((1, 2, 0), 1),
+        ((2, 0, 1), 1),
+        ((0, 2, 1), -1),
+        ((2, 1, 0), -1),
+        ((1, 0, 2), -1),
+    ):
+        levi[i, j, k] = sign
+    third = np.einsum("ikm,jln->ijklmn", levi, levi)
+    assert_close(ea.jacfwd(ea.hessian(L.det))(a), third, atol=1e-10)
+    assert_close(ea.jacrev(ea.hessian(L.det))(a), third, atol=1e-10)
+    with pytest.raises(L.LinAlgError):
+        ea.jvp(lambda a: ea.hvp(L.det, (a,), (e,))[0], (np.ones((3, 3)),), (e,))
+
+
 @both_modes
 def test_symmetric_closed_forms_read_one_triangle():
     s = hermitian((4, 4))
