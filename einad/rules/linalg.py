@@ -1755,13 +1755,22 @@ def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False
     raise ValueError("Improper number of dimensions to norm.")
 
 
+def _max_from_zero(x: Any, axes: int | tuple[int, ...], keepdims: bool = False) -> Any:
+    """The largest of values >= 0 along `axes`, and 0 where they are empty (numpy's ``initial=0``:
+    the norm of an empty vector or matrix is 0)."""
+    shape = shape_of(x)
+    if any(shape[a] == 0 for a in (axes if isinstance(axes, tuple) else (axes,))):
+        return sum_raw(x, axes, keepdims)  # zeros, of the right shape
+    return _max(x, axes, keepdims)
+
+
 def _vector_norm(x: Any, ord: Any, axes: tuple[int, ...], keepdims: bool) -> Any:  # noqa: A002
     if ord is None or (not isinstance(ord, str) and ord == 2):
         return _sqrt_sum_squares(x, axes, keepdims)
     if isinstance(ord, str):
         raise ValueError(f"Invalid norm order '{ord}' for vectors")  # noqa: TRY004  (numpy's error)
     if ord == np.inf:
-        return _max(_abs(x), axes, keepdims)
+        return _max_from_zero(_abs(x), axes, keepdims)
     if ord == -np.inf:
         return _min(_abs(x), axes, keepdims)
     if ord == 0:
@@ -1785,12 +1794,12 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int]) -> Any:  # noqa: A002
         sv = _singular_values(moved)
         if ord == "nuc":
             return sum_raw(sv, -1)
-        return (_max if ord == 2 else _min)(sv, -1)
+        return _max_from_zero(sv, -1) if ord == 2 else _min(sv, -1)
     if ord in (1, -1, np.inf, -np.inf):
         reduce_over, then = (row, col) if ord in (1, -1) else (col, row)
         sums = sum_raw(_abs(x), reduce_over)
         then -= then > reduce_over
-        return (_max if ord > 0 else _min)(sums, then)
+        return _max_from_zero(sums, then) if ord > 0 else _min(sums, then)
     raise ValueError("Invalid norm order for matrices.")
 
 

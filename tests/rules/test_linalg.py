@@ -151,6 +151,20 @@ def test_norm_matches_numpy_for_every_order_axis_and_keepdims():
 
 
 @both_modes
+def test_max_norms_of_empty_arrays_are_zero_as_numpys():
+    """numpy takes the largest entry, column sum or singular value from 0 (``initial=0``): the
+    inf-norm of an empty vector and the 2-, 1- and inf-norms of an empty matrix are 0."""
+    cases = [(np.ones(0), np.inf, None), (np.ones((0, 3)), np.inf, 0), (np.ones((0, 3)), 2, None)]
+    cases += [(np.ones((3, 0)), 1, None), (np.ones((2, 0)), np.inf, 1), (np.ones((2, 0, 3)), np.inf, (1, 2))]
+    for x, ord_, axis in cases:
+        for keep in (False, True):
+            want = np.linalg.norm(x, ord_, axis, keep)
+            _close(L.norm(x, ord_, axis, keep), want, REAL)
+            grad = ea.grad(lambda x, o=ord_, a=axis, k=keep: ea.sum(L.norm(x, o, a, k)))(x)
+            assert grad.shape == x.shape
+
+
+@both_modes
 def test_dtype_rules_follow_numpy():
     ints = np.array([[2, 1], [1, 3]])
     for f in (L.inv, L.det, L.cholesky, L.norm):
