@@ -18,7 +18,6 @@ turns one back into the library's own dtype object.
 
 from __future__ import annotations
 
-import math
 from types import ModuleType
 from typing import Any
 
@@ -194,15 +193,6 @@ def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
         value = np.array(value)  # torch warns on (and may share) a read-only numpy buffer
     dt = None if dtype is None else lib_dtype(xp, dtype)
     return xp.asarray(value, dtype=dt, device=device(like))
-
-
-def unknown_sizes(shape: Any) -> bool:
-    """Whether `shape` has a dimension of unknown size: nan (a dask array of unknown chunk
-    sizes, after a boolean mask) or None (the array API's unknown dimension)."""
-    return any(d is None or math.isnan(d) for d in shape)
-
-
-UNKNOWN_SIZES = "call its .compute_chunk_sizes() first (dask's advice for unknown chunk sizes)"
 
 
 def detached(x: Any) -> Any:

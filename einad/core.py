@@ -46,7 +46,7 @@ import numpy.typing as npt
 from . import arrays
 from .aliases import Array, Axis, DTypeLike, Shape
 from .arrays import np_dtype, to_numpy
-from .errors import TracerError
+from .errors import UNKNOWN_SIZES, TracerError, unknown_sizes
 
 _levels = itertools.count(1)
 _node_seq = itertools.count()  # `next` is atomic: safe across threads
@@ -1574,11 +1574,11 @@ def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
         # (a torch tensor's own requires_grad: einad differentiates; torch would record einad's ops,
         # and its results would be torch tensors that require grad, whose .numpy() refuses)
         value = arrays.detached(value)
-        if trace.kind == "reverse" and arrays.unknown_sizes(getattr(value, "shape", ())):
+        if trace.kind == "reverse" and unknown_sizes(getattr(value, "shape", ())):
             raise ValueError(
                 f"reverse mode needs the shape of every input it differentiates, and this "
                 f"{arrays.library(value)} array's shape {tuple(value.shape)} has unknown sizes: "
-                + arrays.UNKNOWN_SIZES
+                + UNKNOWN_SIZES
             )
     node = None
     if trace.kind == "reverse":

@@ -1,5 +1,8 @@
 """The exceptions einad raises for bad input and failed gradient checks."""
 
+import math
+from typing import Any
+
 
 class EinsumError(ValueError):
     """Malformed einsum subscripts, or operands that do not fit them."""
@@ -16,3 +19,13 @@ class TracerError(TypeError):
     ``float(x)``), and for a traced value used after the transformation that made
     it returned (saved in a list or a global and used later).
     """
+
+
+def unknown_sizes(shape: Any) -> bool:
+    """Whether `shape` has a dimension of unknown size: nan (a dask array of unknown chunk
+    sizes, after a boolean mask) or None (the array API's unknown dimension)."""
+    return any(d is None or math.isnan(d) for d in shape)
+
+
+UNKNOWN_SIZES = "call its .compute_chunk_sizes() first (dask's advice for unknown chunk sizes)"
+"""What the errors about shapes of unknown size (`unknown_sizes`) tell the user to do."""

@@ -24,8 +24,7 @@ from typing import TypeAlias
 
 from opt_einsum.parser import get_symbol
 
-from .arrays import UNKNOWN_SIZES, unknown_sizes
-from .errors import EinsumError
+from .errors import UNKNOWN_SIZES, EinsumError, unknown_sizes
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The letters numpy.einsum knows, in opt_einsum's order."""
