@@ -1008,6 +1008,16 @@ class Tensor:
         return math.prod(self.shape)
 
     @property
+    def itemsize(self) -> int:
+        """The bytes of one element, as numpy's ``ndarray.itemsize``."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of all elements, as numpy's ``ndarray.nbytes``."""
+        return self.size * self.dtype.itemsize
+
+    @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype, described by numpy's dtype object whatever library holds the value."""
         x: Any = self._value

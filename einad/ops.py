@@ -13,7 +13,7 @@ from .aliases import Axis, DTypeLike
 from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind, exported
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
-from .rules.indexing import argmax, argmin, argsort
+from .rules.indexing import argmax, argmin, argsort, take
 from .rules.linear import (
     diagonal,
     dot,
@@ -183,6 +183,11 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def conjugate(self) -> Tensor:
         """numpy's other name for `conj`."""
         return conj(self)
+
+    def take(self, indices: ArrayLike, axis: int | None = None) -> Tensor:
+        """Elements at `indices` along `axis` (of the flattened tensor by default), as
+        `einad.take` and numpy's ``ndarray.take`` (PyTorch's ``take`` is the default)."""
+        return take(self, indices, axis=axis)
 
     def detach(self) -> Tensor:
         """A new Tensor with this value (sharing its memory) and no derivative.

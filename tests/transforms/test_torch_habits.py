@@ -600,8 +600,17 @@ def test_numpy_style_methods_match_numpy():
         ("argsort", ()),
         ("trace", (0, 1, 2)),
         ("conj", ()),
+        ("take", ([0, 5, -1],)),
+        ("take", ([1, 0, 1], 2)),
     ]:
         assert_close(getattr(t, name)(*args).numpy(), getattr(M0, name)(*args))
+    assert_close(t.take([0, 5]).numpy(), torch.tensor(M0).take(torch.tensor([0, 5])).numpy())
+    for dtype in (np.float32, np.complex128, np.int8):
+        a = M0.astype(dtype)
+        assert (ea.tensor(a).nbytes, ea.tensor(a).itemsize) == (a.nbytes, a.itemsize)
+    x = ea.tensor(M0, requires_grad=True)
+    ea.sum(x.take([0, 0, 5])).backward()  # the flattened elements 0 (twice) and 5
+    assert_close(x.grad, np.bincount([0, 0, 5], minlength=M0.size).reshape(M0.shape))
     z = ea.tensor([1.0 + 2.0j, -3.0j])
     assert_close(z.real.numpy(), [1.0, 0.0])
     assert_close(z.imag.numpy(), [2.0, -3.0])
