@@ -134,11 +134,12 @@ def _einsum_impl(
         steps = _plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, memory_limit)
         return _follow(steps, arrays, executor.runner(xp))
     if len(arrays) == 1:
-        sum_plan = _narrow_sum(inputs[0], output) if arrays[0].dtype in _NARROW else None
-        if sum_plan is not None:
+        x = arrays[0]
+        sum_plan = _narrow_sum(inputs[0], output) if x.dtype in _NARROW else None
+        if sum_plan is not None and math.prod([x.shape[i] for i in sum_plan[0]]) >= NARROW_SUM_MIN:
             axes, order = sum_plan
             with np.errstate(over="ignore", invalid="ignore"):  # (quiet, as einsum's sums are)
-                out = np.sum(arrays[0], axis=axes)
+                out = np.add.reduce(x, axis=axes)
             return out if order is None else out.transpose(order)
         return _c_einsum(numpy_subscripts(inputs[0] + "->" + output), arrays[0])
     if len(arrays) == 2:
@@ -150,6 +151,9 @@ def _einsum_impl(
 
 
 _NARROW = frozenset(map(np.dtype, ("float32", "complex64")))
+NARROW_SUM_MIN = 4096
+"""The fewest elements an output element sums for `np.sum` (its call costs a few microseconds
+more than einsum's; fewer addends lose little to einsum's order)."""
 """Dtypes whose one-operand sums go to `np.sum` (`_narrow_sum`). (Not float16: numpy's einsum
 adds float16 in float32, np.sum along a non-contiguous axis in float16, stalling at 2048.)"""
 
@@ -157,9 +161,10 @@ adds float16 in float32, np.sum along a non-contiguous axis in float16, stalling
 @functools.lru_cache(maxsize=1024)
 def _narrow_sum(spec: str, output: str) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
     """A one-operand einsum that sums (and has no repeated index) as `np.sum`'s axes and the
-    transpose after it (None: none), or None. For float32 and complex64: numpy's
-    einsum adds a row up one element after another (a float32 sum of 2**20 values is off by
-    ~1e-5), `np.sum` pairwise, as the sums users compare with."""
+    transpose after it (None: none), or None. For float32 and complex64 sums of at least
+    `NARROW_SUM_MIN` addends: numpy's einsum adds a row up one element after another (a
+    float32 sum of 2**20 values is off by ~1e-5), `np.sum` pairwise, as the sums users
+    compare with."""
     axes = tuple(i for i, c in enumerate(spec) if c not in output)
     if not axes or len(set(spec)) != len(spec):
         return None  # (a transpose stays numpy's view; a diagonal, einsum's)

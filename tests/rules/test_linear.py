@@ -255,6 +255,14 @@ def test_a_narrow_sum_adds_as_numpys_sum_does(dtype):
         ea.einsum("ijk->kj", x[:, :6].reshape(3, 2, 3)), np.einsum("ijk->kj", x[:, :6].reshape(3, 2, 3))
     )
     assert np.shares_memory(np.asarray(ea.einsum("ij->ji", x)), x)
+    # fewer addends than NARROW_SUM_MIN stay on einsum (np.sum's call costs microseconds more):
+    # bit for bit einsum's sums below it, np.add.reduce's from it
+    rng = np.random.default_rng(3)
+    n = einsum_rules.NARROW_SUM_MIN
+    small, large = (rng.uniform(0.0, 1.0, (3, m)).astype(dtype) for m in (n - 96, n + 904))
+    np.testing.assert_array_equal(np.asarray(ea.sum(small, axis=1)), np.einsum("ij->i", small))
+    np.testing.assert_array_equal(np.asarray(ea.sum(large, axis=1)), np.add.reduce(large, axis=1))
+    assert not np.array_equal(np.einsum("ij->i", small), np.add.reduce(small, axis=1))  # (they differ)
 
 
 @both_modes
