@@ -315,7 +315,8 @@ def softmax(x: ArrayLike, axis: int = -1) -> Tensor:
 
 
 def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tensor:
-    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max.
+    """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max (so not
+    at a nan, which stays nan: JAX's and PyTorch's slope there is 0 too).
 
     As numpy: ``minimum(maximum(x, a_min), a_max)``, so a_max wins where a_min > a_max.
     """
@@ -327,6 +328,8 @@ def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tens
         out = where_raw(compare("less", x, a_min), a_min, out)
     if a_max is not None:
         out = where_raw(compare("greater", out, a_max), a_max, out)
+    if (a_min is not None or a_max is not None) and dtype_of(x).kind == "f":
+        out = where_raw(compare("not_equal", x, x), stop_gradient(x), out)  # (a nan: its own value)
     bounds = [shape_of(b) for b in (a_min, a_max) if b is not None]
     return wrap(broadcast_raw(out, np.broadcast_shapes(shape_of(x), *bounds)))
 

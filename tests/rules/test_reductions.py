@@ -331,6 +331,23 @@ def test_clip_gradient_passes_only_inside_the_bounds():
 
 
 @both_modes
+def test_clip_passes_no_slope_at_a_nan():
+    """A nan is not within the bounds: its value stays nan (numpy's) and its slope is 0 in both
+    modes, as JAX's and PyTorch's; a nan tangent or cotangent elsewhere does not leak into it."""
+    x = np.array([np.nan, -2.0, 0.5, 2.0])
+    for lo, hi in ((-1.0, 1.0), (None, 1.0), (-1.0, None)):
+        f = lambda x, lo=lo, hi=hi: ea.clip(x, lo, hi)
+        np.testing.assert_array_equal(f(x).numpy(), np.clip(x, lo, hi))
+        inside = np.array([0.0, lo is None, 1.0, hi is None], dtype=float)
+        assert_close(ea.grad(lambda x, f=f: ea.sum(f(x)))(x), inside)
+        assert_close(ea.jvp(f, (x,), (np.ones(4),))[1], inside)
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(x, requires_grad=True)
+    torch.clamp(t, -1.0, 1.0).sum().backward()
+    assert_close(t.grad.numpy(), ea.grad(lambda x: ea.sum(ea.clip(x, -1.0, 1.0)))(x))
+
+
+@both_modes
 def test_clip_with_crossed_bounds_follows_numpy():
     # numpy.clip is minimum(maximum(x, a_min), a_max): where a_min > a_max every value is a_max.
     x = np.array([0.0, 2.0, 5.0])
