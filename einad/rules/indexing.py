@@ -30,7 +30,7 @@ from ..util import dtype_of, lib_array, normalize_axes, shape_of, to_array_opera
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
 from .reductions import batch_axis
-from .shape import astype, getitem, reshape_raw
+from .shape import astype, getitem, indices_read, reshape_raw
 from .structural import broadcast_raw, concatenate
 
 # -- the gather and its transpose ----------------------------------------------------------
@@ -126,11 +126,6 @@ def scatter_along_raw(g: Value, index: Value, axis: int, shape: Sequence[int]) -
     return bind(scatter_along_p, (g, index), {"axis": axis, "shape": tuple(shape)})
 
 
-def _indices_only(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
-    """The rules read the indices, never the array operand or the result."""
-    return (False, True), False
-
-
 def _batch_along(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     """take_along_axis and its scatter: an unbatched operand gets a size-1 batch axis, which
     numpy's broadcasting of the array against the indices lines up."""
@@ -145,7 +140,7 @@ declare(
     take_along_p,
     vjp=lambda g, ans, vals, p, needed: [scatter_along_raw(g, vals[1], p["axis"], shape_of(vals[0])), None],
     jvp=lambda ts, ans, vals, p: None if ts[0] is None else take_along_raw(ts[0], vals[1], p["axis"]),
-    keep=_indices_only,
+    keep=indices_read,
     batch=_batch_along,
     aliasing="fresh",
     linear=True,  # in the array (the indices are integers)
@@ -159,7 +154,7 @@ declare(
     jvp=lambda ts, ans, vals, p: (
         None if ts[0] is None else scatter_along_raw(ts[0], vals[1], p["axis"], p["shape"])
     ),
-    keep=_indices_only,
+    keep=indices_read,
     batch=_batch_along,
     aliasing="fresh",
     linear=True,

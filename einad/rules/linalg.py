@@ -667,14 +667,21 @@ def _adjugate_jvp_impl(a: Any, e: Any) -> Any:
     return phase * xp.matmul(xp.matmul(v, inner), _mH_xp(xp, u))
 
 
-adjugate_p = declare(
-    Primitive("adjugate", _adjugate_impl),
-    jvp=lambda ts, adj, vals, p: _adjugate_jvp(vals[0], ts[0]),
-    vjp=lambda g, adj, vals, p, needed: [_like(_adjugate_jvp(_mT(vals[0]), g), vals[0])],
-    keep=lambda needed: ((True,), False),
-    batch=ride_along,
-    aliasing="fresh",
-)
+def _matrix_function(name: str, impl: Callable[..., Any], derivative: Callable[[Any, Any], Any]) -> Primitive:
+    """A primitive F of one matrix whose derivative ``derivative(A, E)`` = dF[A](E) is its own
+    transpose at Aᵀ (dF[A]ᵀ = dF[Aᵀ]: expm's Fréchet derivative, the adjugate's): the JVP is
+    dF[A](dA), the VJP dF[Aᵀ](g); both read A only."""
+    return declare(
+        Primitive(name, impl),
+        jvp=lambda ts, out, vals, p: derivative(vals[0], ts[0]),
+        vjp=lambda g, out, vals, p, needed: [_like(derivative(_mT(vals[0]), g), vals[0])],
+        keep=lambda needed: ((True,), False),
+        batch=ride_along,
+        aliasing="fresh",
+    )
+
+
+adjugate_p = _matrix_function("adjugate", _adjugate_impl, _adjugate_jvp)
 
 
 def _common_batch(*xs: Any) -> list[Any]:
@@ -1224,14 +1231,7 @@ def _frechet(a: Any, e: Any) -> Any:
     return _cols(_rows(block, 0, n), n, None)
 
 
-expm_p = declare(
-    Primitive("expm", _expm_impl),
-    jvp=lambda ts, x, vals, p: _frechet(vals[0], ts[0]),
-    vjp=lambda g, x, vals, p, needed: [_like(_frechet(_mT(vals[0]), g), vals[0])],
-    keep=lambda needed: ((True,), False),
-    batch=ride_along,
-    aliasing="fresh",
-)
+expm_p = _matrix_function("expm", _expm_impl, _frechet)
 
 
 # -- lu -----------------------------------------------------------------------------------------

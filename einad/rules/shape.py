@@ -524,8 +524,9 @@ def _gather_scatter_raw(g: Value, idx: Sequence[Value], index: tuple[Any, ...], 
     return bind(gather_scatter_p, (g, *idx), {"index": index, "shape": tuple(shape)})
 
 
-def _indices_read(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
-    """The rules read the index operands, never the array operand or the result."""
+def indices_read(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
+    """`keep` of an operation of an array and its index operands (gathers, scatters): the rules
+    read the index operands, never the array operand or the result."""
     return (False,) + (True,) * (len(needed) - 1), False
 
 
@@ -536,7 +537,7 @@ declare(  # one call per example under vmap, where each example's indices are pl
         *[None] * (len(vals) - 1),
     ],
     jvp=lambda ts, ans, vals, p: None if ts[0] is None else _gather_raw(ts[0], vals[1:], p["index"]),
-    keep=_indices_read,
+    keep=indices_read,
     batch=LOOP,
     aliasing="fresh",
     linear=True,  # in the array (the indices are integers)
@@ -547,7 +548,7 @@ declare(
     jvp=lambda ts, ans, vals, p: (
         None if ts[0] is None else _gather_scatter_raw(ts[0], vals[1:], p["index"], p["shape"])
     ),
-    keep=_indices_read,
+    keep=indices_read,
     batch=LOOP,
     aliasing="fresh",
     linear=True,

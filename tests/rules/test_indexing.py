@@ -401,7 +401,7 @@ def test_a_chain_of_gathers_keeps_only_the_indices_for_its_gradient():
     """The VJP of take_along_axis reads only the indices (a scatter-add of the cotangent), so the
     reverse graph holds neither the gathered array nor the result: in a chain of ten gathers each
     intermediate is freed as soon as the next exists, and the peak is a few arrays, not one per step.
-    Kills: _indices_only keeping the array operand or the result.
+    Kills: shape.indices_read (take_along_axis and its scatter) keeping the array operand or the result.
     Measured (1 array = 2 MB, 10 steps): 3.0 arrays (with the indices); 13.0 keeping the operand,
     12.0 the result."""
     x = RNG.standard_normal(1 << 18)
