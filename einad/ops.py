@@ -322,6 +322,14 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """Product along `axis`, as `einad.prod`."""
         return prod(self, axis=axis, keepdims=keepdims)
 
+    def any(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Whether any element along `axis` is nonzero, as `einad.any` (a boolean Tensor)."""
+        return EXPORTED["any"](self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """Whether every element along `axis` is nonzero, as `einad.all` (a boolean Tensor)."""
+        return EXPORTED["all"](self, axis=axis, keepdims=keepdims)
+
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):

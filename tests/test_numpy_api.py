@@ -140,6 +140,8 @@ CONSTANT = {
     np.argsort: lambda x: np.argsort(x, axis=0),
     np.argmax: lambda x: np.argmax(x, axis=1),
     np.argmin: lambda x: np.argmin(x),
+    np.any: lambda x: np.any(x > 1.0, axis=0, keepdims=True),
+    np.all: lambda x: np.all(x > 0.5, axis=1),
     np.shape: lambda x: np.shape(x),
     np.ndim: lambda x: np.ndim(x),
     np.size: lambda x: np.size(x, 1),

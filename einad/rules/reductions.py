@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Axis, Shape
-from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, strip
+from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, export, strip
 from ..subscripts import fresh_symbols
 from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import contract, sum_axes, sum_raw
@@ -188,6 +188,35 @@ declare(
 def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """Product along `axis`; its gradient is exact where elements are zero."""
     return _reduce(prod_p, x, axis, keepdims)
+
+
+# -- any and all: boolean reductions without derivative ----------------------------------------
+
+
+def _truth_prim(name: str) -> Primitive:
+    def impl(x: Any, axes: tuple[int, ...]) -> Any:
+        return getattr(arrays.xp_of(x), name)(x, axis=axes)
+
+    impl.__name__ = f"_{name}_impl"
+    return declare(Primitive(name, impl), zero_derivative=True, batch=batch_axes, aliasing="fresh")
+
+
+any_p = _truth_prim("any")
+all_p = _truth_prim("all")
+
+
+@export(numpy=np.any)
+def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Whether any element along `axis` is nonzero (a nan is), as numpy.any: a boolean Tensor,
+    not differentiable; inside `einad.jit` an equation, so it replays on new inputs."""
+    return _reduce(any_p, x, axis, keepdims)
+
+
+@export(numpy=np.all)
+def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """Whether every element along `axis` is nonzero, as numpy.all (True for no elements): a
+    boolean Tensor, not differentiable; inside `einad.jit` an equation."""
+    return _reduce(all_p, x, axis, keepdims)
 
 
 # -- compositions ------------------------------------------------------------------------------

@@ -704,3 +704,51 @@ def test_shapes_of_unknown_size_are_refused_where_einad_needs_them():
     assert_close(np.asarray(tangent.compute()), np.sum(np.cos(au) * au), rtol=1e-12, atol=1e-12)
     known = xu.compute_chunk_sizes()  # (what the messages advise)
     assert_close(ea.grad(lambda v: ea.einsum("ij,ij->", v, v))(known).compute(), 2 * au, rtol=1e-12, atol=0)
+
+
+# -- any and all -----------------------------------------------------------------------------
+
+_TRUTH_INPUTS = [
+    np.array([[1.0, 0.0, -2.0], [0.0, 0.0, 0.0]]),
+    np.array([[np.nan, 0.0], [3.0, 4.0]]),  # a nan is nonzero
+    np.zeros((0, 3)),  # any of nothing is False, all of nothing True
+    np.array([[True, False], [True, True]]),
+    np.array([[0, 7], [1, 2]], np.int32),
+    np.array([[1 + 0j, 0j], [1j, 1]]),
+]
+
+
+@pytest.mark.parametrize("name", ["any", "all"])
+@pytest.mark.parametrize("x", _TRUTH_INPUTS, ids=lambda x: f"{x.dtype}{x.shape}")
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 1), ()])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_any_and_all_follow_numpy_eagerly_staged_and_as_methods(name, x, axis, keepdims):
+    want = getattr(np, name)(x, axis=axis, keepdims=keepdims)
+    fn = getattr(ea, name)
+    for got in (
+        fn(x, axis=axis, keepdims=keepdims),
+        getattr(ea.tensor(x), name)(axis, keepdims),
+        getattr(np, name)(ea.tensor(x), axis=axis, keepdims=keepdims),  # numpy's dispatch
+        ea.jit(lambda v: fn(v, axis=axis, keepdims=keepdims))(x),
+    ):
+        assert np.asarray(got).dtype == np.bool_
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_any_and_all_are_batched_per_example(name):
+    x = np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    fn = getattr(ea, name)
+    np.testing.assert_array_equal(ea.vmap(fn)(x), getattr(np, name)(x, axis=1))
+    np.testing.assert_array_equal(ea.vmap(fn, in_axes=1)(x), getattr(np, name)(x, axis=0))
+    np.testing.assert_array_equal(ea.vmap(lambda r: fn(r, axis=0))(x), getattr(np, name)(x, axis=1))
+
+
+def test_any_steers_a_traced_choice_and_passes_no_derivative():
+    # the choice is made per call inside the program (an equation), not frozen at tracing
+    f = ea.jit(lambda x: ea.sum(ea.where(ea.any(x < 0), -x, x) ** 2))
+    assert f(np.array([1.0, 2.0])) == 5.0 and f(np.array([1.0, -2.0])) == 5.0
+    g = ea.grad(lambda x: ea.sum(ea.where(ea.all(x > 0, axis=0), x, 3 * x)))
+    np.testing.assert_array_equal(g(np.array([[1.0, -1.0], [2.0, 2.0]])), [[1.0, 3.0], [1.0, 3.0]])
+    value, tangent = ea.jvp(ea.any, (np.array([0.0, 2.0]),), (np.ones(2),))
+    assert value == True and not np.any(tangent)  # noqa: E712 (a numpy bool)
