@@ -290,10 +290,17 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def __ge__(self, other: ArrayLike) -> Any:
         return _unbox_bool(ELEMENTWISE["greater_equal"](self, other))
 
+    # ``t == None`` is False and ``t != None`` True (Python's identity fallback, as in PyTorch and
+    # JAX), so that idioms such as ``if x == None`` and ``x in (None, ...)`` work on Tensors
+
     def __eq__(self, other: object) -> Any:
+        if other is None:
+            return NotImplemented
         return _unbox_bool(ELEMENTWISE["equal"](self, cast("ArrayLike", other)))
 
     def __ne__(self, other: object) -> Any:
+        if other is None:
+            return NotImplemented
         return _unbox_bool(ELEMENTWISE["not_equal"](self, cast("ArrayLike", other)))
 
     # -- methods mirroring the functions -------------------------------------

@@ -185,6 +185,16 @@ def test_comparing_constant_tensors_gives_a_numpy_boolean_array():
     assert type(ea.tensor([1.0, 2.0]) == ea.tensor([1.0, 3.0])) is np.ndarray
 
 
+def test_a_tensor_compared_with_none_is_not_none_as_in_torch_and_jax():
+    t = ea.tensor([1.0, 2.0])
+    assert (t == None) is False and (t != None) is True  # noqa: E711 (the operator is the subject)
+    assert (None == t) is False and t not in (None,) and [None, t].index(t) == 1  # noqa: E711
+    inside = []
+    ea.grad(lambda x: inside.append((x == None, x != None)) or ea.sum(x))(np.ones(2))  # noqa: E711
+    staged = ea.jit(lambda x: x * 2.0 if x != None else x)(np.ones(2))  # noqa: E711
+    assert inside == [(False, True)] and np.array_equal(staged, [2.0, 2.0])
+
+
 # -- numpy functions einad does not implement ------------------------------------------------------
 
 Pair = namedtuple("Pair", "a b")
