@@ -135,10 +135,10 @@ _TRANSFORMS = ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian")
 
 
 def _jitted_vjp(vjp):
-    def staged_vjp(f, *primals):
-        out = compiled(ea.jit(lambda *p: vjp(f, *p)[0]))(*primals)
-        pull = compiled(ea.jit(lambda p, ct: vjp(f, *p)[1](ct)))
-        return out, lambda ct: pull(list(primals), ct)
+    def staged_vjp(f, *primals, has_aux=False):
+        out = compiled(ea.jit(lambda *p: vjp(f, *p, has_aux=has_aux)[::2]))(*primals)
+        pull = compiled(ea.jit(lambda p, ct: vjp(f, *p, has_aux=has_aux)[1](ct)))
+        return out[0], lambda ct: pull(list(primals), ct), *out[1:]
 
     return staged_vjp
 
@@ -161,7 +161,9 @@ def jit_mode(request, monkeypatch):
         monkeypatch.setattr(ea, "jacobian", ea.jacrev)
         jvp, hvp = ea.jvp, ea.hvp
         monkeypatch.setattr(
-            ea, "jvp", lambda f, p, t: compiled(ea.jit(lambda p, t: jvp(f, p, t)))(tuple(p), tuple(t))
+            ea,
+            "jvp",
+            lambda f, p, t, **k: compiled(ea.jit(lambda p, t: jvp(f, p, t, **k)))(tuple(p), tuple(t)),
         )
         monkeypatch.setattr(
             ea,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal, TypeAlias, cast
 
@@ -159,6 +159,29 @@ def _grad_out(g: Any, like: Any, taken: set[int]) -> Any:
     return g
 
 
+def _holomorphic_check(what: str, side: str, dtypes: Iterable[Any]) -> None:
+    """With ``holomorphic=True``, every differentiated input and every output must be complex (as
+    JAX asks): `dtypes` are those of one `side`.
+
+    Raises:
+        TypeError: Naming the first real one.
+    """
+    for dt in dtypes:
+        if np.dtype(dt).kind != "c":
+            raise TypeError(f"{what} with holomorphic=True needs complex {side}, got one of dtype {dt}")
+
+
+def _split_aux(out: Any) -> tuple[Any, Any]:
+    """`f`'s result with ``has_aux=True``: the pair (output, aux).
+
+    Raises:
+        TypeError: If it is not a pair.
+    """
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
+    return out[0], out[1]
+
+
 def _aux_out(a: Any, trace: Any) -> Any:
     """An auxiliary result: arrays and Tensors as any result, other objects untouched."""
     if type(a) is Tensor or isinstance(a, (np.ndarray, np.generic)) or arrays.is_array(a):
@@ -246,7 +269,9 @@ def _seed(ct: Any, value: Any) -> Any:
 # -- reverse mode ---------------------------------------------------------------------------
 
 
-def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
+def value_and_grad(
+    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)``; with `has_aux`, ``((value, aux), gradient)``.
 
     One forward pass records `f`, one reverse pass gives the gradient. Called
@@ -260,16 +285,20 @@ def value_and_grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = 
             floating-point arrays.
         has_aux: Whether `f` returns an auxiliary value beside the scalar; it is
             passed through undifferentiated.
+        holomorphic: Whether `f` is a holomorphic function of complex arguments with a
+            complex scalar output (JAX's keyword): the gradient is then ``f'(z)``, the VJP of
+            the cotangent 1.
 
     Returns:
         A function with `f`'s arguments. It raises TypeError when `f`'s output is
-        not a real scalar or a differentiated argument is not floating-point.
+        not a real scalar (with `holomorphic`: a complex scalar, and the differentiated
+        arguments complex) or a differentiated argument is not floating-point.
     """
 
     _argnums_type(argnums)  # a wrong type fails here, where the transformation is made
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
-        trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, lazy=False)
+        trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, False, holomorphic)
         taken: set[int] = set()
         flat = []
         for b in boxed:  # (a loop: every gradient call)
@@ -292,6 +321,7 @@ def _reverse(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     lazy: bool,
+    holomorphic: bool = False,
 ) -> tuple[ReverseTrace, Any, Any, TreeDef, list[Tensor], dict[int, Any]]:
     """`value_and_grad`'s forward and reverse pass: (the trace, `f`'s output, its aux, the
     differentiated leaves' treedef, their boxes, each reached box's cotangent by node id).
@@ -336,9 +366,7 @@ def _reverse(
                     break
     aux = None
     if has_aux:
-        if not (isinstance(out, (tuple, list)) and len(out) == 2):
-            raise TypeError("with has_aux=True, the function must return a pair (value, aux)")
-        out, aux = out
+        out, aux = _split_aux(out)
     if not (type(out) is Tensor or isinstance(out, (np.ndarray, np.generic, int, float))):
         raise TypeError(f"grad needs a function returning a scalar, got {type(out).__name__}")
     # (every gradient call checks its output: the numpy value beneath differentiating traces read
@@ -359,8 +387,14 @@ def _reverse(
             f"grad needs a function with a scalar output, got shape {shape}; "
             "use einad.vjp or einad.jacrev for non-scalar outputs"
         )
-    if kind == "c":
-        raise TypeError("grad needs a real-valued output; use einad.vjp for complex outputs")
+    if holomorphic:
+        _holomorphic_check("grad", "inputs", map(dtype_of, values))
+        _holomorphic_check("grad", "outputs", [dtype_of(out)])
+    elif kind == "c":
+        raise TypeError(
+            "grad needs a real-valued output; use holomorphic=True for a holomorphic function "
+            "of complex arguments, or einad.vjp for complex outputs"
+        )
     cts: dict[int, Any] = {}
     if type(out) is Tensor and out._trace is trace and out._node is not None:
         # the seed: numpy's one beneath differentiating traces (`ones_like`'s, inline)
@@ -428,7 +462,9 @@ def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
     return f"argument {paths[k]}"
 
 
-def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> Callable[..., Any]:
+def grad(
+    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The gradient of a scalar-valued `f` with respect to the arguments `argnums`.
 
     Args:
@@ -437,13 +473,15 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> 
             (a tuple of ints, giving a tuple of gradients). Each may be a pytree of
             floating-point arrays.
         has_aux: Whether `f` returns an auxiliary value beside the scalar.
+        holomorphic: Whether `f` is holomorphic in complex arguments, with a complex scalar
+            output: the gradient is then ``f'(z)`` (JAX's keyword).
 
     Returns:
         A function with `f`'s arguments returning the gradient, shaped like the
         differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
         level the gradient is arrays of the inputs' library; inside another transformation, Tensors.
     """
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = value_and_grad(f, argnums, has_aux, holomorphic)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)
@@ -453,7 +491,7 @@ def grad(f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False) -> 
     return grad_f
 
 
-def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
     """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one cotangent per primal.
 
     `f` runs once; `vjp_fn` may be called any number of times, each call one
@@ -462,10 +500,13 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     Args:
         f: The function; its output may be any pytree of arrays.
         *primals: The point to differentiate at, one value (or pytree) per argument of `f`.
+        has_aux: Whether `f` returns a pair ``(output, aux)`` (JAX's keyword): the aux is
+            returned as computed, not differentiated.
 
     Returns:
         `f`'s output, and the function pulling a cotangent of that output's
-        structure back to a tuple of cotangents, one per primal.
+        structure back to a tuple of cotangents, one per primal; with `has_aux`,
+        ``(output, vjp_fn, aux)``.
     """
     flat, td = tree_flatten(list(primals))
     values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
@@ -473,6 +514,8 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
         out = f(*tree_unflatten(td, boxed))
+    if has_aux:
+        out, aux = _split_aux(out)
     out_flat, out_td = tree_flatten(out)
 
     def vjp_fn(cotangent: Any) -> tuple[Any, ...]:
@@ -490,7 +533,10 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], tupl
         taken = {id(_buffer(strip(c))) for c in ct_flat}
         return tuple(tree_unflatten(td, [_grad_out(cts.get(id(b._node)), b._value, taken) for b in boxed]))
 
-    return tree_unflatten(out_td, [_out(value_of(o, trace)) for o in out_flat]), vjp_fn
+    primal_out = tree_unflatten(out_td, [_out(value_of(o, trace)) for o in out_flat])
+    if has_aux:
+        return primal_out, vjp_fn, tree_map(lambda a: _aux_out(a, trace), aux)
+    return primal_out, vjp_fn
 
 
 # -- forward mode ---------------------------------------------------------------------------
@@ -515,16 +561,21 @@ def _tangent_pairs(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any
     return p_td, pairs
 
 
-def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+def jvp(
+    f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False
+) -> tuple[Any, ...]:
     """``(f(*primals), J·tangents)``: forward mode, one pass.
 
     Args:
         f: The function; its output may be any pytree of arrays.
         primals: A tuple (or list) of `f`'s arguments, each a value or a pytree.
         tangents: A tuple of the same structure: the direction to push forward.
+        has_aux: Whether `f` returns a pair ``(output, aux)`` (JAX's keyword): the aux is
+            returned as computed, without tangent.
 
     Returns:
-        `f`'s output, and its directional derivative along `tangents` (the same structure).
+        `f`'s output, and its directional derivative along `tangents` (the same structure);
+        with `has_aux`, ``(output, derivative, aux)``.
 
     Raises:
         TypeError: If `primals` or `tangents` is not a tuple or list.
@@ -536,6 +587,8 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
     with tracing(ForwardTrace()) as trace:
         boxed = [box(v, trace, t) for v, t in pairs]
         out = f(*tree_unflatten(p_td, boxed))
+    if has_aux:
+        out, aux = _split_aux(out)
     out_flat, out_td = tree_flatten(out)
     primal_out, tangent_out = [], []
     for o in out_flat:
@@ -545,6 +598,9 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any]) 
         else:
             primal_out.append(_out(o))
             tangent_out.append(_out(_zeros_for(o)))
+    if has_aux:
+        aux = tree_map(lambda a: _aux_out(a, trace), aux)
+        return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out), aux
     return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out)
 
 
@@ -719,17 +775,24 @@ def _pick(argnums: ArgNums, tree: list[Any]) -> Any:
     return tree[0] if isinstance(argnums, (int, np.integer)) else tuple(tree)
 
 
-def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+def jacrev(
+    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Jacobian by reverse mode, all rows in one batched pass; shape ``out.shape + in.shape``.
 
     Args:
         f: The function; its inputs and output may be pytrees of arrays.
         argnums: The positional argument to differentiate (an int), or several
             (a tuple of ints, giving a tuple of Jacobians).
+        has_aux: Whether `f` returns a pair ``(output, aux)`` (JAX's keyword); the aux is
+            returned beside the Jacobian, not differentiated.
+        holomorphic: JAX's keyword: the inputs and outputs must then be complex. (A complex
+            input gives the holomorphic Jacobian either way: see docs/guarantees.md.)
 
     Returns:
         A function with `f`'s arguments returning the Jacobian: for each output
-        leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
+        leaf, an array of shape ``out.shape + in.shape`` per differentiated input
+        (with `has_aux`, ``(jacobian, aux)``).
     """
 
     _argnums_type(argnums)
@@ -737,9 +800,12 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
     def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
-        out, pullback = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff)
+        out, pullback, *aux = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff, has_aux=has_aux)
         out_flat, out_td = tree_flatten(out)
         in_flat, in_td = tree_flatten(diff)
+        if holomorphic:
+            _holomorphic_check("jacrev", "inputs", map(dtype_of, in_flat))
+            _holomorphic_check("jacrev", "outputs", map(dtype_of, out_flat))
         per_out = []
         for k, o in enumerate(out_flat):
             o_shape = shape_of(o)
@@ -761,7 +827,8 @@ def jacrev(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 ]
             blocks = [_out(reshape(r, o_shape + shape_of(x))) for r, x in zip(rows, in_flat)]
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
-        return tree_unflatten(out_td, per_out)
+        jacobian = tree_unflatten(out_td, per_out)
+        return (jacobian, aux[0]) if has_aux else jacobian
 
     return jac_f
 
@@ -780,17 +847,24 @@ def _values(tree: Any) -> Any:
     return tree_map(lambda x: x if type(x) is Tensor or arrays.is_array(x) else np.asarray(x), tree)
 
 
-def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+def jacfwd(
+    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Jacobian by forward mode, all columns in one batched pass; shape ``out.shape + in.shape``.
 
     Args:
         f: The function; its inputs and output may be pytrees of arrays.
         argnums: The positional argument to differentiate (an int), or several
             (a tuple of ints, giving a tuple of Jacobians).
+        has_aux: Whether `f` returns a pair ``(output, aux)`` (JAX's keyword); the aux is
+            returned beside the Jacobian, not differentiated.
+        holomorphic: JAX's keyword: the inputs and outputs must then be complex. (A complex
+            input gives the holomorphic Jacobian either way: see docs/guarantees.md.)
 
     Returns:
         A function with `f`'s arguments returning the Jacobian: for each output
-        leaf, an array of shape ``out.shape + in.shape`` per differentiated input.
+        leaf, an array of shape ``out.shape + in.shape`` per differentiated input
+        (with `has_aux`, ``(jacobian, aux)``).
     """
 
     _argnums_type(argnums)
@@ -799,6 +873,8 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         nums = _argnums(argnums, len(args))
         diff = _values([args[i] for i in nums])
         in_flat, in_td = tree_flatten(diff)
+        if holomorphic:
+            _holomorphic_check("jacfwd", "inputs", map(dtype_of, in_flat))
 
         def g(*d: Any) -> Any:
             return f(*_substitute(args, nums, d))
@@ -808,6 +884,7 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
         out_td: Any = None
         out_meta: list[tuple[Shape, Any]] = []
         cols: list[list[Any] | None] = []
+        aux: Any = None
         for j, x in enumerate(in_flat):
             if math.prod(shape_of(x)) == 0:
                 cols.append(None)  # no columns to push
@@ -816,15 +893,23 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
             def push(t: Any, j: int = j) -> Any:
                 ts = [_zeros_for(z) for z in in_flat]
                 ts[j] = t
-                return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts))))
+                return list(jvp(g, tuple(diff), tuple(tree_unflatten(in_td, ts)), has_aux=has_aux))
 
-            primal, tangent = stacked(push)(_basis(shape_of(x), dtype_of(x), x))
+            # (the aux, computed from the primals only, comes out once: not along the batch)
+            pushed = stacked(push, out_axes=[0, 0, None] if has_aux else 0)(
+                _basis(shape_of(x), dtype_of(x), x)
+            )
+            primal, tangent = pushed[:2]
             if out_td is None:
                 rows, out_td = tree_flatten(primal)  # each leaf broadcast along the batch
                 out_meta = [(shape_of(o)[1:], dtype_of(o)) for o in rows]
+                aux = tree_map(lambda a: _aux_out(a, None), pushed[2]) if has_aux else None
             cols.append(tree_flatten(tangent)[0])
         if out_td is None:  # no input has an element: run f once for the output's structure
-            out_flat, out_td = tree_flatten(g(*diff))
+            out = g(*diff)
+            if has_aux:
+                out, aux = _split_aux(out)
+            out_flat, out_td = tree_flatten(out)
             out_meta = [(shape_of(o), dtype_of(o)) for o in out_flat]
         per_out = []
         for k, (o_shape, o_dtype) in enumerate(out_meta):
@@ -837,7 +922,10 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
                 c = moveaxis(col[k], 0, -1)  # out.shape + (in.size,)
                 blocks.append(_out(reshape(c, o_shape + shape_of(x))))
             per_out.append(_pick(argnums, tree_unflatten(in_td, blocks)))
-        return tree_unflatten(out_td, per_out)
+        if holomorphic:
+            _holomorphic_check("jacfwd", "outputs", [dtype for _, dtype in out_meta])
+        jacobian = tree_unflatten(out_td, per_out)
+        return (jacobian, aux) if has_aux else jacobian
 
     return jac_f
 
@@ -845,17 +933,23 @@ def jacfwd(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
 jacobian = jacrev
 
 
-def hessian(f: Callable[..., Any], argnums: ArgNums = 0) -> Callable[..., Any]:
+def hessian(
+    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """The Hessian, ``jacfwd(jacrev(f))``: shape ``in.shape + in.shape``.
 
     Args:
         f: A function returning a real scalar.
         argnums: The positional argument (or arguments) to differentiate twice.
+        has_aux: Whether `f` returns a pair ``(scalar, aux)`` (JAX's keyword); the aux is
+            returned beside the Hessian.
+        holomorphic: JAX's keyword, passed to both Jacobians.
 
     Returns:
-        A function with `f`'s arguments returning the Hessian.
+        A function with `f`'s arguments returning the Hessian (with `has_aux`,
+        ``(hessian, aux)``).
     """
-    return jacfwd(jacrev(f, argnums), argnums)
+    return jacfwd(jacrev(f, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
 # -- the reverse pass ----------------------------------------------------------------------------

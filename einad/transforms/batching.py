@@ -73,12 +73,13 @@ def _loop(prim: Primitive, vals: list[Any], batched: list[bool], params: Params,
 # -- vmap -------------------------------------------------------------------------------------
 
 
-def stacked(f: Callable[..., Any]) -> Callable[..., Any]:
-    """`f` mapped over the leading axis of every argument; results are raw stacked values.
+def stacked(f: Callable[..., Any], out_axes: Any = 0) -> Callable[..., Any]:
+    """`f` mapped over the leading axis of every argument; results are raw stacked values
+    (along `out_axes`, as `vmap`'s; None for results that do not depend on the arguments).
 
     The Jacobians use it to push a whole basis through the rules at once.
     """
-    return _vmap(f, 0, 0, raw=True)
+    return _vmap(f, 0, out_axes, raw=True)
 
 
 def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Any]:
@@ -126,7 +127,9 @@ def _result(v: Any) -> Any:
     return v if is_array(v) else np.asarray(v)
 
 
-def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable[..., Any]:
+def vmap(
+    f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+) -> Callable[..., Any]:
     """Map `f` over an axis of its arguments, in one traced run (JAX's `vmap`).
 
     Batching an einsum is adding one letter to its subscripts, so a mapped
@@ -141,6 +144,9 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
             arguments are mapped along their leading axis (as in JAX).
         out_axes: Where the mapped axis goes in each result, likewise (None: the
             result must not depend on the mapped arguments).
+        axis_size: The length of the mapped axis (JAX's keyword): needed where no argument
+            is mapped (each result then repeats along it); else it must equal the mapped
+            arguments' length.
 
     Returns:
         The mapped function. At top level its results are arrays of the inputs' library; inside
@@ -148,12 +154,22 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0) -> Callable
         gradients: ``vmap(grad(loss), in_axes=(None, 0))``), `jit` and itself.
 
     Raises:
-        ValueError: If the mapped axes have different lengths, or no argument is mapped.
+        ValueError: If the mapped axes have different lengths (or not `axis_size`), or no
+            argument is mapped and `axis_size` is not given.
+        TypeError: If `axis_size` is not a non-negative int.
     """
-    return _vmap(f, in_axes, out_axes, raw=False)
+    if axis_size is not None and (not _is_index(axis_size) or axis_size < 0):
+        raise TypeError(f"vmap: axis_size is a non-negative int, got {axis_size!r}")
+    return _vmap(f, in_axes, out_axes, raw=False, axis_size=axis_size)
 
 
-def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Callable[..., Any]:
+def _is_index(n: object) -> bool:
+    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
+
+
+def _vmap(
+    f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool, axis_size: int | None = None
+) -> Callable[..., Any]:
     name = f"vmap({getattr(f, '__name__', 'f')})"
 
     def mapped(*args: Any, **kwargs: Any) -> Any:
@@ -176,8 +192,16 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
                     v = moveaxis(v, a, 0)
                     v = v if v._trace is not None else v._value
             values.append(v)
+        if axis_size is not None:
+            if sizes - {axis_size}:
+                raise ValueError(
+                    f"vmap: axis_size is {axis_size}, but the mapped axes have length {sorted(sizes)}"
+                )
+            sizes = {int(axis_size)}
         if not sizes:
-            raise ValueError("vmap needs at least one mapped argument (in_axes is None for all)")
+            raise ValueError(
+                "vmap needs at least one mapped argument (in_axes is None for all), or axis_size"
+            )
         if len(sizes) != 1:
             raise ValueError(f"vmap needs one length along the mapped axes, got {sorted(sizes)}")
         size = sizes.pop()
@@ -186,7 +210,7 @@ def _vmap(f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool) -> Call
             given = tree_unflatten(td, boxed)
             out = f(*given[:-1], **given[-1]) if kwargs else f(*given)
             out_flat, out_td = tree_flatten(out)
-            oaxes = [0] * len(out_flat) if raw else _leaf_axes(out_axes, out, "out_axes")
+            oaxes = [0] * len(out_flat) if out_axes == 0 else _leaf_axes(out_axes, out, "out_axes")
             results: list[Any] = []
             for o, ax in zip(out_flat, oaxes):
                 batched = type(o) is Tensor and o._trace is trace

@@ -139,6 +139,56 @@ def test_has_aux():
     assert_close(gy, X)
 
 
+def test_has_aux_in_vjp_jvp_and_the_jacobians_as_in_jax():
+    x, y = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, -0.25])
+
+    def f(a, b):  # (output, aux): the aux a pytree holding an array and a Python number
+        return ea.sin(a) * b, {"a2": a**2, "n": 7}
+
+    out, pull, aux = ea.vjp(f, x, y, has_aux=True)
+    assert_close(out, np.sin(x) * y) and assert_close(aux["a2"], x**2)
+    assert aux["n"] == 7 and isinstance(aux["a2"], np.ndarray)
+    ga, gb = pull(np.ones(3))
+    assert_close(ga, np.cos(x) * y) and assert_close(gb, np.sin(x))
+    out, tangent, aux = ea.jvp(f, (x, y), (np.ones(3), np.zeros(3)), has_aux=True)
+    assert_close(tangent, np.cos(x) * y) and assert_close(aux["a2"], x**2)
+    for jac in (ea.jacrev, ea.jacfwd):
+        (ja, jb), aux = jac(f, argnums=(0, 1), has_aux=True)(x, y)
+        assert_close(ja, np.diag(np.cos(x) * y)) and assert_close(jb, np.diag(np.sin(x)))
+        assert_close(aux["a2"], x**2) and aux["n"] == 7 and isinstance(aux["a2"], np.ndarray)
+        # inside another transformation the aux is that transformation's value
+        jac_aux = ea.jit(lambda a, b, jac=jac: jac(lambda u: (ea.exp(u) * b, ea.sum(u * b)), has_aux=True)(a))
+        j, aux = jac_aux(x, y)
+        assert_close(j, np.diag(np.exp(x) * y)) and assert_close(aux, np.sum(x * y))
+    h, aux = ea.hessian(lambda a: (ea.sum(a**3), a * 2), has_aux=True)(x)
+    assert_close(h, np.diag(6 * x)) and assert_close(aux, 2 * x)
+    # an input without elements: the aux comes from the one call of f
+    j, aux = ea.jacfwd(lambda a: (a * 2, ea.sum(a) + 1.0), has_aux=True)(np.zeros(0))
+    assert j.shape == (0, 0) and aux == 1.0
+    with pytest.raises(TypeError, match="pair"):
+        ea.vjp(lambda a: a, x, has_aux=True)
+
+
+def test_holomorphic_gradient_is_the_complex_derivative():
+    z = np.array([1 + 1j, 2 - 0.5j])
+    assert_close(ea.grad(lambda a: ea.sum(a**2), holomorphic=True)(z), 2 * z)
+    (value, g) = ea.value_and_grad(lambda a: ea.sum(ea.exp(a)), holomorphic=True)(z)
+    assert_close(value, np.sum(np.exp(z))) and assert_close(g, np.exp(z))
+    assert_close(ea.jit(ea.grad(lambda a: ea.sum(ea.sin(a)), holomorphic=True))(z), np.cos(z))
+    assert_close(ea.hessian(lambda a: ea.sum(a**3), holomorphic=True)(z), np.diag(6 * z))
+    assert_close(ea.jacfwd(lambda a: a**2, holomorphic=True)(z), np.diag(2 * z))
+    assert_close(ea.jacrev(lambda a: a**2, holomorphic=True)(z), np.diag(2 * z))
+    with pytest.raises(TypeError, match="holomorphic=True"):  # the message says where to go
+        ea.grad(lambda a: ea.sum(a**2))(z)
+    with pytest.raises(TypeError, match="needs complex inputs"):
+        ea.grad(lambda a: ea.sum(a**2) * 1j, holomorphic=True)(z.real)
+    with pytest.raises(TypeError, match="needs complex outputs"):
+        ea.grad(lambda a: ea.sum(ea.abs(a)), holomorphic=True)(z)
+    for jac in (ea.jacrev, ea.jacfwd):
+        with pytest.raises(TypeError, match="needs complex outputs"):
+            jac(lambda a: ea.real(a), holomorphic=True)(z)
+
+
 def test_gradient_has_the_input_shape_and_dtype():
     for x in (np.float32(1.5), np.array(2.0), np.ones((2, 3), np.float32), np.ones((1, 4, 1))):
         g = ea.grad(lambda x: ea.sum(x * x))(x)

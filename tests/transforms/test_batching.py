@@ -309,3 +309,20 @@ def test_vmap(lib):
     assert_close(lib_result(lib, rows), ea.vmap(lambda a: ea.einsum("i,ij->j", a, Y3) * a)(X3))
     expected = ea.vmap(ea.grad(_row_loss), in_axes=(0, None))(X3, Y3)
     assert_close(lib_result(lib, per_example), expected)
+
+
+def test_axis_size_maps_a_function_of_no_mapped_argument_as_in_jax():
+    x = np.array([1.0, 2.0])
+    out = ea.vmap(lambda a: a * 2.0, in_axes=None, axis_size=3)(x)
+    np.testing.assert_array_equal(out, np.broadcast_to(2 * x, (3, 2)))
+    assert ea.vmap(lambda: ea.tensor(1.0), axis_size=0)().shape == (0,)
+    # under grad: each of the 4 copies of sin(x) sends back cos(x)
+    g = ea.grad(lambda a: ea.sum(ea.vmap(lambda: ea.sin(a), in_axes=(), axis_size=4)()))(x)
+    assert_close(g, 4 * np.cos(x))
+    np.testing.assert_array_equal(ea.vmap(lambda a: a + 1, axis_size=2)(x), x + 1)  # it agrees
+    with pytest.raises(ValueError, match="axis_size is 3, but the mapped axes have length"):
+        ea.vmap(lambda a: a, axis_size=3)(x)
+    with pytest.raises(TypeError, match="axis_size is a non-negative int"):
+        ea.vmap(lambda a: a, axis_size=-1)
+    with pytest.raises(ValueError, match="or axis_size"):
+        ea.vmap(lambda a: a, in_axes=None)(x)
