@@ -248,18 +248,31 @@ def node_children(node: Any) -> tuple[list[Any], Any] | None:
     return list(children), aux
 
 
-def tree_flatten(tree: Any) -> tuple[list[Any], TreeDef]:
+def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list[Any], TreeDef]:
     """The leaves of `tree` in a fixed order (dict keys sorted), and its structure.
 
     Args:
         tree: A pytree: nested tuples, lists, dicts, namedtuples, None and
             registered nodes, with anything else as leaves.
+        is_leaf: As JAX's: a node for which it returns True is taken as a leaf, whole.
 
     Returns:
         ``(leaves, treedef)``; ``tree_unflatten(treedef, leaves)`` rebuilds `tree`.
     """
     leaves: list[Any] = []
+    if is_leaf is not None:
+        return leaves, _walk_to(tree, leaves, is_leaf)
     return leaves, _walk(tree, leaves)
+
+
+def _walk_to(node: Any, leaves: list[Any], is_leaf: Callable[[Any], bool]) -> TreeDef:
+    """`_walk`, stopping at the nodes `is_leaf` takes for leaves."""
+    h = None if is_leaf(node) else _handler(type(node))
+    if h is None:
+        leaves.append(node)
+        return _LEAF
+    children, aux = h.flatten(node)
+    return TreeDef(type(node), aux, tuple([_walk_to(c, leaves, is_leaf) for c in children]))
 
 
 def _walk(node: Any, leaves: list[Any]) -> TreeDef:
@@ -326,13 +339,17 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
     return h.unflatten(cls, td.aux, tuple(kids))
 
 
-def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+def tree_map(
+    fn: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> Any:
     """The pytree of `tree`'s structure holding ``fn(leaf, *others)`` for each leaf.
 
     Args:
         fn: A function of one leaf of `tree` and the corresponding leaves of `rest`.
         tree: A pytree.
         *rest: Pytrees of the same structure as `tree`.
+        is_leaf: As JAX's: a node of `tree` for which it returns True is one leaf (`rest`'s
+            trees are flattened the same way).
 
     Returns:
         A pytree of `tree`'s structure.
@@ -340,10 +357,10 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     Raises:
         ValueError: If a tree in `rest` has another structure.
     """
-    leaves, td = tree_flatten(tree)
+    leaves, td = tree_flatten(tree, is_leaf)
     others = []
     for r in rest:
-        r_leaves, r_td = tree_flatten(r)
+        r_leaves, r_td = tree_flatten(r, is_leaf)
         if r_td != td:
             raise ValueError(f"tree_map: the structure {r_td} does not match {td}")
         others.append(r_leaves)

@@ -324,3 +324,22 @@ def test_errors_and_gradcheck_name_leaves_by_their_path():
 
     with pytest.raises(ea.GradcheckError, match=r"argument 0\.b"):
         ea.gradcheck(wrong, Params(w=np.array([1.0, 2.0]), b=np.array(0.5)))
+
+
+def test_is_leaf_stops_flattening_at_the_nodes_it_picks_as_in_jax():
+    tree = {"a": [1, 2], "b": ([3], {"c": (4, 5)}), "d": None}
+    is_list = lambda x: isinstance(x, list)
+    leaves, td = ea.tree_flatten(tree, is_leaf=is_list)
+    assert leaves == [[1, 2], [3], 4, 5]  # the lists whole; the tuple's children flattened; None no leaf
+    assert ea.tree_unflatten(td, leaves) == tree
+    assert ea.tree_map(len, tree, is_leaf=lambda x: isinstance(x, (list, tuple))) == {
+        "a": 2,
+        "b": 2,
+        "d": None,
+    }
+    # with several trees, each is flattened the same way
+    got = ea.tree_map(lambda x, y: x + y, {"p": [1], "q": 2}, {"p": [3], "q": 4}, is_leaf=is_list)
+    assert got == {"p": [1, 3], "q": 6}
+    # is_leaf sees None too, and may take it for a leaf
+    assert ea.tree_flatten([None, 1], is_leaf=lambda x: x is None)[0] == [None, 1]
+    assert ea.tree_flatten(tree)[1] == ea.tree_flatten(tree, is_leaf=lambda x: False)[1]
