@@ -43,7 +43,7 @@ from .. import arrays
 from ..aliases import Shape
 from ..core import Params, Primitive, Tensor, bind, declare
 from ..errors import TracerError
-from ..pytree import TreeDef, tree_flatten, tree_unflatten
+from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules.linear import sum as _sum
 from ..rules.shape import astype, getitem_raw, reshape_raw
 from ..rules.structural import broadcast_to, concat_p
@@ -749,6 +749,31 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
         returns `rule`."""
         self.rule = rule
         return rule
+
+    def defjvps(self, *jvps: Callable[..., Any] | None) -> None:
+        """JAX's shorthand for a rule that is a sum: one function per argument,
+        ``jvp_i(tangent_i, primal_out, *primals)``, giving that argument's part of the output's
+        tangent (None: the output does not depend on it).
+
+        Raises:
+            TypeError: With `nondiff_argnums` (as JAX), or not one function per argument.
+        """
+        what = f"custom_jvp {_name(self.fn)!r}"
+        if self.nondiff_argnums:
+            raise TypeError(f"{what}: defjvps cannot be used with nondiff_argnums; use defjvp")
+
+        def rule(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+            if len(jvps) != len(primals):
+                raise TypeError(f"{what}: defjvps got {len(jvps)} functions for {len(primals)} arguments")
+            ans = self(*primals)  # (the rule's own call: higher orders differentiate it with this rule)
+            total = None
+            for jvp_i, t in zip(jvps, tangents):
+                if jvp_i is not None:
+                    part = jvp_i(t, ans, *primals)
+                    total = part if total is None else tree_map(lambda a, b: a + b, total, part)
+            return ans, (tree_map(_zeros_like, ans) if total is None else total)
+
+        self.defjvp(rule)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = _name(self.fn)

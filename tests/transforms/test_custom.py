@@ -838,3 +838,27 @@ def test_custom_vjp(lib):
     expected = ea.grad(lambda a: ea.sum(ea.einsum("ij,jk->ik", scaled(a), Y3)))(X3)
     assert_close(lib_result(lib, gx), expected)
     assert_close(expected, 3.0 * np.broadcast_to(Y3.sum(axis=1), (3, 3)))
+
+
+def test_defjvps_sums_one_rule_per_argument_as_in_jax():
+    f = ea.custom_jvp(lambda x, y: ea.sin(x) * y)
+    # the second rule is deliberately not the true derivative (10x): the rule is what counts
+    f.defjvps(lambda tx, ans, x, y: ea.cos(x) * tx * y, lambda ty, ans, x, y: ea.sin(x) * ty * 10)
+    x, y = np.array([0.3, 1.0]), np.array([2.0, -1.0])
+    _, t = ea.jvp(f, (x, y), (np.ones(2), np.ones(2)))
+    assert_close(t, np.cos(x) * y + 10 * np.sin(x))
+    gx, gy = ea.grad(lambda a, b: ea.sum(f(a, b)), argnums=(0, 1))(x, y)
+    assert_close(gx, np.cos(x) * y) and assert_close(gy, 10 * np.sin(x))
+    # higher orders differentiate the rules: d/dx of cos(x) y is -sin(x) y
+    assert_close(ea.hessian(lambda a: ea.sum(f(a, y)))(x), np.diag(-np.sin(x) * y))
+    g = ea.custom_jvp(lambda x, y: x * y)
+    g.defjvps(None, lambda t, ans, x, y: t * x)  # None: no dependence on x, as JAX's
+    gx, gy = ea.grad(lambda a, b: ea.sum(g(a, b)), argnums=(0, 1))(x, y)
+    assert_close(gx, np.zeros(2)) and assert_close(gy, x)
+    h = ea.custom_jvp(lambda x, n: x * n, nondiff_argnums=(1,))
+    with pytest.raises(TypeError, match="nondiff_argnums"):
+        h.defjvps(lambda t, ans, x, n: t * n)
+    k = ea.custom_jvp(lambda x, y: x * y)
+    k.defjvps(lambda t, ans, x, y: t * y)
+    with pytest.raises(TypeError, match="1 functions for 2 arguments"):
+        ea.jvp(k, (x, y), (x, y))
