@@ -109,6 +109,15 @@ class Program(Graph):
     """The elementwise variables numpy computes in an ``llvm`` program, with the reason
     (complex numbers, integer arithmetic, an operation kernels lack)."""
 
+    def compile(self) -> Program:
+        """The program itself: it is compiled when lowered (so JAX's idiom
+        ``jit(f).lower(x).compile()(x)`` runs here too)."""
+        return self
+
+    def as_text(self) -> str:
+        """The optimized listing, ``str(program)`` (JAX's ``Lowered.as_text``)."""
+        return str(self)
+
     def __call__(self, *args: Any) -> Any:
         flat, td = tree_flatten(list(args))
         if self.in_tree is not None and td != self.in_tree:

@@ -299,6 +299,9 @@ def test_lower_gives_the_optimized_program_and_its_source():
     assert "def program(" in program.source and "cos" in str(program)
     assert_close(program(np.zeros(3)), np.ones(3))
     assert jf.cache_size() == 1
+    # JAX's idiom: lower(...).compile() is callable, and as_text() is the listing
+    assert_close(jf.lower(np.ones(3)).compile()(np.full(3, np.pi)), -np.ones(3))
+    assert program.as_text() == str(program)
 
 
 # -- the first call computes once ------------------------------------------------------------------
