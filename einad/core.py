@@ -1018,6 +1018,16 @@ class Tensor:
         return self.size * self.dtype.itemsize
 
     @property
+    def device(self) -> Any:
+        """The device of the array beneath, as the array API's ``x.device``: numpy's ``"cpu"``,
+        a torch or CuPy array's own device."""
+        x: Any = self
+        while type(x) is Tensor:
+            x = x._value
+        where = arrays.device(x)
+        return "cpu" if where is None else where
+
+    @property
     def dtype(self) -> np.dtype[Any]:
         """The dtype, described by numpy's dtype object whatever library holds the value."""
         x: Any = self._value

@@ -168,3 +168,13 @@ def test_cast_is_the_one_cast_of_a_gradient_to_its_leafs_dtype(lib):
     assert_close(to_numpy(g), -np.sin(z.real))
     _, t = ea.jvp(lambda v: v * 2.0, (lib.asarray(z.real.astype(np.float32)),), (x,))
     assert np_dtype(t.dtype) == np.float32
+
+
+def test_a_tensor_has_the_device_of_its_array_as_the_array_api_asks(lib):
+    x = lib.asarray(np.ones(2))
+    want = x.device if hasattr(x, "device") else "cpu"  # (dask's array has no device: numpy's, the CPU)
+    seen = []
+    assert ea.tensor(x).device == want
+    ea.grad(lambda v: seen.append(v.device) or ea.sum(v))(x)
+    ea.jit(lambda v: seen.append(v.device) or v * 2.0)(x)
+    assert seen == [want, want]
