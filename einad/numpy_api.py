@@ -212,10 +212,6 @@ def _hstack(tup: Sequence[ArrayLike]) -> Tensor:
     return ops.concatenate(items, axis=0 if len(shape_of(items[0])) == 1 else 1)
 
 
-def _clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, *, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    return ops.clip(a, a_min if a_min is not None else min, a_max if a_max is not None else max)
-
-
 def _sort(
     a: ArrayLike, axis: int | None = -1, kind: Any = None, order: Any = None, *, stable: Any = None
 ) -> Tensor:
@@ -324,7 +320,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.split: ops.split,
     np.flip: ops.flip,
     np.where: ops.where,
-    np.clip: _clip,
+    np.clip: ops.clip,
     np.sort: _sort,
     np.argsort: _argsort,
     np.argmax: indexing.argmax,

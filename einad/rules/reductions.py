@@ -343,12 +343,32 @@ def softmax(x: ArrayLike, axis: int = -1) -> Tensor:
     return wrap(e / sum_raw(e, axes, keepdims=True))
 
 
-def clip(x: ArrayLike, a_min: ArrayLike | None, a_max: ArrayLike | None) -> Tensor:
+def clip(
+    x: ArrayLike,
+    a_min: ArrayLike | None = None,
+    a_max: ArrayLike | None = None,
+    *,
+    min: ArrayLike | None = None,  # noqa: A002 (numpy's, the array API's and PyTorch's names)
+    max: ArrayLike | None = None,  # noqa: A002
+) -> Tensor:
     """Limit values to [a_min, a_max]; the gradient passes where a_min <= x <= a_max (so not
     at a nan, which stays nan: JAX's and PyTorch's slope there is 0 too).
 
-    As numpy: ``minimum(maximum(x, a_min), a_max)``, so a_max wins where a_min > a_max.
+    As numpy: ``minimum(maximum(x, a_min), a_max)``, so a_max wins where a_min > a_max. The
+    bounds may be given as ``min=`` and ``max=`` instead (numpy 2.1's and the array API's
+    keywords), either may be None.
+
+    Raises:
+        TypeError: If a bound is given both ways.
     """
+    if min is not None:
+        if a_min is not None:
+            raise TypeError("clip: give the lower bound as a_min or as min=, not both")
+        a_min = min
+    if max is not None:
+        if a_max is not None:
+            raise TypeError("clip: give the upper bound as a_max or as max=, not both")
+        a_max = max
     x = to_array_operand(x)
     a_min = None if a_min is None else to_operand(a_min)
     a_max = None if a_max is None else to_operand(a_max)

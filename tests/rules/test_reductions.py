@@ -752,3 +752,13 @@ def test_any_steers_a_traced_choice_and_passes_no_derivative():
     np.testing.assert_array_equal(g(np.array([[1.0, -1.0], [2.0, 2.0]])), [[1.0, 3.0], [1.0, 3.0]])
     value, tangent = ea.jvp(ea.any, (np.array([0.0, 2.0]),), (np.ones(2),))
     assert value == True and not np.any(tangent)  # noqa: E712 (a numpy bool)
+
+
+def test_clip_takes_numpys_min_and_max_keywords():
+    x = np.array([-2.0, 0.5, 3.0])
+    np.testing.assert_array_equal(ea.clip(x, min=0.0), np.clip(x, 0.0, None))
+    np.testing.assert_array_equal(ea.clip(x, max=1.0), np.clip(x, None, 1.0))
+    np.testing.assert_array_equal(np.clip(ea.tensor(x), min=0.0, max=1.0).numpy(), np.clip(x, 0.0, 1.0))
+    np.testing.assert_array_equal(ea.grad(lambda v: ea.sum(ea.clip(v, min=0.0, max=1.0)))(x), [0.0, 1.0, 0.0])
+    with pytest.raises(TypeError, match="not both"):
+        ea.clip(x, 0.0, min=1.0)
