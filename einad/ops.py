@@ -501,7 +501,10 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     @property
     def at(self) -> IndexUpdate:
-        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors."""
+        """Functional updates, as JAX's: ``x.at[idx].set(v)``, ``x.at[idx].add(v)`` return new tensors.
+
+        The index may be computed inside `einad.jit` or mapped by `vmap` (a scatter then).
+        """
         return IndexUpdate(self)
 
     def astype(self, dtype: DTypeLike) -> Tensor:

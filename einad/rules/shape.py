@@ -249,24 +249,40 @@ _linear(astype_p, _astype_back, lambda t, p: astype(t, p["dtype"]), aliasing="fr
 # -- indexing -------------------------------------------------------------------------------
 
 
+def traced_index(i: Any) -> bool:
+    """Whether an index item is known only per call or per example: a value staged by
+    `einad.jit` (or `make_graph`), or mapped by `vmap`. Integer ones are operands of a gather
+    or a scatter (`_gather_template`); every other index is a static parameter."""
+    return type(i) is Tensor and (mapped(i) or type(strip(i)) is Staged)
+
+
+def _refuse_traced(i: Any) -> Exception:
+    """The error for a traced index item that cannot be an operand: a boolean mask (the
+    result's shape would depend on its values), or an array of another dtype (numpy's IndexError)."""
+    dt = dtype_of(i)
+    if dt.kind != "b":
+        return IndexError(f"arrays used as indices must be of integer or boolean type, not {dt}")
+    if mapped(i):
+        return IndexError(
+            f"an index mapped by vmap must be an integer array, not {dt} "
+            "(a boolean mask would give each example its own shape)"
+        )
+    return TracerError(
+        "indexing with a boolean mask computed inside einad.jit (or make_graph): the result's "
+        "shape would depend on the mask's values, which are not known when the program is built. "
+        "Select with ea.where(mask, x, 0) (a result of x's shape), or compute the mask outside "
+        "the jitted function (static_argnums)"
+    )
+
+
 def _clean_index(index: Any) -> Any:
     """Make an index free of Tensors; integer arrays stay arrays (a static parameter)."""
     if isinstance(index, tuple):
         return tuple(_clean_index(i) for i in index)
     if type(index) is Tensor:
-        if mapped(index):
-            raise TracerError(
-                "x.at[i] with an index mapped by vmap: each example has its own index, and an "
-                "update's index is a static parameter of the operation. Read with x[i]; update "
-                "with ea.where over a comparison with the index"
-            )
+        if traced_index(index):  # (an integer one is a gather's operand: `_gather_template`)
+            raise _refuse_traced(index)
         index = strip(index)
-        if type(index) is Staged:
-            raise TracerError(
-                "indexing with an array computed inside einad.jit: the index is a static "
-                "parameter of the program. Pass it as a static argument (static_argnums) or "
-                "compute it outside the jitted function"
-            )
     if arrays.is_array(index) and not isinstance(index, np.ndarray):
         index = arrays.to_numpy(index)  # another library's array: static data, as a list is (dask: computed)
     if isinstance(index, list):
@@ -490,11 +506,11 @@ _linear(
 )
 
 
-# -- indexing with index arrays mapped by vmap: the arrays are operands ----------------------------
+# -- indexing with traced index arrays (computed inside jit, mapped by vmap): the arrays are operands --
 
 
 class _Slot:
-    """Where a mapped index array stands in a gather's index (the gather's operands hold them)."""
+    """Where a traced index array stands in a gather's index (the gather's operands hold them)."""
 
     __slots__ = ()
 
@@ -510,17 +526,21 @@ def _filled(index: tuple[Any, ...], arrays_: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(_clean_index(next(it)) if i is _SLOT else i for i in index)
 
 
+# A traced index is only known when the program runs (or per example), so numpy's bounds check
+# happens then: an index out of range raises numpy's IndexError at the call that gives it (JAX
+# clamps a gather's index and drops a scatter's update instead). Negative indices count from the
+# end, as in numpy and JAX.
 gather_p = Primitive("gather", lambda x, *idx, index: _getitem_impl(x, _filled(index, idx)))
 gather_scatter_p = Primitive(
     "gather_scatter_add", lambda g, *idx, index, shape: _scatter_impl(g, _filled(index, idx), shape)
 )
 
 
-def _gather_raw(x: Value, idx: Sequence[Value], index: tuple[Any, ...]) -> Value:
+def gather_raw(x: Value, idx: Sequence[Value], index: tuple[Any, ...]) -> Value:
     return bind(gather_p, (x, *idx), {"index": index})
 
 
-def _gather_scatter_raw(g: Value, idx: Sequence[Value], index: tuple[Any, ...], shape: Shape) -> Value:
+def gather_scatter_raw(g: Value, idx: Sequence[Value], index: tuple[Any, ...], shape: Shape) -> Value:
     return bind(gather_scatter_p, (g, *idx), {"index": index, "shape": tuple(shape)})
 
 
@@ -533,10 +553,10 @@ def indices_read(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
 declare(  # one call per example under vmap, where each example's indices are plain arrays
     gather_p,
     vjp=lambda g, ans, vals, p, needed: [
-        _gather_scatter_raw(g, vals[1:], p["index"], shape_of(vals[0])),
+        gather_scatter_raw(g, vals[1:], p["index"], shape_of(vals[0])),
         *[None] * (len(vals) - 1),
     ],
-    jvp=lambda ts, ans, vals, p: None if ts[0] is None else _gather_raw(ts[0], vals[1:], p["index"]),
+    jvp=lambda ts, ans, vals, p: None if ts[0] is None else gather_raw(ts[0], vals[1:], p["index"]),
     keep=indices_read,
     batch=LOOP,
     aliasing="fresh",
@@ -544,9 +564,9 @@ declare(  # one call per example under vmap, where each example's indices are pl
 )
 declare(
     gather_scatter_p,
-    vjp=lambda g, ans, vals, p, needed: [_gather_raw(g, vals[1:], p["index"]), *[None] * (len(vals) - 1)],
+    vjp=lambda g, ans, vals, p, needed: [gather_raw(g, vals[1:], p["index"]), *[None] * (len(vals) - 1)],
     jvp=lambda ts, ans, vals, p: (
-        None if ts[0] is None else _gather_scatter_raw(ts[0], vals[1:], p["index"], p["shape"])
+        None if ts[0] is None else gather_scatter_raw(ts[0], vals[1:], p["index"], p["shape"])
     ),
     keep=indices_read,
     batch=LOOP,
@@ -555,23 +575,54 @@ declare(
 )
 
 
-def _mapped_gather(x: Value, index: Any) -> Tensor | None:
-    """``x[index]`` where index arrays are mapped by vmap (each example has its own: they
-    become operands of a gather), or None when none is."""
+def last_writes(shape: Shape, index: Any) -> Array:
+    """Over the elements ``x[index]`` names: True where no later element of the index names the
+    same place (the write that stays, in numpy's ``x[index] = v``)."""
+    places: Array = np.arange(math.prod(shape)).reshape(shape)[index]
+    flat = places.ravel()
+    _, first_from_end = np.unique(flat[::-1], return_index=True)
+    last = np.zeros(flat.size, dtype=bool)
+    last[flat.size - 1 - first_from_end] = True
+    return last.reshape(places.shape)
+
+
+def _last_writes_impl(*idx: Any, index: tuple[Any, ...], shape: Shape) -> Any:
+    out = last_writes(shape, _filled(index, idx))
+    return lib_array(idx[0], out) if arrays.is_array(idx[0]) else out
+
+
+last_writes_p = declare(  # the `last_writes` of an index with traced arrays: the arrays are operands
+    Primitive("last_writes", _last_writes_impl), zero_derivative=True, batch=LOOP, aliasing="fresh"
+)
+
+
+def _refuse_traced_slices(items: Sequence[Any]) -> None:
+    for i in items:
+        if isinstance(i, slice) and any(traced_index(b) for b in (i.start, i.stop, i.step)):
+            raise TracerError(
+                "x[i:j] with a bound computed inside einad.jit (or mapped by vmap): a slice's "
+                "length must be known when the program is built, and here it depends on the "
+                "bound's value. Mark the argument static (static_argnums), or gather a window of "
+                "fixed length with x[i + np.arange(n)]"
+            )
+
+
+def _gather_template(shape: Shape, index: Any) -> tuple[tuple[Any, ...], list[Value], Shape] | None:
+    """For an index with traced integer items (see `traced_index`): the index with each of them
+    replaced by a slot, those items (the operands), and the shape ``x[index]`` has; None when no
+    item is traced. The index's structure is checked here, at the user's call (numpy's
+    IndexError); its values only when the program runs."""
     items = index if isinstance(index, tuple) else (index,)
-    if not any(type(i) is Tensor and mapped(i) for i in items):
+    _refuse_traced_slices(items)
+    idx: list[Value] = [i for i in items if traced_index(i)]
+    if not idx:
         return None
-    idx = [i for i in items if type(i) is Tensor and mapped(i)]
     for i in idx:
         if dtype_of(i).kind not in "iu":
-            raise IndexError(
-                f"an index mapped by vmap must be an integer array, not {dtype_of(i)} "
-                "(a boolean mask would give each example its own shape)"
-            )
-    template = tuple(_SLOT if any(i is t for t in idx) else _clean_index(i) for i in items)
+            raise _refuse_traced(i)
+    template = tuple(_SLOT if traced_index(i) else _clean_index(i) for i in items)
     example: Any = _filled(template, [np.zeros(shape_of(i), np.intp) for i in idx])
-    _ghost(shape_of(x))[example]  # numpy's IndexError for the index's structure, at the user's call
-    return wrap(_gather_raw(x, idx, template))
+    return template, idx, _ghost(shape)[example].shape
 
 
 def getitem(x: ArrayLike, index: Any) -> Tensor:
@@ -580,12 +631,18 @@ def getitem(x: ArrayLike, index: Any) -> Tensor:
     The same on every array library: integer and boolean index arrays may be lists, numpy
     arrays or arrays of `x`'s library (static data: a dask index array is computed); the
     result and its gradient are arrays of `x`'s library (lazy on dask). Under `vmap`, an
-    integer index array may be mapped (``vmap(lambda i: x[i])``): one gather per example.
+    integer index array may be mapped (``vmap(lambda i: x[i])``: one gather per example), or
+    computed inside `einad.jit` (an integer or an integer array that is an argument of the
+    jitted function or computed from one): a gather, an operation of the program, so each call
+    reads the elements its own index names. Such an index is checked when the program runs
+    (an index out of range is an IndexError then). A boolean mask or a slice bound computed
+    inside `einad.jit` is a TracerError: the result's shape would depend on its value.
     """
     x = to_array_operand(x)
-    gathered = _mapped_gather(x, index)
-    if gathered is not None:
-        return gathered
+    traced = _gather_template(shape_of(x), index)
+    if traced is not None:
+        template, idx, _ = traced
+        return wrap(gather_raw(x, idx, template))
     index = _clean_index(index)
     _ghost(shape_of(x))[index]  # let numpy raise its IndexError here, at the user's call
     return wrap(getitem_raw(x, index))

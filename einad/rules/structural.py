@@ -9,14 +9,13 @@ broadcast back is an einsum (`einsum.sum_to_shape`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import arrays
-from ..aliases import Array, Shape
+from ..aliases import Shape
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
 from ..util import (
     dtype_of,
@@ -32,13 +31,17 @@ from .einsum import _letters, spread, sum_to_shape
 from .shape import (
     _astype_impl,
     _clean_index,
+    _gather_template,
     _ghost,
     _has_int_array,
     _shape_only,
     astype,
     expand_dims,
+    gather_scatter_raw,
     getitem,
     getitem_raw,
+    last_writes,
+    last_writes_p,
     reshape,
     reshape_raw,
     scatter_raw,
@@ -326,11 +329,19 @@ class IndexedUpdate:
         self._x = x
         self._index = index
 
-    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value]:
+    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value, list[Value] | None]:
+        """`x`, the index (a template with slots where its traced arrays go, see
+        `shape.traced_index`), x's shape, `v` broadcast to the indexed places, and the traced
+        index arrays (None when there are none)."""
         x = to_array_operand(self._x)
-        index = _clean_index(self._index)
         shape = shape_of(x)
-        target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
+        traced = _gather_template(shape, self._index)
+        idx: list[Value] | None = None
+        if traced is not None:
+            index, idx, target = traced
+        else:
+            index = _clean_index(self._index)
+            target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
         value = to_operand(v)
         if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
@@ -343,7 +354,7 @@ class IndexedUpdate:
             value = lib_array(x, np.asarray(value, dtype_of(x)))
         else:
             value = astype(value, dtype_of(x))
-        return x, index, shape, broadcast_raw(value, target)
+        return x, index, shape, broadcast_raw(value, target), idx
 
     def get(self) -> Tensor:
         """``x[index]``."""
@@ -352,30 +363,37 @@ class IndexedUpdate:
     def add(self, v: ArrayLike) -> Tensor:
         """A copy of `x` with `v` added at `index` (repeated indices add repeatedly).
 
-        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent).
+        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent). The
+        index may be computed inside `einad.jit` or mapped by `vmap` (see `getitem`): a
+        scatter-add of the program, whose index is checked when it runs.
         """
-        x, index, shape, v = self._prepare(v)
+        x, index, shape, v, idx = self._prepare(v)
+        if idx is not None:
+            return wrap(x + gather_scatter_raw(v, idx, index, shape))
         return wrap(x + scatter_raw(v, index, shape))
 
     def set(self, v: ArrayLike) -> Tensor:
         """A copy of `x` with `v` written at `index` (where an index repeats, the last write wins,
-        as numpy's assignment).
+        as numpy's assignment, also for an index computed inside `einad.jit` or mapped by `vmap`).
 
-        Differentiable in `x` (zero at the written places) and in `v`.
+        Differentiable in `x` (zero at the written places) and in `v` (the cotangent at each
+        place goes to the write that stays there).
         """
-        x, index, shape, v = self._prepare(v)
+        x, index, shape, v, idx = self._prepare(v)
+        if idx is not None:
+            return wrap(_traced_set(x, index, shape, v, idx))
         keep = np.ones(shape, dtype=bool)
         keep[index] = False
         if _has_int_array(index):
-            v = where_raw(lib_array(x, _last_writes(shape, index)), v, zeros_scalar(v))
+            v = where_raw(lib_array(x, last_writes(shape, index)), v, zeros_scalar(v))
         return wrap(where_raw(lib_array(x, keep), x, zeros_scalar(x)) + scatter_raw(v, index, shape))
 
 
-def _last_writes(shape: Shape, index: Any) -> Array:
-    """Over the indexed elements: True where no later element of the index writes the same place."""
-    places: Array = np.arange(math.prod(shape)).reshape(shape)[index]
-    flat = places.ravel()
-    _, first_from_end = np.unique(flat[::-1], return_index=True)
-    last = np.zeros(flat.size, dtype=bool)
-    last[flat.size - 1 - first_from_end] = True
-    return last.reshape(places.shape)
+def _traced_set(x: Value, index: tuple[Any, ...], shape: Shape, v: Value, idx: list[Value]) -> Value:
+    """``x.at[index].set(v)`` for an index with traced arrays `idx`: the places written are those
+    a scatter of ones reaches, and only the last write of a repeated place scatters its value."""
+    if any(shape_of(i) for i in idx) or _has_int_array(index):  # (integers alone cannot repeat)
+        v = where_raw(bind(last_writes_p, idx, {"index": index, "shape": shape}), v, zeros_scalar(v))
+    ones = lib_array(x, np.ones(shape_of(v), dtype=np.int64))
+    written = astype(gather_scatter_raw(ones, idx, index, shape), np.bool_)
+    return where_raw(written, zeros_scalar(x), x) + gather_scatter_raw(v, idx, index, shape)

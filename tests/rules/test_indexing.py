@@ -1,7 +1,8 @@
 """einad.rules.indexing: take, take_along_axis, sort, argsort, argmax, argmin, pad, roll, tile,
 repeat: values against numpy, gradients (gathers and scatters) against central differences and
 gradcheck to second order, integer results without a derivative, computed indices under ea.jit;
-and on every array library (`lib`): results of the input's library, dask lazy, torch gradients
+x[i] and x.at[i] with i computed inside ea.jit or mapped by ea.vmap (gathers and scatters)
+against JAX; and on every array library (`lib`): results of the input's library, dask lazy, torch gradients
 equal to torch.autograd's."""
 
 import numpy as np
@@ -16,6 +17,7 @@ from tests.support.checks import (
     family,
     lib_value,
 )
+from tests.support.jax_reference import jax_reference
 from tests.support.jitting import compiled
 from tests.support.numerics import assert_close, peak_bytes
 from tests.support.op_table import normal, one
@@ -540,3 +542,137 @@ def test_torch_autograd_sort_take_along_where():
     g = ea.grad(einad_loss)(torch.from_numpy(x32.copy()))
     assert isinstance(g, torch.Tensor) and g.dtype == torch.float32
     assert_close(g.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# -- indices computed inside ea.jit or mapped by ea.vmap: gathers and scatters, against JAX ------------
+
+CUBE = RNG.standard_normal((4, 5, 6))
+# name: (f(x, *indices), the indices); indexing reads the same in einad, numpy and JAX
+TRACED_INDICES = {
+    "int": (lambda x, i: x[i], (2,)),
+    "negative_int": (lambda x, i: x[i], (-1,)),
+    "array": (lambda x, i: x[i], (np.array([1, 3, -1, 1]),)),
+    "array_2d": (lambda x, i: x[i], (np.array([[0, 1], [3, 3]]),)),
+    "slice_none_array": (lambda x, j: x[:, None, j], (np.array([4, 0, -2]),)),
+    "arrays_broadcast": (lambda x, i, k: x[i, 1:, k], (np.array([[0], [3]]), np.array([5, -1, 0]))),
+    "ellipsis": (lambda x, k: x[..., k], (np.array([[2, -2]]),)),
+    "int_and_array": (lambda x, i, j: x[i, j], (1, np.array([0, 4, 4]))),
+    "with_a_constant_array": (lambda x, i: x[i, :, np.array([1, 2])], (np.array([0, -1]),)),
+}
+AT_X = RNG.standard_normal((4, 5))
+AT_V = RNG.standard_normal((3, 5))
+# name: (f(x, i, v), i, v); `i` unique where the update is `set` (JAX leaves repeated writes unspecified)
+TRACED_UPDATES = {
+    "set": (lambda x, i, v: x.at[i].set(v), np.array([2, 0, -1]), AT_V),
+    "add_repeated": (lambda x, i, v: x.at[i].add(v), np.array([1, 3, 1]), AT_V),
+    "set_one_place": (lambda x, i, v: x.at[i, 3].set(v), np.array(2), AT_V[0, 0]),
+    "add_columns": (lambda x, i, v: x.at[:, i].add(v), np.array([4, 4, 0]), AT_V[:, :4].T),
+}
+MAPPED_I = np.array([[0, 0, 2], [3, 1, 3]])  # one index per example, repeated within each
+MAPPED_V = RNG.standard_normal((2, 3, 5))
+
+
+def cube(y):
+    return (y**3).sum()
+
+
+def jax_indexing(jax):
+    """The reference (run by `jax_reference` in a subprocess): JAX's gradients of each case's
+    ``sum(f**3)`` in x (and in v for the updates), per example for the mapped update, and one
+    Hessian."""
+    jnp = jax.numpy
+    out = []
+    for f, idx in TRACED_INDICES.values():
+        out.append(jax.jit(jax.grad(lambda x, *i, f=f: cube(f(x, *i))))(jnp.asarray(CUBE), *idx))
+    for f, i, v in TRACED_UPDATES.values():
+        loss = jax.jit(jax.grad(lambda x, i, v, f=f: cube(f(x, i, v)), argnums=(0, 2)))
+        out += [f(jnp.asarray(AT_X), i, jnp.asarray(v)), *loss(jnp.asarray(AT_X), i, jnp.asarray(v))]
+    per_example = jax.vmap(jax.grad(lambda x, i, v: cube(x.at[i].add(v)), argnums=(0, 2)), (None, 0, 0))
+    out += list(per_example(jnp.asarray(AT_X), MAPPED_I, MAPPED_V))
+    out.append(jax.hessian(lambda x, i: cube(x[i]))(jnp.asarray(CUBE[0, 0]), np.array([1, -1, 1])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def jax_indexed():
+    return jax_reference("tests.rules.test_indexing", "jax_indexing")
+
+
+def test_indices_computed_inside_jit_are_gathers_against_jax(jax_indexed):
+    """x[i] with i an argument of the jitted function (an int, arrays of 1 and 2 dimensions,
+    among slices, None, ... and a constant array, several broadcasting, negative): a `gather`
+    equation, whose value is numpy's and whose gradient is JAX's in every order of jit and grad.
+    Was a TracerError (the index was a static parameter of the program)."""
+    grads = iter(jax_indexed)
+    for name, (f, idx) in TRACED_INDICES.items():
+        want = f(CUBE, *idx)
+        assert_close(compiled(ea.jit(f))(CUBE, *idx), want)
+        graph = ea.make_graph(f)(CUBE, *idx)
+        assert [e.op for e in graph.equations] == ["gather"], (name, str(graph))
+        loss = lambda x, *i, f=f: cube(f(x, *i))
+        grad = next(grads)
+        assert_close(compiled(ea.jit(ea.grad(loss)))(CUBE, *idx), grad)
+        assert_close(ea.grad(ea.jit(loss))(CUBE, *idx), grad)
+        # linear in x: the tangent is the gather of the tangent
+        jitted = ea.jit(f)
+        _, tangent = ea.jvp(lambda x, jitted=jitted, idx=idx: jitted(x, *idx), (CUBE,), (CUBE**2,))
+        assert_close(tangent, f(CUBE**2, *idx))
+
+
+def test_updates_at_indices_computed_inside_jit_are_scatters_against_jax(jax_indexed):
+    """x.at[i].set(v) / .add(v) with i an argument of the jitted function: scatters, with JAX's
+    values and gradients in x and v (a repeated index adds twice). Were TracerErrors."""
+    ref = iter(jax_indexed[len(TRACED_INDICES) :])
+    for f, i, v in TRACED_UPDATES.values():
+        want, gx, gv = next(ref), next(ref), next(ref)
+        assert_close(compiled(ea.jit(f))(AT_X, i, v), want)
+        loss = lambda x, i, v, f=f: cube(f(x, i, v))
+        for grads in (ea.jit(ea.grad(loss, argnums=(0, 2))), ea.grad(ea.jit(loss), argnums=(0, 2))):
+            got_x, got_v = grads(AT_X, i, v)
+            assert_close(got_x, gx)
+            assert_close(got_v, gv)
+    # mapped by vmap: each example its own indices, repeated ones added twice, in one scatter
+    per_example = ea.vmap(ea.grad(lambda x, i, v: cube(x.at[i].add(v)), argnums=(0, 2)), (None, 0, 0))
+    for got, want in zip(per_example(AT_X, MAPPED_I, MAPPED_V), (next(ref), next(ref))):
+        assert_close(got, want)
+    eager = per_example(AT_X, MAPPED_I, MAPPED_V)
+    for got, want in zip(ea.jit(per_example)(AT_X, MAPPED_I, MAPPED_V), eager):
+        assert_close(got, want)
+    hessian = next(ref)
+    f = lambda x, i: cube(x[i])
+    for h in (ea.hessian(ea.jit(f)), ea.jit(ea.hessian(f))):
+        assert_close(h(CUBE[0, 0], np.array([1, -1, 1])), hessian)
+
+
+def test_set_at_a_repeated_traced_index_keeps_the_last_write():
+    """As numpy's assignment (and einad's set at a constant index): the last value written to a
+    place stays, and only it receives that place's cotangent."""
+    i, v = np.array([1, 3, 1]), AT_V
+    want = AT_X.copy()
+    want[i] = v
+    f = lambda x, i, v: x.at[i].set(v)
+    assert_close(compiled(ea.jit(f))(AT_X, i, v), want)
+    stacked = ea.vmap(f)(np.stack([AT_X, AT_X]), np.stack([i, i]), np.stack([v, v]))
+    assert_close(stacked, np.stack([want, want]))
+    gx, gv = ea.jit(ea.grad(lambda x, i, v: cube(f(x, i, v)), argnums=(0, 2)))(AT_X, i, v)
+    written = np.isin(np.arange(4), i)[:, None]
+    assert_close(gx, np.where(written, 0.0, 3 * AT_X**2))
+    assert_close(gv, np.stack([np.zeros(5), 3 * v[1] ** 2, 3 * v[2] ** 2]))
+
+
+def test_a_jitted_gather_replays_each_calls_index():
+    """The index is an input of the program, not a constant: a second call with another index
+    reads its own elements, from the same program; an index out of range is numpy's IndexError
+    when the program runs with it (JAX would clamp it)."""
+    f = ea.jit(lambda x, i: x[i] * 2.0)
+    x = np.arange(5.0)
+    assert_close(f(x, np.array([1, 3])), [2.0, 6.0])
+    assert_close(f(x, np.array([4, -5])), [8.0, 0.0])
+    g = ea.jit(lambda x, i: x.at[i].add(1.0))
+    assert_close(g(x, 0), [1.0, 1.0, 2.0, 3.0, 4.0])
+    assert_close(g(x, 4), [0.0, 1.0, 2.0, 3.0, 5.0])
+    assert f.cache_size() == g.cache_size() == 1
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        f(x, np.array([5, 0]))
+    with pytest.raises(IndexError, match="out of bounds"):
+        g(x, -6)

@@ -637,18 +637,26 @@ EDGE_INDICES = [
 
 
 def test_indices_given_as_tensors_and_the_indices_refused():
-    """A constant Tensor indexes as its array does; an index computed inside ea.jit is refused with
-    the way out; an array of floats is numpy's IndexError."""
+    """A constant Tensor indexes as its array does; an integer index computed inside ea.jit is a
+    gather (tests/transforms/test_jit.py), a boolean mask or a slice bound computed there is
+    refused with the way out; an array of floats is numpy's IndexError."""
     x = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(np.asarray(ea.tensor(x)[ea.tensor(np.array([2, 0]))]), x[[2, 0]])
     g = ea.grad(lambda v: ea.sum(v[ea.tensor(np.array([2, 0, 2]))]))(x)
     np.testing.assert_array_equal(g, np.array([[1.0] * 4, [0.0] * 4, [2.0] * 4]))
+    np.testing.assert_array_equal(ea.jit(lambda v: v[ea.argmax(v, axis=0)])(x), x[np.argmax(x, axis=0)])
     message = (
-        "indexing with an array computed inside einad.jit: the index is a static parameter of the "
-        "program. Pass it as a static argument (static_argnums) or compute it outside the jitted function"
+        "indexing with a boolean mask computed inside einad.jit (or make_graph): the result's shape "
+        "would depend on the mask's values, which are not known when the program is built. Select "
+        "with ea.where(mask, x, 0) (a result of x's shape), or compute the mask outside the jitted "
+        "function (static_argnums)"
     )
     with pytest.raises(ea.TracerError, match=f"^{re.escape(message)}$"):
-        ea.jit(lambda v: v[ea.argmax(v, axis=0)])(x)
+        ea.jit(lambda v: v[v > 2.0])(x)
+    with pytest.raises(ea.TracerError, match=f"^{re.escape(message)}$"):
+        ea.jit(lambda v: v.at[v > 2.0].set(0.0))(x)
+    with pytest.raises(ea.TracerError, match=r"a slice's length must be known .* x\[i \+ np.arange\(n\)\]"):
+        ea.jit(lambda v, i: v[i : i + 2])(x, 1)
     refusal = "^arrays used as indices must be of integer or boolean type, not float64$"
     with pytest.raises(IndexError, match=refusal):
         ea.tensor(x)[np.array([0.0, 1.0])]
