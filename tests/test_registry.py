@@ -99,11 +99,7 @@ def test_the_passes_properties_are_declared_with_the_elementwise_table():
 
 def test_the_declared_loops_are_the_ones_vmap_runs_per_example():
     looped = sorted(p.name for p, rule in core.batch_rules.items() if rule is core.LOOP)
-    assert looped == [
-        "einsum_vg", "einsum_vjp", "gather", "gather_scatter_add", "last_writes", "place", "unpack",
-    ]  # fmt: skip
-    # (gather: x[i] with i mapped by vmap, each example with its own indices; last_writes: the
-    # writes of x.at[i].set(v) that stay)
+    assert looped == ["einsum_vg", "einsum_vjp", "place", "unpack"]
     # vmap of a jitted sliced network's gradient (one einsum_vjp node and its unpacks) loops per
     # example
     f = ea.jit(lambda a, b, c: ea.sum(ea.einsum("ij,jk,kl->il", a, b, c, memory_limit=3) ** 2))

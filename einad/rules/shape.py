@@ -17,7 +17,6 @@ import numpy as np
 from .. import arrays
 from ..aliases import Array, Axis, DTypeLike, Shape
 from ..core import (
-    LOOP,
     Aliasing,
     ArrayLike,
     BatchRule,
@@ -479,10 +478,16 @@ def _moves_axes(index: Any) -> bool:
 
 def _batch_index(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
     """getitem and its scatter under vmap: a full slice first (separated advanced indices would
-    move axes: those calls loop, to stay exact)."""
+    move axes: those become one gather or scatter of the whole batch, see `_open_mesh`)."""
     index = params["index"]
     if _moves_axes(index):
-        return NotImplemented
+        shape = tuple(params["shape"]) if "shape" in params else shape_of(vals[0])[1:]
+        mesh = _open_mesh(index, shape, [], size, True)
+        if mesh is None:
+            return NotImplemented
+        if "shape" in params:
+            return gather_scatter_raw(vals[0], [], mesh[0], (size, *shape))
+        return gather_raw(vals[0], [], mesh[0])
     index = index if isinstance(index, tuple) else (index,)
     new = dict(params, index=(slice(None),) + index)
     if "shape" in params:
@@ -550,7 +555,105 @@ def indices_read(needed: list[bool]) -> tuple[tuple[bool, ...], bool]:
     return (False,) + (True,) * (len(needed) - 1), False
 
 
-declare(  # one call per example under vmap, where each example's indices are plain arrays
+def _probe_block(index: tuple[Any, ...], shape: Shape, slots: Sequence[Shape], k: int) -> int:
+    """Where numpy puts the `k` dimensions of an index's arrays in ``x[index]`` (x of `shape`;
+    the slots' arrays of shapes `slots`): in place of the first array when the arrays and
+    integers stand together, else first. Read from numpy itself, by giving the arrays a leading
+    axis of two lengths and seeing which axis of the result changes."""
+
+    def result(m: int) -> Shape:
+        it = iter(slots)
+        probe = []
+        for i in index:
+            s = next(it) if i is _SLOT else getattr(i, "shape", None)  # (None: a slice, None, ...)
+            probe.append(i if s is None else np.zeros((m, *(1,) * (k - len(s)), *s), np.intp))
+        out: Shape = _ghost(shape)[tuple(probe)].shape
+        return out
+
+    return next(r for r, (a, b) in enumerate(zip(result(2), result(3))) if a != b)
+
+
+def _open_mesh(
+    index: Any, shape: Shape, slots: Sequence[tuple[Any, bool]], size: int, batch_axis: bool
+) -> tuple[tuple[Any, ...], list[Any]] | None:
+    """An index for a whole batch, each example indexed as `index` indexes one (of `shape`):
+    every item an integer array (a slice becomes its positions), shaped so that numpy's
+    broadcasting lays the result out as ``(size,) + x[index].shape``, an example's result at its
+    place in the batch. `slots`: the values of the index's traced arrays, with whether each
+    is batched (its leading axis); `batch_axis`: the array indexed has a batch axis first.
+    Returns the index (slots where the traced arrays go) and those arrays reshaped; None for
+    an index with a boolean item (the caller loops)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (bool, np.bool_)) or getattr(i, "dtype", None) == np.bool_ for i in items):
+        return None
+    per = [shape_of(v)[1:] if b else shape_of(v) for v, b in slots]
+    out = _ghost(shape)[_filled(items, [np.zeros(s, np.intp) for s in per])].shape
+    arrays_ = [i.shape for i in items if isinstance(i, np.ndarray)] + per
+    k = len(np.broadcast_shapes(*arrays_)) if arrays_ else 0
+    p = _probe_block(items, shape, per, k) if arrays_ else 0
+    n = len(out)
+    free = iter(r for r in range(n) if not p <= r < p + k)  # the result's axes of slices and Nones
+    named = sum(i is not None and i is not Ellipsis for i in items)
+    rest = [slice(None)] * (len(shape) - named)
+    expanded = [j for i in items for j in (rest if i is Ellipsis else [i])]
+    if not any(i is Ellipsis for i in items):
+        expanded += rest
+
+    def placed(s: Shape, first: int) -> Shape:  # an array's shape in the block of the arrays' axes
+        return (first,) + (1,) * (p + k - len(s)) + tuple(s) + (1,) * (n - p - k)
+
+    mesh: list[Any] = [np.arange(size).reshape((size,) + (1,) * n)] if batch_axis else []
+    ops: list[Any] = []
+    it = iter(slots)
+    axis = 0
+    for i in expanded:
+        if i is None:
+            next(free)
+            continue
+        if isinstance(i, slice):
+            r = next(free)
+            at = np.arange(shape[axis])[i]
+            mesh.append(at.reshape((1,) * (1 + r) + (at.size,) + (1,) * (n - r - 1)))
+        elif i is _SLOT:
+            v, b = next(it)
+            ops.append(reshape_raw(v, placed(shape_of(v)[1:] if b else shape_of(v), size if b else 1)))
+            mesh.append(_SLOT)
+        elif isinstance(i, np.ndarray):
+            mesh.append(i.reshape(placed(i.shape, 1)))
+        else:  # an integer: numpy broadcasts it as a 0-d array among arrays
+            mesh.append(i)
+        axis += 1
+    return tuple(mesh), ops
+
+
+def _every_example(v: Any, size: int) -> Any:
+    """An unbatched value given a batch axis: each example's copy of it (a gather by zeros, whose
+    transpose sums the examples' cotangents back)."""
+    return getitem_raw(reshape_raw(v, (1, *shape_of(v))), np.zeros(size, np.intp))
+
+
+def _batch_gather(prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int) -> Any:
+    """A gather of a batch: one gather, by the index `_open_mesh` makes for the whole batch."""
+    shape = shape_of(vals[0])[1:] if batched[0] else shape_of(vals[0])
+    mesh = _open_mesh(params["index"], shape, list(zip(vals[1:], batched[1:])), size, batched[0])
+    if mesh is None:
+        return NotImplemented
+    return bind(prim, (vals[0], *mesh[1]), {"index": mesh[0]})
+
+
+def _batch_gather_scatter(
+    prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int
+) -> Any:
+    """The transpose of a batched gather: one scatter into the whole batch."""
+    shape = tuple(params["shape"])
+    mesh = _open_mesh(params["index"], shape, list(zip(vals[1:], batched[1:])), size, True)
+    if mesh is None:
+        return NotImplemented
+    g = vals[0] if batched[0] else _every_example(vals[0], size)
+    return bind(prim, (g, *mesh[1]), {"index": mesh[0], "shape": (size, *shape)})
+
+
+declare(
     gather_p,
     vjp=lambda g, ans, vals, p, needed: [
         gather_scatter_raw(g, vals[1:], p["index"], shape_of(vals[0])),
@@ -558,7 +661,7 @@ declare(  # one call per example under vmap, where each example's indices are pl
     ],
     jvp=lambda ts, ans, vals, p: None if ts[0] is None else gather_raw(ts[0], vals[1:], p["index"]),
     keep=indices_read,
-    batch=LOOP,
+    batch=_batch_gather,
     aliasing="fresh",
     linear=True,  # in the array (the indices are integers)
 )
@@ -569,7 +672,7 @@ declare(
         None if ts[0] is None else gather_scatter_raw(ts[0], vals[1:], p["index"], p["shape"])
     ),
     keep=indices_read,
-    batch=LOOP,
+    batch=_batch_gather_scatter,
     aliasing="fresh",
     linear=True,
 )
@@ -591,8 +694,22 @@ def _last_writes_impl(*idx: Any, index: tuple[Any, ...], shape: Shape) -> Any:
     return lib_array(idx[0], out) if arrays.is_array(idx[0]) else out
 
 
+def _batch_last_writes(
+    prim: Primitive, vals: list[Any], batched: list[bool], params: Params, size: int
+) -> Any:
+    """Over a batch: the examples' places are apart in the batch's array, so one call."""
+    shape = tuple(params["shape"])
+    mesh = _open_mesh(params["index"], shape, list(zip(vals, batched)), size, True)
+    if mesh is None:
+        return NotImplemented
+    return bind(prim, mesh[1], {"index": mesh[0], "shape": (size, *shape)})
+
+
 last_writes_p = declare(  # the `last_writes` of an index with traced arrays: the arrays are operands
-    Primitive("last_writes", _last_writes_impl), zero_derivative=True, batch=LOOP, aliasing="fresh"
+    Primitive("last_writes", _last_writes_impl),
+    zero_derivative=True,
+    batch=_batch_last_writes,
+    aliasing="fresh",
 )
 
 
@@ -631,7 +748,7 @@ def getitem(x: ArrayLike, index: Any) -> Tensor:
     The same on every array library: integer and boolean index arrays may be lists, numpy
     arrays or arrays of `x`'s library (static data: a dask index array is computed); the
     result and its gradient are arrays of `x`'s library (lazy on dask). Under `vmap`, an
-    integer index array may be mapped (``vmap(lambda i: x[i])``: one gather per example), or
+    integer index array may be mapped (``vmap(lambda i: x[i])``: one gather for the batch), or
     computed inside `einad.jit` (an integer or an integer array that is an argument of the
     jitted function or computed from one): a gather, an operation of the program, so each call
     reads the elements its own index names. Such an index is checked when the program runs

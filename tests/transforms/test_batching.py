@@ -180,6 +180,49 @@ def test_an_index_mapped_by_vmap_gathers_each_examples_own_elements(jit_mode):
     assert_close(ea.vmap(lambda x, i: x.at[i].add(1.0))(x, i), want)
 
 
+def test_a_mapped_index_is_one_gather_or_scatter_for_the_whole_batch(jit_mode):
+    """x[i], x.at[i] with i mapped, and indices whose arrays numpy moves to the front: one
+    gather (scatter) of the whole batch, each example's result in its place, equal to a loop
+    over the examples with numpy. Each looped (one gather and one concatenation per example)."""
+    x = RNG.standard_normal((3, 4, 5, 6))
+    i, k = np.array([[0, -1], [2, 2], [3, 1]]), np.array([[[5]], [[0]], [[-2]]])
+    v = RNG.standard_normal((3, 2, 5))
+
+    def np_set(x, i, v):
+        y = x.copy()
+        y[i, :, 0] = v  # the last write of a repeated place stays
+        return y
+
+    def np_add(x, i, v):
+        y = x.copy()
+        np.add.at(y, (i, slice(None), 0), v)
+        return y
+
+    cases = {  # (einad's, numpy's), each a function of (x, i, k, v) for one example
+        "slices_between": (lambda x, i, k, v: x[i, :, k],) * 2,
+        "none_and_ellipsis": (lambda x, i, k, v: x[None, i, ..., 1],) * 2,
+        "steps_then_array": (lambda x, i, k, v: x[::-2, None, 1:4:2, k],) * 2,
+        "integer_between": (lambda x, i, k, v: x[i, 3, k],) * 2,
+        "constant_separated": (lambda x, i, k, v: x[[0, 1], :, [2, 3]],) * 2,
+        "add": (lambda x, i, k, v: x.at[i, :, 0].add(v), lambda x, i, k, v: np_add(x, i, v)),
+        "set": (lambda x, i, k, v: x.at[i, :, 0].set(v), lambda x, i, k, v: np_set(x, i, v)),
+    }
+    for name, (f, ref) in cases.items():
+        want = np.stack([ref(x[b], i[b], k[b], v[b]) for b in range(3)])
+        assert_close(ea.vmap(f)(x, i, k, v), want)
+        assert_close(ea.jit(ea.vmap(f))(x, i, k, v), want)
+        assert_close(ea.vmap(ea.jit(f))(x, i, k, v), want)
+        ops = [e.op for e in ea.make_graph(ea.vmap(f))(x, i, k, v).equations]
+        assert "concatenate" not in ops, (name, ops)
+        assert ops.count("gather") + ops.count("gather_scatter_add") <= 2, (name, ops)
+    # the gradient of the batch's gather is the batch's scatter (a repeated index adds twice)
+    g = ea.grad(lambda x: ea.sum(ea.vmap(lambda x, i: x[i, :, 1] ** 2)(x, i)))(x)
+    want = np.zeros_like(x)
+    for b in range(3):
+        np.add.at(want[b], (i[b], slice(None), 1), 2 * x[b][i[b], :, 1])
+    assert_close(g, want)
+
+
 def test_a_mapped_value_made_a_constant_tensor_is_a_tracer_error():
     # ea.tensor(x) of a mapped x copied the whole stack into each example: shape (3, 3, 2)
     # where the loop gives (3, 2); refused, as jit refuses it, and an unmapped value still converts
