@@ -344,9 +344,10 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default."""
+        """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default
+        (and for ``transpose(None)``, as numpy's)."""
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            axes = tuple(axes[0])
+            axes = () if axes[0] is None else tuple(axes[0])
         return transpose(self, cast("tuple[int, ...]", axes) or None)  # ints now, else transpose raises
 
     def dot(self, other: ArrayLike) -> Tensor:

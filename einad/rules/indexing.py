@@ -26,7 +26,7 @@ from .. import arrays
 from ..aliases import Array, Shape
 from ..arrays import is_array
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
-from ..util import dtype_of, lib_array, normalize_axes, shape_of, to_array_operand, wrap
+from ..util import dtype_of, integer, lib_array, normalize_axes, shape_of, to_array_operand, wrap
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES
 from .reductions import batch_axis
@@ -161,12 +161,23 @@ declare(
 )
 
 
-def _index_operand(indices: ArrayLike, like: Value) -> Value:
+def _index_operand(indices: ArrayLike, like: Value, n: int | None, axis: int) -> Value:
     """Indices as an operand: a traced integer Tensor stays traced; anything else an integer array,
-    of the library of `like` (the indexed array) when given as numbers, a list or numpy's array."""
+    of the library of `like` (the indexed array) when given as numbers, a list or numpy's array.
+
+    Given so, they are checked here against the `n` places along `axis` (unless `n` is None:
+    they are wrapped or clipped): numpy's IndexError at the call, where the other libraries'
+    gathers would wrap or clamp an index out of range.
+    """
     idx = to_array_operand(indices)
     if dtype_of(idx).kind not in "iu":
         raise IndexError(f"indices must be integers, got dtype {dtype_of(idx)}")
+    if isinstance(idx, np.ndarray) and n is not None:
+        out = idx[(idx < -n) | (idx >= n)]
+        if out.size and n == 0:
+            raise IndexError(f"cannot take elements from axis {axis}, which is empty")
+        if out.size:
+            raise IndexError(f"index {out.flat[0]} is out of bounds for axis {axis} with size {n}")
     if isinstance(idx, np.ndarray):
         idx = lib_array(like, idx)
     return idx
@@ -193,13 +204,16 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1) -
         ValueError: If `indices` and `arr` differ in their number of dimensions.
     """
     x = to_array_operand(arr)
-    idx = _index_operand(indices, x)
     if axis is None:
-        x, idx, axis = _flat(x), _flat(idx), 0
+        x = _flat(x)
     nd = len(shape_of(x))
+    at = 0 if axis is None else _axis(axis, nd)
+    idx = _index_operand(indices, x, shape_of(x)[at], at)
+    if axis is None:
+        idx = _flat(idx)
     if len(shape_of(idx)) != nd:
         raise ValueError(f"take_along_axis: indices have {len(shape_of(idx))} dimensions, the array has {nd}")
-    return wrap(take_along_raw(x, idx, _axis(axis, nd)))
+    return wrap(take_along_raw(x, idx, at))
 
 
 def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = "raise") -> Tensor:
@@ -217,13 +231,17 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
     n = s[axis]
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
-    if mode != "raise" and (
-        isinstance(indices, np.ndarray) or not (type(indices) is Tensor or is_array(indices))
+    if (
+        mode != "raise"
+        and n
+        and (isinstance(indices, np.ndarray) or not (type(indices) is Tensor or is_array(indices)))
     ):
         plain = np.asarray(indices)  # numbers, a list, numpy's array: wrapped or clipped here
         if plain.dtype.kind in "iu":
             indices, mode = (np.mod(plain, n) if mode == "wrap" else np.clip(plain, 0, n - 1)), "raise"
-    idx = _index_operand(indices, x)
+    idx = _index_operand(indices, x, n if mode == "raise" else None, axis)
+    if n == 0 and 0 not in shape_of(idx):  # (no place to wrap or clip to: numpy's IndexError)
+        raise IndexError(f"cannot take elements from axis {axis}, which is empty")
     if mode == "wrap":
         idx = bind(PRIMITIVES["mod"], (idx, n), {})
     elif mode == "clip":
@@ -339,6 +357,7 @@ def _pairs(width: Any, nd: int, what: str) -> list[tuple[int, int]]:
 
 
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
+_NUMPY_ONLY_MODES = ("empty", "linear_ramp", "maximum", "mean", "median", "minimum")
 
 
 def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: ArrayLike = 0) -> Tensor:
@@ -351,6 +370,8 @@ def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_value
 
     Raises:
         NotImplementedError: For numpy's other modes (``"linear_ramp"``, ``"mean"``, ...).
+        ValueError: For a mode numpy.pad does not have, or an empty axis padded in any
+            mode but ``"constant"``.
     """
     x = to_array_operand(array)
     s = shape_of(x)
@@ -367,12 +388,16 @@ def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_value
                 x = concatenate([broadcast_raw(c, side[0]), x, broadcast_raw(c, side[1])], axis=axis)
         return wrap(x)
     if mode not in _INDEX_MODES:
-        raise NotImplementedError(
-            f"einad.pad: mode {mode!r} is not supported; use 'constant', 'edge', 'reflect', "
-            "'symmetric' or 'wrap'"
-        )
+        supported = "use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'"
+        if mode in _NUMPY_ONLY_MODES or callable(mode):
+            raise NotImplementedError(f"einad.pad: mode {mode!r} is not supported; {supported}")
+        raise ValueError(f"pad: mode {mode!r} is not a mode of numpy.pad; {supported}")
     for axis, (before, after) in enumerate(pairs):
         if before or after:
+            if shape_of(x)[axis] == 0:  # (numpy's message, with the axis of `array`)
+                raise ValueError(
+                    f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'"
+                )
             source = np.pad(np.arange(shape_of(x)[axis]), (before, after), mode=mode)  # type: ignore[call-overload]
             x = take(x, source, axis=axis)
     return wrap(x)
@@ -401,9 +426,17 @@ def roll(a: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | N
 
 def tile(a: ArrayLike, reps: int | Sequence[int]) -> Tensor:
     """`a` repeated `reps` times along each axis, as numpy.tile: a reshape, a broadcast
-    (one `spread`, whose VJP is an einsum summing the copies) and a reshape."""
+    (one `spread`, whose VJP is an einsum summing the copies) and a reshape.
+
+    Raises:
+        TypeError: If a count is not an integer (numpy's refusal: never truncated).
+        ValueError: If a count is negative.
+    """
     x = to_array_operand(a)
-    r = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(k) for k in reps)
+    # a number, a sequence or an array (0-d too) of them, as numpy takes them
+    r = tuple(integer(k, "tile: each of reps") for k in np.asarray(reps, dtype=object).reshape(-1))
+    if any(k < 0 for k in r):
+        raise ValueError(f"tile: reps cannot be negative, got {reps!r}")
     s = shape_of(x)
     nd = max(len(r), len(s))
     s = (1,) * (nd - len(s)) + s

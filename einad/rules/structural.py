@@ -9,6 +9,7 @@ broadcast back is an einsum (`einsum.sum_to_shape`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -180,14 +181,16 @@ def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0)
     x = to_array_operand(x)
     nd = len(shape_of(x))
     axis = normalize_axis(axis, nd)
-    pieces = np.split(_ghost(shape_of(x)[axis]), indices_or_sections)
-    out: list[Tensor] = []
-    start = 0
-    for p in pieces:
-        idx = (slice(None),) * axis + (slice(start, start + len(p)),)
-        out.append(getitem(x, idx))
-        start += len(p)
-    return out
+    n = shape_of(x)[axis]
+    # plain numbers: a Tensor given to numpy's split would dispatch back here
+    spec = np.asarray(indices_or_sections).tolist()
+    pieces = np.split(_ghost(n), spec)  # numpy's errors (sections that do not divide)
+    if not isinstance(spec, list):
+        edges = [k * (n // len(pieces)) for k in range(len(pieces) + 1)]
+    else:  # numpy's pieces x[i:j] between the given indices, which need not increase
+        edges = [0, *(int(i) for i in spec), n]
+    head = (slice(None),) * axis
+    return [getitem(x, head + (slice(a, b),)) for a, b in itertools.pairwise(edges)]
 
 
 # -- where ------------------------------------------------------------------------------

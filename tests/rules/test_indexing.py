@@ -5,6 +5,9 @@ x[i] and x.at[i] with i computed inside ea.jit or mapped by ea.vmap (gathers and
 against JAX; and on every array library (`lib`): results of the input's library, dask lazy, torch gradients
 equal to torch.autograd's."""
 
+import re
+import warnings
+
 import numpy as np
 import pytest
 
@@ -169,6 +172,44 @@ def test_take_modes():
         ea.take(x, [0.5])
 
 
+@pytest.mark.parametrize(
+    "reps", [np.array(2), ea.tensor(np.array(2)), np.array([2, 1]), [np.int32(2), 1]], ids=repr
+)
+def test_tile_takes_reps_as_numpy_does(reps):
+    """A 0-d array of reps is one count (einad iterated it: a TypeError), as numpy's tile."""
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(ea.tile(x, reps).numpy(), np.tile(x, np.asarray(reps)))
+
+
+@pytest.mark.parametrize("reps", [2.5, [2.5], [2.0, 1]], ids=str)
+def test_tile_refuses_counts_that_are_not_integers(reps):
+    """numpy's TypeError, where einad truncated 2.5 to 2 and gave a result."""
+    with pytest.raises(TypeError):
+        np.tile(np.arange(3.0), reps)
+    with pytest.raises(TypeError, match=r"^tile: each of reps must be an integer, got 2\.[05] \(float\)$"):
+        ea.tile(np.arange(3.0), reps)
+    with pytest.raises(ValueError, match=r"^tile: reps cannot be negative, got \(2, -1\)$"):
+        ea.tile(np.arange(3.0), (2, -1))
+
+
+@pytest.mark.parametrize("mode", ["raise", "wrap", "clip"])
+@pytest.mark.parametrize("kind", ["array", "list", "tensor"])
+def test_take_from_an_empty_axis_is_numpys_index_error_naming_it(mode, kind):
+    """numpy: "cannot do a non-empty take from an empty axes", whatever the mode; einad wrapped
+    index 1 modulo 0 (a RuntimeWarning) and clipped it to -1, then named an index not given."""
+    x = np.ones((2, 0))
+    idx = {"array": np.array([1]), "list": [1], "tensor": ea.tensor(np.array([1]))}[kind]
+    with pytest.raises(IndexError):
+        np.take(x, np.array([1]), axis=1, mode=mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(IndexError, match=r"^cannot take elements from axis 1, which is empty$"):
+            ea.take(x, idx, axis=1, mode=mode)
+    # taking nothing from it is fine, as in numpy
+    empty = np.array([], dtype=int)
+    assert ea.take(x, empty, axis=1, mode=mode).shape == np.take(x, empty, axis=1, mode=mode).shape
+
+
 @both_modes
 @pytest.mark.parametrize("mode", ["wrap", "clip"])
 def test_take_modes_with_indices_of_every_kind(mode):
@@ -249,6 +290,18 @@ REFUSALS = {
         lambda: ea.pad(X, 1, mode="mean"),
         NotImplementedError,
         r"mode 'mean' is not supported; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'$",
+    ),
+    # numpy's ValueError for a mode it does not have (not einad's "not supported")
+    "pad unknown mode": (
+        lambda: ea.pad(X, 1, mode="mirror"),
+        ValueError,
+        r"^pad: mode 'mirror' is not a mode of",
+    ),
+    # numpy's message, naming the empty axis of the array (not of one axis' positions)
+    "pad empty axis": (
+        lambda: ea.pad(np.ones((2, 0)), 1, mode="edge"),
+        ValueError,
+        r"^can't extend empty axis 1 using modes other than 'constant' or 'empty'$",
     ),
 }
 
@@ -450,6 +503,39 @@ def test_integer_results(lib, name, f, ref):
     got = lib_value(lib, out)
     assert got.dtype.kind == "i"
     np.testing.assert_array_equal(got, ref(x), strict=True)
+
+
+OUT_OF_RANGE = {  # name: (the call, written once for m = einad and m = numpy, numpy's message)
+    "take -13": (lambda m, x: m.take(x, [-13]), "index -13 is out of bounds for axis 0 with size 12"),
+    "take 12": (lambda m, x: m.take(x, [0, 12]), "index 12 is out of bounds for axis 0 with size 12"),
+    "take axis 1": (
+        lambda m, x: m.take(x, np.array([5]), axis=1),
+        "index 5 is out of bounds for axis 1 with size 4",
+    ),
+    "take_along 4": (
+        lambda m, x: m.take_along_axis(x, np.array([[4]]), axis=1),
+        "index 4 is out of bounds for axis 1 with size 4",
+    ),
+    "take_along -5": (
+        lambda m, x: m.take_along_axis(x, np.array([[-5]]), axis=-1),
+        "index -5 is out of bounds for axis 1 with size 4",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_OF_RANGE))
+def test_indices_out_of_range_are_numpys_index_error_on_every_library(lib, name):
+    """numpy's IndexError, naming the user's axis, at the call: torch's and dask's gathers gave
+    a wrong element (index 12 of 12 read 0.0, -5 of 4 read the last), and under vmap numpy's
+    own message named the batch axis."""
+    call, message = OUT_OF_RANGE[name]
+    x = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(IndexError, match=f"^{re.escape(message)}$"):
+        call(np, x)
+    with pytest.raises(IndexError, match=f"^{re.escape(message)}$"):
+        call(ea, lib.asarray(x))
+    with pytest.raises(IndexError, match=f"^{re.escape(message)}$"):
+        ea.vmap(lambda x: call(ea, x))(lib.asarray(np.stack([x, x])))
 
 
 @pytest.mark.parametrize("name", ["argmax", "argmin"])

@@ -174,6 +174,13 @@ def test_transpose_method_and_T():
     assert_close(ea.tensor(x).T.numpy(), x.T)
 
 
+@both_modes
+def test_transpose_method_with_none_reverses_the_axes_as_numpys():
+    """``t.transpose(None)`` is numpy's (and JAX's) reversal; einad iterated None (a TypeError)."""
+    (x,) = random_operands([(2, 3, 4)])
+    check_op(lambda x: x.transpose(None), lambda x: x.transpose(None), x)
+
+
 DIAG_CASES = [
     ((3, 3), {}),
     ((3, 4), {}),

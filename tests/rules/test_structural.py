@@ -2,6 +2,8 @@
 gradients against central differences and closed forms, float32 kept; and on every array
 library (`lib`): results of the input's library, dask lazy, libraries never mixed."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -69,6 +71,41 @@ def test_split(sections, axis):
     w = [np.random.default_rng(k).standard_normal(e.shape) for k, e in enumerate(expected)]
     g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, sections, **kw), w)))(A)
     assert_close(g, np.concatenate(w, **kw))
+
+
+@both_modes
+@pytest.mark.parametrize("indices", [[3, 1], [2, 2], [5, -3, 1]], ids=str)
+def test_split_at_indices_that_do_not_increase_gives_numpys_pieces(indices):
+    """numpy's pieces are x[i:j] between consecutive indices: empty where j <= i, and the
+    next one starts at j (the last one was x[3:], not x[3:4], after [3, 1])."""
+    x = np.arange(15.0).reshape(3, 5)
+    pieces = ea.split(x, indices, axis=1)
+    expected = np.split(x, indices, axis=1)
+    assert [p.shape for p in pieces] == [e.shape for e in expected]
+    for p, e in zip(pieces, expected):
+        assert_close(p.numpy(), e)
+    w = [np.random.default_rng(k).standard_normal(e.shape) for k, e in enumerate(expected)]
+    g = ea.grad(lambda x: sum(ea.sum(p * wk) for p, wk in zip(ea.split(x, indices, axis=1), w)))(x)
+    edges = [0, *indices, x.shape[1]]
+    want = np.zeros_like(x)
+    for (a, b), wk in zip(itertools.pairwise(edges), w):
+        want[:, a:b] += wk  # each piece's cotangent goes back to its own columns
+    assert_close(g, want)
+
+
+@pytest.mark.parametrize("sections", [2, [1, 3]], ids=str)
+def test_split_with_sections_given_as_a_tensor(sections):
+    """A Tensor of sections or indices splits as its numbers do (handing it to numpy's split
+    dispatched back to einad's: a RecursionError); a traced one is a TypeError at the call."""
+    x = np.arange(12.0).reshape(3, 4)
+    expected = np.split(x, sections, axis=1)
+    for given in (ea.tensor(np.array(sections)), np.array(sections)):
+        pieces = ea.split(x, given, axis=1)
+        assert [p.shape for p in pieces] == [e.shape for e in expected]
+        for p, e in zip(pieces, expected):
+            assert_close(p.numpy(), e)
+    with pytest.raises(TypeError):
+        ea.jit(lambda x, s: ea.split(x, s, axis=1)[0])(x, np.array(sections))
 
 
 @both_modes
