@@ -113,6 +113,15 @@ def xp_of(x: Any) -> ModuleType:
     return _foreign_namespace(t, x)
 
 
+def check_broadcast(xs: Any) -> None:
+    """numpy's ValueError ("shape mismatch: objects cannot be broadcast to a single shape") when
+    the arrays among `xs` do not broadcast together: torch raises a RuntimeError of its own
+    (array-api-strict and dask a ValueError, as numpy). Shapes of unknown sizes are not checked."""
+    shapes = [tuple(x.shape) for x in xs if hasattr(x, "shape")]
+    if any(s != shapes[0] for s in shapes) and all(type(d) is int for s in shapes for d in s):
+        np.broadcast_shapes(*shapes)
+
+
 def np_dtype(d: Any) -> np.dtype[Any]:
     """`d`, any library's dtype object, as the numpy dtype of the same name.
 

@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from . import arrays, ops
 from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which `functions` reads)
-from . import ops
 from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, numpy_functions
 from .rules import linalg
 from .rules.indexing import pad
-from .util import dtype_of, shape_of
+from .util import dtype_of, raw, shape_of
 
 try:  # an optional dependency (the [tn] extra): without it there is nothing to register
     import autoray as _autoray
@@ -186,9 +186,11 @@ def _like(fill: Any) -> Function:
         a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
     ) -> Tensor:
         dt = dtype_of(a) if dtype is None else dtype
-        return Tensor(np.full(shape_of(a) if shape is None else shape, fill, dtype=dt))
+        return Tensor(
+            arrays.asarray(raw(a), np.full(shape_of(a) if shape is None else shape, fill, dtype=dt))
+        )
 
-    like.__doc__ = f"numpy's ``*_like`` filled with {fill}: a constant Tensor of `a`'s shape and dtype."
+    like.__doc__ = f"numpy's ``*_like`` filled with {fill}: a constant Tensor of `a`'s shape, dtype, library."
     return like
 
 

@@ -84,6 +84,17 @@ def to_array_operand(x: ArrayLike, like: Any = None) -> Value:
     return x
 
 
+def foreign(values: Any) -> Any:
+    """The first of `values` over an array of a library other than numpy, or None: the `like`
+    of `to_array_operand` for the Python numbers among them (``stack([t, 0.0])`` with a torch
+    `t` stacks a torch 0.0)."""
+    for v in values:
+        r = raw(v)
+        if is_array(r) and not arrays.is_numpy(r):
+            return v
+    return None
+
+
 def raw(x: Any) -> Any:
     """The array under `x`: every Tensor layer removed, a value staged by `einad.jit` as the
     concrete array it stands for. Only for reading its library, device, shape or dtype."""

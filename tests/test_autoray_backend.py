@@ -29,6 +29,7 @@ import pytest
 
 import einad as ea
 from einad import autoray_backend
+from tests.support.checks import lib_value
 from tests.support.jax_reference import jax_reference
 
 ar = pytest.importorskip("autoray", reason="autoray is optional (pip install einad[tn])")
@@ -580,3 +581,20 @@ def test_random_array_refuses_a_device_einad_does_not_make_constants_on():
     assert get_namespace(x).random.array((2,), rng=1, device="cpu").shape == (2,)
     with pytest.raises(ValueError, match="on device 'cuda'"):
         do("random.array", (2,), device="cuda", like=x)
+
+
+@pytest.mark.parametrize("name, fill", [("zeros_like", 0.0), ("ones_like", 1.0), ("empty_like", 0.0)])
+def test_like_creation_stays_in_the_library_of_its_argument(lib, name, fill):
+    """``do("ones_like", x)`` on an einad value over torch, array-api-strict or dask made numpy's
+    array, which then met `x` as a second library ("arrays of two libraries"); it is now an array
+    of `x`'s library, of its shape and dtype, and a gradient through it stays there."""
+    autoray = pytest.importorskip("autoray")
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    x = ea.tensor(lib.asarray(a))
+    with lib.lazy():
+        made = autoray.do(name, x)
+        full = autoray.do("full_like", x, 2.5, dtype="float64")
+        g = ea.grad(lambda v: ea.sum(v * autoray.do(name, v) + v))(lib.asarray(a))
+    np.testing.assert_array_equal(lib_value(lib, made, np.float32), np.full((2, 3), fill, np.float32))
+    np.testing.assert_array_equal(lib_value(lib, full, np.float64), np.full((2, 3), 2.5))
+    np.testing.assert_array_equal(lib_value(lib, g, np.float32), np.full((2, 3), fill + 1, np.float32))

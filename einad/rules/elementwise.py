@@ -456,6 +456,8 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if xp is np:  # numpy scalars, numbers, subclasses of numpy arrays
         return kernel(*xs, **kw)
     kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
+    if len(xs) > 1:
+        arrays.check_broadcast(xs)
     # The common case, every operand an array of the library: one lookup by their dtypes (a numpy
     # scalar's dtype left out: array-api-strict warns when its dtypes are compared with numpy's).
     fast_key = (name, xp, *(None if isinstance(v, np.generic) else getattr(v, "dtype", None) for v in xs))

@@ -260,16 +260,23 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
 # -- sorting and the arg-functions: integer results, zero derivative -------------------------
 
 
+def _ordered(xp: Any, x: Any) -> Any:
+    """`x` with booleans as 0 and 1 (uint8): the standard's sorting and searching functions take
+    no booleans (array-api-strict refuses them, torch's argmax too); numpy orders False first."""
+    return xp.astype(x, xp.uint8) if xp is not np and dtype_of(x).kind == "b" else x
+
+
 def _argsort_impl(x: Any, axis: int) -> Any:
     xp = arrays.xp_of(x)
     if xp is np:
         return np.argsort(x, axis=axis, kind="stable")
-    return xp.argsort(x, axis=axis, stable=True)
+    return xp.argsort(_ordered(xp, x), axis=axis, stable=True)
 
 
 def _arg_impl(name: str) -> Any:
     def impl(x: Any, axis: int) -> Any:
-        return getattr(arrays.xp_of(x), name)(x, axis=axis)
+        xp = arrays.xp_of(x)
+        return getattr(xp, name)(_ordered(xp, x), axis=axis)
 
     impl.__name__ = f"_{name}_impl"
     return impl

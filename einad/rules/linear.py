@@ -29,12 +29,14 @@ from ..subscripts import (
 )
 from ..util import (
     dtype_of,
+    foreign,
     integer,
     lib_array,
     normalize_axes,
     normalize_axis,
     raw,
     shape_of,
+    to_array_operand,
     to_operand,
     wrap,
 )
@@ -434,7 +436,8 @@ def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
 def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     """numpy.outer: the flattened operands' outer product."""
 
-    a, b = to_operand(a), to_operand(b)
+    like = foreign((a, b))  # a number joins the other operand's library
+    a, b = to_array_operand(a, like), to_array_operand(b, like)
     return einsum("i,j->ij", reshape(a, (-1,)), reshape(b, (-1,)))
 
 

@@ -22,7 +22,7 @@ from .. import arrays
 from ..aliases import Axis, Shape
 from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, export, strip
 from ..subscripts import fresh_symbols
-from ..util import dtype_of, normalize_axes, shape_of, to_array_operand, to_operand, wrap
+from ..util import dtype_of, normalize_axes, raw, shape_of, to_array_operand, to_operand, wrap
 from .einsum import contract, sum_axes, sum_raw
 from .elementwise import PRIMITIVES, apply2, compare, conj, exp, log, real, sqrt
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
@@ -72,6 +72,10 @@ def _impl(name: str, kernel: Callable[..., Any], standard: str, param: str) -> C
         dt = dtype_of(x)
         out = _numpy_dtype(name, kernel, dt)
         fn = getattr(xp, standard)
+        if dt.kind == "b":  # the standard's functions take no booleans (array-api-strict refuses them)
+            if out.kind != "b":  # prod, cumsum, cumprod: counted in numpy's integer result dtype
+                return fn(xp.astype(x, arrays.lib_dtype(xp, out)), axis=axis)
+            return xp.astype(fn(xp.astype(x, xp.uint8), axis=axis), xp.bool)  # max, min: as 0 and 1
         if out == dt or standard in ("max", "min"):
             return fn(x, axis=axis)
         return fn(x, axis=axis, dtype=arrays.lib_dtype(xp, out))
@@ -369,9 +373,10 @@ def clip(
         if a_max is not None:
             raise TypeError("clip: give the upper bound as a_max or as max=, not both")
         a_max = max
-    x = to_array_operand(x)
     a_min = None if a_min is None else to_operand(a_min)
     a_max = None if a_max is None else to_operand(a_max)
+    # a number `x` becomes an array of the bounds' library (numpy's beside torch is refused)
+    x = to_array_operand(x, like=a_min if arrays.is_array(raw(a_min)) else a_max)
     out = x
     if a_min is not None:
         out = where_raw(compare("less", x, a_min), a_min, out)

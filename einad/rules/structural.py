@@ -18,8 +18,10 @@ import numpy as np
 from .. import arrays
 from ..aliases import Shape
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
+from ..errors import unknown_sizes
 from ..util import (
     dtype_of,
+    foreign,
     lib_array,
     normalize_axis,
     raw,
@@ -52,6 +54,16 @@ from .shape import (
 # -- broadcast_to ----------------------------------------------------------------------
 
 
+def shapes_alike(xs: Shape, shape: Shape) -> bool:
+    """Whether shapes `xs` and `shape` are the same where their sizes are known and unknown at the
+    same places. An unknown size (nan: a dask array of unknown chunk sizes) is unequal to itself;
+    two are taken alike, as dask's own elementwise operations take them (a tangent of shape
+    (nan, 3) needs no broadcast to its primal's (nan, 3), and dask cannot reshape it)."""
+    return len(xs) == len(shape) and all(
+        a == b or (unknown_sizes((a,)) and unknown_sizes((b,))) for a, b in zip(xs, shape)
+    )
+
+
 def broadcast_raw(x: Value, shape: Sequence[int]) -> Value:
     """`x` repeated to `shape`: its broadcast axes squeezed away, then a `spread`.
 
@@ -60,7 +72,7 @@ def broadcast_raw(x: Value, shape: Sequence[int]) -> Value:
     """
     shape = tuple(shape)
     xs = shape_of(x)
-    if xs == shape:
+    if xs == shape or shapes_alike(xs, shape):
         return x
     lead = len(shape) - len(xs)
     letters = _letters(len(shape))
@@ -165,7 +177,8 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
     Raises:
         ValueError: If there are no arrays or their shapes differ.
     """
-    xs = [to_array_operand(a) for a in arrays]
+    like = foreign(arrays)  # numbers join the library of the arrays beside them
+    xs = [to_array_operand(a, like) for a in arrays]
     if not xs:
         raise ValueError("need at least one array to stack")
     shapes = {shape_of(x) for x in xs}
@@ -231,6 +244,7 @@ def _where_impl(c: Any, x: Any, y: Any) -> Any:
     xp = arrays.namespace(c, x, y)
     if xp is np:
         return np.where(c, x, y)
+    arrays.check_broadcast((c, x, y))
     like = c if arrays.is_array(c) else x if arrays.is_array(x) else y
     # numpy's result dtype (numbers weak, as the standard's), each operand an array of it
     dt = np.result_type(*(v if isinstance(v, (bool, int, float, complex)) else dtype_of(v) for v in (x, y)))
@@ -346,6 +360,7 @@ class IndexedUpdate:
             index = _clean_index(self._index)
             target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
         value = to_operand(v)
+        arrays.namespace(raw(x), raw(value))  # values of another library: TypeError naming both
         if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
             raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
         vs = shape_of(value)

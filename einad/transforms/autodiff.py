@@ -56,8 +56,8 @@ from ..rules.einsum import Pending, deferring, einsum_p, sliced_einsum_p
 from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
 from ..rules.shape import astype, ones_like, reshape
-from ..rules.structural import broadcast_to
-from ..util import dtype_of, raw, shape_of, wrap
+from ..rules.structural import broadcast_to, shapes_alike
+from ..util import dtype_of, foreign, raw, shape_of, wrap
 from .batching import stacked
 from .passes import optimize
 
@@ -91,6 +91,27 @@ def _diff_value(x: Any, what: str | Callable[[], str]) -> Any:
 
 _DIFFERENTIATING = frozenset({ReverseTrace, ForwardTrace})
 """The traces whose Tensors a transformation takes as they are (`traced`, `_diff_value`)."""
+
+
+def _other_library(context: Any) -> Any:
+    """The first array among `context`'s leaves (a call's arguments) of a library other than
+    numpy, or None."""
+    return raw(foreign(tree_flatten(context)[0]))
+
+
+def _numbers_in_library(values: list[Any], leaves: Sequence[Any], context: Any) -> list[Any]:
+    """`values` (`_diff_value`'s, of the differentiated `leaves`), each Python or numpy number
+    among `leaves` as a 0-d array of the library and device of the arrays in `context` (the
+    call's arguments): a number belongs to no library, so ``grad(f)(2.0, torch_x)`` differentiates
+    in torch (a 0-d numpy array would be a second library), as the operations take a number
+    with any library's arrays. Unchanged when `context` holds no other library's array."""
+    like = _other_library(context)
+    if like is None:
+        return values
+    return [
+        arrays.asarray(like, v, v.dtype) if isinstance(leaf, (float, complex, np.generic)) else v
+        for v, leaf in zip(values, leaves)
+    ]
 
 
 def _same_library(values: Sequence[Any]) -> None:
@@ -336,6 +357,7 @@ def _reverse(
         nums = _argnums(argnums, len(args))
     flat, td = tree_flatten(list(map(args.__getitem__, nums)))  # (the arguments picked without a frame)
     values: list[Any] = []
+    numbers = False
     for k, x in enumerate(flat):
         # a floating-point numpy array, or a Tensor of a differentiating trace (an HVP's inner
         # gradient), taken as it is; anything else checked by `_diff_value`
@@ -345,6 +367,9 @@ def _reverse(
             values.append(x)
         else:
             values.append(_diff_value(x, functools.partial(_where, nums, td, k)))
+            numbers = numbers or isinstance(x, (float, complex, np.generic))
+    if numbers:
+        values = _numbers_in_library(values, flat, args)
     if len(values) > 1:
         _same_library(values)
     with ReverseTrace() as trace:  # (`tracing`'s context, without the call)
@@ -509,7 +534,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         ``(output, vjp_fn, aux)``.
     """
     flat, td = tree_flatten(list(primals))
-    values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
+    values = _numbers_in_library([_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)], flat, flat)
     _same_library(values)
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
@@ -553,9 +578,11 @@ def _tangent_pairs(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any
     t_flat, t_td = tree_flatten(list(tangents))
     if p_td != t_td:
         raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
+    values = _numbers_in_library(
+        [_diff_value(p, f"primal leaf {k}") for k, p in enumerate(p_flat)], p_flat, p_flat
+    )
     pairs = []
-    for k, (p, t) in enumerate(zip(p_flat, t_flat)):
-        v = _diff_value(p, f"primal leaf {k}")
+    for v, t in zip(values, t_flat):
         pairs.append((v, _tangent_in(t, v)))
     _same_library([v for v, _ in pairs])
     return p_td, pairs
@@ -620,7 +647,7 @@ def _tangent_in(t: Any, v: Any) -> Any:
         _same_library([t, v])
     else:
         t = _in_library_of(v, strip(t))
-    if shape_of(t) != shape_of(v):
+    if shape_of(t) != shape_of(v) and not shapes_alike(shape_of(t), shape_of(v)):
         raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
     kind, primal_kind = dtype_of(t).kind, dtype_of(v).kind
     if kind not in "fc" or (kind == "c" and primal_kind != "c"):
@@ -799,7 +826,7 @@ def jacrev(
 
     def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
-        diff = _values([args[i] for i in nums])
+        diff = _values([args[i] for i in nums], args)
         out, pullback, *aux = vjp(lambda *d: f(*_substitute(args, nums, d)), *diff, has_aux=has_aux)
         out_flat, out_td = tree_flatten(out)
         in_flat, in_td = tree_flatten(diff)
@@ -843,8 +870,17 @@ def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> lis
     return tree_flatten(stacked(fn)(_basis(shape, dtype_of(basis_of), basis_of)))[0]
 
 
-def _values(tree: Any) -> Any:
-    return tree_map(lambda x: x if type(x) is Tensor or arrays.is_array(x) else np.asarray(x), tree)
+def _values(tree: Any, context: Any) -> Any:
+    """`tree`'s numbers as 0-d arrays: of the library of `context`'s arrays (`_numbers_in_library`)."""
+    like = _other_library(context)
+
+    def value(x: Any) -> Any:
+        if type(x) is Tensor or arrays.is_array(x):
+            return x
+        v = np.asarray(x)
+        return v if like is None or v.dtype.kind not in "fc" else arrays.asarray(like, v, v.dtype)
+
+    return tree_map(value, tree)
 
 
 def jacfwd(
@@ -871,7 +907,7 @@ def jacfwd(
 
     def jac_f(*args: Any) -> Any:
         nums = _argnums(argnums, len(args))
-        diff = _values([args[i] for i in nums])
+        diff = _values([args[i] for i in nums], args)
         in_flat, in_td = tree_flatten(diff)
         if holomorphic:
             _holomorphic_check("jacfwd", "inputs", map(dtype_of, in_flat))

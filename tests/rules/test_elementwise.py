@@ -1319,3 +1319,51 @@ def test_an_op_on_arrays_that_need_no_cast_plans_once(lib, monkeypatch):
     np.testing.assert_allclose(lib.numpy(y), np.sin(np.linspace(0.1, 0.9, 6)))
     ea.sin(lib.asarray(np.arange(3)))  # integers are cast to float64: planned
     assert calls
+
+
+def test_forward_mode_of_elementwise_ops_on_dask_arrays_of_unknown_chunk_sizes():
+    """A dask array of unknown chunk sizes (after a boolean mask) has nan among its sizes, and
+    nan is unequal to itself: jvp refused a tangent of shape (nan, 3) for a primal of shape
+    (nan, 3), and the tangent of ``v * v`` was "broadcast" to the primal's (nan, 3), a reshape
+    dask refused. The tangents stay lazy and take the closed
+    forms (2 v t, t, 3 v² t, the masked t)."""
+    da = pytest.importorskip("dask.array")
+    a = np.random.default_rng(3).uniform(-1.0, 1.0, (6, 3))
+    t = np.random.default_rng(4).standard_normal((6, 3))
+    keep = a[:, 0] > -0.5
+    x = da.from_array(a, chunks=(2, 2))[da.from_array(keep, chunks=2)]
+    v = da.from_array(t, chunks=(2, 2))[da.from_array(keep, chunks=2)]
+    assert np.isnan(x.shape[0])
+    au, tu = a[keep], t[keep]
+    cases = [
+        (lambda z: z * z, 2 * au * tu),
+        (lambda z: ea.add(z, 2.0), tu),
+        (lambda z: ea.power(z, 3.0), 3 * au**2 * tu),
+        (lambda z: ea.where(z > 0, z, 0.0), np.where(au > 0, tu, 0.0)),
+    ]
+    for f, want in cases:
+        _, tangent = ea.jvp(f, (x,), (v,))
+        assert isinstance(tangent, da.Array)
+        assert_close(np.asarray(tangent.compute()), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ea.add,
+        ea.maximum,
+        ea.arctan2,
+        lambda x, y: ea.tensor(x) * y,
+        lambda x, y: ea.where(ea.tensor(y) > 1, x, 0.0),
+    ],
+    ids=["add", "maximum", "arctan2", "operator", "where"],
+)
+def test_shapes_that_do_not_broadcast_are_numpys_value_error_on_every_library(lib, call):
+    """Operands whose shapes do not broadcast are a ValueError, as numpy's, naming both shapes, on every
+    library: torch raised a RuntimeError of its own ("The size of tensor a (4) must match ..."),
+    which an ``except ValueError`` written for numpy missed."""
+    a, b = np.ones((3, 4)), np.ones((3, 2))
+    with pytest.raises(ValueError):
+        np.add(a, b)  # numpy's
+    with pytest.raises(ValueError, match="broadcast"):
+        call(lib.asarray(a), lib.asarray(b))

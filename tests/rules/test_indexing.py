@@ -564,6 +564,29 @@ def test_take_along_axis_hessian_with_an_array_broadcast_against_the_indices(lib
     check_lib(lib, h, np.diag(6 * x[0] * counts).reshape(1, 5, 1, 5))
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: ea.take(x, [3], axis=0),
+        lambda x: ea.take(x, [0, -4], axis=0),
+        lambda x: ea.take(x, 12),
+        lambda x: ea.take_along_axis(x, np.array([[0], [4], [1]]), axis=1),
+        lambda x: ea.take_along_axis(x, np.array([-13]), axis=None),
+    ],
+    ids=["take", "take-negative", "take-flat", "take_along_axis", "take_along_axis-flat"],
+)
+def test_an_index_out_of_range_is_an_index_error_on_every_library(lib, call):
+    """numpy's take and take_along_axis raise IndexError for an index out of range (the docstrings
+    promise it); on torch, array-api-strict and dask einad's gather clamped or wrapped it, or read
+    past the axis: ea.take(torch_x, [3], axis=0) of a 3-row x gave its last row, an index of -4
+    the middle one (numpy: IndexError both)."""
+    a = np.arange(12.0).reshape(3, 4)
+    with pytest.raises(IndexError):
+        call(a)  # numpy's own error
+    with pytest.raises(IndexError, match="out of bounds"):
+        call(lib.asarray(a))
+
+
 def test_a_library_with_take_along_axis_gathers_with_it(monkeypatch):
     """Where the library has the standard's take_along_axis (array-api-strict does), the gather is
     one call of it, not the flat `take` the fallback (dask's) computes positions for."""

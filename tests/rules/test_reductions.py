@@ -20,6 +20,7 @@ from tests.support.checks import (
     check_lib,
     finite_value_and_gradient,
     forget_rules,
+    lib_value,
     uniform_away_from_zero,
 )
 from tests.support.numerics import assert_close, check_op, numeric_grad
@@ -147,6 +148,31 @@ def test_integer_reductions_take_numpys_result_dtype(lib):
     i = np.arange(1, 7, dtype=np.int32)  # numpy's result dtypes: prod and cumsum of int32 in int64
     check_lib(lib, ea.prod(lib.asarray(i)), ea.prod(i), rtol=1e-7, atol=1e-7)
     check_lib(lib, ea.cumsum(lib.asarray(i)), ea.cumsum(i), rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("max", {}),
+        ("min", {"axis": 0}),
+        ("prod", {"axis": 1}),
+        ("cumsum", {"axis": 1}),
+        ("cumprod", {}),
+        ("argmax", {"axis": 1}),
+        ("argmin", {}),
+        ("argsort", {"axis": 0}),
+        ("sort", {"axis": 1}),
+    ],
+)
+def test_boolean_reductions_and_sorts_as_numpy_on_every_library(lib, name, kwargs):
+    """numpy reduces, scans and sorts booleans (max: any; prod and the scans in int64; False
+    sorts first); the standard's functions take no booleans: array-api-strict refused all nine
+    ("Only real numeric dtypes are allowed") and torch's argmax and argmin refused them."""
+    b = np.array([[True, False, True], [False, False, True]])
+    with lib.lazy():
+        got = getattr(ea, name)(lib.asarray(b), **kwargs)
+    want = np.argsort(b, kind="stable", **kwargs) if name == "argsort" else getattr(np, name)(b, **kwargs)
+    assert lib_value(lib, got, want.dtype).tolist() == want.tolist()
 
 
 @both_modes
@@ -557,6 +583,26 @@ def test_max_ties_share_and_clip(lib):
     check_lib(lib, g, np.array([[0, 0.5, 0.5], [0, 0, 1.0]]), rtol=1e-7, atol=1e-7)
     check_lib(lib, c, np.clip(x, -0.5, 2.5), rtol=1e-7, atol=1e-7)
     check_lib(lib, gc, ea.grad(lambda v: ea.sum(ea.clip(v, -0.5, 2.5) ** 2))(x), rtol=1e-7, atol=1e-7)
+
+
+def test_clip_of_a_number_between_bounds_of_a_library(lib):
+    """``clip(2.0, lo, hi)`` with array bounds broadcasts the number, as numpy's clip: with bounds
+    of torch, array-api-strict or dask, the number became a numpy array beside them ("arrays of
+    two libraries"); it now joins the bounds' library, and the gradient in a bound is the
+    closed form (1 where the bound is taken, 0 elsewhere)."""
+    lo, hi = np.array([0.5, 2.5, 1.0]), np.array([1.5, 3.0, 1.8])
+    with lib.lazy():
+        only_lo = ea.clip(2.0, lib.asarray(lo), None)
+        only_hi = ea.clip(2.0, None, lib.asarray(hi))
+        both = ea.clip(2.0, 0.0, lib.asarray(hi))
+        g_lo, g_hi = ea.grad(lambda a, b: ea.sum(ea.clip(2.0, a, b)), (0, 1))(
+            lib.asarray(lo), lib.asarray(hi)
+        )
+    check_lib(lib, only_lo, np.clip(2.0, lo, None))
+    check_lib(lib, only_hi, np.clip(2.0, None, hi))
+    check_lib(lib, both, np.clip(2.0, 0.0, hi))
+    check_lib(lib, g_lo, ((lo > 2.0) & (np.maximum(2.0, lo) <= hi)).astype(float))  # [0, 1, 0]
+    check_lib(lib, g_hi, (np.maximum(2.0, lo) > hi).astype(float))  # [1, 0, 1]
 
 
 @pytest.mark.parametrize("name", ["max", "min"])

@@ -19,6 +19,7 @@ from tests.support.arraylibs import load
 from tests.support.checks import (
     case_params,
     check_case,
+    check_lib,
     cotangent_probe,
     family,
     forget_rules,
@@ -326,6 +327,29 @@ def test_at_leaves_the_input_untouched_and_checks_the_index():
     x32 = ea.tensor(np.arange(4.0, dtype=np.float32))
     with pytest.raises(TypeError, match="^cannot write complex values into a tensor of dtype float32$"):
         x32.at[1:3].add(np.array([1.0, 1j]))  # not the real part
+
+
+@pytest.mark.parametrize("other", ["numpy", "array_api_strict", "torch", "dask"])
+@pytest.mark.parametrize("method", ["set", "add"])
+def test_at_refuses_a_value_of_another_library_naming_both(lib, other, method):
+    """``x.at[i].set(v)`` with `v` of another library than `x`'s is a TypeError naming both, as
+    every other operation's. It was not checked: a numpy `x` took an array-api-strict `v` (numpy
+    result) or a dask one (a dask result), a torch `x` a numpy `v`, and the other pairs failed
+    inside the libraries ("Expected Array or Python scalar", "unsupported operand type(s)")."""
+    if other == lib.name:
+        pytest.skip("one library")
+    found = load(other)
+    if found is None:
+        pytest.skip(f"{other} is not installed")
+    x = ea.tensor(lib.asarray(np.zeros((2, 3))))
+    v = found.asarray(np.ones(3))
+    with pytest.raises(
+        TypeError, match=rf"(?s)arrays of two libraries.*({lib.name}.*{other}|{other}.*{lib.name})"
+    ):
+        getattr(x.at[0], method)(v)
+    # of its own library, or a number: taken (numpy's assignment)
+    check_lib(lib, getattr(x.at[0], method)(lib.asarray(np.ones(3))), np_set(np.zeros((2, 3)), 0, 1.0))
+    check_lib(lib, getattr(x.at[1], method)(2.0), np_set(np.zeros((2, 3)), 1, 2.0))
 
 
 @both_modes

@@ -11,6 +11,7 @@ import einad as ea
 from tests.support.checks import (
     case_params,
     check_case,
+    check_lib,
     cotangent_probe,
     family,
 )
@@ -296,6 +297,24 @@ def test_mixed_libraries_name_both(lib):
         ea.where(MASK, lib.asarray(X), Y)
     with pytest.raises(TypeError, match="two libraries"):  # the condition's library counts too
         ea.where(MASK, 0.5, lib.asarray(Y))
+
+
+def test_numbers_beside_library_arrays_join_their_library(lib):
+    """``stack([t, 0.0])`` and ``outer(2.0, t)`` take the number as numpy does; beside an array of
+    torch, array-api-strict or dask the number was made a numpy array ("arrays of two
+    libraries"). It now joins the other arrays' library; the gradients are the closed forms."""
+    v = np.array([0.5, -1.0, 2.0])
+    with lib.lazy():
+        stacked = ea.stack([0.0, ea.sum(lib.asarray(v)), 2])
+        outer = ea.outer(2.0, lib.asarray(v))
+        g = ea.grad(lambda x: ea.sum(ea.stack([ea.sum(x * x), 3.0]) * ea.outer(x, 2.0)[0, 0]))(lib.asarray(v))
+    check_lib(lib, stacked, np.stack([0.0, v.sum(), 2]))
+    check_lib(lib, outer, np.outer(2.0, v))
+    # d/dx [(|x|^2 + 3) * 2 x_0] = 4 x_0 x + 2 (|x|^2 + 3) e_0
+    check_lib(lib, g, 4 * v[0] * v + 2 * (v @ v + 3) * np.eye(3)[0])
+    if lib.name != "numpy":  # a numpy array (not a number) beside them is still refused
+        with pytest.raises(TypeError, match="two libraries"):
+            ea.stack([lib.asarray(v), np.ones(3)])
 
 
 def test_the_gradient_of_one_operand_of_a_concatenation_slices_only_its_part():

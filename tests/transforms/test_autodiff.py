@@ -357,6 +357,33 @@ def test_grad_of_grad(lib):
     assert_close(lib_result(lib, gg), ea.grad(lambda a: ea.sum(ea.grad(f_xy)(a, Y3) * a))(X3))
 
 
+def test_differentiating_a_number_next_to_a_library_array(lib, jit_mode):
+    """A Python number belongs to no library: ``grad(f)(2.0, torch_x)`` differentiates in the
+    library of the other argument. The number was boxed as a 0-d numpy array, a second library
+    next to torch, array-api-strict or dask: grad, jvp, vjp, jacrev, jacfwd and hessian raised
+    "arrays of two libraries". Closed form: f(s, v) = sum(sin(s v)), df/ds = sum(v cos(s v)).
+    (Forward mode is checked eagerly: under jit the number is a weakly typed staged scalar.)"""
+    x = lib.asarray(X3)
+    s = 0.5
+
+    def f(s, v):
+        return ea.sum(ea.sin(s * v))
+
+    d_s = np.sum(X3 * np.cos(s * X3))
+    with lib.lazy():
+        g_s, g_x = ea.grad(f, (0, 1))(s, x)
+        (ct_s, _) = ea.vjp(f, s, x)[1](1.0)
+        got = [g_s, ea.grad(f)(np.float64(s), x), ct_s, ea.jacrev(f)(s, x)]
+        if jit_mode == "eager":
+            got += [ea.jvp(f, (s, x), (1.0, lib.asarray(np.zeros_like(X3))))[1], ea.jacfwd(f)(s, x)]
+            hess = ea.hessian(f)(s, x)
+    if jit_mode == "eager":
+        assert_close(lib_result(lib, hess), -np.sum(X3**2 * np.sin(s * X3)))
+    for r in got:
+        assert_close(lib_result(lib, r), d_s)
+    assert_close(lib_result(lib, g_x), s * np.cos(s * X3))
+
+
 # -- two libraries in one call ----------------------------------------------------------------------
 
 
