@@ -534,7 +534,9 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         ``(output, vjp_fn, aux)``.
     """
     flat, td = tree_flatten(list(primals))
-    values = _numbers_in_library([_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)], flat, flat)
+    values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
+    if any(isinstance(x, (float, complex, np.generic)) for x in flat):
+        values = _numbers_in_library(values, flat, flat)
     _same_library(values)
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
@@ -578,9 +580,12 @@ def _tangent_pairs(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any
     t_flat, t_td = tree_flatten(list(tangents))
     if p_td != t_td:
         raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
-    values = _numbers_in_library(
-        [_diff_value(p, f"primal leaf {k}") for k, p in enumerate(p_flat)], p_flat, p_flat
-    )
+    values, numbers = [], False
+    for k, p in enumerate(p_flat):  # (a loop: every forward-mode call)
+        values.append(_diff_value(p, f"primal leaf {k}"))
+        numbers = numbers or isinstance(p, (float, complex, np.generic))
+    if numbers:
+        values = _numbers_in_library(values, p_flat, p_flat)
     pairs = []
     for v, t in zip(values, t_flat):
         pairs.append((v, _tangent_in(t, v)))
