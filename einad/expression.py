@@ -22,7 +22,8 @@ import numpy as np
 
 from . import cluster
 from .aliases import MemoryLimit, Path, Shape
-from .core import ArrayLike
+from .arrays import is_array
+from .core import ArrayLike, Tensor
 from .errors import EinsumError
 from .rules.einsum import Optimize, Strategy, contract, contract_planned
 from .rules.linear import _check_path, _promote_weak, einsum_arguments, normalize_optimize
@@ -349,5 +350,24 @@ def contract_expression(
     """
     text, names, raw = einsum_arguments(subscripts, shapes)
     held = _constant_operands(constants, raw)
-    dims = tuple(shape_of(held[k]) if k in held else tuple(int(d) for d in s) for k, s in enumerate(raw))
+    dims = tuple(shape_of(held[k]) if k in held else _shape_given(s, k) for k, s in enumerate(raw))
     return ContractExpression(text, dims, optimize, memory_limit, names, held)
+
+
+def _shape_given(s: Any, k: int) -> tuple[int, ...]:
+    """Operand `k`'s shape as given to `contract_expression`.
+
+    Raises:
+        TypeError: If it is an array (not named in ``constants``) or not a sequence of ints.
+    """
+    if type(s) is Tensor or is_array(s):
+        raise TypeError(
+            f"contract_expression takes the operands' shapes; operand {k} is an array of shape "
+            f"{tuple(shape_of(s))}: pass its shape, or name it in constants=[{k}] to hold the array"
+        )
+    try:
+        return tuple(int(d) for d in s)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"contract_expression: operand {k}'s shape must be a sequence of ints, got {s!r}"
+        ) from None

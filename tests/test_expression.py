@@ -206,3 +206,17 @@ def test_bad_constants_and_calls_are_refused():
         expr(a, b, c)
     with pytest.raises(ea.EinsumError, match="operand 2 has shape"):
         expr(a, np.ones((3, 3)))
+
+
+def test_an_array_given_for_a_shape_is_a_type_error_that_says_what_to_pass():
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    # (opt_einsum's own: "only 0-dimensional arrays can be converted to Python scalars")
+    with pytest.raises(
+        TypeError,
+        match=r"operand 0 is an array of shape \(2, 3\): pass its shape, or name it in constants=\[0\]",
+    ):
+        ea.contract_expression("ij,jk->ik", a, b.shape)
+    with pytest.raises(TypeError, match="operand 1's shape must be a sequence of ints, got None"):
+        ea.contract_expression("ij,jk->ik", a.shape, None)
+    expr = ea.contract_expression("ij,jk->ik", (np.int64(2), 3), [3, 4])  # numpy ints and lists are shapes
+    np.testing.assert_array_equal(expr(a, b), a @ b)
