@@ -122,6 +122,13 @@ def check_broadcast(xs: Any) -> None:
         np.broadcast_shapes(*shapes)
 
 
+def ordered(xp: Any, x: Any) -> Any:
+    """`x` (an array of the library `xp`) with booleans as 0 and 1 (uint8), for the standard's
+    ordering functions (sorting, searching, max and min), which take no booleans (array-api-strict
+    refuses them, torch's argmax too); numpy's own take booleans, False first."""
+    return xp.astype(x, xp.uint8) if xp is not np and np_dtype(x.dtype).kind == "b" else x
+
+
 def np_dtype(d: Any) -> np.dtype[Any]:
     """`d`, any library's dtype object, as the numpy dtype of the same name.
 

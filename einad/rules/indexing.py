@@ -174,8 +174,6 @@ def _index_operand(indices: ArrayLike, like: Value, n: int | None, axis: int) ->
         raise IndexError(f"indices must be integers, got dtype {dtype_of(idx)}")
     if isinstance(idx, np.ndarray) and n is not None:
         out = idx[(idx < -n) | (idx >= n)]
-        if out.size and n == 0:
-            raise IndexError(f"cannot take elements from axis {axis}, which is empty")
         if out.size:
             raise IndexError(f"index {out.flat[0]} is out of bounds for axis {axis} with size {n}")
     if isinstance(idx, np.ndarray):
@@ -231,6 +229,8 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
     n = s[axis]
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    if n == 0 and math.prod(np.shape(indices)):  # (no place to take, wrap or clip to: numpy's IndexError)
+        raise IndexError(f"cannot take elements from axis {axis}, which is empty")
     if (
         mode != "raise"
         and n
@@ -240,8 +240,6 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
         if plain.dtype.kind in "iu":
             indices, mode = (np.mod(plain, n) if mode == "wrap" else np.clip(plain, 0, n - 1)), "raise"
     idx = _index_operand(indices, x, n if mode == "raise" else None, axis)
-    if n == 0 and 0 not in shape_of(idx):  # (no place to wrap or clip to: numpy's IndexError)
-        raise IndexError(f"cannot take elements from axis {axis}, which is empty")
     if mode == "wrap":
         idx = bind(PRIMITIVES["mod"], (idx, n), {})
     elif mode == "clip":
@@ -260,23 +258,17 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str = 
 # -- sorting and the arg-functions: integer results, zero derivative -------------------------
 
 
-def _ordered(xp: Any, x: Any) -> Any:
-    """`x` with booleans as 0 and 1 (uint8): the standard's sorting and searching functions take
-    no booleans (array-api-strict refuses them, torch's argmax too); numpy orders False first."""
-    return xp.astype(x, xp.uint8) if xp is not np and dtype_of(x).kind == "b" else x
-
-
 def _argsort_impl(x: Any, axis: int) -> Any:
     xp = arrays.xp_of(x)
     if xp is np:
         return np.argsort(x, axis=axis, kind="stable")
-    return xp.argsort(_ordered(xp, x), axis=axis, stable=True)
+    return xp.argsort(arrays.ordered(xp, x), axis=axis, stable=True)
 
 
 def _arg_impl(name: str) -> Any:
     def impl(x: Any, axis: int) -> Any:
         xp = arrays.xp_of(x)
-        return getattr(xp, name)(_ordered(xp, x), axis=axis)
+        return getattr(xp, name)(arrays.ordered(xp, x), axis=axis)
 
     impl.__name__ = f"_{name}_impl"
     return impl

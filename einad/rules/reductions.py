@@ -75,7 +75,7 @@ def _impl(name: str, kernel: Callable[..., Any], standard: str, param: str) -> C
         if dt.kind == "b":  # the standard's functions take no booleans (array-api-strict refuses them)
             if out.kind != "b":  # prod, cumsum, cumprod: counted in numpy's integer result dtype
                 return fn(xp.astype(x, arrays.lib_dtype(xp, out)), axis=axis)
-            return xp.astype(fn(xp.astype(x, xp.uint8), axis=axis), xp.bool)  # max, min: as 0 and 1
+            return xp.astype(fn(arrays.ordered(xp, x), axis=axis), xp.bool)  # max, min: as 0 and 1
         if out == dt or standard in ("max", "min"):
             return fn(x, axis=axis)
         return fn(x, axis=axis, dtype=arrays.lib_dtype(xp, out))

@@ -877,15 +877,9 @@ def _stacked(fn: Callable[[Any], Any], basis_of: Any, results: list[Any]) -> lis
 
 def _values(tree: Any, context: Any) -> Any:
     """`tree`'s numbers as 0-d arrays: of the library of `context`'s arrays (`_numbers_in_library`)."""
-    like = _other_library(context)
-
-    def value(x: Any) -> Any:
-        if type(x) is Tensor or arrays.is_array(x):
-            return x
-        v = np.asarray(x)
-        return v if like is None or v.dtype.kind not in "fc" else arrays.asarray(like, v, v.dtype)
-
-    return tree_map(value, tree)
+    flat, td = tree_flatten(tree)
+    values = [x if type(x) is Tensor or arrays.is_array(x) else np.asarray(x) for x in flat]
+    return tree_unflatten(td, _numbers_in_library(values, flat, context))
 
 
 def jacfwd(

@@ -26,7 +26,7 @@ from ..pytree import node_children, tree_flatten, tree_unflatten
 from ..rules.linear import moveaxis
 from ..rules.shape import getitem_raw, reshape_raw
 from ..rules.structural import broadcast_raw, concat_p
-from ..util import dtype_of, normalize_axis, shape_of
+from ..util import dtype_of, integer, normalize_axis, shape_of
 
 # -- the trace --------------------------------------------------------------------------
 
@@ -156,15 +156,11 @@ def vmap(
     Raises:
         ValueError: If the mapped axes have different lengths (or not `axis_size`), or no
             argument is mapped and `axis_size` is not given.
-        TypeError: If `axis_size` is not a non-negative int.
+        TypeError: If `axis_size` is not an int (ValueError: negative).
     """
-    if axis_size is not None and (not _is_index(axis_size) or axis_size < 0):
-        raise TypeError(f"vmap: axis_size is a non-negative int, got {axis_size!r}")
+    if axis_size is not None and integer(axis_size, "vmap: axis_size") < 0:
+        raise ValueError(f"vmap: axis_size cannot be negative, got {axis_size!r}")
     return _vmap(f, in_axes, out_axes, raw=False, axis_size=axis_size)
-
-
-def _is_index(n: object) -> bool:
-    return isinstance(n, (int, np.integer)) and not isinstance(n, (bool, np.bool_))
 
 
 def _vmap(

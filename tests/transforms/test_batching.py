@@ -366,7 +366,9 @@ def test_axis_size_maps_a_function_of_no_mapped_argument_as_in_jax():
     np.testing.assert_array_equal(ea.vmap(lambda a: a + 1, axis_size=2)(x), x + 1)  # it agrees
     with pytest.raises(ValueError, match="axis_size is 3, but the mapped axes have length"):
         ea.vmap(lambda a: a, axis_size=3)(x)
-    with pytest.raises(TypeError, match="axis_size is a non-negative int"):
+    with pytest.raises(ValueError, match="axis_size cannot be negative"):
         ea.vmap(lambda a: a, axis_size=-1)
+    with pytest.raises(TypeError, match="axis_size must be an integer"):
+        ea.vmap(lambda a: a, axis_size=2.0)
     with pytest.raises(ValueError, match="or axis_size"):
         ea.vmap(lambda a: a, in_axes=None)(x)
