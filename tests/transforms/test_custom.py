@@ -848,13 +848,15 @@ def test_defjvps_sums_one_rule_per_argument_as_in_jax():
     _, t = ea.jvp(f, (x, y), (np.ones(2), np.ones(2)))
     assert_close(t, np.cos(x) * y + 10 * np.sin(x))
     gx, gy = ea.grad(lambda a, b: ea.sum(f(a, b)), argnums=(0, 1))(x, y)
-    assert_close(gx, np.cos(x) * y) and assert_close(gy, 10 * np.sin(x))
+    assert_close(gx, np.cos(x) * y)
+    assert_close(gy, 10 * np.sin(x))
     # higher orders differentiate the rules: d/dx of cos(x) y is -sin(x) y
     assert_close(ea.hessian(lambda a: ea.sum(f(a, y)))(x), np.diag(-np.sin(x) * y))
     g = ea.custom_jvp(lambda x, y: x * y)
     g.defjvps(None, lambda t, ans, x, y: t * x)  # None: no dependence on x, as JAX's
     gx, gy = ea.grad(lambda a, b: ea.sum(g(a, b)), argnums=(0, 1))(x, y)
-    assert_close(gx, np.zeros(2)) and assert_close(gy, x)
+    assert_close(gx, np.zeros(2))
+    assert_close(gy, x)
     h = ea.custom_jvp(lambda x, n: x * n, nondiff_argnums=(1,))
     with pytest.raises(TypeError, match="nondiff_argnums"):
         h.defjvps(lambda t, ans, x, n: t * n)
