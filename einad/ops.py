@@ -13,7 +13,7 @@ from .aliases import Axis, DTypeLike
 from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind, exported
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
-from .rules.indexing import argmax, argmin, argsort, take
+from .rules.indexing import IndexUpdate, argmax, argmin, argsort, take
 from .rules.linear import (
     diagonal,
     dot,
@@ -43,7 +43,7 @@ from .rules.reductions import (
 )
 from .rules.shape import astype, astype_p, expand_dims, flip, getitem, reshape, squeeze
 from .rules.shape import stop_gradient as _stop_gradient
-from .rules.structural import IndexUpdate, broadcast_to, concatenate, split, stack, where
+from .rules.structural import broadcast_to, concatenate, split, stack, where
 from .util import dtype_of, normalize_axis, to_operand, wrap
 
 # One public function per entry of the elementwise table (`ea.exp`, `ea.add`, ...): adding an

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import arrays
 from .aliases import Array
-from .core import strip
+from .core import Tensor, strip
 from .errors import GradcheckError
 from .pytree import tree_flatten, tree_unflatten
 from .transforms.autodiff import _out, jvp, vjp
@@ -65,7 +65,8 @@ def gradcheck(
 
     Args:
         f: The function to check; its output may be any pytree of arrays.
-        *args: The point: arrays, numbers or pytrees of them.
+        *args: The point: arrays, numbers or pytrees of them. A leaf given as a Tensor
+            reaches `f` as a Tensor (so `f` may use its methods, such as ``x.at``).
         eps: The central-difference step (default 1e-6, or 1e-3 for float32 inputs).
         atol: Absolute tolerance (default 1e-6, or 1e-3 for float32).
         rtol: Relative tolerance (default 1e-5, or 1e-2 for float32).
@@ -100,7 +101,12 @@ def gradcheck(
         return f(*tree_unflatten(td, full))
 
     like = [strip(flat[k]) for k in diff]
-    primals = [_lib(lk, base[k]) for lk, k in zip(like, diff)]
+    given = [type(flat[k]) is Tensor for k in diff]  # f sees Tensors where it was given Tensors
+
+    def point(leaves: list[Array]) -> list[Any]:
+        return [Tensor(_lib(lk, v)) if t else _lib(lk, v) for lk, t, v in zip(like, given, leaves)]
+
+    primals = point([base[k] for k in diff])
     out0 = g(*primals)
     out_flat, out_td = tree_flatten(out0)
     u = [_random(rng, np.shape(_real(o)), _real(o).dtype) for o in out_flat]
@@ -110,7 +116,7 @@ def gradcheck(
     cts = list(pullback(tree_unflatten(out_td, u_lib)))
 
     def phi(leaves: list[Any]) -> float:
-        return _inner(u, tree_flatten(g(*[_lib(lk, v) for lk, v in zip(like, leaves)]))[0])
+        return _inner(u, tree_flatten(g(*point(leaves)))[0])
 
     for j, x in enumerate(base[k] for k in diff):
         worst: dict[str, tuple[float, float, float, float, float] | None] = {"reverse": None, "forward": None}

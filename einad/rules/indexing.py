@@ -1,5 +1,5 @@
 """Operations that select with index arrays: take, take_along_axis, sort and the arg-functions,
-and the moves written with them (pad, roll, tile, repeat).
+the moves written with them (pad, roll, tile, repeat), and JAX's functional updates ``x.at[i]``.
 
 Two primitives do the work. ``take_along_axis`` gathers the elements an integer
 array names along one axis (numpy's function, with its broadcasting); its
@@ -17,7 +17,7 @@ zero derivative.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,12 +26,38 @@ from .. import arrays
 from ..aliases import Array, Shape
 from ..arrays import is_array
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
-from ..util import dtype_of, integer, lib_array, normalize_axes, shape_of, to_array_operand, wrap
+from ..errors import TracerError
+from ..util import (
+    dtype_of,
+    integer,
+    lib_array,
+    normalize_axes,
+    raw,
+    shape_of,
+    to_array_operand,
+    to_operand,
+    wrap,
+)
 from .einsum import sum_to_shape
-from .elementwise import PRIMITIVES
+from .elementwise import PRIMITIVES, apply2
 from .reductions import batch_axis
-from .shape import astype, getitem, indices_read, reshape_raw
-from .structural import broadcast_raw, concatenate
+from .shape import (
+    _clean_index,
+    _gather_template,
+    _ghost,
+    _has_int_array,
+    astype,
+    gather_raw,
+    gather_scatter_raw,
+    getitem,
+    getitem_raw,
+    indices_read,
+    last_writes,
+    last_writes_p,
+    reshape_raw,
+    scatter_raw,
+)
+from .structural import broadcast_raw, concatenate, where_raw, zeros_scalar
 
 # -- the gather and its transpose ----------------------------------------------------------
 
@@ -464,3 +490,211 @@ def repeat(a: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) 
     if counts.shape != (s[axis],):
         raise ValueError(f"repeat: {counts.size} counts for an axis of length {s[axis]}")
     return take(x, np.repeat(np.arange(s[axis]), counts), axis=axis)
+
+
+# -- functional index updates: x.at[idx].set(v), .add(v), .multiply(v), .min(v), ... ------------
+
+
+class IndexUpdate:
+    """What ``x.at`` returns: index it to name the elements to update (JAX's `.at`)."""
+
+    __slots__ = ("_x",)
+
+    def __init__(self, x: ArrayLike) -> None:
+        self._x = x
+
+    def __getitem__(self, index: Any) -> IndexedUpdate:
+        return IndexedUpdate(self._x, index)
+
+
+def _check_hints(hints: dict[str, Any]) -> None:
+    """JAX's `.at` keywords: `indices_are_sorted` and `unique_indices` are hints that change
+    nothing here; of the modes only the default is offered (an index out of range is an
+    IndexError), never JAX's clipping, dropping or filling."""
+    unknown = set(hints) - {"indices_are_sorted", "unique_indices", "mode"}
+    if unknown:
+        raise TypeError(f"x.at[...] got unexpected keyword arguments {sorted(unknown)}")
+    mode = hints.get("mode")
+    if mode not in (None, "promise_in_bounds"):
+        raise NotImplementedError(
+            f"x.at[...] with mode={mode!r}: einad raises IndexError for an index out of range "
+            "(clip or filter the index first)"
+        )
+
+
+class IndexedUpdate:
+    """``x.at[index]``: each method returns a new tensor; `x` is never modified.
+
+    `set` and `add` take an index computed inside `einad.jit` or mapped by `vmap` (a scatter of
+    the program); `multiply`, `divide`, `power`, `min`, `max` and `apply` take such an index
+    when it is integers only (no index array, so no place is written twice).
+    """
+
+    __slots__ = ("_index", "_x")
+
+    def __init__(self, x: ArrayLike, index: Any) -> None:
+        self._x = x
+        self._index = index
+
+    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value, list[Value] | None]:
+        """`x`, the index (a template with slots where its traced arrays go, see
+        `shape.traced_index`), x's shape, `v` broadcast to the indexed places, and the traced
+        index arrays (None when there are none)."""
+        x = to_array_operand(self._x)
+        shape = shape_of(x)
+        traced = _gather_template(shape, self._index)
+        idx: list[Value] | None = None
+        if traced is not None:
+            index, idx, target = traced
+        else:
+            index = _clean_index(self._index)
+            target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
+        value = to_operand(v)
+        arrays.namespace(raw(x), raw(value))  # values of another library: TypeError naming both
+        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
+            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
+        vs = shape_of(value)
+        lead = max(len(vs) - len(target), 0)  # numpy's assignment drops leading size-1 axes of v
+        if any(d != 1 for d in vs[:lead]) or any(d not in (1, t) for d, t in zip(vs[::-1], target[::-1])):
+            raise ValueError(f"could not broadcast input array from shape {vs} into shape {target}")
+        value = reshape_raw(value, vs[lead:])
+        if isinstance(value, (int, float, complex)):
+            value = lib_array(x, np.asarray(value, dtype_of(x)))
+        else:
+            value = astype(value, dtype_of(x))
+        return x, index, shape, broadcast_raw(value, target), idx
+
+    def get(self, **hints: Any) -> Tensor:
+        """``x[index]``."""
+        _check_hints(hints)
+        return getitem(self._x, self._index)
+
+    def add(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with `v` added at `index` (repeated indices add repeatedly).
+
+        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent). The
+        index may be computed inside `einad.jit` or mapped by `vmap` (see `getitem`): a
+        scatter-add of the program, whose index is checked when it runs.
+        """
+        _check_hints(hints)
+        x, index, shape, v, idx = self._prepare(v)
+        if idx is not None:
+            return wrap(x + gather_scatter_raw(v, idx, index, shape))
+        return wrap(x + scatter_raw(v, index, shape))
+
+    def set(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with `v` written at `index` (where an index repeats, the last write wins,
+        as numpy's assignment, also for an index computed inside `einad.jit` or mapped by `vmap`).
+
+        Differentiable in `x` (zero at the written places) and in `v` (the cotangent at each
+        place goes to the write that stays there).
+        """
+        _check_hints(hints)
+        x, index, shape, v, idx = self._prepare(v)
+        if idx is not None:
+            return wrap(_traced_set(x, index, shape, v, idx))
+        if _has_int_array(index):
+            v = where_raw(lib_array(x, last_writes(shape, index)), v, zeros_scalar(v))
+        return wrap(_write(x, index, shape, v))
+
+    def multiply(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with the elements at `index` multiplied by `v` (where an index repeats,
+        by each of its values in turn, as ``numpy.multiply.at``); differentiable in `x` and `v`."""
+        _check_hints(hints)
+        return self._combine(v, lambda a, b: apply2("multiply", a, b))
+
+    def divide(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with the elements at `index` divided by `v` (in turn where an index
+        repeats); the quotient is cast to `x`'s dtype, as JAX's."""
+        _check_hints(hints)
+        return self._combine(v, lambda a, b: apply2("divide", a, b))
+
+    def power(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with the elements at `index` raised to the power `v` (in turn where an
+        index repeats)."""
+        _check_hints(hints)
+        return self._combine(v, lambda a, b: apply2("power", a, b))
+
+    def min(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with each element at `index` replaced by its minimum with `v` (with all
+        of its values where an index repeats); ties share the gradient, as `minimum`'s."""
+        _check_hints(hints)
+        return self._combine(v, lambda a, b: apply2("minimum", a, b))
+
+    def max(self, v: ArrayLike, **hints: Any) -> Tensor:
+        """A copy of `x` with each element at `index` replaced by its maximum with `v` (with all
+        of its values where an index repeats); ties share the gradient, as `maximum`'s."""
+        _check_hints(hints)
+        return self._combine(v, lambda a, b: apply2("maximum", a, b))
+
+    def apply(
+        self,
+        func: Callable[[Tensor], ArrayLike],
+        **hints: Any,
+    ) -> Tensor:
+        """A copy of `x` with the elementwise `func` applied at `index` (once for each time an
+        index names a place, as ``numpy.negative.at``); `func` sees only the selected elements."""
+        _check_hints(hints)
+        if not callable(func):
+            raise TypeError(f"x.at[...].apply takes a function, got {type(func).__name__}")
+        x = to_array_operand(self._x)
+        return self._combine(zeros_scalar(x), lambda a, _: to_operand(func(wrap(a))))
+
+    def _combine(self, v: ArrayLike, op: Callable[[Value, Value], Value]) -> Tensor:
+        """``x[index] = op(x[index], v)``, one round for each time a place is named again (the
+        rounds write distinct places, so each is a gather, `op` and a write)."""
+        x, index, shape, v, idx = self._prepare(v)
+        dtype = dtype_of(x)
+        if idx is not None:
+            if any(shape_of(i) for i in idx) or _has_int_array(index):
+                raise TracerError(
+                    "x.at[index] with an index array computed inside einad.jit or mapped by vmap "
+                    "takes .set, .add and .get only (the places it writes twice are known only when "
+                    "it runs); compute the index outside the transformation"
+                )
+            new = astype(op(gather_raw(x, idx, index), v), dtype)
+            return wrap(_traced_set(x, index, shape, new, idx))
+        rounds = _write_rounds(shape, index)
+        if rounds is None:  # no place named twice: one round on the index as given
+            return wrap(_write(x, index, shape, astype(op(getitem_raw(x, index), v), dtype)))
+        flat, values = reshape_raw(x, (-1,)), reshape_raw(v, (-1,))
+        size = (math.prod(shape),)
+        for places, writes in rounds:
+            new = op(getitem_raw(flat, (places,)), getitem_raw(values, (writes,)))
+            flat = _write(flat, (places,), size, astype(new, dtype))
+        return wrap(reshape_raw(flat, shape))
+
+
+def _write_rounds(shape: Shape, index: Any) -> list[tuple[Array, Array]] | None:
+    """The writes of ``x[index]``, in rounds that name distinct places: round k holds each
+    place's k-th write, as (flat places, positions in the flattened ``x[index]``); None when no
+    place is named twice."""
+    if not _has_int_array(index):
+        return None
+    flat = np.arange(math.prod(shape)).reshape(shape)[index].ravel()
+    order = np.argsort(flat, kind="stable")  # each place's writes together, in their order
+    ordered = flat[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    rank = np.empty(flat.size, dtype=np.int64)
+    rank[order] = np.arange(flat.size) - np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    if flat.size == 0 or rank.max() == 0:
+        return None
+    return [(flat[rank == k], np.flatnonzero(rank == k)) for k in range(int(rank.max()) + 1)]
+
+
+def _write(x: Value, index: Any, shape: Shape, v: Value) -> Value:
+    """`x` with `v` written at `index`, which names each place once: differentiable in `x` (zero
+    at the written places) and in `v`."""
+    keep = np.ones(shape, dtype=bool)
+    keep[index] = False
+    return where_raw(lib_array(x, keep), x, zeros_scalar(x)) + scatter_raw(v, index, shape)
+
+
+def _traced_set(x: Value, index: tuple[Any, ...], shape: Shape, v: Value, idx: list[Value]) -> Value:
+    """``x.at[index].set(v)`` for an index with traced arrays `idx`: the places written are those
+    a scatter of ones reaches, and only the last write of a repeated place scatters its value."""
+    if any(shape_of(i) for i in idx) or _has_int_array(index):  # (integers alone cannot repeat)
+        v = where_raw(bind(last_writes_p, idx, {"index": index, "shape": shape}), v, zeros_scalar(v))
+    ones = lib_array(x, np.ones(shape_of(v), dtype=np.int64))
+    written = astype(gather_scatter_raw(ones, idx, index, shape), np.bool_)
+    return where_raw(written, zeros_scalar(x), x) + gather_scatter_raw(v, idx, index, shape)

@@ -1,6 +1,6 @@
 """The structural operations built on the einsum: broadcasting, joining, splitting,
-selecting (`where`) and functional index updates (`x.at[i]`). Reshaping, casting and
-indexing are below the einsum, in `einad.rules.shape`.
+and selecting (`where`). Reshaping, casting and indexing are below the einsum, in
+`einad.rules.shape`; the functional index updates (`x.at[i]`) are in `einad.rules.indexing`.
 
 Each is linear in its array operands, so each rule is the operation's transpose
 (VJP) and the operation itself applied to the tangent (JVP). Summing a
@@ -22,7 +22,6 @@ from ..errors import unknown_sizes
 from ..util import (
     dtype_of,
     foreign,
-    lib_array,
     normalize_axis,
     raw,
     shape_of,
@@ -33,21 +32,14 @@ from ..util import (
 from .einsum import _letters, spread, sum_to_shape
 from .shape import (
     _astype_impl,
-    _clean_index,
-    _gather_template,
     _ghost,
-    _has_int_array,
     _shape_only,
     astype,
     expand_dims,
-    gather_scatter_raw,
     getitem,
     getitem_raw,
-    last_writes,
-    last_writes_p,
     reshape,
     reshape_raw,
-    scatter_raw,
     zeros_like,
 )
 
@@ -320,98 +312,3 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     if dtype_of(c) != np.bool_:
         c = astype(c, np.bool_)  # a cast to bool has no derivative (astype cuts it)
     return wrap(where_raw(c, x, y))
-
-
-# -- functional index updates: x.at[idx].set(v) / .add(v) -----------------------------------------
-
-
-class IndexUpdate:
-    """What ``x.at`` returns: index it to name the elements to update (JAX's `.at`)."""
-
-    __slots__ = ("_x",)
-
-    def __init__(self, x: ArrayLike) -> None:
-        self._x = x
-
-    def __getitem__(self, index: Any) -> IndexedUpdate:
-        return IndexedUpdate(self._x, index)
-
-
-class IndexedUpdate:
-    """``x.at[index]``: `set`, `add` and `get` return new tensors; `x` is never modified."""
-
-    __slots__ = ("_index", "_x")
-
-    def __init__(self, x: ArrayLike, index: Any) -> None:
-        self._x = x
-        self._index = index
-
-    def _prepare(self, v: ArrayLike) -> tuple[Value, Any, Shape, Value, list[Value] | None]:
-        """`x`, the index (a template with slots where its traced arrays go, see
-        `shape.traced_index`), x's shape, `v` broadcast to the indexed places, and the traced
-        index arrays (None when there are none)."""
-        x = to_array_operand(self._x)
-        shape = shape_of(x)
-        traced = _gather_template(shape, self._index)
-        idx: list[Value] | None = None
-        if traced is not None:
-            index, idx, target = traced
-        else:
-            index = _clean_index(self._index)
-            target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
-        value = to_operand(v)
-        arrays.namespace(raw(x), raw(value))  # values of another library: TypeError naming both
-        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
-            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        vs = shape_of(value)
-        lead = max(len(vs) - len(target), 0)  # numpy's assignment drops leading size-1 axes of v
-        if any(d != 1 for d in vs[:lead]) or any(d not in (1, t) for d, t in zip(vs[::-1], target[::-1])):
-            raise ValueError(f"could not broadcast input array from shape {vs} into shape {target}")
-        value = reshape_raw(value, vs[lead:])
-        if isinstance(value, (int, float, complex)):
-            value = lib_array(x, np.asarray(value, dtype_of(x)))
-        else:
-            value = astype(value, dtype_of(x))
-        return x, index, shape, broadcast_raw(value, target), idx
-
-    def get(self) -> Tensor:
-        """``x[index]``."""
-        return getitem(self._x, self._index)
-
-    def add(self, v: ArrayLike) -> Tensor:
-        """A copy of `x` with `v` added at `index` (repeated indices add repeatedly).
-
-        Differentiable in `x` (the identity) and in `v` (gathered from the cotangent). The
-        index may be computed inside `einad.jit` or mapped by `vmap` (see `getitem`): a
-        scatter-add of the program, whose index is checked when it runs.
-        """
-        x, index, shape, v, idx = self._prepare(v)
-        if idx is not None:
-            return wrap(x + gather_scatter_raw(v, idx, index, shape))
-        return wrap(x + scatter_raw(v, index, shape))
-
-    def set(self, v: ArrayLike) -> Tensor:
-        """A copy of `x` with `v` written at `index` (where an index repeats, the last write wins,
-        as numpy's assignment, also for an index computed inside `einad.jit` or mapped by `vmap`).
-
-        Differentiable in `x` (zero at the written places) and in `v` (the cotangent at each
-        place goes to the write that stays there).
-        """
-        x, index, shape, v, idx = self._prepare(v)
-        if idx is not None:
-            return wrap(_traced_set(x, index, shape, v, idx))
-        keep = np.ones(shape, dtype=bool)
-        keep[index] = False
-        if _has_int_array(index):
-            v = where_raw(lib_array(x, last_writes(shape, index)), v, zeros_scalar(v))
-        return wrap(where_raw(lib_array(x, keep), x, zeros_scalar(x)) + scatter_raw(v, index, shape))
-
-
-def _traced_set(x: Value, index: tuple[Any, ...], shape: Shape, v: Value, idx: list[Value]) -> Value:
-    """``x.at[index].set(v)`` for an index with traced arrays `idx`: the places written are those
-    a scatter of ones reaches, and only the last write of a repeated place scatters its value."""
-    if any(shape_of(i) for i in idx) or _has_int_array(index):  # (integers alone cannot repeat)
-        v = where_raw(bind(last_writes_p, idx, {"index": index, "shape": shape}), v, zeros_scalar(v))
-    ones = lib_array(x, np.ones(shape_of(v), dtype=np.int64))
-    written = astype(gather_scatter_raw(ones, idx, index, shape), np.bool_)
-    return where_raw(written, zeros_scalar(x), x) + gather_scatter_raw(v, idx, index, shape)

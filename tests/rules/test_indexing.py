@@ -769,6 +769,27 @@ def test_set_at_a_repeated_traced_index_keeps_the_last_write():
     assert_close(gv, np.stack([np.zeros(5), 3 * v[1] ** 2, 3 * v[2] ** 2]))
 
 
+def test_the_other_jitted_updates_take_a_traced_integer_and_refuse_a_traced_array():
+    """``.multiply``, ``.min``, ``.apply`` ... with an index computed inside `einad.jit`: an integer
+    names one place, so it is one gather, the operation and a scatter (each call its own place);
+    an index array may repeat a place, which only the run would show (JAX's scatters apply the
+    operation in turn there), so it is a TracerError naming the updates that take one."""
+    x = np.arange(1.0, 6.0)
+    f = ea.jit(lambda x, i: x.at[i].multiply(3.0))
+    for i in (0, 4, -2):
+        want = x.copy()
+        want[i] *= 3.0
+        assert_close(f(x, i), want)
+    assert f.cache_size() == 1
+    g = ea.jit(ea.grad(lambda x, i: ea.sum(x.at[i].max(2.5) ** 2)))
+    assert_close(g(x, 0), [0.0, 4.0, 6.0, 8.0, 10.0])  # x[0] = 1 lost to 2.5: no derivative
+    assert_close(g(x, 3), [2.0, 4.0, 6.0, 8.0, 10.0])
+    h = ea.jit(lambda x, i: x.at[i].apply(ea.exp))
+    assert_close(h(x, 1), np.where(np.arange(5) == 1, np.exp(x), x))
+    with pytest.raises(ea.TracerError, match=r"index array.*\.set, \.add and \.get"):
+        ea.jit(lambda x, i: x.at[i].min(0.0))(x, np.array([1, 1]))
+
+
 def test_a_jitted_gather_replays_each_calls_index():
     """The index is an input of the program, not a constant: a second call with another index
     reads its own elements, from the same program; an index out of range is numpy's IndexError

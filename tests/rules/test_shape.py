@@ -26,6 +26,7 @@ from tests.support.checks import (
     lib_value,
     np_add,
     np_set,
+    np_ufunc_at,
 )
 from tests.support.numerics import assert_close, peak_bytes
 from tests.support.op_table import normal
@@ -288,6 +289,43 @@ EVERYDAY = {
         lambda dt: (normal(dtype=dt), normal((3,), dtype=dt)),
         True,
     ),
+    # JAX's other updates, each applied in turn where an index repeats (numpy's ufunc.at)
+    "at_multiply": (
+        lambda x, v: x.at[ROWS].multiply(v),
+        lambda x, v: np_ufunc_at(np.multiply, x, ROWS, v),
+        lambda dt: (normal(dtype=dt), normal((3, 4), dtype=dt)),
+        True,
+    ),
+    "at_divide": (
+        lambda x, v: x.at[ROWS, 1:].divide(v),
+        lambda x, v: np_ufunc_at(np.divide, x, (ROWS, slice(1, None)), v),
+        lambda dt: (normal(dtype=dt), normal((3, 3), dtype=dt) + 3),
+        True,
+    ),
+    "at_power": (
+        lambda x, v: x.at[ROWS].power(v),
+        lambda x, v: np_ufunc_at(np.power, x, ROWS, v),
+        lambda dt: (np.abs(normal(dtype=dt)) + 0.5, normal((4,), dtype=dt)),
+        False,
+    ),
+    "at_min": (
+        lambda x, v: x.at[ROWS].min(v),
+        lambda x, v: np_ufunc_at(np.minimum, x, ROWS, v),
+        lambda dt: (normal(dtype=dt), normal((3, 4), dtype=dt)),
+        False,
+    ),
+    "at_max": (
+        lambda x, v: x.at[::2, ROWS].max(v),
+        lambda x, v: np_ufunc_at(np.maximum, x, (slice(None, None, 2), ROWS), v),
+        lambda dt: (normal(dtype=dt), normal((2, 3), dtype=dt)),
+        False,
+    ),
+    "at_apply": (
+        lambda x: x.at[ROWS].apply(ea.sin),
+        lambda x: np_ufunc_at(np.sin, x, ROWS),
+        lambda dt: (normal(dtype=dt),),
+        True,
+    ),
 }
 
 
@@ -350,6 +388,42 @@ def test_at_refuses_a_value_of_another_library_naming_both(lib, other, method):
     # of its own library, or a number: taken (numpy's assignment)
     check_lib(lib, getattr(x.at[0], method)(lib.asarray(np.ones(3))), np_set(np.zeros((2, 3)), 0, 1.0))
     check_lib(lib, getattr(x.at[1], method)(2.0), np_set(np.zeros((2, 3)), 1, 2.0))
+
+
+@pytest.mark.parametrize("method", ["multiply", "divide", "power", "min", "max", "apply"])
+def test_the_other_updates_on_every_library_apply_in_turn_at_a_repeated_index(lib, method):
+    """JAX's `.multiply` ... `.apply` on each library: a place named twice is updated twice, as
+    numpy's ``ufunc.at`` does, and the gradient goes to each write (a round each, gathered and
+    written); the value keeps `x`'s library and dtype."""
+    x = np.abs(RNG.standard_normal((4, 3))) + 0.5
+    v = np.abs(RNG.standard_normal((3, 3))) + 0.5
+    rows = np.array([1, 3, 1])
+    ufunc = {"min": np.minimum, "max": np.maximum, "apply": np.sin}.get(method) or getattr(np, method)
+    if method == "apply":
+        update, want = (lambda t: t.at[rows].apply(ea.sin)), np_ufunc_at(ufunc, x, rows)
+    else:
+        update, want = (lambda t: getattr(t.at[rows], method)(lib.asarray(v))), np_ufunc_at(ufunc, x, rows, v)
+    check_lib(lib, update(ea.tensor(lib.asarray(x))), want)
+    if lib.name == "numpy":
+        ea.gradcheck(lambda t: ea.sum(ea.cos(update(t))), ea.tensor(x))
+
+
+def test_at_takes_jaxs_hints_and_refuses_the_modes_it_does_not_offer():
+    """`indices_are_sorted` and `unique_indices` are taken (hints: the result is the same); JAX's
+    out-of-range modes (clip, drop, fill) are a NotImplementedError, never a silent different
+    rule, and an unknown keyword is a TypeError."""
+    x = ea.tensor(np.arange(4.0))
+    assert_close(
+        x.at[np.array([0, 2])].set(7.0, unique_indices=True, indices_are_sorted=True), [7.0, 1.0, 7.0, 3.0]
+    )
+    assert_close(x.at[1].add(1.0, mode="promise_in_bounds"), [0.0, 2.0, 2.0, 3.0])
+    for mode in ("clip", "drop", "fill"):
+        with pytest.raises(NotImplementedError, match=f"mode='{mode}'.*IndexError"):
+            x.at[1].multiply(2.0, mode=mode)
+    with pytest.raises(TypeError, match="unexpected keyword.*'wrap'"):
+        x.at[1].set(2.0, wrap=True)
+    with pytest.raises(TypeError, match="takes a function, got float"):
+        x.at[1].apply(2.0)
 
 
 @both_modes

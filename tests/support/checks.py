@@ -167,6 +167,16 @@ def np_add(x, index, v):
     return out
 
 
+def np_ufunc_at(ufunc, x, index, v=None):
+    """numpy's unbuffered ``ufunc.at`` on a copy (a repeated index applies `ufunc` each time)."""
+    out = np.array(x)
+    if v is None:
+        ufunc.at(out, index)
+    else:
+        ufunc.at(out, index, np.broadcast_to(v, out[index].shape))
+    return out
+
+
 # -- numerically stable operations -----------------------------------------------------------
 
 BIG = np.array([-1000.0, 0.0, 1000.0])
