@@ -97,6 +97,9 @@ def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool 
 
     Raises:
         TypeError: If `data` is not numeric, or `requires_grad` is set for an integer dtype.
+        TracerError: If `data` is a value traced by a transformation (inside `grad`, `jit`,
+            `vmap`, ...): a constant made of it would cut its derivative or freeze its value.
+            Use the value itself, or `einad.stop_gradient` for a value without derivative.
     """
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 

@@ -1367,7 +1367,9 @@ class Tensor:
         if self._trace is not None and self._trace is not IMPERATIVE:
             if self._trace.dead:
                 raise dead_tracer(self._trace)
-            raise TypeError(
+            if type(self._value) is Staged:  # a value of jit's trace itself: not known yet
+                raise self._value._refuse("numpy conversion")
+            raise TracerError(
                 "a traced Tensor cannot be converted to a numpy array inside a transformation "
                 "(numpy functions would silently drop its derivative): use einad operations, "
                 "or einad.stop_gradient(x) to take the value without its derivative"
@@ -1638,6 +1640,13 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
                 "a value mapped by vmap was converted to a constant array (ea.tensor): each "
                 "example has its own value. Use the value itself (it is already a Tensor), or "
                 "ea.stop_gradient(x) for its value without its derivative"
+            )
+        if data._trace is not None and data._trace is not IMPERATIVE and not data._trace.dead:
+            raise TracerError(
+                "a value traced by a transformation (grad, jvp, jit, ...) was converted to a "
+                "constant array (ea.tensor), which would cut its derivative or freeze its value "
+                "silently. Use the value itself (it is already a Tensor), or ea.stop_gradient(x) "
+                "for its value without its derivative"
             )
         data = strip(data)
     arr: Any

@@ -164,7 +164,9 @@ def normalize_axes(axis: Any, ndim: int, what: str = "axis") -> tuple[int, ...]:
     else:
         try:
             items = [integer(axis, what)]
-        except TypeError:
+        except TypeError as err:
+            if type(err) is not TypeError:  # a TracerError: an axis computed inside einad.jit
+                raise
             raise TypeError(
                 f"{what} must be an integer, a tuple of integers or None, "
                 f"got {axis!r} ({type(axis).__name__})"

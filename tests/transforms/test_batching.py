@@ -233,6 +233,22 @@ def test_a_mapped_value_made_a_constant_tensor_is_a_tracer_error():
     assert_close(f(x, x[0]), x * x[0])
 
 
+def test_a_differentiated_or_staged_value_made_a_constant_tensor_is_a_tracer_error():
+    """ea.tensor(x) of a value traced by grad silently cut its derivative (a zero gradient, where
+    jnp.array keeps it and torch.tensor warns), and under jit failed as a numpy conversion that
+    suggested static arguments; both name ea.tensor now. The imperative graph keeps torch's
+    detaching copy, and a constant made from a plain array still converts."""
+    x = RNG.standard_normal(3)
+    for transform in (ea.grad, lambda f: ea.jit(f), lambda f: lambda x: ea.jvp(f, (x,), (x,))):
+        with pytest.raises(ea.TracerError, match=r"traced by a transformation.*\(ea.tensor\).*stop_gradient"):
+            transform(lambda x: ea.sum(ea.tensor(x) ** 2))(x)
+    assert_close(ea.grad(lambda x: ea.sum(ea.tensor(np.arange(3.0)) * x))(x), np.arange(3.0))
+    w = ea.tensor(x, requires_grad=True)
+    copy = ea.tensor(w * 2.0)
+    assert not copy.requires_grad
+    assert_close(copy, 2.0 * x)
+
+
 @pytest.mark.parametrize("size", [0, 1, 3])
 def test_a_jitted_function_mapped_over_a_batch_of_any_size(size):
     # an empty batch had no first example to stage the program with: IndexError from program.py

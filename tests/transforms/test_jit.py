@@ -129,6 +129,31 @@ def test_static_arguments_are_part_of_the_signature_and_may_drive_python():
         ea.jit(f, static_argnums=1)(x, [2])
 
 
+@pytest.mark.parametrize(
+    "move",
+    [
+        lambda x, n: ea.roll(x, n),
+        lambda x, n: ea.repeat(x, n),
+        lambda x, n: ea.tile(x, n),
+        lambda x, n: ea.pad(x, n),
+        lambda x, n: ea.split(x, n)[0],
+        lambda x, n: ea.sum(ea.reshape(x, (2, 3)), axis=n - 1),
+        lambda x, n: ea.expand_dims(x, n - 2),
+    ],
+    ids=["roll", "repeat", "tile", "pad", "split", "sum-axis", "expand_dims-axis"],
+)
+def test_a_shape_parameter_computed_inside_jit_is_a_tracer_error_naming_static_arguments(move):
+    """A shift, a count, a width or an axis decides the result's shape or layout, so under jit it
+    must be static. Traced, the moves failed as a numpy conversion "inside a transformation
+    (numpy functions would silently drop its derivative)" and the axes as "axis must be an
+    integer" (a TypeError swallowing the TracerError); each names static_argnums now, and the
+    same function with the argument static runs as eager."""
+    x = np.arange(6.0)
+    with pytest.raises(ea.TracerError, match="value traced by einad.jit.*static_argnums"):
+        ea.jit(move)(x, 2)
+    assert_close(ea.jit(move, static_argnums=1)(x, 2), move(x, 2))
+
+
 def test_static_values_that_compare_equal_but_differ_in_type_are_other_signatures():
     """1, 1.0 and True are equal and hash alike, so a program traced for one static value
     served the others: ``x ** 2.0`` of an integer array came back as integers (the program
