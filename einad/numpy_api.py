@@ -12,6 +12,7 @@ the table is a TypeError naming it (raised by the Tensor).
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -138,6 +139,21 @@ _ufunc_method(np.multiply, "accumulate", reductions.cumprod, scan=True)
 # -- array functions ---------------------------------------------------------------------------
 
 
+def _numpy_positions(func: Function) -> tuple[int, tuple[str, ...]] | None:
+    """Where numpy's positional parameters reach its `dtype` or `out` (``np.sum(a, axis, dtype,
+    out, keepdims)``), which einad's functions take by keyword only or not at all: that place
+    and numpy's names from it on, so that arguments given there go by name. None where numpy's
+    function has no such parameter (or no signature Python can read)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):  # a C function without a text signature
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in itertools.takewhile(lambda p: p.kind in kinds, params)]
+    cut = next((k for k, n in enumerate(names) if n in ("dtype", "out")), None)
+    return None if cut is None else (cut, tuple(names[cut:]))
+
+
 def _function(func: Function, impl: Function) -> None:
     """Run `impl` for numpy's `func` with numpy's arguments.
 
@@ -149,8 +165,12 @@ def _function(func: Function, impl: Function) -> None:
     """
     name = f"{func.__module__}.{func.__name__}"
     signature = inspect.signature(impl)
+    named = _numpy_positions(func)
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        if named is not None and named[0] < len(args) <= named[0] + len(named[1]):
+            kwargs.update(zip(named[1], args[named[0] :]))  # from numpy's dtype or out on: by name
+            args = args[: named[0]]
         _out_refused(name, kwargs.pop("out", None))
         if "dtype" in kwargs and kwargs["dtype"] is None and "dtype" not in signature.parameters:
             del kwargs["dtype"]

@@ -305,17 +305,19 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     # -- methods mirroring the functions -------------------------------------
 
-    def sum(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def sum(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
         """Sum over `axis` (all by default), as `einad.sum`."""
-        return sum(self, axis=axis, keepdims=keepdims)
+        return sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
 
-    def mean(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def mean(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
         """Arithmetic mean along `axis`, as `einad.mean`."""
-        return mean(self, axis=axis, keepdims=keepdims)
+        return mean(self, axis=axis, keepdims=keepdims, dtype=dtype)
 
-    def var(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    def var(
+        self, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    ) -> Tensor:
         """Variance along `axis`, as `einad.var`."""
-        return var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype)
 
     def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """Largest element along `axis`, as `einad.max`."""
@@ -325,9 +327,9 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """Smallest element along `axis`, as `einad.min`."""
         return min(self, axis=axis, keepdims=keepdims)
 
-    def prod(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def prod(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
         """Product along `axis`, as `einad.prod`."""
-        return prod(self, axis=axis, keepdims=keepdims)
+        return prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
 
     def any(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
         """Whether any element along `axis` is nonzero, as `einad.any` (a boolean Tensor)."""
@@ -366,17 +368,19 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """Drop size-1 axes (all of them by default), as `einad.squeeze`."""
         return squeeze(self, axis)
 
-    def std(self, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    def std(
+        self, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    ) -> Tensor:
         """Standard deviation along `axis`, as `einad.std` (numpy's ``ddof=0``; PyTorch's default is 1)."""
-        return std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype)
 
-    def cumsum(self, axis: int | None = None) -> Tensor:
+    def cumsum(self, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
         """Cumulative sum along `axis` (of the flattened tensor by default), as `einad.cumsum`."""
-        return cumsum(self, axis)
+        return cumsum(self, axis, dtype=dtype)
 
-    def cumprod(self, axis: int | None = None) -> Tensor:
+    def cumprod(self, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
         """Cumulative product along `axis` (of the flattened tensor by default), as `einad.cumprod`."""
-        return cumprod(self, axis)
+        return cumprod(self, axis, dtype=dtype)
 
     def clip(self, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor:  # noqa: A002
         """Values limited to ``[min, max]`` (either may be None), as `einad.clip`."""
@@ -403,9 +407,11 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         """The diagonal (an einsum), as `einad.diagonal`."""
         return diagonal(self, offset, axis1, axis2)
 
-    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    def trace(
+        self, offset: int = 0, axis1: int = 0, axis2: int = 1, *, dtype: DTypeLike | None = None
+    ) -> Tensor:
         """The sum of the diagonal, as `einad.trace`."""
-        return trace(self, offset, axis1, axis2)
+        return trace(self, offset, axis1, axis2, dtype=dtype)
 
     def round(self, decimals: int = 0) -> Tensor:
         """Rounded to `decimals` decimal places (half to even), as `einad.round`."""

@@ -360,3 +360,27 @@ def test_numpy_never_writes_into_a_tensors_array():
 def test_arguments_einad_cannot_honour_are_type_errors_naming_the_function(call, match):
     with pytest.raises(TypeError, match=match):
         call(ea.tensor(X))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a: np.sum(a, 0, np.float32),
+        lambda a: np.sum(a, 1, None, None, True),
+        lambda a: np.mean(a, 0, None, None, True),
+        lambda a: np.max(a, 1, None, True),
+        lambda a: np.var(a, None, None, None, 1),
+        lambda a: np.cumsum(a, 1, np.float32),
+        lambda a: np.take(a, [1, 13], None, None, "wrap"),
+        lambda a: np.trace(a, 1, 0, 1, np.float32),
+    ],
+)
+def test_numpys_positional_dtype_out_and_keepdims_mean_what_they_mean_in_numpy(call):
+    """Arguments given in numpy's places for dtype, out, keepdims or mode reached einad's
+    functions by position: ``np.sum(t, 0, np.float32)`` set keepdims (a (1, 3) float64 result,
+    silently), ``np.max(t, 1, None, True)`` was refused. From numpy's dtype or out on, they go by
+    numpy's names now."""
+    want = call(X)
+    got = call(ea.tensor(X))
+    assert np.shape(got) == want.shape and np.asarray(got).dtype == want.dtype
+    assert_close(got, want)

@@ -17,7 +17,7 @@ import numpy as np
 import opt_einsum as oe
 
 from .. import arrays, cluster
-from ..aliases import Axis, MemoryLimit, Path, Shape
+from ..aliases import Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray
 from ..core import ArrayLike, Primitive, Staged, Tensor, Value, bind, declare, export, ride_along
 from ..errors import EinsumError
@@ -41,7 +41,7 @@ from ..util import (
     wrap,
 )
 from .einsum import Optimize, Strategy, _accumulate, _letters, contract, sum_raw
-from .shape import astype_p, getitem, reshape
+from .shape import astype, astype_p, getitem, reshape
 from .structural import broadcast_raw
 
 # -- the public einsum ------------------------------------------------------------------
@@ -518,16 +518,20 @@ def _check_axes(nd: int, axis1: int, axis2: int, what: str) -> tuple[int, int]:
     return a1, a2
 
 
-def trace(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+def trace(
+    x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, *, dtype: DTypeLike | None = None
+) -> Tensor:
     """Sum along a diagonal (numpy.trace): one einsum with a repeated index.
 
-    Booleans and small integers are summed in numpy's accumulator dtype (int64 here).
+    Booleans and small integers are summed in numpy's accumulator dtype (int64 here); with
+    `dtype`, the elements are cast to it first and the trace has that dtype.
     """
-    x = to_operand(x)
+    x = to_operand(x) if dtype is None else astype(to_operand(x), dtype)
     a1, a2 = _check_axes(len(shape_of(x)), axis1, axis2, "trace")
     x = _diagonal_block(_accumulate(x), integer(offset, "offset"), a1, a2)
     s, rest, _ = _diag_letters(len(shape_of(x)), a1, a2)
-    return einsum(f"{s}->{rest}", x)
+    out = einsum(f"{s}->{rest}", x)
+    return out if dtype is None else wrap(astype(out, dtype))
 
 
 def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
@@ -539,10 +543,13 @@ def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> T
     return einsum(f"{s}->{rest}{d}", x)
 
 
-def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
     """Sum over `axis` (all by default), as one einsum.
 
     Booleans and small integers are summed in numpy's accumulator dtype: a boolean
-    array's sum counts (int64 here), an int8 sum does not overflow.
+    array's sum counts (int64 here), an int8 sum does not overflow. With `dtype` (numpy's
+    and JAX's keyword), the elements are cast to it first and the sum has that dtype.
     """
-    return wrap(sum_raw(to_operand(x), axis, keepdims))
+    if dtype is None:
+        return wrap(sum_raw(to_operand(x), axis, keepdims))
+    return wrap(astype(sum_raw(astype(to_operand(x), dtype), axis, keepdims), dtype))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import arrays
-from ..aliases import Axis, Shape
+from ..aliases import Axis, DTypeLike, Shape
 from ..core import ArrayLike, Params, Primitive, Staged, Tensor, Value, bind, declare, export, strip
 from ..subscripts import fresh_symbols
 from ..util import dtype_of, normalize_axes, raw, shape_of, to_array_operand, to_operand, wrap
@@ -189,9 +189,14 @@ declare(
 )
 
 
-def prod(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Product along `axis`; its gradient is exact where elements are zero."""
-    return _reduce(prod_p, x, axis, keepdims)
+def prod(
+    x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None
+) -> Tensor:
+    """Product along `axis`; its gradient is exact where elements are zero. With `dtype`, the
+    elements are cast to it first and the product has that dtype (numpy's keyword)."""
+    if dtype is None:
+        return _reduce(prod_p, x, axis, keepdims)
+    return wrap(astype(_reduce(prod_p, astype(to_array_operand(x), dtype), axis, keepdims), dtype))
 
 
 # -- any and all: boolean reductions without derivative ----------------------------------------
@@ -242,8 +247,19 @@ def _count(shape: Shape, axes: tuple[int, ...], x: Any = None, keepdims: bool = 
 _divide = PRIMITIVES["divide"]
 
 
-def mean(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64."""
+def mean(
+    x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None
+) -> Tensor:
+    """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64.
+
+    With `dtype` (numpy's keyword), the elements are cast to it first and the mean has that
+    dtype (an integer one truncates, as numpy's).
+    """
+    if dtype is not None:  # numpy's: the sum in `dtype` (an int8 one wraps), then the division
+        x = astype(to_array_operand(x), dtype)
+        shape = shape_of(x)
+        n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
+        return wrap(astype(apply2("divide", astype(sum_raw(x, axis, keepdims), dtype), n), dtype))
     whole = axis is None and not keepdims
     if whole and (type(x) is np.ndarray or (type(x) is Tensor and x._trace is not None)):
         # the mean of everything of a floating-point array or traced Tensor (a loss, every eager
@@ -268,9 +284,17 @@ def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     return apply2("divide", sum_axes(x, shape, axes, keepdims), _count(shape, axes, x, keepdims))
 
 
-def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
-    """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0)."""
-    x = _inexact(x)
+def var(
+    x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+) -> Tensor:
+    """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0); with
+    `dtype` (floating-point or complex), computed in it and of that dtype, as numpy's."""
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        raise TypeError(
+            f"var and std take a floating-point or complex dtype, got {np.dtype(dtype)} (numpy's "
+            "integer variance truncates each step of the computation)"
+        )
+    x = _inexact(x if dtype is None else astype(to_array_operand(x), dtype))
     shape = shape_of(x)
     n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
     # numpy's divisor max(n - ddof, 0): ddof >= n gives inf (nan where there are no elements), never
@@ -281,7 +305,8 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     else:  # a count made lazily (dask's unknown chunk sizes)
         dof = apply2("maximum", dof, 0)
     d = x - _mean_raw(x, axis, True)
-    return wrap(sum_raw(real(d * conj(d)), axis, keepdims) / dof)
+    out = sum_raw(real(d * conj(d)), axis, keepdims) / dof
+    return wrap(out if dtype is None else astype(out, dtype))  # (numpy's: complex for a complex dtype)
 
 
 def _inexact(x: ArrayLike) -> Value:
@@ -293,10 +318,12 @@ def _inexact(x: ArrayLike) -> Value:
     return x if dtype_of(x).kind in "fc" else astype(x, np.float64)
 
 
-def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def std(
+    x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+) -> Tensor:
     """Standard deviation along `axis`, ``sqrt(var(x))`` (its derivative is infinite where
-    the variance is 0, as the square root's)."""
-    return wrap(sqrt(var(x, axis, ddof, keepdims)))
+    the variance is 0, as the square root's); `dtype` as `var`'s."""
+    return wrap(sqrt(var(x, axis, ddof, keepdims, dtype=dtype)))
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
@@ -422,13 +449,15 @@ declare(
 )
 
 
-def cumsum(x: ArrayLike, axis: int | None = None) -> Tensor:
-    """Running sums along `axis` (of the flattened array by default), as numpy.cumsum.
+def cumsum(x: ArrayLike, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
+    """Running sums along `axis` (of the flattened array by default), as numpy.cumsum; with
+    `dtype`, of the elements cast to it, in it.
 
     Linear: its VJP is the running sum from the other end.
     """
-    v, ax = _scan_axis(to_array_operand(x), axis)
-    return wrap(cumsum_raw(v, ax))
+    v, ax = _scan_axis(_in_dtype(x, dtype), axis)
+    out = cumsum_raw(v, ax)
+    return wrap(out if dtype is None else astype(out, dtype))
 
 
 cumprod_p = Primitive("cumprod", _impl("cumprod", np.cumprod, "cumulative_prod", "axis"))
@@ -479,11 +508,19 @@ def _cumprod_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any
 declare(cumprod_p, vjp=_cumprod_vjp, jvp=_cumprod_jvp, batch=batch_axis, aliasing="fresh")
 
 
-def cumprod(x: ArrayLike, axis: int | None = None) -> Tensor:
-    """Running products along `axis` (of the flattened array by default), as numpy.cumprod.
+def cumprod(x: ArrayLike, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
+    """Running products along `axis` (of the flattened array by default), as numpy.cumprod;
+    `dtype` as `cumsum`'s.
 
     Its derivative is exact where elements are zero (no division by them), and so is its second
     derivative, however many zeros a lane holds.
     """
-    v, ax = _scan_axis(to_array_operand(x), axis)
-    return wrap(bind(cumprod_p, (v,), {"axis": ax}))
+    v, ax = _scan_axis(_in_dtype(x, dtype), axis)
+    out = bind(cumprod_p, (v,), {"axis": ax})
+    return wrap(out if dtype is None else astype(out, dtype))
+
+
+def _in_dtype(x: ArrayLike, dtype: DTypeLike | None) -> Value:
+    """`x` as an array operand, cast to a reduction's `dtype` keyword where one is given."""
+    x = to_array_operand(x)
+    return x if dtype is None else astype(x, dtype)
