@@ -36,7 +36,7 @@ from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, w
 from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, numpy_functions
 from .rules import linalg
-from .rules.indexing import pad
+from .rules.linear import tril, triu
 from .util import dtype_of, raw, shape_of
 
 try:  # an optional dependency (the [tn] extra): without it there is nothing to register
@@ -264,45 +264,6 @@ def asfortranarray(a: ArrayLike) -> Tensor:
     return ops.reshape(a, shape_of(a)) if type(a) is not Tensor else a
 
 
-def _tri_mask(shape: Sequence[int], k: int, lower: bool) -> Any:
-    m, n = shape[-2:]
-    return np.tri(m, n, k, dtype=bool) if lower else ~np.tri(m, n, k - 1, dtype=bool)
-
-
-def tril(m: ArrayLike, k: int = 0) -> Tensor:
-    """numpy.tril: zeros above the `k`-th diagonal (of each matrix of a stack)."""
-    return ops.where(_tri_mask(shape_of(m), k, True), m, 0)
-
-
-def triu(m: ArrayLike, k: int = 0) -> Tensor:
-    """numpy.triu: zeros below the `k`-th diagonal (of each matrix of a stack)."""
-    return ops.where(_tri_mask(shape_of(m), k, False), m, 0)
-
-
-def diag(v: ArrayLike, k: int = 0) -> Tensor:
-    """numpy.diag: the `k`-th diagonal of a matrix, or a matrix with the vector `v` on it."""
-    shape = shape_of(v)
-    if len(shape) == 2:
-        return ops.diagonal(v, k)
-    if len(shape) != 1:
-        raise ValueError("Input must be 1- or 2-d.")
-    square = ops.einsum("i,ij->ij", v, np.eye(shape[0], dtype=bool))
-    after, before = (k, 0) if k >= 0 else (0, -k)
-    return pad(square, ((before, after), (after, before))) if k else square
-
-
-def kron(a: ArrayLike, b: ArrayLike) -> Tensor:
-    """numpy.kron: one einsum (the axes of `a` and `b` interleaved), then a reshape."""
-    sa, sb = shape_of(a), shape_of(b)
-    nd = max(len(sa), len(sb))
-    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
-    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    ia, ib = letters[:nd], letters[nd : 2 * nd]
-    spec = f"{ia},{ib}->{''.join(x + y for x, y in zip(ia, ib))}"
-    out = ops.einsum(spec, ops.reshape(a, sa), ops.reshape(b, sb))
-    return ops.reshape(out, tuple(x * y for x, y in zip(sa, sb)))
-
-
 def svd(a: ArrayLike, full_matrices: bool = False, compute_uv: bool = True, hermitian: bool = False) -> Any:
     """`einad.linalg.svd` with autoray's default for every backend: the reduced SVD."""
     return linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv, hermitian=hermitian)
@@ -388,10 +349,6 @@ TRANSLATIONS: dict[str, Function] = {
     # differentiable numpy functions einad's namespace does not have
     "asfortranarray": asfortranarray,
     "ascontiguousarray": asfortranarray,
-    "tril": tril,
-    "triu": triu,
-    "diag": diag,
-    "kron": kron,
 }
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from . import ops
 from .aliases import Axis
 from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
-from .rules import indexing, reductions
+from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
 from .util import dtype_of, shape_of
 
@@ -370,6 +370,10 @@ _FUNCTIONS: dict[Function, Function] = {
 }
 for _func, _impl in _FUNCTIONS.items():
     _function(_func, _impl)
+for _name in linalg.__all__:  # numpy.linalg's functions, as einad.linalg's of the same name
+    _numpys = getattr(np.linalg, _name, None)
+    if callable(_numpys) and not isinstance(_numpys, type):
+        _function(_numpys, getattr(linalg, _name))
 for _impl, _func in exported.values():  # what a rules module exports with numpy's function
     if _func is not None:
         _function(_func, _impl)

@@ -442,7 +442,6 @@ EXTRA_CASES: dict[str, Case] = {
     "asarray": Case(lambda x: do("asarray", [x[0], x[1] * 2], like=x), [(A,)]),
     "iinfo": Case(lambda x: get_namespace(x).iinfo(np.int32).max, [(A,)], kind="plain"),
     "ascontiguousarray": Case(_d("ascontiguousarray"), [(A,)]),
-    "triu": Case(_d("triu", 1), _real_complex(A)),
     "empty": Case(lambda x: do("empty", (2,), like=x) * 0, [(A,)], kind="make"),
     "full": Case(lambda x: do("full", (2, 2), 3.0, like=x), [(A,)], kind="make"),
     "identity": Case(lambda x: do("identity", 3, like=x), [(Z,)], kind="make"),

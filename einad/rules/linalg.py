@@ -15,7 +15,11 @@ gradient ``A⁻ᵀ`` of ``slogdet``). A rule therefore differentiates again,
 batches and stages under `einad.jit` like any other code, and reads no value
 in Python.
 ``norm`` is a composition of einad operations (and ``svd`` for the spectral
-and nuclear norms); so are ``lstsq`` (``pinv``), ``eigvals`` and ``eigvalsh``.
+and nuclear norms); so are ``lstsq`` (``pinv``), ``eigvals`` and ``eigvalsh``, and
+numpy 2's other functions (``multi_dot``, one einsum; ``matrix_power``, ``svdvals``,
+``vector_norm``, ``matrix_norm``, ``vecdot``, ``cross``, ``matrix_rank``, ``cond``,
+``tensorinv``, ``tensorsolve``, and the last-two-axes ``trace``, ``diagonal``,
+``matrix_transpose``).
 
 Several results, one primitive. A primitive has one result, so a
 decomposition (``eigh``'s eigenvalues and eigenvectors, ``svd``'s U, S, Vh,
@@ -82,9 +86,13 @@ from .. import arrays
 from ..aliases import Array, Shape
 from ..arrays import library, xp_of
 from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare, ride_along, strip
-from ..util import dtype_of, shape_of, to_array_operand, wrap
+from ..util import dtype_of, integer, lib_array, normalize_axes, shape_of, to_array_operand, to_operand, wrap
 from .einsum import _letters, contract, spread, sum_raw, sum_to_shape
 from .elementwise import PRIMITIVES, compare, conj, real
+from .linear import diagonal as _diagonal
+from .linear import einsum, matmul, tensordot
+from .linear import outer as _outer
+from .linear import trace as _diagonal_sum
 from .reductions import max as _max
 from .reductions import max_p
 from .reductions import min as _min
@@ -101,7 +109,10 @@ __all__ = [
     "SVDResult",
     "SlogdetResult",
     "cholesky",
+    "cond",
+    "cross",
     "det",
+    "diagonal",
     "eig",
     "eigh",
     "eigvals",
@@ -110,12 +121,26 @@ __all__ = [
     "inv",
     "lstsq",
     "lu",
+    "matmul",
+    "matrix_norm",
+    "matrix_power",
+    "matrix_rank",
+    "matrix_transpose",
+    "multi_dot",
     "norm",
+    "outer",
     "pinv",
     "qr",
     "slogdet",
     "solve",
     "svd",
+    "svdvals",
+    "tensordot",
+    "tensorinv",
+    "tensorsolve",
+    "trace",
+    "vecdot",
+    "vector_norm",
 ]
 
 
@@ -1801,6 +1826,211 @@ def _matrix_norm(x: Any, ord: Any, axes: tuple[int, int]) -> Any:  # noqa: A002
         then -= then > reduce_over
         return _max_from_zero(sums, then) if ord > 0 else _min(sums, then)
     raise ValueError("Invalid norm order for matrices.")
+
+
+# -- numpy 2's (and the array API's) other linalg functions: compositions of the above ------------
+
+
+def multi_dot(arrays: Sequence[ArrayLike], *, out: None = None) -> Tensor:
+    """The product of a chain of matrices, as numpy.linalg.multi_dot: one einsum, so opt_einsum
+    picks the cheapest order (numpy's reason for the function). The first array may be a vector
+    (a row) and the last a vector (a column); the others are matrices."""
+    if out is not None:
+        raise TypeError("multi_dot(out=...): einad never writes into an array")
+    xs = list(arrays)
+    if len(xs) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    ranks = [len(shape_of(x)) for x in xs]
+    for k, r in enumerate(ranks):
+        ends = (k == 0 or k == len(xs) - 1) and r == 1
+        if r != 2 and not ends:
+            raise LinAlgError(f"{r}-dimensional array given. Array must be two-dimensional")
+    letters = _letters(len(xs) + 1)
+    specs = [letters[k : k + 2] for k in range(len(xs))]
+    if ranks[0] == 1:
+        specs[0] = specs[0][1]
+    if ranks[-1] == 1:
+        specs[-1] = specs[-1][0]
+    result = (specs[0][0] if ranks[0] == 2 else "") + (specs[-1][-1] if ranks[-1] == 2 else "")
+    return einsum(f"{','.join(specs)}->{result}", *xs, optimize="optimal" if len(xs) <= 8 else "greedy")
+
+
+def matrix_power(a: ArrayLike, n: int) -> Tensor:
+    """`a` multiplied by itself `n` times (by squaring), as numpy.linalg.matrix_power: the
+    identity for ``n = 0``, powers of the inverse for ``n < 0``."""
+    x = to_array_operand(a)
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise LinAlgError(f"{len(shape)}-dimensional array given. Array must be at least two-dimensional")
+    if shape[-1] != shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+    n = integer(n, "exponent")
+    if n == 0:
+        eye = np.broadcast_to(np.eye(shape[-1], dtype=dtype_of(x)), shape)
+        return wrap(lib_array(x, np.ascontiguousarray(eye)))
+    base: Any = inv(x) if n < 0 else x
+    n = abs(n)
+    result: Any = None
+    while n:  # binary powering: at most 2 log2(n) products
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return wrap(result)
+
+
+def svdvals(x: ArrayLike, /) -> Tensor:
+    """The singular values, descending (numpy.linalg.svdvals: ``svd(x, compute_uv=False)``)."""
+    return svd(x, compute_uv=False)  # type: ignore[return-value]
+
+
+def vector_norm(x: ArrayLike, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Tensor:  # noqa: A002
+    """A vector norm over `axis` (all axes, as one vector, by default; a tuple of axes is one
+    vector too), as numpy.linalg.vector_norm: the orders of `norm`'s vectors."""
+    v = to_array_operand(x)
+    if dtype_of(v).kind in "biu":
+        v = astype(v, np.float64)
+    nd = len(shape_of(v))
+    axes = tuple(range(nd)) if axis is None else _axis_tuple(axis, nd)
+    if len(set(axes)) != len(axes):
+        raise ValueError("Duplicate axes given.")
+    return wrap(_vector_norm(v, ord, axes, keepdims))
+
+
+def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") -> Tensor:  # noqa: A002
+    """A matrix norm of the last two axes, as numpy.linalg.matrix_norm (`norm`'s orders)."""
+    return norm(_matrix(x, square=False), ord, (-2, -1), keepdims)
+
+
+def matrix_transpose(x: ArrayLike, /) -> Tensor:
+    """The last two axes swapped, as numpy.linalg.matrix_transpose (one einsum)."""
+    nd = len(shape_of(x))
+    if nd < 2:
+        raise ValueError(f"matrix_transpose needs an array of at least two dimensions, got {nd}")
+    s = _letters(nd)
+    return einsum(f"{s}->{s[:-2]}{s[-1]}{s[-2]}", x)
+
+
+def outer(x1: ArrayLike, x2: ArrayLike, /) -> Tensor:
+    """The outer product of two vectors, as numpy.linalg.outer (one einsum)."""
+    for name, v in (("x1", x1), ("x2", x2)):
+        if len(shape_of(v)) != 1:
+            raise ValueError(
+                f"Input arrays must be one-dimensional, got {name} of {len(shape_of(v))} dimensions"
+            )
+    return _outer(x1, x2)
+
+
+def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
+    """The sums along a diagonal of the last two axes (numpy.linalg.trace; numpy.trace's axes are
+    the first two)."""
+    return _diagonal_sum(_matrix(x, square=False), offset, -2, -1, dtype=dtype)
+
+
+def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Tensor:
+    """A diagonal of the last two axes (numpy.linalg.diagonal; numpy.diagonal's are the first two)."""
+    return _diagonal(_matrix(x, square=False), offset, -2, -1)
+
+
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
+    """``sum(conj(x1) * x2)`` along `axis` with broadcasting, as numpy.linalg.vecdot."""
+    a, b = to_array_operand(x1), to_array_operand(x2)
+    sa, sb = shape_of(a), shape_of(b)
+    nd = max(len(sa), len(sb))
+    ax = normalize_axes(axis, nd)[0]
+    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
+    if sa[ax] != sb[ax]:
+        raise ValueError(f"vecdot: x1 and x2 differ in size along axis {axis} ({sa[ax]} and {sb[ax]})")
+    return wrap(sum_raw(conj(reshape_raw(a, sa)) * reshape_raw(b, sb), ax))
+
+
+def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
+    """The cross product of 3-vectors along `axis` with broadcasting, as numpy.linalg.cross."""
+    a, b = to_array_operand(x1), to_array_operand(x2)
+    sizes = {shape_of(v)[axis] if shape_of(v) else 0 for v in (a, b)}
+    if sizes != {3}:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors")
+
+    def turn(v: Value, order: list[int]) -> Any:
+        nd = len(shape_of(v))
+        return getitem_raw(v, (slice(None),) * (axis % nd) + (np.array(order),))
+
+    return wrap(turn(a, [1, 2, 0]) * turn(b, [2, 0, 1]) - turn(a, [2, 0, 1]) * turn(b, [1, 2, 0]))
+
+
+def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Tensor:
+    """The number of singular values above the tolerance (integers, no derivative), as
+    numpy.linalg.matrix_rank: `tol` absolute, or `rtol` times the largest singular value
+    (numpy's default ``max(m, n) * eps``)."""
+    if tol is not None and rtol is not None:
+        raise ValueError("`tol` and `rtol` can't be both set.")
+    x = to_array_operand(A)
+    shape = shape_of(x)
+    if len(shape) < 2:  # numpy's: 1 unless every element is 0
+        nonzero = sum_raw(astype(compare("not_equal", x, 0), np.int64))
+        return wrap(where_raw(compare("greater", nonzero, 0), 1, 0))
+    s = _singular_values(stop_gradient(_matrix(x, square=hermitian)), hermitian)
+
+    def per_matrix(t: Any) -> Any:  # a tolerance of each matrix of the stack, against its values
+        t = to_operand(t)
+        return reshape_raw(t, (*shape_of(t), 1)) if shape_of(t) else t
+
+    if tol is None:
+        eps = np.finfo(_real_dtype(dtype_of(s))).eps
+        limit = _max(s, -1, True) * (max(shape[-2:]) * eps if rtol is None else per_matrix(rtol))
+    else:
+        limit = per_matrix(tol)
+    return wrap(sum_raw(astype(compare("greater", s, limit), np.int64), -1))
+
+
+def cond(x: ArrayLike, p: Any = None) -> Tensor:
+    """The condition number in the norm `p`, as numpy.linalg.cond: a ratio of singular values for
+    None, 2 and -2; ``norm(x, p) * norm(inv(x), p)`` for the other orders (square `x`)."""
+    v = _matrix(x, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = _singular_values(v)
+        first, last = getitem_raw(s, (..., 0)), getitem_raw(s, (..., -1))
+        return wrap(first / last if p != -2 else last / first)
+    return wrap(norm(v, p, (-2, -1)) * norm(inv(v), p, (-2, -1)))
+
+
+def tensorinv(a: ArrayLike, ind: int = 2) -> Tensor:
+    """The inverse of `a` read as a matrix of its first `ind` axes by the rest, as
+    numpy.linalg.tensorinv: ``tensordot(tensorinv(a), a, ind)`` is the identity."""
+    x = to_array_operand(a)
+    shape = shape_of(x)
+    ind = integer(ind, "ind")
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
+    rows, cols = math.prod(shape[:ind]), math.prod(shape[ind:])
+    if rows != cols:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+    return wrap(reshape_raw(inv(reshape_raw(x, (rows, cols))), shape[ind:] + shape[:ind]))
+
+
+def tensorsolve(a: ArrayLike, b: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
+    """The x with ``tensordot(a, x, x.ndim) == b``, as numpy.linalg.tensorsolve (`axes` of `a`
+    moved to the end first)."""
+    x, y = to_array_operand(a), to_array_operand(b)
+    nd = len(shape_of(x))
+    if axes is not None:
+        moved = [k % nd for k in axes]
+        x = _transpose_to(x, [k for k in range(nd) if k not in moved] + moved)
+    shape = shape_of(x)
+    sol_shape = shape[len(shape_of(y)) :]
+    rows, cols = math.prod(shape_of(y)), math.prod(sol_shape)
+    if rows != cols:
+        raise LinAlgError(
+            "Input arrays must satisfy the requirement prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])"
+        )
+    solved = solve(reshape_raw(x, (rows, cols)), reshape_raw(y, (rows,)))
+    return wrap(reshape_raw(solved, sol_shape))
+
+
+def _transpose_to(x: Value, order: list[int]) -> Any:
+    s = _letters(len(order))
+    return contract((s,), "".join(s[k] for k in order), [x])
 
 
 def __dir__() -> list[str]:

@@ -41,7 +41,7 @@ from ..util import (
     wrap,
 )
 from .einsum import Optimize, Strategy, _accumulate, _letters, contract, sum_raw
-from .shape import astype, astype_p, getitem, reshape
+from .shape import astype, astype_p, getitem, reshape, scatter_raw
 from .structural import broadcast_raw
 
 # -- the public einsum ------------------------------------------------------------------
@@ -365,6 +365,36 @@ def triu(x: ArrayLike, k: int = 0) -> Tensor:
     """The upper triangle of the last two axes, zeros below the `k`-th diagonal (numpy.triu);
     linear, so differentiable in both modes to any order."""
     return _triangle(x, k, triu_p)
+
+
+@export(numpy=np.diag)
+def diag(v: ArrayLike, k: int = 0) -> Tensor:
+    """numpy.diag: the `k`-th diagonal of a matrix (`diagonal`), or the square matrix with the
+    vector `v` on its `k`-th diagonal (a scatter into zeros); linear either way."""
+    x = to_operand(v)
+    shape = shape_of(x)
+    k = integer(k, "diag: k")
+    if len(shape) == 2:
+        return diagonal(x, k)
+    if len(shape) != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    n = shape[0]
+    places = np.arange(n)
+    return wrap(scatter_raw(x, (places + max(-k, 0), places + max(k, 0)), (n + abs(k), n + abs(k))))
+
+
+@export(numpy=np.kron)
+def kron(a: ArrayLike, b: ArrayLike) -> Tensor:
+    """numpy.kron: one einsum (the axes of `a` and `b` interleaved, the shorter shape padded
+    with leading 1s), then a reshape."""
+    a, b = to_operand(a), to_operand(b)
+    sa, sb = shape_of(a), shape_of(b)
+    nd = max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
+    letters = _letters(2 * nd)
+    ia, ib = letters[:nd], letters[nd:]
+    out = einsum(f"{ia},{ib}->{''.join(x + y for x, y in zip(ia, ib))}", reshape(a, sa), reshape(b, sb))
+    return reshape(out, tuple(x * y for x, y in zip(sa, sb)))
 
 
 def _mismatch(what: str, sa: Shape, ia: int, sb: Shape, ib: int) -> EinsumError:

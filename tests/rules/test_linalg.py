@@ -1505,3 +1505,134 @@ def test_eig_pinv_expm_lu_on_every_library(lib, name):
     assert lib.owns(got_grad)
     assert_close(lib.numpy(got_value), want_value, rtol=1e-8)
     assert_close(lib.numpy(got_grad), want_grad, rtol=1e-8, atol=1e-10)
+
+
+# -- numpy 2's other linalg functions: compositions, checked against numpy.linalg ---------------
+
+_G = np.random.default_rng(31)
+_M = _G.uniform(0.5, 2.0, (3, 4))
+_SPD4 = _M.T @ _M + np.eye(4)
+_VEC = _G.uniform(0.5, 2.0, 4)
+_B = _G.uniform(0.5, 2.0, (3, 4))
+
+# name: (call with the namespace `lin`: einad.linalg or numpy.linalg, the input)
+COMPOSED = {
+    "multi_dot": (lambda lin, a: lin.multi_dot([a, a.T, a, _VEC]), _M),
+    "multi_dot_row": (lambda lin, a: lin.multi_dot([a[0], a.T, a]), _M),
+    "matrix_power_3": (lambda lin, a: lin.matrix_power(a, 3), _SPD4 / 4),
+    "matrix_power_-2": (lambda lin, a: lin.matrix_power(a, -2), _SPD4),
+    "matrix_power_0": (lambda lin, a: lin.matrix_power(a, 0) + a, _SPD4),
+    "svdvals": (lambda lin, a: lin.svdvals(a), _M),
+    "vector_norm": (lambda lin, a: lin.vector_norm(a, axis=1, ord=3), _M),
+    "vector_norm_all": (lambda lin, a: lin.vector_norm(a, keepdims=True), _M),
+    "vector_norm_axes": (lambda lin, a: lin.vector_norm(a.reshape(2, 3, 2), axis=(0, 2), ord=1), _M),
+    "matrix_norm": (lambda lin, a: lin.matrix_norm(a, ord="nuc"), _M),
+    "matrix_norm_fro": (lambda lin, a: lin.matrix_norm(a.reshape(2, 2, 3), keepdims=True), _M),
+    "matrix_transpose": (lambda lin, a: lin.matrix_transpose(a.reshape(2, 2, 3)), _M),
+    "outer": (lambda lin, a: lin.outer(a[0], _VEC), _M),
+    "trace": (lambda lin, a: lin.trace(a.reshape(2, 2, 3), offset=1), _M),
+    "diagonal": (lambda lin, a: lin.diagonal(a, offset=-1), _M),
+    "vecdot": (lambda lin, a: lin.vecdot(a, _B[:, :1], axis=0), _M),
+    "cross": (lambda lin, a: lin.cross(a[:, :3], _B[:, 1:]), _M),
+    "cross_axis": (lambda lin, a: lin.cross(a[:, 1:], _B[:, :1], axis=0), _M),
+    "cond": (lambda lin, a: lin.cond(a), _M),
+    "cond_-2": (lambda lin, a: lin.cond(a, -2), _M),
+    "cond_1": (lambda lin, a: lin.cond(a, 1), _SPD4),
+    "cond_fro": (lambda lin, a: lin.cond(a, "fro"), _SPD4),
+    "tensorinv": (lambda lin, a: lin.tensorinv(a.reshape(2, 2, 4), ind=2), _SPD4),
+    "tensorsolve": (lambda lin, a: lin.tensorsolve(a.reshape(2, 2, 2, 2), _B[:2, :2]), _SPD4),
+    "tensorsolve_axes": (
+        lambda lin, a: lin.tensorsolve(a.reshape(2, 2, 2, 2), _B[:2, :2], axes=(0, 2)),
+        _SPD4,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_numpy_2s_other_linalg_functions_match_numpy_and_differentiate(name):
+    """multi_dot, matrix_power, svdvals, vector_norm, matrix_norm, matrix_transpose, outer, trace,
+    diagonal, vecdot, cross, cond, tensorinv and tensorsolve (numpy 2's linalg namespace, which
+    the array API's linalg extension also names) were missing from einad.linalg. Each is a
+    composition of einad operations: numpy's value and dtype, derivatives by central
+    differences in both modes, the same through ``np.linalg`` on a traced Tensor, and a
+    jitted gradient replayed on another input."""
+    call, a = COMPOSED[name]
+    want = call(np.linalg, a)
+    got = call(L, ea.tensor(a))
+    assert got.dtype == want.dtype
+    assert_close(got, want, rtol=1e-10, atol=1e-12)
+    ea.gradcheck(lambda t: call(L, t), ea.tensor(a))
+    w = np.linspace(0.5, 1.5, want.size).reshape(want.shape)
+    grad = ea.grad(lambda t: ea.sum(call(L, t) * w))
+    through_numpy = ea.grad(lambda t: np.sum(call(np.linalg, t) * w))(a)
+    assert_close(through_numpy, grad(a), rtol=1e-12, atol=1e-12)
+    jitted = ea.jit(grad)
+    other = a * 1.01
+    assert_close(jitted(other), grad(other), rtol=1e-9, atol=1e-10)
+
+
+def test_multi_dot_is_one_contraction_in_the_cheapest_order():
+    """numpy's multi_dot exists to choose the order of a chain; einad's is one einsum, whose
+    path (opt_einsum's) multiplies the two thin matrices first: one equation in the program,
+    and 2 * 10 * 10 * ... multiply-adds fewer than left to right."""
+    a, b, c = np.ones((10, 1000)), np.ones((1000, 5)), np.ones((5, 300))
+    program = ea.make_graph(lambda a, b, c: L.multi_dot([a, b, c]))(a, b, c)
+    assert [e.op for e in program.equations] == ["einsum"]
+    path, info = ea.contract_path("ab,bc,cd->ad", a, b, c, optimize="optimal")
+    assert path[0] == (0, 1) and info.opt_cost < 10 * 1000 * 300
+    assert_close(L.multi_dot([a, b, c]), np.linalg.multi_dot([a, b, c]))
+
+
+def test_matrix_rank_counts_singular_values_above_numpys_tolerances():
+    """An integer result without derivative, from the singular values: numpy's default
+    tolerance, `tol` and `rtol` (per matrix of a stack), the 1-D rule, and the errors."""
+    rank2 = np.outer([1.0, 2.0, 3.0], [1.0, 0.0, 1.0]) + np.outer([0.0, 1.0, 0.0], [0.0, 1.0, 1e-3])
+    stack = np.stack([rank2, np.eye(3), np.zeros((3, 3))])
+    for kwargs in ({}, {"tol": 1e-2}, {"tol": np.array([1e-6, 2.0, 1.0])}, {"rtol": 1e-5}):
+        want = np.linalg.matrix_rank(stack, **kwargs)
+        got = L.matrix_rank(stack, **kwargs)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert int(L.matrix_rank(np.zeros(3))) == 0 and int(L.matrix_rank(np.array([0.0, 2.0]))) == 1
+    assert_close(ea.grad(lambda x: ea.sum(x) * L.matrix_rank(x))(rank2), np.full((3, 3), 2.0))
+    assert np.array_equal(ea.jit(L.matrix_rank)(stack), [2, 3, 0])
+    with pytest.raises(ValueError, match="can't be both set"):
+        L.matrix_rank(stack, tol=1.0, rtol=1.0)
+
+
+def test_the_composed_functions_raise_numpys_errors_at_the_call():
+    with pytest.raises(ValueError, match="at least two arrays"):
+        L.multi_dot([_M])
+    with pytest.raises(L.LinAlgError, match="3-dimensional array given"):
+        L.multi_dot([_M, np.ones((4, 3, 1)), _M])
+    with pytest.raises(L.LinAlgError, match="square"):
+        L.matrix_power(_M, 2)
+    with pytest.raises(TypeError, match="exponent must be an integer"):
+        L.matrix_power(_SPD4, 1.5)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        L.outer(_M, _VEC)
+    with pytest.raises(ValueError, match="3-dimensional vectors"):
+        L.cross(_M, _B)
+    with pytest.raises(ValueError, match="differ in size along axis 0"):
+        L.vecdot(_M, _B[:1], axis=0)
+    with pytest.raises(L.LinAlgError, match="square"):
+        L.tensorinv(_M, ind=1)
+    with pytest.raises(ValueError, match="Duplicate axes"):
+        L.vector_norm(_M, axis=(1, -1))
+
+
+def test_the_composed_functions_on_every_library(lib):
+    """On torch, dask and the standard's strict library too: each runs in `x`'s library."""
+    own = {"cross_own": (lambda lin, a: lin.cross(a[:, :3], a[:, 1:]), _M)}
+    for name in (
+        "multi_dot_row",
+        "matrix_power_-2",
+        "vector_norm_axes",
+        "matrix_norm",
+        "tensorinv",
+        "cross_own",
+    ):
+        call, a = {**COMPOSED, **own}[name]
+        got = call(L, ea.tensor(lib.asarray(a)))
+        assert lib.owns(strip(got)), name
+        assert_close(lib.numpy(strip(got)), call(np.linalg, a), rtol=1e-10, atol=1e-12)

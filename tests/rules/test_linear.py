@@ -871,6 +871,7 @@ NOT_CONCERNED = {
     ),
     *("conj", "imag", "real"),
     *("tril", "triu"),  # the last two axes always, an integer diagonal: their own tests below
+    *("diag", "kron"),  # no axis, nothing contracted (diag of a matrix is `diagonal`): FRONT below
     "IndexUpdate",  # the class behind x.at[...], not an operation
 }
 
@@ -906,6 +907,10 @@ FRONT = [
     ("sum", ea.sum, [(2, 3)]),
     ("sum-axes", lambda a: ea.sum(a, axis=(0, 2)), [(2, 3, 4)]),
     ("sum-keepdims", lambda a: ea.sum(a, axis=1, keepdims=True), [(2, 3, 4)]),
+    ("kron", ea.kron, [(2, 3), (4, 1, 2)]),
+    ("diag-vector", lambda a: ea.diag(a, 1), [(3,)]),
+    ("diag-vector-below", lambda a: ea.diag(a, -2), [(2,)]),
+    ("diag-matrix", lambda a: ea.diag(a, -1), [(4, 3)]),
 ]
 
 
