@@ -34,7 +34,8 @@ import numpy as np
 from . import arrays, ops
 from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which `functions` reads)
 from .aliases import DTypeLike
-from .core import ArrayLike, Tensor, numpy_functions
+from .core import ArrayLike, Staged, Tensor, numpy_functions
+from .errors import TracerError
 from .rules import linalg
 from .rules.linear import tril, triu
 from .util import dtype_of, raw, shape_of
@@ -53,26 +54,33 @@ BACKEND = "einad"
 # -- values without derivative: read, never traced --------------------------------------------
 
 
-def _value(x: Any) -> Any:
-    """The numpy value of `x`, every trace removed; TracerError for a value staged by `einad.jit`.
+def _value(x: Any, what: str) -> Any:
+    """The numpy value of `x`, every trace removed, for autoray's helper `what`.
 
     Raises:
-        TypeError: Inside `einad.vmap` (the value there holds the whole batch, and a count or a
-            comparison of it would mix the examples).
+        TracerError: Inside `einad.vmap` (the value there holds the whole batch, and a count or a
+            comparison of it would mix the examples), and for a value staged by `einad.jit`
+            (not known when the program is built), naming `what`.
     """
     if type(x) is Tensor:
         inner: Any = x
         while type(inner) is Tensor:
             if inner._trace is not None and inner._trace.batched:
-                raise TypeError(
-                    "autoray's helpers that read a value (allclose, count_nonzero, all, to_numpy) "
-                    "cannot run inside einad.vmap: the value holds every example of the batch. "
-                    "Loop over the examples instead"
+                raise TracerError(
+                    f"autoray's {what} reads a value, which cannot happen inside einad.vmap: the "
+                    "value holds every example of the batch. Loop over the examples instead"
                 )
             inner = inner._value
+        if type(inner) is Staged:
+            raise TracerError(
+                f"autoray's {what} reads the value of a tensor staged by einad.jit, which is not "
+                "known when the program is built (quimb reads values so when it looks for an "
+                "MPS's orthogonality centre: give canonize/compress cur_orthog=, or call it "
+                "outside jit)"
+            )
         return x.numpy()
     if isinstance(x, (list, tuple)):
-        return type(x)(_value(v) for v in x)
+        return type(x)(_value(v, what) for v in x)
     return x
 
 
@@ -80,27 +88,29 @@ def allclose(
     a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
 ) -> bool:
     """numpy.allclose on the values (a Python bool)."""
-    return bool(np.allclose(_value(a), _value(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(
+        np.allclose(_value(a, "allclose"), _value(b, "allclose"), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    )
 
 
 def count_nonzero(a: ArrayLike, axis: Any = None, *, keepdims: bool = False) -> Any:
     """numpy.count_nonzero on the value (an int, or a numpy array along `axis`)."""
-    return np.count_nonzero(_value(a), axis=axis, keepdims=keepdims)
+    return np.count_nonzero(_value(a, "count_nonzero"), axis=axis, keepdims=keepdims)
 
 
 def all_of(a: ArrayLike, axis: Any = None, keepdims: bool = False) -> Any:
     """numpy.all on the value (a numpy bool or array)."""
-    return np.all(_value(a), axis=axis, keepdims=keepdims)
+    return np.all(_value(a, "all"), axis=axis, keepdims=keepdims)
 
 
 def any_of(a: ArrayLike, axis: Any = None, keepdims: bool = False) -> Any:
     """numpy.any on the value (a numpy bool or array)."""
-    return np.any(_value(a), axis=axis, keepdims=keepdims)
+    return np.any(_value(a, "any"), axis=axis, keepdims=keepdims)
 
 
 def to_numpy(x: ArrayLike) -> Any:
     """The value as a numpy array, without derivative (`Tensor.numpy`; torch's backend detaches too)."""
-    return np.asarray(_value(x))
+    return np.asarray(_value(x, "to_numpy"))
 
 
 # -- array creation: constant Tensors ---------------------------------------------------------
