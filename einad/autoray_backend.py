@@ -74,9 +74,10 @@ def _value(x: Any, what: str) -> Any:
         if type(inner) is Staged:
             raise TracerError(
                 f"autoray's {what} reads the value of a tensor staged by einad.jit, which is not "
-                "known when the program is built (quimb reads values so when it looks for an "
-                "MPS's orthogonality centre: give canonize/compress cur_orthog=, or call it "
-                "outside jit)"
+                "known when the program is built. quimb reads values so where a network's "
+                "structure depends on them: full_simplify's search for diagonal tensors (give "
+                "amplitude/local_expectation simplify_sequence=''), canonize's search for an "
+                "MPS's orthogonality centre (give cur_orthog=); or call it outside jit"
             )
         return x.numpy()
     if isinstance(x, (list, tuple)):

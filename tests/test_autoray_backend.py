@@ -577,7 +577,7 @@ def test_value_reading_helpers_refuse_staged_values_with_a_clear_error():
         ea.jit(lambda x: ea.sum(x) * do("count_nonzero", x))(A)
 
 
-def test_quimbs_canonize_under_jit_says_to_give_the_orthogonality_centre():
+def test_quimbs_value_reading_searches_under_jit_say_how_to_skip_them():
     qtn = pytest.importorskip("quimb.tensor", reason="quimb is optional (pip install einad[tn])")
     mps = qtn.MPS_rand_state(4, bond_dim=2, seed=1)
     arrays = [t.data for t in mps]
@@ -592,6 +592,20 @@ def test_quimbs_canonize_under_jit_says_to_give_the_orthogonality_centre():
     with pytest.raises(ea.TracerError, match="allclose reads the value.*cur_orthog="):
         ea.jit(norm)(arrays)
     np.testing.assert_allclose(ea.jit(lambda a: norm(a, cur_orthog=(0, 3)))(arrays), norm(arrays), rtol=1e-12)
+
+    def amplitude(p, **simplify):
+        circuit = qtn.Circuit(3)
+        for i in range(3):
+            circuit.apply_gate("RX", p[i], i)
+        circuit.apply_gate("CZ", 0, 2)
+        return ea.abs(circuit.amplitude("010", optimize="greedy", **simplify)) ** 2
+
+    p = np.array([0.3, 1.1, 2.0])
+    with pytest.raises(ea.TracerError, match="full_simplify.*simplify_sequence=''"):
+        ea.jit(amplitude)(p)
+    want = np.prod([np.cos(p[0] / 2) ** 2, np.sin(p[1] / 2) ** 2, np.cos(p[2] / 2) ** 2])
+    np.testing.assert_allclose(ea.jit(lambda p: amplitude(p, simplify_sequence=""))(p), want, rtol=1e-12)
+    np.testing.assert_allclose(amplitude(p), want, rtol=1e-12)
 
 
 def test_random_array_refuses_a_device_einad_does_not_make_constants_on():
