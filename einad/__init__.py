@@ -59,7 +59,18 @@ from .rules import linalg
 from .rules.indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
 from .rules.reductions import cumprod, cumsum, std
 from .testing import gradcheck
-from .transforms.autodiff import grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, value_and_grad, vjp
+from .transforms.autodiff import (
+    grad,
+    hessian,
+    hvp,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jvp,
+    linearize,
+    value_and_grad,
+    vjp,
+)
 from .transforms.batching import vmap
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp
 from .transforms.jit import Program, jit
@@ -145,6 +156,7 @@ __all__ = [
     "jit",
     "jvp",
     "linalg",
+    "linearize",
     "log_softmax",
     "logsumexp",
     "make_graph",

@@ -55,7 +55,7 @@ from ..rules import linear
 from ..rules.einsum import Pending, deferring, einsum_p, sliced_einsum_p
 from ..rules.elementwise import PRIMITIVES, real
 from ..rules.linear import moveaxis
-from ..rules.shape import astype, ones_like, reshape
+from ..rules.shape import astype, ones_like, reshape, zeros_like
 from ..rules.structural import broadcast_to, shapes_alike
 from ..util import dtype_of, foreign, raw, shape_of, wrap
 from .batching import stacked
@@ -634,6 +634,53 @@ def jvp(
         aux = tree_map(lambda a: _aux_out(a, trace), aux)
         return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out), aux
     return tree_unflatten(out_td, primal_out), tree_unflatten(out_td, tangent_out)
+
+
+def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """``(f(*primals), f_jvp)``, JAX's linearize: `f`'s JVP at `primals` as a function of the
+    tangents alone, evaluated once.
+
+    `f` runs once, staged with its tangents as the program's only inputs: everything that depends
+    on the primals alone (the values, and the local derivatives the rules read) is computed then
+    and kept as the program's constants, so each ``f_jvp(*tangents)`` runs only the linear part
+    (``jvp(f, primals, tangents)`` would recompute `f` each time). `f_jvp` takes tangents of the
+    primals' structure, shapes and dtypes, and is itself traceable (vmap it for a Jacobian's
+    columns, differentiate it, jit it).
+
+    Args:
+        f: The function; its output may be any pytree of arrays.
+        *primals: The point: arrays, numbers or pytrees of them (floating point or complex).
+        has_aux: Whether `f` returns ``(output, aux)``; the aux is returned third.
+
+    Returns:
+        ``(output, f_jvp)``, or ``(output, f_jvp, aux)`` with `has_aux`.
+
+    Raises:
+        ValueError: From `f_jvp`, if the tangents' structure or shapes are not the primals'.
+    """
+    p_flat, p_td = tree_flatten(list(primals))
+    values = [_diff_value(p, f"primal leaf {k}") for k, p in enumerate(p_flat)]
+    zeros = [zeros_like(np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v) for v in values]
+
+    def push(*tangent_leaves: Any) -> Any:
+        return jvp(f, tuple(primals), tuple(tree_unflatten(p_td, list(tangent_leaves))), has_aux=has_aux)
+
+    graph, seen = stage(push, zeros, tree_flatten(zeros)[1], optimizing=True)
+    out_tree = graph.out_tree
+    assert out_tree is not None
+    outputs = tree_unflatten(out_tree, seen)
+    program = optimize(graph)
+
+    def f_jvp(*tangents: Any) -> Any:
+        t_flat, t_td = tree_flatten(list(tangents))
+        if t_td != p_td:
+            raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
+        leaves = [_tangent_in(t, z) for t, z in zip(t_flat, zeros)]
+        return tree_unflatten(out_tree, run_graph(program, leaves))[1]
+
+    if has_aux:
+        return outputs[0], f_jvp, outputs[2]
+    return outputs[0], f_jvp
 
 
 def _tangent_in(t: Any, v: Any) -> Any:

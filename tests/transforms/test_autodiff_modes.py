@@ -989,3 +989,63 @@ def test_float32_kept(lib):
     assert_close(lib_result(lib, tan, f32), ea.jvp(f_xy, (X3, Y3), (V3, V3))[1], rtol=1e-4, atol=1e-4)
     assert_close(lib_result(lib, h, f32), ea.hessian(f_xy)(X3, Y3), rtol=1e-4, atol=1e-4)
     assert_close(lib_result(lib, jg, f32), ea.grad(f_xy)(X3, Y3), rtol=1e-4, atol=1e-4)
+
+
+# -- linearize: the JVP at a point, as a function of the tangents ------------------------------
+
+
+def test_linearize_gives_the_jvp_at_the_point_and_runs_f_once(lib):
+    """JAX's linearize: the output, and a function of the tangents equal to `jvp`'s at the point
+    (checked against it and against central differences), traceable (vmap over tangents gives
+    the Jacobian's columns, jit, grad of it), in the primals' library."""
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return ea.sin(ea.einsum("ij,jk->ik", x, y)) * ea.exp(x[:, :1])
+
+    x, y, v, w = lib_arrays(lib, X3, Y3, V3, W3)
+    with lib.lazy():
+        out, f_jvp = ea.linearize(f, x, y)
+        assert len(calls) == 1
+        tan = f_jvp(v, w)
+        again = f_jvp(v, w)
+    assert len(calls) == 1  # f is not run again: its values are the program's constants
+    assert_close(lib_result(lib, out), f(X3, Y3))
+    want = ea.jvp(f, (X3, Y3), (V3, W3))[1]
+    assert_close(lib_result(lib, tan), want)
+    assert_close(lib_result(lib, again), want)
+    eps = 1e-6
+    central = (f(X3 + eps * V3, Y3 + eps * W3).numpy() - f(X3 - eps * V3, Y3 - eps * W3).numpy()) / (2 * eps)
+    assert_close(want, central, rtol=1e-6, atol=1e-8)
+    if lib.name == "numpy":
+        jac = ea.jacfwd(f)(X3, Y3)
+        columns = ea.vmap(lambda e: f_jvp(e, np.zeros_like(Y3)))(np.eye(X3.size).reshape(-1, *X3.shape))
+        assert_close(np.moveaxis(columns, 0, -1).reshape(jac.shape), jac)
+        assert_close(compiled(ea.jit(f_jvp))(V3, W3), want)
+        w_out = np.linspace(0.5, 1.5, want.size).reshape(want.shape)
+        # f_jvp is linear: the gradient of <w, f_jvp(t)> in t is the VJP of w, whatever t is
+        assert_close(ea.grad(lambda t: ea.sum(f_jvp(t, W3) * w_out))(V3), ea.vjp(f, X3, Y3)[1](w_out)[0])
+
+
+def test_linearize_stages_only_the_linear_part():
+    """The program f_jvp replays holds the primal's values as constants: the tangent's
+    multiplies and einsums, none of f's sin, cos or exp (jvp's own program of x and t has
+    them). With the call count above, this is the saving over calling jvp each time."""
+    f = lambda x: ea.sin(x @ x) * ea.exp(x)
+    _, f_jvp = ea.linearize(f, X3)
+    ops = [e.op for e in ea.make_graph(f_jvp)(V3).equations]
+    assert ops and not {"sin", "cos", "exp"} & set(ops), ops
+    both = {e.op for e in ea.make_graph(lambda x, t: ea.jvp(f, (x,), (t,))[1])(X3, V3).equations}
+    assert {"sin", "cos", "exp"} <= both
+
+
+def test_linearize_takes_pytrees_numbers_and_aux_and_checks_the_tangents():
+    out, f_jvp, aux = ea.linearize(lambda p, s: (p["a"] * s, ea.max(p["a"])), {"a": X3}, 2.0, has_aux=True)
+    assert_close(out, 2.0 * X3)
+    assert_close(aux, X3.max())
+    assert_close(f_jvp({"a": V3}, 0.5), 2.0 * V3 + 0.5 * X3)
+    with pytest.raises(ValueError, match="tangent has shape"):
+        f_jvp({"a": V3[:1]}, 0.5)
+    with pytest.raises(ValueError, match="does not match the primals'"):
+        f_jvp(V3, 0.5)
