@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from .. import arrays
 from ..arrays import is_array
@@ -163,6 +164,17 @@ def vmap(
     return _vmap(f, in_axes, out_axes, raw=False, axis_size=axis_size)
 
 
+def _argument_name(td: Any, k: int, keywords: bool) -> str:
+    """Leaf `k` of vmap's arguments (a list, whose last entry is the keyword arguments' dict when
+    `keywords`), named for an error: ``argument 1['w']``, ``keyword argument 'scale'``."""
+    path = td.leaf_paths("")[k]
+    position, rest = path[1:].split("]", 1)
+    if keywords and int(position) == len(td.children) - 1:
+        end = rest.index("]")  # rest is "['name']" and the path inside that argument
+        return f"keyword argument {rest[1:end]}{rest[end + 1 :]}"
+    return f"argument {position}{rest}"
+
+
 def _vmap(
     f: Callable[..., Any], in_axes: Any, out_axes: Any, raw: bool, axis_size: int | None = None
 ) -> Callable[..., Any]:
@@ -176,12 +188,15 @@ def _vmap(
         flat, td = tree_flatten(list(args))
         sizes: set[int] = set()
         values: list[Any] = []
-        for x, ax in zip(flat, axes):
+        for k, (x, ax) in enumerate(zip(flat, axes)):
             if ax is None and not (type(x) is Tensor or is_array(x) or isinstance(x, np.generic)):
                 values.append(x)  # a Python number stays one, weakly typed (and hashable for jit), as in
                 continue  # JAX; a function, a string, an object of the user's reaches `f` as it is
             v: Any = x if type(x) is Tensor and x._trace is not None else _plain(x)
             if ax is not None:
+                if not -len(shape_of(v)) <= ax < len(shape_of(v)):
+                    where = _argument_name(td, k, bool(kwargs))
+                    raise AxisError(ax, len(shape_of(v)), f"vmap's in_axes for {where} (shape {shape_of(v)})")
                 a = normalize_axis(ax, len(shape_of(v)), "in_axes")
                 sizes.add(shape_of(v)[a])
                 if a:

@@ -91,6 +91,29 @@ def test_errors():
         ea.vmap(lambda x: x, in_axes=2)(np.ones((3, 2)))
 
 
+def test_an_axis_out_of_range_names_the_argument_it_maps():
+    """A mapped axis a leaf lacks named only the axis ("in_axes: axis 0 is out of bounds for
+    array of dimension 0"): the argument, the keyword (mapped along 0, as in JAX) or the leaf
+    of a pytree, with its shape, is named now."""
+    x = np.ones((3, 4))
+    cases = [
+        (
+            lambda: ea.vmap(lambda a, scale=1.0: a * scale)(x, scale=2.0),
+            r"keyword argument 'scale' \(shape \(\)\)",
+        ),
+        (lambda: ea.vmap(lambda a: a, in_axes=2)(x), r"argument 0 \(shape \(3, 4\)\): axis 2"),
+        (
+            lambda: ea.vmap(lambda p: p["w"], in_axes=({"w": 1, "b": 2},))({"w": x, "b": x}),
+            r"argument 0\['b'\]",
+        ),
+        (lambda: ea.vmap(lambda a, d: a)(x, {"k": [np.ones(3), np.float64(2.0)]}), r"argument 1\['k'\]\[1\]"),
+    ]
+    for call, where in cases:
+        with pytest.raises(np.exceptions.AxisError, match=rf"^vmap's in_axes for {where}"):
+            call()
+    assert_close(ea.vmap(lambda a, scale=1.0: a * scale)(x, scale=np.full(3, 2.0)), 2.0 * x)
+
+
 class _Pair:
     """A user's pytree node (registered below), for in_axes/out_axes of its own type."""
 
