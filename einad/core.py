@@ -1102,9 +1102,10 @@ class Tensor:
         ``backward(create_graph=True)`` it is an einad Tensor instead, recorded in
         the imperative graph (it requires grad where it depends on a leaf), so it
         can be differentiated again. On a computed (non-leaf) tensor it is None,
-        with a `UserWarning`, unless the tensor called `retain_grad`.
+        with a `UserWarning`, unless the tensor called `retain_grad` or was among a
+        backward's `inputs`.
         """
-        if self._trace is IMPERATIVE and not self.is_leaf and not self.retains_grad:
+        if self._grad is None and self._trace is IMPERATIVE and not self.is_leaf and not self.retains_grad:
             warnings.warn(
                 "the .grad of a tensor that is not a leaf is None: backward() accumulates gradients "
                 "into leaves only (tensors made with requires_grad=True). For the gradient of an "

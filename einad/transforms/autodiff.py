@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal, TypeAlias, cast
@@ -1286,6 +1287,7 @@ def _tensor_backward(
     create_graph: bool = False,
     *,
     gradient: ArrayLike | None = None,
+    inputs: Tensor | Sequence[Tensor] | None = None,
 ) -> None:
     """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad, as PyTorch's.
 
@@ -1307,11 +1309,15 @@ def _tensor_backward(
             product as ``(x.grad * v).sum().backward()`` (which then adds H·v to
             ``x.grad``, as in PyTorch: set ``x.grad = None`` first to read H·v alone).
         gradient: PyTorch's name for `cotangent` (give one or the other).
+        inputs: As PyTorch's: accumulate into these tensors' ``.grad`` only (leaves, or
+            computed tensors of the graph, whose ``.grad`` is then filled as by `retain_grad`
+            for this pass); the other leaves are left as they are.
 
     Raises:
         RuntimeError: If the tensor was not computed from tensors made with
             ``ea.tensor(..., requires_grad=True)``, or the pass reaches a part of
-            the graph an earlier backward freed.
+            the graph an earlier backward freed, or `inputs` is empty or holds a
+            tensor that does not require grad.
         TypeError: If `cotangent` is omitted for a non-scalar tensor.
         ValueError: If `cotangent` does not have this tensor's shape.
     """
@@ -1339,25 +1345,49 @@ def _tensor_backward(
         raise ValueError(f"cotangent has shape {tuple(seed.shape)} but the tensor has shape {self.shape}")
     check_cotangent(np_dtype(seed.dtype), self.dtype)
     # as in PyTorch, the pass records operations exactly when it makes a graph
-    with (
-        enable_grad() if create_graph else no_grad(),
-        recording_backward() if create_graph else nullcontext(),
-    ):
-        reached = backward_pass(
-            [root], [seed], consume=not retain_graph, record_in=IMPERATIVE if create_graph else None
-        )
-        for node, g in reached:
-            t = node.tensor() if node.tensor is not None else None
-            if t is None:
-                continue
-            old = t._grad
-            g = _as_grad(g, t.shape, t.dtype, create_graph, readonly=old is not None)
-            if old is None:
-                t._grad = g
-            elif create_graph:
-                t._grad = wrap(bind(PRIMITIVES["add"], (old, g), {}))
-            else:
-                t._grad = strip(old) + g  # a new array: never written into
+    wanted, lent = _backward_inputs(inputs)
+    try:
+        with (
+            enable_grad() if create_graph else no_grad(),
+            recording_backward() if create_graph else nullcontext(),
+        ):
+            reached = backward_pass(
+                [root], [seed], consume=not retain_graph, record_in=IMPERATIVE if create_graph else None
+            )
+            for node, g in reached:
+                t = node.tensor() if node.tensor is not None else None
+                if t is None or (wanted is not None and id(t) not in wanted):
+                    continue
+                old = t._grad
+                g = _as_grad(g, t.shape, t.dtype, create_graph, readonly=old is not None)
+                if old is None:
+                    t._grad = g
+                elif create_graph:
+                    t._grad = wrap(bind(PRIMITIVES["add"], (old, g), {}))
+                else:
+                    t._grad = strip(old) + g  # a new array: never written into
+    finally:
+        for node in lent:  # computed inputs: their .grad was kept for this pass only
+            node.tensor = None
+
+
+def _backward_inputs(inputs: Tensor | Sequence[Tensor] | None) -> tuple[set[int] | None, list[Node]]:
+    """`backward(inputs=...)`: the ids of the tensors to fill (None: every leaf), and the nodes of
+    computed ones that were lent a Tensor to fill (`retain_grad`, for one pass)."""
+    if inputs is None:
+        return None, []
+    targets = [inputs] if type(inputs) is Tensor else list(inputs)
+    if not targets:
+        raise RuntimeError("backward(inputs=...) cannot be empty")
+    lent = []
+    for t in targets:
+        if type(t) is not Tensor or t._trace is not IMPERATIVE or t._node is None:
+            raise RuntimeError("backward(inputs=...): one of the tensors does not require grad")
+        node = t._node
+        if node.prim is not None and node.tensor is None:
+            node.tensor = weakref.ref(t)
+            lent.append(node)
+    return {id(t) for t in targets}, lent
 
 
 def _no_graph(t: Tensor) -> str:

@@ -456,3 +456,32 @@ def test_imperative_backward_fills_grad_in_the_library(lib):
     s = ea.tensor(x, requires_grad=True)
     f_xy(s, y).backward(2.0)  # a number as cotangent
     assert_close(lib_result(lib, s.grad), 2.0 * ea.grad(f_xy)(X3, Y3))
+
+
+def test_backward_inputs_fills_only_the_tensors_named_as_pytorchs():
+    """``backward(inputs=...)`` (PyTorch's keyword; refused before): only the named tensors'
+    ``.grad`` accumulate, a computed one among them included (as if it kept its gradient for
+    this pass only: the next plain backward leaves it alone); an empty list, or a tensor that
+    does not require grad, is a RuntimeError."""
+    a = ea.tensor(X3, requires_grad=True)
+    b = ea.tensor(Y3, requires_grad=True)
+    y = a @ b
+    (y * V3).sum().backward(inputs=[b], retain_graph=True)
+    assert a.grad is None
+    assert_close(b.grad, X3.T @ V3)
+    ((y**2).sum()).backward(inputs=(y, a), retain_graph=True)
+    assert_close(y.grad, 2 * (X3 @ Y3))
+    assert_close(a.grad, 2 * (X3 @ Y3) @ Y3.T)
+    assert_close(b.grad, X3.T @ V3)  # not named: untouched
+    y.sum().backward(inputs=a)  # one tensor, as PyTorch takes it
+    assert_close(a.grad, 2 * (X3 @ Y3) @ Y3.T + np.ones((3, 3)) @ Y3.T)
+    assert not y.retains_grad  # lent for the pass that named it only
+    assert_close(y.grad, 2 * (X3 @ Y3))
+    y.grad = None
+    y2 = a @ b
+    y2.sum().backward(inputs=[b])
+    with pytest.warns(UserWarning, match="not a leaf is None"):
+        assert y2.grad is None  # (y2 was not named: no gradient kept for it)
+    for bad, message in (([], "cannot be empty"), ([ea.tensor(X3)], "does not require grad")):
+        with pytest.raises(RuntimeError, match=message):
+            (a * 3.0).sum().backward(inputs=bad)
