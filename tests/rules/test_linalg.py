@@ -1554,8 +1554,8 @@ def test_numpy_2s_other_linalg_functions_match_numpy_and_differentiate(name):
     diagonal, vecdot, cross, cond, tensorinv and tensorsolve (numpy 2's linalg namespace, which
     the array API's linalg extension also names) were missing from einad.linalg. Each is a
     composition of einad operations: numpy's value and dtype, derivatives by central
-    differences in both modes, the same through ``np.linalg`` on a traced Tensor, and a
-    jitted gradient replayed on another input."""
+    differences in both modes, the same through ``np.linalg`` on a traced Tensor, a jitted
+    gradient replayed on another input, and the batch rules (vmap, jacfwd against jacrev)."""
     call, a = COMPOSED[name]
     want = call(np.linalg, a)
     got = call(L, ea.tensor(a))
@@ -1569,6 +1569,12 @@ def test_numpy_2s_other_linalg_functions_match_numpy_and_differentiate(name):
     jitted = ea.jit(grad)
     other = a * 1.01
     assert_close(jitted(other), grad(other), rtol=1e-9, atol=1e-10)
+    # batched: a stack mapped by vmap is the loop over it, and jacfwd (vmap of jvp) is jacrev
+    mapped = ea.vmap(lambda t: call(L, t))(np.stack([a, other]))
+    assert_close(mapped, np.stack([want, call(np.linalg, other)]), rtol=1e-10, atol=1e-12)
+    assert_close(
+        ea.jacfwd(lambda t: call(L, t))(a), ea.jacrev(lambda t: call(L, t))(a), rtol=1e-9, atol=1e-11
+    )
 
 
 def test_multi_dot_is_one_contraction_in_the_cheapest_order():
