@@ -56,7 +56,19 @@ from .ops import (
 from .program import Graph, make_graph
 from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 from .rules import linalg
-from .rules.indexing import argmax, argmin, argsort, pad, repeat, roll, sort, take, take_along_axis, tile
+from .rules.indexing import (
+    argmax,
+    argmin,
+    argsort,
+    diff,
+    pad,
+    repeat,
+    roll,
+    sort,
+    take,
+    take_along_axis,
+    tile,
+)
 from .rules.reductions import cumprod, cumsum, std
 from .testing import gradcheck
 from .transforms.autodiff import (
@@ -139,6 +151,7 @@ __all__ = [
     "custom_jvp",
     "custom_vjp",
     "diagonal",
+    "diff",
     "dot",
     "einsum",
     "enable_grad",

@@ -349,6 +349,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.take_along_axis: indexing.take_along_axis,
     np.pad: indexing.pad,
     np.roll: indexing.roll,
+    np.diff: indexing.diff,
     np.tile: indexing.tile,
     np.repeat: indexing.repeat,
     np.real: ops.real,

@@ -112,6 +112,7 @@ DIFFERENTIABLE = {
     np.take_along_axis: lambda x: np.take_along_axis(x, I34, axis=1),
     np.pad: lambda x: np.pad(x, 1, mode="edge"),
     np.roll: lambda x: np.roll(x, 1, axis=1),
+    np.diff: lambda x: np.diff(x, 2, axis=1, prepend=0.5) + np.diff(x, axis=0, append=Y[:1]).sum(),
     np.tile: lambda x: np.tile(x, 2),
     np.repeat: lambda x: np.repeat(x, 2, axis=0),
     np.real: lambda x: np.real(x),

@@ -39,7 +39,7 @@ from ..util import (
     wrap,
 )
 from .einsum import sum_to_shape
-from .elementwise import PRIMITIVES, apply2
+from .elementwise import PRIMITIVES, apply2, compare
 from .reductions import batch_axis
 from .shape import (
     _clean_index,
@@ -490,6 +490,44 @@ def repeat(a: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) 
     if counts.shape != (s[axis],):
         raise ValueError(f"repeat: {counts.size} counts for an axis of length {s[axis]}")
     return take(x, np.repeat(np.arange(s[axis]), counts), axis=axis)
+
+
+def diff(
+    a: ArrayLike,
+    n: int = 1,
+    axis: int = -1,
+    prepend: ArrayLike | None = None,
+    append: ArrayLike | None = None,
+) -> Tensor:
+    """The `n`-th forward differences along `axis`, as numpy.diff: ``a[1:] - a[:-1]`` (of
+    booleans, ``!=``), `n` times, after `prepend` and `append` are joined on (a number is
+    broadcast to one slice). Linear in `a`: its derivative is the differences' transpose."""
+    x = to_array_operand(a)
+    shape = shape_of(x)
+    if not shape:
+        raise ValueError("diff requires input that is at least one dimensional")
+    n = integer(n, "diff: n")
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
+    ax = normalize_axes(axis, len(shape))[0]
+
+    def slab(extra: ArrayLike) -> Any:  # a number is broadcast to one slice along the axis
+        e = to_array_operand(extra, like=x)
+        return e if shape_of(e) else broadcast_raw(e, (*shape[:ax], 1, *shape[ax + 1 :]))
+
+    parts = [x]
+    if prepend is not None:
+        parts.insert(0, slab(prepend))
+    if append is not None:
+        parts.append(slab(append))
+    if len(parts) > 1:
+        x = concatenate(parts, axis=ax)
+    lead = (slice(None),) * ax
+    for _ in range(n):
+        later, earlier = getitem_raw(x, (*lead, slice(1, None))), getitem_raw(x, (*lead, slice(None, -1)))
+        boolean = dtype_of(x) == np.bool_  # numpy's diff of booleans: whether they differ
+        x = compare("not_equal", later, earlier) if boolean else apply2("subtract", later, earlier)
+    return wrap(x)
 
 
 # -- functional index updates: x.at[idx].set(v), .add(v), .multiply(v), .min(v), ... ------------

@@ -806,3 +806,43 @@ def test_a_jitted_gather_replays_each_calls_index():
         f(x, np.array([5, 0]))
     with pytest.raises(IndexError, match="out of bounds"):
         g(x, -6)
+
+
+# -- diff ----------------------------------------------------------------------------------------
+
+
+@both_modes
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"n": 2}, {"axis": 0}, {"n": 0}, {"n": 9}, {"prepend": 1.5}, {"n": 3, "append": "columns"}],
+    ids=["first", "second", "axis0", "zeroth", "past-the-length", "prepend-number", "append-array"],
+)
+def test_diff_is_numpys_and_differentiates_as_its_transpose(kwargs):
+    """numpy.diff (missing, and refused on Tensors by np.diff): forward differences along an
+    axis, `n` times, after prepend/append; linear, so its derivatives are checked by central
+    differences in both modes, eagerly and jitted, and the value and dtype are numpy's for
+    floats, integers and booleans (numpy's ``!=``)."""
+    x = RNG.standard_normal((3, 5))
+    kwargs = {k: (x[:, :2] * 0.5 if v == "columns" else v) for k, v in kwargs.items()}
+    want = np.diff(x, **kwargs)
+    got = ea.diff(x, **kwargs)
+    assert got.shape == want.shape
+    assert_close(got, want)
+    assert_close(np.diff(ea.tensor(x), **kwargs), want)
+    assert ea.gradcheck(lambda a: ea.sum(ea.sin(ea.diff(a, **kwargs))), x)
+    for values in (np.arange(10).reshape(2, 5) ** 2, x > 0):
+        np.testing.assert_array_equal(
+            ea.diff(values, **{k: v for k, v in kwargs.items() if k in ("n", "axis")}).numpy(),
+            np.diff(values, **{k: v for k, v in kwargs.items() if k in ("n", "axis")}),
+        )
+
+
+def test_diff_on_every_library_and_its_errors(lib):
+    x = RNG.standard_normal((2, 4))
+    check_lib(lib, ea.diff(lib.asarray(x), prepend=lib.asarray(x[:, :1])), np.diff(x, prepend=x[:, :1]))
+    with pytest.raises(ValueError, match="at least one dimensional"):
+        ea.diff(lib.asarray(np.float64(1.0)))
+    with pytest.raises(ValueError, match="order must be non-negative but got -1"):
+        ea.diff(lib.asarray(x), -1)
+    with pytest.raises(np.exceptions.AxisError):
+        ea.diff(lib.asarray(x), axis=2)
