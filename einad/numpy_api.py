@@ -21,7 +21,7 @@ import numpy as np
 
 from . import ops
 from .aliases import Axis
-from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
+from .core import ArrayLike, Staged, Tensor, _unbox_bool, exported, numpy_functions, strip
 from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
 from .util import dtype_of, shape_of
@@ -223,6 +223,55 @@ def _at_least_2d(a: ArrayLike) -> Tensor:
     return ops.reshape(a, (1,) * (2 - nd) + shape_of(a)) if nd < 2 else ops.reshape(a, shape_of(a))
 
 
+def _at_least(rank: int) -> Function:
+    """``np.atleast_1d``/``2d``/``3d``: numpy's placement of the new size-1 axes (a vector is a
+    row, and in 3-D a matrix gains a last axis); several arrays give a tuple."""
+
+    def one(a: ArrayLike) -> Tensor:
+        shape = shape_of(a)
+        if len(shape) >= rank:
+            return ops.reshape(a, shape)
+        if rank == 3 and len(shape) == 2:
+            return ops.reshape(a, (*shape, 1))
+        if rank == 3:
+            return ops.reshape(a, (1, *(shape or (1,)), 1))
+        return ops.reshape(a, (1,) * (rank - len(shape)) + shape)
+
+    def at_least(*arys: ArrayLike) -> Tensor | tuple[Tensor, ...]:
+        out = tuple(one(a) for a in arys)
+        return out[0] if len(out) == 1 else out
+
+    at_least.__name__ = f"atleast_{rank}d"
+    return at_least
+
+
+def _isclose(
+    a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> Any:
+    """numpy.isclose as einad operations (a boolean Tensor, staged under jit): within
+    ``atol + rtol * |b|``, infinities only of the same sign, nan to nan only with `equal_nan`."""
+    finite = ops.where(ops.isfinite(a), ops.isfinite(b), False)
+    fa, fb = ops.where(finite, a, 0.0), ops.where(finite, b, 0.0)  # (no inf - inf computed)
+    near = ops.less_equal(ops.abs(ops.subtract(fa, fb)), atol + rtol * ops.abs(fb))
+    close = ops.where(finite, near, ops.equal(a, b))
+    if equal_nan:
+        close = ops.where(ops.where(ops.isnan(a), ops.isnan(b), False), True, close)
+    return close
+
+
+def _allclose(
+    a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
+) -> Any:
+    """A Python bool, as numpy's; under `einad.jit`, whose values are not known while it stages,
+    a 0-d boolean Tensor (JAX's result) that `ea.where` can choose with."""
+    close = ops.all(_isclose(a, b, rtol, atol, equal_nan))
+    return close if type(strip(close)) is Staged else bool(close)
+
+
+def _count_nonzero(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Any:
+    return ops.sum(ops.not_equal(a, 0), axis=axis, keepdims=keepdims)
+
+
 def _vstack(tup: Sequence[ArrayLike]) -> Tensor:
     return ops.concatenate([_at_least_2d(a) for a in tup], axis=0)
 
@@ -368,6 +417,12 @@ _FUNCTIONS: dict[Function, Function] = {
     np.empty_like: _like(0),
     np.full_like: _full_like,
     np.copy: _copy,
+    np.atleast_1d: _at_least(1),
+    np.atleast_2d: _at_least(2),
+    np.atleast_3d: _at_least(3),
+    np.isclose: _isclose,
+    np.allclose: _allclose,
+    np.count_nonzero: _count_nonzero,
 }
 for _func, _impl in _FUNCTIONS.items():
     _function(_func, _impl)

@@ -119,6 +119,9 @@ DIFFERENTIABLE = {
     np.imag: lambda x: np.imag(x) + x,
     np.angle: lambda x: np.angle(x) + x,
     np.copy: lambda x: np.copy(x),
+    np.atleast_1d: lambda x: np.atleast_1d(x[0, 0]) * 2,
+    np.atleast_2d: lambda x: np.atleast_2d(x[0], V)[0] + np.atleast_2d(x[1]),
+    np.atleast_3d: lambda x: np.atleast_3d(x) + np.atleast_3d(x[0])[0],
     np.diag: lambda x: np.diag(x[0], -1)[:4, :4] + np.diag(np.diag(x, 1), 1),
     np.kron: lambda x: np.kron(x[:2, :2], Y[0]),
     # numpy.linalg, as einad.linalg
@@ -183,6 +186,9 @@ CONSTANT = {
     np.iscomplexobj: lambda x: np.iscomplexobj(x),
     np.isrealobj: lambda x: np.isrealobj(x),
     np.linalg.matrix_rank: lambda x: np.linalg.matrix_rank(x[:, :3] - x[:, 3:]),
+    np.isclose: lambda x: np.isclose(x, np.where(Y > 1.0, x + 1e-9, Y), rtol=1e-7),
+    np.allclose: lambda x: np.allclose(x, x + 1e-9),
+    np.count_nonzero: lambda x: np.count_nonzero(x > 1.0, axis=1),
     np.zeros_like: lambda x: np.zeros_like(x),
     np.ones_like: lambda x: np.ones_like(x, dtype=np.float32),
     np.empty_like: lambda x: np.empty_like(x).shape,
@@ -419,3 +425,24 @@ def test_numpys_positional_dtype_out_and_keepdims_mean_what_they_mean_in_numpy(c
     got = call(ea.tensor(X))
     assert np.shape(got) == want.shape and np.asarray(got).dtype == want.dtype
     assert_close(got, want)
+
+
+def test_isclose_and_allclose_follow_numpy_at_infinities_and_nans_and_stage_under_jit():
+    """np.isclose/np.allclose on Tensors were numpy's on the values only (a TypeError inside a
+    differentiated function): now einad operations, with numpy's rules for infinities (equal
+    only with the same sign) and nans (`equal_nan`), no inf - inf warning, a Python bool from
+    allclose as numpy gives, and under jit a staged boolean that ea.where can use."""
+    a = np.array([1.0, np.inf, -np.inf, np.nan, 2.0, 1e-9, np.inf])
+    b = np.array([1.0 + 1e-6, np.inf, np.inf, np.nan, 2.1, 0.0, 5.0])
+    for kwargs in ({}, {"equal_nan": True}, {"rtol": 0.1}, {"atol": 0.0}):
+        np.testing.assert_array_equal(
+            np.isclose(ea.tensor(a), b, **kwargs).numpy(), np.isclose(a, b, **kwargs)
+        )
+        np.testing.assert_array_equal(
+            np.isclose(b, ea.tensor(a), **kwargs).numpy(), np.isclose(b, a, **kwargs)
+        )
+    same = np.allclose(ea.tensor(a), a, equal_nan=True)
+    assert same is True and np.allclose(ea.tensor(a), a) is False
+    pick = ea.jit(lambda x, y: ea.where(np.allclose(x, y), x, -x))
+    assert_close(pick(X, X + 1e-9), X)
+    assert_close(pick(X, X + 1.0), -X)
