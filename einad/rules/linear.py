@@ -177,6 +177,8 @@ def einsum(
     memory_limit: MemoryLimit = None,
     executor: Any = None,
     progress: bool = False,
+    precision: Any = None,
+    preferred_element_type: DTypeLike | None = None,
 ) -> Tensor:
     """Einstein summation over Tensors and arrays, differentiable in every operand.
 
@@ -223,6 +225,11 @@ def einsum(
             sliced ignores it.
         progress: Show a progress bar over the slices (tqdm's when installed, else a
             line on stderr), on the thread pool and on an executor alike.
+        precision: JAX's keyword, taken for code written for ``jnp.einsum``: the arrays'
+            libraries compute at the operands' own precision (no reduced-precision matrix
+            units to choose), so any value gives the same result.
+        preferred_element_type: JAX's keyword: the dtype to accumulate in and to return
+            (the operands are cast to it first; ``int8`` operands summed in ``int32``).
 
     Returns:
         The contraction, as a Tensor.
@@ -246,6 +253,8 @@ def einsum(
         text, names, given = subscripts, (), operands
     else:
         text, names, given = einsum_arguments(subscripts, operands)
+    if preferred_element_type is not None:  # (JAX's: accumulate in it, return it)
+        given = tuple(astype(to_operand(x), preferred_element_type) for x in given)
     ops_ = []
     shapes = []
     plain = True  # whether every operand is a numpy array or a Tensor over one (no number)

@@ -791,3 +791,26 @@ def test_operands_in_big_endian_byte_order():
     for got in (ea.grad(loss, argnums=(0, 1, 2))(*big), ea.jit(ea.grad(loss, argnums=(0, 1, 2)))(*big)):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_einsum_takes_jaxs_precision_and_preferred_element_type():
+    """Code written for jnp.einsum passes precision= and preferred_element_type=; einad refused
+    both. precision changes nothing (numpy computes at the operands' precision);
+    preferred_element_type is the accumulation and result dtype, as JAX's (int8 products summed
+    in int32 do not wrap; float32 operands give a float64 result, the gradient stays float32),
+    in both einsum forms."""
+    a = np.array([[100, 100], [1, 2]], dtype=np.int8)
+    wide = ea.einsum("ij,jk->ik", a, a, preferred_element_type=np.int32)
+    assert wide.dtype == np.int32
+    np.testing.assert_array_equal(wide.numpy(), a.astype(np.int32) @ a.astype(np.int32))
+    x = np.random.default_rng(3).standard_normal((3, 3)).astype(np.float32)
+    for kwargs in ({"precision": "highest"}, {"precision": None}):
+        np.testing.assert_array_equal(
+            ea.einsum("ij,jk", x, x, **kwargs).numpy(), ea.einsum("ij,jk", x, x).numpy()
+        )
+    y = ea.einsum(x, [0, 1], x, [1, 2], preferred_element_type=np.float64)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), x.astype(np.float64) @ x.astype(np.float64), rtol=1e-12)
+    g = ea.grad(lambda x: ea.sum(ea.einsum("ij,jk->ik", x, x, preferred_element_type=np.float64)))(x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, x.sum(1)[None, :] + x.sum(0)[:, None], rtol=1e-5)  # d sum(x @ x) / dx
