@@ -821,7 +821,13 @@ checkpoint_p = declare(
 )
 
 
-def checkpoint(f: Callable[..., Any], *, static_argnums: int | Sequence[int] = ()) -> Callable[..., Any]:
+def checkpoint(
+    f: Callable[..., Any],
+    *,
+    static_argnums: int | Sequence[int] = (),
+    prevent_cse: bool = True,
+    policy: Callable[..., Any] | None = None,
+) -> Callable[..., Any]:
     """`f` recomputed in the reverse pass instead of remembered (``jax.checkpoint``, remat).
 
     Values and derivatives are `f`'s. A reverse pass keeps only `f`'s arguments through the
@@ -832,8 +838,17 @@ def checkpoint(f: Callable[..., Any], *, static_argnums: int | Sequence[int] = (
 
     ``static_argnums`` (JAX's keyword) lists the arguments passed to `f` as they are, not
     differentiated: functions, strings, shapes (an array there is held fixed).
+    ``prevent_cse`` (JAX's) is taken and changes nothing: in a staged program the forward
+    of `f` is one ``checkpoint`` equation, which no pass can merge the recomputation into. A
+    ``policy`` (JAX's choice of intermediates to keep) is not offered: every intermediate is
+    recomputed (NotImplementedError for one).
     """
     what = f"checkpoint {_name(f)!r}"
+    if policy is not None:
+        raise NotImplementedError(
+            f"{what}: a checkpoint policy (which intermediates to save) is not offered; einad "
+            "recomputes every intermediate of f. Checkpoint a smaller function to keep more"
+        )
     nums = _argnums(static_argnums, "static_argnums", what)
 
     @functools.wraps(f)

@@ -64,7 +64,7 @@ from ..program import (
     traced_leaf,
 )
 from ..pytree import TreeDef, tree_flatten, tree_unflatten
-from ..util import shape_of
+from ..util import integer, shape_of
 from .fusion import FusedKernel, fused_p, schedule
 from .passes import optimize, plan_buffers
 
@@ -483,6 +483,9 @@ def jit(
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
     backend: str | None = None,
+    *,
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Callable[..., Any]:
     """Compile `f`: trace it once per input signature, optimize, and replay the compiled program.
 
@@ -499,6 +502,10 @@ def jit(
             as numpy calls; ``"numpy"``: numpy calls only. None (the default): ``"llvm"``
             when llvmlite is installed, else ``"numpy"`` (the program's ``fallback`` says
             why). Values, gradients and the signature cache are the same either way.
+        donate_argnums: JAX's keywords, taken for code written for ``jax.jit``: JAX may reuse a
+        donate_argnames: donated argument's buffer for a result; einad never writes into an
+            argument (its programs reuse buffers of their own between calls), so they change
+            nothing. Checked as JAX checks them: integers, and strings.
 
     Returns:
         A function with `f`'s signature, returning arrays of its inputs' library (pytrees of them)
@@ -522,6 +529,12 @@ def jit(
         if missing is not None:
             raise ImportError(f"ea.jit(backend='llvm') cannot compile kernels here: {missing}")
     chosen = backend or "llvm"
+    donated_nums = donate_argnums if isinstance(donate_argnums, (list, tuple)) else (donate_argnums,)
+    for donated in donated_nums:
+        integer(donated, "jit: donate_argnums")  # (a hint only: see the docstring)
+    donated_names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames)
+    if not all(isinstance(n, str) for n in donated_names):
+        raise TypeError(f"jit: donate_argnames must be strings, got {donate_argnames!r}")
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     nums, names = _static_both_ways(f, nums, names)

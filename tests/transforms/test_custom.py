@@ -864,3 +864,19 @@ def test_defjvps_sums_one_rule_per_argument_as_in_jax():
     k.defjvps(lambda t, ans, x, y: t * y)
     with pytest.raises(TypeError, match="1 functions for 2 arguments"):
         ea.jvp(k, (x, y), (x, y))
+
+
+def test_checkpoint_takes_jaxs_prevent_cse_and_refuses_a_policy():
+    """jax.checkpoint's keywords: prevent_cse (no effect here: the staged forward is one opaque
+    checkpoint equation, as the program below shows, so the recomputation cannot be merged into
+    it) is taken; a policy, which einad does not offer, is a NotImplementedError, not ignored."""
+    block = lambda x: ea.sin(ea.sin(x) * 2.0)
+    x = np.linspace(0.1, 1.0, 4)
+    for prevent_cse in (True, False):
+        f = lambda x, p=prevent_cse: ea.sum(ea.checkpoint(block, prevent_cse=p)(x) ** 2)
+        assert_close(ea.grad(f)(x), ea.grad(lambda x: ea.sum(block(x) ** 2))(x))
+        ops = [e.op for e in ea.jit(ea.grad(f)).lower(x).equations]
+        assert ops.count("checkpoint") == 1  # the forward, whole
+        assert ops.count("sin") == 1 and ops.count("cos") == 2  # its inner sin again, for the cosines
+    with pytest.raises(NotImplementedError, match="policy"):
+        ea.checkpoint(block, policy=lambda *a, **k: True)

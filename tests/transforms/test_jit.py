@@ -1063,3 +1063,18 @@ def test_a_value_and_gradient_unpacks_each_block_in_one_python_call():
     assert_close(value, want_value)
     for g, w in zip(grads, want_grads):
         assert_close(g, w)
+
+
+def test_jit_takes_jaxs_donation_keywords_and_never_writes_into_an_argument():
+    """jax.jit's donate_argnums/donate_argnames (refused before) are hints: einad's programs
+    never write into an argument, donated or not; they are checked as JAX checks them."""
+    x = np.arange(4.0)
+    before = x.copy()
+    f = ea.jit(lambda x, y: x * 2.0 + y, donate_argnums=0, donate_argnames="y")
+    assert_close(f(x, y=x), 3 * before)
+    assert_close(ea.jit(lambda x: x + 1.0, donate_argnums=(0,))(x), before + 1.0)
+    np.testing.assert_array_equal(x, before)
+    with pytest.raises(TypeError, match="donate_argnums must be an integer"):
+        ea.jit(lambda x: x, donate_argnums=1.5)
+    with pytest.raises(TypeError, match="donate_argnames must be strings"):
+        ea.jit(lambda x: x, donate_argnames=[0])
