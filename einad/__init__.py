@@ -54,7 +54,7 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
-from .pytree import register_pytree_node, tree_flatten, tree_map, tree_unflatten
+from .pytree import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
 from .rules import linalg
 from .rules.indexing import (
     argmax,
@@ -204,7 +204,9 @@ __all__ = [
     "trace",
     "transpose",
     "tree_flatten",
+    "tree_leaves",
     "tree_map",
+    "tree_structure",
     "tree_unflatten",
     "value_and_grad",
     "var",

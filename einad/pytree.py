@@ -339,6 +339,16 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
     return h.unflatten(cls, td.aux, tuple(kids))
 
 
+def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list[Any]:
+    """The leaves of `tree` in `tree_flatten`'s order (``jax.tree_util.tree_leaves``)."""
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> TreeDef:
+    """The structure of `tree`, as `tree_flatten` gives it (``jax.tree_util.tree_structure``)."""
+    return tree_flatten(tree, is_leaf)[1]
+
+
 def tree_map(
     fn: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> Any:

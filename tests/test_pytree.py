@@ -343,3 +343,21 @@ def test_is_leaf_stops_flattening_at_the_nodes_it_picks_as_in_jax():
     # is_leaf sees None too, and may take it for a leaf
     assert ea.tree_flatten([None, 1], is_leaf=lambda x: x is None)[0] == [None, 1]
     assert ea.tree_flatten(tree)[1] == ea.tree_flatten(tree, is_leaf=lambda x: False)[1]
+
+
+def test_tree_leaves_and_tree_structure_are_jaxs():
+    """jax.tree_util's two everyday helpers (absent before): the leaves in tree_flatten's
+    order (dict keys sorted, None no leaf), and the structure that rebuilds the tree."""
+    tree = {"w": [np.ones(2), 3.0], "b": (np.zeros(1), None), "a": 1}
+    leaves = ea.tree_leaves(tree)
+    assert [np.shape(x) for x in leaves] == [(), (1,), (2,), ()]
+    assert leaves[0] == 1 and leaves[3] == 3.0
+    structure = ea.tree_structure(tree)
+    assert structure == ea.tree_flatten(tree)[1]
+    rebuilt = ea.tree_unflatten(structure, [x * 2 for x in leaves])
+    assert rebuilt["a"] == 2 and rebuilt["w"][1] == 6.0 and rebuilt["b"][1] is None
+    assert ea.tree_leaves({"x": [1, 2]}, is_leaf=lambda n: isinstance(n, list)) == [[1, 2]]
+    total = sum(
+        ea.tree_leaves(ea.grad(lambda p: sum(ea.sum(x**2) for x in ea.tree_leaves(p)))({"u": np.ones(3)}))
+    )
+    assert_close(total, np.full(3, 2.0))
