@@ -218,11 +218,6 @@ def _concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
     return ops.concatenate(arrays, axis=axis)
 
 
-def _at_least_2d(a: ArrayLike) -> Tensor:
-    nd = len(shape_of(a))
-    return ops.reshape(a, (1,) * (2 - nd) + shape_of(a)) if nd < 2 else ops.reshape(a, shape_of(a))
-
-
 def _at_least(rank: int) -> Function:
     """``np.atleast_1d``/``2d``/``3d``: numpy's placement of the new size-1 axes (a vector is a
     row, and in 3-D a matrix gains a last axis); several arrays give a tuple."""
@@ -270,6 +265,9 @@ def _allclose(
 
 def _count_nonzero(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Any:
     return ops.sum(ops.not_equal(a, 0), axis=axis, keepdims=keepdims)
+
+
+_at_least_2d = _at_least(2)
 
 
 def _vstack(tup: Sequence[ArrayLike]) -> Tensor:
@@ -418,7 +416,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.full_like: _full_like,
     np.copy: _copy,
     np.atleast_1d: _at_least(1),
-    np.atleast_2d: _at_least(2),
+    np.atleast_2d: _at_least_2d,
     np.atleast_3d: _at_least(3),
     np.isclose: _isclose,
     np.allclose: _allclose,
