@@ -96,14 +96,16 @@ def contract_path(
 
     Raises:
         EinsumError: For malformed subscripts, shapes that do not fit them, an
-            unknown strategy or an invalid path or memory limit.
+            unknown strategy or an invalid path or memory limit (with ``shapes=True``:
+            a negative dimension).
         TypeError: If `executor` is none of None, a dask Client and a
-            ``concurrent.futures.Executor``.
+            ``concurrent.futures.Executor``; with ``shapes=True``, if a shape is not
+            a sequence of ints.
     """
     cluster.kind(executor)
     text, names, raw = einsum_arguments(subscripts, operands)
     if shapes:
-        dims = tuple(tuple(int(d) for d in s) for s in raw)
+        dims = tuple(_dims(s, k, "contract_path") for k, s in enumerate(raw))
     else:
         dims = tuple(shape_of(to_operand(x)) for x in raw)
     spec = parse(text, dims, names)
@@ -190,7 +192,7 @@ class ContractExpression:
             labels.append(out)
             small = limit is None or math.prod(sizes[c] for c in out) <= limit
             if all(is_const[i] for i in read) and small:
-                values.append(contract(ins, out, [values[i] for i in read]))
+                values.append(contract(ins, out, _promote_weak([values[i] for i in read])))
                 for i in read:
                     values[i] = None  # only what a later step reads is kept
                 is_const.append(True)
@@ -299,7 +301,9 @@ def _constant_operands(constants: Iterable[int] | None, operands: tuple[Any, ...
             raise EinsumError(f"constant position {k} is not that of one of the {len(operands)} operands")
         if k in out:
             raise EinsumError(f"constant position {k} is given twice")
-        x = to_array_operand(operands[k])
+        x = operands[k]  # a Python number stays one: weak, as in einsum (float32 stays float32)
+        if not isinstance(x, (bool, int, float, complex)):
+            x = to_array_operand(x)
         out[k] = x.copy() if isinstance(x, np.ndarray) else x
     return out
 
@@ -326,7 +330,8 @@ def contract_expression(
     constants only (whole subtrees of the contraction) are contracted once, now (a
     step whose result would exceed `memory_limit` is left to the calls); the
     expression keeps those results, and copies of constant numpy arrays, so later
-    changes to the arrays given do not reach it. The other operands are
+    changes to the arrays given do not reach it; a Python number among them is weak,
+    as in `einsum` (a float32 result stays float32). The other operands are
     differentiable as without constants.
 
     Args:
@@ -345,8 +350,9 @@ def contract_expression(
     Raises:
         EinsumError: For malformed subscripts, shapes that do not fit them, an
             invalid strategy, path or memory limit, or a constant position that is
-            out of range or repeated.
-        TypeError: If `constants` is not a list of integer positions.
+            out of range or repeated, or a negative dimension.
+        TypeError: If `constants` is not a list of integer positions, or a shape is
+            not a sequence of ints.
     """
     text, names, raw = einsum_arguments(subscripts, shapes)
     held = _constant_operands(constants, raw)
@@ -365,9 +371,20 @@ def _shape_given(s: Any, k: int) -> tuple[int, ...]:
             f"contract_expression takes the operands' shapes; operand {k} is an array of shape "
             f"{tuple(shape_of(s))}: pass its shape, or name it in constants=[{k}] to hold the array"
         )
+    return _dims(s, k, "contract_expression")
+
+
+def _dims(s: Any, k: int, caller: str) -> tuple[int, ...]:
+    """Operand `k`'s shape given as a shape (to `caller`): a sequence of ints, none negative.
+
+    Raises:
+        TypeError: If it is not a sequence of ints (a float among them, say).
+        EinsumError: If a dimension is negative.
+    """
     try:
-        return tuple(int(d) for d in s)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"contract_expression: operand {k}'s shape must be a sequence of ints, got {s!r}"
-        ) from None
+        dims = tuple(integer(d, "a dimension") for d in s)
+    except TypeError:
+        raise TypeError(f"{caller}: operand {k}'s shape must be a sequence of ints, got {s!r}") from None
+    if any(d < 0 for d in dims):
+        raise EinsumError(f"{caller}: operand {k}'s shape {s!r} has a negative dimension")
+    return dims

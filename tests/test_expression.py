@@ -220,3 +220,40 @@ def test_an_array_given_for_a_shape_is_a_type_error_that_says_what_to_pass():
         ea.contract_expression("ij,jk->ik", a.shape, None)
     expr = ea.contract_expression("ij,jk->ik", (np.int64(2), 3), [3, 4])  # numpy ints and lists are shapes
     np.testing.assert_array_equal(expr(a, b), a @ b)
+
+
+def test_a_shape_with_a_fractional_or_negative_dimension_is_refused_not_truncated():
+    # numpy's np.empty((3, 4.5)) is a TypeError and np.empty((3, -4)) a ValueError; einad
+    # truncated 4.5 to 4 and planned -4 (negative FLOP counts in contract_path's report)
+    with pytest.raises(TypeError, match="operand 0's shape must be a sequence of ints"):
+        ea.contract_expression("ij,jk->ik", (3, 4.5), (4, 5))
+    with pytest.raises(TypeError, match="operand 1's shape must be a sequence of ints"):
+        ea.contract_path("ij,jk->ik", (3, 4), (4.0, 5), shapes=True)
+    with pytest.raises(TypeError, match="operand 0's shape must be a sequence of ints"):
+        ea.contract_expression("ij,jk->ik", "34", (4, 5))
+    with pytest.raises(ea.EinsumError, match=r"operand 0's shape \(3, -4\) has a negative dimension"):
+        ea.contract_expression("ij,jk->ik", (3, -4), (-4, 5))
+    with pytest.raises(ea.EinsumError, match="has a negative dimension"):
+        ea.contract_path("ij,jk->ik", (3, -4), (-4, 5), shapes=True, memory_limit=2)
+    path, info = ea.contract_path("ij,jk->ik", (np.int64(3), 0), [0, 5], shapes=True)  # zero is a size
+    assert path == [(0, 1)] and info.opt_cost >= 0
+
+
+@pytest.mark.parametrize(
+    ("number", "other"), [(2.0, np.float32), (3, np.float32), (1j, np.float32), (3, np.int16)]
+)
+def test_a_python_number_constant_is_weak_as_in_einsum(number, other):
+    # einsum(",ij->ij", 2.0, a32) is float32 (numpy's promotion of a Python number); the same
+    # number held as a constant gave float64 (it was made a 0-d float64 array)
+    a = np.arange(12).reshape(3, 4).astype(other)
+    want = np.result_type(number, a.dtype)
+    expr = ea.contract_expression(",ij->ij", number, a.shape, constants=[0])
+    assert np.asarray(expr(a)).dtype == want == np.asarray(ea.einsum(",ij->ij", number, a)).dtype
+    assert_close(expr(a), number * a)
+    b = np.ones((4, 2), other)  # folded with a constant array when the expression is made
+    expr = ea.contract_expression(
+        ",ij,jk->ik", number, a.shape, b, constants=[0, 2], optimize=[(0, 2), (0, 1)]
+    )
+    assert np.asarray(expr(a)).dtype == want
+    assert_close(expr(a), number * a @ b)
+    assert np.asarray(ea.contract_expression(",ij->ij", number, a, constants=[0, 1])()).dtype == want
