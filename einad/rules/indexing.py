@@ -51,6 +51,7 @@ from .shape import (
     gather_scatter_raw,
     getitem,
     getitem_raw,
+    index_places,
     indices_read,
     last_writes,
     last_writes_p,
@@ -709,13 +710,15 @@ def _write_rounds(shape: Shape, index: Any) -> list[tuple[Array, Array]] | None:
     place is named twice."""
     if not _has_int_array(index):
         return None
-    flat = np.arange(math.prod(shape)).reshape(shape)[index].ravel()
+    flat = index_places(shape, index).ravel()
+    if flat.size == 0:
+        return None
     order = np.argsort(flat, kind="stable")  # each place's writes together, in their order
-    ordered = flat[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ordered, k = flat[order], np.arange(flat.size)
+    first = np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], k, 0))
     rank = np.empty(flat.size, dtype=np.int64)
-    rank[order] = np.arange(flat.size) - np.repeat(starts, np.diff(np.r_[starts, flat.size]))
-    if flat.size == 0 or rank.max() == 0:
+    rank[order] = k - first  # how many earlier writes name the same place
+    if rank.max() == 0:
         return None
     return [(flat[rank == k], np.flatnonzero(rank == k)) for k in range(int(rank.max()) + 1)]
 

@@ -93,8 +93,8 @@ from .linear import diagonal as _diagonal
 from .linear import einsum, matmul, tensordot
 from .linear import outer as _outer
 from .linear import trace as _diagonal_sum
+from .reductions import _inexact, max_p
 from .reductions import max as _max
-from .reductions import max_p
 from .reductions import min as _min
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
 from .structural import broadcast_raw, concat_p, where_raw
@@ -1758,9 +1758,7 @@ def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False
     Raises:
         ValueError: For an unknown `ord`, repeated axes, or a rank the norm does not fit.
     """
-    v = to_array_operand(x)
-    if dtype_of(v).kind in "biu":
-        v = astype(v, np.float64)
+    v = _inexact(x)  # (booleans and integers in float64, as numpy's norms)
     shape = shape_of(v)
     nd = len(shape)
     if axis is None:
@@ -1888,9 +1886,7 @@ def svdvals(x: ArrayLike, /) -> Tensor:
 def vector_norm(x: ArrayLike, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Tensor:  # noqa: A002
     """A vector norm over `axis` (all axes, as one vector, by default; a tuple of axes is one
     vector too), as numpy.linalg.vector_norm: the orders of `norm`'s vectors."""
-    v = to_array_operand(x)
-    if dtype_of(v).kind in "biu":
-        v = astype(v, np.float64)
+    v = _inexact(x)  # (booleans and integers in float64, as numpy's norms)
     nd = len(shape_of(v))
     axes = tuple(range(nd)) if axis is None else _axis_tuple(axis, nd)
     if len(set(axes)) != len(axes):

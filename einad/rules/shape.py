@@ -678,10 +678,17 @@ declare(
 )
 
 
+def index_places(shape: Shape, index: Any) -> Array:
+    """The flat positions, in an array of `shape`, of the elements ``x[index]`` names (numpy's
+    indexing rules, on a ramp), in ``x[index]``'s shape."""
+    places: Array = np.arange(math.prod(shape)).reshape(shape)[index]
+    return places
+
+
 def last_writes(shape: Shape, index: Any) -> Array:
     """Over the elements ``x[index]`` names: True where no later element of the index names the
     same place (the write that stays, in numpy's ``x[index] = v``)."""
-    places: Array = np.arange(math.prod(shape)).reshape(shape)[index]
+    places = index_places(shape, index)
     flat = places.ravel()
     _, first_from_end = np.unique(flat[::-1], return_index=True)
     last = np.zeros(flat.size, dtype=bool)

@@ -269,6 +269,16 @@ def test_tensor_attributes():
 ROWS = np.array([2, 0, 2])  # a repeated row: set keeps the last write, add adds twice
 
 
+def _ufunc_row(method, ufunc, index, v_shape, complex_ok, x=normal, shift=0.0):
+    """An EVERYDAY row for ``x.at[index].<method>(v)`` against numpy's ``ufunc.at`` on a copy."""
+    return (
+        lambda a, v: getattr(a.at[index], method)(v),
+        lambda a, v: np_ufunc_at(ufunc, a, index, v),
+        lambda dt: (x(dtype=dt), normal(v_shape, dtype=dt) + shift),
+        complex_ok,
+    )
+
+
 # name: (einad function, numpy reference, arguments maker (dtype -> args), complex inputs allowed)
 EVERYDAY = {
     "at_set": (
@@ -290,36 +300,13 @@ EVERYDAY = {
         True,
     ),
     # JAX's other updates, each applied in turn where an index repeats (numpy's ufunc.at)
-    "at_multiply": (
-        lambda x, v: x.at[ROWS].multiply(v),
-        lambda x, v: np_ufunc_at(np.multiply, x, ROWS, v),
-        lambda dt: (normal(dtype=dt), normal((3, 4), dtype=dt)),
-        True,
+    "at_multiply": _ufunc_row("multiply", np.multiply, ROWS, (3, 4), True),
+    "at_divide": _ufunc_row("divide", np.divide, (ROWS, slice(1, None)), (3, 3), True, shift=3.0),
+    "at_power": _ufunc_row(
+        "power", np.power, ROWS, (4,), False, x=lambda dtype: np.abs(normal(dtype=dtype)) + 0.5
     ),
-    "at_divide": (
-        lambda x, v: x.at[ROWS, 1:].divide(v),
-        lambda x, v: np_ufunc_at(np.divide, x, (ROWS, slice(1, None)), v),
-        lambda dt: (normal(dtype=dt), normal((3, 3), dtype=dt) + 3),
-        True,
-    ),
-    "at_power": (
-        lambda x, v: x.at[ROWS].power(v),
-        lambda x, v: np_ufunc_at(np.power, x, ROWS, v),
-        lambda dt: (np.abs(normal(dtype=dt)) + 0.5, normal((4,), dtype=dt)),
-        False,
-    ),
-    "at_min": (
-        lambda x, v: x.at[ROWS].min(v),
-        lambda x, v: np_ufunc_at(np.minimum, x, ROWS, v),
-        lambda dt: (normal(dtype=dt), normal((3, 4), dtype=dt)),
-        False,
-    ),
-    "at_max": (
-        lambda x, v: x.at[::2, ROWS].max(v),
-        lambda x, v: np_ufunc_at(np.maximum, x, (slice(None, None, 2), ROWS), v),
-        lambda dt: (normal(dtype=dt), normal((2, 3), dtype=dt)),
-        False,
-    ),
+    "at_min": _ufunc_row("min", np.minimum, ROWS, (3, 4), False),
+    "at_max": _ufunc_row("max", np.maximum, (slice(None, None, 2), ROWS), (2, 3), False),
     "at_apply": (
         lambda x: x.at[ROWS].apply(ea.sin),
         lambda x: np_ufunc_at(np.sin, x, ROWS),
