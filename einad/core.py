@@ -102,7 +102,10 @@ class Primitive:
 
     - ``jvp``, ``vjp``, ``structured_vjp``, ``keep``, ``residual``: its derivative rules
       (`JVPRule`, `VJPRule`, `KeepRule`, `ResidualRule`), None where absent;
-      ``zero_derivative``: its derivative is zero wherever it exists (no rule needed).
+      ``zero_derivative``: its derivative is zero wherever it exists (no rule needed);
+      ``jvp_with_primal``: its JVP rule computes the result too, ``jvp(tangents, None, vals,
+      params) -> (out, tangent)``, called instead of `impl` by a forward trace (custom_jvp: the
+      user's rule alone runs, as in JAX).
     - ``batch``: how `vmap` applies it (`BatchRule`), or `LOOP` (one call per example).
     - ``lower``: ``lower(params, shapes)``, the function a compiled program calls (its plans
       made once); None: `impl` with the params bound.
@@ -127,6 +130,7 @@ class Primitive:
         "elementwise",
         "impl",
         "jvp",
+        "jvp_with_primal",
         "keep",
         "linear",
         "lower",
@@ -160,6 +164,7 @@ class Primitive:
         self.jvp = self.vjp = self.structured_vjp = self.keep = self.residual = None
         self.batch = self.lower = self.replay = self.aliasing = None
         self.zero_derivative = self.linear = self.elementwise = self.commutative = False
+        self.jvp_with_primal = False
         self.zero_at_zero = self.accepts_out = self.program_only = False
         primitives[name] = self
 
@@ -211,6 +216,7 @@ def declare(
     lower: LowerRule | None = None,
     replay: ReplayRule | None = None,
     zero_derivative: bool = False,
+    jvp_with_primal: bool = False,
     linear: bool = False,
     elementwise: bool = False,
     commutative: bool = False,
@@ -224,19 +230,22 @@ def declare(
     plain VJP is that rule with its results made dense.
 
     Raises:
-        ValueError: If `prim` was declared already, or `aliasing` is not an `Aliasing` kind
-            (or a function giving one).
+        ValueError: If `prim` was declared already, `aliasing` is not an `Aliasing` kind
+            (or a function giving one), or `jvp_with_primal` is set without a `jvp`.
     """
     if prim.aliasing is not None:
         raise ValueError(f"the primitive {prim.name!r} is declared already: one declaration per primitive")
     if aliasing not in ALIASING and not callable(aliasing):
         raise ValueError(f"aliasing is one of {', '.join(map(repr, ALIASING))}, got {aliasing!r}")
+    if jvp_with_primal and jvp is None:
+        raise ValueError(f"the primitive {prim.name!r} declares jvp_with_primal without a jvp rule")
     if structured_vjp is not None and vjp is None:
         vjp = _densified(structured_vjp)
     prim.aliasing = aliasing
     prim.jvp, prim.vjp, prim.structured_vjp, prim.keep = jvp, vjp, structured_vjp, keep
     prim.residual, prim.batch, prim.lower, prim.replay = residual, batch, lower, replay
     prim.zero_derivative, prim.linear, prim.elementwise = zero_derivative, linear, elementwise
+    prim.jvp_with_primal = jvp_with_primal
     prim.commutative, prim.zero_at_zero = commutative, zero_at_zero
     prim.accepts_out, prim.program_only = accepts_out, program_only
     return prim
@@ -578,12 +587,15 @@ class ForwardTrace(Trace):
                 vals.append(a)
                 tangents.append(None)
                 nested = nested or type(a) is Tensor
-        out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
         rule = prim.jvp
-        if rule is None:
-            if prim.zero_derivative or all(t is None for t in tangents):
-                return out
-            raise _no_rule(prim, "forward-mode (JVP)")
+        joint = prim.jvp_with_primal  # the rule computes the result as well: no `impl` first
+        if not joint:
+            out = bind(prim, vals, params) if nested else prim.impl(*vals, **params)
+            if rule is None:
+                if prim.zero_derivative or all(t is None for t in tangents):
+                    return out
+                raise _no_rule(prim, "forward-mode (JVP)")
+        assert rule is not None
         # the rule runs quietly, as under QuietRules (inline, `_quiet_state` too: every forward
         # operation comes here), and its tangent is boxed without the Tensor's constructor
         depth = getattr(_local, "quiet", 0)
@@ -594,7 +606,10 @@ class ForwardTrace(Trace):
             memo = _quiet_memo
             token = _errstate.set(memo[1] if memo[0] is now else _quiet_for(now))
         try:
-            tangent = rule(tangents, out, vals, params)
+            if joint:
+                out, tangent = rule(tangents, None, vals, params)
+            else:
+                tangent = rule(tangents, out, vals, params)
         finally:
             _local.quiet = depth
             if token is not None:

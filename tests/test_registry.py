@@ -66,6 +66,12 @@ def test_the_registry_test_refuses_a_primitive_missing_a_mode_or_an_aliasing_kin
     assert _undeclared(_all()) == _undeclared([bare, half])  # (both registered: the walk finds them)
 
 
+def test_a_jvp_that_computes_the_result_needs_a_jvp_rule():
+    with pytest.raises(ValueError, match="'joint' declares jvp_with_primal without a jvp rule"):
+        core.declare(core.Primitive("joint", np.sin), jvp_with_primal=True, aliasing="fresh")
+    assert [p.name for p in _all() if p.jvp_with_primal] == ["custom_jvp_call"]
+
+
 def test_the_tables_are_views_of_the_declarations():
     prims = _all()
     assert set(core.jvp_rules) == {p for p in prims if p.jvp is not None}

@@ -17,9 +17,11 @@ runs on values, at every call.
   residuals on the node for ``bwd``. Forward mode uses the same rule: the JVP along ``t``
   is ``J t``, and ``bwd`` is ``g -> Jᵀ g``, so the JVP is the transpose of ``bwd`` in ``g``,
   taken by einad's reverse mode through ``bwd`` (``bwd`` must be linear in ``g``, as a VJP is).
-* ``custom_jvp_call``: forward mode calls the user's rule; reverse mode is the transpose of
-  the rule's tangent map, taken by reverse mode through the rule as a function of the
-  tangents (the rule must be linear in them).
+* ``custom_jvp_call``: forward mode calls the user's rule for the result and the tangent
+  together (``jvp_with_primal``); reverse mode is the transpose of the rule's tangent map,
+  recorded by reverse mode through the rule as a function of the tangents when the forward
+  pass runs it for the result (the rule must be linear in the tangents). Either way the
+  function itself does not run, as in JAX.
 * ``checkpoint``: a reverse trace keeps only the operands; the VJP rule runs ``vjp(f)``
   again, so `f`'s intermediates live only during its own pullback.
 
@@ -60,7 +62,7 @@ class _Call:
     """The static part of one custom call: the user's function and rules as flat functions.
 
     ``fn(vals) -> out``; ``fwd(vals) -> (out, residuals)``; ``bwd(residuals, g)`` -> one
-    cotangent (or None) per operand; ``jvp(vals, tangents) -> tangent`` (no None among the
+    cotangent (or None) per operand; ``jvp(vals, tangents) -> (out, tangent)`` (no None among the
     tangents). `out` is one array (several outputs joined by `_Out`). `nondiff` marks the
     operands that get no derivative (the arrays of ``nondiff_argnums``). It prints as the
     function's name in a program listing.
@@ -667,31 +669,45 @@ def _full_tangents(vals: Sequence[Any], tangents: Sequence[Any]) -> list[Any]:
     return [_zeros_like(v) if t is None else t for v, t in zip(vals, tangents)]
 
 
-def _custom_jvp_jvp(tangents: list[Any], ans: Any, vals: Sequence[Any], params: Params) -> Any:
+def _custom_jvp_jvp(tangents: list[Any], ans: None, vals: Sequence[Any], params: Params) -> tuple[Any, Any]:
+    """``(out, tangent)`` from the user's rule alone (declared ``jvp_with_primal``): the function
+    itself does not run, as in JAX. Without a tangent to push, the call binds as it is."""
     call: _Call = params["call"]
     assert call.jvp is not None
     if all(t is None or nd for t, nd in zip(tangents, call.nondiff)):
-        return None
-    return call.jvp(vals, _full_tangents(vals, tangents))
+        return bind(custom_jvp_p, vals, params), None
+    out, tangent = call.jvp(vals, _full_tangents(vals, tangents))
+    return out, tangent
 
 
-def _custom_jvp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
+def _custom_jvp_residual(vals: Sequence[Any], params: Params, needed: list[bool]) -> tuple[Any, Any]:
+    """The result and the pullback, from one run of the user's rule (JAX linearizes the rule; the
+    function itself does not run): the pullback is the transpose of the rule's tangent map,
+    recorded by reverse mode through the rule as a function of the tangents (linear in them)."""
     call: _Call = params["call"]
     assert call.jvp is not None
     rule = call.jvp
-    zeros = [_zeros_like(v) for v in vals]
     idx = [i for i, n in enumerate(needed) if n and not call.nondiff[i]]
     if not idx:
-        return [None] * len(vals)
+        return bind(custom_jvp_p, vals, params), None
+    zeros = [_zeros_like(v) for v in vals]
 
-    def tangent_map(*ts: Any) -> Any:  # linear in the tangents: its transpose is the VJP
+    def tangent_map(*ts: Any) -> tuple[Any, Any]:  # (the tangent, the result as aux)
         full: list[Any] = list(zeros)
         for i, t in zip(idx, ts):
             full[i] = t
-        return rule(vals, full)
+        out, tangent = rule(vals, full)
+        return tangent, out
 
-    _, pull = transforms.vjp(tangent_map, *[zeros[i] for i in idx])
+    _, pull, out = transforms.vjp(tangent_map, *[zeros[i] for i in idx], has_aux=True)
+    return to_operand(out), (idx, pull)
+
+
+def _custom_jvp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     cts: list[Any] = [None] * len(vals)
+    if ans is None:  # no operand asked for a cotangent when the residual was made
+        return cts
+    idx, pull = ans
     for i, c in zip(idx, pull(g)):
         cts[i] = c
     return cts
@@ -700,8 +716,9 @@ def _custom_jvp_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, neede
 custom_jvp_p = declare(
     Primitive("custom_jvp_call", _impl),
     jvp=_custom_jvp_jvp,
+    jvp_with_primal=True,
     vjp=_custom_jvp_vjp,
-    keep=lambda needed: ([True] * len(needed), False),
+    residual=_custom_jvp_residual,
     batch=_batch,
     aliasing="may_view",
 )
@@ -724,7 +741,9 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
     `jvp`, `jacfwd` and `hessian` call the rule; reverse mode (`grad`, `vjp`, `jacrev`) uses
     its transpose, taken by reverse mode through the rule as a function of the tangents, so
     the rule must be linear in the tangents (as a JVP is). Higher orders differentiate the
-    rule. `vmap` maps the function and the rule once for the whole batch.
+    rule. As in JAX, wherever a derivative reaches the call the rule alone runs, once, and
+    gives the result too: the function itself runs only without one. `vmap` maps the
+    function and the rule once for the whole batch.
 
     Example (a log(1 + e^x) whose derivative stays finite for large x)::
 
@@ -796,7 +815,8 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
                 raise TypeError(
                     f"the jvp rule of {what} must return a pair (primal_out, tangent_out), got {_got(pair)}"
                 )
-            return out.pack_tangent(pair[1], f"the jvp rule of {what}")
+            who = f"the jvp rule of {what}"
+            return to_array_operand(out.pack(pair[0], who)), out.pack_tangent(pair[1], who)
 
         call = _Call(name, flat_fn, a.nondiff, jvp=flat_jvp)
         return out.unpack(bind(custom_jvp_p, operands, {"call": call}))

@@ -715,6 +715,88 @@ def test_custom_jvp_rule_is_really_used():
     assert [e.op for e in graph.equations] == ["custom_jvp_call"]
 
 
+@pytest.mark.parametrize(
+    "mode",
+    ["jvp", "jacfwd", "linearize", "grad", "value_and_grad", "vjp", "jacrev", "backward", "jit-grad"],
+)
+def test_a_derivative_of_a_custom_jvp_runs_only_the_rule(mode, jit_mode):
+    # JAX's contract: under differentiation the rule gives the result too, so the function
+    # itself does not run (it ran beside the rule before, computing the result twice)
+    calls, funcs = _counted()
+    f = funcs["custom_jvp"]
+    x = np.linspace(-1.0, 1.0, 4)
+    loss = lambda x: ea.sum(f(x) * x)
+    if mode == "jvp":
+        value, t = ea.jvp(f, (x,), (np.ones(4),))
+        assert_close(value, np.sin(x))
+        assert_close(t, np.cos(x))
+    elif mode == "jacfwd":
+        assert_close(ea.jacfwd(f)(x), np.diag(np.cos(x)))
+    elif mode == "linearize":
+        value, f_jvp = ea.linearize(f, x)
+        assert_close(value, np.sin(x))
+        assert_close(f_jvp(2 * np.ones(4)), 2 * np.cos(x))
+    elif mode == "grad":
+        assert_close(ea.grad(loss)(x), np.cos(x) * x + np.sin(x))
+    elif mode == "value_and_grad":
+        value, g = ea.value_and_grad(loss)(x)
+        assert_close(value, np.sum(np.sin(x) * x))
+        assert_close(g, np.cos(x) * x + np.sin(x))
+    elif mode == "vjp":
+        value, pull = ea.vjp(f, x)
+        assert_close(value, np.sin(x))
+        assert_close(pull(np.arange(4.0))[0], np.cos(x) * np.arange(4.0))
+        assert_close(pull(np.ones(4))[0], np.cos(x))  # a pullback called twice runs no rule again
+    elif mode == "jacrev":
+        assert_close(ea.jacrev(f)(x), np.diag(np.cos(x)))
+    elif mode == "backward":
+        w = ea.tensor(x, requires_grad=True)
+        loss(w).backward()
+        assert_close(w.grad, np.cos(x) * x + np.sin(x))
+    else:
+        g = ea.jit(ea.grad(loss))
+        assert_close(g(x), np.cos(x) * x + np.sin(x))
+        assert_close(g(x / 2), np.cos(x / 2) * x / 2 + np.sin(x / 2))  # the compiled program
+        assert calls["fn"] == 0 and calls["jvp"] == 1, calls  # staged once
+        return
+    assert calls["fn"] == 0, calls
+    # eager: one run of the rule; jitted (jit_mode), one per staged program (vjp stages two)
+    assert calls["jvp"] == 1 or (jit_mode != "eager" and calls["jvp"] == 2), calls
+
+
+def test_a_custom_jvp_without_a_tangent_runs_only_the_function():
+    calls, funcs = _counted()
+    f = funcs["custom_jvp"]
+    x = np.linspace(-1.0, 1.0, 4)
+    # a forward trace that carries no tangent into f (y is differentiated, x is not)
+    value, t = ea.jvp(lambda y: f(x) * y, (np.ones(4),), (np.ones(4),))
+    assert_close(value, np.sin(x))
+    assert_close(t, np.sin(x))
+    assert calls == {"fn": 1}
+    calls.clear()
+    assert_close(ea.grad(lambda y: ea.sum(f(x) * y))(np.ones(4)), np.sin(x))
+    assert calls == {"fn": 1}
+
+
+def test_higher_orders_of_a_custom_jvp_run_the_rule_once():
+    calls, funcs = _counted()
+    f = funcs["custom_jvp"]
+    x = np.linspace(-1.0, 1.0, 4)
+    assert_close(ea.hessian(lambda x: ea.sum(f(x)))(x), np.diag(-np.sin(x)))  # fwd-over-rev
+    assert calls == {"jvp": 1}
+    calls.clear()
+    assert_close(ea.jacrev(ea.grad(lambda x: ea.sum(f(x))))(x), np.diag(-np.sin(x)))  # rev-over-rev
+    assert calls == {"jvp": 1}
+    calls.clear()
+    w = ea.tensor(x, requires_grad=True)
+    ea.sum(f(w)).backward(create_graph=True)  # the residual made again from the operand, linked
+    g = w.grad
+    assert_close(g, np.cos(x))
+    ea.sum(g * g).backward(inputs=[w])  # accumulates d/dx sum(cos(x)^2) into w.grad
+    assert_close(w.grad, np.cos(x) - 2 * np.cos(x) * np.sin(x))
+    assert calls["fn"] == 0, calls
+
+
 def test_custom_jvp_errors():
     @ea.custom_jvp
     def no_rule(x):
