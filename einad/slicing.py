@@ -761,7 +761,9 @@ class ContractionInfo(PathInfo):  # type: ignore[misc]  # opt_einsum is untyped
             (for a sliced contraction, the sweep that recomputes each slice).
         forward_peak: The most elements held in intermediates at once in the forward.
         gradient_peak: The same for the gradient (intermediates kept for it and
-            cotangents; not the operands, the result or the gradients).
+            cotangents, those of a slice's operands included before they are added into
+            the gradients; not the operands, the result or the whole gradients). Peaks are
+            totals: they may exceed `memory_limit`, which bounds each intermediate.
         threads: The threads the slices run on (`threads`); the peaks count one
             slice's intermediates per thread.
         scalar: Whether the result is a scalar (then a reverse pass computes the

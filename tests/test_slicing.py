@@ -949,6 +949,14 @@ def test_the_peak_estimate_counts_the_transposing_copies(monkeypatch, eq, n, lim
     slicing.plan.cache_clear()
 
 
+def test_the_peaks_are_totals_that_may_exceed_the_limit_on_intermediates():
+    # docs/large-networks.md: memory_limit bounds each intermediate (opt_einsum's meaning); a
+    # peak adds up what is held at once, here the two operands' cotangents in the gradient
+    _, info = ea.contract_path("b,b->", (4,), (4,), shapes=True, memory_limit=3)
+    assert info.n_slices == 1 and info.slice_largest_intermediate <= 3
+    assert (info.forward_peak, info.gradient_peak) == (1, 8)
+
+
 def test_an_ellipsis_dimension_is_reported_as_the_user_wrote_it(monkeypatch):
     monkeypatch.setattr(slicing, "cotengra", None)
     slicing.plan.cache_clear()
