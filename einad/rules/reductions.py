@@ -196,7 +196,7 @@ def prod(
     elements are cast to it first and the product has that dtype (numpy's keyword)."""
     if dtype is None:
         return _reduce(prod_p, x, axis, keepdims)
-    return wrap(astype(_reduce(prod_p, astype(to_array_operand(x), dtype), axis, keepdims), dtype))
+    return wrap(astype(_reduce(prod_p, _in_dtype(x, dtype), axis, keepdims), dtype))
 
 
 # -- any and all: boolean reductions without derivative ----------------------------------------
@@ -256,7 +256,7 @@ def mean(
     dtype (an integer one truncates, as numpy's).
     """
     if dtype is not None:  # numpy's: the sum in `dtype` (an int8 one wraps), then the division
-        x = astype(to_array_operand(x), dtype)
+        x = _in_dtype(x, dtype)
         shape = shape_of(x)
         n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
         return wrap(astype(apply2("divide", astype(sum_raw(x, axis, keepdims), dtype), n), dtype))
@@ -294,7 +294,7 @@ def var(
             f"var and std take a floating-point or complex dtype, got {np.dtype(dtype)} (numpy's "
             "integer variance truncates each step of the computation)"
         )
-    x = _inexact(x if dtype is None else astype(to_array_operand(x), dtype))
+    x = _inexact(_in_dtype(x, dtype))
     shape = shape_of(x)
     n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
     # numpy's divisor max(n - ddof, 0): ddof >= n gives inf (nan where there are no elements), never
