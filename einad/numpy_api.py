@@ -193,15 +193,7 @@ def _function(func: Function, impl: Function) -> None:
 def _reshape(
     a: ArrayLike, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
 ) -> Tensor:
-    if order != "C":
-        raise TypeError(f"numpy.reshape on einad Tensors: only order='C', got order={order!r}")
-    return ops.reshape(a, shape if shape is not None else newshape)
-
-
-def _ravel(a: ArrayLike, order: str = "C") -> Tensor:
-    if order != "C":
-        raise TypeError(f"numpy.ravel on einad Tensors: only order='C', got order={order!r}")
-    return ops.reshape(a, (-1,))
+    return ops.reshape(a, shape if shape is not None else newshape, order)
 
 
 def _swap(a: ArrayLike, axis1: int, axis2: int) -> Tensor:
@@ -376,7 +368,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.moveaxis: ops.moveaxis,
     np.swapaxes: _swap,
     np.reshape: _reshape,
-    np.ravel: _ravel,
+    np.ravel: ops.ravel,
     np.squeeze: ops.squeeze,
     np.expand_dims: ops.expand_dims,
     np.broadcast_to: ops.broadcast_to,

@@ -41,7 +41,8 @@ from .rules.reductions import (
     std,
     var,
 )
-from .rules.shape import astype, astype_p, expand_dims, flip, getitem, reshape, squeeze
+from .rules.shape import astype, astype_p, expand_dims, flip, getitem, squeeze
+from .rules.shape import reshape as _reshape
 from .rules.shape import stop_gradient as _stop_gradient
 from .rules.structural import broadcast_to, concatenate, split, stack, where
 from .util import dtype_of, normalize_axis, to_operand, wrap
@@ -91,6 +92,34 @@ def angle(z: ArrayLike, deg: bool = False) -> Tensor:
     return wrap(out * (180 / np.pi) if deg else out)
 
 
+def reshape(x: ArrayLike, shape: int | Sequence[int], order: str = "C") -> Tensor:
+    """The same elements in a new shape, as numpy.reshape; one dimension may be -1.
+
+    ``order="F"`` reads and places the elements in Fortran (column-major) order, as numpy's
+    and JAX's: a C-order reshape between two reversals of the axes (transposing einsums).
+    JAX's ``"A"`` (by memory layout, which a Tensor does not expose) is not offered.
+
+    Raises:
+        ValueError: If the size does not fit `shape`, or `order` is not 'C', 'F' or 'A'.
+        NotImplementedError: For ``order="A"``.
+    """
+    if order == "C":
+        return _reshape(x, shape)
+    if order == "A":
+        raise NotImplementedError("reshape with order='A' is not offered (as in JAX): use 'C' or 'F'")
+    if order != "F":
+        raise ValueError(f"reshape's order is one of 'C', 'F' or 'A', got {order!r}")
+    x = to_operand(x)
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    flipped = _reshape(transpose(x), dims[::-1])  # (transpose reverses the axes by default)
+    return transpose(flipped)
+
+
+def ravel(x: ArrayLike, order: str = "C") -> Tensor:
+    """The elements as a 1-D Tensor, as numpy.ravel (``order="F"``: column by column)."""
+    return reshape(x, -1, order)
+
+
 def stop_gradient(x: ArrayLike) -> Tensor:
     """The value of `x` with a zero derivative, in every enclosing transformation.
 
@@ -125,6 +154,7 @@ __all__ = [
     "moveaxis",
     "outer",
     "prod",
+    "ravel",
     "real",
     "reshape",
     "softmax",
@@ -305,45 +335,90 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     # -- methods mirroring the functions -------------------------------------
 
-    def sum(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+    def sum(
+        self,
+        axis: Axis = None,
+        keepdims: bool = False,
+        *,
+        dtype: DTypeLike | None = None,
+        initial: ArrayLike | None = None,
+        where: ArrayLike | None = None,
+    ) -> Tensor:
         """Sum over `axis` (all by default), as `einad.sum`."""
-        return sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+        return sum(self, axis=axis, keepdims=keepdims, dtype=dtype, initial=initial, where=where)
 
-    def mean(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+    def mean(
+        self,
+        axis: Axis = None,
+        keepdims: bool = False,
+        *,
+        dtype: DTypeLike | None = None,
+        where: ArrayLike | None = None,
+    ) -> Tensor:
         """Arithmetic mean along `axis`, as `einad.mean`."""
-        return mean(self, axis=axis, keepdims=keepdims, dtype=dtype)
+        return mean(self, axis=axis, keepdims=keepdims, dtype=dtype, where=where)
 
     def var(
-        self, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+        self,
+        axis: Axis = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+        *,
+        dtype: DTypeLike | None = None,
+        where: ArrayLike | None = None,
     ) -> Tensor:
         """Variance along `axis`, as `einad.var`."""
-        return var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype)
+        return var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype, where=where)
 
-    def max(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def max(
+        self,
+        axis: Axis = None,
+        keepdims: bool = False,
+        *,
+        initial: ArrayLike | None = None,
+        where: ArrayLike | None = None,
+    ) -> Tensor:
         """Largest element along `axis`, as `einad.max`."""
-        return max(self, axis=axis, keepdims=keepdims)
+        return max(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
 
-    def min(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def min(
+        self,
+        axis: Axis = None,
+        keepdims: bool = False,
+        *,
+        initial: ArrayLike | None = None,
+        where: ArrayLike | None = None,
+    ) -> Tensor:
         """Smallest element along `axis`, as `einad.min`."""
-        return min(self, axis=axis, keepdims=keepdims)
+        return min(self, axis=axis, keepdims=keepdims, initial=initial, where=where)
 
-    def prod(self, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+    def prod(
+        self,
+        axis: Axis = None,
+        keepdims: bool = False,
+        *,
+        dtype: DTypeLike | None = None,
+        initial: ArrayLike | None = None,
+        where: ArrayLike | None = None,
+    ) -> Tensor:
         """Product along `axis`, as `einad.prod`."""
-        return prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
+        return prod(self, axis=axis, keepdims=keepdims, dtype=dtype, initial=initial, where=where)
 
-    def any(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def any(self, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
         """Whether any element along `axis` is nonzero, as `einad.any` (a boolean Tensor)."""
-        return EXPORTED["any"](self, axis=axis, keepdims=keepdims)
+        return EXPORTED["any"](self, axis=axis, keepdims=keepdims, where=where)
 
-    def all(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    def all(self, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
         """Whether every element along `axis` is nonzero, as `einad.all` (a boolean Tensor)."""
-        return EXPORTED["all"](self, axis=axis, keepdims=keepdims)
+        return EXPORTED["all"](self, axis=axis, keepdims=keepdims, where=where)
 
-    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``."""
+    def reshape(self, *shape: int | Sequence[int], order: str = "C") -> Tensor:
+        """The same elements in a new shape, given as ``reshape(2, 3)`` or ``reshape((2, 3))``;
+        ``order`` as `einad.reshape`'s."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])
-        return reshape(self, cast("tuple[int, ...]", shape))  # ints now, else reshape raises
+        dims = cast("tuple[int, ...]", shape)  # ints now, else reshape raises
+        return _reshape(self, dims) if order == "C" else reshape(self, dims, order)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """Permuted axes, given as ``transpose(1, 0)`` or ``transpose((1, 0))``; reversed by default
@@ -369,10 +444,16 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return squeeze(self, axis)
 
     def std(
-        self, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+        self,
+        axis: Axis = None,
+        ddof: int = 0,
+        keepdims: bool = False,
+        *,
+        dtype: DTypeLike | None = None,
+        where: ArrayLike | None = None,
     ) -> Tensor:
         """Standard deviation along `axis`, as `einad.std` (numpy's ``ddof=0``; PyTorch's default is 1)."""
-        return std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype)
+        return std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype, where=where)
 
     def cumsum(self, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
         """Cumulative sum along `axis` (of the flattened tensor by default), as `einad.cumsum`."""
@@ -462,9 +543,9 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
             raise ValueError(f"flatten() has start_dim {start_dim} after end_dim {end_dim}")
         return self.reshape((*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]))
 
-    def ravel(self) -> Tensor:
-        """The elements as a 1-D tensor, as numpy's ``ravel``."""
-        return self.reshape(-1)
+    def ravel(self, order: str = "C") -> Tensor:
+        """The elements as a 1-D tensor, as numpy's ``ravel`` (``order="F"``: column by column)."""
+        return self.reshape(-1, order=order)
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
         """Axes `axis1` and `axis2` interchanged, as numpy's (and PyTorch's) ``swapaxes``."""

@@ -42,7 +42,7 @@ from ..util import (
 )
 from .einsum import Optimize, Strategy, _accumulate, _letters, contract, sum_raw
 from .shape import astype, astype_p, getitem, reshape, scatter_raw
-from .structural import broadcast_raw
+from .structural import broadcast_raw, masked
 
 # -- the public einsum ------------------------------------------------------------------
 
@@ -582,13 +582,32 @@ def diagonal(x: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> T
     return einsum(f"{s}->{rest}{d}", x)
 
 
-def sum(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None) -> Tensor:
+def sum(
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+) -> Tensor:
     """Sum over `axis` (all by default), as one einsum.
 
     Booleans and small integers are summed in numpy's accumulator dtype: a boolean
     array's sum counts (int64 here), an int8 sum does not overflow. With `dtype` (numpy's
     and JAX's keyword), the elements are cast to it first and the sum has that dtype.
+    numpy's and JAX's ``where=`` (a boolean mask broadcasting to `x`'s shape) leaves out
+    the elements where it is False (they get no derivative); ``initial`` is added, cast to
+    the sum's dtype first.
     """
-    if dtype is None:
+    if dtype is None and where is None and initial is None:
         return wrap(sum_raw(to_operand(x), axis, keepdims))
-    return wrap(astype(sum_raw(astype(to_operand(x), dtype), axis, keepdims), dtype))
+    x = to_array_operand(x)
+    if dtype is not None:
+        x = astype(x, dtype)
+    if where is not None:
+        x = masked(x, where, 0, "sum")
+    out = sum_raw(x, axis, keepdims)
+    if initial is not None:
+        out = out + astype(to_array_operand(initial, like=out), dtype_of(out))
+    return wrap(out if dtype is None else astype(out, dtype))

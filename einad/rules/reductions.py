@@ -26,7 +26,7 @@ from ..util import dtype_of, normalize_axes, raw, shape_of, to_array_operand, to
 from .einsum import contract, sum_axes, sum_raw
 from .elementwise import PRIMITIVES, apply2, compare, conj, exp, log, real, sqrt
 from .shape import astype, getitem_raw, reshape_raw, stop_gradient
-from .structural import broadcast_raw, where_raw
+from .structural import broadcast_raw, masked, where_raw
 
 # -- max and min: tied extremes share the gradient -----------------------------------------
 
@@ -125,14 +125,68 @@ def _reduce(prim: Primitive, x: ArrayLike, axis: Axis, keepdims: bool) -> Tensor
     return wrap(out)
 
 
-def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Largest element along `axis`; tied maxima share the gradient equally."""
-    return _reduce(max_p, x, axis, keepdims)
+def max(
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+) -> Tensor:
+    """Largest element along `axis`; tied maxima share the gradient equally. numpy's and
+    JAX's ``initial`` takes part as one more element (the result where none is left), and
+    ``where=`` leaves out the elements where the mask is False (it needs ``initial``)."""
+    if initial is None and where is None:
+        return _reduce(max_p, x, axis, keepdims)
+    return _extreme_with(max_p, "maximum", x, axis, keepdims, initial, where)
 
 
-def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """Smallest element along `axis`; tied minima share the gradient equally."""
-    return _reduce(min_p, x, axis, keepdims)
+def min(
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
+) -> Tensor:
+    """Smallest element along `axis`; tied minima share the gradient equally; ``initial`` and
+    ``where=`` as `max`'s."""
+    if initial is None and where is None:
+        return _reduce(min_p, x, axis, keepdims)
+    return _extreme_with(min_p, "minimum", x, axis, keepdims, initial, where)
+
+
+def _extreme_with(
+    prim: Primitive, name: str, x: ArrayLike, axis: Axis, keepdims: bool, initial: Any, where: Any
+) -> Tensor:
+    """max or min with numpy's ``initial`` and ``where=``: the masked elements replaced by the
+    reduction's identity (-inf for max), the reduction, then ``initial`` joined by an elementwise
+    `name` (so a tie between an element and ``initial`` shares the gradient, as JAX's)."""
+    if initial is None:
+        raise ValueError(
+            f"reduction operation {name!r} does not have an identity, so to use a where mask one has "
+            "to specify 'initial' (numpy's rule)"
+        )
+    x = to_array_operand(x)
+    shape, dt = shape_of(x), dtype_of(x)
+    axes = normalize_axes(axis, len(shape))
+    init = astype(to_array_operand(initial, like=x), dt)
+    if math.prod([shape[a] for a in axes]) == 0:  # nothing to reduce: initial itself
+        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else None
+        if out_shape is None:
+            out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
+        return wrap(broadcast_raw(init, out_shape))
+    if where is not None:
+        high = name == "maximum"
+        if dt.kind == "b":
+            identity: Any = not high
+        elif dt.kind in "iu":
+            info = np.iinfo(dt)
+            identity = info.min if high else info.max
+        else:
+            identity = -np.inf if high else np.inf
+        x = masked(x, where, identity, name)
+    return wrap(apply2(name, _reduce(prim, x, axes, keepdims), init))
 
 
 # -- prod: exact at zeros ------------------------------------------------------------------
@@ -190,13 +244,26 @@ declare(
 
 
 def prod(
-    x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+    initial: ArrayLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Tensor:
     """Product along `axis`; its gradient is exact where elements are zero. With `dtype`, the
-    elements are cast to it first and the product has that dtype (numpy's keyword)."""
-    if dtype is None:
+    elements are cast to it first and the product has that dtype (numpy's keyword); ``where=``
+    and ``initial`` (multiplied in) as `einad.sum`'s."""
+    if dtype is None and initial is None and where is None:
         return _reduce(prod_p, x, axis, keepdims)
-    return wrap(astype(_reduce(prod_p, _in_dtype(x, dtype), axis, keepdims), dtype))
+    x = _in_dtype(x, dtype)
+    if where is not None:
+        x = masked(x, where, 1, "prod")
+    out = _reduce(prod_p, x, axis, keepdims)
+    if initial is not None:
+        out = out * astype(to_array_operand(initial, like=out), out.dtype)
+    return out if dtype is None else wrap(astype(out, dtype))
 
 
 # -- any and all: boolean reductions without derivative ----------------------------------------
@@ -215,16 +282,21 @@ all_p = _truth_prim("all")
 
 
 @export(numpy=np.any)
-def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
     """Whether any element along `axis` is nonzero (a nan is), as numpy.any: a boolean Tensor,
-    not differentiable; inside `einad.jit` an equation, so it replays on new inputs."""
+    not differentiable; inside `einad.jit` an equation, so it replays on new inputs. ``where=``
+    (numpy's) leaves out the elements where the mask is False."""
+    if where is not None:
+        x = masked(to_array_operand(x), where, 0, "any")
     return _reduce(any_p, x, axis, keepdims)
 
 
 @export(numpy=np.all)
-def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
     """Whether every element along `axis` is nonzero, as numpy.all (True for no elements): a
-    boolean Tensor, not differentiable; inside `einad.jit` an equation."""
+    boolean Tensor, not differentiable; inside `einad.jit` an equation. ``where=`` as `any`'s."""
+    if where is not None:
+        x = masked(to_array_operand(x), where, 1, "all")
     return _reduce(all_p, x, axis, keepdims)
 
 
@@ -248,13 +320,27 @@ _divide = PRIMITIVES["divide"]
 
 
 def mean(
-    x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Tensor:
     """Arithmetic mean along `axis` (a sum, then a division); of booleans and integers in float64.
 
     With `dtype` (numpy's keyword), the elements are cast to it first and the mean has that
-    dtype (an integer one truncates, as numpy's).
+    dtype (an integer one truncates, as numpy's). ``where=`` (numpy's and JAX's: a boolean
+    mask broadcasting to `x`'s shape) takes the mean of the elements where it is True (nan
+    where there are none, as numpy's); the others get no derivative.
     """
+    if where is not None:
+        x = _in_dtype(x, dtype)
+        inexact = _inexact(x)
+        axes = normalize_axes(axis, len(shape_of(x)))
+        total = sum_raw(masked(inexact, where, 0, "mean"), axes, keepdims)
+        out = apply2("divide", total, _masked_count(inexact, where, axes, keepdims))
+        return wrap(out if dtype is None else astype(out, dtype))
     if dtype is not None:  # numpy's: the sum in `dtype` (an int8 one wraps), then the division
         x = _in_dtype(x, dtype)
         shape = shape_of(x)
@@ -278,6 +364,13 @@ _ALL: dict[int, str] = {}
 """The index letters of an array of each rank (a mean of all of it sums them away)."""
 
 
+def _masked_count(x: Value, where: ArrayLike, axes: tuple[int, ...], keepdims: bool) -> Any:
+    """How many elements of `x` a ``where=`` mask keeps along `axes`, in `x`'s real dtype."""
+    real_dtype = np.empty(0, dtype_of(x)).real.dtype
+    ones = astype(where_raw(compare("equal", x, x), 1, 1), real_dtype)  # in x's library, as `_count`'s
+    return sum_axes(masked(ones, where, 0, "the count"), shape_of(x), axes, keepdims)
+
+
 def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))  # (once, for the sum and the count)
@@ -285,10 +378,17 @@ def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
 
 
 def var(
-    x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    x: ArrayLike,
+    axis: Axis = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Tensor:
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0); with
-    `dtype` (floating-point or complex), computed in it and of that dtype, as numpy's."""
+    `dtype` (floating-point or complex), computed in it and of that dtype, as numpy's;
+    ``where=`` as `mean`'s (the mean and the sum of squares of the elements it keeps)."""
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise TypeError(
             f"var and std take a floating-point or complex dtype, got {np.dtype(dtype)} (numpy's "
@@ -296,7 +396,17 @@ def var(
         )
     x = _inexact(_in_dtype(x, dtype))
     shape = shape_of(x)
-    n = _count(shape, normalize_axes(axis, len(shape)), x, keepdims)
+    axes = normalize_axes(axis, len(shape))
+    if where is not None:
+        n = _masked_count(x, where, axes, keepdims)
+        kept_mean = apply2(
+            "divide", sum_raw(masked(x, where, 0, "var"), axes, True), _masked_count(x, where, axes, True)
+        )
+        d = masked(x - kept_mean, where, 0, "var")  # (selected before squaring: 0, not inf * 0, there)
+        dof = apply2("maximum", n - ddof, 0)
+        out = sum_raw(real(d * conj(d)), axes, keepdims) / dof
+        return wrap(out if dtype is None else astype(out, dtype))
+    n = _count(shape, axes, x, keepdims)
     # numpy's divisor max(n - ddof, 0): ddof >= n gives inf (nan where there are no elements), never
     # a negative variance
     dof = n - ddof
@@ -319,11 +429,17 @@ def _inexact(x: ArrayLike) -> Value:
 
 
 def std(
-    x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DTypeLike | None = None
+    x: ArrayLike,
+    axis: Axis = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+    *,
+    dtype: DTypeLike | None = None,
+    where: ArrayLike | None = None,
 ) -> Tensor:
     """Standard deviation along `axis`, ``sqrt(var(x))`` (its derivative is infinite where
-    the variance is 0, as the square root's); `dtype` as `var`'s."""
-    return wrap(sqrt(var(x, axis, ddof, keepdims, dtype=dtype)))
+    the variance is 0, as the square root's); `dtype` and ``where=`` as `var`'s."""
+    return wrap(sqrt(var(x, axis, ddof, keepdims, dtype=dtype, where=where)))
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:

@@ -301,6 +301,28 @@ def where_raw(c: Any, x: Value, y: Value) -> Value:
     return bind(where_p, (c, x, y), {})
 
 
+def masked(x: Value, where: ArrayLike, fill: Any, what: str) -> Value:
+    """`x` with the elements a reduction's ``where=`` mask leaves out replaced by `fill`, the
+    reduction's identity (numpy's and JAX's ``where=``: those elements take no part, and get
+    no derivative). The mask is boolean and broadcasts to `x`'s shape.
+
+    Raises:
+        TypeError: If the mask is not boolean.
+        ValueError: If it does not broadcast to `x`'s shape.
+    """
+    mask = to_array_operand(where, like=x)
+    if dtype_of(mask) != np.bool_:
+        raise TypeError(f"{what}: where= takes a boolean mask, got dtype {dtype_of(mask)}")
+    shape, ms = shape_of(x), shape_of(mask)
+    try:
+        fits = np.broadcast_shapes(ms, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{what}: the where= mask of shape {ms} does not broadcast to the shape {shape}")
+    return where_raw(mask, x, fill)
+
+
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     """Elementwise select: `x` where `condition` holds, else `y`, with numpy broadcasting.
 

@@ -864,6 +864,7 @@ NOT_CONCERNED = {
         "broadcast_to",
         "getitem",
         "reshape",
+        "ravel",
         "stop_gradient",
         "outer",
         "einsum",

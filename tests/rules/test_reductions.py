@@ -23,6 +23,7 @@ from tests.support.checks import (
     lib_value,
     uniform_away_from_zero,
 )
+from tests.support.jax_reference import jax_reference
 from tests.support.numerics import assert_close, check_op, numeric_grad
 from tests.support.op_table import one
 
@@ -837,3 +838,102 @@ def test_clip_takes_numpys_min_and_max_keywords():
     np.testing.assert_array_equal(ea.grad(lambda v: ea.sum(ea.clip(v, min=0.0, max=1.0)))(x), [0.0, 1.0, 0.0])
     with pytest.raises(TypeError, match="not both"):
         ea.clip(x, 0.0, min=1.0)
+
+
+# -- numpy's and JAX's where= and initial= -----------------------------------------------------
+
+MASK = np.random.default_rng(11).random((3, 4)) > 0.35  # broadcasts to A's (2, 3, 4)
+MASKED = [
+    ("sum", {"axis": (0, 2), "where": MASK, "initial": 0.25}),
+    ("sum", {"axis": None, "where": MASK[:, :1], "keepdims": True}),
+    ("mean", {"axis": 1, "where": MASK}),
+    ("var", {"axis": (1, 2), "where": MASK, "ddof": 1}),
+    ("std", {"axis": -1, "where": MASK}),
+    ("prod", {"axis": 2, "where": MASK, "initial": 1.5}),
+    ("max", {"axis": 1, "where": MASK, "initial": 0.2}),
+    ("min", {"axis": None, "where": MASK, "initial": 0.0}),
+    ("max", {"axis": 0, "initial": 0.3}),
+]
+
+
+def jax_masked(jax, x, cts, ts):
+    """JAX's values, gradients (of each case's output against a cotangent) and tangents."""
+    jnp = jax.numpy
+    out = []
+    for (name, kwargs), ct, t in zip(MASKED, cts, ts):
+        f = lambda a, name=name, kwargs=kwargs: getattr(jnp, name)(a, **kwargs)
+        out += [f(x), jax.grad(lambda a, f=f, ct=ct: jnp.sum(f(a) * ct))(x), jax.jvp(f, (x,), (t,))[1]]
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:invalid value")  # (a lane that keeps no element: nan, as numpy's)
+def test_where_and_initial_of_reductions_follow_numpy_and_jax_in_every_mode():
+    """numpy's and JAX's `where=` (the elements where the mask is False take no part and get no
+    derivative) and `initial=` (one more element: added, multiplied, or joined by maximum),
+    refused as unexpected keywords before: values as numpy's, through the function, the method
+    and ``np.<name>``; gradients and tangents as JAX's, eager and jitted; mapped by vmap."""
+    rng = np.random.default_rng(12)
+    outs = [getattr(np, name)(A, **kwargs) for name, kwargs in MASKED]
+    cts = [rng.standard_normal(np.shape(o)) for o in outs]
+    ts = [rng.standard_normal(A.shape) for _ in MASKED]
+    ref = jax_reference("tests.rules.test_reductions", "jax_masked", A, cts, ts)
+    for k, ((name, kwargs), want, ct, t) in enumerate(zip(MASKED, outs, cts, ts)):
+        f = lambda a, name=name, kwargs=kwargs: getattr(ea, name)(a, **kwargs)
+        assert_close(f(A), want)
+        assert_close(getattr(ea.tensor(A), name)(**kwargs), want)
+        assert_close(getattr(np, name)(ea.tensor(A), **kwargs), want)
+        assert_close(ref[3 * k], want)  # (the reference computes what numpy does)
+        loss = lambda a, f=f, ct=ct: ea.sum(f(a) * ct)
+        assert_close(ea.grad(loss)(A), ref[3 * k + 1])
+        assert_close(ea.jit(ea.grad(loss))(A), ref[3 * k + 1])
+        assert_close(ea.jvp(f, (A,), (t,))[1], ref[3 * k + 2])
+        mapped = ea.vmap(f)(np.stack([A, 2 * A]))
+        assert_close(mapped[1], getattr(np, name)(2 * A, **kwargs))
+
+
+def test_where_leaves_out_elements_that_would_poison_the_result_and_its_gradient():
+    # a mask is a select, not a multiplication by 0 or 1: an inf or nan left out reaches neither
+    # the value nor the gradient
+    x = np.array([[1.0, np.inf, 2.0], [np.nan, 3.0, 4.0]])
+    finite = np.isfinite(x)
+    tame = np.where(finite, x, 7.0)  # the left-out elements replaced by any finite values
+    for name in ("sum", "mean", "prod", "var", "std"):
+        f = lambda a, name=name: getattr(ea, name)(a, axis=1, where=finite)
+        assert_close(f(x), getattr(np, name)(x, axis=1, where=finite))
+        g = ea.grad(lambda a, f=f: ea.sum(f(a)))(x)
+        assert np.all(g[~finite] == 0), (name, g)
+        assert_close(g, ea.grad(lambda a, f=f: ea.sum(f(a)))(tame))  # as if they were not there
+    assert_close(
+        ea.grad(lambda a: ea.sum(ea.mean(a, axis=1, where=finite)))(x), [[0.5, 0, 0.5], [0, 0.5, 0.5]]
+    )
+    g = ea.grad(lambda a: ea.sum(ea.max(a, axis=1, where=finite, initial=-10.0)))(x)
+    assert_close(g, [[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value")
+def test_where_with_a_traced_mask_and_initial_alone():
+    x = A
+    f = ea.jit(lambda a: ea.mean(a, axis=0, where=a > 0))
+    assert_close(f(x), np.mean(x, axis=0, where=x > 0))
+    assert_close(f(-x), np.mean(-x, axis=0, where=-x > 0))  # the mask staged, not a constant
+    assert_close(ea.sum(np.arange(4), initial=0.7), np.sum(np.arange(4), initial=0.7))  # cast first
+    assert ea.sum(np.arange(4), initial=0.7).dtype == np.int64
+    assert_close(ea.max(np.zeros((0, 3)), axis=0, initial=1.5), np.full(3, 1.5))  # nothing but initial
+    assert_close(ea.any(A > 1, axis=1, where=MASK), np.any(A > 1, axis=1, where=MASK))
+    assert_close(ea.all(A > -1, where=False), True)
+    assert_close(ea.grad(lambda a: ea.max(a, initial=10.0))(A), np.zeros_like(A))  # initial wins
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: ea.max(A, where=MASK), ValueError, "'maximum' does not have an identity.*'initial'"),
+        (lambda: ea.sum(A, where=MASK.astype(int)), TypeError, "sum: where= takes a boolean mask"),
+        (lambda: ea.mean(A, where=np.ones((2, 4), bool)), ValueError, r"shape \(2, 4\) does not broadcast"),
+        (lambda: ea.sum(A[0], where=np.ones((2, 3, 4), bool)), ValueError, "does not broadcast to the shape"),
+    ],
+    ids=["max-without-initial", "integer-mask", "mask-of-another-shape", "mask-larger-than-x"],
+)
+def test_a_bad_where_or_a_missing_initial_is_refused_at_the_call(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -4,6 +4,7 @@ values against numpy, gradients against central differences, float32 kept, batch
 loop; and on every array library (`lib`): numpy's index semantics, results of the input's
 library, dask lazy, torch gradients equal to torch.autograd's."""
 
+import math
 import re
 
 import numpy as np
@@ -125,6 +126,47 @@ def test_reshape_refusals_are_value_errors_naming_the_shape():
             ea.reshape(A, new_shape)
     with pytest.raises(ValueError, match=re.escape("array of size 0 into shape (0, -1)")):
         ea.reshape(np.ones((0, 3)), (0, -1))
+
+
+@pytest.mark.parametrize(
+    "shape, new",
+    [
+        ((2, 3, 4), (4, 6)),
+        ((2, 3, 4), (-1, 2)),
+        ((6, 4), (2, 3, 2, 2)),
+        ((3,), (3, 1)),
+        ((), (1, 1)),
+        ((0, 3), (3, -1)),
+    ],
+)
+def test_reshape_in_fortran_order_as_numpy_in_every_mode(shape, new):
+    """numpy's and JAX's ``order="F"`` (a TypeError before): the elements read and placed column
+    by column, through ea.reshape, the method, ea.ravel, Tensor.ravel and numpy's functions;
+    differentiable (the gradient is the F-order reshape back), staged and mapped."""
+    x = np.arange(1.0, math.prod(shape) + 1).reshape(shape)
+    want = np.reshape(x, new, order="F")
+    assert_close(ea.reshape(x, new, order="F"), want)
+    assert_close(ea.tensor(x).reshape(*new, order="F"), want)
+    assert_close(np.reshape(ea.tensor(x), new, order="F"), want)
+    assert_close(ea.jit(lambda a: ea.reshape(a, new, order="F"))(x), want)
+    assert_close(ea.ravel(x, order="F"), np.ravel(x, order="F"))
+    assert_close(np.ravel(ea.tensor(x), "F"), np.ravel(x, order="F"))
+    assert_close(ea.tensor(x).ravel("F"), np.ravel(x, order="F"))
+    ct = np.arange(want.size, dtype=float).reshape(want.shape) ** 2
+    g = ea.grad(lambda a: ea.sum(ea.reshape(a, new, order="F") * ct))(x)
+    assert_close(g, np.reshape(ct, shape, order="F"))
+    _, t = ea.jvp(lambda a: ea.reshape(a, new, order="F"), (x,), (x**2,))
+    assert_close(t, np.reshape(x**2, new, order="F"))
+    mapped = ea.vmap(lambda a: ea.reshape(a, new, order="F"))(np.stack([x, -x]))
+    assert_close(mapped[1], -want)
+
+
+def test_reshape_orders_other_than_c_and_f():
+    with pytest.raises(NotImplementedError, match="order='A' is not offered"):
+        ea.reshape(A, (4, 6), order="A")
+    with pytest.raises(ValueError, match="order is one of 'C', 'F' or 'A', got 'X'"):
+        ea.tensor(A).reshape(4, 6, order="X")
+    assert_close(ea.reshape(A, (4, -1), order="C"), A.reshape(4, -1))
 
 
 def test_a_reshape_to_the_arrays_own_shape_is_no_operation():
