@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
+from . import numpy_compositions, ops
 from .aliases import Axis
 from .core import ArrayLike, Staged, Tensor, _unbox_bool, exported, numpy_functions, strip
 from .rules import indexing, linalg, reductions
@@ -95,6 +95,8 @@ _ARITHMETIC: dict[np.ufunc, Function] = {
 }
 for _uf, _op in _ARITHMETIC.items():
     _ufunc(_uf, _op)
+for _uf, (_op, _boolean) in numpy_compositions.UFUNCS.items():
+    _ufunc(_uf, _op, boolean=_boolean)
 
 
 def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False) -> None:
@@ -414,7 +416,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.allclose: _allclose,
     np.count_nonzero: _count_nonzero,
 }
-for _func, _impl in _FUNCTIONS.items():
+for _func, _impl in (_FUNCTIONS | numpy_compositions.FUNCTIONS).items():
     _function(_func, _impl)
 for _name in linalg.__all__:  # numpy.linalg's functions, as einad.linalg's of the same name
     _numpys = getattr(np.linalg, _name, None)

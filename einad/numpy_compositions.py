@@ -1,0 +1,835 @@
+"""numpy's functions that einad computes as compositions of its own operations.
+
+`numpy_api` dispatches numpy's functions on Tensors to einad operations; the ones here have
+no operation of their own in einad but are a few of them: the nan-ignoring reductions (masks
+with ``where=``), quantiles (a sort and a gather), `interp` and `searchsorted` (comparisons),
+`convolve` and `correlate` (a gather of windows and an einsum), `cov`, `trapezoid`, `polyval`,
+and the everyday shape helpers (`rot90`, `append`, `meshgrid`, ...). Each is differentiable
+wherever its parts are, staged by `einad.jit` and mapped by `vmap`, because it is nothing but
+their operations. The few whose result's shape depends on the values (`nonzero`, `unique`,
+`argwhere`, `bincount`'s length) read the values where they are known (eagerly, under `grad`
+or `jvp`) and raise a `TracerError` inside `einad.jit` or `vmap`, as JAX's do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import arrays, ops
+from .aliases import Axis
+from .arrays import to_numpy
+from .core import Staged, Tensor
+from .errors import TracerError
+from .rules import indexing, linalg, reductions
+from .util import dtype_of, normalize_axes, normalize_axis, raw, shape_of, to_array_operand, wrap
+
+Function = Callable[..., Any]
+
+
+def _known(x: Any, name: str) -> Any:
+    """The numpy value of `x`, for a function whose result's shape depends on it: known eagerly
+    and under grad/jvp; inside `einad.jit` or `vmap` it is not (TracerError, as JAX's)."""
+    while type(x) is Tensor:
+        trace = x._trace
+        if trace is not None and (trace.batched or type(x._value) is Staged):
+            raise TracerError(
+                f"numpy.{name} on a value computed inside einad.jit or mapped by vmap: the shape of "
+                "its result depends on the values, which are not known while a program is staged "
+                "(compute it outside the transformation)"
+            )
+        x = x._value
+    return to_numpy(x) if not isinstance(x, (bool, int, float, complex)) else np.asarray(x)
+
+
+def _not(mask: Any) -> Any:
+    return ops.equal(mask, False)
+
+
+def _and(mask: Any, where: Any) -> Any:
+    """`mask` and a user's ``where=`` (True: no mask of the user's)."""
+    return mask if where is True else ops.where(where, mask, False)
+
+
+# -- elementwise -------------------------------------------------------------------------------
+
+
+def _fabs(x: Any) -> Any:
+    if dtype_of(x).kind == "c":
+        raise TypeError("numpy.fabs takes no complex numbers (numpy's rule): use numpy.abs")
+    return ops.abs(x)
+
+
+def _cbrt(x: Any) -> Any:
+    return ops.sign(x) * ops.abs(x) ** (1 / 3)
+
+
+def _deg2rad(x: Any) -> Any:
+    return x * (np.pi / 180)
+
+
+def _rad2deg(x: Any) -> Any:
+    return x * (180 / np.pi)
+
+
+def _float_power(x: Any, y: Any) -> Any:
+    wide = np.complex128 if np.result_type(dtype_of(x), dtype_of(y)).kind == "c" else np.float64
+    return ops.power(ops.astype(x, wide), ops.astype(y, wide))
+
+
+def _nan_aware(choose: str) -> Function:
+    """fmax and fmin: maximum and minimum that take the other operand where one is nan."""
+
+    def call(x: Any, y: Any) -> Any:
+        return ops.where(ops.isnan(y), x, ops.where(ops.isnan(x), y, getattr(ops, choose)(x, y)))
+
+    call.__name__ = {"maximum": "fmax", "minimum": "fmin"}[choose]
+    return call
+
+
+def _trunc(x: Any) -> Any:
+    return ops.where(ops.less(x, 0), ops.ceil(x), ops.floor(x))
+
+
+def _fmod(x: Any, y: Any) -> Any:
+    """numpy.fmod (the sign of `x`) from `mod` (the sign of `y`): one divisor less where they differ."""
+    m = ops.mod(x, y)
+    apart = ops.where(ops.not_equal(m, 0), ops.not_equal(ops.less(m, 0), ops.less(x, 0)), False)
+    return ops.where(apart, m - y, m)
+
+
+def _floor_divide(x: Any, y: Any) -> Any:
+    """numpy's floor_divide: ``(x - mod(x, y)) / y``, a whole number up to rounding, rounded (no
+    derivative)."""
+    q = ops.round(ops.stop_gradient(ops.divide(ops.subtract(x, ops.mod(x, y)), y)))  # (as numpy's)
+    kind = np.result_type(dtype_of(x), dtype_of(y))
+    return ops.astype(q, kind) if kind.kind in "iu" else q
+
+
+def _heaviside(x: Any, h: Any) -> Any:
+    dt = np.result_type(dtype_of(x), dtype_of(h))
+    step = ops.where(ops.less(x, 0), 0.0, ops.where(ops.greater(x, 0), 1.0, h))
+    return ops.astype(step, dt)
+
+
+def _logical(op: str) -> Function:
+    def call(x: Any, y: Any) -> Any:
+        bx, by = ops.not_equal(x, 0), ops.not_equal(y, 0)
+        if op == "and":
+            return ops.where(bx, by, False)
+        if op == "or":
+            return ops.where(bx, True, by)
+        return ops.not_equal(bx, by)
+
+    call.__name__ = f"logical_{op}"
+    return call
+
+
+def _logical_not(x: Any) -> Any:
+    return ops.equal(x, 0)
+
+
+def _isposinf(x: Any) -> Any:
+    return ops.where(ops.isinf(x), ops.greater(x, 0), False)
+
+
+def _isneginf(x: Any) -> Any:
+    return ops.where(ops.isinf(x), ops.less(x, 0), False)
+
+
+def _nan_to_num(
+    x: Any,
+    copy: bool = True,
+    nan: float = 0.0,
+    posinf: float | None = None,
+    neginf: float | None = None,
+) -> Any:
+    dt = dtype_of(x)
+    if dt.kind == "c":
+        re = _nan_to_num(ops.real(x), copy, nan, posinf, neginf)
+        return re + 1j * _nan_to_num(ops.imag(x), copy, nan, posinf, neginf)
+    if dt.kind != "f":
+        return ops.astype(x, dt)
+    big = np.finfo(dt)
+    out = ops.where(ops.isnan(x), nan, x)
+    out = ops.where(_isposinf(x), big.max if posinf is None else posinf, out)
+    return ops.astype(ops.where(_isneginf(x), big.min if neginf is None else neginf, out), dt)
+
+
+UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
+    np.fabs: (_fabs, False),
+    np.cbrt: (_cbrt, False),
+    np.deg2rad: (_deg2rad, False),
+    np.radians: (_deg2rad, False),
+    np.rad2deg: (_rad2deg, False),
+    np.degrees: (_rad2deg, False),
+    np.float_power: (_float_power, False),
+    np.fmax: (_nan_aware("maximum"), False),
+    np.fmin: (_nan_aware("minimum"), False),
+    np.trunc: (_trunc, False),
+    np.fmod: (_fmod, False),
+    np.floor_divide: (_floor_divide, False),
+    np.heaviside: (_heaviside, False),
+    np.logical_and: (_logical("and"), True),
+    np.logical_or: (_logical("or"), True),
+    np.logical_xor: (_logical("xor"), True),
+    np.logical_not: (_logical_not, True),
+}
+"""numpy's ufuncs as compositions: (the function of the operands, whether it gives booleans)."""
+
+
+# -- reductions that ignore nans, and the statistics ---------------------------------------------
+
+
+def _nansum(
+    a: Any,
+    axis: Axis = None,
+    dtype: Any = None,
+    keepdims: bool = False,
+    initial: Any = None,
+    where: Any = True,
+) -> Any:
+    return ops.sum(a, axis, keepdims, dtype=dtype, initial=initial, where=_and(_not(ops.isnan(a)), where))
+
+
+def _nanprod(
+    a: Any,
+    axis: Axis = None,
+    dtype: Any = None,
+    keepdims: bool = False,
+    initial: Any = None,
+    where: Any = True,
+) -> Any:
+    return ops.prod(a, axis, keepdims, dtype=dtype, initial=initial, where=_and(_not(ops.isnan(a)), where))
+
+
+def _nanmean(
+    a: Any, axis: Axis = None, dtype: Any = None, keepdims: bool = False, *, where: Any = True
+) -> Any:
+    return ops.mean(a, axis, keepdims, dtype=dtype, where=_and(_not(ops.isnan(a)), where))
+
+
+def _nanvar(
+    a: Any,
+    axis: Axis = None,
+    dtype: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+    *,
+    where: Any = True,
+) -> Any:
+    return ops.var(a, axis, ddof, keepdims, dtype=dtype, where=_and(_not(ops.isnan(a)), where))
+
+
+def _nanstd(
+    a: Any,
+    axis: Axis = None,
+    dtype: Any = None,
+    ddof: int = 0,
+    keepdims: bool = False,
+    *,
+    where: Any = True,
+) -> Any:
+    return ops.sqrt(_nanvar(a, axis, dtype, ddof, keepdims, where=where))
+
+
+def _nan_extreme(name: str) -> Function:
+    """nanmax and nanmin: the extreme of the elements that are not nan; nan where all are."""
+    high = name == "max"
+
+    def call(
+        a: Any, axis: Axis = None, keepdims: bool = False, initial: Any = None, where: Any = True
+    ) -> Any:
+        if dtype_of(a).kind not in "fc":
+            return getattr(ops, name)(
+                a, axis, keepdims, initial=initial, where=None if where is True else where
+            )
+        keep = _and(_not(ops.isnan(a)), where)
+        start = (-np.inf if high else np.inf) if initial is None else initial
+        out = getattr(ops, name)(a, axis, keepdims, initial=start, where=keep)
+        if initial is not None:
+            return out
+        return ops.where(ops.any(keep, axis, keepdims), out, np.nan)
+
+    call.__name__ = f"nan{name}"
+    return call
+
+
+def _nanarg(name: str) -> Function:
+    def call(a: Any, axis: int | None = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        fill = -np.inf if name == "argmax" else np.inf
+        return getattr(indexing, name)(ops.where(ops.isnan(a), fill, a), axis, keepdims=keepdims)
+
+    call.__name__ = f"nan{name}"
+    return call
+
+
+def _nan_scan(name: str, fill: float) -> Function:
+    def call(a: Any, axis: int | None = None, dtype: Any = None) -> Any:
+        return getattr(reductions, name)(ops.where(ops.isnan(a), fill, a), axis, dtype=dtype)
+
+    call.__name__ = f"nan{name}"
+    return call
+
+
+def _ptp(a: Any, axis: Axis = None, keepdims: bool = False) -> Any:
+    return ops.max(a, axis, keepdims) - ops.min(a, axis, keepdims)
+
+
+def _average(
+    a: Any, axis: Axis = None, weights: Any = None, returned: bool = False, *, keepdims: bool = False
+) -> Any:
+    a = to_array_operand(a)
+    shape = shape_of(a)
+    if weights is None:
+        avg = ops.mean(a, axis, keepdims)
+        scale: Any = math.prod(shape[k] for k in normalize_axes(axis, len(shape)))  # numpy's count
+    else:
+        w = to_array_operand(weights)
+        if shape_of(w) != shape:
+            if axis is None:
+                raise TypeError("numpy.average: axis must be given when weights and a differ in shape")
+            axes = normalize_axes(axis, len(shape))
+            if shape_of(w) != tuple(shape[k] for k in axes):
+                raise ValueError("numpy.average: the weights' shape must be a's or that of the axes averaged")
+            order = sorted(range(len(axes)), key=lambda k: axes[k])  # the weights' axes in a's order
+            w = ops.transpose(w, order) if len(axes) > 1 else w
+            w = ops.reshape(w, tuple(shape[k] if k in axes else 1 for k in range(len(shape))))
+        scale = ops.sum(ops.broadcast_to(w, shape) if shape_of(w) != shape else w, axis, keepdims)
+        avg = ops.sum(a * w, axis, keepdims) / scale
+    if not returned:
+        return avg
+    return avg, ops.broadcast_to(ops.astype(scale, avg.dtype), shape_of(avg))
+
+
+_METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
+
+
+def _quantile(
+    a: Any,
+    q: Any,
+    axis: Axis = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+    *,
+    weights: Any = None,
+    interpolation: Any = None,
+) -> Any:
+    """numpy.quantile: the sorted elements along `axis`, gathered at ``q * (n - 1)`` and, for the
+    default linear method, interpolated; nan where a lane holds a nan (as numpy). `q` is a
+    number or an array of them (its axes first in the result), not differentiated."""
+    if weights is not None or interpolation is not None:
+        raise TypeError("numpy.quantile on einad Tensors takes no weights= or interpolation= (use method=)")
+    if method not in _METHODS:
+        raise ValueError(
+            f"numpy.quantile on einad Tensors: method is one of {', '.join(_METHODS)}, got {method!r}"
+        )
+    qs = _known(q, "quantile")
+    if np.any((qs < 0) | (qs > 1)):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    a = to_array_operand(a)
+    nd = len(shape_of(a))
+    axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
+    a = ops.moveaxis(a, axes, tuple(range(nd - len(axes), nd)))  # the axes reduced: last, merged
+    rest = shape_of(a)[: nd - len(axes)]
+    ranked = indexing.sort(ops.reshape(a, (*rest, -1)), -1)
+    n = shape_of(ranked)[-1]
+    pos = qs.ravel() * (n - 1)
+    if method in ("lower", "higher", "nearest"):  # one element each (numpy's nearest: half to even)
+        rounding: Any = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method]
+        pick = rounding(pos).astype(np.intp)
+        value = indexing.take(ranked, pick, axis=-1)
+    else:
+        lo = np.floor(pos).astype(np.intp)
+        frac = pos - lo if method == "linear" else np.where(pos > lo, 0.5, 0.0)
+        below = indexing.take(ranked, lo, axis=-1)
+        above = indexing.take(ranked, np.minimum(lo + 1, n - 1), axis=-1)
+        weight = frac.astype(dtype_of(ranked) if dtype_of(ranked).kind in "fc" else np.float64)
+        value = below + (above - below) * weight  # numpy's lerp, to rounding
+    if dtype_of(ranked).kind in "fc":  # a lane with a nan: nan (sorted last, so not always picked)
+        value = ops.where(ops.any(ops.isnan(ranked), -1, keepdims=True), np.nan, value)
+    value = ops.moveaxis(
+        ops.reshape(value, (*rest, *qs.shape)),
+        tuple(range(len(rest), len(rest) + qs.ndim)),
+        tuple(range(qs.ndim)),
+    )
+    if keepdims:
+        kept = list(rest)
+        for k in sorted(axes):
+            kept.insert(k, 1)
+        value = ops.reshape(value, (*qs.shape, *kept))
+    return value
+
+
+def _percentile(
+    a: Any,
+    q: Any,
+    axis: Axis = None,
+    out: Any = None,
+    overwrite_input: bool = False,
+    method: str = "linear",
+    keepdims: bool = False,
+    *,
+    weights: Any = None,
+    interpolation: Any = None,
+) -> Any:
+    return _quantile(
+        a,
+        np.asarray(_known(q, "percentile")) / 100,
+        axis,
+        out,
+        overwrite_input,
+        method,
+        keepdims,
+        weights=weights,
+        interpolation=interpolation,
+    )
+
+
+def _median(
+    a: Any, axis: Axis = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
+) -> Any:
+    return _quantile(a, 0.5, axis, out, overwrite_input, "linear", keepdims)
+
+
+def _cov(
+    m: Any,
+    y: Any = None,
+    rowvar: bool = True,
+    bias: bool = False,
+    ddof: int | None = None,
+    fweights: Any = None,
+    aweights: Any = None,
+    *,
+    dtype: Any = None,
+) -> Any:
+    """numpy.cov of observations without weights: one einsum of the centred variables."""
+    if fweights is not None or aweights is not None:
+        raise TypeError("numpy.cov on einad Tensors takes no fweights= or aweights=")
+    x = _at_least_2d_rows(m, rowvar, dtype)
+    if y is not None:
+        x = ops.concatenate([x, _at_least_2d_rows(y, rowvar, dtype)], axis=0)
+    n = shape_of(x)[1]
+    dof = n - (ddof if ddof is not None else 0 if bias else 1)
+    centred = x - ops.mean(x, axis=1, keepdims=True)
+    c = ops.einsum("ij,kj->ik", centred, ops.conj(centred)) / max(dof, 0)
+    return ops.reshape(c, ()) if shape_of(c) == (1, 1) else c
+
+
+def _at_least_2d_rows(m: Any, rowvar: bool, dtype: Any) -> Any:
+    x = to_array_operand(m)
+    if dtype is not None or dtype_of(x).kind not in "fc":
+        x = ops.astype(x, np.float64 if dtype is None else dtype)
+    if len(shape_of(x)) > 2:
+        raise ValueError("numpy.cov: m has more than 2 dimensions")
+    x = ops.reshape(x, (1, -1)) if len(shape_of(x)) < 2 else x
+    return x if rowvar or shape_of(x)[0] == 1 and len(shape_of(m)) < 2 else ops.transpose(x)
+
+
+def _corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -> Any:
+    c = _cov(x, y, rowvar, dtype=dtype)
+    if not shape_of(c):
+        return c / c
+    d = ops.sqrt(ops.real(ops.diagonal(c)))
+    c = c / d[:, None] / d[None, :]
+    if dtype_of(c).kind == "c":
+        return ops.clip(ops.real(c), -1, 1) + 1j * ops.clip(ops.imag(c), -1, 1)
+    return ops.clip(c, -1, 1)
+
+
+# -- shapes ------------------------------------------------------------------------------------
+
+
+def _rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
+    """numpy.rot90: flips and a transposition, as numpy's own."""
+    m = to_array_operand(m)
+    nd = len(shape_of(m))
+    if len(axes) != 2:
+        raise ValueError("len(axes) must be 2.")
+    a0, a1 = normalize_axis(axes[0], nd, "axes"), normalize_axis(axes[1], nd, "axes")
+    if a0 == a1:
+        raise ValueError("Axes must be different.")
+    k %= 4
+    if k == 0:
+        return ops.getitem(m, ...)
+    if k == 2:
+        return ops.flip(ops.flip(m, a0), a1)
+    order = list(range(nd))
+    order[a0], order[a1] = order[a1], order[a0]
+    if k == 1:
+        return ops.transpose(ops.flip(m, a1), order)
+    return ops.flip(ops.transpose(m, order), a1)
+
+
+def _flip_axis(axis: int, name: str) -> Function:
+    def call(m: Any) -> Any:
+        if len(shape_of(m)) <= axis:
+            raise ValueError(f"numpy.{name}: the input must be at least {axis + 1}-d")
+        return ops.flip(m, axis)
+
+    call.__name__ = name
+    return call
+
+
+def _append(arr: Any, values: Any, axis: int | None = None) -> Any:
+    if axis is None:
+        return ops.concatenate([ops.reshape(arr, (-1,)), ops.reshape(values, (-1,))], axis=0)
+    return ops.concatenate([arr, values], axis=axis)
+
+
+def _column_stack(tup: Sequence[Any]) -> Any:
+    cols = [ops.reshape(a, (-1, 1)) if len(shape_of(a)) < 2 else a for a in tup]
+    return ops.concatenate(cols, axis=1)
+
+
+def _dstack(tup: Sequence[Any]) -> Any:
+    def three(a: Any) -> Any:
+        shape = shape_of(a)
+        if len(shape) >= 3:
+            return ops.reshape(a, shape)
+        if len(shape) == 2:
+            return ops.reshape(a, (*shape, 1))
+        return ops.reshape(a, (1, *(shape or (1,)), 1))
+
+    return ops.concatenate([three(a) for a in tup], axis=2)
+
+
+def _split_along(axis: int, name: str) -> Function:
+    def call(ary: Any, indices_or_sections: Any) -> Any:
+        nd = len(shape_of(ary))
+        if nd <= axis and not (name == "hsplit" and nd == 1):
+            raise ValueError(f"numpy.{name} only works on arrays of {axis + 1} or more dimensions")
+        return ops.split(ary, indices_or_sections, axis=0 if name == "hsplit" and nd == 1 else axis)
+
+    call.__name__ = name
+    return call
+
+
+def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
+    shape = np.broadcast_shapes(*(shape_of(a) for a in args))
+    return tuple(ops.broadcast_to(a, shape) for a in args)
+
+
+def _diagflat(v: Any, k: int = 0) -> Any:
+    return ops.diag(ops.reshape(v, (-1,)), k)
+
+
+def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    n = len(xi)
+    shapes = [[1] * n for _ in xi]
+    for k in range(n):
+        shapes[k][k] = -1
+    if indexing == "xy" and n > 1:
+        shapes[0][:2], shapes[1][:2] = [1, -1], [-1, 1]
+    grids = [ops.reshape(x, tuple(s)) for x, s in zip(xi, shapes)]
+    if sparse:
+        return tuple(grids)
+    full = np.broadcast_shapes(*(shape_of(g) for g in grids))
+    return tuple(ops.broadcast_to(g, full) for g in grids)
+
+
+def _vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
+    """Columns of powers by repeated products (no ``0 ** 0`` whose slope would be nan)."""
+    x = to_array_operand(x)
+    if len(shape_of(x)) != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
+    n = shape_of(x)[0] if N is None else int(N)
+    cols: list[Any] = []
+    for k in range(n):
+        cols.append(x * 0 + 1 if k == 0 else x if k == 1 else cols[-1] * x)
+    cols = cols if increasing else cols[::-1]
+    return ops.stack(cols, axis=1) if cols else ops.reshape(x[:0], (shape_of(x)[0], 0))
+
+
+# -- numerics ------------------------------------------------------------------------------------
+
+
+def _trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:
+    y = to_array_operand(y)
+    nd = len(shape_of(y))
+    ax = normalize_axis(axis, nd)
+    if x is None:
+        d: Any = dx
+    else:
+        d = indexing.diff(x, axis=-1 if len(shape_of(x)) == 1 else ax)
+        if len(shape_of(x)) == 1:
+            d = ops.reshape(d, tuple(-1 if k == ax else 1 for k in range(nd)))
+    head = indexing.take(y, np.arange(1, shape_of(y)[ax]), axis=ax)
+    tail = indexing.take(y, np.arange(0, shape_of(y)[ax] - 1), axis=ax)
+    return ops.sum(d * (head + tail) / 2.0, axis=ax)
+
+
+def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
+    """numpy.interp by comparisons (staged and differentiable in x, xp and fp, as JAX's): each x
+    finds its interval by counting the points at or below it."""
+    if period is not None:
+        raise TypeError("numpy.interp on einad Tensors takes no period=")
+    x, xp, fp = to_array_operand(x), to_array_operand(xp), to_array_operand(fp)
+    if len(shape_of(xp)) != 1 or shape_of(xp) != shape_of(fp):
+        raise ValueError("fp and xp are not of the same length.")
+    n = shape_of(xp)[0]
+    if n == 0:
+        raise ValueError("array of sample points is empty")
+    if n == 1:
+        out = ops.broadcast_to(fp[0], shape_of(x)) + 0 * x
+    else:
+        count = ops.sum(ops.less_equal(xp, ops.expand_dims(x, -1)), axis=-1)
+        i = ops.clip(count - 1, 0, n - 2)
+        x0, x1, f0, f1 = (
+            indexing.take(xp, i),
+            indexing.take(xp, i + 1),
+            indexing.take(fp, i),
+            indexing.take(fp, i + 1),
+        )
+        out = f0 + (x - x0) * ((f1 - f0) / (x1 - x0))
+    out = ops.where(ops.less(x, xp[0]), fp[0] if left is None else left, out)
+    return ops.where(ops.greater(x, xp[n - 1]), fp[n - 1] if right is None else right, out)
+
+
+def _correlation(a: Any, v: Any, mode: str, name: str) -> Any:
+    """``out[k] = sum_j a[j + k - (m - 1)] v[j]`` over the full lags (zeros outside `a`), as a
+    gather of windows of the padded `a` and one einsum; then numpy's `mode` cut from it."""
+    a, v = to_array_operand(a), to_array_operand(v)
+    if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
+        raise ValueError(f"numpy.{name}: object too deep for desired array (1-D operands only)")
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    if n == 0 or m == 0:
+        raise ValueError(f"numpy.{name}: {'a' if n == 0 else 'v'} cannot be empty")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"mode must be one of 'full', 'same' or 'valid', got {mode!r}")
+    padded = indexing.pad(a, (m - 1, m - 1))
+    lags = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]
+    full = ops.einsum("kj,j->k", indexing.take(padded, lags), v)
+    if mode == "full":
+        return full
+    if mode == "valid":
+        start, size = min(n, m) - 1, max(n, m) - min(n, m) + 1
+    else:
+        size = max(n, m)
+        start = (min(n, m) - 1) // 2 if n >= m else (min(n, m)) // 2  # numpy's centring
+    return full[start : start + size]
+
+
+def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
+    return _correlation(a, ops.conj(v), mode, "correlate")
+
+
+def _convolve(a: Any, v: Any, mode: str = "full") -> Any:
+    return _correlation(a, ops.flip(v), mode, "convolve")
+
+
+def _polyval(p: Any, x: Any) -> Any:
+    """Horner's rule over the coefficients (highest power first)."""
+    p = to_array_operand(p)
+    if len(shape_of(p)) != 1:
+        raise ValueError("numpy.polyval on einad Tensors takes a 1-D array of coefficients")
+    y = ops.multiply(x, 0)  # numpy's zeros_like(x), with x's shape
+    for k in range(shape_of(p)[0]):
+        y = y * x + p[k]
+    return y
+
+
+def _gradient(f: Any, *varargs: Any, axis: Axis = None, edge_order: int = 1) -> Any:
+    """numpy.gradient with uniform spacings (one number per axis, or one for all): central
+    differences inside, one-sided ones (first or second order) at the edges."""
+    f = to_array_operand(f)
+    nd = len(shape_of(f))
+    axes = normalize_axes(axis, nd)
+    if len(varargs) > 1 and len(varargs) != len(axes) or any(np.ndim(h) for h in varargs):
+        raise TypeError(
+            "numpy.gradient on einad Tensors takes one number per axis as spacing (no coordinates)"
+        )
+    spacing = list(varargs) * len(axes) if len(varargs) == 1 else list(varargs) or [1.0] * len(axes)
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    out = []
+    for ax, h in zip(axes, spacing):
+        size = shape_of(f)[ax]
+        if size < edge_order + 1:
+            raise ValueError(
+                "Shape of array too small to calculate a numerical gradient, at least "
+                "(edge_order + 1) elements are required."
+            )
+
+        def at(*ks: int, ax: int = ax) -> Any:
+            return indexing.take(f, np.array(ks), axis=ax)
+
+        inner = (at(*range(2, size)) - at(*range(size - 2))) / (2.0 * h)
+        if edge_order == 1:
+            first = (at(1) - at(0)) / h
+            last = (at(size - 1) - at(size - 2)) / h
+        else:
+            first = (-1.5 * at(0) + 2.0 * at(1) - 0.5 * at(2)) / h
+            last = (0.5 * at(size - 3) - 2.0 * at(size - 2) + 1.5 * at(size - 1)) / h
+        out.append(ops.concatenate([first, inner, last], axis=ax))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+# -- searches and counts -------------------------------------------------------------------------
+
+
+def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
+    """How many elements of the sorted `a` lie below each `v` (at or below for side='right'):
+    a count of comparisons, so it stages under jit (no derivative)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    a = to_array_operand(a)
+    if sorter is not None:
+        a = indexing.take(a, sorter)
+    below = ops.less if side == "left" else ops.less_equal
+    return ops.sum(below(a, ops.expand_dims(v, -1)), axis=-1)
+
+
+def _digitize(x: Any, bins: Any, right: bool = False) -> Any:
+    bins_ = to_array_operand(bins)
+    values = _known(bins_, "digitize") if type(bins_) is not Tensor or bins_._trace is None else None
+    decreasing = values is not None and values.size > 1 and values[0] > values[-1]
+    if decreasing:
+        count = _searchsorted(ops.flip(bins_), x, side="left" if right else "right")
+        return shape_of(bins_)[0] - count
+    return _searchsorted(bins_, x, side="left" if right else "right")
+
+
+def _isin(
+    element: Any,
+    test_elements: Any,
+    assume_unique: bool = False,
+    invert: bool = False,
+    *,
+    kind: Any = None,
+) -> Any:
+    hits = ops.any(ops.equal(ops.expand_dims(element, -1), ops.reshape(test_elements, (-1,))), axis=-1)
+    return _not(hits) if invert else hits
+
+
+def _nonzero(a: Any) -> tuple[np.ndarray, ...]:
+    return np.nonzero(_known(a, "nonzero"))
+
+
+def _argwhere(a: Any) -> np.ndarray:
+    return np.argwhere(_known(a, "argwhere"))
+
+
+def _flatnonzero(a: Any) -> np.ndarray:
+    return np.flatnonzero(_known(a, "flatnonzero"))
+
+
+def _unique(
+    ar: Any,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis: int | None = None,
+    *,
+    equal_nan: bool = True,
+    sorted: bool = True,  # noqa: A002 (numpy's keyword)
+) -> Any:
+    """numpy.unique: the places found on the values, the unique values gathered from `ar` (so
+    they carry its derivative: each from its first occurrence); the indices and counts plain."""
+    if axis is not None:
+        raise TypeError("numpy.unique on einad Tensors takes no axis=")
+    asked: dict[str, Any] = {"return_inverse": return_inverse, "return_counts": return_counts}
+    found: Any = np.unique(_known(ar, "unique"), return_index=True, equal_nan=equal_nan, **asked)
+    values = indexing.take(ops.reshape(ar, (-1,)), found[1])
+    extra = [found[1]] if return_index else []
+    extra += list(found[2:])
+    return (values, *extra) if extra else values
+
+
+def _bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
+    """numpy.bincount: counts as numpy's; with `weights`, their sums per bin, differentiable in
+    the weights (a scatter-add). Its length needs `x`'s values (TracerError inside jit)."""
+    idx = _known(x, "bincount")
+    if idx.ndim != 1 or idx.dtype.kind not in "iub":
+        raise TypeError("numpy.bincount takes a 1-D array of non-negative integers")
+    if idx.size and idx.min() < 0:
+        raise ValueError("'list' argument must have no negative elements")
+    length = max(int(minlength), int(idx.max()) + 1 if idx.size else 0)
+    if weights is None:
+        return np.bincount(idx, minlength=length)
+    w = to_array_operand(weights)
+    if dtype_of(w).kind == "c":
+        raise TypeError("numpy.bincount takes real weights (it sums them in float64)")
+    if shape_of(w) != idx.shape:
+        raise ValueError("The weights and list don't have the same length.")
+    bins = wrap(arrays.zeros(raw(w), (length,), np.dtype(np.float64)))
+    return bins.at[idx].add(ops.astype(w, np.float64))
+
+
+def _cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
+    """numpy.cross of 2- and 3-vectors: a 2-vector is one with a zero third component, and two
+    2-vectors give the third component alone (numpy's rules); 3-vectors as `linalg.cross`."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = ops.moveaxis(a, axisa, -1)
+    b = ops.moveaxis(b, axisb, -1)
+    sa, sb = shape_of(a)[-1], shape_of(b)[-1]
+    if sa not in (2, 3) or sb not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
+    if sa == sb == 2:
+        return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    a = indexing.pad(a, [(0, 0)] * (len(shape_of(a)) - 1) + [(0, 3 - sa)]) if sa == 2 else a
+    b = indexing.pad(b, [(0, 0)] * (len(shape_of(b)) - 1) + [(0, 3 - sb)]) if sb == 2 else b
+    c = linalg.cross(a, b)
+    return ops.moveaxis(c, -1, axisc)
+
+
+FUNCTIONS: dict[Function, Function] = {
+    np.nansum: _nansum,
+    np.nanprod: _nanprod,
+    np.nanmean: _nanmean,
+    np.nanvar: _nanvar,
+    np.nanstd: _nanstd,
+    np.nanmax: _nan_extreme("max"),
+    np.nanmin: _nan_extreme("min"),
+    np.nanargmax: _nanarg("argmax"),
+    np.nanargmin: _nanarg("argmin"),
+    np.nancumsum: _nan_scan("cumsum", 0.0),
+    np.nancumprod: _nan_scan("cumprod", 1.0),
+    np.ptp: _ptp,
+    np.average: _average,
+    np.quantile: _quantile,
+    np.percentile: _percentile,
+    np.median: _median,
+    np.cov: _cov,
+    np.corrcoef: _corrcoef,
+    np.cross: _cross,
+    np.rot90: _rot90,
+    np.fliplr: _flip_axis(1, "fliplr"),
+    np.flipud: _flip_axis(0, "flipud"),
+    np.append: _append,
+    np.column_stack: _column_stack,
+    np.dstack: _dstack,
+    np.hsplit: _split_along(1, "hsplit"),
+    np.vsplit: _split_along(0, "vsplit"),
+    np.dsplit: _split_along(2, "dsplit"),
+    np.broadcast_arrays: _broadcast_arrays,
+    np.diagflat: _diagflat,
+    np.meshgrid: _meshgrid,
+    np.vander: _vander,
+    np.trapezoid: _trapezoid,
+    np.interp: _interp,
+    np.correlate: _correlate,
+    np.convolve: _convolve,
+    np.polyval: _polyval,
+    np.gradient: _gradient,
+    np.nan_to_num: _nan_to_num,
+    np.isposinf: _isposinf,
+    np.isneginf: _isneginf,
+    np.searchsorted: _searchsorted,
+    np.digitize: _digitize,
+    np.isin: _isin,
+    np.nonzero: _nonzero,
+    np.argwhere: _argwhere,
+    np.flatnonzero: _flatnonzero,
+    np.unique: _unique,
+    np.bincount: _bincount,
+}
+"""numpy's functions as compositions, run on Tensors by `numpy_api` (numpy's arguments)."""

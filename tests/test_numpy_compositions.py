@@ -1,0 +1,195 @@
+"""numpy's functions that einad runs as compositions of its operations (einad.numpy_compositions):
+called on Tensors, inside `grad`, `jit` and `vmap`, each gives numpy's value, and its gradient
+agrees with central differences (`ea.gradcheck`). Before, each was a TypeError on a traced Tensor
+("einad does not implement numpy.median for traced Tensors")."""
+
+import numpy as np
+import pytest
+
+import einad as ea
+from einad import numpy_compositions
+from einad.errors import TracerError
+from tests.support.numerics import assert_close
+
+RNG = np.random.default_rng(5)
+M = RNG.standard_normal((4, 5))
+V = RNG.standard_normal(7)
+W = RNG.standard_normal(3)
+NANS = np.where(RNG.random((4, 5)) < 0.3, np.nan, M)
+XP = np.sort(RNG.standard_normal(6))
+FP = RNG.standard_normal(6)
+
+# name, the function of its differentiated operands, those operands; whether central differences
+# can check the gradient (False where the function is flat: a count, a comparison, a rounding)
+CASES = [
+    ("fabs", lambda a: np.fabs(a), [M], True),
+    ("cbrt", lambda a: np.cbrt(a), [M], True),
+    ("deg2rad", lambda a: np.deg2rad(a), [M], True),
+    ("radians", lambda a: np.radians(a), [M], True),
+    ("rad2deg", lambda a: np.rad2deg(a), [M], True),
+    ("degrees", lambda a: np.degrees(a), [M], True),
+    ("float_power", lambda a: np.float_power(np.abs(a) + 0.5, 1.7), [M], True),
+    ("fmax", lambda a, b: np.fmax(a, b), [NANS, M[::-1]], True),
+    ("fmin", lambda a, b: np.fmin(a, b), [M[::-1], NANS], True),
+    ("trunc", lambda a: np.trunc(3 * a), [M], False),
+    ("fmod", lambda a, b: np.fmod(3 * a, np.abs(b) + 0.5), [M, M[::-1]], True),
+    ("floor_divide", lambda a, b: np.floor_divide(3 * a, np.abs(b) + 0.5), [M, M[::-1]], False),
+    ("heaviside", lambda a, h: np.heaviside(np.round(a), h), [M, M[::-1]], True),
+    ("logical_and", lambda a, b: np.logical_and(a > 0, b), [M, M[::-1]], False),
+    ("logical_or", lambda a, b: np.logical_or(a > 0, b > 1), [M, M[::-1]], False),
+    ("logical_xor", lambda a, b: np.logical_xor(a > 0, b > 0), [M, M[::-1]], False),
+    ("logical_not", lambda a: np.logical_not(a > 0), [M], False),
+    ("nan_to_num", lambda a: np.nan_to_num(a, nan=-2.0), [NANS], True),
+    ("isposinf", lambda a: np.isposinf(a / (a > 0)), [M], False),
+    ("isneginf", lambda a: np.isneginf(a / (a > 0)), [M], False),
+    ("nansum", lambda a: np.nansum(a, axis=1), [NANS], True),
+    ("nanprod", lambda a: np.nanprod(a, axis=0, keepdims=True), [NANS], True),
+    ("nanmean", lambda a: np.nanmean(a, axis=1), [NANS], True),
+    ("nanvar", lambda a: np.nanvar(a, axis=1, ddof=1), [NANS], True),
+    ("nanstd", lambda a: np.nanstd(a), [NANS], True),
+    ("nanmax", lambda a: np.nanmax(a, axis=0), [NANS], True),
+    ("nanmin", lambda a: np.nanmin(a, axis=1, keepdims=True), [NANS], True),
+    ("nanargmax", lambda a: np.nanargmax(a, axis=1), [NANS], False),
+    ("nanargmin", lambda a: np.nanargmin(a), [NANS], False),
+    ("nancumsum", lambda a: np.nancumsum(a, axis=1), [NANS], True),
+    ("nancumprod", lambda a: np.nancumprod(a), [NANS], True),
+    ("ptp", lambda a: np.ptp(a, axis=0), [M], True),
+    ("average", lambda a, w: np.average(a, axis=1, weights=np.abs(w[:5]) + 0.1), [M, V], True),
+    ("average-returned", lambda a: np.average(a, axis=0, returned=True)[0], [M], True),
+    ("quantile", lambda a: np.quantile(a, [0.1, 0.5, 0.9], axis=1), [M], True),
+    ("quantile-keepdims", lambda a: np.quantile(a, 0.3, axis=0, keepdims=True), [M], True),
+    ("quantile-nearest", lambda a: np.quantile(a, 0.7, method="nearest"), [M], True),
+    ("quantile-midpoint", lambda a: np.quantile(a, [0.25, 0.6], axis=0, method="midpoint"), [M], True),
+    ("percentile", lambda a: np.percentile(a, 40, axis=(0, 1)), [M], True),
+    ("median", lambda a: np.median(a, axis=1), [M], True),
+    ("median-all", lambda a: np.median(a), [M], True),
+    ("cov", lambda a: np.cov(a), [M], True),
+    ("cov-columns", lambda a, b: np.cov(a, b, rowvar=False, ddof=0), [M, M[::-1]], True),
+    ("corrcoef", lambda a: np.corrcoef(a), [M], True),
+    ("cross3", lambda a, b: np.cross(a[:, :3], b[:, 2:]), [M, M[::-1]], True),
+    ("cross2", lambda a, b: np.cross(a[:, :2], b[:, 3:]), [M, M[::-1]], True),
+    ("cross23", lambda a, b: np.cross(a[:2], b[:3], axisa=0, axisb=0), [M, M[::-1]], True),
+    ("rot90", lambda a: np.rot90(a), [M], True),
+    ("rot90-k3", lambda a: np.rot90(a, 3, axes=(1, 0)), [M], True),
+    ("fliplr", lambda a: np.fliplr(a), [M], True),
+    ("flipud", lambda a: np.flipud(a), [M], True),
+    ("append", lambda a, b: np.append(a, b), [M, V], True),
+    ("append-axis", lambda a: np.append(a, a[:1], axis=0), [M], True),
+    ("column_stack", lambda a, b: np.column_stack([a[:, 0], b[:4]]), [M, V], True),
+    ("dstack", lambda a: np.dstack([a, 2 * a]), [M], True),
+    ("hsplit", lambda a: np.hsplit(a, [2])[1], [M], True),
+    ("vsplit", lambda a: np.vsplit(a, 2)[0], [M], True),
+    ("dsplit", lambda a: np.dsplit(a[:, :, None] * np.arange(1.0, 5.0), [1, 3])[1], [M], True),
+    ("broadcast_arrays", lambda a, b: np.broadcast_arrays(a[:, :1], b[:5])[1], [M, V], True),
+    ("diagflat", lambda a: np.diagflat(a[:2, :2], 1), [M], True),
+    ("meshgrid", lambda a, b: np.meshgrid(a, b)[1] * np.meshgrid(a, b, indexing="ij")[0].T, [W, V], True),
+    ("vander", lambda a: np.vander(a, 4), [W], True),
+    ("trapezoid", lambda a: np.trapezoid(a, dx=0.5), [M], True),
+    ("trapezoid-x", lambda a, x: np.trapezoid(a, np.cumsum(np.abs(x[:5]) + 0.1)), [M, V], True),
+    ("interp", lambda x, fp: np.interp(x, XP, fp), [np.linspace(-3, 3, 11) + 0.01, FP], True),
+    ("interp-xp", lambda xp: np.interp(np.linspace(-1, 1, 5), xp, FP, left=-9.0), [XP], True),
+    ("correlate", lambda a, v: np.correlate(a, v, "full"), [V, W], True),
+    ("correlate-same", lambda a, v: np.correlate(a, v, "same"), [V, W], True),
+    ("correlate-short", lambda a, v: np.correlate(a, v), [W, V], True),
+    ("convolve", lambda a, v: np.convolve(a, v), [V, W], True),
+    ("convolve-same", lambda a, v: np.convolve(a, v, "same"), [W, V], True),
+    ("convolve-valid", lambda a, v: np.convolve(a, v, "valid"), [V, W], True),
+    ("polyval", lambda p, x: np.polyval(p, x), [W, V], True),
+    ("gradient", lambda a: np.gradient(a, 0.5, axis=1), [M], True),
+    ("gradient-2", lambda a: np.gradient(a, edge_order=2)[0], [M], True),
+    ("searchsorted", lambda a: np.searchsorted(XP, a, side="right"), [V], False),
+    ("digitize", lambda a: np.digitize(a, XP[::-1]), [V], False),
+    ("isin", lambda a: np.isin(np.round(a), [0.0, 1.0]), [M], False),
+]
+
+
+def test_every_composition_is_tested_here():
+    swept = {getattr(np, name.split("-")[0].rstrip("23")) for name, *_ in CASES}
+    by_hand = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.bincount, np.isposinf, np.isneginf}
+    assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
+
+
+def _plain(x):
+    return np.asarray(x.numpy() if isinstance(x, ea.Tensor) else x)
+
+
+@pytest.mark.filterwarnings(
+    "ignore:invalid value", "ignore:divide by zero", "ignore:Arrays of 2-dimensional vectors"
+)
+@pytest.mark.parametrize("name, f, args, smooth", CASES, ids=[c[0] for c in CASES])
+def test_numpys_function_on_tensors_gives_numpys_value_and_a_gradient(name, f, args, smooth):
+    want = f(*args)
+    got = f(*[ea.tensor(a) for a in args])
+    assert _plain(got).shape == np.shape(want) and _plain(got).dtype == np.asarray(want).dtype
+    assert_close(_plain(got), want)
+    assert_close(ea.jit(f)(*args), want)  # staged: the same numpy calls replay
+    clean = [np.where(np.isnan(a), 0.5, a) for a in args]
+    mapped = ea.vmap(f)(*[np.stack([a, 2 * a]) for a in clean])
+    assert_close(_plain(mapped)[1], f(*[2 * a for a in clean]))
+    if smooth:
+        ea.gradcheck(lambda *xs: ea.sum(np.nan_to_num(f(*xs) * 1.0)), *args)
+    else:  # flat where it is defined: a zero derivative, not an error
+        loss = lambda *xs: ea.sum(f(*xs) * 1.0)
+        grads = ea.grad(loss, argnums=tuple(range(len(args))))(*args)
+        assert all(np.all(np.nan_to_num(g) == 0) for g in grads)
+
+
+def test_nan_to_num_replaces_infinities_and_passes_the_finite_elements_derivative():
+    x = np.where(M > 1, np.inf, np.where(M < -1, -np.inf, NANS))
+    for kwargs in ({}, {"nan": 1.0, "posinf": 7.0, "neginf": -7.0}):
+        assert_close(np.nan_to_num(ea.tensor(x), **kwargs), np.nan_to_num(x, **kwargs))
+        g = ea.grad(lambda a, kwargs=kwargs: ea.sum(np.nan_to_num(a, **kwargs)))(x)
+        assert_close(g, np.isfinite(x) * 1.0)
+    z = x.astype(complex)
+    z.imag = x[::-1]
+    assert_close(np.nan_to_num(ea.tensor(z)), np.nan_to_num(z))
+
+
+def test_values_whose_shape_depends_on_them_are_read_where_they_are_known():
+    x = np.array([3.0, 0.0, 1.0, 3.0, 0.0, 2.0])
+    t = ea.tensor(x)
+    assert_close(np.nonzero(t)[0], np.nonzero(x)[0])
+    assert_close(np.argwhere(t), np.argwhere(x))
+    assert_close(np.flatnonzero(t), np.flatnonzero(x))
+    values, index, counts = np.unique(t, return_index=True, return_counts=True)
+    assert_close(values, np.unique(x))
+    assert_close(index, np.unique(x, return_index=True)[1])
+    assert_close(counts, np.unique(x, return_counts=True)[1])
+    # the unique values carry the derivative of their first occurrence
+    g = ea.grad(lambda a: ea.sum(np.unique(a) ** 2))(x)
+    assert_close(g, [6.0, 0.0, 2.0, 0.0, 0.0, 4.0])
+    assert_close(np.bincount(np.array([0, 2, 2, 5]), minlength=7), np.bincount([0, 2, 2, 5], minlength=7))
+    idx = np.array([0, 2, 2, 5])
+    g = ea.grad(lambda w: ea.sum(np.bincount(idx, weights=w) ** 2))(np.arange(1.0, 5.0))
+    assert_close(g, [2.0, 10.0, 10.0, 8.0])  # 2 * (bin total) for each weight's bin
+    for call in (np.nonzero, np.unique, np.argwhere, lambda a: np.bincount(a.astype(int))):
+        with pytest.raises(TracerError, match="shape of its result depends on the values"):
+            ea.jit(call)(x)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda t: np.quantile(t, 1.5), ValueError, r"range \[0, 1\]"),
+        (lambda t: np.quantile(t, 0.5, method="hazen"), ValueError, "method is one of"),
+        (lambda t: np.cov(t, fweights=[1, 2, 3, 4]), TypeError, "fweights"),
+        (lambda t: np.interp(t, XP, FP, period=2.0), TypeError, "period"),
+        (lambda t: np.convolve(t, t[:0]), ValueError, "cannot be empty"),
+        (lambda t: np.cross(t[:4], t[:4]), ValueError, "dimension must be 2 or 3"),
+        (lambda t: np.fabs(t + 1j), TypeError, "fabs takes no complex"),
+        (lambda t: np.rot90(t[:, None], axes=(0, 0)), ValueError, "Axes must be different"),
+    ],
+    ids=[
+        "quantile-range",
+        "quantile-method",
+        "cov-weights",
+        "interp-period",
+        "convolve-empty",
+        "cross-4",
+        "fabs-complex",
+        "rot90-axes",
+    ],
+)
+def test_what_the_compositions_do_not_take_is_refused_at_the_call(call, error, match):
+    with pytest.raises(error, match=match):
+        call(ea.tensor(V))
