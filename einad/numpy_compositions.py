@@ -413,7 +413,7 @@ def _cov(
         raise TypeError("numpy.cov on einad Tensors takes no fweights= or aweights=")
     x = _at_least_2d_rows(m, rowvar, dtype)
     if y is not None:
-        x = ops.concatenate([x, _at_least_2d_rows(y, rowvar, dtype)], axis=0)
+        x = ops.concatenate([x, _at_least_2d_rows(y, rowvar, dtype, second=True)], axis=0)
     n = shape_of(x)[1]
     dof = n - (ddof if ddof is not None else 0 if bias else 1)
     centred = x - ops.mean(x, axis=1, keepdims=True)
@@ -421,14 +421,17 @@ def _cov(
     return ops.reshape(c, ()) if shape_of(c) == (1, 1) else c
 
 
-def _at_least_2d_rows(m: Any, rowvar: bool, dtype: Any) -> Any:
+def _at_least_2d_rows(m: Any, rowvar: bool, dtype: Any, second: bool = False) -> Any:
+    """The variables as rows, in numpy's dtype for cov (at least float64); numpy's own rule for
+    transposing with ``rowvar=False``: `m` unless 1-D, the `second` (y) unless one row."""
     x = to_array_operand(m)
-    if dtype is not None or dtype_of(x).kind not in "fc":
-        x = ops.astype(x, np.float64 if dtype is None else dtype)
+    vector = len(shape_of(x)) < 2
+    x = ops.astype(x, np.result_type(dtype_of(x), np.float64) if dtype is None else dtype)
     if len(shape_of(x)) > 2:
         raise ValueError("numpy.cov: m has more than 2 dimensions")
     x = ops.reshape(x, (1, -1)) if len(shape_of(x)) < 2 else x
-    return x if rowvar or shape_of(x)[0] == 1 and len(shape_of(m)) < 2 else ops.transpose(x)
+    keep = rowvar or (shape_of(x)[0] == 1 if second else vector)
+    return x if keep else ops.transpose(x)
 
 
 def _corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) -> Any:
@@ -622,6 +625,8 @@ def _correlate(a: Any, v: Any, mode: str = "valid") -> Any:
 
 
 def _convolve(a: Any, v: Any, mode: str = "full") -> Any:
+    if len(shape_of(v)) == 1 and len(shape_of(a)) == 1 and shape_of(v)[0] > shape_of(a)[0]:
+        a, v = v, a  # (numpy's order: the longer first; a convolution commutes)
     return _correlation(a, ops.flip(v), mode, "convolve")
 
 

@@ -193,3 +193,33 @@ def test_values_whose_shape_depends_on_them_are_read_where_they_are_known():
 def test_what_the_compositions_do_not_take_is_refused_at_the_call(call, error, match):
     with pytest.raises(error, match=match):
         call(ea.tensor(V))
+
+
+@pytest.mark.parametrize("n, m", [(4, 4), (5, 2), (2, 5), (6, 3), (3, 6), (1, 4), (4, 1)])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_correlate_and_convolve_cut_every_mode_as_numpy_for_every_pair_of_lengths(n, m, mode):
+    x = RNG.standard_normal(n)
+    y = RNG.standard_normal(m) + 1j * RNG.standard_normal(m)  # correlate conjugates its second operand
+    assert_close(np.correlate(ea.tensor(x), y, mode), np.correlate(x, y, mode))
+    assert_close(np.convolve(ea.tensor(x), y, mode), np.convolve(x, y, mode))
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom", "ignore:divide by zero", "ignore:invalid value")
+@pytest.mark.parametrize(
+    "m, y, rowvar",
+    [
+        *[
+            (m, y, r)
+            for m, y in [(M[:1], None), (M, None), (M[0], M[1]), (M.astype(np.float32), None)]
+            for r in (1, 0)
+        ],
+        (M[:2], M[2:3], True),
+        (M[:2].T, M[2:3].T, False),  # numpy transposes y unless it is one row, m unless it is 1-D
+        (M[:, :1], M[:, 1:2], False),
+    ],
+)
+def test_cov_transposes_and_widens_as_numpy(m, y, rowvar):
+    want = np.cov(m, y, rowvar=rowvar)
+    got = np.cov(ea.tensor(m), y, rowvar=rowvar)
+    assert got.dtype == want.dtype
+    assert_close(got, want)
