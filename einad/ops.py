@@ -13,7 +13,7 @@ from .aliases import Axis, DTypeLike
 from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind, exported
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
-from .rules.indexing import IndexUpdate, argmax, argmin, argsort, take
+from .rules.indexing import IndexUpdate, argmax, argmin, argsort, repeat, sort, take
 from .rules.linear import (
     diagonal,
     dot,
@@ -483,6 +483,24 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def argsort(self, axis: int | None = -1) -> Tensor:
         """The indices that sort the tensor along `axis`, as `einad.argsort`."""
         return argsort(self, axis)
+
+    def sort(self, axis: int | None = -1) -> Tensor:
+        """The elements sorted along `axis`, as `einad.sort`: a new Tensor (JAX's method; numpy's
+        sorts in place, which an immutable Tensor cannot)."""
+        return sort(self, axis)
+
+    def repeat(self, repeats: int | Sequence[int], axis: int | None = None) -> Tensor:
+        """Each element repeated, as `einad.repeat` (numpy's ``ndarray.repeat``)."""
+        return repeat(self, repeats, axis)
+
+    def ptp(self, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        """The range ``max - min`` along `axis`, as numpy's ``ptp``."""
+        return max(self, axis=axis, keepdims=keepdims) - min(self, axis=axis, keepdims=keepdims)
+
+    def block_until_ready(self) -> Tensor:
+        """The Tensor itself (JAX's method): einad computes as it is called, so a value is ready
+        when it is returned (a lazy array's library computes on conversion)."""
+        return self
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
         """The diagonal (an einsum), as `einad.diagonal`."""

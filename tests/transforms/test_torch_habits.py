@@ -602,8 +602,24 @@ def test_numpy_style_methods_match_numpy():
         ("conj", ()),
         ("take", ([0, 5, -1],)),
         ("take", ([1, 0, 1], 2)),
+        ("repeat", (2,)),
+        ("repeat", ([1, 2, 0], 1)),
     ]:
         assert_close(getattr(t, name)(*args).numpy(), getattr(M0, name)(*args))
+    assert_close(t.ptp().numpy(), np.ptp(M0))  # JAX's method (numpy 2 keeps the function only)
+    assert_close(t.ptp(2).numpy(), np.ptp(M0, 2))
+    # numpy's sort works in place; JAX's method (and einad's, a Tensor being immutable) returns it
+    assert_close(t.sort(1).numpy(), np.sort(M0, 1))
+    assert_close(t.sort(None).numpy(), np.sort(M0, None))
+    assert t.block_until_ready() is t  # JAX's: einad's values are ready when returned
+    top_two = lambda a: ea.sum(a.sort(axis=None)[-2:] * np.array([1.0, 2.0]))
+    g = ea.grad(lambda a: top_two(a) + ea.sum(a.repeat(2, 0)) + a.ptp())(M0)
+    top = np.argsort(M0, axis=None)
+    want = np.full(M0.size, 2.0)  # every element twice in the repeat
+    want[top[-2:]] += [1.0, 2.0]
+    want[top[-1]] += 1.0  # the ptp's max
+    want[top[0]] -= 1.0  # and its min
+    assert_close(g, want.reshape(M0.shape))
     assert_close(t.take([0, 5]).numpy(), torch.tensor(M0).take(torch.tensor([0, 5])).numpy())
     for dtype in (np.float32, np.complex128, np.int8):
         a = M0.astype(dtype)
