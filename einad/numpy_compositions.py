@@ -308,50 +308,68 @@ def _average(
 _METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
 
-def _quantile(
-    a: Any,
-    q: Any,
-    axis: Axis = None,
-    out: Any = None,
-    overwrite_input: bool = False,
-    method: str = "linear",
-    keepdims: bool = False,
-    *,
-    weights: Any = None,
-    interpolation: Any = None,
-) -> Any:
-    """numpy.quantile: the sorted elements along `axis`, gathered at ``q * (n - 1)`` and, for the
-    default linear method, interpolated; nan where a lane holds a nan (as numpy). `q` is a
-    number or an array of them (its axes first in the result), not differentiated."""
-    if weights is not None or interpolation is not None:
-        raise TypeError("numpy.quantile on einad Tensors takes no weights= or interpolation= (use method=)")
+def _quantiles(a: Any, q: Any, axis: Axis, method: str, keepdims: bool, name: str, skip_nans: bool) -> Any:
+    """The sorted elements along `axis`, gathered at ``q * (n - 1)`` and, for the linear and
+    midpoint methods, interpolated (numpy's quantile; `q` a number or an array of them, its axes
+    first in the result, not differentiated). Without `skip_nans`, nan where a lane holds one;
+    with it, ``n`` counts each lane's other elements (sorted first), so the places are computed
+    (staged under jit), and a lane of nans alone gives nan."""
     if method not in _METHODS:
         raise ValueError(
-            f"numpy.quantile on einad Tensors: method is one of {', '.join(_METHODS)}, got {method!r}"
+            f"numpy.{name} on einad Tensors: method is one of {', '.join(_METHODS)}, got {method!r}"
         )
-    qs = _known(q, "quantile")
+    qs = np.asarray(_known(q, name), dtype=float) / (100 if "percentile" in name else 1)
     if np.any((qs < 0) | (qs > 1)):
-        raise ValueError("Quantiles must be in the range [0, 1]")
+        raise ValueError(
+            "Quantiles must be in the range [0, 1]"
+            if "quantile" in name
+            else "Percentiles must be in the range [0, 100]"
+        )
     a = to_array_operand(a)
     nd = len(shape_of(a))
     axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
     a = ops.moveaxis(a, axes, tuple(range(nd - len(axes), nd)))  # the axes reduced: last, merged
     rest = shape_of(a)[: nd - len(axes)]
-    ranked = indexing.sort(ops.reshape(a, (*rest, -1)), -1)
-    n = shape_of(ranked)[-1]
-    pos = qs.ravel() * (n - 1)
-    if method in ("lower", "higher", "nearest"):  # one element each (numpy's nearest: half to even)
-        rounding: Any = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method]
-        pick = rounding(pos).astype(np.intp)
-        value = indexing.take(ranked, pick, axis=-1)
+    ranked = indexing.sort(ops.reshape(a, (*rest, -1)), -1)  # (nans last, as numpy sorts them)
+    real = dtype_of(ranked) if dtype_of(ranked).kind in "fc" else np.dtype(np.float64)
+    gather: Any
+    if skip_nans and dtype_of(ranked).kind in "fc":
+        count = ops.sum(_not(ops.isnan(ranked)), -1, keepdims=True)  # (*rest, 1)
+        last = ops.maximum(count - 1, 0)
+        pos: Any = ops.astype(count - 1, real) * qs.ravel().astype(real)  # (*rest, len(q))
+
+        def place(k: Any) -> Any:
+            return ops.astype(ops.clip(k, 0, last), np.intp)
+
+        def gather(k: Any) -> Any:
+            return indexing.take_along_axis(ranked, k, -1)
+
+        rounding: Any = {"lower": ops.floor, "higher": ops.ceil, "nearest": ops.round, "linear": ops.floor}
+        lo = place(rounding.get(method, ops.floor)(pos))
+        hi = place(ops.astype(lo, real) + 1)
+        frac = pos - ops.astype(lo, real)
     else:
-        lo = np.floor(pos).astype(np.intp)
-        frac = pos - lo if method == "linear" else np.where(pos > lo, 0.5, 0.0)
-        below = indexing.take(ranked, lo, axis=-1)
-        above = indexing.take(ranked, np.minimum(lo + 1, n - 1), axis=-1)
-        weight = frac.astype(dtype_of(ranked) if dtype_of(ranked).kind in "fc" else np.float64)
-        value = below + (above - below) * weight  # numpy's lerp, to rounding
-    if dtype_of(ranked).kind in "fc":  # a lane with a nan: nan (sorted last, so not always picked)
+        count = None
+        n = shape_of(ranked)[-1]
+        pos = qs.ravel() * (n - 1)
+        rounding = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}.get(method, np.floor)
+        lo = rounding(pos).astype(np.intp)
+        hi = np.minimum(lo + 1, n - 1)
+        frac = pos - lo
+
+        def gather(k: Any) -> Any:
+            return indexing.take(ranked, k, axis=-1)
+
+    if method in ("lower", "higher", "nearest"):  # one element each (numpy's nearest: half to even)
+        value = gather(lo)
+    else:
+        if method == "midpoint":
+            frac = ops.where(ops.greater(frac, 0), 0.5, 0.0)
+        below = gather(lo)
+        value = below + (gather(hi) - below) * ops.astype(frac, real)  # numpy's lerp, to rounding
+    if count is not None:  # a lane of nans alone: nan
+        value = ops.where(ops.equal(count, 0), np.nan, value)
+    elif dtype_of(ranked).kind in "fc":  # a lane with a nan: nan (sorted last, so not always picked)
         value = ops.where(ops.any(ops.isnan(ranked), -1, keepdims=True), np.nan, value)
     value = ops.moveaxis(
         ops.reshape(value, (*rest, *qs.shape)),
@@ -366,35 +384,39 @@ def _quantile(
     return value
 
 
-def _percentile(
-    a: Any,
-    q: Any,
-    axis: Axis = None,
-    out: Any = None,
-    overwrite_input: bool = False,
-    method: str = "linear",
-    keepdims: bool = False,
-    *,
-    weights: Any = None,
-    interpolation: Any = None,
-) -> Any:
-    return _quantile(
-        a,
-        np.asarray(_known(q, "percentile")) / 100,
-        axis,
-        out,
-        overwrite_input,
-        method,
-        keepdims,
-        weights=weights,
-        interpolation=interpolation,
-    )
+def _quantile_function(name: str) -> Function:
+    """numpy's quantile, percentile, median and their nan-ignoring forms, with numpy's signature."""
+    skip_nans = name.startswith("nan")
+    if name.endswith("median"):
 
+        def median(
+            a: Any, axis: Axis = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
+        ) -> Any:
+            return _quantiles(a, 0.5, axis, "linear", keepdims, name, skip_nans)
 
-def _median(
-    a: Any, axis: Axis = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False
-) -> Any:
-    return _quantile(a, 0.5, axis, out, overwrite_input, "linear", keepdims)
+        median.__name__ = name
+        return median
+
+    def call(
+        a: Any,
+        q: Any,
+        axis: Axis = None,
+        out: Any = None,
+        overwrite_input: bool = False,
+        method: str = "linear",
+        keepdims: bool = False,
+        *,
+        weights: Any = None,
+        interpolation: Any = None,
+    ) -> Any:
+        if weights is not None or interpolation is not None:
+            raise TypeError(
+                f"numpy.{name} on einad Tensors takes no weights= or interpolation= (use method=)"
+            )
+        return _quantiles(a, q, axis, method, keepdims, name, skip_nans)
+
+    call.__name__ = name
+    return call
 
 
 def _cov(
@@ -800,9 +822,12 @@ FUNCTIONS: dict[Function, Function] = {
     np.nancumprod: _nan_scan("cumprod", 1.0),
     np.ptp: _ptp,
     np.average: _average,
-    np.quantile: _quantile,
-    np.percentile: _percentile,
-    np.median: _median,
+    np.quantile: _quantile_function("quantile"),
+    np.percentile: _quantile_function("percentile"),
+    np.median: _quantile_function("median"),
+    np.nanquantile: _quantile_function("nanquantile"),
+    np.nanpercentile: _quantile_function("nanpercentile"),
+    np.nanmedian: _quantile_function("nanmedian"),
     np.cov: _cov,
     np.corrcoef: _corrcoef,
     np.cross: _cross,

@@ -203,7 +203,7 @@ Pair = namedtuple("Pair", "a b")
 def test_numpy_functions_einad_lacks_run_on_constant_tensors_with_their_arguments_as_given():
     t = ea.tensor(np.arange(6.0).reshape(2, 3))
     # a tuple stays a tuple
-    assert np.nanquantile(t, 0.5, axis=(0, 1)) == 2.5
+    np.testing.assert_array_equal(np.apply_over_axes(np.sum, t, (0, 1)), [[15.0]])
     # a tuple subclass arrives as a sequence of the arrays
     pair = Pair(ea.tensor([1.0, 2.0]), ea.tensor([3.0, 4.0]))
     picks = [np.array([True, False]), np.array([False, True])]
@@ -217,7 +217,7 @@ def test_numpy_functions_einad_lacks_run_on_constant_tensors_with_their_argument
     np.testing.assert_array_equal(np.copysign(t, -1.0), -np.arange(6.0).reshape(2, 3))
     assert np.copysign(t, -1.0, dtype=np.float32).dtype == np.float32
     # a function einad lacks, with its keyword arguments
-    np.testing.assert_array_equal(np.nanmedian(t, axis=1, keepdims=True), [[1.0], [4.0]])
+    np.testing.assert_array_equal(np.unwrap(t, axis=1, period=10.0), np.arange(6.0).reshape(2, 3))
 
 
 def _not_implemented(name):
@@ -232,7 +232,7 @@ def _not_implemented(name):
     [
         (lambda w: np.copysign(w, 2.0), "numpy.copysign"),
         (lambda w: np.hypot.reduce(w), "numpy.hypot.reduce"),  # a ufunc method: named with it
-        (lambda w: np.nanmedian(w), "numpy.nanmedian"),
+        (lambda w: np.unwrap(w), "numpy.unwrap"),
         # a traced Tensor only among the keyword arguments
         (lambda w: np.histogram(np.ones(3), weights=w), "numpy.histogram"),
     ],

@@ -63,6 +63,22 @@ CASES = [
     ("percentile", lambda a: np.percentile(a, 40, axis=(0, 1)), [M], True),
     ("median", lambda a: np.median(a, axis=1), [M], True),
     ("median-all", lambda a: np.median(a), [M], True),
+    ("nanquantile", lambda a: np.nanquantile(a, [0.2, 0.5, 1.0], axis=1), [NANS], True),
+    (
+        "nanquantile-lower",
+        lambda a: np.nanquantile(a, 0.4, axis=0, method="lower", keepdims=True),
+        [NANS],
+        True,
+    ),
+    ("nanquantile-midpoint", lambda a: np.nanquantile(a, 0.3, method="midpoint"), [NANS], True),
+    ("nanpercentile", lambda a: np.nanpercentile(a, 75, axis=1, method="nearest"), [NANS], True),
+    ("nanmedian", lambda a: np.nanmedian(a, axis=0), [NANS], True),
+    (
+        "nanmedian-a-lane-of-nans",
+        lambda a: np.nanmedian(a, axis=1),
+        [np.where(np.arange(4)[:, None] == 2, np.nan, NANS)],
+        True,
+    ),
     ("cov", lambda a: np.cov(a), [M], True),
     ("cov-columns", lambda a, b: np.cov(a, b, rowvar=False, ddof=0), [M, M[::-1]], True),
     ("corrcoef", lambda a: np.corrcoef(a), [M], True),
@@ -114,7 +130,10 @@ def _plain(x):
 
 
 @pytest.mark.filterwarnings(
-    "ignore:invalid value", "ignore:divide by zero", "ignore:Arrays of 2-dimensional vectors"
+    "ignore:invalid value",
+    "ignore:divide by zero",
+    "ignore:Arrays of 2-dimensional vectors",
+    "ignore:All-NaN slice",  # (numpy's, computing the expected value)
 )
 @pytest.mark.parametrize("name, f, args, smooth", CASES, ids=[c[0] for c in CASES])
 def test_numpys_function_on_tensors_gives_numpys_value_and_a_gradient(name, f, args, smooth):
