@@ -808,6 +808,169 @@ def _cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, ax
     return ops.moveaxis(c, -1, axisc)
 
 
+def _cumulative(name: str) -> Function:
+    """numpy 2's cumulative_sum and cumulative_prod (the array API's): ``include_initial``
+    puts the identity first."""
+
+    def call(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+        x = to_array_operand(x)
+        if axis is None:
+            if len(shape_of(x)) > 1:
+                raise ValueError(
+                    f"numpy.cumulative_{name}: axis is needed for an array of more than one axis"
+                )
+            axis = 0
+        scan = getattr(reductions, f"cum{name}")(x, axis, dtype=dtype)
+        if not include_initial:
+            return scan
+        ax = normalize_axis(axis, len(shape_of(scan)))
+        first = indexing.take(scan, np.array([0]), axis=ax) * 0 + (0 if name == "sum" else 1)
+        return ops.concatenate([first, scan], axis=ax)
+
+    call.__name__ = f"cumulative_{name}"
+    return call
+
+
+def _unstack(x: Any, /, *, axis: int = 0) -> Any:
+    x = to_array_operand(x)
+    ax = normalize_axis(axis, len(shape_of(x)))
+    return tuple(indexing.take(x, k, axis=ax) for k in range(shape_of(x)[ax]))
+
+
+def _select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """numpy.select: the first choice whose condition holds, else `default` (a chain of where)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        out = ops.where(cond, choice, out)
+    dt = np.result_type(*(dtype_of(c) for c in choicelist), dtype_of(default))
+    return ops.astype(
+        ops.broadcast_to(out, np.broadcast_shapes(*map(shape_of, [*condlist, *choicelist]))), dt
+    )
+
+
+def _piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
+    """numpy.piecewise: each function applied to all of `x` and kept where its condition holds
+    (the later conditions win, as numpy's); a number in `funclist` is a constant; one function
+    more than conditions is the otherwise case. The derivative at an element is its own
+    piece's function's alone."""
+    x = to_array_operand(x)
+    conds = [condlist] if not isinstance(condlist, (list, tuple)) else list(condlist)
+    if len(funclist) == len(conds) + 1:
+        taken = (
+            conds[0]
+            if len(conds) == 1
+            else ops.any(ops.stack([ops.not_equal(c, False) for c in conds]), axis=0)
+        )
+        conds = [*conds, _not(taken)]
+    if len(funclist) != len(conds):
+        raise ValueError(
+            f"with {len(conds)} condition(s), either {len(conds)} or {len(conds) + 1} functions are expected"
+        )
+    out: Any = ops.multiply(x, 0)
+    for cond, f in zip(conds, funclist):
+        if callable(f):
+            # each function sees every element, those outside its piece without a derivative: a
+            # function undefined there (sqrt of a negative) gives nan, selected away, and its nan
+            # slope reaches the stopped copy, not x (one `where` alone would pass 0 * nan to x)
+            inside = ops.where(cond, x, ops.stop_gradient(x))
+            with np.errstate(all="ignore"):
+                f = f(inside, *args, **kw)
+        out = ops.where(cond, f, out)
+    return ops.astype(out, dtype_of(x))
+
+
+def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
+    """numpy.unwrap: each step's jump mapped into ``[-period/2, period/2)`` where it exceeds
+    `discont`, the corrections summed along `axis` (the derivative of p passes unchanged)."""
+    p = to_array_operand(p)
+    ax = normalize_axis(axis, len(shape_of(p)))
+    dd = indexing.diff(p, axis=ax)
+    half = period / 2
+    discont = half if discont is None else discont
+    ddmod = ops.stop_gradient(ops.mod(dd + half, period) - half)
+    ddmod = ops.where(ops.where(ops.equal(ddmod, -half), ops.greater(dd, 0), False), half, ddmod)
+    correct = ops.where(ops.less(ops.abs(dd), discont), 0.0, ops.stop_gradient(ddmod - dd))
+    head = indexing.take(p, np.array([0]), axis=ax) * 0
+    return p + ops.concatenate([head, reductions.cumsum(correct, ax)], axis=ax)
+
+
+def _polyfit(
+    x: Any, y: Any, deg: int, rcond: Any = None, full: bool = False, w: Any = None, cov: Any = False
+) -> Any:
+    """numpy.polyfit by least squares (einad.linalg.lstsq, differentiable in x, y and w): the
+    coefficients, highest power first; ``full`` and ``cov`` are not offered."""
+    if full or cov is not False:
+        raise TypeError("numpy.polyfit on einad Tensors returns the coefficients only (no full= or cov=)")
+    deg = int(deg)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    van = _vander(x, deg + 1)
+    y = to_array_operand(y)
+    if w is not None:
+        van = van * ops.reshape(w, (-1, 1))
+        y = y * (ops.reshape(w, (-1,) + (1,) * (len(shape_of(y)) - 1)))
+    scale = ops.stop_gradient(ops.sqrt(ops.sum(van * van, axis=0)))  # numpy's column scaling
+    coef = linalg.lstsq(van / scale, y, rcond=rcond)[0]
+    return coef / (scale if len(shape_of(coef)) == 1 else ops.reshape(scale, (-1, 1)))
+
+
+def _partition(name: str) -> Function:
+    """numpy.partition and argpartition as a full sort: a valid partition for every `kth`."""
+
+    def call(a: Any, kth: Any, axis: int | None = -1, kind: str = "introselect", order: Any = None) -> Any:
+        if order is not None:
+            raise TypeError(f"numpy.{name} on einad Tensors does not take order= (structured arrays)")
+        return (indexing.sort if name == "partition" else indexing.argsort)(a, axis)
+
+    call.__name__ = name
+    return call
+
+
+def _compress(condition: Any, a: Any, axis: int | None = None, out: Any = None) -> Any:
+    keep = np.flatnonzero(_known(condition, "compress"))
+    return indexing.take(a, keep, axis=axis)
+
+
+def _extract(condition: Any, arr: Any) -> Any:
+    keep = np.flatnonzero(_known(condition, "extract"))
+    return indexing.take(ops.reshape(arr, (-1,)), keep)
+
+
+def _resize(a: Any, new_shape: Any) -> Any:
+    """numpy.resize: the elements repeated in order to fill the new shape (a gather)."""
+    shape = (int(new_shape),) if np.ndim(new_shape) == 0 else tuple(int(d) for d in new_shape)
+    size, n = math.prod(shape), math.prod(shape_of(a))
+    if n == 0:  # numpy's: zeros
+        return wrap(np.zeros(shape, dtype_of(a)))
+    return ops.reshape(indexing.take(ops.reshape(a, (-1,)), np.arange(size) % n), shape)
+
+
+def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, weights: Any = None) -> Any:  # noqa: A002
+    """numpy.histogram: the bin edges and counts from the values (no derivative); with `weights`,
+    their sums per bin, differentiable in the weights (and with ``density``, normalized)."""
+    values = _known(a, "histogram")
+    edges = np.histogram_bin_edges(
+        values, bins=bins if np.ndim(bins) == 0 else _known(bins, "histogram"), range=range
+    )
+    counts, _ = np.histogram(values, bins=edges)
+    if weights is None and not density:
+        return counts, edges
+    where = np.searchsorted(edges, values.ravel(), side="right") - 1
+    where[values.ravel() == edges[-1]] = len(edges) - 2  # the last bin is closed, as numpy's
+    inside = (where >= 0) & (where < len(edges) - 1)
+    w = ops.reshape(to_array_operand(weights) if weights is not None else np.ones(values.size), (-1,))
+    sums = _bincount(
+        where[inside], weights=indexing.take(w, np.flatnonzero(inside)), minlength=len(edges) - 1
+    )
+    if density:
+        sums = sums / ops.sum(sums) / np.diff(edges)
+    return sums, edges
+
+
 FUNCTIONS: dict[Function, Function] = {
     np.nansum: _nansum,
     np.nanprod: _nanprod,
@@ -861,5 +1024,18 @@ FUNCTIONS: dict[Function, Function] = {
     np.flatnonzero: _flatnonzero,
     np.unique: _unique,
     np.bincount: _bincount,
+    np.cumulative_sum: _cumulative("sum"),
+    np.cumulative_prod: _cumulative("prod"),
+    np.unstack: _unstack,
+    np.select: _select,
+    np.piecewise: _piecewise,
+    np.unwrap: _unwrap,
+    np.polyfit: _polyfit,
+    np.partition: _partition("partition"),
+    np.argpartition: _partition("argpartition"),
+    np.compress: _compress,
+    np.extract: _extract,
+    np.resize: _resize,
+    np.histogram: _histogram,
 }
 """numpy's functions as compositions, run on Tensors by `numpy_api` (numpy's arguments)."""

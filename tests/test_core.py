@@ -206,18 +206,22 @@ def test_numpy_functions_einad_lacks_run_on_constant_tensors_with_their_argument
     np.testing.assert_array_equal(np.apply_over_axes(np.sum, t, (0, 1)), [[15.0]])
     # a tuple subclass arrives as a sequence of the arrays
     pair = Pair(ea.tensor([1.0, 2.0]), ea.tensor([3.0, 4.0]))
-    picks = [np.array([True, False]), np.array([False, True])]
-    np.testing.assert_array_equal(np.select(picks, pair), [1.0, 4.0])
-    np.testing.assert_array_equal(np.select(picks, [pair.a, pair.b]), [1.0, 4.0])
+    np.testing.assert_array_equal(np.lexsort(pair), [0, 1])
+    np.testing.assert_array_equal(np.lexsort([pair.a, pair.b]), [0, 1])
     # keyword arguments: constant tensors become their arrays, None stays None
     weights = ea.tensor([1.0, 0.0, 0.0])
-    np.testing.assert_array_equal(np.histogram(np.arange(3.0), bins=2, weights=weights)[0], [1.0, 0.0])
-    np.testing.assert_array_equal(np.histogram(ea.tensor(np.arange(3.0)), bins=2, weights=None)[0], [1, 2])
+    ones = np.arange(3.0)
+    np.testing.assert_array_equal(
+        np.histogram2d(ones, ones, bins=2, weights=weights)[0], [[1.0, 0.0], [0.0, 0.0]]
+    )
+    np.testing.assert_array_equal(
+        np.histogram2d(ea.tensor(ones), ones, bins=2, weights=None)[0], [[1, 0], [0, 2]]
+    )
     # a ufunc einad lacks, with its keyword arguments
     np.testing.assert_array_equal(np.copysign(t, -1.0), -np.arange(6.0).reshape(2, 3))
     assert np.copysign(t, -1.0, dtype=np.float32).dtype == np.float32
     # a function einad lacks, with its keyword arguments
-    np.testing.assert_array_equal(np.unwrap(t, axis=1, period=10.0), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(np.trim_zeros(t[0], trim="f"), [1.0, 2.0])
 
 
 def _not_implemented(name):
@@ -232,9 +236,9 @@ def _not_implemented(name):
     [
         (lambda w: np.copysign(w, 2.0), "numpy.copysign"),
         (lambda w: np.hypot.reduce(w), "numpy.hypot.reduce"),  # a ufunc method: named with it
-        (lambda w: np.unwrap(w), "numpy.unwrap"),
+        (lambda w: np.roots(w), "numpy.roots"),
         # a traced Tensor only among the keyword arguments
-        (lambda w: np.histogram(np.ones(3), weights=w), "numpy.histogram"),
+        (lambda w: np.histogram2d(np.ones(3), np.ones(3), weights=w), "numpy.histogram2d"),
     ],
     ids=["ufunc", "ufunc method", "function", "keyword"],
 )

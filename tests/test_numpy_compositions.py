@@ -116,12 +116,42 @@ CASES = [
     ("searchsorted", lambda a: np.searchsorted(XP, a, side="right"), [V], False),
     ("digitize", lambda a: np.digitize(a, XP[::-1]), [V], False),
     ("isin", lambda a: np.isin(np.round(a), [0.0, 1.0]), [M], False),
+    ("cumulative_sum", lambda a: np.cumulative_sum(a, axis=1, include_initial=True), [M], True),
+    ("cumulative_prod", lambda a: np.cumulative_prod(a[0]), [M], True),
+    ("unstack", lambda a: np.unstack(a, axis=1)[2], [M], True),
+    ("select", lambda a, b: np.select([a > 0.5, a < -0.5], [a, -2 * b], default=7.0), [M, M[::-1]], True),
+    ("piecewise", lambda a: np.piecewise(a, [a < 0, a >= 0], [lambda v: -v, np.sqrt]), [M], True),
+    ("piecewise-otherwise", lambda a: np.piecewise(a, [a < -0.5], [0.0, lambda v: 3 * v]), [M], True),
+    ("unwrap", lambda a: np.unwrap(a), [np.cumsum(RNG.uniform(-4.0, 4.0, 12))], True),
+    (
+        "unwrap-period",
+        lambda a: np.unwrap(a, discont=3.0, period=5.0),
+        [np.cumsum(RNG.uniform(-4.0, 4.0, 12))],
+        True,
+    ),
+    ("polyfit", lambda x, y: np.polyfit(x, y, 2), [np.linspace(-1.0, 1.0, 7) + 0.1 * V, V], True),
+    (
+        "polyfit-weighted",
+        lambda y, w: np.polyfit(XP, y, 3, w=np.abs(w) + 0.5),
+        [np.stack([FP, XP**2], 1), FP],
+        True,
+    ),
+    ("compress", lambda a: np.compress([True, False, True], a, axis=0), [M], True),
+    ("extract", lambda a: np.extract(M > 0, a), [M], True),
+    ("resize", lambda a: np.resize(a, (6, 4)), [M], True),
+    ("histogram", lambda w: np.histogram(M, bins=3, weights=w)[0], [M], True),
+    (
+        "histogram-density",
+        lambda w: np.histogram(M, bins=[-1, 0, 0.5, 1], weights=w, density=True)[0],
+        [M],
+        True,
+    ),
 ]
 
 
 def test_every_composition_is_tested_here():
     swept = {getattr(np, name.split("-")[0].rstrip("23")) for name, *_ in CASES}
-    by_hand = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.bincount, np.isposinf, np.isneginf}
+    by_hand = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.bincount, np.partition, np.argpartition}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -242,3 +272,12 @@ def test_cov_transposes_and_widens_as_numpy(m, y, rowvar):
     got = np.cov(ea.tensor(m), y, rowvar=rowvar)
     assert got.dtype == want.dtype
     assert_close(got, want)
+
+
+def test_partition_and_argpartition_give_a_valid_partition_by_sorting():
+    for kth in (0, 2, (1, 3)):
+        part = np.partition(ea.tensor(M), kth, axis=1)
+        assert_close(part, np.sort(M, axis=1))  # a full sort partitions at every kth
+        assert_close(np.take_along_axis(M, np.asarray(np.argpartition(ea.tensor(M), kth)), 1), np.sort(M, 1))
+    g = ea.grad(lambda a: ea.sum(np.partition(a, 2, axis=None)[:3]))(M)  # the three smallest
+    assert_close(g, np.isin(M, np.sort(M, axis=None)[:3]) * 1.0)
