@@ -212,28 +212,6 @@ def _concatenate(arrays: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
     return ops.concatenate(arrays, axis=axis)
 
 
-def _at_least(rank: int) -> Function:
-    """``np.atleast_1d``/``2d``/``3d``: numpy's placement of the new size-1 axes (a vector is a
-    row, and in 3-D a matrix gains a last axis); several arrays give a tuple."""
-
-    def one(a: ArrayLike) -> Tensor:
-        shape = shape_of(a)
-        if len(shape) >= rank:
-            return ops.reshape(a, shape)
-        if rank == 3 and len(shape) == 2:
-            return ops.reshape(a, (*shape, 1))
-        if rank == 3:
-            return ops.reshape(a, (1, *(shape or (1,)), 1))
-        return ops.reshape(a, (1,) * (rank - len(shape)) + shape)
-
-    def at_least(*arys: ArrayLike) -> Tensor | tuple[Tensor, ...]:
-        out = tuple(one(a) for a in arys)
-        return out[0] if len(out) == 1 else out
-
-    at_least.__name__ = f"atleast_{rank}d"
-    return at_least
-
-
 def _isclose(
     a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
 ) -> Any:
@@ -261,6 +239,7 @@ def _count_nonzero(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -
     return ops.sum(ops.not_equal(a, 0), axis=axis, keepdims=keepdims)
 
 
+_at_least = numpy_compositions.at_least
 _at_least_2d = _at_least(2)
 
 

@@ -512,15 +512,30 @@ def _column_stack(tup: Sequence[Any]) -> Any:
     return ops.concatenate(cols, axis=1)
 
 
-def _dstack(tup: Sequence[Any]) -> Any:
-    def three(a: Any) -> Any:
-        shape = shape_of(a)
-        if len(shape) >= 3:
-            return ops.reshape(a, shape)
-        if len(shape) == 2:
-            return ops.reshape(a, (*shape, 1))
-        return ops.reshape(a, (1, *(shape or (1,)), 1))
+def at_least(rank: int) -> Function:
+    """``np.atleast_1d``/``2d``/``3d``: numpy's placement of the new size-1 axes (a vector is a
+    row, and in 3-D a matrix gains a last axis); several arrays give a tuple."""
 
+    def one(a: Any) -> Any:
+        shape = shape_of(a)
+        if len(shape) >= rank:
+            return ops.reshape(a, shape)
+        if rank == 3 and len(shape) == 2:
+            return ops.reshape(a, (*shape, 1))
+        if rank == 3:
+            return ops.reshape(a, (1, *(shape or (1,)), 1))
+        return ops.reshape(a, (1,) * (rank - len(shape)) + shape)
+
+    def at_least(*arys: Any) -> Any:
+        out = tuple(one(a) for a in arys)
+        return out[0] if len(out) == 1 else out
+
+    at_least.__name__ = f"atleast_{rank}d"
+    return at_least
+
+
+def _dstack(tup: Sequence[Any]) -> Any:
+    three = at_least(3)
     return ops.concatenate([three(a) for a in tup], axis=2)
 
 
