@@ -359,7 +359,6 @@ _FUNCTIONS: dict[Function, Function] = {
     np.hstack: _hstack,
     np.split: ops.split,
     np.flip: ops.flip,
-    np.where: ops.where,
     np.clip: ops.clip,
     np.sort: _sort,
     np.argsort: _argsort,

@@ -755,6 +755,29 @@ def _nonzero(a: Any) -> tuple[np.ndarray, ...]:
     return np.nonzero(_known(a, "nonzero"))
 
 
+def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
+    """numpy.where: with `x` and `y` einad's select; with the condition alone, numpy's nonzero."""
+    if x is None and y is None:
+        return _nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    return ops.where(condition, x, y)
+
+
+def _einsum_path(subscripts: Any, *operands: Any, optimize: Any = "greedy", einsum_call: bool = False) -> Any:
+    """numpy.einsum_path from the operands' shapes alone (arrays of no memory stand for them), so
+    it plans traced and staged operands too."""
+    if einsum_call:
+        raise TypeError("numpy.einsum_path on einad Tensors does not take einsum_call")
+    stand_ins = [
+        np.lib.stride_tricks.as_strided(np.zeros(1, dtype_of(o)), shape_of(o), (0,) * len(shape_of(o)))
+        if isinstance(o, Tensor) or hasattr(o, "shape")
+        else o
+        for o in (subscripts, *operands)
+    ]
+    return np.einsum_path(*stand_ins, optimize=optimize)
+
+
 def _argwhere(a: Any) -> np.ndarray:
     return np.argwhere(_known(a, "argwhere"))
 
@@ -1035,6 +1058,8 @@ FUNCTIONS: dict[Function, Function] = {
     np.digitize: _digitize,
     np.isin: _isin,
     np.nonzero: _nonzero,
+    np.where: _where,
+    np.einsum_path: _einsum_path,
     np.argwhere: _argwhere,
     np.flatnonzero: _flatnonzero,
     np.unique: _unique,

@@ -116,6 +116,7 @@ CASES = [
     ("searchsorted", lambda a: np.searchsorted(XP, a, side="right"), [V], False),
     ("digitize", lambda a: np.digitize(a, XP[::-1]), [V], False),
     ("isin", lambda a: np.isin(np.round(a), [0.0, 1.0]), [M], False),
+    ("where", lambda a, b: np.where(a > b, a, -b), [M, M[::-1]], True),
     ("cumulative_sum", lambda a: np.cumulative_sum(a, axis=1, include_initial=True), [M], True),
     ("cumulative_prod", lambda a: np.cumulative_prod(a[0]), [M], True),
     ("unstack", lambda a: np.unstack(a, axis=1)[2], [M], True),
@@ -152,6 +153,7 @@ CASES = [
 def test_every_composition_is_tested_here():
     swept = {getattr(np, name.split("-")[0].rstrip("23")) for name, *_ in CASES}
     by_hand = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.bincount, np.partition, np.argpartition}
+    by_hand |= {np.einsum_path}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -200,6 +202,9 @@ def test_values_whose_shape_depends_on_them_are_read_where_they_are_known():
     assert_close(np.nonzero(t)[0], np.nonzero(x)[0])
     assert_close(np.argwhere(t), np.argwhere(x))
     assert_close(np.flatnonzero(t), np.flatnonzero(x))
+    assert_close(np.where(t)[0], np.where(x)[0])  # the condition alone: numpy's nonzero
+    with pytest.raises(ValueError, match="either both or neither of x and y"):
+        np.where(t > 0, t)
     values, index, counts = np.unique(t, return_index=True, return_counts=True)
     assert_close(values, np.unique(x))
     assert_close(index, np.unique(x, return_index=True)[1])
@@ -281,3 +286,12 @@ def test_partition_and_argpartition_give_a_valid_partition_by_sorting():
         assert_close(np.take_along_axis(M, np.asarray(np.argpartition(ea.tensor(M), kth)), 1), np.sort(M, 1))
     g = ea.grad(lambda a: ea.sum(np.partition(a, 2, axis=None)[:3]))(M)  # the three smallest
     assert_close(g, np.isin(M, np.sort(M, axis=None)[:3]) * 1.0)
+
+
+def test_einsum_path_plans_traced_operands_from_their_shapes():
+    a, b, c = np.ones((8, 2)), np.ones((2, 8)), np.ones((8, 3))
+    want = np.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")
+    seen = []
+    ea.jit(lambda *xs: seen.append(np.einsum_path("ij,jk,kl->il", *xs, optimize="optimal")) or xs[0])(a, b, c)
+    assert seen[0][0] == want[0] and seen[0][1] == want[1]
+    assert ea.grad(lambda x: np.einsum_path("ij,jk,kl->il", x, b, c)[0] and ea.sum(x))(a).shape == a.shape
