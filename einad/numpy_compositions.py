@@ -25,7 +25,7 @@ from .arrays import to_numpy
 from .core import Staged, Tensor
 from .errors import TracerError
 from .rules import indexing, linalg, reductions
-from .util import dtype_of, normalize_axes, normalize_axis, raw, shape_of, to_array_operand, wrap
+from .util import dtype_of, lib_array, normalize_axes, normalize_axis, raw, shape_of, to_array_operand, wrap
 
 Function = Callable[..., Any]
 
@@ -43,6 +43,11 @@ def _known(x: Any, name: str) -> Any:
             )
         x = x._value
     return to_numpy(x) if not isinstance(x, (bool, int, float, complex)) else np.asarray(x)
+
+
+def _tensor(x: Any) -> Tensor:
+    """`x` as a Tensor (an array of another library too), so that operators on it are einad's."""
+    return wrap(to_array_operand(x))
 
 
 def _not(mask: Any) -> Any:
@@ -282,13 +287,13 @@ def _ptp(a: Any, axis: Axis = None, keepdims: bool = False) -> Any:
 def _average(
     a: Any, axis: Axis = None, weights: Any = None, returned: bool = False, *, keepdims: bool = False
 ) -> Any:
-    a = to_array_operand(a)
+    a = _tensor(a)
     shape = shape_of(a)
     if weights is None:
         avg = ops.mean(a, axis, keepdims)
         scale: Any = math.prod(shape[k] for k in normalize_axes(axis, len(shape)))  # numpy's count
     else:
-        w = to_array_operand(weights)
+        w = _tensor(weights)
         if shape_of(w) != shape:
             if axis is None:
                 raise TypeError("numpy.average: axis must be given when weights and a differ in shape")
@@ -325,7 +330,7 @@ def _quantiles(a: Any, q: Any, axis: Axis, method: str, keepdims: bool, name: st
             if "quantile" in name
             else "Percentiles must be in the range [0, 100]"
         )
-    a = to_array_operand(a)
+    a = _tensor(a)
     nd = len(shape_of(a))
     axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
     a = ops.moveaxis(a, axes, tuple(range(nd - len(axes), nd)))  # the axes reduced: last, merged
@@ -336,7 +341,7 @@ def _quantiles(a: Any, q: Any, axis: Axis, method: str, keepdims: bool, name: st
     if skip_nans and dtype_of(ranked).kind in "fc":
         count = ops.sum(_not(ops.isnan(ranked)), -1, keepdims=True)  # (*rest, 1)
         last = ops.maximum(count - 1, 0)
-        pos: Any = ops.astype(count - 1, real) * qs.ravel().astype(real)  # (*rest, len(q))
+        pos: Any = ops.astype(count - 1, real) * lib_array(ranked, qs.ravel().astype(real))  # (*rest, len(q))
 
         def place(k: Any) -> Any:
             return ops.astype(ops.clip(k, 0, last), np.intp)
@@ -355,7 +360,7 @@ def _quantiles(a: Any, q: Any, axis: Axis, method: str, keepdims: bool, name: st
         rounding = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}.get(method, np.floor)
         lo = rounding(pos).astype(np.intp)
         hi = np.minimum(lo + 1, n - 1)
-        frac = pos - lo
+        frac = lib_array(ranked, (pos - lo).astype(real))  # (planned with numpy: in x's library)
 
         def gather(k: Any) -> Any:
             return indexing.take(ranked, k, axis=-1)
@@ -446,9 +451,9 @@ def _cov(
 def _at_least_2d_rows(m: Any, rowvar: bool, dtype: Any, second: bool = False) -> Any:
     """The variables as rows, in numpy's dtype for cov (at least float64); numpy's own rule for
     transposing with ``rowvar=False``: `m` unless 1-D, the `second` (y) unless one row."""
-    x = to_array_operand(m)
+    x = _tensor(m)
     vector = len(shape_of(x)) < 2
-    x = ops.astype(x, np.result_type(dtype_of(x), np.float64) if dtype is None else dtype)
+    x = wrap(ops.astype(x, np.result_type(dtype_of(x), np.float64) if dtype is None else dtype))
     if len(shape_of(x)) > 2:
         raise ValueError("numpy.cov: m has more than 2 dimensions")
     x = ops.reshape(x, (1, -1)) if len(shape_of(x)) < 2 else x
@@ -472,7 +477,7 @@ def _corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) 
 
 def _rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     """numpy.rot90: flips and a transposition, as numpy's own."""
-    m = to_array_operand(m)
+    m = _tensor(m)
     nd = len(shape_of(m))
     if len(axes) != 2:
         raise ValueError("len(axes) must be 2.")
@@ -577,7 +582,7 @@ def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str =
 
 def _vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
     """Columns of powers by repeated products (no ``0 ** 0`` whose slope would be nan)."""
-    x = to_array_operand(x)
+    x = _tensor(x)
     if len(shape_of(x)) != 1:
         raise ValueError("x must be a one-dimensional array or sequence.")
     n = shape_of(x)[0] if N is None else int(N)
@@ -592,7 +597,7 @@ def _vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
 
 
 def _trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Any:
-    y = to_array_operand(y)
+    y = _tensor(y)
     nd = len(shape_of(y))
     ax = normalize_axis(axis, nd)
     if x is None:
@@ -611,7 +616,7 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, perio
     finds its interval by counting the points at or below it."""
     if period is not None:
         raise TypeError("numpy.interp on einad Tensors takes no period=")
-    x, xp, fp = to_array_operand(x), to_array_operand(xp), to_array_operand(fp)
+    x, xp, fp = _tensor(x), _tensor(xp), _tensor(fp)
     if len(shape_of(xp)) != 1 or shape_of(xp) != shape_of(fp):
         raise ValueError("fp and xp are not of the same length.")
     n = shape_of(xp)[0]
@@ -636,7 +641,7 @@ def _interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, perio
 def _correlation(a: Any, v: Any, mode: str, name: str) -> Any:
     """``out[k] = sum_j a[j + k - (m - 1)] v[j]`` over the full lags (zeros outside `a`), as a
     gather of windows of the padded `a` and one einsum; then numpy's `mode` cut from it."""
-    a, v = to_array_operand(a), to_array_operand(v)
+    a, v = _tensor(a), _tensor(v)
     if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
         raise ValueError(f"numpy.{name}: object too deep for desired array (1-D operands only)")
     n, m = shape_of(a)[0], shape_of(v)[0]
@@ -669,7 +674,7 @@ def _convolve(a: Any, v: Any, mode: str = "full") -> Any:
 
 def _polyval(p: Any, x: Any) -> Any:
     """Horner's rule over the coefficients (highest power first)."""
-    p = to_array_operand(p)
+    p = _tensor(p)
     if len(shape_of(p)) != 1:
         raise ValueError("numpy.polyval on einad Tensors takes a 1-D array of coefficients")
     y = ops.multiply(x, 0)  # numpy's zeros_like(x), with x's shape
@@ -681,7 +686,7 @@ def _polyval(p: Any, x: Any) -> Any:
 def _gradient(f: Any, *varargs: Any, axis: Axis = None, edge_order: int = 1) -> Any:
     """numpy.gradient with uniform spacings (one number per axis, or one for all): central
     differences inside, one-sided ones (first or second order) at the edges."""
-    f = to_array_operand(f)
+    f = _tensor(f)
     nd = len(shape_of(f))
     axes = normalize_axes(axis, nd)
     if len(varargs) > 1 and len(varargs) != len(axes) or any(np.ndim(h) for h in varargs):
@@ -722,7 +727,7 @@ def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any
     a count of comparisons, so it stages under jit (no derivative)."""
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    a = to_array_operand(a)
+    a = _tensor(a)
     if sorter is not None:
         a = indexing.take(a, sorter)
     below = ops.less if side == "left" else ops.less_equal
@@ -730,7 +735,7 @@ def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any
 
 
 def _digitize(x: Any, bins: Any, right: bool = False) -> Any:
-    bins_ = to_array_operand(bins)
+    bins_ = _tensor(bins)
     values = _known(bins_, "digitize") if type(bins_) is not Tensor or bins_._trace is None else None
     decreasing = values is not None and values.size > 1 and values[0] > values[-1]
     if decreasing:
@@ -819,7 +824,7 @@ def _bincount(x: Any, weights: Any = None, minlength: int = 0) -> Any:
     length = max(int(minlength), int(idx.max()) + 1 if idx.size else 0)
     if weights is None:
         return np.bincount(idx, minlength=length)
-    w = to_array_operand(weights)
+    w = _tensor(weights)
     if dtype_of(w).kind == "c":
         raise TypeError("numpy.bincount takes real weights (it sums them in float64)")
     if shape_of(w) != idx.shape:
@@ -851,7 +856,7 @@ def _cumulative(name: str) -> Function:
     puts the identity first."""
 
     def call(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
-        x = to_array_operand(x)
+        x = _tensor(x)
         if axis is None:
             if len(shape_of(x)) > 1:
                 raise ValueError(
@@ -870,7 +875,7 @@ def _cumulative(name: str) -> Function:
 
 
 def _unstack(x: Any, /, *, axis: int = 0) -> Any:
-    x = to_array_operand(x)
+    x = _tensor(x)
     ax = normalize_axis(axis, len(shape_of(x)))
     return tuple(indexing.take(x, k, axis=ax) for k in range(shape_of(x)[ax]))
 
@@ -895,7 +900,7 @@ def _piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw:
     (the later conditions win, as numpy's); a number in `funclist` is a constant; one function
     more than conditions is the otherwise case. The derivative at an element is its own
     piece's function's alone."""
-    x = to_array_operand(x)
+    x = _tensor(x)
     conds = [condlist] if not isinstance(condlist, (list, tuple)) else list(condlist)
     if len(funclist) == len(conds) + 1:
         taken = (
@@ -924,7 +929,7 @@ def _piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw:
 def _unwrap(p: Any, discont: Any = None, axis: int = -1, *, period: float = 2 * np.pi) -> Any:
     """numpy.unwrap: each step's jump mapped into ``[-period/2, period/2)`` where it exceeds
     `discont`, the corrections summed along `axis` (the derivative of p passes unchanged)."""
-    p = to_array_operand(p)
+    p = _tensor(p)
     ax = normalize_axis(axis, len(shape_of(p)))
     dd = indexing.diff(p, axis=ax)
     half = period / 2
@@ -947,7 +952,7 @@ def _polyfit(
     if deg < 0:
         raise ValueError("expected deg >= 0")
     van = _vander(x, deg + 1)
-    y = to_array_operand(y)
+    y = _tensor(y)
     if w is not None:
         van = van * ops.reshape(w, (-1, 1))
         y = y * (ops.reshape(w, (-1,) + (1,) * (len(shape_of(y)) - 1)))
@@ -1000,7 +1005,7 @@ def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, w
     where = np.searchsorted(edges, values.ravel(), side="right") - 1
     where[values.ravel() == edges[-1]] = len(edges) - 2  # the last bin is closed, as numpy's
     inside = (where >= 0) & (where < len(edges) - 1)
-    w = ops.reshape(to_array_operand(weights) if weights is not None else np.ones(values.size), (-1,))
+    w = ops.reshape(_tensor(weights) if weights is not None else np.ones(values.size), (-1,))
     sums = _bincount(
         where[inside], weights=indexing.take(w, np.flatnonzero(inside)), minlength=len(edges) - 1
     )

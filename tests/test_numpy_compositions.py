@@ -9,6 +9,7 @@ import pytest
 import einad as ea
 from einad import numpy_compositions
 from einad.errors import TracerError
+from tests.support.checks import check_lib
 from tests.support.numerics import assert_close
 
 RNG = np.random.default_rng(5)
@@ -295,3 +296,24 @@ def test_einsum_path_plans_traced_operands_from_their_shapes():
     ea.jit(lambda *xs: seen.append(np.einsum_path("ij,jk,kl->il", *xs, optimize="optimal")) or xs[0])(a, b, c)
     assert seen[0][0] == want[0] and seen[0][1] == want[1]
     assert ea.grad(lambda x: np.einsum_path("ij,jk,kl->il", x, b, c)[0] and ea.sum(x))(a).shape == a.shape
+
+
+LIB_CASES = {
+    "median": lambda a: np.median(a, axis=1),
+    "quantile-midpoint": lambda a: np.quantile(a, [0.3, 0.6], axis=0, method="midpoint"),
+    "nanmedian": lambda a: np.nanmedian(a, axis=1),
+    "nanmean": lambda a: np.nanmean(a, axis=0),
+    "cov": lambda a: np.cov(a),
+    "convolve": lambda a: np.convolve(a[0], a[1], "same"),
+    "rot90": lambda a: np.rot90(a),
+    "piecewise": lambda a: np.piecewise(a, [a < 0], [0.0, lambda v: v * 2]),
+    "fmax": lambda a: np.fmax(a, 0.25),
+}
+
+
+@pytest.mark.parametrize("name", list(LIB_CASES))
+def test_compositions_stay_in_the_operands_library(lib, name):
+    """What a composition computes with numpy (the places of a quantile) joins the operand's
+    library: a torch operand gave "arrays of two libraries in one call" in median."""
+    f = LIB_CASES[name]
+    check_lib(lib, f(ea.tensor(lib.asarray(M))), f(M), rtol=1e-9, atol=1e-12)
