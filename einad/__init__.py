@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from . import autoray_backend as _autoray_backend
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
 from .aliases import DTypeLike
+from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
@@ -144,6 +145,7 @@ __all__ = [
     "checkpoint",
     "clip",
     "concatenate",
+    "cond",
     "conj",
     "contract_expression",
     "contract_path",
@@ -158,6 +160,7 @@ __all__ = [
     "enable_grad",
     "expand_dims",
     "flip",
+    "fori_loop",
     "grad",
     "gradcheck",
     "hessian",
@@ -190,6 +193,7 @@ __all__ = [
     "repeat",
     "reshape",
     "roll",
+    "scan",
     "softmax",
     "sort",
     "split",
@@ -198,6 +202,7 @@ __all__ = [
     "std",
     "stop_gradient",
     "sum",
+    "switch",
     "take",
     "take_along_axis",
     "tensor",
@@ -215,6 +220,7 @@ __all__ = [
     "vjp",
     "vmap",
     "where",
+    "while_loop",
 ]
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
 __all__ += list(_EXPORTED)  # and those the rules modules export (core.export)

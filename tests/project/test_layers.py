@@ -63,6 +63,7 @@ LAYERS: dict[str, list[str]] = {
     ],
     "public": [
         "einad.ops",
+        "einad.control",
         "einad.numpy_compositions",
         "einad.numpy_api",
         "einad.autoray_backend",
