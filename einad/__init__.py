@@ -6,7 +6,7 @@ are built on one small tracing core.
 """
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from . import autoray_backend as _autoray_backend
 from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
@@ -56,7 +56,16 @@ from .ops import (
     where,
 )
 from .program import Graph, make_graph
-from .pytree import register_pytree_node, tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten
+from .pytree import (
+    register_pytree_node,
+    tree_all,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_reduce,
+    tree_structure,
+    tree_unflatten,
+)
 from .rules import linalg
 from .rules.indexing import (
     argmax,
@@ -97,6 +106,15 @@ if TYPE_CHECKING:  # what type checkers see of them
 
 
 __version__ = "0.1.0"
+
+
+_T = TypeVar("_T")
+
+
+def block_until_ready(x: _T) -> _T:
+    """`x` itself (``jax.block_until_ready``, for timing loops written for JAX): einad computes
+    as it is called, so a value is ready when it is returned; any pytree passes through."""
+    return x
 
 
 def tensor(data: ArrayLike, dtype: DTypeLike | None = None, requires_grad: bool = False) -> Tensor:
@@ -141,6 +159,7 @@ __all__ = [
     "argmax",
     "argmin",
     "argsort",
+    "block_until_ready",
     "broadcast_to",
     "checkpoint",
     "clip",
@@ -210,9 +229,11 @@ __all__ = [
     "tile",
     "trace",
     "transpose",
+    "tree_all",
     "tree_flatten",
     "tree_leaves",
     "tree_map",
+    "tree_reduce",
     "tree_structure",
     "tree_unflatten",
     "value_and_grad",

@@ -14,6 +14,7 @@ key its cache on it.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -347,6 +348,34 @@ def tree_leaves(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> list
 def tree_structure(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> TreeDef:
     """The structure of `tree`, as `tree_flatten` gives it (``jax.tree_util.tree_structure``)."""
     return tree_flatten(tree, is_leaf)[1]
+
+
+_NO_INITIAL = object()
+
+
+def tree_reduce(
+    function: Callable[[Any, Any], Any],
+    tree: Any,
+    initializer: Any = _NO_INITIAL,
+    is_leaf: Callable[[Any], bool] | None = None,
+) -> Any:
+    """`function` folded over the leaves of `tree`, as ``jax.tree_util.tree_reduce``
+    (``functools.reduce`` on `tree_leaves`; `initializer` first when given).
+
+    Raises:
+        TypeError: For a tree without leaves and no `initializer`.
+    """
+    leaves = tree_flatten(tree, is_leaf)[0]
+    if initializer is _NO_INITIAL:
+        if not leaves:
+            raise TypeError("tree_reduce of a tree without leaves needs an initializer")
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    """Whether every leaf of `tree` is true, as ``jax.tree_util.tree_all`` (True for none)."""
+    return all(tree_flatten(tree, is_leaf)[0])
 
 
 def tree_map(

@@ -361,3 +361,19 @@ def test_tree_leaves_and_tree_structure_are_jaxs():
         ea.tree_leaves(ea.grad(lambda p: sum(ea.sum(x**2) for x in ea.tree_leaves(p)))({"u": np.ones(3)}))
     )
     assert_close(total, np.full(3, 2.0))
+
+
+def test_tree_reduce_and_tree_all_are_jaxs():
+    """jax.tree_util's folds over the leaves (absent before): reduce in tree_flatten's order,
+    with or without an initializer; all of the leaves true (True for none)."""
+    tree = {"b": (2.0, [3.0]), "a": 1.0}
+    assert ea.tree_reduce(lambda acc, x: acc * 10 + x, tree) == 123.0  # a, then b's leaves
+    assert ea.tree_reduce(lambda acc, x: acc + x, tree, 100.0) == 106.0
+    assert ea.tree_reduce(lambda acc, x: acc + x, [], 0) == 0
+    with pytest.raises(TypeError, match="initializer"):
+        ea.tree_reduce(lambda acc, x: acc + x, {})
+    assert ea.tree_all([True, (1, np.True_)]) and not ea.tree_all({"a": 0, "b": 1}) and ea.tree_all([])
+    norm2 = ea.grad(lambda p: ea.tree_reduce(lambda acc, x: acc + ea.sum(x**2), p, 0.0))(
+        {"u": np.arange(3.0)}
+    )
+    assert_close(norm2["u"], 2 * np.arange(3.0))

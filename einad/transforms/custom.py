@@ -163,6 +163,25 @@ def _argnums(nums: Any, keyword: str, what: str) -> tuple[int, ...]:
     return tuple(int(i) for i in items)
 
 
+def _with_names(
+    fn: Callable[..., Any], nums: tuple[int, ...], names: str | Sequence[str], keyword: str, what: str
+) -> tuple[int, ...]:
+    """`nums` with the positions of the parameters `names` added (JAX's ``*_argnames``)."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names:
+        return nums
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):  # (a builtin without a signature)
+        raise TypeError(f"{what}: {keyword} needs a function whose parameters Python can read") from None
+    out = set(nums)
+    for n in names:
+        if n not in params:
+            raise ValueError(f"{what}: {keyword} names {n!r}, which is not a parameter of {_name(fn)!r}")
+        out.add(params.index(n))
+    return tuple(sorted(out))
+
+
 class _Args:
     """How one call's positional arguments become the primitive's operands, and back.
 
@@ -596,6 +615,8 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
     argument in its place; ``bwd`` takes them first, ``bwd(*nondiff_args, residuals, g)``,
     and returns cotangents for the other arguments only. An array at such a position may
     be traced (JAX refuses that for custom_vjp): no derivative flows to it.
+    ``nondiff_argnames`` names such arguments instead (they join ``nondiff_argnums`` in
+    the order of the parameters).
 
     Every reverse-mode transformation (`grad`, `vjp`, `jacrev`, ``Tensor.backward``), also
     through `jit` and `vmap`, runs ``fwd`` in the forward pass and ``bwd`` in the reverse pass;
@@ -618,9 +639,16 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
         straight_through_round.defvjp(lambda x: (ea.round(x), None), lambda res, g: (g,))
     """
 
-    def __init__(self, fn: Callable[..., Any], nondiff_argnums: int | Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        nondiff_argnums: int | Sequence[int] = (),
+        nondiff_argnames: str | Sequence[str] = (),
+    ) -> None:
         self.fn = fn
-        self.nondiff_argnums = _argnums(nondiff_argnums, "nondiff_argnums", f"custom_vjp {_name(fn)!r}")
+        what = f"custom_vjp {_name(fn)!r}"
+        nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
+        self.nondiff_argnums = _with_names(fn, nums, nondiff_argnames, "nondiff_argnames", what)
         self.fwd: Callable[..., Any] | None = None
         self.bwd: Callable[..., Any] | None = None
         functools.update_wrapper(self, fn)
@@ -736,7 +764,8 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
     ``nondiff_argnums`` (JAX's convention) lists the arguments that are not differentiated:
     the rule takes them first, ``rule(*nondiff_args, primals, tangents)``, and `primals` and
     `tangents` hold the other arguments only. An array at such a position may be traced; it
-    is held fixed (JAX's ``stop_gradient``).
+    is held fixed (JAX's ``stop_gradient``). ``nondiff_argnames`` names such arguments
+    instead (they join ``nondiff_argnums`` in the order of the parameters).
 
     `jvp`, `jacfwd` and `hessian` call the rule; reverse mode (`grad`, `vjp`, `jacrev`) uses
     its transpose, taken by reverse mode through the rule as a function of the tangents, so
@@ -757,9 +786,16 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
             return log1pexp(x), t * (1.0 - 1.0 / (1.0 + ea.exp(x)))
     """
 
-    def __init__(self, fn: Callable[..., Any], nondiff_argnums: int | Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        nondiff_argnums: int | Sequence[int] = (),
+        nondiff_argnames: str | Sequence[str] = (),
+    ) -> None:
         self.fn = fn
-        self.nondiff_argnums = _argnums(nondiff_argnums, "nondiff_argnums", f"custom_jvp {_name(fn)!r}")
+        what = f"custom_jvp {_name(fn)!r}"
+        nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
+        self.nondiff_argnums = _with_names(fn, nums, nondiff_argnames, "nondiff_argnames", what)
         self.rule: Callable[..., Any] | None = None
         functools.update_wrapper(self, fn)
 
@@ -845,6 +881,7 @@ def checkpoint(
     f: Callable[..., Any],
     *,
     static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
     prevent_cse: bool = True,
     policy: Callable[..., Any] | None = None,
 ) -> Callable[..., Any]:
@@ -857,7 +894,8 @@ def checkpoint(
     arrays; forward mode differentiates `f` directly, and `vmap` maps `f` once for the batch.
 
     ``static_argnums`` (JAX's keyword) lists the arguments passed to `f` as they are, not
-    differentiated: functions, strings, shapes (an array there is held fixed).
+    differentiated: functions, strings, shapes (an array there is held fixed);
+    ``static_argnames`` names them instead.
     ``prevent_cse`` (JAX's) is taken and changes nothing: in a staged program the forward
     of `f` is one ``checkpoint`` equation, which no pass can merge the recomputation into. A
     ``policy`` (JAX's choice of intermediates to keep) is not offered: every intermediate is
@@ -869,7 +907,9 @@ def checkpoint(
             f"{what}: a checkpoint policy (which intermediates to save) is not offered; einad "
             "recomputes every intermediate of f. Checkpoint a smaller function to keep more"
         )
-    nums = _argnums(static_argnums, "static_argnums", what)
+    nums = _with_names(
+        f, _argnums(static_argnums, "static_argnums", what), static_argnames, "static_argnames", what
+    )
 
     @functools.wraps(f)
     def checkpointed(*args: Any, **kwargs: Any) -> Any:

@@ -962,3 +962,30 @@ def test_checkpoint_takes_jaxs_prevent_cse_and_refuses_a_policy():
         assert ops.count("sin") == 1 and ops.count("cos") == 2  # its inner sin again, for the cosines
     with pytest.raises(NotImplementedError, match="policy"):
         ea.checkpoint(block, policy=lambda *a, **k: True)
+
+
+def test_argnames_name_the_arguments_that_argnums_would_number():
+    """JAX's nondiff_argnames and checkpoint's static_argnames (TypeErrors before): the named
+    parameters join the numbered ones, in the parameters' order."""
+
+    @functools.partial(ea.custom_vjp, nondiff_argnames=("scale",))
+    def scaled(x, scale):
+        return x * scale
+
+    scaled.defvjp(lambda x, scale: (x * scale, None), lambda scale, res, g: (g * scale * 10,))
+    assert_close(ea.grad(lambda x: ea.sum(scaled(x, 2.0)))(np.ones(2)), [20.0, 20.0])  # the rule's
+
+    @functools.partial(ea.custom_jvp, nondiff_argnums=(2,), nondiff_argnames="n")
+    def power(x, n, offset):
+        return x**n + offset
+
+    power.defjvp(lambda n, offset, p, t: (power(p[0], n, offset), 100.0 * t[0]))
+    assert_close(ea.jvp(lambda x: power(x, 3, 1.0), (np.ones(2),), (np.ones(2),))[1], [100.0, 100.0])
+
+    block = ea.checkpoint(lambda x, mode: ea.sin(x) if mode == "sin" else ea.cos(x), static_argnames="mode")
+    assert_close(ea.grad(lambda x: ea.sum(block(x, "sin")))(np.zeros(2)), [1.0, 1.0])
+    assert_close(ea.grad(lambda x: ea.sum(block(x, mode="cos")))(np.full(2, np.pi / 2)), [-1.0, -1.0])
+    with pytest.raises(ValueError, match="static_argnames names 'y', which is not a parameter"):
+        ea.checkpoint(lambda x: x, static_argnames="y")
+    with pytest.raises(ValueError, match="nondiff_argnames names 'z'"):
+        ea.custom_jvp(lambda x: x, nondiff_argnames=("z",))

@@ -612,6 +612,8 @@ def test_numpy_style_methods_match_numpy():
     assert_close(t.sort(1).numpy(), np.sort(M0, 1))
     assert_close(t.sort(None).numpy(), np.sort(M0, None))
     assert t.block_until_ready() is t  # JAX's: einad's values are ready when returned
+    pair = {"a": t, "b": [1.0]}
+    assert ea.block_until_ready(pair) is pair  # and jax.block_until_ready, on any pytree
     top_two = lambda a: ea.sum(a.sort(axis=None)[-2:] * np.array([1.0, 2.0]))
     g = ea.grad(lambda a: top_two(a) + ea.sum(a.repeat(2, 0)) + a.ptp())(M0)
     top = np.argsort(M0, axis=None)
