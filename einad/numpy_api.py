@@ -268,6 +268,24 @@ def _argsort(
     return indexing.argsort(a, axis)  # always stable
 
 
+def _einsum(
+    *operands: Any, dtype: Any = None, order: str = "K", casting: str = "safe", **kwargs: Any
+) -> Tensor:
+    """numpy.einsum: with `dtype`, each array operand cast to it first, as `casting` allows
+    (numpy's 'safe' default refuses float64 to float32); `order` (a memory layout) is moot."""
+    if dtype is not None:
+        arrays_at = [k for k, o in enumerate(operands) if isinstance(o, Tensor) or hasattr(o, "dtype")]
+        for k in arrays_at:
+            have = dtype_of(operands[k])
+            if not np.can_cast(have, dtype, casting):  # type: ignore[arg-type]
+                raise TypeError(
+                    f"numpy.einsum: cannot cast an operand of dtype {have} to {np.dtype(dtype)} "
+                    f"according to the rule {casting!r}"
+                )
+        operands = tuple(ops.astype(o, dtype) if k in arrays_at else o for k, o in enumerate(operands))
+    return ops.einsum(*operands, **kwargs)
+
+
 def _vdot(a: ArrayLike, b: ArrayLike) -> Tensor:
     return ops.dot(ops.reshape(ops.conj(a), (-1,)), ops.reshape(b, (-1,)))
 
@@ -337,7 +355,7 @@ _FUNCTIONS: dict[Function, Function] = {
     np.amin: ops.min,
     np.cumsum: reductions.cumsum,
     np.cumprod: reductions.cumprod,
-    np.einsum: ops.einsum,
+    np.einsum: _einsum,
     np.dot: ops.dot,
     np.vdot: _vdot,
     np.inner: ops.inner,

@@ -82,7 +82,9 @@ DIFFERENTIABLE = {
     np.amin: lambda x: np.amin(x, axis=0, keepdims=True),
     np.cumsum: lambda x: np.cumsum(x, axis=0),
     np.cumprod: lambda x: np.cumprod(x, axis=1),
-    np.einsum: lambda x: np.einsum("ij,j->i", x, V) + np.einsum("ij->i", x),
+    np.einsum: lambda x: (
+        np.einsum("ij,j->i", x, V) + np.einsum("ij->i", x, dtype=np.complex128, order="C").real
+    ),
     np.dot: lambda x: np.dot(x, V),
     np.vdot: lambda x: np.vdot(x, Y),
     np.inner: lambda x: np.inner(x, Y),
@@ -394,6 +396,10 @@ def test_numpy_never_writes_into_a_tensors_array():
         (lambda t: np.sin(t, where=np.ones((3, 4), bool)), "numpy.sin.*where"),
         (lambda t: np.add(t, t, dtype=np.float32), "numpy.add.*dtype"),
         (lambda t: np.cumsum(t, out=np.empty(12)), "numpy.cumsum.*out"),
+        (
+            lambda t: np.einsum("ij->i", t, dtype=np.float32),
+            "cast an operand of dtype float64 to float32.*'safe'",
+        ),
         (lambda t: np.sort(t, order="x"), "order"),
         (lambda t: np.einsum_path("ij,jk", t, t.T, einsum_call=True), "einsum_call"),
     ],
