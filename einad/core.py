@@ -1327,11 +1327,13 @@ class Tensor:
         def var(
             self,
             axis: Axis = None,
-            ddof: int = 0,
+            ddof: float = 0,
             keepdims: bool = False,
             *,
             dtype: DTypeLike | None = None,
             where: ArrayLike | None = None,
+            mean: ArrayLike | None = None,
+            correction: float | None = None,
         ) -> Tensor: ...
         def max(
             self,
@@ -1376,11 +1378,13 @@ class Tensor:
         def std(
             self,
             axis: Axis = None,
-            ddof: int = 0,
+            ddof: float = 0,
             keepdims: bool = False,
             *,
             dtype: DTypeLike | None = None,
             where: ArrayLike | None = None,
+            mean: ArrayLike | None = None,
+            correction: float | None = None,
         ) -> Tensor: ...
         def cumsum(self, axis: int | None = None) -> Tensor: ...
         def cumprod(self, axis: int | None = None) -> Tensor: ...

@@ -268,22 +268,43 @@ def _argsort(
     return indexing.argsort(a, axis)  # always stable
 
 
+def _cast(values: Sequence[Any], dtype: Any, casting: str, name: str) -> list[Any]:
+    """numpy's ``dtype=`` and ``casting=`` of a joining function: each array among `values` cast
+    to `dtype` first, as `casting` allows (other values, a subscript string, pass through)."""
+    if dtype is None:
+        return list(values)
+    out = []
+    for v in values:
+        if isinstance(v, Tensor) or hasattr(v, "dtype"):
+            have = dtype_of(v)
+            if not np.can_cast(have, dtype, casting):  # type: ignore[arg-type]
+                raise TypeError(
+                    f"{name}: cannot cast an operand of dtype {have} to {np.dtype(dtype)} "
+                    f"according to the rule {casting!r}"
+                )
+            v = ops.astype(v, dtype)
+        out.append(v)
+    return out
+
+
 def _einsum(
     *operands: Any, dtype: Any = None, order: str = "K", casting: str = "safe", **kwargs: Any
 ) -> Tensor:
     """numpy.einsum: with `dtype`, each array operand cast to it first, as `casting` allows
     (numpy's 'safe' default refuses float64 to float32); `order` (a memory layout) is moot."""
-    if dtype is not None:
-        arrays_at = [k for k, o in enumerate(operands) if isinstance(o, Tensor) or hasattr(o, "dtype")]
-        for k in arrays_at:
-            have = dtype_of(operands[k])
-            if not np.can_cast(have, dtype, casting):  # type: ignore[arg-type]
-                raise TypeError(
-                    f"numpy.einsum: cannot cast an operand of dtype {have} to {np.dtype(dtype)} "
-                    f"according to the rule {casting!r}"
-                )
-        operands = tuple(ops.astype(o, dtype) if k in arrays_at else o for k, o in enumerate(operands))
-    return ops.einsum(*operands, **kwargs)
+    return ops.einsum(*_cast(operands, dtype, casting, "numpy.einsum"), **kwargs)
+
+
+def _joined(join: Function, name: str) -> Function:
+    """np.concatenate, stack, vstack and hstack with numpy's ``dtype=`` and ``casting=``."""
+
+    def call(
+        arrays: Sequence[Any], *args: Any, dtype: Any = None, casting: str = "same_kind", **kwargs: Any
+    ) -> Any:
+        return join(_cast(list(arrays), dtype, casting, f"numpy.{name}"), *args, **kwargs)
+
+    call.__name__ = name
+    return call
 
 
 def _vdot(a: ArrayLike, b: ArrayLike) -> Tensor:
@@ -371,10 +392,10 @@ _FUNCTIONS: dict[Function, Function] = {
     np.squeeze: ops.squeeze,
     np.expand_dims: ops.expand_dims,
     np.broadcast_to: ops.broadcast_to,
-    np.concatenate: _concatenate,
-    np.stack: ops.stack,
-    np.vstack: _vstack,
-    np.hstack: _hstack,
+    np.concatenate: _joined(_concatenate, "concatenate"),
+    np.stack: _joined(ops.stack, "stack"),
+    np.vstack: _joined(_vstack, "vstack"),
+    np.hstack: _joined(_hstack, "hstack"),
     np.split: ops.split,
     np.flip: ops.flip,
     np.clip: ops.clip,

@@ -361,14 +361,25 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def var(
         self,
         axis: Axis = None,
-        ddof: int = 0,
+        ddof: float = 0,
         keepdims: bool = False,
         *,
         dtype: DTypeLike | None = None,
         where: ArrayLike | None = None,
+        mean: ArrayLike | None = None,
+        correction: float | None = None,
     ) -> Tensor:
         """Variance along `axis`, as `einad.var`."""
-        return var(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype, where=where)
+        return var(
+            self,
+            axis=axis,
+            ddof=ddof,
+            keepdims=keepdims,
+            dtype=dtype,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
 
     def max(
         self,
@@ -446,14 +457,25 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def std(
         self,
         axis: Axis = None,
-        ddof: int = 0,
+        ddof: float = 0,
         keepdims: bool = False,
         *,
         dtype: DTypeLike | None = None,
         where: ArrayLike | None = None,
+        mean: ArrayLike | None = None,
+        correction: float | None = None,
     ) -> Tensor:
         """Standard deviation along `axis`, as `einad.std` (numpy's ``ddof=0``; PyTorch's default is 1)."""
-        return std(self, axis=axis, ddof=ddof, keepdims=keepdims, dtype=dtype, where=where)
+        return std(
+            self,
+            axis=axis,
+            ddof=ddof,
+            keepdims=keepdims,
+            dtype=dtype,
+            where=where,
+            mean=mean,
+            correction=correction,
+        )
 
     def cumsum(self, axis: int | None = None, *, dtype: DTypeLike | None = None) -> Tensor:
         """Cumulative sum along `axis` (of the flattened tensor by default), as `einad.cumsum`."""

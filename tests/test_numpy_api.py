@@ -452,3 +452,37 @@ def test_isclose_and_allclose_follow_numpy_at_infinities_and_nans_and_stage_unde
     pick = ea.jit(lambda x, y: ea.where(np.allclose(x, y), x, -x))
     assert_close(pick(X, X + 1e-9), X)
     assert_close(pick(X, X + 1.0), -X)
+
+
+def test_numpy_2_keywords_of_the_variance_and_the_joins():
+    """numpy 2's var/std ``mean=`` and the array API's ``correction=``, and the joins' ``dtype=``
+    and ``casting=`` (TypeErrors before); the same on einad's functions and methods."""
+    m = X.mean(axis=1, keepdims=True)
+    for name in ("var", "std"):
+        assert_close(getattr(np, name)(ea.tensor(X), axis=1, mean=m), getattr(np, name)(X, axis=1, mean=m))
+        assert_close(getattr(ea.tensor(X), name)(correction=1), getattr(np, name)(X, correction=1))
+        assert_close(
+            getattr(ea, name)(X, axis=0, correction=0.5), getattr(np, name)(X, axis=0, correction=0.5)
+        )
+        with pytest.raises(ValueError, match="ddof and correction"):
+            getattr(ea, name)(X, ddof=1, correction=1)
+    # a mean given is differentiated as given: computed from x, the gradient is var's own
+    g = ea.grad(lambda x: ea.var(x, axis=1, mean=ea.mean(x, axis=1, keepdims=True)).sum())(X)
+    assert_close(g, ea.grad(lambda x: ea.var(x, axis=1).sum())(X))
+    t32 = ea.tensor(X.astype(np.float32))
+    for join, args in [
+        (np.concatenate, ([t32, Y], 1)),
+        (np.stack, ([t32, t32], -1)),
+        (np.vstack, ([t32, Y],)),
+        (np.hstack, ([t32, V[:3, None]],)),
+    ]:
+        for dtype in (np.float32, np.complex128):
+            got = join(*args, dtype=dtype)
+            want = join(*[[np.asarray(a) for a in args[0]], *args[1:]], dtype=dtype)
+            assert got.dtype == want.dtype
+            assert_close(got, want)
+    with pytest.raises(
+        TypeError, match="numpy.concatenate: cannot cast an operand of dtype float64 to int32"
+    ):
+        np.concatenate([ea.tensor(X)], dtype=np.int32)
+    assert np.concatenate([ea.tensor(X)], dtype=np.int32, casting="unsafe").dtype == np.int32

@@ -380,15 +380,27 @@ def _mean_raw(x: Value, axis: Axis, keepdims: bool) -> Any:
 def var(
     x: ArrayLike,
     axis: Axis = None,
-    ddof: int = 0,
+    ddof: float = 0,
     keepdims: bool = False,
     *,
     dtype: DTypeLike | None = None,
     where: ArrayLike | None = None,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
 ) -> Tensor:
     """Variance along `axis` with `ddof` delta degrees of freedom (numpy's default 0); with
     `dtype` (floating-point or complex), computed in it and of that dtype, as numpy's;
-    ``where=`` as `mean`'s (the mean and the sum of squares of the elements it keeps)."""
+    ``where=`` as `mean`'s (the mean and the sum of squares of the elements it keeps).
+    numpy 2's ``mean`` (the mean, with kept axes, computed already: not computed again, and
+    differentiated as given) and the array API's ``correction`` (another name for `ddof`).
+
+    Raises:
+        ValueError: If both `ddof` and `correction` are given.
+    """
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError("ddof and correction can't be provided simultaneously.")
+        ddof = correction
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         raise TypeError(
             f"var and std take a floating-point or complex dtype, got {np.dtype(dtype)} (numpy's "
@@ -399,8 +411,12 @@ def var(
     axes = normalize_axes(axis, len(shape))
     if where is not None:
         n = _masked_count(x, where, axes, keepdims)
-        kept_mean = apply2(
-            "divide", sum_raw(masked(x, where, 0, "var"), axes, True), _masked_count(x, where, axes, True)
+        kept_mean: Any = (
+            apply2(
+                "divide", sum_raw(masked(x, where, 0, "var"), axes, True), _masked_count(x, where, axes, True)
+            )
+            if mean is None
+            else to_operand(mean)
         )
         d = masked(x - kept_mean, where, 0, "var")  # (selected before squaring: 0, not inf * 0, there)
         dof = apply2("maximum", n - ddof, 0)
@@ -414,7 +430,8 @@ def var(
         dof = builtins.max(dof, 0)  # (`max` in this module is the reduction)
     else:  # a count made lazily (dask's unknown chunk sizes)
         dof = apply2("maximum", dof, 0)
-    d = x - _mean_raw(x, axis, True)
+    centre: Any = _mean_raw(x, axis, True) if mean is None else to_operand(mean)
+    d = x - centre
     out = sum_raw(real(d * conj(d)), axis, keepdims) / dof
     return wrap(out if dtype is None else astype(out, dtype))  # (numpy's: complex for a complex dtype)
 
@@ -431,15 +448,20 @@ def _inexact(x: ArrayLike) -> Value:
 def std(
     x: ArrayLike,
     axis: Axis = None,
-    ddof: int = 0,
+    ddof: float = 0,
     keepdims: bool = False,
     *,
     dtype: DTypeLike | None = None,
     where: ArrayLike | None = None,
+    mean: ArrayLike | None = None,
+    correction: float | None = None,
 ) -> Tensor:
     """Standard deviation along `axis`, ``sqrt(var(x))`` (its derivative is infinite where
-    the variance is 0, as the square root's); `dtype` and ``where=`` as `var`'s."""
-    return wrap(sqrt(var(x, axis, ddof, keepdims, dtype=dtype, where=where)))
+    the variance is 0, as the square root's); `dtype`, ``where=``, ``mean`` and ``correction``
+    as `var`'s."""
+    return wrap(
+        sqrt(var(x, axis, ddof, keepdims, dtype=dtype, where=where, mean=mean, correction=correction))
+    )
 
 
 def _stable_shift(x: Any, axes: tuple[int, ...]) -> Any:
