@@ -106,14 +106,6 @@ def _fmod(x: Any, y: Any) -> Any:
     return ops.where(apart, m - y, m)
 
 
-def _floor_divide(x: Any, y: Any) -> Any:
-    """numpy's floor_divide: ``(x - mod(x, y)) / y``, a whole number up to rounding, rounded (no
-    derivative)."""
-    q = ops.round(ops.stop_gradient(ops.divide(ops.subtract(x, ops.mod(x, y)), y)))  # (as numpy's)
-    kind = np.result_type(dtype_of(x), dtype_of(y))
-    return ops.astype(q, kind) if kind.kind in "iu" else q
-
-
 def _heaviside(x: Any, h: Any) -> Any:
     dt = np.result_type(dtype_of(x), dtype_of(h))
     step = ops.where(ops.less(x, 0), 0.0, ops.where(ops.greater(x, 0), 1.0, h))
@@ -176,7 +168,7 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.fmin: (_nan_aware("minimum"), False),
     np.trunc: (_trunc, False),
     np.fmod: (_fmod, False),
-    np.floor_divide: (_floor_divide, False),
+    np.floor_divide: (ops.floor_divide, False),
     np.heaviside: (_heaviside, False),
     np.logical_and: (_logical("and"), True),
     np.logical_or: (_logical("or"), True),

@@ -753,3 +753,26 @@ def test_a_reverse_trace_runs_a_plain_operation_by_its_implementation(monkeypatc
         monkeypatch.setattr(core, "bind", real)
     assert seen == ["process_test_square"]  # the value beneath is the outer trace's: bound there
     np.testing.assert_array_equal(out._value._value, x**2)
+
+
+def test_floor_division_divmod_and_round_on_tensors_as_numpy():
+    """Python's //, divmod and round() on Tensors (TypeErrors before), as numpy's arrays give
+    them: floor division exact where numpy's is (5.3 // 0.1 is 52), integers for integers, and
+    no derivative through the quotient."""
+    x = np.array([7.5, -2.5, 3.0, 5.3])
+    t = ea.tensor(x)
+    np.testing.assert_array_equal(t // 2.0, x // 2.0)
+    np.testing.assert_array_equal(10.0 // t, 10.0 // x)
+    np.testing.assert_array_equal(t // 0.1, x // 0.1)
+    q, r = divmod(t, 2.0)
+    np.testing.assert_array_equal(q, x // 2.0)
+    np.testing.assert_array_equal(r, x % 2.0)
+    np.testing.assert_array_equal(divmod(3.0, t)[0], 3.0 // x)
+    i = np.array([7, -3, 9])
+    got = ea.tensor(i) // 2
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, i // 2)
+    np.testing.assert_array_equal(round(t), np.round(x))
+    np.testing.assert_array_equal(round(t, 1), np.round(x, 1))
+    np.testing.assert_allclose(ea.grad(lambda a: ea.sum(a // 2.0 + a))(x), np.ones(4))  # the quotient is flat
+    np.testing.assert_array_equal(ea.jit(lambda a: a // 0.7)(x), x // 0.7)

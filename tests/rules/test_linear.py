@@ -865,6 +865,7 @@ NOT_CONCERNED = {
         "getitem",
         "reshape",
         "ravel",
+        "floor_divide",
         "stop_gradient",
         "outer",
         "einsum",
