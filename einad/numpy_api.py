@@ -60,6 +60,20 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
         return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
 
     numpy_functions[ufunc] = call
+    if ufunc.nin == 2 and ufunc.nout == 1 and ufunc is not np.matmul:
+        numpy_functions[(ufunc, "outer")] = _outer_of(name, call)
+
+
+def _outer_of(name: str, call: Function) -> Function:
+    """``ufunc.outer(a, b)``: the ufunc on `a` with one new axis per axis of `b`, broadcast
+    against `b` (every pair), as numpy's."""
+
+    def outer(a: ArrayLike, b: ArrayLike, /, **kwargs: Any) -> Any:
+        shape_a, nd_b = shape_of(a), len(shape_of(b))
+        return call(ops.reshape(a, (*shape_a, *(1,) * nd_b)) if nd_b else a, b, **kwargs)
+
+    outer.__name__ = f"{name}.outer"
+    return outer
 
 
 def _is(value: Any, default: Any) -> bool:
