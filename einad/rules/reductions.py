@@ -481,13 +481,35 @@ def _logsumexp(x: Value, axes: tuple[int, ...], keepdims: bool) -> Any:
     return out
 
 
-def logsumexp(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def logsumexp(
+    x: ArrayLike,
+    axis: Axis = None,
+    keepdims: bool = False,
+    *,
+    b: ArrayLike | None = None,
+    return_sign: bool = False,
+) -> Any:
     """log(sum(exp(x))) along `axis` (all axes by default), stable at any magnitude.
 
-    Booleans and integers are computed in float64.
+    Booleans and integers are computed in float64. scipy's and JAX's ``b`` weighs each
+    term, ``log(sum(b * exp(x)))``; a negative sum is nan unless ``return_sign``, which
+    gives ``(log|sum|, sign of the sum)`` (the sign without a derivative).
     """
     x = _inexact(x)
-    return wrap(_logsumexp(x, normalize_axes(axis, len(shape_of(x))), keepdims))
+    axes = normalize_axes(axis, len(shape_of(x)))
+    if b is None and not return_sign:
+        return wrap(_logsumexp(x, axes, keepdims))
+    m = _stable_shift(x, axes)
+    terms = exp(x - m)
+    if b is not None:
+        terms = terms * to_operand(b)
+    total = sum_raw(terms, axes, keepdims=True)
+    sign = stop_gradient(bind(PRIMITIVES["sign"], (total,), {}))
+    out = (log(total * sign) if return_sign else log(total)) + m  # (|total| with its derivative)
+    if not keepdims:
+        kept = tuple(d for i, d in enumerate(shape_of(out)) if i not in axes)
+        out, sign = reshape_raw(out, kept), reshape_raw(sign, kept)
+    return (wrap(out), wrap(sign)) if return_sign else wrap(out)
 
 
 def _log_softmax(x: Any, axes: tuple[int, ...]) -> Any:

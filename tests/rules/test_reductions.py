@@ -85,6 +85,28 @@ def test_logsumexp(kwargs):
     check_op(lambda x: ea.logsumexp(x, **kwargs), lambda x: _logsumexp(x, **kwargs), X3)
 
 
+def test_logsumexp_weights_and_sign_as_scipy():
+    """scipy's and JAX's ``b`` (weights) and ``return_sign`` (TypeErrors before): the log of
+    the weighted sum's magnitude and its sign, stable at large magnitudes; gradients in x and
+    b by central differences (and at 1000, the closed form)."""
+    x = np.array([[1000.0, 999.0, -3.0], [2.0, 0.5, 1.0]])
+    w = np.array([[1.0, -2.0, 0.5], [-1.0, 3.0, 0.25]])
+    value, sign = ea.logsumexp(x, axis=1, b=w, return_sign=True)
+    s0 = 1.0 - 2.0 * np.exp(-1.0) + 0.5 * np.exp(-1003.0)  # the sum relative to e^1000 (negative)
+    assert_close(value[0], 1000.0 + np.log(np.abs(s0)))
+    s1 = -np.exp(2.0) + 3.0 * np.exp(0.5) + 0.25 * np.exp(1.0)
+    assert_close(value[1], np.log(np.abs(s1)))
+    assert_close(sign, [np.sign(s0), np.sign(s1)])
+    assert_close(ea.logsumexp(x[1], b=np.abs(w[1])), np.log(np.sum(np.abs(w[1]) * np.exp(x[1]))))
+    kept, kept_sign = ea.logsumexp(x, b=w, keepdims=True, return_sign=True)
+    assert kept.shape == kept_sign.shape == (1, 1)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(ea.logsumexp(np.array([0.0, 1.0]), b=np.array([1.0, -1.0])).numpy())  # scipy's nan
+    ea.gradcheck(lambda a, b: ea.logsumexp(a, b=b, return_sign=True)[0], x[1], w[1])
+    g = ea.grad(lambda a: ea.logsumexp(a, b=np.array([1.0, 3.0])))(np.array([1000.0, 1000.0]))
+    assert_close(g, [0.25, 0.75])
+
+
 @both_modes
 def test_logsumexp_reduces_every_axis_by_default():
     assert ea.logsumexp(X3).shape == ()
