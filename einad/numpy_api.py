@@ -153,6 +153,8 @@ _ufunc_method(np.logical_and, "reduce", ops.all)
 _ufunc_method(np.logical_or, "reduce", ops.any)
 _ufunc_method(np.add, "accumulate", reductions.cumsum, scan=True)
 _ufunc_method(np.multiply, "accumulate", reductions.cumprod, scan=True)
+_ufunc_method(np.maximum, "accumulate", numpy_compositions.cumulative_extreme("maximum"), scan=True)
+_ufunc_method(np.minimum, "accumulate", numpy_compositions.cumulative_extreme("minimum"), scan=True)
 
 
 # -- array functions ---------------------------------------------------------------------------

@@ -866,6 +866,35 @@ def _cumulative(name: str) -> Function:
     return call
 
 
+def cumulative_extreme(name: str) -> Function:
+    """``np.maximum.accumulate`` and ``np.minimum.accumulate`` (running max and min) along
+    `axis`: Hillis and Steele's scan, log2(n) elementwise steps, each joining the values
+    shifted by 1, 2, 4, ... places (the identity, -inf for max, shifted in)."""
+    op = getattr(ops, name)
+    high = name == "maximum"
+
+    def accumulate(x: Any, axis: int = 0) -> Any:
+        x = _tensor(x)
+        nd = len(shape_of(x))
+        ax = normalize_axis(axis, nd)
+        n, dt = shape_of(x)[ax], dtype_of(x)
+        if dt.kind in "iu":
+            fill: Any = np.iinfo(dt).min if high else np.iinfo(dt).max
+        else:
+            fill = (not high) if dt.kind == "b" else (-np.inf if high else np.inf)
+        out, step = x, 1
+        while step < n:
+            widths = [(0, 0)] * nd
+            widths[ax] = (step, 0)
+            shifted = indexing.take(indexing.pad(out, widths, constant_values=fill), np.arange(n), axis=ax)
+            out = op(out, shifted)
+            step *= 2
+        return out
+
+    accumulate.__name__ = f"{name}_accumulate"
+    return accumulate
+
+
 def _unstack(x: Any, /, *, axis: int = 0) -> Any:
     x = _tensor(x)
     ax = normalize_axis(axis, len(shape_of(x)))

@@ -72,6 +72,8 @@ DIFFERENTIABLE = {
     (np.logaddexp, "reduce"): lambda x: np.logaddexp.reduce(x, axis=1),
     (np.add, "accumulate"): lambda x: np.add.accumulate(x, axis=1),
     (np.multiply, "accumulate"): lambda x: np.multiply.accumulate(x),
+    (np.maximum, "accumulate"): lambda x: np.maximum.accumulate(x, axis=1),
+    (np.minimum, "accumulate"): lambda x: np.minimum.accumulate(x),
     np.sum: lambda x: np.sum(x, axis=0),
     np.mean: lambda x: np.mean(x, axis=1, keepdims=True),
     np.var: lambda x: np.var(x, axis=0, ddof=1),
