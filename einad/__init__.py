@@ -9,7 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from . import autoray_backend as _autoray_backend
-from . import numpy_api  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
+from . import (
+    numpy_api,  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
+    special,
+)
 from .aliases import DTypeLike
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad
@@ -217,6 +220,7 @@ __all__ = [
     "scan",
     "softmax",
     "sort",
+    "special",
     "split",
     "squeeze",
     "stack",

@@ -64,6 +64,7 @@ LAYERS: dict[str, list[str]] = {
     "public": [
         "einad.ops",
         "einad.control",
+        "einad.special",
         "einad.numpy_compositions",
         "einad.numpy_api",
         "einad.autoray_backend",
