@@ -62,7 +62,8 @@ def scan(
     """``jax.lax.scan``: `f(carry, x) -> (carry, y)` over the leading axis of `xs` (a pytree),
     returning the last carry and the `y`s stacked along a new leading axis (a pytree like
     each `y`; None where `f` gives None). Without `xs`, `length` iterations with ``x = None``.
-    ``reverse`` runs from the last slice to the first (the `y`s keep the slices' order).
+    ``reverse`` runs from the last slice to the first (the `y`s keep the slices' order);
+    ``unroll`` (JAX's) is taken and changes nothing: the loop is always unrolled.
     """
     leaves, tree = tree_flatten(xs)
     if any(not shape_of(x) for x in leaves):
