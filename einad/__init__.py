@@ -86,6 +86,7 @@ from .rules.indexing import (
 )
 from .rules.reductions import cumprod, cumsum, std
 from .testing import gradcheck
+from .transforms.autodiff import FLOAT0 as float0
 from .transforms.autodiff import (
     grad,
     hessian,
@@ -183,6 +184,7 @@ __all__ = [
     "enable_grad",
     "expand_dims",
     "flip",
+    "float0",
     "floor_divide",
     "fori_loop",
     "grad",

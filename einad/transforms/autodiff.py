@@ -292,7 +292,11 @@ def _seed(ct: Any, value: Any) -> Any:
 
 
 def value_and_grad(
-    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+    f: Callable[..., Any],
+    argnums: ArgNums = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable[..., Any]:
     """A function returning ``(f(*args), gradient)``; with `has_aux`, ``((value, aux), gradient)``.
 
@@ -310,6 +314,9 @@ def value_and_grad(
         holomorphic: Whether `f` is a holomorphic function of complex arguments with a
             complex scalar output (JAX's keyword): the gradient is then ``f'(z)``, the VJP of
             the cotangent 1.
+        allow_int: JAX's keyword: integer and boolean leaves among the differentiated
+            arguments are held fixed, and their gradient is an array of `FLOAT0` zeros of
+            their shape (``jax.dtypes.float0``), instead of a TypeError.
 
     Returns:
         A function with `f`'s arguments. It raises TypeError when `f`'s output is
@@ -320,6 +327,10 @@ def value_and_grad(
     _argnums_type(argnums)  # a wrong type fails here, where the transformation is made
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
+        if allow_int:
+            held = _integers_held(f, argnums, has_aux, holomorphic, args, kwargs)
+            if held is not None:
+                return held
         trace, out, aux, td, boxed, cts = _reverse(f, argnums, has_aux, args, kwargs, False, holomorphic)
         taken: set[int] = set()
         flat = []
@@ -334,6 +345,54 @@ def value_and_grad(
 
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
     return value_and_grad_f
+
+
+FLOAT0 = np.dtype([("float0", np.void, 0)])
+"""The dtype of the gradient of an integer input under ``allow_int`` (JAX's
+``jax.dtypes.float0``): an array of it has a shape and no values."""
+
+
+def _is_integer_leaf(x: Any) -> bool:
+    if isinstance(x, (bool, int, np.integer, np.bool_)):
+        return True
+    return (type(x) is Tensor or arrays.is_array(x)) and dtype_of(x).kind in "biu"
+
+
+def _integers_held(
+    f: Callable[..., Any],
+    argnums: ArgNums,
+    has_aux: bool,
+    holomorphic: bool,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> tuple[Any, Any] | None:
+    """`value_and_grad` with ``allow_int``, where integer leaves are among the differentiated
+    arguments: `f` differentiated in its other leaves alone, the integer leaves' gradients
+    `FLOAT0` zeros of their shapes. None where there are no integer leaves."""
+    nums = _argnums(argnums, len(args))
+    flat, td = tree_flatten([args[i] for i in nums])
+    fixed = [_is_integer_leaf(x) for x in flat]
+    if not any(fixed):
+        return None
+    free = [x for x, held in zip(flat, fixed) if not held]
+
+    def leaves_of(values: Sequence[Any]) -> list[Any]:
+        it = iter(values)
+        return [x if held else next(it) for x, held in zip(flat, fixed)]
+
+    def g(*values: Any) -> Any:
+        return f(*_substitute(args, nums, tree_unflatten(td, leaves_of(values))), **kwargs)
+
+    if free:
+        value, grads = value_and_grad(g, tuple(range(len(free))), has_aux, holomorphic)(*free)
+    else:  # nothing to differentiate: the value alone
+        value, grads = g(), ()
+        if has_aux:
+            value = (value[0], value[1])
+    zeros = [np.zeros(shape_of(x), FLOAT0) for x, held in zip(flat, fixed) if held]
+    it_grad, it_zero = iter(grads), iter(zeros)
+    out = tree_unflatten(td, [next(it_zero) if held else next(it_grad) for held in fixed])
+    return value, out[0] if isinstance(argnums, (int, np.integer)) else tuple(out)
 
 
 def _reverse(
@@ -489,7 +548,11 @@ def _where(nums: tuple[int, ...], td: TreeDef, k: int) -> str:
 
 
 def grad(
-    f: Callable[..., Any], argnums: ArgNums = 0, has_aux: bool = False, holomorphic: bool = False
+    f: Callable[..., Any],
+    argnums: ArgNums = 0,
+    has_aux: bool = False,
+    holomorphic: bool = False,
+    allow_int: bool = False,
 ) -> Callable[..., Any]:
     """The gradient of a scalar-valued `f` with respect to the arguments `argnums`.
 
@@ -501,13 +564,15 @@ def grad(
         has_aux: Whether `f` returns an auxiliary value beside the scalar.
         holomorphic: Whether `f` is holomorphic in complex arguments, with a complex scalar
             output: the gradient is then ``f'(z)`` (JAX's keyword).
+        allow_int: Integer and boolean leaves of the differentiated arguments are held fixed,
+            with `FLOAT0` zeros as their gradient (JAX's keyword; see `value_and_grad`).
 
     Returns:
         A function with `f`'s arguments returning the gradient, shaped like the
         differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
         level the gradient is arrays of the inputs' library; inside another transformation, Tensors.
     """
-    vg = value_and_grad(f, argnums, has_aux, holomorphic)
+    vg = value_and_grad(f, argnums, has_aux, holomorphic, allow_int)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
         value, g = vg(*args, **kwargs)

@@ -280,3 +280,25 @@ def test_vmap_matches_jax():
         ea.grad(lambda xs: ea.sum(ea.vmap(lambda x, w: ours_ck(x, w, ea.sin)["norm"])(xs, ws)))(xs),
         jax.grad(lambda xs: jnp.sum(jax.vmap(lambda x, w: theirs_ck(x, w, jnp.sin)["norm"])(xs, ws)))(xs),
     )
+
+
+def test_allow_int_holds_integer_leaves_fixed_with_float0_gradients():
+    """JAX's allow_int (a TypeError before): integer and boolean leaves among the
+    differentiated arguments are held fixed and get an array of float0 zeros of their shape;
+    the float leaves' gradients are as without them."""
+    f = lambda x, n: ea.sum(x**n)
+    x = np.array([1.0, 2.0])
+    gx, gn = ea.grad(f, argnums=(0, 1), allow_int=True)(x, 3)
+    assert_close(gx, 3 * x**2)
+    assert gn.dtype == ea.float0 and gn.shape == ()
+    tree = ea.grad(lambda p: ea.sum(p["w"] * p["k"]), allow_int=True)({"w": x, "k": np.array([2, 3])})
+    assert_close(tree["w"], [2.0, 3.0])
+    assert tree["k"].dtype == ea.float0 and tree["k"].shape == (2,)
+    value, g = ea.value_and_grad(lambda n, flag: n * 2.0 + flag, argnums=(0, 1), allow_int=True)(3, True)
+    assert value == 7.0 and g[0].dtype == g[1].dtype == ea.float0
+    (v, aux), gi = ea.value_and_grad(lambda n: (n * 2.0, n), has_aux=True, allow_int=True)(4)
+    assert v == 8.0 and aux == 4 and gi.dtype == ea.float0
+    gx_jit = ea.jit(ea.grad(f, argnums=(0, 1), allow_int=True))(x, 3)[0]
+    assert_close(gx_jit, 3 * x**2)
+    with pytest.raises(TypeError, match="the integer 3"):
+        ea.grad(f, argnums=1)(x, 3)  # still refused without it
