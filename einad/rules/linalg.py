@@ -1365,7 +1365,11 @@ def _linalg_dtype(x: Value) -> Value:
 
 def _matrix(a: ArrayLike, square: bool = True) -> Value:
     """A stack of matrices as numpy.linalg checks it, at the call."""
-    x = _linalg_dtype(to_array_operand(a))
+    return _matrix_shape(_linalg_dtype(to_array_operand(a)), square)
+
+
+def _matrix_shape(x: Value, square: bool = False) -> Value:
+    """`x` itself, once its shape is checked as a stack of matrices (its dtype kept)."""
     shape = shape_of(x)
     if len(shape) < 2:
         raise LinAlgError(f"{len(shape)}-dimensional array given. Array must be at least two-dimensional")
@@ -1625,7 +1629,8 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Tenso
 
     ``x = pinv(a, rcond) @ b``, so it is differentiable in both `a` and `b` wherever the
     rank is constant. Singular values at or below ``rcond`` times the largest count as
-    zero (numpy's default: machine epsilon times ``max(m, n)``).
+    zero (numpy's default: machine epsilon times ``max(m, n)``; a negative ``rcond`` means
+    machine epsilon, as in numpy).
 
     Returns:
         ``(x, residuals, rank, s)`` as numpy: the solution; the squared residual norm of
@@ -1646,7 +1651,10 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Tenso
         raise LinAlgError("Incompatible dimensions")
     dtype = np.result_type(dtype_of(x), dtype_of(y))
     x, y = astype(x, dtype), astype(y, dtype)
-    cut = float(np.finfo(dtype).eps) * max(m, n) if rcond is None else float(rcond)
+    eps = float(np.finfo(dtype).eps)
+    cut = eps * max(m, n) if rcond is None else float(rcond)
+    if cut < 0:  # numpy's (LAPACK gelsd's): a negative rcond means machine precision
+        cut = eps
     vector = len(shape_of(y)) == 1
     rhs = reshape_raw(y, (m, 1)) if vector else y
     sol = _mm(bind(pinv_p, (x,), {"rcond": cut, "hermitian": False}), rhs)
@@ -1921,24 +1929,29 @@ def outer(x1: ArrayLike, x2: ArrayLike, /) -> Tensor:
 def trace(x: ArrayLike, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
     """The sums along a diagonal of the last two axes (numpy.linalg.trace; numpy.trace's axes are
     the first two)."""
-    return _diagonal_sum(_matrix(x, square=False), offset, -2, -1, dtype=dtype)
+    return _diagonal_sum(_matrix_shape(to_array_operand(x)), offset, -2, -1, dtype=dtype)
 
 
 def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Tensor:
     """A diagonal of the last two axes (numpy.linalg.diagonal; numpy.diagonal's are the first two)."""
-    return _diagonal(_matrix(x, square=False), offset, -2, -1)
+    return _diagonal(_matrix_shape(to_array_operand(x)), offset, -2, -1)
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
-    """``sum(conj(x1) * x2)`` along `axis` with broadcasting, as numpy.linalg.vecdot."""
-    a, b = to_array_operand(x1), to_array_operand(x2)
-    sa, sb = shape_of(a), shape_of(b)
-    nd = max(len(sa), len(sb))
+    """``sum(conj(x1) * x2)`` along `axis` with broadcasting, as numpy.linalg.vecdot: `axis` is
+    each operand's own (numpy's gufunc axis), the other axes broadcast."""
+    a, b = (_axis_last(to_array_operand(v), axis) for v in (x1, x2))
+    if shape_of(a)[-1] != shape_of(b)[-1]:
+        raise ValueError(
+            f"vecdot: x1 and x2 differ in size along axis {axis} ({shape_of(a)[-1]} and {shape_of(b)[-1]})"
+        )
+    return wrap(sum_raw(conj(a) * b, -1))
+
+
+def _axis_last(x: Value, axis: int) -> Any:
+    nd = len(shape_of(x))
     ax = normalize_axes(axis, nd)[0]
-    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
-    if sa[ax] != sb[ax]:
-        raise ValueError(f"vecdot: x1 and x2 differ in size along axis {axis} ({sa[ax]} and {sb[ax]})")
-    return wrap(sum_raw(conj(reshape_raw(a, sa)) * reshape_raw(b, sb), ax))
+    return _transpose_to(x, [k for k in range(nd) if k != ax] + [ax])
 
 
 def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:

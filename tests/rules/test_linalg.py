@@ -1333,6 +1333,18 @@ def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution():
     assert_close(residuals.numpy(), [np.sum((b - r @ x_np) ** 2)])  # computed, where numpy gives none
 
 
+def test_lstsq_with_a_negative_rcond_cuts_at_machine_precision_as_numpys():
+    """numpy passes rcond to LAPACK's gelsd, where a negative one means machine precision (the
+    old ``rcond=-1`` idiom): a zero singular value is then still cut, not inverted."""
+    r = _normal((5, 2)) @ _normal((2, 3))  # rank 2
+    b = _normal(5)
+    x, _, rank, _ = L.lstsq(r, b, rcond=-1)
+    x_np, _, rank_np, _ = np.linalg.lstsq(r, b, rcond=-1)
+    assert int(rank.numpy()) == rank_np == 2
+    assert_close(x.numpy(), x_np)
+    assert_close(x.numpy(), np.linalg.pinv(r) @ b)  # the minimum-norm solution
+
+
 def _eig_gauge_free(a):
     w, v = L.eig(a)
     return w, ea.abs(v), v @ (w[..., :, None] ** 2 * L.inv(v))  # values, |entries|, V Λ² V⁻¹ (= A²)
@@ -1575,6 +1587,40 @@ def test_numpy_2s_other_linalg_functions_match_numpy_and_differentiate(name):
     assert_close(
         ea.jacfwd(lambda t: call(L, t))(a), ea.jacrev(lambda t: call(L, t))(a), rtol=1e-9, atol=1e-11
     )
+
+
+def test_linalg_trace_and_diagonal_keep_integer_and_boolean_dtypes():
+    """numpy.linalg.trace and diagonal take numpy.trace's and numpy.diagonal's dtypes (an integer
+    stack sums to int64, a boolean diagonal stays boolean): not the float64 of the
+    factorizations."""
+    stack = np.arange(12).reshape(2, 2, 3)
+    for x in (stack, stack.astype(np.int32), stack % 2 == 0):
+        for offset in (-1, 0, 1):
+            for name in ("trace", "diagonal"):
+                want = getattr(np.linalg, name)(x, offset=offset)
+                got = getattr(L, name)(x, offset=offset)
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_vecdots_axis_is_each_operands_own_as_numpys():
+    """numpy.linalg.vecdot is a gufunc: `axis` counts in each operand's own axes before the others
+    broadcast, so a vector against a stack's axis 0 (or 1) is a product along that axis."""
+    x = _G.standard_normal((2, 3, 4))
+    for axis, y in (
+        (0, _G.standard_normal(2)),
+        (1, _G.standard_normal((4, 3))),
+        (-2, _G.standard_normal((3, 1))),
+    ):
+        want = np.linalg.vecdot(x, y, axis=axis)
+        assert_close(L.vecdot(x, y, axis=axis), want, rtol=1e-12, atol=1e-12)
+        # the sum is linear in x: its gradient holds numpy's sums at the unit arrays
+        basis = np.eye(x.size).reshape(x.size, *x.shape)
+        want_grad = np.array([np.sum(np.linalg.vecdot(e, y, axis=axis)) for e in basis]).reshape(x.shape)
+        got_grad = ea.grad(lambda t, y=y, axis=axis: ea.sum(L.vecdot(t, y, axis=axis)))(x)
+        assert_close(got_grad, want_grad, rtol=1e-12, atol=1e-12)
+    with pytest.raises(np.exceptions.AxisError):
+        L.vecdot(x, _G.standard_normal(3), axis=1)
 
 
 def test_multi_dot_is_one_contraction_in_the_cheapest_order():
