@@ -104,9 +104,10 @@ def _select(choose: Callable[[Sequence[Any]], Any], outs: Sequence[Any], what: s
     """The branches' outputs, leaf by leaf, combined by `choose` (a `where` of the branches'
     leaves); the branches must return one structure."""
     flat = [tree_flatten(o) for o in outs]
-    trees = {str(t) for _, t in flat}
-    if len(trees) != 1:
-        raise TypeError(f"{what}: the branches return different structures: {', '.join(sorted(trees))}")
+    if any(tree != flat[0][1] for _, tree in flat):
+        raise TypeError(
+            f"{what}: the branches return different structures: {', '.join(str(t) for _, t in flat)}"
+        )
     chosen = [choose(parts) for parts in zip(*(leaves for leaves, _ in flat))]
     return tree_unflatten(flat[0][1], chosen)
 
@@ -142,11 +143,9 @@ def switch(index: Any, branches: Sequence[Callable[..., Any]], *operands: Any) -
         raise ValueError("switch needs at least one branch")
     last = len(branches) - 1
     try:
-        k = operator.index(index) if not hasattr(index, "shape") or index.shape == () else None
-    except TracerError:
+        k: int | None = int(index)  # (JAX's index is a scalar: a float is truncated, as int())
+    except TracerError:  # staged by jit, or one per example under vmap
         k = None
-    except TypeError:
-        k = int(index)
     if k is not None:
         return branches[min(max(k, 0), last)](*operands)
     clamped = ops.clip(index, 0, last)

@@ -32,17 +32,16 @@ Function = Callable[..., Any]
 
 def _known(x: Any, name: str) -> Any:
     """The numpy value of `x`, for a function whose result's shape depends on it: known eagerly
-    and under grad/jvp; inside `einad.jit` or `vmap` it is not (TracerError, as JAX's)."""
-    while type(x) is Tensor:
-        trace = x._trace
-        if trace is not None and (trace.batched or type(x._value) is Staged):
-            raise TracerError(
-                f"numpy.{name} on a value computed inside einad.jit or mapped by vmap: the shape of "
-                "its result depends on the values, which are not known while a program is staged "
-                "(compute it outside the transformation)"
-            )
-        x = x._value
-    return to_numpy(x) if not isinstance(x, (bool, int, float, complex)) else np.asarray(x)
+    and under grad/jvp (read as Python control flow reads a value, ``Tensor._number``); inside
+    `einad.jit` or `vmap` it is not (TracerError, as JAX's)."""
+    v = x._number() if type(x) is Tensor else x  # (a value mapped by vmap: TracerError)
+    if type(v) is Staged:
+        raise TracerError(
+            f"numpy.{name} on a value computed inside einad.jit: the shape of its result depends on "
+            "the values, which are not known while a program is staged (compute it outside the "
+            "transformation)"
+        )
+    return to_numpy(v) if not isinstance(v, (bool, int, float, complex)) else np.asarray(v)
 
 
 def _tensor(x: Any) -> Tensor:
@@ -181,26 +180,22 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
 # -- reductions that ignore nans, and the statistics ---------------------------------------------
 
 
-def _nansum(
-    a: Any,
-    axis: Axis = None,
-    dtype: Any = None,
-    keepdims: bool = False,
-    initial: Any = None,
-    where: Any = True,
-) -> Any:
-    return ops.sum(a, axis, keepdims, dtype=dtype, initial=initial, where=_and(_not(ops.isnan(a)), where))
+def _nan_fold(name: str) -> Function:
+    """nansum and nanprod: sum and prod of the elements that are not nan (a `where=` mask)."""
+    fold = getattr(ops, name)
 
+    def call(
+        a: Any,
+        axis: Axis = None,
+        dtype: Any = None,
+        keepdims: bool = False,
+        initial: Any = None,
+        where: Any = True,
+    ) -> Any:
+        return fold(a, axis, keepdims, dtype=dtype, initial=initial, where=_and(_not(ops.isnan(a)), where))
 
-def _nanprod(
-    a: Any,
-    axis: Axis = None,
-    dtype: Any = None,
-    keepdims: bool = False,
-    initial: Any = None,
-    where: Any = True,
-) -> Any:
-    return ops.prod(a, axis, keepdims, dtype=dtype, initial=initial, where=_and(_not(ops.isnan(a)), where))
+    call.__name__ = f"nan{name}"
+    return call
 
 
 def _nanmean(
@@ -1036,8 +1031,8 @@ def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, w
 
 
 FUNCTIONS: dict[Function, Function] = {
-    np.nansum: _nansum,
-    np.nanprod: _nanprod,
+    np.nansum: _nan_fold("sum"),
+    np.nanprod: _nan_fold("prod"),
     np.nanmean: _nanmean,
     np.nanvar: _nanvar,
     np.nanstd: _nanstd,

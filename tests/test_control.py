@@ -54,7 +54,8 @@ def test_scan_carries_and_stacks_as_jax():
     assert_close(ys_r, [5.0, 2.0, 0.0])  # the carry seen at slices 0, 1, 2 (visited 2, 1, 0)
     # no xs: length steps; a None y gives None
     carry_n, ys_n = ea.scan(lambda c, _: (c + 1.0, None), 0.0, length=5)
-    assert_close(carry_n, 5.0) and ys_n is None
+    assert_close(carry_n, 5.0)
+    assert ys_n is None
     # a recurrence differentiated in every mode, staged and mapped
     w = np.array([[0.5, -0.2], [0.1, 0.9]])
     seq = np.random.default_rng(0).standard_normal((6, 2))

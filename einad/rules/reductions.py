@@ -172,10 +172,9 @@ def _extreme_with(
     axes = normalize_axes(axis, len(shape))
     init = astype(to_array_operand(initial, like=x), dt)
     if math.prod([shape[a] for a in axes]) == 0:  # nothing to reduce: initial itself
-        out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else None
-        if out_shape is None:
-            out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
-        return wrap(broadcast_raw(init, out_shape))
+        kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+        dropped = tuple(d for i, d in enumerate(shape) if i not in axes)
+        return wrap(broadcast_raw(init, kept if keepdims else dropped))
     if where is not None:
         high = name == "maximum"
         if dt.kind == "b":
@@ -410,17 +409,16 @@ def var(
     shape = shape_of(x)
     axes = normalize_axes(axis, len(shape))
     if where is not None:
-        n = _masked_count(x, where, axes, keepdims)
-        kept_mean: Any = (
-            apply2(
-                "divide", sum_raw(masked(x, where, 0, "var"), axes, True), _masked_count(x, where, axes, True)
-            )
+        count = _masked_count(x, where, axes, True)  # (once: the mean's divisor and the variance's)
+        centre: Any = (
+            apply2("divide", sum_raw(masked(x, where, 0, "var"), axes, True), count)
             if mean is None
             else to_operand(mean)
         )
-        d = masked(x - kept_mean, where, 0, "var")  # (selected before squaring: 0, not inf * 0, there)
-        dof = apply2("maximum", n - ddof, 0)
-        out = sum_raw(real(d * conj(d)), axes, keepdims) / dof
+        d = masked(x - centre, where, 0, "var")  # (selected before squaring: 0, not inf * 0, there)
+        out = sum_raw(real(d * conj(d)), axes, True) / apply2("maximum", count - ddof, 0)
+        if not keepdims:
+            out = reshape_raw(out, tuple(n for i, n in enumerate(shape) if i not in axes))
         return wrap(out if dtype is None else astype(out, dtype))
     n = _count(shape, axes, x, keepdims)
     # numpy's divisor max(n - ddof, 0): ddof >= n gives inf (nan where there are no elements), never
@@ -430,7 +428,7 @@ def var(
         dof = builtins.max(dof, 0)  # (`max` in this module is the reduction)
     else:  # a count made lazily (dask's unknown chunk sizes)
         dof = apply2("maximum", dof, 0)
-    centre: Any = _mean_raw(x, axis, True) if mean is None else to_operand(mean)
+    centre = _mean_raw(x, axis, True) if mean is None else to_operand(mean)
     d = x - centre
     out = sum_raw(real(d * conj(d)), axis, keepdims) / dof
     return wrap(out if dtype is None else astype(out, dtype))  # (numpy's: complex for a complex dtype)
