@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from . import autoray_backend as _autoray_backend
 from . import (
+    fft,
     numpy_api,  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
     special,
 )
@@ -183,6 +184,7 @@ __all__ = [
     "einsum",
     "enable_grad",
     "expand_dims",
+    "fft",
     "flip",
     "float0",
     "floor_divide",

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import numpy_compositions, ops
+from . import fft, numpy_compositions, ops
 from .aliases import Axis
 from .core import ArrayLike, Staged, Tensor, _unbox_bool, exported, numpy_functions, strip
 from .rules import indexing, linalg, reductions
@@ -458,6 +458,8 @@ for _name in linalg.__all__:  # numpy.linalg's functions, as einad.linalg's of t
     _numpys = getattr(np.linalg, _name, None)
     if callable(_numpys) and not isinstance(_numpys, type):
         _function(_numpys, getattr(linalg, _name))
+for _name in fft.__all__:  # numpy.fft's functions, as einad.fft's
+    _function(getattr(np.fft, _name), getattr(fft, _name))
 for _impl, _func in exported.values():  # what a rules module exports with numpy's function
     if _func is not None:
         _function(_func, _impl)

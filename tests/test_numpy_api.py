@@ -239,7 +239,8 @@ def test_every_dispatched_function_is_tested():
     # (the compositions are tested by tests/test_numpy_compositions.py, which checks it has them all)
     compositions = {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
     outers = set(OUTERS)  # (every binary ufunc's outer: swept below)
-    assert set(numpy_functions) == set(DIFFERENTIABLE) | set(CONSTANT) | compositions | outers
+    transforms = {getattr(np.fft, name) for name in ea.fft.__all__}  # (tests/test_fft.py has them all)
+    assert set(numpy_functions) == set(DIFFERENTIABLE) | set(CONSTANT) | compositions | outers | transforms
 
 
 @pytest.mark.parametrize("key", list(DIFFERENTIABLE), ids=_key)

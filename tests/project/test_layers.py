@@ -51,6 +51,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.rules.reductions",
         "einad.rules.indexing",
         "einad.rules.linalg",
+        "einad.rules.fft",
     ],
     "transforms": [
         "einad.transforms",
@@ -65,6 +66,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.ops",
         "einad.control",
         "einad.special",
+        "einad.fft",
         "einad.numpy_compositions",
         "einad.numpy_api",
         "einad.autoray_backend",

@@ -54,6 +54,15 @@ def test_dir_of_linalg_is_numpy_linalgs_names_einad_serves():
         )
 
 
+def test_dir_of_fft_is_numpy_ffts_names():
+    names = dir(ea.fft)
+    assert names == sorted(ea.fft.__all__)
+    for leaked in ("np", "ops", "transform", "Tensor", "math"):
+        assert leaked not in names
+    assert [n for n in names if n not in DOCUMENTED] == []
+    assert all(callable(getattr(np.fft, n)) for n in names)
+
+
 def test_a_mapped_function_is_named_after_the_function():
     def double(x):
         return 2 * x
