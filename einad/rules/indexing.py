@@ -40,7 +40,9 @@ from ..util import (
 )
 from .einsum import sum_to_shape
 from .elementwise import PRIMITIVES, apply2, compare
-from .reductions import batch_axis
+from .reductions import batch_axis, mean
+from .reductions import max as _max
+from .reductions import min as _min
 from .shape import (
     _clean_index,
     _gather_template,
@@ -383,50 +385,211 @@ def _pairs(width: Any, nd: int, what: str) -> list[tuple[int, int]]:
 
 
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
-_NUMPY_ONLY_MODES = ("empty", "linear_ramp", "maximum", "mean", "median", "minimum")
+_STAT_MODES = {"maximum": _max, "minimum": _min, "mean": mean, "median": None}
+_MODE_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "constant": ("constant_values",),
+    "empty": (),
+    "edge": (),
+    "wrap": (),
+    "reflect": ("reflect_type",),
+    "symmetric": ("reflect_type",),
+    "linear_ramp": ("end_values",),
+    **dict.fromkeys(_STAT_MODES, ("stat_length",)),
+}
 
 
-def pad(array: ArrayLike, pad_width: Any, mode: str = "constant", constant_values: ArrayLike = 0) -> Tensor:
-    """`array` padded along every axis, as numpy.pad.
+def pad(
+    array: ArrayLike,
+    pad_width: Any,
+    mode: str = "constant",
+    constant_values: ArrayLike | None = None,
+    *,
+    stat_length: Any = None,
+    end_values: ArrayLike | None = None,
+    reflect_type: str | None = None,
+) -> Tensor:
+    """`array` padded along every axis, as numpy.pad, in every mode of numpy's but a callable.
 
-    `mode` is ``"constant"`` (with a scalar `constant_values`, which may be a
-    Tensor: the result is differentiable in it too), ``"edge"``, ``"reflect"``,
-    ``"symmetric"`` or ``"wrap"``. Linear in `array`: constant padding is a
-    concatenation with constant blocks, the other modes one gather per axis.
+    ``"constant"`` (`constant_values`: one value, or numpy's pairs per axis and side; Tensors
+    are differentiable too), ``"empty"`` (zeros, as JAX's: numpy leaves the values undefined),
+    ``"edge"``, ``"wrap"``, ``"reflect"`` and ``"symmetric"`` (with numpy's `reflect_type`,
+    ``"odd"`` reflecting through the edge value), ``"linear_ramp"`` (from `end_values` to the
+    edge) and the statistics ``"maximum"``, ``"minimum"``, ``"mean"``, ``"median"`` of the
+    `stat_length` elements next to each side (all of the axis by default; integer arrays get
+    the rounded mean and median, as numpy's). Axes are padded in order, each from the array
+    the ones before it made, as numpy does. Each mode is a composition of einad operations
+    (concatenations, gathers, reductions), so it differentiates in every mode.
 
     Raises:
-        NotImplementedError: For numpy's other modes (``"linear_ramp"``, ``"mean"``, ...).
-        ValueError: For a mode numpy.pad does not have, or an empty axis padded in any
-            mode but ``"constant"``.
+        NotImplementedError: For a callable `mode`.
+        ValueError: For a mode numpy.pad does not have, a keyword the mode does not take, a
+            `stat_length` of 0, or an empty axis padded in any mode but ``"constant"`` and
+            ``"empty"``.
     """
     x = to_array_operand(array)
     s = shape_of(x)
     pairs = _pairs(pad_width, len(s), "pad_width")
-    if mode == "constant":
-        c = to_array_operand(constant_values, like=x)
-        if shape_of(c) != ():
-            raise NotImplementedError("einad.pad takes one scalar constant_values (the same on every side)")
-        c = astype(c, dtype_of(x))  # numpy casts the constant to the array's dtype
+    if callable(mode):
+        raise NotImplementedError("einad.pad: a callable mode is not supported (numpy's padding function)")
+    if mode not in _MODE_KEYWORDS:
+        raise ValueError(
+            f"pad: mode {mode!r} is not a mode of numpy.pad; use one of {', '.join(_MODE_KEYWORDS)}"
+        )
+    given = {"constant_values": constant_values, "stat_length": stat_length, "end_values": end_values}
+    given["reflect_type"] = reflect_type
+    extra = sorted(k for k, v in given.items() if v is not None and k not in _MODE_KEYWORDS[mode])
+    if extra:  # (numpy's message)
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {set(extra)}")
+    if mode in ("constant", "empty"):
+        values = _side_values(0 if constant_values is None else constant_values, x, len(s), "constant_values")
         for axis, (before, after) in enumerate(pairs):
-            if before or after:
-                shape = shape_of(x)
-                side = [shape[:axis] + (w,) + shape[axis + 1 :] for w in (before, after)]
-                x = concatenate([broadcast_raw(c, side[0]), x, broadcast_raw(c, side[1])], axis=axis)
+            x = _join(x, axis, values(axis, 0), before, values(axis, 1), after)
         return wrap(x)
-    if mode not in _INDEX_MODES:
-        supported = "use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'"
-        if mode in _NUMPY_ONLY_MODES or callable(mode):
-            raise NotImplementedError(f"einad.pad: mode {mode!r} is not supported; {supported}")
-        raise ValueError(f"pad: mode {mode!r} is not a mode of numpy.pad; {supported}")
     for axis, (before, after) in enumerate(pairs):
-        if before or after:
-            if shape_of(x)[axis] == 0:  # (numpy's message, with the axis of `array`)
-                raise ValueError(
-                    f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'"
-                )
-            source = np.pad(np.arange(shape_of(x)[axis]), (before, after), mode=mode)  # type: ignore[call-overload]
-            x = take(x, source, axis=axis)
+        if (before or after) and s[axis] == 0:  # (numpy's message, with the axis of `array`)
+            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
+    x = wrap(x)  # (the compositions below as Tensor arithmetic: any library's arrays, traced or not)
+    if mode == "linear_ramp":
+        ends = _side_values(0 if end_values is None else end_values, x, len(s), "end_values")
+        for axis, (before, after) in enumerate(pairs):
+            x = _ramps(x, axis, ends(axis, 0), before, ends(axis, 1), after)
+        return wrap(x)
+    if mode in _STAT_MODES:
+        lengths = _stat_lengths(stat_length, len(s))
+        for axis, (before, after) in enumerate(pairs):
+            n = shape_of(x)[axis]
+            stats = [
+                _stat(mode, x, axis, n if k is None else min(k, n), side)
+                for side, k in enumerate(lengths[axis])
+            ]
+            x = _join(x, axis, stats[0], before, stats[1], after)
+        return wrap(x)
+    if reflect_type not in (None, "even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    for axis, (before, after) in enumerate(pairs):
+        if not (before or after):
+            continue
+        if reflect_type == "odd" and shape_of(x)[axis] > 1:
+            x = _reflect_odd(x, axis, before, after, include_edge=mode == "symmetric")
+            continue
+        source = np.pad(np.arange(shape_of(x)[axis]), (before, after), mode=mode)  # type: ignore[call-overload]
+        x = take(x, source, axis=axis)
     return wrap(x)
+
+
+def _side_values(values: Any, like: Any, nd: int, what: str) -> Callable[[int, int], Any]:
+    """numpy's per-axis, per-side values (a scalar, or pairs broadcast to ``(nd, 2)``), in the
+    array's dtype: ``value(axis, side)``."""
+    c = to_array_operand(values, like=like)
+    c = wrap(astype(c, dtype_of(like)))  # numpy casts the value to the array's dtype
+    if shape_of(c) == ():
+        return lambda axis, side: c
+    try:
+        np.broadcast_shapes(shape_of(c), (nd, 2))
+    except ValueError:
+        raise ValueError(f"{what} of shape {shape_of(c)} does not fit an array of {nd} dimensions") from None
+    both = broadcast_raw(c, (nd, 2))
+    return lambda axis, side: getitem_raw(both, (axis, side))
+
+
+def _stat_lengths(stat_length: Any, nd: int) -> list[tuple[int | None, int | None]]:
+    if stat_length is None:
+        return [(None, None)] * nd
+    pairs = _pairs(stat_length, nd, "stat_length")
+    if any(0 in pair for pair in pairs):  # (numpy's message)
+        raise ValueError("stat_length of 0 yields no value for padding")
+    return [(b, a) for b, a in pairs]
+
+
+def _block(value: Any, x: Any, axis: int, width: int) -> Any:
+    """`value` (a scalar, or `x`'s shape with 1 along `axis`) spread over `width` along `axis`."""
+    shape = shape_of(x)
+    return broadcast_raw(value, shape[:axis] + (width,) + shape[axis + 1 :])
+
+
+def _join(x: Any, axis: int, left: Any, before: int, right: Any, after: int) -> Any:
+    """`x` with `left` spread over `before` places in front along `axis`, `right` over `after` behind."""
+    if not (before or after):
+        return x
+    parts = [_block(left, x, axis, before)] if before else []
+    parts.append(x)
+    if after:
+        parts.append(_block(right, x, axis, after))
+    return concatenate(parts, axis=axis)
+
+
+def _along(x: Any, axis: int, start: int, stop: int) -> Tensor:
+    """``x[..., start:stop, ...]`` along `axis`, as a Tensor (for the arithmetic around it)."""
+    return wrap(getitem_raw(x, (slice(None),) * axis + (slice(start, stop),)))
+
+
+def _stat(mode: str, x: Any, axis: int, length: int, side: int) -> Any:
+    """The statistic `mode` of the `length` elements at one end of `axis` (kept as an axis of 1),
+    in `x`'s dtype (integers: the mean and median rounded, as numpy's)."""
+    n = shape_of(x)[axis]
+    region = _along(x, axis, 0, length) if side == 0 else _along(x, axis, n - length, n)
+    if mode == "median":
+        ordered = sort(region, axis=axis)
+        low, high = (length - 1) // 2, length // 2
+        stat: Any = _along(ordered, axis, low, low + 1)
+        if high != low:
+            stat = (stat + _along(ordered, axis, high, high + 1)) / 2
+        if dtype_of(x).kind in "fc":  # numpy's median is nan where the lane holds one (sorted last)
+            last = _along(ordered, axis, length - 1, length)
+            stat = where_raw(bind(PRIMITIVES["isnan"], (last,), {}), last, stat)
+    else:
+        stat = _STAT_MODES[mode](region, axis, keepdims=True)  # type: ignore[misc]
+    if dtype_of(x).kind in "iub" and dtype_of(stat).kind not in "iub":
+        stat = bind(PRIMITIVES["round"], (stat,), {})
+    return astype(stat, dtype_of(x))
+
+
+def _ramps(x: Any, axis: int, start: Any, before: int, stop: Any, after: int) -> Any:
+    """numpy's linear ramps: from `start` to the first element over `before` places, and from
+    the last element to `stop` over `after` (each ``linspace(end, edge, width, endpoint=False)``,
+    the one behind reversed; integers rounded down, as numpy's linspace into an integer dtype)."""
+    n = shape_of(x)[axis]
+    parts = [_ramp(x, axis, start, before, 0, True)] if before else []
+    parts.append(x)
+    if after:
+        parts.append(_ramp(x, axis, stop, after, n - 1, False))
+    return concatenate(parts, axis=axis) if len(parts) > 1 else x
+
+
+def _ramp(x: Any, axis: int, end: Any, width: int, edge: int, forward: bool) -> Any:
+    """One side's ramp between `end` and the element at `edge` (see `_ramps`)."""
+    nd, dt = len(shape_of(x)), dtype_of(x)
+    steps = np.arange(width) if forward else np.arange(width - 1, -1, -1)
+    frac = (steps / width).reshape((1,) * axis + (width,) + (1,) * (nd - axis - 1))
+    frac = lib_array(x, frac.astype(dt if dt.kind in "fc" else np.float64))
+    ramp = end + (_along(x, axis, edge, edge + 1) - end) * frac
+    if dt.kind in "iub":
+        ramp = bind(PRIMITIVES["floor"], (ramp,), {})
+    return astype(ramp, dt)
+
+
+def _reflect_odd(x: Any, axis: int, before: int, after: int, include_edge: bool) -> Any:
+    """numpy's odd reflection (``2 * edge - mirrored``): chunks no longer than the part already
+    filled, each reflected through the edge of what is there so far, as numpy.pad fills them."""
+    period = shape_of(x)[axis]
+    offset = 1 if include_edge else 0
+    while before or after:
+        n = shape_of(x)[axis]
+        filled = n // period * period if include_edge else (n - 1) // (period - 1) * (period - 1)
+        parts = []
+        if before:
+            chunk = min(filled, before)
+            mirrored = take(x, np.arange(chunk - offset, -offset, -1), axis=axis)
+            parts.append(-mirrored + 2 * _along(x, axis, 0, 1))
+            before -= chunk
+        parts.append(x)
+        if after:
+            chunk = min(filled, after)
+            mirrored = take(x, n - 1 - np.arange(1 - offset, chunk + 1 - offset), axis=axis)
+            parts.append(-mirrored + 2 * _along(x, axis, n - 1, n))
+            after -= chunk
+        x = concatenate(parts, axis=axis)
+    return x
 
 
 def roll(a: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:

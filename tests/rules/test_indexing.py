@@ -281,15 +281,31 @@ REFUSALS = {
         ValueError,
         r"^pad_width \[\[1, 2\], \[3, 4\], \[5, 6\]\] does not fit an array of 2 dimensions$",
     ),
-    "pad constant array": (
-        lambda: ea.pad(X, 1, constant_values=[1.0, 2.0]),
-        NotImplementedError,
-        r"^einad\.pad takes one scalar constant_values \(the same on every side\)$",
+    "pad constant values of another shape": (
+        lambda: ea.pad(X, 1, constant_values=[1.0, 2.0, 3.0]),
+        ValueError,
+        r"^constant_values of shape \(3,\) does not fit an array of 2 dimensions$",
     ),
-    "pad mode": (
-        lambda: ea.pad(X, 1, mode="mean"),
+    "pad callable mode": (
+        lambda: ea.pad(X, 1, mode=lambda vector, width, axis, kwargs: None),
         NotImplementedError,
-        r"mode 'mean' is not supported; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'$",
+        r"^einad\.pad: a callable mode is not supported",
+    ),
+    # numpy's messages
+    "pad keyword of another mode": (
+        lambda: ea.pad(X, 1, mode="edge", constant_values=1.0),
+        ValueError,
+        r"^unsupported keyword arguments for mode 'edge': \{'constant_values'\}$",
+    ),
+    "pad stat_length 0": (
+        lambda: ea.pad(X, 1, mode="mean", stat_length=0),
+        ValueError,
+        r"^stat_length of 0 yields no value for padding$",
+    ),
+    "pad reflect_type": (
+        lambda: ea.pad(X, 1, mode="reflect", reflect_type="mirror"),
+        ValueError,
+        r"^pad: reflect_type must be 'even' or 'odd', got 'mirror'$",
     ),
     # numpy's ValueError for a mode it does not have (not einad's "not supported")
     "pad unknown mode": (
@@ -314,11 +330,72 @@ def test_refusals_name_the_problem(name):
 
 
 @both_modes
-def test_pad_refuses_unsupported_modes():
-    with pytest.raises(NotImplementedError, match="linear_ramp"):
-        ea.pad(np.ones(3), 1, mode="linear_ramp")
+def test_pad_refuses_negative_widths():
     with pytest.raises(ValueError, match="negative"):
         ea.pad(np.ones(3), -1)
+
+
+PAD_MODES = [
+    ("constant", {"constant_values": ((1, 2), (3, 4))}),
+    ("constant", {"constant_values": 7.5}),
+    ("linear_ramp", {}),
+    ("linear_ramp", {"end_values": ((1, 2), (-3, 4))}),
+    ("maximum", {}),
+    ("minimum", {"stat_length": 2}),
+    ("mean", {"stat_length": ((1, 2), (3, 1))}),
+    ("median", {}),
+    ("median", {"stat_length": 2}),
+    ("reflect", {"reflect_type": "odd"}),
+    ("symmetric", {"reflect_type": "odd"}),
+    ("reflect", {}),
+    ("symmetric", {}),
+    ("edge", {}),
+    ("wrap", {}),
+]
+
+
+@pytest.mark.parametrize("mode, kwargs", PAD_MODES, ids=[f"{m}-{sorted(k)}" for m, k in PAD_MODES])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_every_pad_mode_is_numpys(mode, kwargs, dtype):
+    """Every numpy.pad mode (but a callable), its keywords per axis and side, widths wider than
+    the axis (the odd reflections then go on from the new edge, in numpy's chunks), integer
+    arrays (the rounded mean and median, the ramps rounded down), float32 kept."""
+    x = (np.random.default_rng(0).normal(size=(3, 4)) * 4).astype(dtype)
+    for width in (1, ((2, 3), (7, 1)), ((0, 9), (5, 0))):
+        want = np.pad(x, width, mode=mode, **kwargs)
+        got = ea.pad(x, width, mode=mode, **kwargs)
+        assert got.dtype == want.dtype
+        assert_close(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    if mode in ("reflect", "symmetric"):  # a single element reflects as an edge (numpy's legacy)
+        v = np.arange(1.0, 4.0).reshape(1, 3)
+        assert_close(ea.pad(v, 3, mode=mode, **kwargs), np.pad(v, 3, mode=mode, **kwargs))
+
+
+def test_pad_empty_is_zeros_and_median_keeps_nan():
+    """ "empty" is zeros (numpy leaves the values undefined; JAX's zeros); a median over a lane
+    with a nan is nan, as numpy's (a sort alone would put the nan last and pick another)."""
+    out = ea.pad(np.ones((2, 2)), 1, mode="empty")
+    assert_close(out, np.pad(np.ones((2, 2)), 1))
+    x = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(
+        np.isnan(ea.pad(x, 1, mode="median").numpy()), np.isnan(np.pad(x, 1, mode="median"))
+    )
+
+
+@both_modes
+@pytest.mark.parametrize("mode, kwargs", PAD_MODES[:11], ids=[f"{m}-{sorted(k)}" for m, k in PAD_MODES[:11]])
+def test_pad_modes_differentiate(mode, kwargs):
+    """By central differences in both modes; the per-side constants and end values as Tensors
+    get their gradient too (each one's count of padded places)."""
+    x = np.random.default_rng(1).normal(size=(3, 4))
+    assert ea.gradcheck(lambda v: ea.pad(v, ((2, 3), (7, 1)), mode=mode, **kwargs), x)
+    if "constant_values" in kwargs or "end_values" in kwargs:
+        key = "constant_values" if "constant_values" in kwargs else "end_values"
+        c = np.array([[1.0, 2.0], [3.0, 4.0]])
+        assert ea.gradcheck(lambda c: ea.pad(x, ((2, 3), (7, 1)), mode=mode, **{key: c}), c)
+    if mode == "constant" and "constant_values" in kwargs:
+        g = ea.grad(lambda c: ea.sum(ea.pad(x, ((1, 2), (3, 0)), constant_values=c)))(np.ones((2, 2)))
+        assert_close(g, np.array([[4.0, 8.0], [18.0, 0.0]]))  # 1 row of 4, 2 rows of 4, 3 columns of 6
 
 
 # -- on every array library ----------------------------------------------------------------
@@ -419,6 +496,26 @@ LIB_CASES = {
             (lambda x: ea.pad(x, 2, mode="reflect"), lambda x: np.pad(x, 2, mode="reflect")),
             (lambda x: ea.pad(x, 1, mode="symmetric"), lambda x: np.pad(x, 1, mode="symmetric")),
             (lambda x: ea.pad(x, (1, 2), mode="wrap"), lambda x: np.pad(x, (1, 2), mode="wrap")),
+        ),
+        (X,),
+        (0,),
+    ),
+    "pad_numpy_modes": (
+        *family(
+            (
+                lambda x: ea.pad(x, (2, 1), mode="linear_ramp"),
+                lambda x: np.pad(x, (2, 1), mode="linear_ramp"),
+            ),
+            (
+                lambda x: ea.pad(x, 2, mode="mean", stat_length=2),
+                lambda x: np.pad(x, 2, mode="mean", stat_length=2),
+            ),
+            (lambda x: ea.pad(x, (1, 3), mode="median"), lambda x: np.pad(x, (1, 3), mode="median")),
+            (lambda x: ea.pad(x, 1, mode="maximum"), lambda x: np.pad(x, 1, mode="maximum")),
+            (
+                lambda x: ea.pad(x, 5, mode="reflect", reflect_type="odd"),
+                lambda x: np.pad(x, 5, mode="reflect", reflect_type="odd"),
+            ),
         ),
         (X,),
         (0,),
