@@ -735,13 +735,15 @@ def test_measure_reports_the_cores_a_call_keeps_busy():
             pass
 
     alone = measure(spin, budget)
-    assert 0.5 < alone.cores < 1.3
+    # (one core at most; on a machine busy with other processes, such as the suite's other
+    # worker, a computing call gets part of one: 0.50 seen there)
+    assert 0.2 < alone.cores < 1.3
     assert alone.as_dict()["cores"] == alone.cores
 
     def sleep():
         time.sleep(0.005)
 
-    assert measure(sleep, budget).cores < 0.5  # waiting is not work
+    assert measure(sleep, budget).cores < 0.1  # waiting is not work
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="--cores needs os.sched_setaffinity (Linux)")
