@@ -1454,26 +1454,35 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
     return SlogdetResult(wrap(sign), wrap(real(logabsdet)))
 
 
-def cholesky(a: ArrayLike, /, *, upper: bool = False) -> Tensor:
+def _symmetrized(x: Any, symmetrize_input: bool) -> Any:
+    """``(a + aᴴ) / 2`` where asked (JAX's ``symmetrize_input``): both triangles are read, and
+    each gets half of what the one numpy reads would get, so a gradient is Hermitian."""
+    return _mul(_add(x, _mH(x)), 0.5) if symmetrize_input else x
+
+
+def cholesky(a: ArrayLike, /, *, upper: bool = False, symmetrize_input: bool = False) -> Tensor:
     """The Cholesky factor of a Hermitian positive-definite matrix, as numpy.linalg.cholesky.
 
     ``a = L @ Lᴴ`` with L lower triangular (with ``upper=True``, ``a = Uᴴ @ U``).
     As numpy, only the lower (upper) triangle of `a` is read, so the other
-    triangle gets a zero gradient.
+    triangle gets a zero gradient; with ``symmetrize_input=True`` (JAX's default)
+    ``(a + aᴴ) / 2`` is factored, and the gradient is Hermitian, as JAX's.
 
     Raises:
         LinAlgError: If `a` is not a stack of square matrices, or not positive definite.
     """
-    x = _matrix(a)
+    x = _symmetrized(_matrix(a), symmetrize_input)
     if upper:
         return wrap(_mH(bind(cholesky_p, (_mH(x),), {})))
     return wrap(bind(cholesky_p, (x,), {}))
 
 
-def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
+def eigh(a: ArrayLike, UPLO: str = "L", *, symmetrize_input: bool = False) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors of a Hermitian matrix, as numpy.linalg.eigh.
 
-    Only the lower (``UPLO="L"``) or upper (``"U"``) triangle of `a` is read.
+    Only the lower (``UPLO="L"``) or upper (``"U"``) triangle of `a` is read (with
+    ``symmetrize_input=True``, JAX's default, ``(a + aᴴ) / 2`` is, and the gradient is
+    Hermitian, as JAX's).
     Derivatives: ``dλ = diag(Vᴴ dA V)``, ``dV = V (F ∘ Vᴴ dA V)`` with
     ``F[i, j] = 1 / (λ_j − λ_i)``, set to 0 where two eigenvalues are equal (to
     rounding). They hold for distinct eigenvalues and losses that do not depend
@@ -1490,7 +1499,7 @@ def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
     uplo = str(UPLO).upper()
     if uplo not in ("L", "U"):
         raise ValueError("UPLO argument must be 'L' or 'U'")
-    x = _matrix(a)
+    x = _symmetrized(_matrix(a), symmetrize_input)
     w, v = _eigh_parts(bind(eigh_p, (x,), {"UPLO": uplo}), x)
     return EighResult(wrap(w), wrap(v))
 
@@ -1596,9 +1605,9 @@ def eigvals(a: ArrayLike) -> Tensor:
     return eig(a).eigenvalues
 
 
-def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Tensor:
+def eigvalsh(a: ArrayLike, UPLO: str = "L", *, symmetrize_input: bool = False) -> Tensor:
     """The eigenvalues (ascending) of a Hermitian matrix, as numpy.linalg.eigvalsh: `eigh`'s."""
-    return eigh(a, UPLO).eigenvalues
+    return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
 
 def pinv(
@@ -1995,13 +2004,25 @@ def matrix_rank(A: ArrayLike, tol: Any = None, hermitian: bool = False, *, rtol:
 
 def cond(x: ArrayLike, p: Any = None) -> Tensor:
     """The condition number in the norm `p`, as numpy.linalg.cond: a ratio of singular values for
-    None, 2 and -2; ``norm(x, p) * norm(inv(x), p)`` for the other orders (square `x`)."""
+    None, 2 and -2; ``norm(x, p) * norm(inv(x), p)`` for the other orders (square `x`).
+
+    A singular matrix's condition number is inf, as numpy's and JAX's, without a warning or an
+    error: a zero singular value for None, 2 and -2 (the zero matrix too), and for the other
+    orders a matrix whose LU factorization meets a zero pivot (``slogdet``'s sign 0, where
+    numpy's inverse fails), which is inverted as the identity and then selected away."""
     v = _matrix(x, square=p not in (None, 2, -2))
+    inf = _constant(v, np.array(np.inf, _real_dtype(dtype_of(v))))
     if p in (None, 2, -2):
         s = _singular_values(v)
         first, last = getitem_raw(s, (..., 0)), getitem_raw(s, (..., -1))
-        return wrap(first / last if p != -2 else last / first)
-    return wrap(norm(v, p, (-2, -1)) * norm(inv(v), p, (-2, -1)))
+        top, bottom = (first, last) if p != -2 else (last, first)
+        zero = compare("equal", bottom, 0)
+        return wrap(where_raw(zero, inf, top / where_raw(zero, 1, bottom)))
+    sign = bind(slogdet_p, (stop_gradient(v),), {})
+    singular = compare("equal", getitem_raw(sign, (..., 0)), 0)[..., None, None]
+    safe = where_raw(singular, _eye_of(v, 0), v)
+    r = norm(v, p, (-2, -1)) * norm(inv(safe), p, (-2, -1))
+    return wrap(where_raw(singular[..., 0, 0], inf, r))
 
 
 def tensorinv(a: ArrayLike, ind: int = 2) -> Tensor:

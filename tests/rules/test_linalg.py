@@ -1345,6 +1345,24 @@ def test_lstsq_with_a_negative_rcond_cuts_at_machine_precision_as_numpys():
     assert_close(x.numpy(), np.linalg.pinv(r) @ b)  # the minimum-norm solution
 
 
+@pytest.mark.parametrize("p", [None, 2, -2, 1, -1, np.inf, -np.inf, "fro", "nuc"])
+def test_the_condition_number_of_a_singular_matrix_is_inf_as_numpys(p):
+    """numpy and JAX give inf (no warning, no error: the suite makes warnings errors) where a
+    matrix is singular: an exact zero pivot (numpy's inverse fails) or a zero singular value,
+    here in a stack with regular matrices, whose values and gradients are unchanged."""
+    stack = np.stack([[[1.0, 2.0], [2.0, 4.0]], np.zeros((2, 2)), [[2.0, 1.0], [0.5, 3.0]]])
+    with np.errstate(all="ignore"):  # (numpy's "nuc" of a singular one fails in its SVD; JAX's: inf)
+        want = [np.linalg.cond(m, p) if p != "nuc" or k == 2 else np.inf for k, m in enumerate(stack)]
+    got = L.cond(stack, p)
+    assert_close(got.numpy(), want, rtol=1e-12)
+    assert np.isinf(got.numpy()[1])
+    regular = stack[2]
+    g = ea.grad(lambda m: ea.sum(L.cond(m, p)[2:]))(stack)
+    assert np.all(g[:2] == 0) and np.all(np.isfinite(g))
+    assert_close(g[2], ea.grad(lambda m: L.cond(m, p))(regular))
+    assert_close(ea.jit(lambda m: L.cond(m, p))(stack), got)
+
+
 def _eig_gauge_free(a):
     w, v = L.eig(a)
     return w, ea.abs(v), v @ (w[..., :, None] ** 2 * L.inv(v))  # values, |entries|, V Λ² V⁻¹ (= A²)
@@ -1485,6 +1503,54 @@ def test_eig_pinv_expm_lu_against_jax(name, jax_grads):
     for k, a in enumerate(JAX_INPUTS):
         ours = ea.grad(lambda a: _jax_style_loss(name, a, ea, L, L.expm, L.lu))(a)
         assert_close(ours, jax_grads[name, k], rtol=1e-8, atol=1e-10)
+
+
+def _symmetrized_losses(a, lib, linalg):
+    """Losses of eigh, eigvalsh and cholesky at a matrix that is not Hermitian (JAX reads both
+    triangles by default: symmetrize_input=True)."""
+    w, v = linalg.eigh(a)
+    return [
+        lib.sum(w**3) + lib.sum(lib.abs(v[:, 0]) * JAX_C[0]),
+        lib.sum(lib.exp(linalg.eigvalsh(a))),
+        lib.sum(lib.real(linalg.cholesky(a) * JAX_C)),
+    ]
+
+
+def _positive_not_hermitian(dtype):
+    m = general((3, 3), dtype)
+    return m @ np.conj(m.T) + 3 * np.eye(3) + 0.2 * general((3, 3), dtype)
+
+
+SYMMETRIZED_INPUTS = [_positive_not_hermitian(dtype) for dtype in (REAL, COMPLEX)]
+
+
+def jax_symmetrized_gradients(jax, inputs):
+    """The reference: JAX's gradient of each `_symmetrized_losses` loss at each input."""
+    return [
+        jax.grad(lambda a, k=k: _symmetrized_losses(a, jax.numpy, jax.numpy.linalg)[k])(a)
+        for a in inputs
+        for k in range(3)
+    ]
+
+
+def test_symmetrize_input_gives_jaxs_hermitian_gradients():
+    """``symmetrize_input=True`` (JAX's default) factors ``(a + aᴴ) / 2``: the gradient of a
+    matrix that is not Hermitian is JAX's (both triangles, Hermitian); numpy's default reads
+    one triangle, the other's gradient is zero."""
+    want = jax_reference("tests.rules.test_linalg", "jax_symmetrized_gradients", SYMMETRIZED_INPUTS)
+
+    class Symmetrized:
+        eigh = staticmethod(lambda a: L.eigh(a, symmetrize_input=True))
+        eigvalsh = staticmethod(lambda a: L.eigvalsh(a, symmetrize_input=True))
+        cholesky = staticmethod(lambda a: L.cholesky(a, symmetrize_input=True))
+
+    for j, a in enumerate(SYMMETRIZED_INPUTS):
+        for k in range(3):
+            g = ea.grad(lambda a, k=k: _symmetrized_losses(a, ea, Symmetrized)[k])(a)
+            assert_close(g, want[3 * j + k], rtol=1e-8, atol=1e-10)
+            assert_close(g, np.conj(g.T), rtol=1e-8, atol=1e-10)  # Hermitian
+        lower = ea.grad(lambda a: ea.sum(L.eigvalsh(a) ** 2))(a)
+        assert np.all(lower[np.triu_indices(3, 1)] == 0)
 
 
 def test_errors_of_eig_pinv_lstsq_expm_come_at_the_call():
