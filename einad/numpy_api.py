@@ -60,7 +60,7 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
         return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
 
     numpy_functions[ufunc] = call
-    if ufunc.nin == 2 and ufunc.nout == 1 and ufunc is not np.matmul:
+    if ufunc.nin == 2 and ufunc.nout == 1 and ufunc.signature is None:  # (a gufunc has no outer)
         numpy_functions[(ufunc, "outer")] = _outer_of(name, call)
 
 

@@ -3,8 +3,10 @@
 `numpy_api` dispatches numpy's functions on Tensors to einad operations; the ones here have
 no operation of their own in einad but are a few of them: the nan-ignoring reductions (masks
 with ``where=``), quantiles (a sort and a gather), `interp` and `searchsorted` (comparisons),
-`convolve` and `correlate` (a gather of windows and an einsum), `cov`, `trapezoid`, `polyval`,
-and the everyday shape helpers (`rot90`, `append`, `meshgrid`, ...). Each is differentiable
+`convolve` and `correlate` (a gather of windows and an einsum), `cov`, `trapezoid`, the
+polynomials, the everyday shape helpers (`rot90`, `append`, `meshgrid`, ...), and numpy's rearrangements
+(`insert`, `delete`, `block`, `choose`, `array_split`) run by numpy itself on integer labels of
+the elements, whose result a gather turns back into values. Each is differentiable
 wherever its parts are, staged by `einad.jit` and mapped by `vmap`, because it is nothing but
 their operations. The few whose result's shape depends on the values (`nonzero`, `unique`,
 `argwhere`, `bincount`'s length) read the values where they are known (eagerly, under `grad`
@@ -22,7 +24,7 @@ import numpy as np
 from . import arrays, ops
 from .aliases import Axis
 from .arrays import to_numpy
-from .core import Staged, Tensor
+from .core import Staged, Tensor, strip
 from .errors import TracerError
 from .rules import indexing, linalg, reductions
 from .util import dtype_of, lib_array, normalize_axes, normalize_axis, raw, shape_of, to_array_operand, wrap
@@ -155,6 +157,48 @@ def _nan_to_num(
     return ops.astype(ops.where(_isneginf(x), big.min if neginf is None else neginf, out), dt)
 
 
+def _signbit(x: Any) -> Any:
+    """Whether the sign bit is set: negatives, and -0.0 (``arctan2(-0.0, -1)`` is -π, of 0.0 +π)."""
+    if dtype_of(x).kind in "iub":
+        return ops.less(x, 0)
+    zero_below = ops.where(ops.equal(x, 0), ops.less(ops.arctan2(x, -1.0), 0), False)
+    return ops.where(ops.less(x, 0), True, zero_below)
+
+
+def _copysign(x: Any, y: Any) -> Any:
+    dt = np.result_type(dtype_of(x), dtype_of(y), np.float16)
+    magnitude = ops.abs(ops.astype(x, dt))
+    return ops.where(_signbit(y), -magnitude, magnitude)
+
+
+def _ldexp(x: Any, e: Any) -> Any:
+    """``x * 2**e``, in the floating dtype of `x` (numpy's)."""
+    dt = np.result_type(dtype_of(x), np.float16)
+    return ops.astype(ops.astype(x, dt) * ops.power(2.0, e), dt)
+
+
+def _modf(x: Any) -> tuple[Any, Any]:
+    """The fractional and the integral part, both with the sign of `x` (the first differentiable)."""
+    whole = _trunc(x)
+    return x - whole, whole
+
+
+def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
+    return ops.floor_divide(x, y), ops.mod(x, y)
+
+
+def _matvec(a: Any, v: Any) -> Any:
+    return ops.einsum("...ij,...j->...i", a, v)
+
+
+def _vecmat(v: Any, a: Any) -> Any:
+    return ops.einsum("...j,...ji->...i", ops.conj(v), a)  # (numpy's: the vector conjugated)
+
+
+def _vecdot(a: Any, b: Any) -> Any:
+    return ops.einsum("...j,...j->...", ops.conj(a), b)
+
+
 UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.fabs: (_fabs, False),
     np.cbrt: (_cbrt, False),
@@ -173,6 +217,14 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.logical_or: (_logical("or"), True),
     np.logical_xor: (_logical("xor"), True),
     np.logical_not: (_logical_not, True),
+    np.signbit: (_signbit, True),
+    np.copysign: (_copysign, False),
+    np.ldexp: (_ldexp, False),
+    np.modf: (_modf, False),
+    np.divmod: (_divmod, False),
+    np.matvec: (_matvec, False),
+    np.vecmat: (_vecmat, False),
+    np.vecdot: (_vecdot, False),
 }
 """numpy's ufuncs as compositions: (the function of the operands, whether it gives booleans)."""
 
@@ -1030,6 +1082,432 @@ def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, w
     return sums, edges
 
 
+# -- numpy's rearrangements, run on labels ---------------------------------------------------------
+
+
+def _labelled(arrays: Sequence[Any], dtype: Any = None) -> tuple[list[np.ndarray], Function]:
+    """Integer labels standing for the elements of `arrays` (each array's after the ones before
+    it), and the gather that turns an array of labels back into those elements (in `dtype`, by
+    default the arrays' common one). numpy's own function run on the labels places every element
+    as it would place the values (insert, delete, block, choose, ...), to the last corner of its
+    rules, and the gather carries the derivative."""
+    tensors = [_tensor(a) for a in arrays]
+    sizes = [math.prod(shape_of(t)) for t in tensors]
+    starts = np.cumsum([0, *sizes])
+    labels = [
+        np.arange(b, b + n).reshape(shape_of(t)) for b, n, t in zip(starts, sizes, tensors, strict=False)
+    ]
+    dt = np.result_type(*(dtype_of(t) for t in tensors)) if dtype is None else np.dtype(dtype)
+    flat = ops.concatenate([ops.reshape(ops.astype(t, dt), (-1,)) for t in tensors], axis=0)
+    return labels, lambda picked: indexing.take(flat, np.asarray(picked, dtype=np.int64))
+
+
+def _index_argument(obj: Any, name: str) -> Any:
+    """An index argument (ints, a slice, booleans) as numpy reads it: its value where known."""
+    return obj if isinstance(obj, (int, slice, list, tuple, np.ndarray)) else _known(obj, name)
+
+
+def _delete(arr: Any, obj: Any, axis: int | None = None) -> Any:
+    (labels,), gather = _labelled([arr])
+    return gather(np.delete(labels, _index_argument(obj, "delete"), axis))
+
+
+def _insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
+    """numpy.insert: `values` cast to `arr`'s dtype, placed by numpy's rules (on labels)."""
+    (mine, theirs), gather = _labelled([arr, values], dtype_of(arr))
+    return gather(np.insert(mine, _index_argument(obj, "insert"), theirs, axis))
+
+
+def _array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
+    (labels,), gather = _labelled([ary])
+    return [gather(part) for part in np.array_split(labels, indices_or_sections, axis)]
+
+
+def _rollaxis(a: Any, axis: int, start: int = 0) -> Any:
+    """numpy.rollaxis as a transpose: the order numpy gives a view whose sizes name its axes."""
+    nd = len(shape_of(a))
+    named = np.broadcast_to(np.empty((), np.int8), tuple(range(1, nd + 1)))  # (no memory)
+    return ops.transpose(a, [size - 1 for size in np.rollaxis(named, axis, start).shape])
+
+
+def _block(arrays: Any) -> Any:
+    """numpy.block: the nested lists' leaves labelled, numpy's block of the labels gathered."""
+    leaves: list[Any] = []
+
+    def collect(item: Any) -> None:
+        if isinstance(item, list):
+            for sub in item:
+                collect(sub)
+        elif isinstance(item, tuple):
+            raise TypeError(f"numpy.block on einad Tensors: {type(item).__name__} is not allowed, use a list")
+        else:
+            leaves.append(item)
+
+    collect(arrays)
+    labels, gather = _labelled(leaves)
+    it = iter(labels)
+
+    def rebuild(item: Any) -> Any:
+        return [rebuild(sub) for sub in item] if isinstance(item, list) else next(it)
+
+    return gather(np.block(rebuild(arrays)))
+
+
+def _choose(a: Any, choices: Sequence[Any], out: Any = None, mode: str = "raise") -> Any:
+    labels, gather = _labelled(list(choices))
+    return gather(np.choose(_known(a, "choose"), labels, mode=mode))  # type: ignore[call-overload]
+
+
+def _ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
+    flat = ops.reshape(ary, (-1,))
+    parts: list[Any] = [flat[1:] - flat[:-1]]
+    dt = dtype_of(flat)
+    if to_begin is not None:
+        parts.insert(0, ops.astype(ops.reshape(to_begin, (-1,)), dt))
+    if to_end is not None:
+        parts.append(ops.astype(ops.reshape(to_end, (-1,)), dt))
+    return ops.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+
+
+def _matrix_transpose(x: Any, /) -> Any:
+    nd = len(shape_of(x))
+    if nd < 2:
+        raise ValueError("matrix_transpose: input array must be at least 2-dimensional")
+    return ops.moveaxis(x, -1, -2)
+
+
+def _astype(x: Any, dtype: Any, *, copy: bool = True, device: Any = None) -> Any:
+    return ops.astype(x, dtype)
+
+
+def _fix(x: Any, out: Any = None) -> Any:
+    return _trunc(x)
+
+
+def _iscomplex(x: Any) -> Any:
+    return ops.not_equal(ops.imag(x), 0)
+
+
+def _isreal(x: Any) -> Any:
+    return ops.equal(ops.imag(x), 0)
+
+
+# -- sequences: linspace, logspace, geomspace (differentiable in their ends) ----------------------
+
+
+def _linspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    retstep: bool = False,
+    dtype: Any = None,
+    axis: int = 0,
+    *,
+    device: Any = None,
+) -> Any:
+    """numpy.linspace: ``start + k * step`` (the last exactly `stop` with `endpoint`), the new
+    axis at `axis`; `start` and `stop` may be arrays (broadcast) and carry the derivative."""
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    lo: Any = _tensor(start)
+    hi: Any = _tensor(stop)
+    dt = np.result_type(dtype_of(lo), dtype_of(hi), float(num))
+    lo, hi = ops.astype(lo, dt), ops.astype(hi, dt)
+    shape = np.broadcast_shapes(shape_of(lo), shape_of(hi))
+    div = num - 1 if endpoint else num
+    delta = hi - lo
+    step: Any = delta / div if div > 0 else np.nan
+    k = np.arange(num).astype(np.finfo(dt).dtype).reshape((-1,) + (1,) * len(shape))
+    y = lo + lib_array(lo, k) * (step if div > 0 else delta)  # (numpy's: num <= 1 is start)
+    if endpoint and num > 1:
+        y = ops.concatenate([y[:-1], ops.broadcast_to(hi, (1, *shape))], axis=0)
+    if axis != 0:
+        y = ops.moveaxis(y, 0, axis)
+    if dtype is not None and np.dtype(dtype) != dt:  # (an integer dtype rounds down, as numpy 2's)
+        y = ops.astype(ops.floor(y) if np.dtype(dtype).kind in "iu" else y, dtype)
+    return (y, step) if retstep else y
+
+
+def _logspace(
+    start: Any,
+    stop: Any,
+    num: int = 50,
+    endpoint: bool = True,
+    base: Any = 10.0,
+    dtype: Any = None,
+    axis: int = 0,
+) -> Any:
+    y = _linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
+    if np.ndim(raw(base)) if not isinstance(base, Tensor) else len(shape_of(base)):
+        base = ops.expand_dims(base, axis)
+    out = ops.power(base, y)
+    return out if dtype is None else ops.astype(out, dtype)
+
+
+def _geomspace(
+    start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None, axis: int = 0
+) -> Any:
+    """numpy.geomspace of real ends of one sign: ``exp`` of a linspace of their logs, the ends
+    exactly `start` and `stop` (a negative pair as the negated positive one)."""
+    lo, hi = _tensor(start), _tensor(stop)
+    if dtype_of(lo).kind == "c" or dtype_of(hi).kind == "c":
+        raise NotImplementedError("numpy.geomspace on einad Tensors takes real ends")
+    known = [v for v in (lo, hi) if type(strip(v)) is not Staged]
+    if any(np.any(np.asarray(to_numpy(raw(v))) == 0) for v in known):
+        raise ValueError("Geometric sequence cannot include zero")
+    if any(np.any(np.sign(to_numpy(raw(v))) != np.sign(to_numpy(raw(known[0])))) for v in known[1:]):
+        raise ValueError("numpy.geomspace on einad Tensors: start and stop of opposite signs (numpy: nan)")
+    sign = ops.where(ops.less(lo, 0), -1.0, 1.0)
+    y = ops.exp(_linspace(ops.log(ops.abs(lo)), ops.log(ops.abs(hi)), num=num, endpoint=endpoint))
+    shape = shape_of(y)[1:]
+    if num > 0:
+        ends = [ops.broadcast_to(ops.abs(lo), (1, *shape))]
+        middle = y[1 : num - 1] if endpoint and num > 1 else y[1:]
+        tail = [ops.broadcast_to(ops.abs(hi), (1, *shape))] if endpoint and num > 1 else []
+        y = ops.concatenate([*ends, middle, *tail], axis=0)
+    y = y * sign
+    if axis != 0:
+        y = ops.moveaxis(y, 0, axis)
+    return y if dtype is None else ops.astype(y, dtype)
+
+
+# -- polynomials (coefficients, highest power first) ----------------------------------------------
+
+
+def _poly_pair(a1: Any, a2: Any) -> tuple[Any, Any]:
+    """Two coefficient vectors padded with leading zeros to one length."""
+    a1, a2 = ops.reshape(a1, (-1,)), ops.reshape(a2, (-1,))
+    n1, n2 = shape_of(a1)[0], shape_of(a2)[0]
+    if n1 < n2:
+        a1 = indexing.pad(a1, (n2 - n1, 0))
+    elif n2 < n1:
+        a2 = indexing.pad(a2, (n1 - n2, 0))
+    return a1, a2
+
+
+def _polyadd(a1: Any, a2: Any) -> Any:
+    x, y = _poly_pair(a1, a2)
+    return x + y
+
+
+def _polysub(a1: Any, a2: Any) -> Any:
+    x, y = _poly_pair(a1, a2)
+    return x - y
+
+
+def _polymul(a1: Any, a2: Any) -> Any:
+    return _convolve(ops.reshape(a1, (-1,)), ops.reshape(a2, (-1,)))
+
+
+def _polyder(p: Any, m: int = 1) -> Any:
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = ops.reshape(p, (-1,))
+    for _ in range(m):
+        n = shape_of(p)[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1) if n > 0 else p[:0] * 0
+    return p if shape_of(p)[0] else ops.reshape(ops.sum(p, axis=0) * 0, (1,))
+
+
+def _polyint(p: Any, m: int = 1, k: Any = None) -> Any:
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    consts = [0.0] * m if k is None else ([k] * m if np.ndim(raw(k)) == 0 else list(k))
+    if len(consts) != m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = ops.astype(ops.reshape(p, (-1,)), np.result_type(dtype_of(p), np.float64))
+    for c in consts:
+        n = shape_of(p)[0]
+        p = ops.concatenate([p / np.arange(n, 0, -1), ops.reshape(ops.astype(c, dtype_of(p)), (1,))], axis=0)
+    return p
+
+
+def _polydiv(u: Any, v: Any) -> tuple[Any, Any]:
+    """numpy.polydiv's long division (a Python loop of einad operations); the remainder's
+    leading zeros (to numpy's rounding) dropped where its values are known."""
+    u, v = ops.reshape(_tensor(u) + 0.0, (-1,)), ops.reshape(_tensor(v) + 0.0, (-1,))
+    m, n = shape_of(u)[0] - 1, shape_of(v)[0] - 1
+    r = [u[j] for j in range(m + 1)]
+    q = []
+    scale = 1.0 / v[0]
+    for k in range(m - n + 1):
+        d = scale * r[k]
+        q.append(d)
+        for j in range(n + 1):
+            r[k + j] = r[k + j] - d * v[j]
+    quotient = ops.stack(q) if q else ops.reshape(u[0] * 0, (1,))
+    rem = ops.stack(r)
+    values = _known(rem, "polydiv")
+    first = 0
+    while first < len(values) - 1 and np.allclose(values[first], 0, rtol=1e-14):
+        first += 1
+    return quotient, rem[first:]
+
+
+def _poly(seq_of_zeros: Any) -> Any:
+    """numpy.poly: the monic polynomial of the roots (of a square matrix's eigenvalues), a
+    product of ``(x - r)`` by convolutions; real where the roots, read, come in conjugate
+    pairs, as numpy's."""
+    zeros: Any = _tensor(seq_of_zeros)
+    shape = shape_of(zeros)
+    if len(shape) == 2 and shape[0] == shape[1] and shape[0] != 0:
+        zeros = linalg.eigvals(zeros)
+    elif len(shape) != 1:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    dt = np.result_type(dtype_of(zeros), np.float64)
+    a = ops.astype(_tensor(np.ones(1)), dt)
+    for j in range(shape_of(zeros)[0]):
+        a = _convolve(a, ops.stack([ops.astype(_tensor(1.0), dt), ops.negative(ops.astype(zeros[j], dt))]))
+    if dt.kind == "c":
+        roots = _known(zeros, "poly")
+        if np.all(np.sort(roots) == np.sort(roots.conjugate())):
+            a = ops.real(a)
+    return a
+
+
+def _roots(p: Any) -> Any:
+    """numpy.roots: the eigenvalues of the companion matrix (leading and trailing zeros read
+    where known: trailing ones are zero roots); real where every root is, as numpy's."""
+    p = ops.reshape(_tensor(p), (-1,))
+    values = _known(p, "roots")
+    nonzero = np.flatnonzero(values)
+    if len(nonzero) == 0:
+        return np.array([])
+    trailing = len(values) - nonzero[-1] - 1
+    p = p[nonzero[0] : nonzero[-1] + 1]
+    n = shape_of(p)[0]
+    dt = np.result_type(dtype_of(p), np.float64)
+    if n > 1:
+        first_row = ops.reshape(-p[1:] / p[0], (1, n - 1))
+        below = np.eye(n - 2, n - 1, dtype=dt) if n > 2 else np.zeros((0, n - 1), dt)
+        found: Any = linalg.eigvals(ops.concatenate([ops.astype(first_row, dt), below], axis=0))
+    else:
+        found = ops.astype(p[:0], np.result_type(dt, np.complex64))
+    if not np.any(_known(ops.imag(found), "roots")):  # numpy's eigvals: real when every root is
+        found = ops.real(found)
+    if trailing:
+        found = indexing.pad(found, (0, trailing))  # numpy's zero roots, one per trailing zero
+    return found
+
+
+# -- numpy's functions that write into their argument ---------------------------------------------
+
+
+def _writes_into(name: str) -> Function:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"numpy.{name} writes into its argument, and einad values are immutable (a write would "
+            "lose the derivative): use x.at[index].set(values) (or .add, .multiply, ...), which "
+            "returns the updated array"
+        )
+
+    refuse.__name__ = name
+    return refuse
+
+
+# -- the rest: loops, comparisons, index arithmetic --------------------------------------------------
+
+
+def _apply_along_axis(func1d: Function, axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:
+    """numpy.apply_along_axis: `func1d` on each 1-D slice along `axis` (a Python loop), the
+    results stacked where the slices were (their own axes in place of `axis`)."""
+    x = _tensor(arr)
+    nd = len(shape_of(x))
+    axis = normalize_axis(axis, nd)
+    moved = ops.moveaxis(x, axis, -1)
+    outer = shape_of(moved)[:-1]
+    if math.prod(outer) == 0:
+        raise ValueError("Cannot apply_along_axis when any iteration dimensions are 0")
+    results = [_tensor(func1d(moved[index], *args, **kwargs)) for index in np.ndindex(*outer)]
+    inner = shape_of(results[0])
+    res = ops.reshape(ops.stack(results), outer + inner)
+    if not inner:
+        return res
+    return ops.moveaxis(
+        res, list(range(len(outer), len(outer) + len(inner))), list(range(axis, axis + len(inner)))
+    )
+
+
+def _apply_over_axes(func: Function, a: Any, axes: Any) -> Any:
+    val = _tensor(a)
+    nd = len(shape_of(val))
+    for axis in [axes] if np.ndim(axes) == 0 else axes:
+        ax = axis + nd if axis < 0 else axis
+        res = _tensor(func(val, ax))
+        if len(shape_of(res)) != len(shape_of(val)):
+            res = ops.expand_dims(res, ax)
+            if len(shape_of(res)) != len(shape_of(val)):
+                raise ValueError("function is not returning an array of the correct shape")
+        val = res
+    return val
+
+
+def _truth(value: Any) -> Any:
+    """A Python bool, as numpy's; under `einad.jit`, a 0-d boolean Tensor (JAX's result)."""
+    return value if type(strip(value)) is Staged else bool(value)
+
+
+def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+    if shape_of(a1) != shape_of(a2):
+        return False
+    same = ops.equal(a1, a2)
+    if equal_nan:
+        same = ops.where(ops.isnan(a1), ops.isnan(a2), same)
+    return _truth(ops.all(same))
+
+
+def _array_equiv(a1: Any, a2: Any) -> Any:
+    try:
+        np.broadcast_shapes(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return False
+    return _truth(ops.all(ops.equal(a1, a2)))
+
+
+def _from_shape(name: str) -> Function:
+    """diag/tril/triu_indices_from: numpy's, from the shape alone (a broadcast view, no memory)."""
+    numpys = getattr(np, name)
+
+    def call(arr: Any, *args: Any, **kwargs: Any) -> Any:
+        return numpys(np.broadcast_to(np.empty((), np.int8), shape_of(arr)), *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def _unravel_index(indices: Any, shape: Any, order: str = "C") -> tuple[Any, ...]:
+    """Index arithmetic (`floor_divide` and `mod`), so it stages; out-of-bounds indices are
+    numpy's ValueError where they are known."""
+    dims = tuple(int(d) for d in (shape if np.ndim(shape) else (shape,)))
+    size = math.prod(dims)
+    idx = _tensor(indices)
+    if type(strip(idx)) is not Staged and np.any((to_numpy(raw(idx)) < 0) | (to_numpy(raw(idx)) >= size)):
+        raise ValueError(f"index out of bounds for array with size {size}")
+    out = []
+    for d in dims[::-1] if order == "C" else dims:
+        out.append(ops.mod(idx, d))
+        idx = ops.floor_divide(idx, d)
+    return tuple(out[::-1] if order == "C" else out)
+
+
+def _ravel_multi_index(multi_index: Any, dims: Any, mode: Any = "raise", order: str = "C") -> Any:
+    dims = tuple(int(d) for d in dims)
+    modes = [mode] * len(dims) if isinstance(mode, str) else list(mode)
+    parts = [_tensor(i) for i in multi_index]
+    strides = np.cumprod((1, *dims[:0:-1]))[::-1] if order == "C" else np.cumprod((1, *dims[:-1]))
+    total: Any = 0
+    for i, d, stride, m in zip(parts, dims, strides, modes, strict=True):
+        if m == "wrap":
+            i = ops.mod(i, d)
+        elif m == "clip":
+            i = ops.clip(i, 0, d - 1)
+        elif type(strip(i)) is not Staged and np.any((to_numpy(raw(i)) < 0) | (to_numpy(raw(i)) >= d)):
+            raise ValueError("invalid entry in coordinates array")
+        total = total + i * int(stride)
+    return total
+
+
 FUNCTIONS: dict[Function, Function] = {
     np.nansum: _nan_fold("sum"),
     np.nanprod: _nan_fold("prod"),
@@ -1098,5 +1576,41 @@ FUNCTIONS: dict[Function, Function] = {
     np.extract: _extract,
     np.resize: _resize,
     np.histogram: _histogram,
+    np.delete: _delete,
+    np.insert: _insert,
+    np.array_split: _array_split,
+    np.rollaxis: _rollaxis,
+    np.block: _block,
+    np.choose: _choose,
+    np.ediff1d: _ediff1d,
+    np.matrix_transpose: _matrix_transpose,
+    np.astype: _astype,
+    np.fix: _fix,
+    np.iscomplex: _iscomplex,
+    np.isreal: _isreal,
+    np.linspace: _linspace,
+    np.logspace: _logspace,
+    np.geomspace: _geomspace,
+    np.polyadd: _polyadd,
+    np.polysub: _polysub,
+    np.polymul: _polymul,
+    np.polyder: _polyder,
+    np.polyint: _polyint,
+    np.polydiv: _polydiv,
+    np.poly: _poly,
+    np.roots: _roots,
+    np.apply_along_axis: _apply_along_axis,
+    np.apply_over_axes: _apply_over_axes,
+    np.array_equal: _array_equal,
+    np.array_equiv: _array_equiv,
+    np.diag_indices_from: _from_shape("diag_indices_from"),
+    np.tril_indices_from: _from_shape("tril_indices_from"),
+    np.triu_indices_from: _from_shape("triu_indices_from"),
+    np.unravel_index: _unravel_index,
+    np.ravel_multi_index: _ravel_multi_index,
+    **{
+        getattr(np, n): _writes_into(n)
+        for n in ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")
+    },
 }
 """numpy's functions as compositions, run on Tensors by `numpy_api` (numpy's arguments)."""

@@ -225,6 +225,8 @@ def test_every_binary_ufuncs_outer_is_numpys_and_differentiable(key):
     on every pair, as numpy's; differentiable where the ufunc is."""
     ufunc = key[0]
     a, b = X[0], Y[:2]  # (4,) against (2, 4): a result of shape (4, 2, 4)
+    if ufunc is np.ldexp:  # (its exponents are integers)
+        b = np.arange(-4, 4).reshape(2, 4)
     want = ufunc.outer(a, b)
     got = ufunc.outer(ea.tensor(a), b)
     got = np.asarray(got.numpy() if isinstance(got, ea.Tensor) else got)
@@ -333,7 +335,7 @@ def test_a_numpy_program_under_every_transformation():
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda t: np.roots(t[0]), "numpy.roots"),
+        (lambda t: np.i0(t[0]), "numpy.i0"),
         (lambda t: np.trim_zeros(t[0]), "numpy.trim_zeros"),
         (lambda t: np.spacing(t), "numpy.spacing"),
         (lambda t: np.add.reduceat(t, [0, 1]), "numpy.add.reduceat"),
@@ -402,14 +404,11 @@ def test_numpy_never_writes_into_a_tensors_array():
     assert_close(x.grad, np.exp(V))
     a = X.copy()
     t = ea.reshape(a, (4, 3))  # a view of the user's array
-    for write in (
-        lambda: np.copyto(t, 0.0),
-        lambda: np.put(t, [0], 5.0),
-        lambda: np.fill_diagonal(t, 5.0),
-        lambda: np.asarray(t).sort(axis=0),
-    ):
-        with pytest.raises(ValueError, match="read-only"):
+    for write in (lambda: np.copyto(t, 0.0), lambda: np.put(t, [0], 5.0), lambda: np.fill_diagonal(t, 5.0)):
+        with pytest.raises(TypeError, match=r"writes into its argument.*x\.at\[index\]\.set"):
             write()
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(t).sort(axis=0)
     with pytest.raises(TypeError, match=r"numpy.add.at .*\.at\[index\]\.add"):
         np.add.at(t, [0, 0], 1.0)
     np.testing.assert_array_equal(a, X)

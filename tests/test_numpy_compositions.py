@@ -148,13 +148,55 @@ CASES = [
         [M],
         True,
     ),
+    ("signbit", lambda a: np.signbit(a * (np.abs(a) > 0.5)), [M], False),  # -0.0 among them
+    ("copysign", lambda a, b: np.copysign(a, b), [M, M[::-1]], True),
+    ("ldexp", lambda a: np.ldexp(a, np.array([1, -2, 3, 0, 5])), [M], True),
+    ("modf", lambda a: np.modf(3 * a)[0] + 2 * np.modf(3 * a)[1], [M], True),
+    ("divmod", lambda a, b: np.divmod(3 * a, np.abs(b) + 0.5)[1], [M, M[::-1]], True),
+    ("matvec", lambda a, v: np.matvec(a, v[:5]), [M, V], True),
+    ("vecmat", lambda v, a: np.vecmat(v[:4] * (1 + 1j), a), [V, M], True),
+    ("vecdot", lambda a, b: np.vecdot(a, b), [M, M[::-1]], True),
+    ("matrix_transpose", lambda a: np.matrix_transpose(a[None] * np.ones((2, 1, 1))), [M], True),
+    ("delete", lambda a: np.delete(a, [0, 2], axis=1), [M], True),
+    ("delete-flat", lambda a: np.delete(a, slice(1, 7, 2)), [M], True),
+    ("insert", lambda a, b: np.insert(a, 2, b[:4], axis=1), [M, V], True),
+    ("insert-several", lambda a, b: np.insert(a, [1, 1, 3], b[:3]), [M, V], True),
+    ("array_split", lambda a: np.array_split(a, 3, axis=1)[2], [M], True),
+    ("rollaxis", lambda a: np.rollaxis(a[:, :, None] * np.ones(3), 2, 1), [M], True),
+    ("block", lambda a, b: np.block([[a, a[:, :2]], [b[None, :5], b[None, :2]]]), [M, V], True),
+    ("choose", lambda a, b: np.choose(np.array([[0, 1, 0, 1, 0]] * 4), [a, b]), [M, M[::-1]], True),
+    ("ediff1d", lambda a: np.ediff1d(a, to_begin=[1.0], to_end=[2.0, 3.0]), [M], True),
+    ("astype", lambda a: np.real(np.astype(a, np.complex128) * (1 - 2j)), [M], True),
+    ("fix", lambda a: np.fix(3 * a), [M], False),
+    ("iscomplex", lambda a: np.iscomplex(a + 1j * (a > 0)), [M], False),
+    ("isreal", lambda a: np.isreal(a + 1j * (a > 0)), [M], False),
+    ("linspace", lambda a, b: np.linspace(a, b, 5), [M[0], M[1]], True),
+    ("linspace-retstep", lambda a: np.linspace(a[0], 3.0, 7, endpoint=False, retstep=True)[1], [V], True),
+    ("linspace-axis", lambda a, b: np.linspace(a, b, 4, axis=-1), [M[0], M[1]], True),
+    ("linspace-one", lambda a: np.linspace(a[0], 3.0, 1), [V], True),
+    ("logspace", lambda a: np.logspace(a, 2.0, 4), [W], True),
+    ("geomspace", lambda a: np.geomspace(np.abs(a) + 0.1, 5.0, 6), [W], True),
+    ("geomspace-negative", lambda a: np.geomspace(-np.abs(a) - 0.1, -5.0, 6, endpoint=False), [W], True),
+    ("polyadd", lambda a, b: np.polyadd(a[:3], b), [V, V[::-1]], True),
+    ("polysub", lambda a, b: np.polysub(a, b[:2]), [V, V[::-1]], True),
+    ("polymul", lambda a, b: np.polymul(a[:3], b[:4]), [V, V[::-1]], True),
+    ("polyder", lambda a: np.polyder(a, 2), [V], True),
+    ("polyint", lambda a: np.polyint(a, 2, k=[1.0, 2.0]), [V], True),
+    ("apply_along_axis", lambda a: np.apply_along_axis(lambda r: r[:2] * np.sum(r), 1, a), [M], True),
+    ("apply_along_axis-outer", lambda a: np.apply_along_axis(lambda r: np.outer(r, r), 0, a), [M], True),
+    ("apply_over_axes", lambda a: np.apply_over_axes(np.sum, a[:, :, None] * np.ones(2), [0, 2]), [M], True),
 ]
+
+
+WRITERS = ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")
 
 
 def test_every_composition_is_tested_here():
     swept = {getattr(np, name.split("-")[0].rstrip("23")) for name, *_ in CASES}
     by_hand = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.bincount, np.partition, np.argpartition}
-    by_hand |= {np.einsum_path}
+    by_hand |= {np.einsum_path, np.roots, np.poly, np.polydiv, np.array_equal, np.array_equiv}
+    by_hand |= {np.unravel_index, np.ravel_multi_index, np.diag_indices_from, np.tril_indices_from}
+    by_hand |= {np.triu_indices_from, *(getattr(np, name) for name in WRITERS)}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -317,3 +359,81 @@ def test_compositions_stay_in_the_operands_library(lib, name):
     library: a torch operand gave "arrays of two libraries in one call" in median."""
     f = LIB_CASES[name]
     check_lib(lib, f(ea.tensor(lib.asarray(M))), f(M), rtol=1e-9, atol=1e-12)
+
+
+def test_roots_poly_and_polydiv_read_the_values_they_need():
+    """roots: the companion matrix's eigenvalues (leading and trailing zeros read; real where
+    every root is, as numpy's eigvals), differentiable where the roots are distinct; poly: the
+    product of (x - r), real for conjugate pairs; polydiv: numpy's long division and remainder."""
+    p = np.array([0.0, 2.0, -3.0, -11.0, 6.0, 0.0])  # 2 (x - 3)(x + 2)(x - 1/2) x, and a leading 0
+    got = np.roots(ea.tensor(p))
+    assert got.dtype == np.roots(p).dtype == np.float64
+    assert_close(np.sort(got.numpy()), np.sort(np.roots(p)))
+    c = np.array([1.0, 0.0, 1.0])  # x^2 + 1: ±i
+    assert_close(np.sort_complex(np.roots(ea.tensor(c)).numpy()), np.sort_complex(np.roots(c)))
+    # d(root)/d(coefficients): r is a root of sum p_k r^(n-k), so dr/dp_k = -r^(n-k) / p'(r)
+    q = np.array([1.0, -1.0, -6.0])  # roots 3 and -2
+    g = ea.grad(lambda q: ea.max(np.roots(q)))(q)
+    assert_close(g, -np.array([9.0, 3.0, 1.0]) / (2 * 3.0 - 1.0))
+    assert_close(np.poly(ea.tensor(np.array([3.0, -2.0]))), np.poly([3.0, -2.0]))
+    pairs = np.array([1 + 2j, 1 - 2j, 0.5])
+    assert np.poly(ea.tensor(pairs)).dtype == np.poly(pairs).dtype == np.float64
+    assert_close(np.poly(ea.tensor(M[:3, :3])), np.poly(M[:3, :3]))
+    quotient, remainder = np.polydiv(ea.tensor(V), W)
+    assert_close(quotient, np.polydiv(V, W)[0])
+    assert_close(remainder, np.polydiv(V, W)[1])
+    ea.gradcheck(lambda u, v: np.polydiv(u, v)[0], V, W)
+    ea.gradcheck(lambda q: np.roots(q), q)
+    with pytest.raises(TracerError, match="shape of its result depends on the values"):
+        ea.jit(np.roots)(q)
+
+
+def test_comparisons_and_index_arithmetic():
+    t = ea.tensor(M)
+    assert np.array_equal(t, M) is True and np.array_equal(t, M[:2]) is False
+    assert np.array_equal(ea.tensor(NANS), NANS, equal_nan=True) is True
+    assert np.array_equiv(t[:1], M[:1] * np.ones((3, 1))) is True and np.array_equiv(t, M[:, :2]) is False
+    staged = ea.jit(lambda a: np.array_equal(a, a))(M)  # JAX's: a boolean array, not a Python bool
+    assert bool(staged) is True
+    flat = np.array([3, 7, 11])
+    for got, want in zip(
+        np.unravel_index(ea.tensor(flat), (3, 4)), np.unravel_index(flat, (3, 4)), strict=True
+    ):
+        assert_close(got, want)
+    for got, want in zip(
+        np.unravel_index(ea.tensor(flat), (3, 4), order="F"),
+        np.unravel_index(flat, (3, 4), order="F"),
+        strict=True,
+    ):
+        assert_close(got, want)
+    assert_close(
+        ea.jit(lambda i: np.unravel_index(i, (3, 4))[1])(flat), [3, 3, 3]
+    )  # index arithmetic: stages
+    with pytest.raises(ValueError, match="out of bounds"):
+        np.unravel_index(ea.tensor(np.array([12])), (3, 4))
+    rows, cols = np.array([1, 2, 0]), np.array([3, 0, 5])
+    for mode in ("wrap", "clip"):
+        want = np.ravel_multi_index((rows, cols), (3, 4), mode=mode)
+        assert_close(np.ravel_multi_index((ea.tensor(rows), cols), (3, 4), mode=mode), want)
+    with pytest.raises(ValueError, match="invalid entry"):
+        np.ravel_multi_index((ea.tensor(rows), cols), (3, 4))
+    square = ea.tensor(M[:4, :4])
+    for name in ("diag_indices_from", "tril_indices_from", "triu_indices_from"):
+        for got, want in zip(getattr(np, name)(square), getattr(np, name)(M[:4, :4]), strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", WRITERS)
+def test_numpys_writers_are_refused_with_the_functional_update(name):
+    t = ea.tensor(M)
+    args = {
+        "put": ([0], [1.0]),
+        "put_along_axis": (np.zeros((4, 1), int), 1.0, 1),
+        "place": (M > 0, [1.0]),
+        "putmask": (M > 0, 1.0),
+        "copyto": (M,),
+        "fill_diagonal": (1.0,),
+    }[name]
+    call = (lambda: np.copyto(t, M)) if name == "copyto" else (lambda: getattr(np, name)(t, *args))
+    with pytest.raises(TypeError, match=r"writes into its argument.*x\.at\[index\]\.set"):
+        call()
