@@ -4,9 +4,9 @@
 no operation of their own in einad but are a few of them: the nan-ignoring reductions (masks
 with ``where=``), quantiles (a sort and a gather), `interp` and `searchsorted` (comparisons),
 `convolve` and `correlate` (a gather of windows and an einsum), `cov`, `trapezoid`, the
-polynomials, the everyday shape helpers (`rot90`, `append`, `meshgrid`, ...), and numpy's rearrangements
-(`insert`, `delete`, `block`, `choose`, `array_split`) run by numpy itself on integer labels of
-the elements, whose result a gather turns back into values. Each is differentiable
+polynomials, the everyday shape helpers (`rot90`, `append`, `meshgrid`, ...), and numpy's
+rearrangements (`insert`, `delete`, `block`, `choose`, `array_split`), run by numpy itself on
+integer labels of the elements, whose result a gather turns back into values. Each is differentiable
 wherever its parts are, staged by `einad.jit` and mapped by `vmap`, because it is nothing but
 their operations. The few whose result's shape depends on the values (`nonzero`, `unique`,
 `argwhere`, `bincount`'s length) read the values where they are known (eagerly, under `grad`
