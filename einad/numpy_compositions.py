@@ -1508,6 +1508,110 @@ def _ravel_multi_index(multi_index: Any, dims: Any, mode: Any = "raise", order: 
     return total
 
 
+# -- sets, trims and sorts that read values -------------------------------------------------------
+
+
+def _flat(*arrays: Any) -> Any:
+    """The arrays raveled and joined, in their common dtype (what the set functions gather from)."""
+    parts = [ops.reshape(_tensor(a), (-1,)) for a in arrays]
+    dt = np.result_type(*(dtype_of(p) for p in parts))
+    return ops.concatenate([ops.astype(p, dt) for p in parts], axis=0)
+
+
+def _intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False) -> Any:
+    """The sorted common values, gathered from `ar1` (numpy's indices of their first occurrences)."""
+    _, where1, where2 = np.intersect1d(
+        _known(ar1, "intersect1d"), _known(ar2, "intersect1d"), assume_unique, return_indices=True
+    )
+    values = indexing.take(_flat(ar1), where1)
+    return (values, where1, where2) if return_indices else values
+
+
+def _union1d(ar1: Any, ar2: Any) -> Any:
+    return _unique(_flat(ar1, ar2))
+
+
+def _setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
+    """The values of `ar1` not in `ar2` (sorted and unique unless `assume_unique`), gathered."""
+    v1 = _known(ar1, "setdiff1d").ravel()
+    v2 = _known(ar2, "setdiff1d")
+    where = np.arange(v1.size) if assume_unique else np.unique(v1, return_index=True)[1]
+    keep = where[~np.isin(v1[where], v2)]
+    return indexing.take(_flat(ar1), keep)
+
+
+def _setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
+    """The sorted values in exactly one of the arrays, gathered from where each first occurs."""
+    v1, v2 = _known(ar1, "setxor1d").ravel(), _known(ar2, "setxor1d").ravel()
+    if assume_unique:
+        w1, w2 = np.arange(v1.size), np.arange(v2.size)
+    else:
+        w1, w2 = np.unique(v1, return_index=True)[1], np.unique(v2, return_index=True)[1]
+    where = np.concatenate([w1, w2 + v1.size])
+    values = np.concatenate([v1, v2])[where]
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    flag = np.concatenate(([True], ordered[1:] != ordered[:-1], [True]))
+    single = flag[1:] & flag[:-1]
+    return indexing.take(_flat(ar1, ar2), where[order][single])
+
+
+def _trim_zeros(filt: Any, trim: str = "fb", axis: Axis = None) -> Any:
+    """The leading (``"f"``) and trailing (``"b"``) zeros cut from each axis (numpy 2's `axis`)."""
+    values = np.asarray(_known(filt, "trim_zeros"))
+    nd = values.ndim
+    trim = trim.lower()
+    if not set(trim) <= {"f", "b"} or not trim:
+        raise ValueError(f"unexpected character(s) in `trim`: {trim!r}")
+    cut = [slice(None)] * nd
+    for ax in range(nd) if axis is None else normalize_axes(axis, nd):
+        along = np.any(values != 0, axis=tuple(k for k in range(nd) if k != ax))
+        hits = np.flatnonzero(along)
+        start = (hits[0] if len(hits) else 0) if "f" in trim else 0
+        stop = (hits[-1] + 1 if len(hits) else 0) if "b" in trim else values.shape[ax]
+        cut[ax] = slice(int(start), int(max(start, stop)))
+    return _tensor(filt)[tuple(cut)]
+
+
+def _real_if_close(a: Any, tol: float = 100) -> Any:
+    """The real part where every imaginary part is within `tol` machine epsilons of 0 (read)."""
+    if dtype_of(a).kind != "c":
+        return a
+    if tol > 1:
+        tol = float(np.finfo(dtype_of(a)).eps) * tol
+    return ops.real(a) if np.all(np.abs(_known(a, "real_if_close").imag) < tol) else a
+
+
+def _lexsort(keys: Any, axis: int = -1) -> Any:
+    """The order sorting by the last key, then the one before, ...: stable argsorts, the last
+    key's last (einad's argsort is stable, as numpy's lexsort relies on)."""
+    rows = [keys[k] for k in range(shape_of(keys)[0])] if not isinstance(keys, (list, tuple)) else list(keys)
+    if not rows:
+        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    order = indexing.argsort(rows[0], axis=axis)
+    for key in rows[1:]:
+        order = indexing.take_along_axis(
+            order, indexing.argsort(indexing.take_along_axis(key, order, axis), axis=axis), axis
+        )
+    return order
+
+
+def _sort_complex(a: Any) -> Any:
+    """Sorted along the last axis by real part, then imaginary part; complex, as numpy's."""
+    x = _tensor(a)
+    if dtype_of(x).kind != "c":
+        wide = np.complex64 if dtype_of(x).char in "bhBH" else np.complex128
+        return ops.astype(indexing.sort(x, axis=-1), wide)
+    order = _lexsort([ops.imag(x), ops.real(x)], axis=-1)
+    return indexing.take_along_axis(x, order, -1)
+
+
+def _histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002
+    chosen = bins if isinstance(bins, (int, str)) else _known(bins, "histogram_bin_edges")
+    w = None if weights is None else _known(weights, "histogram_bin_edges")
+    return np.histogram_bin_edges(_known(a, "histogram_bin_edges"), chosen, range, w)
+
+
 FUNCTIONS: dict[Function, Function] = {
     np.nansum: _nan_fold("sum"),
     np.nanprod: _nan_fold("prod"),
@@ -1608,6 +1712,15 @@ FUNCTIONS: dict[Function, Function] = {
     np.triu_indices_from: _from_shape("triu_indices_from"),
     np.unravel_index: _unravel_index,
     np.ravel_multi_index: _ravel_multi_index,
+    np.intersect1d: _intersect1d,
+    np.union1d: _union1d,
+    np.setdiff1d: _setdiff1d,
+    np.setxor1d: _setxor1d,
+    np.trim_zeros: _trim_zeros,
+    np.real_if_close: _real_if_close,
+    np.lexsort: _lexsort,
+    np.sort_complex: _sort_complex,
+    np.histogram_bin_edges: _histogram_bin_edges,
     **{
         getattr(np, n): _writes_into(n)
         for n in ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")

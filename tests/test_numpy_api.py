@@ -336,7 +336,7 @@ def test_a_numpy_program_under_every_transformation():
     "call, name",
     [
         (lambda t: np.i0(t[0]), "numpy.i0"),
-        (lambda t: np.trim_zeros(t[0]), "numpy.trim_zeros"),
+        (lambda t: np.frexp(t)[0], "numpy.frexp"),
         (lambda t: np.spacing(t), "numpy.spacing"),
         (lambda t: np.add.reduceat(t, [0, 1]), "numpy.add.reduceat"),
         (lambda t: np.subtract.reduce(t), "numpy.subtract.reduce"),

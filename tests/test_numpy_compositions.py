@@ -197,6 +197,8 @@ def test_every_composition_is_tested_here():
     by_hand |= {np.einsum_path, np.roots, np.poly, np.polydiv, np.array_equal, np.array_equiv}
     by_hand |= {np.unravel_index, np.ravel_multi_index, np.diag_indices_from, np.tril_indices_from}
     by_hand |= {np.triu_indices_from, *(getattr(np, name) for name in WRITERS)}
+    by_hand |= {np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d, np.trim_zeros, np.real_if_close}
+    by_hand |= {np.lexsort, np.sort_complex, np.histogram_bin_edges}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -437,3 +439,48 @@ def test_numpys_writers_are_refused_with_the_functional_update(name):
     call = (lambda: np.copyto(t, M)) if name == "copyto" else (lambda: getattr(np, name)(t, *args))
     with pytest.raises(TypeError, match=r"writes into its argument.*x\.at\[index\]\.set"):
         call()
+
+
+def _same(got, want):
+    got = _plain(got)
+    assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype
+    assert_close(got, want)
+
+
+def test_sets_trims_and_sorts_give_numpys_values_and_gather_the_derivative():
+    """The set functions read the values (TracerError under jit) and gather the elements they
+    keep, each from its first occurrence; lexsort is stable argsorts (it stages), sort_complex
+    a lexsort of (real, imag) along the last axis."""
+    a, b = np.array([3.0, 1.0, 2.0, 3.0, 5.0, 1.0]), np.array([2.0, 3.0, 7.0, 7.0])
+    for name in ("intersect1d", "union1d", "setdiff1d", "setxor1d"):
+        _same(getattr(np, name)(ea.tensor(a), b), getattr(np, name)(a, b))
+    for got, want in zip(
+        np.intersect1d(ea.tensor(a), b, return_indices=True), np.intersect1d(a, b, return_indices=True)
+    ):
+        _same(got, want)
+    _same(np.setdiff1d(ea.tensor(a[:3]), b, assume_unique=True), np.setdiff1d(a[:3], b, assume_unique=True))
+    g = ea.grad(lambda x: ea.sum(np.setxor1d(x, b) ** 2))(a)
+    assert_close(g, [0.0, 2.0, 0.0, 0.0, 10.0, 0.0])  # 1 and 5, from their first places; 7 is b's
+    g = ea.grad(lambda x: ea.sum(np.union1d(x, b) * np.arange(1.0, 6.0)))(a)
+    assert_close(g, [3.0, 1.0, 2.0, 0.0, 4.0, 0.0])  # union 1, 2, 3, 5, 7: a holds the first four
+    with pytest.raises(TracerError, match="shape of its result depends on the values"):
+        ea.jit(lambda x: np.intersect1d(x, b))(a)
+    z = np.array([0.0, 0.0, 1.0, 2.0, 0.0, 3.0, 0.0])
+    for trim in ("fb", "f", "b"):
+        _same(np.trim_zeros(ea.tensor(z), trim), np.trim_zeros(z, trim))
+    grid = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.0]])
+    _same(np.trim_zeros(ea.tensor(grid)), np.trim_zeros(grid))
+    _same(np.trim_zeros(ea.tensor(grid), axis=0), np.trim_zeros(grid, axis=0))
+    _same(np.trim_zeros(ea.tensor(np.zeros(3))), np.trim_zeros(np.zeros(3)))
+    for c in (np.array([1 + 1e-15j, 2 - 1e-16j]), np.array([1 + 1e-3j, 2.0])):
+        _same(np.real_if_close(ea.tensor(c)), np.real_if_close(c))
+    k1, k2 = np.array([1, 1, 2, 2, 0]), np.array([3.0, 1.0, 3.0, 1.0, 2.0])
+    _same(np.lexsort((ea.tensor(k2), k1)), np.lexsort((k2, k1)))
+    _same(np.lexsort(ea.tensor(np.stack([k2, k1 * 1.0]))), np.lexsort(np.stack([k2, k1 * 1.0])))
+    assert_close(ea.jit(lambda x: np.lexsort((x, k1)))(k2), np.lexsort((k2, k1)))  # stages
+    zz = np.array([[1 + 2j, 1 - 1j, 0.5 + 0j], [3.0, 2 - 1j, 2 - 2j]])
+    _same(np.sort_complex(ea.tensor(zz)), np.sort_complex(zz))
+    _same(np.sort_complex(ea.tensor(k2.astype(np.float32))), np.sort_complex(k2.astype(np.float32)))
+    apart = M[:2, :3] + 1j * M[2:, :3]  # (distinct real parts: no tie for a perturbation to break)
+    ea.gradcheck(lambda x: np.real(np.sort_complex(x)) + np.imag(np.sort_complex(x)), apart)
+    _same(np.histogram_bin_edges(ea.tensor(a), 4), np.histogram_bin_edges(a, 4))
