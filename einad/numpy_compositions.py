@@ -1612,6 +1612,58 @@ def _histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any
     return np.histogram_bin_edges(_known(a, "histogram_bin_edges"), chosen, range, w)
 
 
+def _histogramdd(
+    sample: Any,
+    bins: Any = 10,
+    range: Any = None,  # noqa: A002 (numpy's keyword)
+    density: Any = None,
+    weights: Any = None,
+) -> Any:
+    """numpy.histogramdd: the edges and counts from the values (no derivative); with `weights`,
+    their sums per bin (numpy's bin of each point, its outlier bins dropped), differentiable in
+    the weights, and with `density` normalized by the total and each bin's volume."""
+    if isinstance(sample, (list, tuple)):  # numpy's reading: one array per coordinate
+        points = np.atleast_2d(np.stack([np.asarray(_known(s, "histogramdd")) for s in sample])).T
+    else:
+        points = np.asarray(_known(sample, "histogramdd"))
+        points = points[:, None] if points.ndim == 1 else points
+    chosen = (
+        bins if isinstance(bins, int) else [b if np.ndim(b) == 0 else _known(b, "histogramdd") for b in bins]
+    )
+    counts, edges = np.histogramdd(points, bins=chosen, range=range)
+    if weights is None and not density:
+        return counts, edges
+    shape = tuple(len(e) + 1 for e in edges)  # with numpy's two outlier bins per axis
+    where = []
+    for d, e in enumerate(edges):
+        k = np.searchsorted(e, points[:, d], side="right")
+        k[points[:, d] == e[-1]] -= 1  # the last bin is closed, as numpy's
+        where.append(k)
+    flat = np.ravel_multi_index(where, shape)
+    w = ops.reshape(_tensor(weights), (-1,)) if weights is not None else np.ones(len(points))
+    sums = ops.reshape(_bincount(flat, weights=w, minlength=math.prod(shape)), shape)
+    sums = sums[tuple(slice(1, -1) for _ in edges)]
+    if density:
+        volume = math.prod(np.ix_(*(np.diff(e) for e in edges)))
+        sums = sums / ops.sum(sums) / volume
+    return sums, edges
+
+
+def _histogram2d(
+    x: Any,
+    y: Any,
+    bins: Any = 10,
+    range: Any = None,  # noqa: A002 (numpy's keyword)
+    density: Any = None,
+    weights: Any = None,
+) -> Any:
+    """numpy.histogram2d: `histogramdd` of the two coordinates (the edges of each)."""
+    if not isinstance(bins, int) and np.ndim(bins) == 1 and len(bins) != 2:  # one array of edges for both
+        bins = [bins, bins]
+    hist, (xedges, yedges) = _histogramdd([x, y], bins, range, density, weights)
+    return hist, xedges, yedges
+
+
 FUNCTIONS: dict[Function, Function] = {
     np.nansum: _nan_fold("sum"),
     np.nanprod: _nan_fold("prod"),
@@ -1721,6 +1773,8 @@ FUNCTIONS: dict[Function, Function] = {
     np.lexsort: _lexsort,
     np.sort_complex: _sort_complex,
     np.histogram_bin_edges: _histogram_bin_edges,
+    np.histogramdd: _histogramdd,
+    np.histogram2d: _histogram2d,
     **{
         getattr(np, n): _writes_into(n)
         for n in ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")

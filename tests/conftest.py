@@ -107,14 +107,21 @@ def pytest_make_parametrize_id(config, val, argname):
     return None
 
 
-LONGEST_FILES = [  # seconds in one process on 2 cores, 2026-11-29: 47, 45, 44, 26, 25, 18, 14
+LONGEST_FILES = [  # seconds in one process on 2 cores, 2026-11-29: 47, 45, 44, 26, 25, 18, 14, ...
     "tests/rules/test_reductions.py",
     "tests/rules/test_linalg.py",
     "tests/project/test_benchmarks.py",
     "tests/test_cluster.py",
     "tests/transforms/test_autodiff_modes.py",
     "tests/rules/test_elementwise.py",
+    "tests/rules/test_indexing.py",
     "tests/workflows/test_circuits_peps_cotengra.py",
+    "tests/test_network.py",
+    "tests/transforms/test_custom_jax.py",
+    "tests/rules/test_einsum_choices.py",
+    "tests/test_fft.py",
+    "tests/test_slicing.py",
+    "tests/rules/test_shape.py",
 ]
 """The suite's longest files (an order for the workers, not a list to keep complete)."""
 
@@ -129,8 +136,9 @@ def pytest_collection_modifyitems(items):
     if unusable:
         raise pytest.UsageError(f"test ids that pytest cannot select again (give them plain ids): {unusable}")
     if not _UNDER_MUTMUT:
-        # the longest files first (each file is one worker's, --dist loadfile), so that the
-        # two workers finish together instead of one running a long file alone at the end
+        # the longest files first (each file is one worker's, --dist loadfile, in this order:
+        # --no-loadscope-reorder), so that the two workers finish together instead of one
+        # running a long file alone at the end
         first = {path: rank for rank, path in enumerate(LONGEST_FILES)}
         items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
         return

@@ -148,6 +148,14 @@ CASES = [
         [M],
         True,
     ),
+    ("histogram2d", lambda w: np.histogram2d(M[0], M[1], bins=[2, 3], weights=w)[0], [M[2]], True),
+    (
+        "histogram2d-density",
+        lambda w: np.histogram2d(M[0], M[1], bins=[-1, 0, 0.5, 1], weights=w, density=True)[0],
+        [M[2]],
+        True,
+    ),
+    ("histogramdd", lambda w: np.histogramdd(M[:3].T, bins=(2, 1, 3), weights=w)[0], [M[3]], True),
     ("signbit", lambda a: np.signbit(a * (np.abs(a) > 0.5)), [M], False),  # -0.0 among them
     ("copysign", lambda a, b: np.copysign(a, b), [M, M[::-1]], True),
     ("ldexp", lambda a: np.ldexp(a, np.array([1, -2, 3, 0, 5])), [M], True),
