@@ -1556,6 +1556,29 @@ def _setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False) -> Any:
     return indexing.take(_flat(ar1, ar2), where[order][single])
 
 
+def _unique_set(name: str) -> Function:
+    """numpy 2's unique_all, unique_counts, unique_inverse, unique_values: numpy's result on the
+    values (in numpy's order: unique_values of integers is not sorted), the values gathered from
+    each one's first occurrence."""
+    numpys = getattr(np, name)
+
+    def call(x: Any, /) -> Any:
+        known = _known(x, name)
+        first = np.unique_all(known)
+        flat = ops.reshape(_tensor(x), (-1,))
+        if name == "unique_values":
+            order = numpys(known)
+            same = np.array_equal(order, first.values, equal_nan=True)
+            return indexing.take(
+                flat, first.indices if same else first.indices[np.searchsorted(first.values, order)]
+            )
+        found = numpys(known)
+        return type(found)(indexing.take(flat, first.indices), *found[1:])
+
+    call.__name__ = name
+    return call
+
+
 def _trim_zeros(filt: Any, trim: str = "fb", axis: Axis = None) -> Any:
     """The leading (``"f"``) and trailing (``"b"``) zeros cut from each axis (numpy 2's `axis`)."""
     values = np.asarray(_known(filt, "trim_zeros"))
@@ -1774,6 +1797,10 @@ FUNCTIONS: dict[Function, Function] = {
     np.sort_complex: _sort_complex,
     np.histogram_bin_edges: _histogram_bin_edges,
     np.histogramdd: _histogramdd,
+    **{
+        getattr(np, n): _unique_set(n)
+        for n in ("unique_all", "unique_counts", "unique_inverse", "unique_values")
+    },
     np.histogram2d: _histogram2d,
     **{
         getattr(np, n): _writes_into(n)

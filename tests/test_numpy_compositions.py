@@ -207,6 +207,7 @@ def test_every_composition_is_tested_here():
     by_hand |= {np.triu_indices_from, *(getattr(np, name) for name in WRITERS)}
     by_hand |= {np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d, np.trim_zeros, np.real_if_close}
     by_hand |= {np.lexsort, np.sort_complex, np.histogram_bin_edges}
+    by_hand |= {np.unique_all, np.unique_counts, np.unique_inverse, np.unique_values}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -492,3 +493,22 @@ def test_sets_trims_and_sorts_give_numpys_values_and_gather_the_derivative():
     apart = M[:2, :3] + 1j * M[2:, :3]  # (distinct real parts: no tie for a perturbation to break)
     ea.gradcheck(lambda x: np.real(np.sort_complex(x)) + np.imag(np.sort_complex(x)), apart)
     _same(np.histogram_bin_edges(ea.tensor(a), 4), np.histogram_bin_edges(a, 4))
+
+
+def test_numpy_2s_unique_functions_keep_numpys_order_and_gather_the_values():
+    """unique_values of integers is in numpy's (hash) order, not sorted; every result's values
+    carry the derivative of each one's first occurrence; nans are each their own value."""
+    ints = np.array([3, 1, 2, 1, 3, 3])
+    floats = np.array([3.0, np.nan, 1.0, np.nan, 1.0])
+    for x in (ints, floats, M.ravel()[:7].round(0)):
+        _same(np.unique_values(ea.tensor(x)), np.unique_values(x))
+        for name in ("unique_all", "unique_counts", "unique_inverse"):
+            got, want = getattr(np, name)(ea.tensor(x)), getattr(np, name)(x)
+            assert type(got) is type(want) and got._fields == want._fields
+            for g, w in zip(got, want, strict=True):
+                _same(g, w)
+    x = np.array([2.0, 5.0, 2.0, 7.0])
+    g = ea.grad(lambda a: ea.sum(np.unique_counts(a).values * np.array([1.0, 10.0, 100.0])))(x)
+    assert_close(g, [1.0, 10.0, 0.0, 100.0])
+    with pytest.raises(TracerError, match="shape of its result depends on the values"):
+        ea.jit(np.unique_values)(x)
