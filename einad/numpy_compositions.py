@@ -1095,7 +1095,7 @@ def _labelled(arrays: Sequence[Any], dtype: Any = None) -> tuple[list[np.ndarray
     sizes = [math.prod(shape_of(t)) for t in tensors]
     starts = np.cumsum([0, *sizes])
     labels = [
-        np.arange(b, b + n).reshape(shape_of(t)) for b, n, t in zip(starts, sizes, tensors, strict=False)
+        np.arange(b, b + n).reshape(shape_of(t)) for b, n, t in zip(starts[:-1], sizes, tensors, strict=True)
     ]
     dt = np.result_type(*(dtype_of(t) for t in tensors)) if dtype is None else np.dtype(dtype)
     flat = ops.concatenate([ops.reshape(ops.astype(t, dt), (-1,)) for t in tensors], axis=0)
@@ -1306,8 +1306,8 @@ def _polyder(p: Any, m: int = 1) -> Any:
     p = ops.reshape(p, (-1,))
     for _ in range(m):
         n = shape_of(p)[0] - 1
-        p = p[:-1] * np.arange(n, 0, -1) if n > 0 else p[:0] * 0
-    return p if shape_of(p)[0] else ops.reshape(ops.sum(p, axis=0) * 0, (1,))
+        p = p[:-1] * np.arange(n, 0, -1) if n > 0 else p[:0]  # (a constant's: empty, as numpy's)
+    return p
 
 
 def _polyint(p: Any, m: int = 1, k: Any = None) -> Any:
