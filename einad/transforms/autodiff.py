@@ -646,17 +646,40 @@ def _tangent_pairs(primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any
     t_flat, t_td = tree_flatten(list(tangents))
     if p_td != t_td:
         raise ValueError(f"tangents structure {t_td} does not match the primals' {p_td}")
-    values, numbers = [], False
+    values, numbers, held = [], False, None
     for k, p in enumerate(p_flat):  # (a loop: every forward-mode call)
+        if type(t_flat[k]) is np.ndarray and t_flat[k].dtype == FLOAT0:  # JAX's: an integer held fixed
+            held = (held or set()) | {k}
+            values.append(_held_integer(p, t_flat[k], k))
+            continue
         values.append(_diff_value(p, f"primal leaf {k}"))
         numbers = numbers or isinstance(p, (float, complex, np.generic))
     if numbers:
         values = _numbers_in_library(values, p_flat, p_flat)
     pairs = []
-    for v, t in zip(values, t_flat):
-        pairs.append((v, _tangent_in(t, v)))
-    _same_library([v for v, _ in pairs])
+    for k, (v, t) in enumerate(zip(values, t_flat)):
+        pairs.append((v, None) if held and k in held else (v, _tangent_in(t, v)))
+    _same_library([v for v, t in pairs if t is not None])
     return p_td, pairs
+
+
+def _held_integer(p: Any, t: Any, k: int) -> Any:
+    """An integer or boolean primal leaf whose tangent is `FLOAT0` (JAX's ``float0``): a constant
+    of the forward pass, as JAX holds it.
+
+    Raises:
+        TypeError: If the primal is floating-point (its tangent must be of its dtype).
+        ValueError: If the tangent's shape is not the primal's.
+    """
+    v = strip(p) if type(p) is Tensor else p if arrays.is_array(p) else np.asarray(p)
+    if dtype_of(v).kind not in "iub":
+        raise TypeError(
+            f"primal leaf {k} of dtype {dtype_of(v)} has a float0 tangent: float0 tangents are for "
+            "integer and boolean primals (a floating-point primal's tangent has its dtype)"
+        )
+    if shape_of(t) != shape_of(v):
+        raise ValueError(f"tangent has shape {shape_of(t)} but its primal has shape {shape_of(v)}")
+    return p
 
 
 def jvp(
@@ -683,7 +706,7 @@ def jvp(
         raise TypeError("jvp takes primals and tangents as tuples, e.g. jvp(f, (x,), (v,))")
     p_td, pairs = _tangent_pairs(primals, tangents)
     with tracing(ForwardTrace()) as trace:
-        boxed = [box(v, trace, t) for v, t in pairs]
+        boxed = [v if t is None else box(v, trace, t) for v, t in pairs]
         out = f(*tree_unflatten(p_td, boxed))
     if has_aux:
         out, aux = _split_aux(out)
@@ -813,7 +836,7 @@ def _hvp_forward_over_reverse(
     (the contraction itself, which the HVP discards) is never computed."""
     p_td, pairs = _tangent_pairs(primals, tangents)
     with tracing(ForwardTrace()) as trace:
-        boxed = [box(v, trace, t) for v, t in pairs]
+        boxed = [v if t is None else box(v, trace, t) for v, t in pairs]
         td, grads = _lazy_grads(f, tree_unflatten(p_td, boxed))
         taken: set[int] = set()
         out = []

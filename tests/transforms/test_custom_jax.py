@@ -302,3 +302,29 @@ def test_allow_int_holds_integer_leaves_fixed_with_float0_gradients():
     assert_close(gx_jit, 3 * x**2)
     with pytest.raises(TypeError, match="the integer 3"):
         ea.grad(f, argnums=1)(x, 3)  # still refused without it
+
+
+def test_jvp_takes_float0_tangents_for_integer_primals_and_holds_them_fixed():
+    """JAX's rule for integer (and boolean) primals in jvp: a float0 tangent of their shape (a
+    TypeError before, whatever the tangent); a float0 tangent for a float primal is refused."""
+    x, n = np.array([1.0, 2.0]), np.array([3, 2])
+    out, tangent = ea.jvp(lambda x, n: x**n, (x, n), (np.ones(2), np.zeros(2, ea.float0)))
+    assert_close(out, x**n)
+    assert_close(tangent, n * x ** (n - 1))
+    _, t = ea.jvp(
+        lambda x, i, flag: x[i] * flag,
+        (x, 1, True),
+        (np.ones(2), np.zeros((), ea.float0), np.zeros((), ea.float0)),
+    )
+    assert_close(t, 1.0)
+    grad_x = ea.grad(lambda x, n: ea.sum(x**n))  # forward over reverse, n held fixed
+    _, hvp = ea.jvp(grad_x, (x, n), (np.ones(2), np.zeros(2, ea.float0)))
+    assert_close(hvp, n * (n - 1) * x ** (n - 2))
+    staged = ea.jit(lambda x, n: ea.jvp(lambda a, m: a**m, (x, n), (x, np.zeros(2, ea.float0)))[1])(x, n)
+    assert_close(staged, n * x**n)
+    with pytest.raises(TypeError, match="float0 tangents are for integer and boolean primals"):
+        ea.jvp(lambda x: x, (x,), (np.zeros(2, ea.float0),))
+    with pytest.raises(ValueError, match=r"tangent has shape \(3,\)"):
+        ea.jvp(lambda x, n: x * n, (x, n), (x, np.zeros(3, ea.float0)))
+    with pytest.raises(TypeError, match="differentiable inputs must be floating-point"):
+        ea.jvp(lambda x, n: x * n, (x, n), (x, np.zeros(2)))  # an integer primal's tangent is float0
