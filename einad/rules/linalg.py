@@ -1610,27 +1610,55 @@ def eigvalsh(a: ArrayLike, UPLO: str = "L", *, symmetrize_input: bool = False) -
     return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
 
-def pinv(
-    a: ArrayLike, rcond: float | None = None, hermitian: bool = False, *, rtol: float | None = None
-) -> Tensor:
+def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any = None) -> Tensor:
     """The Moore-Penrose pseudo-inverse, as numpy.linalg.pinv.
 
     Singular values at or below ``rcond`` times the largest count as zero (numpy's
-    default ``1e-15``; ``rtol`` is the array API's name for it). The derivative is the
-    Golub-Pereyra formula, exact where the rank (after that cutoff) does not change:
+    default ``1e-15``; ``rtol`` is the array API's name for it); an array of cutoffs
+    broadcasts against the stack of matrices, as numpy's (each matrix inverted with its
+    own, read as a constant). The derivative is the Golub-Pereyra formula, exact where
+    the rank (after that cutoff) does not change:
     ``dX = −X dA X + X Xᴴ dAᴴ (I − A X) + (I − X A) dAᴴ Xᴴ X``. With ``hermitian``, the
     lower triangle is read, as numpy's.
 
     Raises:
         LinAlgError: If `a` has fewer than 2 dimensions.
-        TypeError: If both `rcond` and `rtol` are given, or either is not a number.
+        TypeError: If both `rcond` and `rtol` are given.
+        ValueError: If an array of cutoffs does not broadcast against the stack.
     """
     if rcond is not None and rtol is not None:
         raise TypeError("pinv: give rcond or rtol, not both")
     cut = rcond if rcond is not None else rtol
     x = _matrix(a, square=bool(hermitian))
+    cuts = (
+        None if cut is None else np.asarray(arrays.to_numpy(strip(cut)) if isinstance(cut, Tensor) else cut)
+    )
+    if cuts is not None and cuts.ndim:
+        return wrap(_pinv_each(x, cuts, bool(hermitian)))
     params = {"rcond": 1e-15 if cut is None else float(cut), "hermitian": bool(hermitian)}
     return wrap(bind(pinv_p, (x,), params))
+
+
+def _pinv_each(x: Any, cuts: Array, hermitian: bool) -> Any:
+    """Each matrix of the stack `x` inverted with its own cutoff (`cuts` broadcast against the
+    stack's batch axes), stacked back: one pinv primitive per distinct matrix."""
+    batch = shape_of(x)[:-2]
+    try:
+        cuts = np.broadcast_to(cuts, batch)
+    except ValueError:
+        raise ValueError(
+            f"pinv: cutoffs of shape {cuts.shape} do not broadcast against the stack {batch}"
+        ) from None
+    m, n = shape_of(x)[-2:]
+    flat = reshape_raw(x, (-1, m, n))
+    parts = [
+        bind(pinv_p, (getitem_raw(flat, slice(k, k + 1)),), {"rcond": float(c), "hermitian": hermitian})
+        for k, c in enumerate(cuts.ravel())
+    ]
+    if not parts:  # an empty stack: numpy's shape
+        return reshape_raw(bind(pinv_p, (x,), {"rcond": 1e-15, "hermitian": hermitian}), (*batch, n, m))
+    joined = bind(concat_p, parts, {"axis": 0}) if len(parts) > 1 else parts[0]
+    return reshape_raw(joined, (*batch, n, m))
 
 
 def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:

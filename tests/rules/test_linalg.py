@@ -1333,6 +1333,29 @@ def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution():
     assert_close(residuals.numpy(), [np.sum((b - r @ x_np) ** 2)])  # computed, where numpy gives none
 
 
+def test_pinv_takes_a_cutoff_per_matrix_as_numpy():
+    """An array of cutoffs broadcasts against the stack, as numpy's: here the rank-one matrix's
+    smaller singular value cut by its own cutoff, the others' not; differentiable per matrix."""
+    stack = np.stack(
+        [_normal((4, 2)), np.outer(_normal(4), _normal(2)) + 1e-9 * _normal((4, 2)), _normal((4, 2))]
+    )
+    cuts = np.array([1e-15, 1e-6, 1e-15])
+    assert_close(L.pinv(stack, rcond=cuts).numpy(), np.linalg.pinv(stack, rcond=cuts))
+    assert_close(L.pinv(stack, rtol=cuts).numpy(), np.linalg.pinv(stack, rtol=cuts))
+    assert_close(np.linalg.pinv(ea.tensor(stack), cuts), np.linalg.pinv(stack, cuts))
+    grid = _normal((2, 3, 3, 3))
+    assert_close(
+        L.pinv(grid, np.array([[0.1], [0.5]])).numpy(), np.linalg.pinv(grid, np.array([[0.1], [0.5]]))
+    )
+    assert ea.gradcheck(lambda a: L.pinv(a, rcond=np.array([1e-15, 1e-15])), stack[[0, 2]])
+    g = ea.grad(lambda a: ea.sum(L.pinv(a, rcond=cuts)[2] ** 2))(stack)
+    assert np.all(g[:2] == 0)
+    assert_close(g[2], ea.grad(lambda a: ea.sum(L.pinv(a) ** 2))(stack[2]))
+    assert_close(ea.jit(lambda a: L.pinv(a, rcond=cuts))(stack), np.linalg.pinv(stack, rcond=cuts))
+    with pytest.raises(ValueError, match="do not broadcast against the stack"):
+        L.pinv(stack, rcond=np.ones(4))
+
+
 def test_lstsq_with_a_negative_rcond_cuts_at_machine_precision_as_numpys():
     """numpy passes rcond to LAPACK's gelsd, where a negative one means machine precision (the
     old ``rcond=-1`` idiom): a zero singular value is then still cut, not inverted."""
