@@ -1444,8 +1444,12 @@ def _apply_over_axes(func: Function, a: Any, axes: Any) -> Any:
 
 
 def _truth(value: Any) -> Any:
-    """A Python bool, as numpy's; under `einad.jit`, a 0-d boolean Tensor (JAX's result)."""
-    return value if type(strip(value)) is Staged else bool(value)
+    """A Python bool, as numpy's; under `einad.jit` or `vmap`, whose values are not known, a 0-d
+    boolean Tensor (JAX's result)."""
+    try:
+        return bool(value)
+    except TracerError:
+        return value
 
 
 def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:

@@ -407,6 +407,8 @@ def test_comparisons_and_index_arithmetic():
     assert np.array_equiv(t[:1], M[:1] * np.ones((3, 1))) is True and np.array_equiv(t, M[:, :2]) is False
     staged = ea.jit(lambda a: np.array_equal(a, a))(M)  # JAX's: a boolean array, not a Python bool
     assert bool(staged) is True
+    mapped = ea.vmap(lambda a, b: np.array_equal(a, b))(M, np.stack([M[0], M[1] + 1, M[2], M[3]]))
+    np.testing.assert_array_equal(mapped, [True, False, True, True])
     flat = np.array([3, 7, 11])
     for got, want in zip(
         np.unravel_index(ea.tensor(flat), (3, 4)), np.unravel_index(flat, (3, 4)), strict=True
