@@ -8,6 +8,8 @@ on Tensors; clear errors."""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import einad as ea
 from tests.support.checks import check_lib
@@ -242,3 +244,46 @@ def test_autoray_reaches_the_transforms():
     want = ea.grad(lambda v: ea.sum(ea.imag(ea.fft.rfft(v)) * np.arange(4.0)))(x)
     assert_close(got, want)
     assert_close(got, -np.sin(2 * np.pi * np.outer(np.arange(6), np.arange(4)) / 6) @ np.arange(4.0))
+
+
+@st.composite
+def _transforms(draw):
+    """A random transform call numpy takes: its name, an array (rank 1-3, sizes 1-5, real or
+    complex as the function reads), axes (a random subset in random order, or None), sizes s
+    (crops and pads, or None) and a norm."""
+    name = draw(
+        st.sampled_from(["fftn", "ifftn", "rfftn", "irfftn", "fft", "ifft", "rfft", "irfft", "hfft", "ihfft"])
+    )
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    nd = len(shape)
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    real = name in ("rfftn", "rfft", "ihfft") or draw(st.booleans())
+    x = rng.normal(size=shape) + (0 if real else 1j * rng.normal(size=shape))
+    kwargs = {"norm": draw(st.sampled_from([None, "backward", "ortho", "forward"]))}
+    if name.endswith("n"):
+        axes = draw(st.permutations(range(nd)))[: draw(st.integers(1, nd))]
+        kwargs["axes"] = tuple(a - nd if draw(st.booleans()) else a for a in axes)
+        if draw(st.booleans()):
+            kwargs["s"] = tuple(draw(st.integers(2, 6)) for _ in axes)
+    else:
+        kwargs["axis"] = draw(st.integers(-nd, nd - 1))
+        if draw(st.booleans()):
+            kwargs["n"] = draw(st.integers(2, 7))
+    if name in ("irfft", "hfft") and "n" not in kwargs and shape[kwargs["axis"]] < 2:
+        kwargs["n"] = 4  # (the default length 2 (m - 1) is 0 for m = 1)
+    if name == "irfftn" and "s" not in kwargs and shape[kwargs["axes"][-1]] < 2:
+        kwargs["s"] = tuple(4 for _ in kwargs["axes"])
+    return name, x, kwargs
+
+
+@given(_transforms())
+def test_random_transforms_are_numpys_and_differentiate_by_central_differences(case):
+    """Random axes (negative too, in any order), crops and pads, norms, real and complex
+    inputs: numpy's value, dtype and shape, and both modes by central differences."""
+    name, x, kwargs = case
+    f = lambda v: getattr(ea.fft, name)(v, **kwargs)
+    want = getattr(np.fft, name)(x, **kwargs)
+    got = f(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert ea.gradcheck(f, x)

@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import einad as ea
 from einad.rules import indexing
@@ -219,8 +221,8 @@ def test_take_modes_with_indices_of_every_kind(mode):
     x = np.arange(5.0)
     idx = np.array([-7, 0, 4, 6, 12])
     want = np.take(x, idx, mode=mode)
-    for given in (idx, list(idx), ea.tensor(idx)):
-        np.testing.assert_array_equal(ea.take(x, given, mode=mode).numpy(), want, strict=True)
+    for indices in (idx, list(idx), ea.tensor(idx)):
+        np.testing.assert_array_equal(ea.take(x, indices, mode=mode).numpy(), want, strict=True)
     np.testing.assert_array_equal(ea.take(x, 7, mode=mode).numpy(), np.take(x, 7, mode=mode), strict=True)
     np.testing.assert_array_equal(compiled(ea.jit(lambda x, i: ea.take(x, i, mode=mode)))(x, idx), want)
     static = ea.make_graph(lambda x: ea.take(x, idx, mode=mode))(x)
@@ -943,3 +945,37 @@ def test_diff_on_every_library_and_its_errors(lib):
         ea.diff(lib.asarray(x), -1)
     with pytest.raises(np.exceptions.AxisError):
         ea.diff(lib.asarray(x), axis=2)
+
+
+@st.composite
+def _pads(draw):
+    """A random numpy.pad call: an array (rank 1-3, sizes 1-4, float64 or int64), widths per
+    axis and side (0-6: wider than the axis too), a mode and keywords it takes."""
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    x = rng.normal(size=shape) * 3
+    if draw(st.booleans()):
+        x = np.round(x).astype(np.int64)
+    widths = [(draw(st.integers(0, 6)), draw(st.integers(0, 6))) for _ in shape]
+    mode, kwargs = draw(st.sampled_from(PAD_MODES))
+    kwargs = dict(kwargs)
+    if "stat_length" in kwargs or (mode in ("maximum", "minimum", "mean", "median") and draw(st.booleans())):
+        kwargs["stat_length"] = [(draw(st.integers(1, 5)), draw(st.integers(1, 5))) for _ in shape]
+    for key in ("constant_values", "end_values"):
+        if key in kwargs:
+            kwargs[key] = [(float(draw(st.integers(-3, 3))), float(draw(st.integers(-3, 3)))) for _ in shape]
+    return x, widths, mode, kwargs
+
+
+@given(_pads())
+def test_random_pads_are_numpys_and_the_linear_modes_differentiate(case):
+    """Random widths (wider than the axis too), modes and per-axis keywords: numpy's value and
+    dtype; the modes without ties (all but maximum, minimum, median, whose later axes read
+    copies of the same elements) by central differences."""
+    x, widths, mode, kwargs = case
+    want = np.pad(x, widths, mode=mode, **kwargs)
+    got = ea.pad(x, widths, mode=mode, **kwargs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert_close(got, want, rtol=1e-12, atol=1e-12)
+    if x.dtype.kind == "f" and mode not in ("maximum", "minimum", "median"):
+        assert ea.gradcheck(lambda v: ea.pad(v, widths, mode=mode, **kwargs), x)
