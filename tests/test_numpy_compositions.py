@@ -3,6 +3,8 @@ called on Tensors, inside `grad`, `jit` and `vmap`, each gives numpy's value, an
 agrees with central differences (`ea.gradcheck`). Before, each was a TypeError on a traced Tensor
 ("einad does not implement numpy.median for traced Tensors")."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -563,3 +565,71 @@ def test_random_rearrangements_are_numpys_to_its_errors(case):
         _same(g, w)
     if name != "array_split":
         ea.gradcheck(lambda v: getattr(np, name)(v, *args, **kwargs), x)
+
+
+@st.composite
+def _sequences(draw):
+    """A random linspace, logspace or geomspace call: scalar or array ends (broadcast), 0-6
+    points, endpoint or not, a new axis anywhere, integer or float dtype."""
+    name = draw(st.sampled_from(["linspace", "logspace", "geomspace"]))
+    shape = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    low, high = (0.5, 3.0) if name == "geomspace" else (-3.0, 3.0)
+    start = rng.uniform(low, high, size=shape) if draw(st.booleans()) else float(rng.uniform(low, high))
+    stop = rng.uniform(low, high, size=shape) if draw(st.booleans()) else float(rng.uniform(low, high))
+    if name == "geomspace" and draw(st.booleans()):
+        start, stop = -np.asarray(start), -np.asarray(stop)
+    nd = np.broadcast(start, stop).ndim
+    kwargs = {
+        "num": draw(st.integers(0, 6)),
+        "endpoint": draw(st.booleans()),
+        "axis": draw(st.integers(-nd - 1, nd)),
+    }
+    if name == "linspace" and draw(st.booleans()):
+        kwargs["dtype"] = draw(st.sampled_from([np.int64, np.float32]))
+    return name, np.asarray(start), np.asarray(stop), kwargs
+
+
+@given(_sequences())
+def test_random_sequences_are_numpys_and_differentiate_in_their_ends(case):
+    name, start, stop, kwargs = case
+    want = getattr(np, name)(start, stop, **kwargs)
+    got = getattr(np, name)(ea.tensor(start), stop, **kwargs)
+    _same(got, want)
+    if kwargs.get("dtype") is None and kwargs["num"] > 0:
+        ea.gradcheck(lambda a, b: getattr(np, name)(a, b, **kwargs), start, stop)
+
+
+@st.composite
+def _indices(draw):
+    """Random flat indices and dims (some out of range), C or F order, and a mode for each axis."""
+    dims = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    size = math.prod(dims)
+    flat = np.array(draw(st.lists(st.integers(-2, size + 1), min_size=1, max_size=6)))
+    order = draw(st.sampled_from(["C", "F"]))
+    mode = draw(st.sampled_from(["raise", "wrap", "clip"]))
+    return dims, flat, order, mode
+
+
+@given(_indices())
+def test_random_index_arithmetic_is_numpys_to_its_errors(case):
+    """unravel_index and ravel_multi_index (floor_divide and mod, so they stage): numpy's
+    result, or its ValueError for an index out of range."""
+    dims, flat, order, mode = case
+    try:
+        want = np.unravel_index(flat, dims, order=order)
+    except ValueError:
+        with pytest.raises(ValueError):
+            np.unravel_index(ea.tensor(flat), dims, order=order)
+    else:
+        for got, w in zip(np.unravel_index(ea.tensor(flat), dims, order=order), want, strict=True):
+            _same(got, w)
+    coords = tuple(flat[: len(dims)] if len(flat) >= len(dims) else np.resize(flat, len(dims)))
+    multi = tuple(np.array([c, c + 1]) for c in coords)
+    try:
+        want = np.ravel_multi_index(multi, dims, mode=mode, order=order)
+    except ValueError:
+        with pytest.raises(ValueError):
+            np.ravel_multi_index(tuple(ea.tensor(m) for m in multi), dims, mode=mode, order=order)
+    else:
+        _same(np.ravel_multi_index(tuple(ea.tensor(m) for m in multi), dims, mode=mode, order=order), want)
