@@ -21,7 +21,7 @@ import numpy as np
 
 from . import fft, numpy_compositions, ops
 from .aliases import Axis
-from .core import ArrayLike, Staged, Tensor, _unbox_bool, exported, numpy_functions, strip
+from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
 from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
 from .util import dtype_of, shape_of
@@ -248,10 +248,9 @@ def _isclose(
 def _allclose(
     a: ArrayLike, b: ArrayLike, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False
 ) -> Any:
-    """A Python bool, as numpy's; under `einad.jit`, whose values are not known while it stages,
-    a 0-d boolean Tensor (JAX's result) that `ea.where` can choose with."""
-    close = ops.all(_isclose(a, b, rtol, atol, equal_nan))
-    return close if type(strip(close)) is Staged else bool(close)
+    """A Python bool, as numpy's; under `einad.jit` or `vmap`, whose values are not known, a 0-d
+    boolean Tensor (JAX's result) that `ea.where` can choose with."""
+    return numpy_compositions.truth(ops.all(_isclose(a, b, rtol, atol, equal_nan)))
 
 
 def _count_nonzero(a: ArrayLike, axis: Axis = None, *, keepdims: bool = False) -> Any:

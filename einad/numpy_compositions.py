@@ -1067,19 +1067,10 @@ def _histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None, w
     edges = np.histogram_bin_edges(
         values, bins=bins if np.ndim(bins) == 0 else _known(bins, "histogram"), range=range
     )
-    counts, _ = np.histogram(values, bins=edges)
     if weights is None and not density:
-        return counts, edges
-    where = np.searchsorted(edges, values.ravel(), side="right") - 1
-    where[values.ravel() == edges[-1]] = len(edges) - 2  # the last bin is closed, as numpy's
-    inside = (where >= 0) & (where < len(edges) - 1)
-    w = ops.reshape(_tensor(weights) if weights is not None else np.ones(values.size), (-1,))
-    sums = _bincount(
-        where[inside], weights=indexing.take(w, np.flatnonzero(inside)), minlength=len(edges) - 1
-    )
-    if density:
-        sums = sums / ops.sum(sums) / np.diff(edges)
-    return sums, edges
+        return np.histogram(values, bins=edges)[0], edges
+    # the weighted sums as histogramdd's of one coordinate along these edges
+    return _histogramdd(values.reshape(-1, 1), [edges], density=density, weights=weights)[0], edges
 
 
 # -- numpy's rearrangements, run on labels ---------------------------------------------------------
@@ -1443,9 +1434,9 @@ def _apply_over_axes(func: Function, a: Any, axes: Any) -> Any:
     return val
 
 
-def _truth(value: Any) -> Any:
-    """A Python bool, as numpy's; under `einad.jit` or `vmap`, whose values are not known, a 0-d
-    boolean Tensor (JAX's result)."""
+def truth(value: Any) -> Any:
+    """A Python bool, as numpy's predicates give (allclose, array_equal); under `einad.jit` or
+    `vmap`, whose values are not known, the 0-d boolean Tensor itself (JAX's result)."""
     try:
         return bool(value)
     except TracerError:
@@ -1458,7 +1449,7 @@ def _array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
     same = ops.equal(a1, a2)
     if equal_nan:
         same = ops.where(ops.isnan(a1), ops.isnan(a2), same)
-    return _truth(ops.all(same))
+    return truth(ops.all(same))
 
 
 def _array_equiv(a1: Any, a2: Any) -> Any:
@@ -1466,7 +1457,7 @@ def _array_equiv(a1: Any, a2: Any) -> Any:
         np.broadcast_shapes(shape_of(a1), shape_of(a2))
     except ValueError:
         return False
-    return _truth(ops.all(ops.equal(a1, a2)))
+    return truth(ops.all(ops.equal(a1, a2)))
 
 
 def _from_shape(name: str) -> Function:
@@ -1569,14 +1560,13 @@ def _unique_set(name: str) -> Function:
     def call(x: Any, /) -> Any:
         known = _known(x, name)
         first = np.unique_all(known)
+        found: Any = first if name == "unique_all" else numpys(known)
         flat = ops.reshape(_tensor(x), (-1,))
         if name == "unique_values":
-            order = numpys(known)
-            same = np.array_equal(order, first.values, equal_nan=True)
+            same = np.array_equal(found, first.values, equal_nan=True)
             return indexing.take(
-                flat, first.indices if same else first.indices[np.searchsorted(first.values, order)]
+                flat, first.indices if same else first.indices[np.searchsorted(first.values, found)]
             )
-        found = numpys(known)
         return type(found)(indexing.take(flat, first.indices), *found[1:])
 
     call.__name__ = name

@@ -10,6 +10,7 @@ log y``, also at ``x = 0``), never a nan that a ``where`` would leave behind.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,34 +30,35 @@ def _inexact(*xs: Any) -> list[Any]:
     return [ops.astype(x, dt) if dtype_of(x) != dt else x for x in xs]
 
 
-@custom_jvp
-def _xlogy(x: Any, y: Any) -> Any:
-    zero = ops.equal(x, 0)
-    return ops.where(zero, 0.0, x * ops.log(ops.where(zero, 1.0, y)))
+def _x_times(log: Callable[[Any], Any], hole: float, denominator: Callable[[Any], Any], name: str) -> Any:
+    """``x * log(y)`` for `log` (log or log1p), 0 where ``x == 0`` (`hole`, a `y` where `log` is
+    finite, stands in for `y` there), as a `custom_jvp` with JAX's derivative
+    ``(log y, x / denominator(y))``, ``denominator(y)`` being ``1 / log'(y)``."""
+
+    def value(x: Any, y: Any) -> Any:
+        zero = ops.equal(x, 0)
+        return ops.where(zero, 0.0, x * log(ops.where(zero, hole, y)))
+
+    value.__name__ = name
+    f = custom_jvp(value)
+
+    @f.defjvp
+    def _jvp(primals: Any, tangents: Any) -> Any:
+        (x, y), (tx, ty) = primals, tangents
+        return f(x, y), tx * log(y) + ty * x / denominator(y)
+
+    return f
 
 
-@_xlogy.defjvp
-def _xlogy_jvp(primals: Any, tangents: Any) -> Any:
-    (x, y), (tx, ty) = primals, tangents
-    return _xlogy(x, y), tx * ops.log(y) + ty * x / y
+# (the table's entries: mypy 2.4.1 crashes on `ops.log`, a name ops makes at import, as a value)
+_xlogy = _x_times(ops.ELEMENTWISE["log"], 1.0, lambda y: y, "xlogy")
+_xlog1py = _x_times(ops.ELEMENTWISE["log1p"], 0.0, lambda y: 1 + y, "xlog1py")
 
 
 def xlogy(x: Any, y: Any) -> Any:
     """``x * log(y)``, 0 where ``x == 0`` (also where ``y == 0``), as ``scipy.special.xlogy``;
     its derivative is ``(log y, x / y)`` everywhere (JAX's)."""
     return _xlogy(*_inexact(x, y))
-
-
-@custom_jvp
-def _xlog1py(x: Any, y: Any) -> Any:
-    zero = ops.equal(x, 0)
-    return ops.where(zero, 0.0, x * ops.log1p(ops.where(zero, 0.0, y)))
-
-
-@_xlog1py.defjvp
-def _xlog1py_jvp(primals: Any, tangents: Any) -> Any:
-    (x, y), (tx, ty) = primals, tangents
-    return _xlog1py(x, y), tx * ops.log1p(y) + ty * x / (1 + y)
 
 
 def xlog1py(x: Any, y: Any) -> Any:

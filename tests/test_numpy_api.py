@@ -477,6 +477,9 @@ def test_isclose_and_allclose_follow_numpy_at_infinities_and_nans_and_stage_unde
     pick = ea.jit(lambda x, y: ea.where(np.allclose(x, y), x, -x))
     assert_close(pick(X, X + 1e-9), X)
     assert_close(pick(X, X + 1.0), -X)
+    # under vmap, too, a batched boolean (a TypeError reading a mapped value before)
+    mapped = ea.vmap(lambda x, y: np.allclose(x, y))(X, np.stack([X[0], X[1] + 1.0, *X[2:]]))
+    np.testing.assert_array_equal(mapped, [True, False] + [True] * (len(X) - 2))
 
 
 def test_numpy_2_keywords_of_the_variance_and_the_joins():

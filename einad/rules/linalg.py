@@ -1641,7 +1641,7 @@ def pinv(a: ArrayLike, rcond: Any = None, hermitian: bool = False, *, rtol: Any 
 
 def _pinv_each(x: Any, cuts: Array, hermitian: bool) -> Any:
     """Each matrix of the stack `x` inverted with its own cutoff (`cuts` broadcast against the
-    stack's batch axes), stacked back: one pinv primitive per distinct matrix."""
+    stack's batch axes), stacked back: one pinv primitive per matrix."""
     batch = shape_of(x)[:-2]
     try:
         cuts = np.broadcast_to(cuts, batch)
