@@ -37,7 +37,7 @@ import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -601,7 +601,44 @@ custom_vjp_p = declare(
 )
 
 
-class custom_vjp:  # lower case: JAX's name, used as a decorator
+class _CustomFunction:
+    """What `custom_vjp` and `custom_jvp` share: the decorated function, the arguments it does not
+    differentiate (``nondiff_argnums`` and ``nondiff_argnames``), and a call bound to them."""
+
+    kind = ""
+    """"custom_vjp" or "custom_jvp", for the messages."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        nondiff_argnums: int | Sequence[int] = (),
+        nondiff_argnames: str | Sequence[str] = (),
+    ) -> None:
+        self.fn = fn
+        what = f"{self.kind} {_name(fn)!r}"
+        nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
+        self.nondiff_argnums = _with_names(fn, nums, nondiff_argnames, "nondiff_argnames", what)
+        functools.update_wrapper(cast(Any, self), fn)  # (callable: each subclass has __call__)
+
+    def _bound(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, _Args, _Out, list[Any], FlatFn]:
+        """A call's parts: its description, its arguments split (differentiated ones appended to
+        the operands list), the packing of its output, the operands, and the function on them."""
+        name = _name(self.fn)
+        what = f"{self.kind} {name!r}"
+        operands: list[Any] = []
+        a = _Args(self.fn, what, _positional(self.fn, args, kwargs, what), self.nondiff_argnums, operands)
+        out = _Out(name)
+        fn = self.fn
+
+        def flat_fn(vals: Sequence[Any]) -> Any:
+            return out.pack(fn(*a.args(vals)), repr(name))
+
+        return what, a, out, operands, flat_fn
+
+
+class custom_vjp(_CustomFunction):  # lower case: JAX's name, used as a decorator
     """A function with a reverse-mode derivative of your own, as ``jax.custom_vjp``.
 
     Decorate the function, then give its rule with ``f.defvjp(fwd, bwd)``: ``fwd`` takes
@@ -639,19 +676,9 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
         straight_through_round.defvjp(lambda x: (ea.round(x), None), lambda res, g: (g,))
     """
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        nondiff_argnums: int | Sequence[int] = (),
-        nondiff_argnames: str | Sequence[str] = (),
-    ) -> None:
-        self.fn = fn
-        what = f"custom_vjp {_name(fn)!r}"
-        nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
-        self.nondiff_argnums = _with_names(fn, nums, nondiff_argnames, "nondiff_argnames", what)
-        self.fwd: Callable[..., Any] | None = None
-        self.bwd: Callable[..., Any] | None = None
-        functools.update_wrapper(self, fn)
+    kind = "custom_vjp"
+    fwd: Callable[..., Any] | None = None
+    bwd: Callable[..., Any] | None = None
 
     def defvjp(self, fwd: Callable[..., Any], bwd: Callable[..., Any]) -> None:
         """Set the rule: ``fwd(*args) -> (output, residuals)``,
@@ -659,17 +686,10 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
         self.fwd, self.bwd = fwd, bwd
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = _name(self.fn)
-        what = f"custom_vjp {name!r}"
-        if self.fwd is None or self.bwd is None:
-            raise TypeError(f"{what} has no rule: call its defvjp(fwd, bwd) first")
-        operands: list[Any] = []
-        a = _Args(self.fn, what, _positional(self.fn, args, kwargs, what), self.nondiff_argnums, operands)
-        out = _Out(name)
-        fn, user_fwd, user_bwd = self.fn, self.fwd, self.bwd
-
-        def flat_fn(vals: Sequence[Any]) -> Any:
-            return out.pack(fn(*a.args(vals)), repr(name))
+        user_fwd, user_bwd = self.fwd, self.bwd
+        if user_fwd is None or user_bwd is None:
+            raise TypeError(f"{self.kind} {_name(self.fn)!r} has no rule: call its defvjp(fwd, bwd) first")
+        what, a, out, operands, flat_fn = self._bound(args, kwargs)
 
         def flat_fwd(vals: Sequence[Any]) -> Any:
             pair = user_fwd(*a.args(vals))
@@ -682,7 +702,7 @@ class custom_vjp:  # lower case: JAX's name, used as a decorator
             cts = user_bwd(*a.nondiff_args(nd_vals), user_res, out.unpack(g))
             return a.cotangents(cts, f"the bwd of {what}")
 
-        call = _Call(name, flat_fn, a.nondiff, fwd=flat_fwd, bwd=flat_bwd)
+        call = _Call(_name(self.fn), flat_fn, a.nondiff, fwd=flat_fwd, bwd=flat_bwd)
         return out.unpack(bind(custom_vjp_p, operands, {"call": call}))
 
 
@@ -753,7 +773,7 @@ custom_jvp_p = declare(
 )
 
 
-class custom_jvp:  # lower case: JAX's name, used as a decorator
+class custom_jvp(_CustomFunction):  # lower case: JAX's name, used as a decorator
     """A function with a forward-mode derivative of your own, as ``jax.custom_jvp``.
 
     Decorate the function, then give its rule with ``f.defjvp(rule)`` (or decorate the
@@ -787,18 +807,8 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
             return log1pexp(x), t * (1.0 - 1.0 / (1.0 + ea.exp(x)))
     """
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        nondiff_argnums: int | Sequence[int] = (),
-        nondiff_argnames: str | Sequence[str] = (),
-    ) -> None:
-        self.fn = fn
-        what = f"custom_jvp {_name(fn)!r}"
-        nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
-        self.nondiff_argnums = _with_names(fn, nums, nondiff_argnames, "nondiff_argnames", what)
-        self.rule: Callable[..., Any] | None = None
-        functools.update_wrapper(self, fn)
+    kind = "custom_jvp"
+    rule: Callable[..., Any] | None = None
 
     def defjvp(self, rule: Callable[..., Any]) -> Callable[..., Any]:
         """Set the rule ``rule(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``;
@@ -832,17 +842,10 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
         self.defjvp(rule)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        name = _name(self.fn)
-        what = f"custom_jvp {name!r}"
-        if self.rule is None:
-            raise TypeError(f"{what} has no rule: call its defjvp(rule) first")
-        operands: list[Any] = []
-        a = _Args(self.fn, what, _positional(self.fn, args, kwargs, what), self.nondiff_argnums, operands)
-        out = _Out(name)
-        fn, rule = self.fn, self.rule
-
-        def flat_fn(vals: Sequence[Any]) -> Any:
-            return out.pack(fn(*a.args(vals)), repr(name))
+        rule = self.rule
+        if rule is None:
+            raise TypeError(f"{self.kind} {_name(self.fn)!r} has no rule: call its defjvp(rule) first")
+        what, a, out, operands, flat_fn = self._bound(args, kwargs)
 
         def flat_jvp(vals: Sequence[Any], tangents: Sequence[Any]) -> Any:
             nd_args, primals = a.split(vals)
@@ -855,7 +858,7 @@ class custom_jvp:  # lower case: JAX's name, used as a decorator
             who = f"the jvp rule of {what}"
             return to_array_operand(out.pack(pair[0], who)), out.pack_tangent(pair[1], who)
 
-        call = _Call(name, flat_fn, a.nondiff, jvp=flat_jvp)
+        call = _Call(_name(self.fn), flat_fn, a.nondiff, jvp=flat_jvp)
         return out.unpack(bind(custom_jvp_p, operands, {"call": call}))
 
 
