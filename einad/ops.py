@@ -295,6 +295,42 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
     def __rmatmul__(self, other: ArrayLike) -> Tensor:
         return matmul(other, self)
 
+    # The bitwise operators: integers and booleans (``&`` of two masks is their logical and),
+    # not differentiable, as numpy's
+
+    def __and__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_and"](self, other)
+
+    def __rand__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_and"](other, self)
+
+    def __or__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_or"](self, other)
+
+    def __ror__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_or"](other, self)
+
+    def __xor__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_xor"](self, other)
+
+    def __rxor__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["bitwise_xor"](other, self)
+
+    def __lshift__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["left_shift"](self, other)
+
+    def __rlshift__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["left_shift"](other, self)
+
+    def __rshift__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["right_shift"](self, other)
+
+    def __rrshift__(self, other: ArrayLike) -> Tensor:
+        return ELEMENTWISE["right_shift"](other, self)
+
+    def __invert__(self) -> Tensor:
+        return ELEMENTWISE["invert"](self)
+
     # In place, as PyTorch: on a leaf that requires grad only under `no_grad`, where the
 
     # tensor takes the new value and stays the same leaf. Traced by a transformation,

@@ -184,6 +184,13 @@ CONSTANT = {
     np.argmin: lambda x: np.argmin(x),
     np.any: lambda x: np.any(x > 1.0, axis=0, keepdims=True),
     np.all: lambda x: np.all(x > 0.5, axis=1),
+    # the bitwise ufuncs, on integers made from x (and on masks: the logical operations)
+    np.bitwise_and: lambda x: np.bitwise_and((x * 8).astype(np.int64), 6),
+    np.bitwise_or: lambda x: np.bitwise_or(np.int16(9), (x * 8).astype(np.int16)),
+    np.bitwise_xor: lambda x: np.bitwise_xor(x > 1.0, np.greater(Y, 1.0)),
+    np.invert: lambda x: np.invert((x * 8).astype(np.uint8)),
+    np.left_shift: lambda x: np.left_shift((x * 8).astype(np.int32), np.arange(4)),
+    np.right_shift: lambda x: np.right_shift(1000, (x * 4).astype(np.int64)),
     (np.logical_and, "reduce"): lambda x: np.logical_and.reduce(np.greater(x, 0.7), axis=0),
     (np.logical_or, "reduce"): lambda x: np.logical_or.reduce(np.greater(x, 1.5)),
     np.shape: lambda x: np.shape(x),
@@ -227,6 +234,8 @@ def test_every_binary_ufuncs_outer_is_numpys_and_differentiable(key):
     a, b = X[0], Y[:2]  # (4,) against (2, 4): a result of shape (4, 2, 4)
     if ufunc is np.ldexp:  # (its exponents are integers)
         b = np.arange(-4, 4).reshape(2, 4)
+    if ufunc in (np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.left_shift, np.right_shift):
+        a, b = (a * 8).astype(np.int64), np.arange(8).reshape(2, 4)
     want = ufunc.outer(a, b)
     got = ufunc.outer(ea.tensor(a), b)
     got = np.asarray(got.numpy() if isinstance(got, ea.Tensor) else got)

@@ -232,6 +232,8 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
         lambda x, y, z: sigmoid((y - x) * _LN2),
     ),
     "mod": (np.mod, 1, lambda x, y, z: -floor(x / y)),  # x - floor(x / y) * y
+    # the next float after x towards y: x moved by one unit in the last place, slope 1 in x
+    "nextafter": (np.nextafter, 1, lambda x, y, z: zeros_like(z)),
 }
 
 # Not differentiable: the derivative is zero wherever it exists.
@@ -248,6 +250,18 @@ PREDICATES: dict[str, Kernel] = {
     "isfinite": np.isfinite,
     "isnan": np.isnan,
     "isinf": np.isinf,
+}
+
+# Integer (or boolean) results of integer or boolean operands, zero derivative: the bitwise
+# operations, Python's operators ``& | ^ ~ << >>`` on Tensors (floating operands are numpy's
+# TypeError, as in numpy, JAX and PyTorch).
+BITWISE: dict[str, Kernel] = {
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "invert": np.invert,
+    "left_shift": np.left_shift,
+    "right_shift": np.right_shift,
 }
 
 
@@ -300,6 +314,13 @@ STANDARD: dict[str, str] = {
     "isfinite": "isfinite",
     "isnan": "isnan",
     "isinf": "isinf",
+    "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor",
+    "invert": "bitwise_invert",
+    "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift",
+    "nextafter": "nextafter",
     "conj": "conj",
     "real": "real",
     "imag": "imag",
@@ -762,7 +783,7 @@ for _name, (_kernel, _d) in UNARY.items():
     PRIMITIVES[_name] = _unary_prim(_name, _kernel, _d)
 for _name, (_kernel, _dx, _dy) in BINARY.items():
     PRIMITIVES[_name] = _binary_prim(_name, _kernel, _dx, _dy)
-for _name, _kernel in {**CONSTANT, **PREDICATES}.items():
+for _name, _kernel in {**CONSTANT, **PREDICATES, **BITWISE}.items():
     PRIMITIVES[_name] = _declare(Primitive(_name, _impl(_name, _kernel)), _kernel, zero_derivative=True)
 
 
@@ -868,11 +889,14 @@ _DOCS = {
     "abs": "Elementwise absolute value, as numpy.abs; differentiable (subgradient 0 at 0).",
     "maximum": "Elementwise maximum with numpy broadcasting; tied operands share the gradient.",
     "minimum": "Elementwise minimum with numpy broadcasting; tied operands share the gradient.",
+    "nextafter": "The next float after x towards y, as numpy.nextafter; derivative 1 in x, 0 in y.",
 }
 for _name in CONSTANT:
     _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}; its derivative is zero."
 for _name in PREDICATES:
     _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}: a boolean result, not differentiable."
+for _name in BITWISE:
+    _DOCS[_name] = f"Elementwise {_name} of integers or booleans, as numpy.{_name}; not differentiable."
 
 
 # -- the eager fast lane (issue 25) ------------------------------------------------------------
@@ -1073,11 +1097,11 @@ def public_binary(name: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
     return op
 
 
-TABLE: tuple[str, ...] = (*UNARY, *BINARY, *CONSTANT, *PREDICATES)
+TABLE: tuple[str, ...] = (*UNARY, *BINARY, *CONSTANT, *PREDICATES, *BITWISE)
 """Every operation of the table, each exported as ``einad.<name>`` (einad.ops)."""
 
 
 def public(name: str) -> Callable[..., Tensor]:
     """The public operation `name` of the table: one operand or two, as its kernel takes."""
-    binary = name in BINARY or getattr({**CONSTANT, **PREDICATES}.get(name), "nin", 1) == 2
+    binary = name in BINARY or getattr({**CONSTANT, **PREDICATES, **BITWISE}.get(name), "nin", 1) == 2
     return public_binary(name) if binary else public_unary(name)
