@@ -8,12 +8,13 @@ are built on one small tracing core.
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from . import autoray_backend as _autoray_backend
 from . import (
+    array_api,  # (also gives Tensors their __array_namespace__)
     fft,
     numpy_api,  # noqa: F401  (fills the table numpy's functions on Tensors dispatch to)
     special,
 )
+from . import autoray_backend as _autoray_backend
 from .aliases import DTypeLike
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad
@@ -33,7 +34,6 @@ from .ops import (
     einsum,
     expand_dims,
     flip,
-    floor_divide,
     imag,
     inner,
     log_softmax,
@@ -165,6 +165,7 @@ __all__ = [
     "argmax",
     "argmin",
     "argsort",
+    "array_api",
     "block_until_ready",
     "broadcast_to",
     "checkpoint",
@@ -187,7 +188,6 @@ __all__ = [
     "fft",
     "flip",
     "float0",
-    "floor_divide",
     "fori_loop",
     "grad",
     "gradcheck",

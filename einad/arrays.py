@@ -40,6 +40,14 @@ def is_numpy(x: Any) -> bool:
 
 
 _array_types: set[type] = {np.ndarray}
+_own_types: set[type] = set()
+"""Types that speak the array API but are not another library's arrays: einad's own Tensor
+(registered by `core`), which einad unwraps itself rather than computing on it through a namespace."""
+
+
+def own_type(t: type) -> None:
+    """Register `t` (einad's Tensor) as einad's own: never an array of another library."""
+    _own_types.add(t)
 
 
 def is_array(x: Any) -> bool:
@@ -49,7 +57,7 @@ def is_array(x: Any) -> bool:
         return True
     if isinstance(x, np.ndarray):
         return True
-    if isinstance(x, _SCALARS) or x is None:
+    if isinstance(x, _SCALARS) or x is None or t in _own_types:
         return False
     if hasattr(x, "__array_namespace__") or (_compat is not None and _compat.is_array_api_obj(x)):
         if not hasattr(x, "concrete"):  # not a value staged by `ea.jit`

@@ -1665,6 +1665,9 @@ def _unbox_bool(t: Tensor) -> Any:
     return t._value if t._trace is None else t
 
 
+arrays.own_type(Tensor)  # (it speaks the array API, `einad.array_api`: not another library's array)
+
+
 def _box(value: Any, trace: Trace | None, node: Node | None, tangent: Any) -> Tensor:
     t = Tensor.__new__(Tensor)
     t._value = value

@@ -49,14 +49,17 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
     name = f"numpy.{ufunc.__name__}"
 
     def call(*inputs: Any, **kwargs: Any) -> Any:
+        core: dict[str, Any] = {}  # a gufunc's axis= (numpy.vecdot's), passed on to the operation
         if kwargs:  # (none in the common case, an operator: ``array * tensor``)
             _out_refused(name, kwargs.pop("out", None))
+            if ufunc.signature is not None and "axis" in kwargs:
+                core["axis"] = kwargs.pop("axis")
         for key, value in kwargs.items():
             if key not in _UFUNC_DEFAULTS or not _is(value, _UFUNC_DEFAULTS[key]):
                 raise TypeError(f"{name} on einad Tensors does not take {key}={value!r}")
         if len(inputs) != ufunc.nin:
             raise TypeError(f"{name} takes {ufunc.nin} operand(s), got {len(inputs)}")
-        out = op(*inputs)
+        out = op(*inputs, **core)
         return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
 
     numpy_functions[ufunc] = call

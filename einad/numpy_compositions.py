@@ -27,7 +27,17 @@ from .arrays import to_numpy
 from .core import Staged, Tensor, strip
 from .errors import TracerError
 from .rules import indexing, linalg, reductions
-from .util import dtype_of, lib_array, normalize_axes, normalize_axis, raw, shape_of, to_array_operand, wrap
+from .util import (
+    dtype_of,
+    lib_array,
+    normalize_axes,
+    normalize_axis,
+    raw,
+    result_dtype,
+    shape_of,
+    to_array_operand,
+    wrap,
+)
 
 Function = Callable[..., Any]
 
@@ -82,7 +92,7 @@ def _rad2deg(x: Any) -> Any:
 
 
 def _float_power(x: Any, y: Any) -> Any:
-    wide = np.complex128 if np.result_type(dtype_of(x), dtype_of(y)).kind == "c" else np.float64
+    wide = np.complex128 if result_dtype(x, y).kind == "c" else np.float64
     return ops.power(ops.astype(x, wide), ops.astype(y, wide))
 
 
@@ -108,7 +118,7 @@ def _fmod(x: Any, y: Any) -> Any:
 
 
 def _heaviside(x: Any, h: Any) -> Any:
-    dt = np.result_type(dtype_of(x), dtype_of(h))
+    dt = result_dtype(x, h)
     step = ops.where(ops.less(x, 0), 0.0, ops.where(ops.greater(x, 0), 1.0, h))
     return ops.astype(step, dt)
 
@@ -157,18 +167,10 @@ def _nan_to_num(
     return ops.astype(ops.where(_isneginf(x), big.min if neginf is None else neginf, out), dt)
 
 
-def _signbit(x: Any) -> Any:
-    """Whether the sign bit is set: negatives, and -0.0 (``arctan2(-0.0, -1)`` is -π, of 0.0 +π)."""
-    if dtype_of(x).kind in "iub":
-        return ops.less(x, 0)
-    zero_below = ops.where(ops.equal(x, 0), ops.less(ops.arctan2(x, -1.0), 0), False)
-    return ops.where(ops.less(x, 0), True, zero_below)
-
-
 def _copysign(x: Any, y: Any) -> Any:
-    dt = np.result_type(dtype_of(x), dtype_of(y), np.float16)
+    dt = np.result_type(result_dtype(x, y), np.float16)
     magnitude = ops.abs(ops.astype(x, dt))
-    return ops.where(_signbit(y), -magnitude, magnitude)
+    return ops.where(ops.signbit(y), -magnitude, magnitude)
 
 
 def _ldexp(x: Any, e: Any) -> Any:
@@ -195,7 +197,13 @@ def _vecmat(v: Any, a: Any) -> Any:
     return ops.einsum("...j,...ji->...i", ops.conj(v), a)  # (numpy's: the vector conjugated)
 
 
-def _vecdot(a: Any, b: Any) -> Any:
+def _vecdot(a: Any, b: Any, axis: int = -1) -> Any:
+    """numpy.vecdot (and the array API's): the first vector conjugated, contracted along `axis`
+    (of each operand, as a gufunc's), the other axes broadcast."""
+    if axis != -1:
+        a, b = ops.moveaxis(a, axis, -1), ops.moveaxis(b, axis, -1)
+    if shape_of(a)[-1:] != shape_of(b)[-1:]:  # (einsum would broadcast a length of 1)
+        raise ValueError(f"vecdot: the vectors have lengths {shape_of(a)[-1:]} and {shape_of(b)[-1:]}")
     return ops.einsum("...j,...j->...", ops.conj(a), b)
 
 
@@ -211,13 +219,11 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.fmin: (_nan_aware("minimum"), False),
     np.trunc: (_trunc, False),
     np.fmod: (_fmod, False),
-    np.floor_divide: (ops.floor_divide, False),
     np.heaviside: (_heaviside, False),
     np.logical_and: (_logical("and"), True),
     np.logical_or: (_logical("or"), True),
     np.logical_xor: (_logical("xor"), True),
     np.logical_not: (_logical_not, True),
-    np.signbit: (_signbit, True),
     np.copysign: (_copysign, False),
     np.ldexp: (_ldexp, False),
     np.modf: (_modf, False),
@@ -1168,7 +1174,7 @@ def _matrix_transpose(x: Any, /) -> Any:
 
 
 def _astype(x: Any, dtype: Any, *, copy: bool = True, device: Any = None) -> Any:
-    return ops.astype(x, dtype)
+    return wrap(ops.astype(x, dtype))  # (a Tensor, as for every function here: a cast of a constant too)
 
 
 def _fix(x: Any, out: Any = None) -> Any:

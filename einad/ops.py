@@ -120,14 +120,6 @@ def ravel(x: ArrayLike, order: str = "C") -> Tensor:
     return reshape(x, -1, order)
 
 
-def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
-    """``x // y``, as numpy.floor_divide: ``(x - mod(x, y)) / y``, a whole number up to rounding,
-    rounded (numpy's own method); an integer for integers. Its derivative is zero."""
-    q = round(_stop_gradient(to_operand(ELEMENTWISE["divide"](x - ELEMENTWISE["mod"](x, y), y))))
-    kind = np.result_type(dtype_of(x), dtype_of(y))
-    return wrap(astype(q, kind)) if kind.kind in "iu" else q
-
-
 def stop_gradient(x: ArrayLike) -> Tensor:
     """The value of `x` with a zero derivative, in every enclosing transformation.
 
@@ -150,7 +142,6 @@ __all__ = [
     "einsum",
     "expand_dims",
     "flip",
-    "floor_divide",
     "getitem",
     "imag",
     "inner",
@@ -275,16 +266,16 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return ELEMENTWISE["mod"](other, self)
 
     def __floordiv__(self, other: ArrayLike) -> Tensor:
-        return floor_divide(self, other)
+        return ELEMENTWISE["floor_divide"](self, other)
 
     def __rfloordiv__(self, other: ArrayLike) -> Tensor:
-        return floor_divide(other, self)
+        return ELEMENTWISE["floor_divide"](other, self)
 
     def __divmod__(self, other: ArrayLike) -> tuple[Tensor, Tensor]:
-        return floor_divide(self, other), ELEMENTWISE["mod"](self, other)
+        return ELEMENTWISE["floor_divide"](self, other), ELEMENTWISE["mod"](self, other)
 
     def __rdivmod__(self, other: ArrayLike) -> tuple[Tensor, Tensor]:
-        return floor_divide(other, self), ELEMENTWISE["mod"](other, self)
+        return ELEMENTWISE["floor_divide"](other, self), ELEMENTWISE["mod"](other, self)
 
     def __round__(self, ndigits: int | None = None) -> Tensor:
         return round(self, 0 if ndigits is None else ndigits)

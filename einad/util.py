@@ -33,6 +33,12 @@ def dtype_of(x: Any) -> np.dtype[Any]:
     return d if isinstance(d, np.dtype) else np_dtype(d)  # (a numpy scalar's: no np_dtype call)
 
 
+def result_dtype(*values: Any) -> np.dtype[Any]:
+    """numpy's result dtype for operands `values` (arrays, Tensors, dtypes, numbers), Python numbers
+    weak as in numpy 2: a float32 array and 0 give float32, not the float64 of ``dtype_of(0)``."""
+    return np.result_type(*[v if type(v) in (bool, int, float, complex) else dtype_of(v) for v in values])
+
+
 _foreign_types: set[type] = set()
 """Array types of other libraries whose arrays are always numeric (checked once, then trusted)."""
 

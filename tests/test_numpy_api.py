@@ -184,6 +184,8 @@ CONSTANT = {
     np.argmin: lambda x: np.argmin(x),
     np.any: lambda x: np.any(x > 1.0, axis=0, keepdims=True),
     np.all: lambda x: np.all(x > 0.5, axis=1),
+    np.floor_divide: lambda x: np.floor_divide(x * 6 - 6, Y - 1.25),  # (both signs, a zero quotient)
+    np.signbit: lambda x: np.signbit(np.floor(x) - 1.0) != np.signbit(-(x - x)),  # (-0.0 among them)
     # the bitwise ufuncs, on integers made from x (and on masks: the logical operations)
     np.bitwise_and: lambda x: np.bitwise_and((x * 8).astype(np.int64), 6),
     np.bitwise_or: lambda x: np.bitwise_or(np.int16(9), (x * 8).astype(np.int16)),

@@ -94,7 +94,7 @@ def test_the_passes_properties_are_declared_with_the_elementwise_table():
         assert not np.any(core.primitives[name].impl(zero)), name
     for p in _all():
         if p.accepts_out:  # a buffer of the result's shape and dtype is written and returned
-            x = np.linspace(0.1, 0.9, 3)
+            x = np.arange(1, 4) if p.name in elementwise.BITWISE else np.linspace(0.1, 0.9, 3)
             args = (x,) if p.batch is core.ride_along else (x, x)
             with np.errstate(all="ignore"):  # (arccosh is nan below 1: the same nan either way)
                 want = p.impl(*args)

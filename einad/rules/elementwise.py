@@ -237,7 +237,13 @@ BINARY: dict[str, tuple[Kernel, Partial, Partial]] = {
 }
 
 # Not differentiable: the derivative is zero wherever it exists.
-CONSTANT: dict[str, Kernel] = {"sign": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.round}
+CONSTANT: dict[str, Kernel] = {
+    "sign": np.sign,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "floor_divide": np.floor_divide,  # (numpy's: x // 0 is ±inf for floats, 0 for integers)
+}
 
 # Boolean results, zero derivative: comparisons (binary) and tests (unary).
 PREDICATES: dict[str, Kernel] = {
@@ -250,6 +256,7 @@ PREDICATES: dict[str, Kernel] = {
     "isfinite": np.isfinite,
     "isnan": np.isnan,
     "isinf": np.isinf,
+    "signbit": np.signbit,  # (-0.0 and -nan too)
 }
 
 # Integer (or boolean) results of integer or boolean operands, zero derivative: the bitwise
@@ -305,6 +312,8 @@ STANDARD: dict[str, str] = {
     "floor": "floor",
     "ceil": "ceil",
     "round": "round",
+    "floor_divide": "floor_divide",
+    "signbit": "signbit",
     "equal": "equal",
     "not_equal": "not_equal",
     "less": "less",

@@ -70,6 +70,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.numpy_compositions",
         "einad.numpy_api",
         "einad.autoray_backend",
+        "einad.array_api",
         "einad.expression",
         "einad.flatten",
         "einad.explain",
