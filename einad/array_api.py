@@ -24,9 +24,10 @@ do not give is written here:
 - the inspection functions (`__array_namespace_info__`) and the dtypes as numpy dtypes
   (``xp.float64 == x.dtype``).
 
-einad values are immutable, so ``copy=`` arguments are accepted and change nothing a caller
-can see (a Tensor is never written into); writing into an array (``x[i] = v``) is refused
-with the functional form to use instead (``x.at[i].set(v)``), as JAX refuses it.
+einad never writes into an array: ``x[i] = v`` and ``x += v`` give the Tensor ``x`` a new
+value (PyTorch's semantics), so ``asarray(x, copy=True)`` is another Tensor object, which
+keeps the old value; inside a transformation an update in place is refused with the
+functional form to use instead (``x = x.at[i].set(v)``, as in JAX).
 """
 
 from __future__ import annotations
@@ -316,10 +317,10 @@ class _Info:
     def default_dtypes(self, *, device: Any = None) -> dict[str, Any]:
         _device(device, "default_dtypes")
         return {
-            "real floating": np.dtype(np.float64),
-            "complex floating": np.dtype(np.complex128),
-            "integral": np.dtype(np.int64),
-            "indexing": np.dtype(np.int64),
+            "real floating": np.float64,
+            "complex floating": np.complex128,
+            "integral": np.int64,
+            "indexing": np.int64,
         }
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
@@ -331,7 +332,7 @@ class _Info:
             names = tuple(
                 n for n in ("bool", *_KINDS["numeric"]) if builtins.any(_of_kind(n, k) for k in kinds)
             )
-        return {n: np.dtype(n) for n in names}
+        return {n: np.dtype(n).type for n in names}
 
 
 def _of_kind(name: str, kind: Any) -> bool:
@@ -461,6 +462,8 @@ pi = math.pi
 newaxis = None
 
 DTYPES = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 complex128".split()  # noqa: SIM905
-globals().update({name: np.dtype(name) for name in DTYPES})  # (``bool`` here is numpy's dtype)
+# numpy's scalar types, as numpy's and JAX's namespaces give them (``bool`` here is numpy's):
+# ``xp.float64 == t.dtype`` holds, and ``None == xp.float64`` does not (``np.dtype(None)`` is float64)
+globals().update({name: np.dtype(name).type for name in DTYPES})
 
 _NAMESPACE = sys.modules[__name__]

@@ -1259,10 +1259,26 @@ class Tensor:
         return to_numpy(self._number()).tolist()
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        """``t[index] = value``, as numpy's and PyTorch's: the tensor takes a new value with those
+        elements replaced (``t.at[index].set(value)``, `value` cast to the tensor's dtype as numpy
+        casts it), never writing into an array: the old one, perhaps the user's, and every graph
+        that recorded it stay as they were (`_inplace`, as ``t += 1``).
+
+        Raises:
+            TypeError: Where `t` or `value` is traced by a transformation (``grad``, ``jit``,
+                ``vmap``, ...): an assignment to an element rebinds no name, so the update would
+                be lost to the function's result; write ``t = t.at[index].set(value)`` there, as
+                in JAX.
+        """
+        set_at = lambda t, v: t.at[index].set(v.astype(t.dtype) if type(v) is Tensor else v)
+        untraced = self._trace is None or self._trace is IMPERATIVE
+        if untraced and self._inplace(set_at, value, "t[...] = v") is self:
+            return
         raise TypeError(
-            "einad Tensors do not support item assignment (einad never writes into an array): "
-            f"write t = t.at[{_index_text(index)}].set({_value_text(value)}) for a new tensor with "
-            "those elements replaced (differentiable in both), or .add(...) to add to them"
+            "item assignment to a value traced by a transformation would be lost (einad never "
+            f"writes into an array, and t[...] = v rebinds no name): write t = t.at[{_index_text(index)}]"
+            f".set({_value_text(value)}) for a new tensor with those elements replaced (differentiable "
+            "in both), or .add(...) to add to them"
         )
 
     if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)

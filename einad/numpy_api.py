@@ -24,7 +24,7 @@ from .aliases import Axis
 from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
 from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
-from .util import dtype_of, shape_of
+from .util import dtype_of, shape_of, to_operand, wrap
 
 Function = Callable[..., Any]
 
@@ -90,7 +90,8 @@ def _reciprocal(x: ArrayLike) -> Tensor:
 
 
 def _positive(x: ArrayLike) -> Tensor:
-    return ops.add(x, 0)
+    """`x` as it is (``+t`` is `t`): ``x + 0`` would turn -0.0 into 0.0."""
+    return x if type(x) is Tensor else wrap(to_operand(x))
 
 
 # numpy's ufunc of each operation of the elementwise table, under the table's name (np.abs is

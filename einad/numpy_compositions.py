@@ -197,16 +197,6 @@ def _vecmat(v: Any, a: Any) -> Any:
     return ops.einsum("...j,...ji->...i", ops.conj(v), a)  # (numpy's: the vector conjugated)
 
 
-def _vecdot(a: Any, b: Any, axis: int = -1) -> Any:
-    """numpy.vecdot (and the array API's): the first vector conjugated, contracted along `axis`
-    (of each operand, as a gufunc's), the other axes broadcast."""
-    if axis != -1:
-        a, b = ops.moveaxis(a, axis, -1), ops.moveaxis(b, axis, -1)
-    if shape_of(a)[-1:] != shape_of(b)[-1:]:  # (einsum would broadcast a length of 1)
-        raise ValueError(f"vecdot: the vectors have lengths {shape_of(a)[-1:]} and {shape_of(b)[-1:]}")
-    return ops.einsum("...j,...j->...", ops.conj(a), b)
-
-
 UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.fabs: (_fabs, False),
     np.cbrt: (_cbrt, False),
@@ -230,7 +220,7 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.divmod: (_divmod, False),
     np.matvec: (_matvec, False),
     np.vecmat: (_vecmat, False),
-    np.vecdot: (_vecdot, False),
+    np.vecdot: (linalg.vecdot, False),
 }
 """numpy's ufuncs as compositions: (the function of the operands, whether it gives booleans)."""
 
@@ -911,8 +901,10 @@ def _cumulative(name: str) -> Function:
         scan = getattr(reductions, f"cum{name}")(x, axis, dtype=dtype)
         if not include_initial:
             return scan
-        ax = normalize_axis(axis, len(shape_of(scan)))
-        first = indexing.take(scan, np.array([0]), axis=ax) * 0 + (0 if name == "sum" else 1)
+        shape = list(shape_of(scan))
+        ax = normalize_axis(axis, len(shape))
+        shape[ax] = 1  # (the identity, in the scan's library: an empty axis has no element to take)
+        first = lib_array(scan, np.full(shape, 0 if name == "sum" else 1, dtype=dtype_of(scan)))
         return ops.concatenate([first, scan], axis=ax)
 
     call.__name__ = f"cumulative_{name}"

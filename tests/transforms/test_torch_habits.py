@@ -769,18 +769,71 @@ def test_zero_and_fill_on_computed_tensors_are_recorded_as_torch():
         (np.array([0, 1]), 0, "t.at[idx].set(0)"),
     ],
 )
-def test_item_assignment_points_to_at_set(index, value, spelling):
+def test_item_assignment_to_a_traced_value_points_to_at_set(index, value, spelling):
     user = np.arange(4.0).reshape(2, 2)
-    t = ea.tensor(user)
-    with pytest.raises(TypeError, match="item assignment") as err:
+
+    def f(t):
         t[index] = value
+        return ea.sum(t)
+
+    with pytest.raises(TypeError, match="item assignment") as err:
+        ea.grad(f)(user)
     assert spelling in str(err.value)
     assert str(err.value) == (
-        "einad Tensors do not support item assignment (einad never writes into an array): "
-        f"write t = {spelling} for a new tensor with those elements replaced (differentiable "
-        "in both), or .add(...) to add to them"
+        "item assignment to a value traced by a transformation would be lost (einad never writes "
+        f"into an array, and t[...] = v rebinds no name): write t = {spelling} for a new tensor "
+        "with those elements replaced (differentiable in both), or .add(...) to add to them"
     )
-    np.testing.assert_array_equal(t.numpy(), np.arange(4.0).reshape(2, 2))
+    np.testing.assert_array_equal(user, np.arange(4.0).reshape(2, 2))
+
+
+@pytest.mark.parametrize(
+    ("index", "value"),
+    [
+        ((0, 1), 9.0),
+        ((slice(None), 2), np.array([7.0, 8.0])),  # a column, a value per row
+        ((Ellipsis, 0), 2.5),
+        (([1, 0], [2, 2]), np.array([-1.0, -2.0])),  # integer arrays
+        ((np.array([[True, False, True], [False, True, False]]),), 0.5),  # a mask
+        ((slice(None, None, 2), slice(1, None)), np.ones((1, 2))),
+        ((), 3.0),  # every element
+    ],
+)
+def test_item_assignment_on_a_tensor_is_numpys_and_torchs(index, value):
+    """``t[idx] = v`` on a Tensor outside transformations: numpy's values, the tensor itself given
+    the new value (as ``t += 1``), the array it was made from never written; recorded as torch
+    records it, and a leaf that requires grad refused outside no_grad."""
+    user = np.arange(6.0).reshape(2, 3)
+    t = ea.tensor(user)
+    same = t
+    t[index] = value
+    want = user.copy()
+    want[index] = value
+    np.testing.assert_array_equal(same.numpy(), want)
+    np.testing.assert_array_equal(user, np.arange(6.0).reshape(2, 3))  # (never written)
+    # the graph: h's replaced elements get no gradient from h, the assigned value's do flow
+    x, xt = ea.tensor(user, requires_grad=True), torch.tensor(user, requires_grad=True)
+    for w in (x, xt):
+        h = w * 2.0
+        h[index] = w[index] * 5.0
+        (h * h).sum().backward()
+    assert_close(x.grad, xt.grad.numpy())
+    with pytest.raises(RuntimeError, match="leaf.*in-place"):
+        x[index] = value
+    with ea.no_grad():
+        x[index] = value
+    assert x.is_leaf and x.requires_grad
+    np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_item_assignment_casts_as_numpy():
+    i = ea.tensor(np.arange(3))
+    i[0] = 2.7
+    i[1:] = np.array([-1.9, 5.5])
+    assert i.dtype == np.int64 and i.tolist() == [2, -1, 5]
+    f32 = ea.tensor(np.zeros(2, np.float32))
+    f32[0] = np.float64(1.25)
+    assert f32.dtype == np.float32 and f32.tolist() == [1.25, 0.0]
 
 
 def test_backward_on_torch_tensors_that_require_grad_names_ea_tensor():
