@@ -15,6 +15,7 @@ from . import (
     special,
 )
 from . import autoray_backend as _autoray_backend
+from . import einops_backend as _einops_backend  # noqa: F401  (einops finds it: einops.rearrange(t, ...))
 from .aliases import DTypeLike
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad

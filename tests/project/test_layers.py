@@ -71,6 +71,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.numpy_api",
         "einad.autoray_backend",
         "einad.array_api",
+        "einad.einops_backend",
         "einad.expression",
         "einad.flatten",
         "einad.explain",
