@@ -49,7 +49,7 @@ from .aliases import DTypeLike
 from .autoray_backend import array as _array
 from .core import Tensor, numpy_functions, strip
 from .rules import indexing
-from .util import dtype_of, shape_of, wrap
+from .util import dtype_of, lib_array, shape_of, wrap
 
 Function = Callable[..., Any]
 
@@ -175,11 +175,16 @@ def full(
 
 def _like(name: str, fill: Any) -> Function:
     def like(x: Any, /, *, dtype: DTypeLike | None = None, device: Any = None) -> Tensor:
+        if device is not None and type(x) is Tensor and device == x.device:
+            device = None  # (`x`'s own device: a torch or CuPy array's too)
         _device(device, name)
-        return wrap(np.full(shape_of(x), fill, dtype=dtype_of(x) if dtype is None else dtype))
+        full = np.full(shape_of(x), fill, dtype=dtype_of(x) if dtype is None else dtype)
+        return wrap(lib_array(x, full))
 
     like.__name__ = like.__qualname__ = name
-    like.__doc__ = f"A constant Tensor of `x`'s shape and dtype (or `dtype`), filled with {fill}."
+    like.__doc__ = (
+        f"A constant Tensor of `x`'s shape, dtype (or `dtype`), library and device, filled with {fill}."
+    )
     return like
 
 
@@ -189,8 +194,12 @@ ones_like = _like("ones_like", 1)
 
 
 def full_like(x: Any, /, fill_value: Any, *, dtype: DTypeLike | None = None, device: Any = None) -> Tensor:
-    """`full` of `x`'s shape and dtype (or `dtype`)."""
-    return full(shape_of(x), fill_value, dtype=dtype_of(x) if dtype is None else dtype, device=device)
+    """`full` of `x`'s shape, dtype (or `dtype`), library and device; differentiable in a Tensor
+    `fill_value`."""
+    dt = dtype_of(x) if dtype is None else dtype
+    if type(fill_value) is Tensor:
+        return full(shape_of(x), fill_value, dtype=dt)
+    return _like("full_like", fill_value)(x, dtype=dt, device=device)  # type: ignore[no-any-return]
 
 
 def linspace(

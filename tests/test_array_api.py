@@ -359,3 +359,21 @@ def test_cumulative_sum_and_prod_with_the_initial_value_on_empty_and_mapped_arra
             ea.grad(lambda v, f=f: xp.sum(f(v, axis=1, include_initial=True)))(x),
             numeric_grad(lambda v, ref=ref: ref(v, axis=1, include_initial=True).sum(), x),
         )
+
+
+def test_like_functions_keep_the_library_of_their_argument():
+    """``zeros_like(x)`` of a Tensor holding a torch tensor is a torch tensor (array API code on
+    such Tensors would otherwise mix two libraries in its next operation)."""
+    torch = pytest.importorskip("torch", reason="torch is an optional extra")
+    t = ea.tensor(torch.ones(2, 3, dtype=torch.float32))
+    for made in (xp.zeros_like(t), xp.ones_like(t, device=t.device), xp.empty_like(t), xp.full_like(t, 2.5)):
+        assert isinstance(made._value, torch.Tensor) and made.dtype == xp.float32 and made.shape == (2, 3)
+    assert xp.full_like(t, 2.5).numpy()[0, 0] == 2.5
+
+    def relu_norm(x):
+        return xp.sum(xp.where(x > 0, x, xp.zeros_like(x)) ** 2)
+
+    g = ea.grad(relu_norm)(torch.tensor([1.0, -2.0, 3.0]))
+    assert isinstance(g, torch.Tensor)
+    np.testing.assert_array_equal(g.numpy(), [2.0, 0.0, 6.0])
+    assert_close(ea.grad(lambda s: xp.sum(xp.full_like(np.ones(3), s)))(2.0), 3.0)
