@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import einad as ea
 from einad import arrays
@@ -377,3 +380,57 @@ def test_like_functions_keep_the_library_of_their_argument():
     assert isinstance(g, torch.Tensor)
     np.testing.assert_array_equal(g.numpy(), [2.0, 0.0, 6.0])
     assert_close(ea.grad(lambda s: xp.sum(xp.full_like(np.ones(3), s)))(2.0), 3.0)
+
+
+# -- the namespace's elementwise functions against numpy's, at special values ----------------------
+
+UNARY = """abs acos acosh asin asinh atan atanh ceil conj cos cosh exp expm1 floor imag isfinite isinf
+isnan log log1p log2 log10 logical_not negative positive real reciprocal round sign signbit sin sinh
+square sqrt tan tanh trunc""".split()  # noqa: SIM905
+BINARY = """add atan2 copysign divide equal floor_divide greater greater_equal hypot less less_equal
+logaddexp logical_and logical_or logical_xor maximum minimum multiply nextafter not_equal pow
+remainder subtract""".split()  # noqa: SIM905
+INTEGER = """bitwise_and bitwise_or bitwise_xor bitwise_left_shift bitwise_right_shift""".split()  # noqa: SIM905
+
+SPECIAL = st.sampled_from(
+    [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, np.inf, -np.inf, np.nan, -np.nan, 1e-300, 1e300]
+)
+FLOATS = hnp.arrays(np.float64, st.integers(1, 6), elements=st.one_of(SPECIAL, st.floats(-10, 10)))
+
+
+def _same(got, want):
+    """numpy's values exactly: nans where numpy's are, and the sign of every zero."""
+    got = np.asarray(got)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if want.dtype.kind == "f":
+        np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+
+
+@pytest.mark.parametrize("name", UNARY)
+@settings(max_examples=12)
+@given(x=FLOATS)
+def test_unary_functions_are_numpys_at_special_values(x, name):
+    with np.errstate(all="ignore"):
+        _same(getattr(xp, name)(ea.tensor(x)).numpy(), getattr(np, name)(x))
+
+
+@pytest.mark.parametrize("name", BINARY)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_binary_functions_are_numpys_at_special_values(data, name):
+    x = data.draw(FLOATS)
+    y = data.draw(hnp.arrays(np.float64, x.shape, elements=st.one_of(SPECIAL, st.floats(-10, 10))))
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(x, y)
+        _same(getattr(xp, name)(ea.tensor(x), ea.tensor(y)).numpy(), want)
+        _same(getattr(xp, name)(ea.tensor(x), 2.0).numpy(), getattr(np, name)(x, 2.0))  # (a weak number)
+
+
+@pytest.mark.parametrize("name", INTEGER)
+@settings(max_examples=12)
+@given(data=st.data(), dtype=st.sampled_from([np.int8, np.int64, np.uint8]))
+def test_integer_functions_are_numpys(data, name, dtype):
+    x = data.draw(hnp.arrays(dtype, st.integers(1, 6)))
+    y = data.draw(hnp.arrays(dtype, x.shape, elements=st.integers(0, 7)))
+    _same(getattr(xp, name)(ea.tensor(x), ea.tensor(y)).numpy(), getattr(np, name)(x, y))
