@@ -30,6 +30,8 @@ and the gradients are the caller's and are not counted.
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import itertools
 import os
 import threading
@@ -49,10 +51,20 @@ from .errors import EinsumError
 from .executor import _pair_plan, merges_without_copy
 from .subscripts import pairwise_steps, vjp_operands
 
-try:  # optional: pip install 'einad[tn]'
-    import cotengra
-except ImportError:  # pragma: no cover - depends on the environment
-    cotengra = None
+
+class _Deferred:
+    """A module imported when first read: cotengra takes ~0.1 s to import (a quarter of einad's
+    own import), and only the planning of a sliced contraction reads it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self.name), attr)
+
+
+# optional: pip install 'einad[tn]' (None where absent)
+cotengra: Any = _Deferred("cotengra") if importlib.util.find_spec("cotengra") is not None else None
 
 Slices: TypeAlias = tuple[tuple[str, int], ...]
 """The sliced letters with their number of chunks, in order of first appearance."""
@@ -281,8 +293,8 @@ def cotengra_slices(
         )
         sliced = tree.slice(target_size=max(limit, 1), seed=0)
         letters = list(sliced.sliced_inds)
-    except (ValueError, KeyError, TypeError, RuntimeError, IndexError, AssertionError):
-        return None
+    except (ValueError, KeyError, TypeError, RuntimeError, IndexError, AssertionError, ImportError):
+        return None  # (an ImportError: cotengra found but broken, at its first use)
     return {c: sizes[c] for c in letters if sizes[c] > 1}
 
 

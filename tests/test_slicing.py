@@ -1034,3 +1034,18 @@ def test_sliced_mixed_dtypes_contract_in_the_promoted_dtype():
     v, g = vg(a)
     np.testing.assert_allclose(v, np.einsum("ab,bc,ca->", a, b, c), rtol=1e-12)
     np.testing.assert_allclose(g, np.einsum("bc,ca->ab", b.astype(np.float64), c), rtol=1e-12, atol=1e-12)
+
+
+def test_importing_einad_leaves_cotengra_until_a_plan_reads_it():
+    """cotengra takes ~0.1 s to import, a quarter of einad's own import: `slicing` imports it when
+    its finder is first read, not with einad."""
+    pytest.importorskip("cotengra", reason="cotengra is an optional extra (einad[tn])")
+    code = (
+        "import sys, einad\n"
+        "from einad import slicing\n"
+        "assert 'cotengra' not in sys.modules, 'imported with einad'\n"
+        "sizes = dict(a=8, b=8, c=8, d=8)\n"
+        "found = slicing.cotengra_slices(('ab', 'bc', 'cd'), 'ad', sizes, [(0, 1), (0, 1)], 16)\n"
+        "assert 'cotengra' in sys.modules and found, found\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
