@@ -38,7 +38,7 @@ import math
 import sys
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -228,7 +228,17 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Tensor:
 
 tril = _numpy_function("tril", np.tril)
 triu = _numpy_function("triu", np.triu)
-meshgrid = _numpy_function("meshgrid", np.meshgrid)
+
+
+def _listed(name: str, func: Any) -> Function:
+    """numpy's `func`, whose tuple of arrays the standard gives as a list."""
+    impl = numpy_functions[func]
+    doc = f"The array API's ``{name}``: einad's numpy.{name} on Tensors, as a list."
+    return _returning_tensors(name, lambda *args, **kwargs: list(impl(*args, **kwargs)), func, doc)
+
+
+meshgrid = _listed("meshgrid", np.meshgrid)
+broadcast_arrays = _listed("broadcast_arrays", np.broadcast_arrays)
 
 
 # -- data types --------------------------------------------------------------------------------
@@ -249,9 +259,22 @@ def can_cast(from_: Any, to: DTypeLike, /) -> bool:
     return builtins.bool(np.can_cast(_dtype(from_), to))
 
 
-def finfo(type: Any, /) -> Any:  # noqa: A002  (the standard's name)
-    """numpy.finfo of a dtype or a Tensor's dtype."""
-    return np.finfo(_dtype(type))
+class FInfo(NamedTuple):
+    """The standard's finfo: Python floats (numpy's finfo gives numpy scalars)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: Any
+
+
+def finfo(type: Any, /) -> FInfo:  # noqa: A002  (the standard's name)
+    """numpy.finfo of a dtype or a Tensor's dtype, its limits as Python floats."""
+    f = np.finfo(_dtype(type))
+    limits = (float(f.eps), float(f.max), float(f.min), float(f.smallest_normal))
+    return FInfo(f.bits, *limits, f.dtype.type)
 
 
 def iinfo(type: Any, /) -> Any:  # noqa: A002  (the standard's name)
@@ -419,7 +442,7 @@ FROM_NUMPY = (  # noqa: SIM905  (grouped as the standard groups them)
     "sin sinh square sqrt subtract tan tanh trunc "
     # indexing, linear algebra, manipulation, searching, sets, statistics, utilities
     "take take_along_axis matmul matrix_transpose tensordot vecdot "
-    "broadcast_arrays broadcast_to concat expand_dims flip moveaxis permute_dims repeat reshape roll "
+    "broadcast_to concat expand_dims flip moveaxis permute_dims repeat reshape roll "
     "squeeze stack tile unstack "
     "argmax argmin count_nonzero nonzero searchsorted where "
     "unique_all unique_counts unique_inverse unique_values "

@@ -198,6 +198,9 @@ def test_inspection_functions():
         info.dtypes(kind="floating")
     t = ea.tensor(np.ones(2, np.float32))
     assert xp.finfo(t).eps == np.finfo(np.float32).eps and xp.iinfo(xp.int8).max == 127
+    limits = xp.finfo(xp.complex64)  # (the standard's: Python floats, the real dtype)
+    assert type(limits.eps) is float and limits.bits == 32 and limits.dtype == xp.float32
+    assert type(xp.meshgrid(t, t)) is list and type(xp.broadcast_arrays(t, xp.ones((3, 1)))) is list
     assert xp.result_type(t, 1.0) == xp.float32 and xp.result_type(t, xp.float64) == xp.float64
     assert xp.can_cast(t, xp.float64) and not xp.can_cast(xp.float64, xp.int32)
     assert xp.isdtype(t.dtype, "real floating") and not xp.isdtype(t.dtype, "integral")
