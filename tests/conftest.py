@@ -107,21 +107,21 @@ def pytest_make_parametrize_id(config, val, argname):
     return None
 
 
-LONGEST_FILES = [  # seconds in one process on 2 cores, 2026-11-29: 47, 45, 44, 26, 25, 18, 14, ...
-    "tests/rules/test_reductions.py",
-    "tests/rules/test_linalg.py",
+LONGEST_FILES = [  # seconds of their tests on 2026-11-29 (a slow hour): 85, 62, 62, 43, 32, 27, ...
     "tests/project/test_benchmarks.py",
+    "tests/rules/test_linalg.py",
     "tests/test_cluster.py",
+    "tests/rules/test_reductions.py",
     "tests/transforms/test_autodiff_modes.py",
+    "tests/test_fft.py",
     "tests/rules/test_elementwise.py",
+    "tests/test_network.py",
     "tests/rules/test_indexing.py",
     "tests/workflows/test_circuits_peps_cotengra.py",
-    "tests/test_network.py",
     "tests/transforms/test_custom_jax.py",
     "tests/rules/test_einsum_choices.py",
-    "tests/test_fft.py",
-    "tests/test_slicing.py",
     "tests/rules/test_shape.py",
+    "tests/test_slicing.py",
 ]
 """The suite's longest files (an order for the workers, not a list to keep complete)."""
 
