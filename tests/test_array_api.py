@@ -10,6 +10,10 @@ nextafter, numpy's floor_divide and signbit).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -437,3 +441,35 @@ def test_integer_functions_are_numpys(data, name, dtype):
     x = data.draw(hnp.arrays(dtype, st.integers(1, 6)))
     y = data.draw(hnp.arrays(dtype, x.shape, elements=st.integers(0, 7)))
     _same(getattr(xp, name)(ea.tensor(x), ea.tensor(y)).numpy(), getattr(np, name)(x, y))
+
+
+def test_scipys_array_api_functions_run_on_tensors():
+    """scipy with its array API support on (SCIPY_ARRAY_API=1, read when scipy is imported: a
+    fresh process) takes a Tensor's namespace: its functions return Tensors, and those that do
+    not write into their arrays differentiate (softmax, moment, against closed forms). Those
+    that write (logsumexp, through array-api-extra's ``at``) run eagerly, where ``x[i] = v``
+    gives a Tensor a new value, and are refused under a transformation."""
+    pytest.importorskip("scipy", reason="scipy is an optional dependency (a quimb dependency in einad[test])")
+    code = """
+import numpy as np, einad as ea
+import scipy.special as sp, scipy.stats as st
+v = np.array([0.5, -1.0, 2.0]); a = np.arange(3.0)
+out = sp.logsumexp(ea.tensor(v))
+assert isinstance(out, ea.Tensor) and np.isclose(float(out), np.log(np.exp(v).sum()))
+s = np.exp(v) / np.exp(v).sum()
+g = ea.grad(lambda x: ea.sum(sp.softmax(x) * a))(v)
+assert np.allclose(g, s * (a - (s * a).sum()), rtol=1e-12), g
+g = ea.grad(lambda x: st.moment(x, order=2))(v)
+assert np.allclose(g, 2 * (v - v.mean()) / 3, rtol=1e-12), g
+try:
+    ea.grad(lambda x: sp.logsumexp(x))(v)
+except TypeError as err:
+    assert "x.at[" in str(err) or "t.at[" in str(err), err
+else:
+    raise AssertionError("a write under grad was not refused")
+"""
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
