@@ -47,9 +47,10 @@ from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, w
 from . import ops
 from .aliases import DTypeLike
 from .autoray_backend import array as _array
+from .autoray_backend import full_like as _full_like
 from .core import Tensor, numpy_functions, strip
 from .rules import indexing
-from .util import dtype_of, lib_array, shape_of, wrap
+from .util import dtype_of, shape_of, wrap
 
 Function = Callable[..., Any]
 
@@ -178,8 +179,7 @@ def _like(name: str, fill: Any) -> Function:
         if device is not None and type(x) is Tensor and device == x.device:
             device = None  # (`x`'s own device: a torch or CuPy array's too)
         _device(device, name)
-        full = np.full(shape_of(x), fill, dtype=dtype_of(x) if dtype is None else dtype)
-        return wrap(lib_array(x, full))
+        return _full_like(x, fill, dtype)  # (a constant of `x`'s shape, dtype, library and device)
 
     like.__name__ = like.__qualname__ = name
     like.__doc__ = (
@@ -318,18 +318,8 @@ def argsort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool
 
 # -- inspection --------------------------------------------------------------------------------
 
-_KINDS = {
-    "bool": ("bool",),
-    "signed integer": ("int8", "int16", "int32", "int64"),
-    "unsigned integer": ("uint8", "uint16", "uint32", "uint64"),
-    "integral": ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"),
-    "real floating": ("float32", "float64"),
-    "complex floating": ("complex64", "complex128"),
-    "numeric": (
-        "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float32", "float64", "complex64", "complex128",
-    ),
-}  # fmt: skip
+DTYPES = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 complex128".split()  # noqa: SIM905
+"""The standard's dtypes, by name."""
 
 
 class _Info:
@@ -358,21 +348,9 @@ class _Info:
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, Any]:
         _device(device, "dtypes")
         if kind is None:
-            names = ("bool", *_KINDS["numeric"])
-        else:
-            kinds = kind if isinstance(kind, tuple) else (kind,)
-            names = tuple(
-                n for n in ("bool", *_KINDS["numeric"]) if builtins.any(_of_kind(n, k) for k in kinds)
-            )
-        return {n: np.dtype(n).type for n in names}
-
-
-def _of_kind(name: str, kind: Any) -> bool:
-    if isinstance(kind, str):
-        if kind not in _KINDS:
-            raise ValueError(f"unknown dtype kind {kind!r}; the standard's are {sorted(_KINDS)}")
-        return name in _KINDS[kind]
-    return builtins.bool(np.dtype(name) == np.dtype(kind))
+            return {n: np.dtype(n).type for n in DTYPES}
+        # (numpy's isdtype knows the standard's kinds, and refuses another name)
+        return {n: np.dtype(n).type for n in DTYPES if np.isdtype(np.dtype(n), kind)}
 
 
 def __array_namespace_info__() -> _Info:
@@ -493,7 +471,6 @@ nan = math.nan
 pi = math.pi
 newaxis = None
 
-DTYPES = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64 complex64 complex128".split()  # noqa: SIM905
 # numpy's scalar types, as numpy's and JAX's namespaces give them (``bool`` here is numpy's):
 # ``xp.float64 == t.dtype`` holds, and ``None == xp.float64`` does not (``np.dtype(None)`` is float64)
 globals().update({name: np.dtype(name).type for name in DTYPES})

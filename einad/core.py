@@ -1270,7 +1270,7 @@ class Tensor:
                 be lost to the function's result; write ``t = t.at[index].set(value)`` there, as
                 in JAX.
         """
-        set_at = lambda t, v: t.at[index].set(v.astype(t.dtype) if type(v) is Tensor else v)
+        set_at = lambda t, v: t.at[index].set(v)  # (`set` casts `v` to `t`'s dtype, as numpy's assignment)
         untraced = self._trace is None or self._trace is IMPERATIVE
         if untraced and self._inplace(set_at, value, "t[...] = v") is self:
             return
