@@ -528,13 +528,43 @@ class Trace:
         """Apply `prim` to `args`, some of them Tensors of this trace (each subclass says how)."""
         raise NotImplementedError
 
+    def rebinding(self, t: Tensor, out: Tensor) -> None:
+        """Tensor `t`, of this trace or about to be, takes `out`'s value and place (``t[i] = v``
+        inside a transformation, `Tensor._rebind`); a trace that knows its values by the
+        Tensor objects holding them updates what it knows here. Most know them by nothing."""
+
 
 class ReverseTrace(Trace):
     """Records each operation as a `Node` for a later reverse pass."""
 
-    __slots__ = ()
+    __slots__ = ("assigned",)
     kind = "reverse"
     keeps_operands = False  # whether a residual rule's node keeps its operands (see ImperativeTrace)
+
+    def __init__(self, level: int | None = None) -> None:
+        super().__init__(level)
+        # the inputs the function assigned into (``x[i] = v``), by box id: each box's own value
+        # and leaf node, which its gradient is taken for (`inputs`); None while there are none
+        self.assigned: dict[int, tuple[Any, Node]] | None = None
+
+    def rebinding(self, t: Tensor, out: Tensor) -> None:
+        node = t._node
+        if t._trace is self and node is not None and node.prim is None:
+            if self.assigned is None:
+                self.assigned = {}
+            self.assigned.setdefault(id(t), (t._value, node))
+
+    def inputs(self, boxed: list[Tensor]) -> list[Tensor]:
+        """`boxed`, the function's inputs, as they were given to it: a box the function assigned
+        into holds the assignment's result now, and is replaced by a box of its own leaf."""
+        kept = self.assigned or {}
+        given = []
+        for b in boxed:
+            if id(b) in kept:
+                value, node = kept[id(b)]
+                b = _box(value, self, node, None)
+            given.append(b)
+        return given
 
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         vals: list[Any] = []
@@ -634,6 +664,9 @@ class ImperativeTrace(ReverseTrace):
 
     __slots__ = ()
     keeps_operands = True
+
+    def rebinding(self, t: Tensor, out: Tensor) -> None:
+        pass  # (its leaves are the user's, whose assignments `Tensor._inplace` takes)
 
     def process(self, prim: Primitive, args: Sequence[Any], params: Params) -> Value:
         if not grad_enabled():
@@ -937,33 +970,6 @@ class GradFn:
         return f"<{self.name()}>"
 
 
-def _index_text(index: Any) -> str:
-    """An index as it is written between brackets (``0``, ``1:3``, ``..., 0``), for messages."""
-
-    def one(i: Any) -> str:
-        if isinstance(i, slice):
-            parts = ["" if v is None else one(v) for v in (i.start, i.stop, i.step)]
-            return ":".join(parts[:2]) + (f":{parts[2]}" if i.step is not None else "")
-        if i is Ellipsis:
-            return "..."
-        if i is None or isinstance(i, (int, np.integer, bool)):
-            return repr(i if i is None or isinstance(i, bool) else int(i))
-        if isinstance(i, list) and len(i) <= 6:
-            return repr(i)
-        return "idx"
-
-    if isinstance(index, tuple):
-        return ", ".join(one(i) for i in index) if index else "()"
-    return one(index)
-
-
-def _value_text(value: Any) -> str:
-    """A value to set, for messages: a number as written, anything else ``v``."""
-    if isinstance(value, (int, float, complex, np.number)) and not isinstance(value, bool):
-        return repr(value.item() if isinstance(value, np.number) else value)
-    return "v"
-
-
 class Tensor:
     """The array type that flows through einad code; wraps a numpy array.
 
@@ -1264,22 +1270,44 @@ class Tensor:
         casts it), never writing into an array: the old one, perhaps the user's, and every graph
         that recorded it stay as they were (`_inplace`, as ``t += 1``).
 
-        Raises:
-            TypeError: Where `t` or `value` is traced by a transformation (``grad``, ``jit``,
-                ``vmap``, ...): an assignment to an element rebinds no name, so the update would
-                be lost to the function's result; write ``t = t.at[index].set(value)`` there, as
-                in JAX.
+        Inside a transformation (``grad``, ``jit``, ``vmap``, ...) the same: the tensor takes the
+        traced result (`_rebind`), so code written for numpy or the array API that fills an array
+        element by element is differentiated, staged and batched as ``t = t.at[index].set(value)``
+        would be. Every name for the tensor sees the new value; a slice taken from it before does
+        not (an einad index is a copy, never a view). A transformation's argument that the function
+        writes into is still differentiated as given.
         """
-        set_at = lambda t, v: t.at[index].set(v)  # (`set` casts `v` to `t`'s dtype, as numpy's assignment)
-        untraced = self._trace is None or self._trace is IMPERATIVE
-        if untraced and self._inplace(set_at, value, "t[...] = v") is self:
-            return
-        raise TypeError(
-            "item assignment to a value traced by a transformation would be lost (einad never "
-            f"writes into an array, and t[...] = v rebinds no name): write t = t.at[{_index_text(index)}]"
-            f".set({_value_text(value)}) for a new tensor with those elements replaced (differentiable "
-            "in both), or .add(...) to add to them"
-        )
+        self._assign(index, value, "t[...] = v")
+
+    def _assign(self, index: Any, value: Any, symbol: str) -> None:
+        """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too)."""
+
+        def set_at(t: Tensor, v: Any) -> Tensor:
+            out: Tensor = t.at[index].set(v)  # (`set` casts `v` to `t`'s dtype, as numpy's assignment)
+            return out
+
+        trace = self._trace
+        if trace is None or trace is IMPERATIVE:
+            out = self._inplace(set_at, value, symbol)
+            if out is self:
+                return
+        else:
+            out = set_at(self, value)
+        self._rebind(out)
+
+    def _rebind(self, out: Tensor) -> None:
+        """This tensor becomes `out`, a value of a transformation's trace: its value, trace, node
+        and tangent are `out`'s. The traces it leaves and joins are told first
+        (`Trace.rebinding`): a reverse trace keeps an input's own leaf, a staging trace names
+        this tensor as `out`'s variable. After the transformation returns, the tensor is one
+        of its dead values, as any value it traced (a tensor made outside the function and
+        assigned into inside it raises when used later: make it inside)."""
+        old, new = self._trace, out._trace
+        if old is not None:
+            old.rebinding(self, out)
+        if new is not None and new is not old:
+            new.rebinding(self, out)
+        self._value, self._trace, self._node, self._tangent = out._value, new, out._node, out._tangent
 
     if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)
 
@@ -1718,6 +1746,18 @@ def box(value: Any, trace: Trace, tangent: Any = None) -> Tensor:
     t = _new(Tensor)
     t._value, t._trace, t._node, t._tangent, t._grad = value, trace, node, tangent, None
     return t
+
+
+def alias(t: Tensor) -> Tensor:
+    """A new Tensor object standing for `t` in every trace (its value, trace, node and tangent):
+    what einad hands the user's code it runs inside a rule (a custom function's body, its rules'
+    arguments, residuals and cotangents), so that an assignment there (``x[i] = v`` rebinds the
+    object assigned into, `Tensor._rebind`) never reaches an object einad keeps: a box's value,
+    a node's operands, a saved residual."""
+    a = _box(t._value, t._trace, t._node, t._tangent)
+    if t._trace is not None:
+        t._trace.rebinding(a, t)  # (a staging trace names `a` as `t`)
+    return a
 
 
 def strip(x: Any) -> Any:

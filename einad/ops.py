@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import IMPERATIVE, ArrayLike, Tensor, _unbox_bool, bind, exported
+from .core import ArrayLike, Tensor, _unbox_bool, bind, exported
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.indexing import IndexUpdate, argmax, argmin, argsort, repeat, sort, take
@@ -661,7 +661,8 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         The tensor gets a new array: the one it had (perhaps shared with a
         detached tensor) is never written into. On a leaf that requires grad
         only under `einad.no_grad` (else RuntimeError); on a computed tensor it
-        is recorded (its gradient is then zero).
+        is recorded (its gradient is then zero), and inside a transformation
+        traced, as ``t[...] = 0`` is.
         """
         return self._inplace_method(0, "zero_()")
 
@@ -671,12 +672,8 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return self._inplace_method(value, "fill_()")
 
     def _inplace_method(self, value: ArrayLike, name: str) -> Tensor:
-        if self._trace is not None and self._trace is not IMPERATIVE:
-            raise RuntimeError(
-                f"{name} on a value traced by a transformation: write x = x.at[...].set(value) "
-                "for a new tensor (einad transforms functions of values, not of updates)"
-            )
-        return self._inplace(lambda t, v: IndexUpdate(t)[...].set(v), value, name)
+        self._assign(..., value, name)  # (as ``t[...] = value``: recorded, or traced inside a transformation)
+        return self
 
     @property
     def at(self) -> IndexUpdate:

@@ -379,6 +379,11 @@ class StagingTrace(Trace):
         self.graph.avals[name] = (shape_of(value), _dtype_of(value))
         return name
 
+    def rebinding(self, t: Tensor, out: Tensor) -> None:
+        if out._trace is self:  # `t` is named as the value it now holds (and kept alive, as every named one)
+            self._names[id(t)] = self._names[id(out)]
+            self._alive.append(t)
+
     def new_input(self, value: Any) -> Tensor:
         """Box `value` as the next input of the program."""
         t = _box(Staged(value), self, None, None)

@@ -59,6 +59,7 @@ from .shape import (
     last_writes_p,
     reshape_raw,
     scatter_raw,
+    traced_index,
 )
 from .structural import broadcast_raw, concatenate, where_raw, zeros_scalar
 
@@ -766,6 +767,44 @@ class IndexedUpdate:
             value = astype(value, dtype_of(x))
         return x, index, shape, broadcast_raw(value, target), idx
 
+    def _masked(self, v: ArrayLike) -> tuple[Value, Value, Value] | None:
+        """For an index that is one boolean mask computed inside `einad.jit` or mapped by `vmap`
+        (its places known only when the program runs, or per example): `x`, the mask with an
+        axis of size 1 for each axis of `x` it does not cover, and `v` cast to `x`'s dtype, so
+        that ``x.at[mask].set(v)`` is ``where(mask, v, x)`` (``.add``: ``x + where(mask, v,
+        0)``), as in JAX. `v` is then one value for every selected place: a scalar, or an array
+        of the shape one selected place has (numpy's assignment of a value per place needs the
+        count of places). None for every other index."""
+        mask = self._index[0] if type(self._index) is tuple and len(self._index) == 1 else self._index
+        if not (traced_index(mask) and dtype_of(mask).kind == "b"):
+            return None
+        x = to_array_operand(self._x)
+        shape, covered = shape_of(x), shape_of(mask)
+        if shape[: len(covered)] != covered:
+            raise IndexError(
+                f"boolean index of shape {covered} does not match the indexed array's leading "
+                f"dimensions {shape[: len(covered)]}"
+            )
+        place = shape[len(covered) :]
+        value = to_operand(v)
+        vs = shape_of(value)
+        lead = max(len(vs) - len(place), 0)
+        if any(d != 1 for d in vs[:lead]) or any(d not in (1, p) for d, p in zip(vs[::-1], place[::-1])):
+            raise TracerError(
+                f"x.at[mask] with a boolean mask computed inside einad.jit (or mapped by vmap) writes "
+                f"one value to every selected place, of shape {place} or one that broadcasts to it; "
+                f"got a value of shape {vs}, one per place, whose count is known only when the "
+                "program runs. Write ea.where(mask, v, x) with v of x's shape"
+            )
+        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
+            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
+        value = reshape_raw(value, vs[lead:])
+        if isinstance(value, (int, float, complex)):
+            value = lib_array(x, np.asarray(value, dtype_of(x)))
+        else:
+            value = astype(value, dtype_of(x))
+        return x, reshape_raw(mask, covered + (1,) * len(place)), value
+
     def get(self, **hints: Any) -> Tensor:
         """``x[index]``."""
         _check_hints(hints)
@@ -779,6 +818,10 @@ class IndexedUpdate:
         scatter-add of the program, whose index is checked when it runs.
         """
         _check_hints(hints)
+        masked = self._masked(v)
+        if masked is not None:
+            x, mask, v = masked
+            return wrap(x + where_raw(mask, v, zeros_scalar(v)))
         x, index, shape, v, idx = self._prepare(v)
         if idx is not None:
             return wrap(x + gather_scatter_raw(v, idx, index, shape))
@@ -792,6 +835,10 @@ class IndexedUpdate:
         place goes to the write that stays there).
         """
         _check_hints(hints)
+        masked = self._masked(v)
+        if masked is not None:
+            x, mask, v = masked
+            return wrap(where_raw(mask, v, x))
         x, index, shape, v, idx = self._prepare(v)
         if idx is not None:
             return wrap(_traced_set(x, index, shape, v, idx))

@@ -440,6 +440,10 @@ def _reverse(
         for i, sub in zip(nums, tree_unflatten(td, boxed)):
             new[i] = sub
         out = f(*new, **kwargs)
+        if trace.assigned is not None:  # `f` wrote into an argument (``x[i] = v``): take the one given
+            boxed = trace.inputs(boxed)
+            for i, sub in zip(nums, tree_unflatten(td, boxed)):
+                new[i] = sub
         # under ea.jit, a forward of einsums reading einsums is done again from its optimized
         # program, so that the derivative program is made from merged networks (a loop, not
         # `any`: no generator frame on the eager path)
@@ -607,6 +611,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     with tracing(ReverseTrace()) as trace:
         boxed = [box(v, trace) for v in values]
         out = f(*tree_unflatten(td, boxed))
+        boxed = trace.inputs(boxed)  # (the primals as given, where `f` wrote into one)
     if has_aux:
         out, aux = _split_aux(out)
     out_flat, out_td = tree_flatten(out)

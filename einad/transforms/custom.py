@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Shape
-from ..core import Params, Primitive, QuietRules, Tensor, bind, declare
+from ..core import Params, Primitive, QuietRules, Tensor, alias, bind, declare
 from ..errors import TracerError
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules.linear import sum as _sum
@@ -91,8 +91,16 @@ def _is_array(x: Any) -> bool:
 
 
 def _arg(v: Any) -> Any:
-    """An operand as the user's code sees it: a Tensor (traced or constant), or a Python number."""
+    """An operand as the user's code sees it: a Tensor (traced or constant; an `alias` of a traced
+    one, which the code may assign into), or a Python number."""
+    if type(v) is Tensor:
+        return alias(v)
     return v if isinstance(v, _NUMBERS) else wrap(v)
+
+
+def _given(tree: Any) -> Any:
+    """`tree` (residuals, cotangents) as a user's rule receives it: each Tensor an `alias`."""
+    return tree_map(lambda x: alias(x) if type(x) is Tensor else x, tree)
 
 
 def _zeros_like(v: Any) -> Any:
@@ -699,7 +707,7 @@ class custom_vjp(_CustomFunction):  # lower case: JAX's name, used as a decorato
 
         def flat_bwd(res: Any, g: Any) -> list[Any]:
             user_res, nd_vals = res
-            cts = user_bwd(*a.nondiff_args(nd_vals), user_res, out.unpack(g))
+            cts = user_bwd(*a.nondiff_args(nd_vals), _given(user_res), _given(out.unpack(g)))
             return a.cotangents(cts, f"the bwd of {what}")
 
         call = _Call(_name(self.fn), flat_fn, a.nondiff, fwd=flat_fwd, bwd=flat_bwd)

@@ -889,6 +889,38 @@ def test_the_other_jitted_updates_take_a_traced_integer_and_refuse_a_traced_arra
         ea.jit(lambda x, i: x.at[i].min(0.0))(x, np.array([1, 1]))
 
 
+def test_updates_at_a_mask_computed_inside_jit_or_mapped_are_wheres():
+    """``x.at[mask].set(v)`` / ``.add(v)`` with a boolean mask computed inside `einad.jit` or
+    mapped by `vmap`, `v` one value for every selected place (a scalar, or a row where the mask
+    covers the leading axis): ``where(mask, v, x)`` (``x + where(mask, v, 0)``), as JAX's, with
+    eager einad's values (numpy's assignment) and gradients (scipy's logsumexp writes this way
+    under jit). Were TracerErrors. A value per place, whose count only the run knows, is a
+    TracerError naming ea.where; a mask of another shape numpy's IndexError."""
+    x = np.arange(-3.0, 3.0).reshape(2, 3) + 0.5
+    row = np.array([10.0, 20.0, 30.0])
+    cases = [
+        (lambda x, v: x.at[x > 0].set(v), 7.0),
+        (lambda x, v: x.at[(x[:, 0] > -1,)].set(v), row),
+        (lambda x, v: x.at[x < 0].add(v), 2.5),
+        (lambda x, v: x.at[ea.sum(x, axis=1) > 0].add(v), row),
+    ]
+    for f, v in cases:
+        want = f(ea.tensor(x), v).numpy()
+        assert_close(compiled(ea.jit(f))(x, v), want)
+        ops = [e.op for e in ea.make_graph(f)(x, v).equations]
+        assert "where" in ops and not any("scatter" in op for op in ops), ops
+        mirrored = f(ea.tensor(-x), v).numpy()
+        assert_close(ea.vmap(f, (0, None))(np.stack([x, -x]), v), np.stack([want, mirrored]))
+        loss = lambda x, v, f=f: ea.sum(f(x, v) ** 3)
+        eager = ea.grad(loss, argnums=(0, 1))(x, v)
+        for got, g in zip(ea.jit(ea.grad(loss, argnums=(0, 1)))(x, v), eager):
+            assert_close(got, g)
+    with pytest.raises(ea.TracerError, match=r"one value to every selected place.*ea\.where"):
+        ea.jit(lambda x, v: x.at[x > 0].set(v))(x, np.arange(3.0))
+    with pytest.raises(IndexError, match=r"boolean index of shape \(2, 2\) does not match"):
+        ea.jit(lambda x: x.at[(x > 0)[:, :2]].set(0.0))(x)
+
+
 def test_a_jitted_gather_replays_each_calls_index():
     """The index is an input of the program, not a constant: a second call with another index
     reads its own elements, from the same program; an index out of range is numpy's IndexError
