@@ -765,8 +765,9 @@ EDGE_INDICES = [
 
 def test_indices_given_as_tensors_and_the_indices_refused():
     """A constant Tensor indexes as its array does; an integer index computed inside ea.jit is a
-    gather (tests/transforms/test_jit.py), a boolean mask or a slice bound computed there is
-    refused with the way out; an array of floats is numpy's IndexError."""
+    gather (tests/transforms/test_jit.py), a boolean mask (but for an update of one value at its
+    places) or a slice bound computed there is refused with the way out; an array of floats is
+    numpy's IndexError."""
     x = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(np.asarray(ea.tensor(x)[ea.tensor(np.array([2, 0]))]), x[[2, 0]])
     g = ea.grad(lambda v: ea.sum(v[ea.tensor(np.array([2, 0, 2]))]))(x)
@@ -780,8 +781,8 @@ def test_indices_given_as_tensors_and_the_indices_refused():
     )
     with pytest.raises(ea.TracerError, match=f"^{re.escape(message)}$"):
         ea.jit(lambda v: v[v > 2.0])(x)
-    with pytest.raises(ea.TracerError, match=f"^{re.escape(message)}$"):
-        ea.jit(lambda v: v.at[v > 2.0].set(0.0))(x)
+    # an update of one value at every place of such a mask is a where (test_indexing.py)
+    np.testing.assert_array_equal(ea.jit(lambda v: v.at[v > 2.0].set(0.0))(x), np.where(x > 2.0, 0.0, x))
     with pytest.raises(ea.TracerError, match=r"a slice's length must be known .* x\[i \+ np.arange\(n\)\]"):
         ea.jit(lambda v, i: v[i : i + 2])(x, 1)
     refusal = "^arrays used as indices must be of integer or boolean type, not float64$"
