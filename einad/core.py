@@ -1280,12 +1280,21 @@ class Tensor:
         self._assign(index, value, "t[...] = v")
 
     def _assign(self, index: Any, value: Any, symbol: str) -> None:
-        """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too)."""
+        """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too);
+        into a view, through its base (`view`)."""
 
         def set_at(t: Tensor, v: Any) -> Tensor:
             out: Tensor = t.at[index].set(v)  # (`set` casts `v` to `t`'s dtype, as numpy's assignment)
             return out
 
+        if type(value) is Tensor and _holds(self, value, index):
+            return  # ``x[i] += v``: the view x[i] wrote itself into x already
+        seen = _views.get(id(self))
+        if seen is not None:
+            _, base, where, synced = seen
+            now = self if synced is base._value else base[where]  # (what the base holds there)
+            self._through(base, where, set_at(now, value), symbol)
+            return
         trace = self._trace
         if trace is None or trace is IMPERATIVE:
             out = self._inplace(set_at, value, symbol)
@@ -1295,9 +1304,17 @@ class Tensor:
             out = set_at(self, value)
         self._rebind(out)
 
+    def _through(self, base: Tensor, where: Any, region: Tensor, symbol: str) -> None:
+        """This view of ``base[where]`` takes the new value `region` of those elements, written
+        into `base` first (and so on through `base`'s own base)."""
+        base._assign(where, region, symbol)
+        self._rebind(region)
+        ref, _, _, _ = _views[id(self)]
+        _views[id(self)] = (ref, base, where, base._value)  # (`_holds`: the two agree now)
+
     def _rebind(self, out: Tensor) -> None:
-        """This tensor becomes `out`, a value of a transformation's trace: its value, trace, node
-        and tangent are `out`'s. The traces it leaves and joins are told first
+        """This tensor becomes `out` (most often a value of a transformation's trace): its value,
+        trace, node and tangent are `out`'s. The traces it leaves and joins are told first
         (`Trace.rebinding`): a reverse trace keeps an input's own leaf, a staging trace names
         this tensor as `out`'s variable. After the transformation returns, the tensor is one
         of its dead values, as any value it traced (a tensor made outside the function and
@@ -1633,6 +1650,12 @@ class Tensor:
         keeps its place in the imperative graph; otherwise it becomes the result
         (a constant updated by a tensor that requires grad then requires grad).
         """
+        seen = _views.get(id(self))
+        if seen is not None:  # a view: the operation applies to its base's elements, as numpy's
+            _, base, where, synced = seen
+            now = self if synced is base._value else base[where]  # (what the base holds there)
+            self._through(base, where, self._fits(op(now, other), symbol), symbol)
+            return self
         trace = self._trace
         if trace is not None and trace is not IMPERATIVE:
             return op(self, other)
@@ -1645,14 +1668,7 @@ class Tensor:
         out = op(self, other)
         if out._trace is not None and out._trace is not IMPERATIVE:
             return out  # `other` is traced by a transformation: a new value, `self` untouched
-        if out.shape != self.shape:
-            raise ValueError(
-                f"in-place {symbol} would change the tensor's shape from {self.shape} to {out.shape}"
-            )
-        if out.dtype != self.dtype:
-            if not np.can_cast(out.dtype, self.dtype, "same_kind"):
-                raise TypeError(f"in-place {symbol} cannot cast the result's {out.dtype} to {self.dtype}")
-            out = out.astype(self.dtype)
+        out = self._fits(out, symbol)
         self._value = out._value
         if recording:
             old = self._node
@@ -1661,6 +1677,20 @@ class Tensor:
                 # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
                 old.tensor, out._node.tensor = None, old.tensor
         return self
+
+    def _fits(self, out: Tensor, symbol: str) -> Tensor:
+        """`out`, the result of an in-place `symbol`, as this tensor can take it: of its shape
+        (else ValueError), cast to its dtype where numpy's ``same_kind`` casting allows (else
+        TypeError)."""
+        if out.shape != self.shape:
+            raise ValueError(
+                f"in-place {symbol} would change the tensor's shape from {self.shape} to {out.shape}"
+            )
+        if out.dtype != self.dtype:
+            if not np.can_cast(out.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"in-place {symbol} cannot cast the result's {out.dtype} to {self.dtype}")
+            out = out.astype(self.dtype)
+        return out
 
     def __pos__(self) -> Tensor:
         return self
@@ -1686,6 +1716,75 @@ def _read_only(arr: Any) -> Any:
         arr = arr.view()
         arr.flags.writeable = False
     return arr
+
+
+# -- views ------------------------------------------------------------------------------------------
+
+_views: dict[int, tuple[_ViewRef, Tensor, Any, Any]] = {}
+"""The Tensors read from another by basic indexing (`view`), by id: (a weak reference to the
+view, which drops its entry when it goes, its base, the index, and the base's value when the
+two last agreed)."""
+
+
+def _basic(index: Any, ndim: int) -> bool:
+    """Whether `index` into an array of `ndim` axes is numpy's basic indexing (integers, slices
+    of integers, None, ...) whose result is a view of the array: not an integer for every axis,
+    which numpy answers with a scalar, a copy. (Exact types first: every ``t[i]`` asks.)"""
+    items = index if type(index) is tuple else (index,)
+    integers = 0
+    for i in items:
+        kind = type(i)
+        if kind is int:
+            integers += 1
+        elif i is None or i is Ellipsis:
+            continue
+        elif kind is slice:
+            if not (_bound(i.start) and _bound(i.stop) and _bound(i.step)):
+                return False
+        elif isinstance(i, np.integer):  # (a bool is neither: numpy's mask)
+            integers += 1
+        else:
+            return False
+    return integers < ndim or len(items) > integers
+
+
+def _bound(b: Any) -> bool:
+    return b is None or type(b) is int or isinstance(b, np.integer)
+
+
+class _ViewRef(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference to a view that drops the view's entry of `_views` when the view goes."""
+
+    __slots__ = ("key",)
+    key: int
+
+
+def _forget(ref: _ViewRef) -> None:
+    _views.pop(ref.key, None)
+
+
+def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
+    """`t`, read as ``base[index]``, made a view of `base` where numpy's ``base[index]`` is one
+    (`_basic`): as numpy's views, a write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a
+    write into `base` too, so ``x[0][1] = v`` and ``for row in x: row[:] = ...`` change `x`. (A
+    write into `base` does not change a view read before it: einad's values share no memory.)"""
+    if t is not base and _basic(index, base.ndim):
+        ref = _ViewRef(t, _forget)
+        ref.key = id(t)
+        _views[ref.key] = (ref, base, index, base._value)
+    return t
+
+
+def _holds(base: Tensor, value: Tensor, index: Any) -> bool:
+    """Whether `value` is a view of ``base[index]`` that agrees with `base` as it is now (the
+    view ``x[i]`` of ``x[i] += v`` after it wrote itself into `x`)."""
+    seen = _views.get(id(value))
+    return seen is not None and seen[1] is base and seen[3] is base._value and _same_index(seen[2], index)
+
+
+def _same_index(a: Any, b: Any) -> bool:
+    a, b = (a if type(a) is tuple else (a,)), (b if type(b) is tuple else (b,))
+    return len(a) == len(b) and all(type(i) is type(j) and i == j for i, j in zip(a, b))
 
 
 def _plain(x: Any) -> Any:

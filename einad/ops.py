@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import ArrayLike, Tensor, _unbox_bool, bind, exported
+from .core import ArrayLike, Tensor, _unbox_bool, bind, exported, view
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.indexing import IndexUpdate, argmax, argmin, argsort, repeat, sort, take
@@ -353,7 +353,7 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return ELEMENTWISE["abs"](self)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return getitem(self, index)
+        return view(getitem(self, index), self, index)  # (basic indexing: a view, which writes through)
 
     # Comparisons are not differentiable: numpy booleans, or a traced boolean
 

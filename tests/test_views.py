@@ -1,0 +1,158 @@
+"""Views, as numpy's: a Tensor read from another by basic indexing (``x[0]``, ``x[:, 1:]``,
+``for row in x``) writes through to it (``x[0][1] = v``, ``row *= 2``), eagerly and inside every
+transformation; advanced indexing and a full integer index give copies, as numpy's do. Each
+program runs on numpy arrays and on Tensors, and must leave the same values."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import einad as ea
+from einad import core
+from tests.support.numerics import assert_close
+
+
+def chained(x):
+    x[0][1] = 50.0
+    x[1][::2] = -1.0
+
+
+def rows_scaled(x):
+    for row in x:
+        row *= 2.0
+    for row in x:
+        row[:] = row + 1.0
+
+
+def row_named(x):
+    r = x[1]
+    r += 1.0
+    r[0] = r[2] * 10.0
+
+
+def added_at(x):
+    x[1] += 100.0
+    x[:, 0] *= -1.0
+    x[0, ...] -= 3.0
+
+
+def view_of_view(x):
+    x[1:][0][1:] = 7.0
+    x[:, None][0][0][2] = 8.0
+
+
+def stale_view(x):
+    v = x[0]
+    x[0, 1] = 70.0  # the view was read before: numpy's shares this write, einad's does not,
+    v[2] = 90.0  # and its write reaches x without undoing x[0, 1]
+
+
+def copies(x):
+    x[[0]][0, 1] = 9.0  # advanced indexing: a copy
+    x[x > 100.0] = 0.0  # (a mask, written directly, is no view)
+    for v in x[0]:
+        v += 1000.0  # a full integer index: numpy's scalar, a copy
+
+
+PROGRAMS = [chained, rows_scaled, row_named, added_at, view_of_view, stale_view, copies]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_writes_through_views_leave_numpys_values(program):
+    start = np.arange(12.0).reshape(3, 4)
+    want = start.copy()
+    program(want)
+    t = ea.tensor(start)
+    program(t)
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal(start, np.arange(12.0).reshape(3, 4))  # (never written)
+
+
+def traced(program):
+    """The program as a loss: it writes into a computed tensor (and, through views, into it)."""
+
+    def loss(x):
+        h = x * x
+        program(h)
+        return ea.sum(h * x)
+
+    return loss
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_writes_through_views_differentiate_in_every_transformation(program):
+    """Inside grad, jit, vmap and jvp, a write through a view is the same write into its base:
+    the gradient agrees with central differences, and every transformation with eager grad."""
+    x = np.linspace(0.5, 2.0, 12).reshape(3, 4)
+    loss = traced(program)
+    g = ea.grad(loss)(x)
+    ea.gradcheck(loss, x)
+    assert_close(ea.jit(ea.grad(loss))(x), g)
+    assert_close(ea.grad(ea.jit(loss))(x), g)
+    assert_close(ea.vmap(ea.grad(loss))(np.stack([x, x])), np.stack([g, g]))
+    assert_close(ea.jvp(loss, (x,), (np.ones_like(x),))[1], np.sum(g))
+
+
+def test_a_write_through_a_view_matches_torchs_autograd():
+    torch = pytest.importorskip("torch", reason="torch is the reference for a recorded write through a view")
+    x0 = np.linspace(0.5, 2.0, 12).reshape(3, 4)
+
+    def program(x):
+        h = x * 1.0
+        h[0][1] = h[2][3] * 3.0
+        for i in range(3):
+            h[i] *= float(i + 1)
+        r = h[1]
+        r[1:] += h[0, 0]
+        return (h * h).sum()
+
+    xt = torch.tensor(x0, requires_grad=True)
+    program(xt).backward()
+    w = ea.tensor(x0, requires_grad=True)
+    program(w).backward()
+    assert_close(w.grad, xt.grad.numpy())
+    assert_close(ea.grad(program)(x0), xt.grad.numpy())
+
+
+def test_x_at_i_plus_equals_writes_once():
+    """``x[i] += v`` reads the view x[i], which writes itself into x; Python's assignment of it
+    back to x[i] then finds x already holding it and writes nothing (one write in the program,
+    as ``x = x.at[i].add(v)``)."""
+
+    def augmented(x):
+        x[1] += 2.0
+        return x
+
+    def functional(x):
+        return x.at[1].set(x[1] + 2.0)
+
+    x = np.arange(6.0).reshape(2, 3)
+    assert_close(ea.jit(augmented)(x), functional(ea.tensor(x)).numpy())
+    ops = [e.op for e in ea.make_graph(augmented)(x).equations]
+    assert ops == [e.op for e in ea.make_graph(functional)(x).equations], ops
+
+
+def test_a_view_of_a_leaf_that_requires_grad_is_written_only_under_no_grad():
+    """As PyTorch: a write through a view of a leaf that requires grad is a write into the leaf."""
+    w = ea.tensor(np.ones((2, 2)), requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf.*in-place"):
+        w[0][1] = 5.0
+    with ea.no_grad():
+        w[0][1] = 5.0
+    assert w.is_leaf and w.requires_grad and w.tolist() == [[1.0, 5.0], [1.0, 1.0]]
+
+
+def test_views_that_are_gone_are_forgotten():
+    """Each basic index registers its result as a view of the tensor it was read from; the entry
+    goes with the view (nothing accumulates over a loop of reads)."""
+    x = ea.tensor(np.arange(12.0).reshape(3, 4))
+    gc.collect()
+    before = len(core._views)
+    kept = [x[i] for i in range(3)]
+    assert len(core._views) == before + 3
+    for _ in range(1000):
+        x[1][2]  # (a read: its view registered, then gone)
+    del kept
+    gc.collect()
+    assert len(core._views) == before
