@@ -109,9 +109,8 @@ def asarray(obj: Any, /, *, dtype: DTypeLike | None = None, device: Any = None, 
     _device(device, "asarray")
     if copy is False and type(obj) is not Tensor and not isinstance(obj, np.ndarray):
         raise ValueError("asarray(copy=False): the object is not an array, so it must be copied")
-    if copy and type(obj) is Tensor:  # a Tensor of its own (``t += 1`` rebinds a tensor's value)
-        obj = numpy_functions[np.copy](obj)
-    return _array(obj, dtype)
+    # copy=True: a Tensor of its own, which a write (``t[i] = v``, ``t += 1``) into `obj` leaves alone
+    return _array(obj, dtype, copy=bool(copy))
 
 
 def arange(

@@ -34,7 +34,7 @@ import numpy as np
 from . import arrays, ops
 from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which `functions` reads)
 from .aliases import DTypeLike
-from .core import ArrayLike, Staged, Tensor, numpy_functions
+from .core import ArrayLike, Staged, Tensor, alias, numpy_functions
 from .errors import TracerError
 from .rules import linalg
 from .rules.linear import tril, triu
@@ -133,9 +133,12 @@ def _stacked(obj: Any) -> Any:
 def array(
     obj: Any, dtype: DTypeLike | None = None, copy: Any = True, order: str = "K", ndmin: int = 0
 ) -> Tensor:
-    """numpy.array for einad: a Tensor as it is (values are immutable, so it is never copied),
-    nested lists holding Tensors stacked (differentiable), anything else a constant Tensor (an
-    array of another library stays in its library)."""
+    """numpy.array for einad: a Tensor as a new Tensor object of the same value (``copy=True``,
+    numpy's default: a write into it, ``t[i] = v``, leaves `obj` alone; its array is shared, since
+    einad never writes into one), nested lists holding Tensors stacked (differentiable), anything
+    else a constant Tensor (an array of another library stays in its library)."""
+    if type(obj) is Tensor and dtype is None and copy and ndmin <= obj.ndim:
+        return alias(obj)
     if type(obj) is Tensor or _holds_tensor(obj):
         out: Tensor = _stacked(obj)
         out = out.astype(dtype) if dtype is not None else out
@@ -146,8 +149,8 @@ def array(
 
 
 def asarray(obj: Any, dtype: DTypeLike | None = None, order: str = "K", **kwargs: Any) -> Tensor:
-    """numpy.asarray for einad (the same as `array`: no einad value is ever written into)."""
-    return array(obj, dtype)
+    """numpy.asarray for einad: a Tensor of `dtype` as it is, anything else as `array` makes it."""
+    return array(obj, dtype, copy=False)
 
 
 def zeros(shape: Any, dtype: DTypeLike = float, order: str = "C") -> Tensor:

@@ -1273,9 +1273,9 @@ class Tensor:
         Inside a transformation (``grad``, ``jit``, ``vmap``, ...) the same: the tensor takes the
         traced result (`_rebind`), so code written for numpy or the array API that fills an array
         element by element is differentiated, staged and batched as ``t = t.at[index].set(value)``
-        would be. Every name for the tensor sees the new value; a slice taken from it before does
-        not (an einad index is a copy, never a view). A transformation's argument that the function
-        writes into is still differentiated as given.
+        would be. Every name for the tensor sees the new value. A tensor read from another by basic
+        indexing is a view (`view`): a write into it is a write into that one too, as numpy's. A
+        transformation's argument that the function writes into is still differentiated as given.
         """
         self._assign(index, value, "t[...] = v")
 

@@ -156,3 +156,34 @@ def test_views_that_are_gone_are_forgotten():
     del kept
     gc.collect()
     assert len(core._views) == before
+
+
+def test_copies_are_tensors_of_their_own():
+    """numpy's ``array(t)`` (autoray's ``do("array", t)``), ``np.copy``, ``t.copy()``,
+    ``t.clone()`` and the array API's ``asarray(t, copy=True)``: a write into the copy leaves
+    the original alone (and the other way), eagerly and traced; ``asarray`` without copy is the
+    tensor itself."""
+    from einad import autoray_backend
+
+    copies = [
+        autoray_backend.array,
+        np.copy,
+        lambda t: t.copy(),
+        lambda t: t.clone(),
+        lambda t: ea.array_api.asarray(t, copy=True),
+    ]
+    for make in copies:
+        t = ea.tensor(np.arange(3.0))
+        c = make(t)
+        c[0] = 9.0
+        t[2] += 5.0
+        assert t.tolist() == [0.0, 1.0, 7.0] and c.tolist() == [9.0, 1.0, 2.0]
+
+        def loss(x, make=make):
+            c = make(x)
+            c[0] = 0.0  # (into x too, were c x itself: then no derivative in x[0])
+            return ea.sum(c) + ea.sum(x * x)
+
+        assert_close(ea.grad(loss)(np.array([1.0, 2.0])), [2.0, 5.0])
+    t = ea.tensor(np.arange(3.0))
+    assert autoray_backend.asarray(t) is t and ea.array_api.asarray(t) is t

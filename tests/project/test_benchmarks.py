@@ -735,9 +735,10 @@ def test_measure_reports_the_cores_a_call_keeps_busy():
             pass
 
     alone = measure(spin, budget)
-    # (one core at most; on a machine busy with other processes, such as the suite's other
-    # worker, a computing call gets part of one: 0.50 seen there)
-    assert 0.2 < alone.cores < 1.3
+    # (one core, and what the process's other threads add, a library's pool that earlier tests
+    # in this worker started: 1.36 seen in the suite; on a machine busy with other processes,
+    # such as the suite's other worker, a computing call gets part of one: 0.50 seen there)
+    assert 0.2 < alone.cores < 1.6
     assert alone.as_dict()["cores"] == alone.cores
 
     def sleep():
