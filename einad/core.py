@@ -1280,29 +1280,31 @@ class Tensor:
         self._assign(index, value, "t[...] = v")
 
     def _assign(self, index: Any, value: Any, symbol: str) -> None:
-        """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too);
-        into a view, through its base (`view`)."""
-
-        def set_at(t: Tensor, v: Any) -> Tensor:
-            out: Tensor = t.at[index].set(v)  # (`set` casts `v` to `t`'s dtype, as numpy's assignment)
-            return out
-
+        """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too)."""
         if type(value) is Tensor and _holds(self, value, index):
             return  # ``x[i] += v``: the view x[i] wrote itself into x already
+        self._write(lambda t: t.at[index].set(value), symbol)  # (`set` casts as numpy's assignment)
+
+    def _write(self, op: Callable[[Tensor], Tensor], symbol: str) -> None:
+        """This tensor takes ``op(self)`` as its value, a write in place spelled `symbol` in
+        messages (item assignment, numpy's writers such as ``np.put`` and ``np.add.at``): of its
+        shape and cast to its dtype (`_fits`); never written into an array (`_inplace`);
+        inside a transformation the traced result (`_rebind`); into a view, through its base
+        (`view`)."""
         seen = _views.get(id(self))
         if seen is not None:
             _, base, where, synced = seen
             now = self if synced is base._value else base[where]  # (what the base holds there)
-            self._through(base, where, set_at(now, value), symbol)
+            self._through(base, where, self._fits(op(now), symbol), symbol)
             return
         trace = self._trace
         if trace is None or trace is IMPERATIVE:
-            out = self._inplace(set_at, value, symbol)
+            out = self._inplace(lambda t, _: op(t), 0, symbol)  # (no operand: `op` has what it writes)
             if out is self:
                 return
         else:
-            out = set_at(self, value)
-        self._rebind(out)
+            out = op(self)
+        self._rebind(self._fits(out, symbol))
 
     def _through(self, base: Tensor, where: Any, region: Tensor, symbol: str) -> None:
         """This view of ``base[where]`` takes the new value `region` of those elements, written
@@ -1650,11 +1652,8 @@ class Tensor:
         keeps its place in the imperative graph; otherwise it becomes the result
         (a constant updated by a tensor that requires grad then requires grad).
         """
-        seen = _views.get(id(self))
-        if seen is not None:  # a view: the operation applies to its base's elements, as numpy's
-            _, base, where, synced = seen
-            now = self if synced is base._value else base[where]  # (what the base holds there)
-            self._through(base, where, self._fits(op(now, other), symbol), symbol)
+        if id(self) in _views:  # a view: the operation applies to its base's elements, as numpy's
+            self._write(lambda t: op(t, other), symbol)
             return self
         trace = self._trace
         if trace is not None and trace is not IMPERATIVE:

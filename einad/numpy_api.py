@@ -65,6 +65,39 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
     numpy_functions[ufunc] = call
     if ufunc.nin == 2 and ufunc.nout == 1 and ufunc.signature is None:  # (a gufunc has no outer)
         numpy_functions[(ufunc, "outer")] = _outer_of(name, call)
+    if ufunc.nout == 1 and ufunc.signature is None and not boolean:
+        numpy_functions[(ufunc, "at")] = _at_of(ufunc, call)
+
+
+_NO_OPERAND: Any = object()
+
+
+def _at_of(ufunc: np.ufunc, call: Function) -> Function:
+    """``ufunc.at(a, indices, b)``: the Tensor `a` takes ``ufunc(a[indices], b)`` at `indices`,
+    applied in turn where an index repeats (``a.at[indices]``'s updates; numpy.add.at a
+    scatter-add), as numpy's, which writes into `a` (a Tensor takes the new value, as
+    ``a[indices] = ...`` does); returns None."""
+    name = f"{ufunc.__name__}.at"
+
+    def at(a: Any, indices: Any, b: Any = _NO_OPERAND, /) -> None:
+        t = numpy_compositions.target(a, name)
+        if ufunc.nin == 2 and b is _NO_OPERAND:
+            raise ValueError("second operand needed for ufunc")
+        if ufunc.nin == 1 and b is not _NO_OPERAND:
+            raise ValueError("second operand provided when ufunc is unary")
+
+        def update(x: Tensor) -> Any:  # (a Tensor: `x.at`'s updates return one)
+            place = x.at[indices]
+            if ufunc is np.add:
+                return place.add(b)  # (one scatter-add)
+            if ufunc.nin == 2:  # the rounds of ``x.at[i].multiply(b)`` and the others, with this ufunc
+                return place._combine(b, lambda p, q: to_operand(call(wrap(p), wrap(q))))
+            return place.apply(call)
+
+        t._write(update, f"numpy.{name}")
+
+    at.__name__ = f"numpy.{name}"
+    return at
 
 
 def _outer_of(name: str, call: Function) -> Function:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from . import arrays, ops
-from .aliases import Axis
+from .aliases import Array, Axis
 from .arrays import to_numpy
 from .core import Staged, Tensor, strip
 from .errors import TracerError
@@ -1381,18 +1381,135 @@ def _roots(p: Any) -> Any:
 
 
 # -- numpy's functions that write into their argument ---------------------------------------------
+# Each takes the Tensor it writes into as ``t[i] = v`` does (`Tensor._write`): the tensor takes the
+# new value, traced inside a transformation, through to its base where it is a view; never an array
+# of a library, which einad does not write into.
 
 
-def _writes_into(name: str) -> Function:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
+def target(a: Any, name: str) -> Tensor:
+    """The Tensor numpy's `name` writes into; anything else is refused (einad writes into no array)."""
+    if type(a) is not Tensor:
         raise TypeError(
-            f"numpy.{name} writes into its argument, and einad values are immutable (a write would "
-            "lose the derivative): use x.at[index].set(values) (or .add, .multiply, ...), which "
-            "returns the updated array"
+            f"numpy.{name} writes into its first argument, a {type(a).__name__}, and einad never "
+            "writes into an array: give it an einad Tensor (ea.tensor(a)), which takes the new "
+            "value, or write a = a.at[index].set(values) for a new one"
         )
+    return a
 
-    refuse.__name__ = name
-    return refuse
+
+def _cycled(values: Any, n: int) -> Tensor:
+    """`values` flattened and repeated to `n` elements, as numpy's ``a.flat[...] = values``."""
+    flat = ops.reshape(_tensor(values), (-1,))
+    size = shape_of(flat)[0]
+    return flat if size == n else flat[np.arange(n) % size]
+
+
+def _put_flat(t: Tensor, flat: Array, values: Any, name: str) -> None:
+    """``t.flat[flat] = values`` (the values repeated as needed; where a place repeats, the last
+    write stays)."""
+    if flat.size == 0 or 0 in shape_of(_tensor(values)):
+        return  # (numpy's put of no values writes nothing)
+    index = np.unravel_index(flat, t.shape)
+    t._write(lambda x: x.at[index].set(_cycled(values, flat.size)), f"numpy.{name}")
+
+
+def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
+    t = target(a, "put")
+    ind = _known(ind, "put").astype(np.intp).ravel()
+    size = math.prod(t.shape)
+    if mode == "raise":
+        bad = ind[(ind >= size) | (ind < -size)]
+        if bad.size:
+            raise IndexError(f"index {bad[0]} is out of bounds for axis 0 with size {size}")
+        ind = ind % max(size, 1)
+    elif mode == "wrap":
+        ind = ind % max(size, 1)
+    elif mode == "clip":
+        ind = np.clip(ind, 0, size - 1)
+    else:
+        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    _put_flat(t, ind, v, "put")
+
+
+def _put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None) -> None:
+    t = target(arr, "put_along_axis")
+    shape, nd = t.shape, len(shape_of(indices))
+    if axis is None:
+        if nd != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        t._write(
+            lambda x: ops.reshape(ops.reshape(x, (-1,)).at[indices].set(values), shape),
+            "numpy.put_along_axis",
+        )
+        return
+    if nd != len(shape):
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    axis = normalize_axis(axis, len(shape))
+    index = tuple(
+        indices if d == axis else np.arange(n).reshape([-1 if k == d else 1 for k in range(nd)])
+        for d, n in enumerate(shape)
+    )
+    t._write(lambda x: x.at[index].set(values), "numpy.put_along_axis")
+
+
+def _place(arr: Any, mask: Any, vals: Any) -> None:
+    t = target(arr, "place")
+    m = _known(mask, "place").astype(bool)
+    if m.size != math.prod(t.shape):
+        raise ValueError("place: mask and data must be the same size")
+    n = int(np.count_nonzero(m))
+    if n and 0 in shape_of(_tensor(vals)):
+        raise ValueError("Cannot insert from an empty array!")
+    if n:
+        where = m.reshape(t.shape)
+        t._write(lambda x: x.at[where].set(_cycled(vals, n)), "numpy.place")
+
+
+def _putmask(a: Any, mask: Any, values: Any) -> None:
+    t = target(a, "putmask")
+    if math.prod(shape_of(mask)) != math.prod(t.shape):
+        raise ValueError("putmask: mask and data must be the same size")
+    if 0 in shape_of(_tensor(values)):
+        return
+    full = ops.reshape(_cycled(values, math.prod(t.shape)), t.shape)
+    t._write(lambda x: ops.where(ops.reshape(mask, t.shape), full, x), "numpy.putmask")
+
+
+def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    t = target(dst, "copyto")
+    weak = type(src) in (bool, int, float, complex)
+    given = np.dtype(type(src)) if weak else dtype_of(src)
+    if not np.can_cast(result_dtype(src) if weak else given, t.dtype, cast(Any, casting)):
+        what = "scalar" if weak or shape_of(src) == () else "array data"
+        raise TypeError(
+            f"Cannot cast {what} from {np.dtype(given)!r} to {t.dtype!r} according to the rule {casting!r}"
+        )
+    if shape_of(src) != t.shape:
+        try:
+            np.broadcast_shapes(shape_of(src), t.shape)
+        except ValueError:
+            raise ValueError(
+                f"could not broadcast input array from shape {shape_of(src)} into shape {t.shape}"
+            ) from None
+    full = ops.broadcast_to(ops.astype(_tensor(src), t.dtype), t.shape)
+    t._write(lambda x: full if where is True else ops.where(where, full, x), "numpy.copyto")
+
+
+def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
+    t = target(a, "fill_diagonal")
+    shape = t.shape
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    end = None
+    if len(shape) == 2:
+        step = shape[1] + 1
+        if not wrap:
+            end = shape[1] * shape[1]
+    else:
+        if len(set(shape)) != 1:
+            raise ValueError("All dimensions of input must be of equal length")
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+    _put_flat(t, np.arange(math.prod(shape))[:end:step], val, "fill_diagonal")
 
 
 # -- the rest: loops, comparisons, index arithmetic --------------------------------------------------
@@ -1794,9 +1911,11 @@ FUNCTIONS: dict[Function, Function] = {
         for n in ("unique_all", "unique_counts", "unique_inverse", "unique_values")
     },
     np.histogram2d: _histogram2d,
-    **{
-        getattr(np, n): _writes_into(n)
-        for n in ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")
-    },
+    np.put: _put,
+    np.put_along_axis: _put_along_axis,
+    np.place: _place,
+    np.putmask: _putmask,
+    np.copyto: _copyto,
+    np.fill_diagonal: _fill_diagonal,
 }
 """numpy's functions as compositions, run on Tensors by `numpy_api` (numpy's arguments)."""

@@ -199,7 +199,7 @@ CASES = [
 ]
 
 
-WRITERS = ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")
+WRITERS = ("put", "put_along_axis", "place", "putmask", "copyto", "fill_diagonal")  # (WRITES, below)
 
 
 def test_every_composition_is_tested_here():
@@ -439,20 +439,76 @@ def test_comparisons_and_index_arithmetic():
             np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("name", WRITERS)
-def test_numpys_writers_are_refused_with_the_functional_update(name):
-    t = ea.tensor(M)
-    args = {
-        "put": ([0], [1.0]),
-        "put_along_axis": (np.zeros((4, 1), int), 1.0, 1),
-        "place": (M > 0, [1.0]),
-        "putmask": (M > 0, 1.0),
-        "copyto": (M,),
-        "fill_diagonal": (1.0,),
-    }[name]
-    call = (lambda: np.copyto(t, M)) if name == "copyto" else (lambda: getattr(np, name)(t, *args))
-    with pytest.raises(TypeError, match=r"writes into its argument.*x\.at\[index\]\.set"):
-        call()
+GRID = np.arange(12.0).reshape(3, 4) - 4.5  # (no zeros, signs mixed)
+# numpy's writers, each run on a numpy array and on a Tensor (the values or index they write)
+WRITES = {
+    "put": lambda a: np.put(a, [0, 5, -1, 5], [1.5, 2.5]),  # cycled values, a place named twice
+    "put-clip": lambda a: np.put(a, [-3, 40], [7.0], mode="clip"),
+    "put-wrap": lambda a: np.put(a, [13, -14], [7.0, 8.0], mode="wrap"),
+    "put_along_axis": lambda a: np.put_along_axis(
+        a, np.array([[0], [3], [1]]), np.array([[5.0], [6.0], [7.0]]), 1
+    ),
+    "put_along_axis-0": lambda a: np.put_along_axis(a, np.array([[2, 0, 1, 1]]), -1.0, 0),
+    "put_along_axis-None": lambda a: np.put_along_axis(a, np.array([1, 11]), np.array([9.0, 8.0]), None),
+    "place": lambda a: np.place(a, GRID > 0, [10.0, 20.0, 30.0]),
+    "putmask": lambda a: np.putmask(a, GRID > 0, [10.0, 20.0, 30.0]),
+    "copyto": lambda a: np.copyto(a, np.array([1.0, 2.0, 3.0, 4.0]), where=GRID > 1),
+    "copyto-scalar": lambda a: np.copyto(a, 3),
+    "fill_diagonal": lambda a: np.fill_diagonal(a, [100.0, 200.0]),
+}
+
+
+@pytest.mark.parametrize("name", list(WRITES))
+def test_numpys_writers_give_a_tensor_numpys_values_and_derivatives(name):
+    """np.put, np.place, np.copyto ... write into their first argument: given a Tensor, the tensor
+    takes numpy's values (as ``t[i] = v`` does, never writing into its array) and the call returns
+    None; inside grad and jit the write is traced (central differences, in the tensor written into
+    and in the values). Given an ndarray with a Tensor among the values, they refuse: einad
+    writes into no array. (TypeErrors before.)"""
+    write = WRITES[name]
+    want = GRID.copy()
+    write(want)
+    t = ea.tensor(GRID)
+    assert write(t) is None
+    np.testing.assert_array_equal(t.numpy(), want)
+
+    def loss(x):
+        h = x * x
+        write(h)
+        return ea.sum(h * x)
+
+    ea.gradcheck(loss, GRID + 0.25)
+    assert_close(ea.jit(ea.grad(loss))(GRID + 0.25), ea.grad(loss)(GRID + 0.25))
+    values = lambda v: np.put(GRID.copy(), [0, 1], v)  # (a Tensor of values: numpy dispatches to einad)
+    with pytest.raises(TypeError, match=r"numpy\.put writes into its first argument, a ndarray.*ea\.tensor"):
+        values(ea.tensor([1.0, 2.0]))
+
+
+def test_numpys_writers_check_what_numpy_checks():
+    t = ea.tensor(GRID)
+    with pytest.raises(IndexError, match="index 12 is out of bounds for axis 0 with size 12"):
+        np.put(t, [0, 12], 1.0)
+    with pytest.raises(ValueError, match="clipmode must be one of"):
+        np.put(t, [0], 1.0, mode="nearest")
+    with pytest.raises(ValueError, match="place: mask and data must be the same size"):
+        np.place(t, np.ones(5, bool), [1.0])
+    with pytest.raises(ValueError, match="Cannot insert from an empty array"):
+        np.place(t, GRID > 0, [])
+    with pytest.raises(ValueError, match="putmask: mask and data must be the same size"):
+        np.putmask(t, np.ones(5, bool), 1.0)
+    with pytest.raises(
+        TypeError, match=r"Cannot cast array data from dtype\('float64'\) to dtype\('int64'\)"
+    ):
+        np.copyto(ea.tensor(np.zeros(4, np.int64)), ea.tensor(np.ones(4)))
+    with pytest.raises(
+        ValueError, match=r"could not broadcast input array from shape \(3,\) into shape \(3, 4\)"
+    ):
+        np.copyto(t, np.ones(3))
+    with pytest.raises(ValueError, match="`indices` and `arr` must have the same number of dimensions"):
+        np.put_along_axis(t, np.array([0]), 1.0, 1)
+    with pytest.raises(ValueError, match="All dimensions of input must be of equal length"):
+        np.fill_diagonal(ea.tensor(np.zeros((2, 3, 2))), 1.0)
+    np.testing.assert_array_equal(t.numpy(), GRID)  # (nothing written by a refused call)
 
 
 def _same(got, want):
