@@ -7,6 +7,8 @@ import gc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import einad as ea
 from einad import core
@@ -187,3 +189,65 @@ def test_copies_are_tensors_of_their_own():
         assert_close(ea.grad(loss)(np.array([1.0, 2.0])), [2.0, 5.0])
     t = ea.tensor(np.arange(3.0))
     assert autoray_backend.asarray(t) is t and ea.array_api.asarray(t) is t
+
+
+# -- random programs of writes ----------------------------------------------------------------------
+
+BASIC = [0, -1, slice(1, None), (0, slice(None, None, 2)), (Ellipsis, 1), (slice(None), None, 2)]
+ADVANCED = [[0, 2], ([0, 1], [3, 3]), np.array([True, False, True])]
+
+
+def _apply(x, step, scale):
+    """One write of a random program into `x` (an ndarray or a Tensor); `scale` (1.0, or a traced
+    scalar) multiplies the value written, so that derivatives flow through the values too."""
+    kind, index, value = step
+    value = value * scale
+    if kind == "set":
+        x[index] = value
+    elif kind == "add":
+        x[index] += value
+    elif kind == "through":  # a view named, then written into
+        v = x[index]
+        v *= value
+    elif kind == "chain":  # x[a][b] = value: the first index basic, so numpy writes through it
+        x[index][0] = value
+    elif kind == "rows":
+        for row in x:
+            row[1:] -= value
+
+
+@st.composite
+def programs(draw):
+    kinds = st.sampled_from(["set", "add", "through", "chain", "rows"])
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(kinds)
+        pool = BASIC + ADVANCED if kind in ("set", "add") else BASIC[:2] + BASIC[2:3]
+        index = draw(st.sampled_from(pool))
+        steps.append((kind, index, draw(st.floats(-2.0, 2.0, allow_nan=False).map(lambda v: round(v, 3)))))
+    return steps
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs())
+def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
+    """A random sequence of writes (item assignment, ``x[i] += v``, writes through named views,
+    chained indices, rows of a loop; basic and advanced indices) leaves a Tensor as numpy leaves
+    an array, and its loss differentiates as central differences say, eagerly and under jit."""
+    start = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    want = start.copy()
+    for step in steps:
+        _apply(want, step, 1.0)
+    t = ea.tensor(start)
+    for step in steps:
+        _apply(t, step, 1.0)
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-12, atol=1e-12)
+
+    def loss(x):
+        h = x * x
+        for step in steps:
+            _apply(h, step, x[2, 3])
+        return ea.sum(h * x)
+
+    ea.gradcheck(loss, start)
+    assert_close(ea.jit(ea.grad(loss))(start), ea.grad(loss)(start))
