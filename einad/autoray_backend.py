@@ -137,11 +137,11 @@ def array(
     numpy's default: a write into it, ``t[i] = v``, leaves `obj` alone; its array is shared, since
     einad never writes into one), nested lists holding Tensors stacked (differentiable), anything
     else a constant Tensor (an array of another library stays in its library)."""
-    if type(obj) is Tensor and dtype is None and copy and ndmin <= obj.ndim:
-        return alias(obj)
     if type(obj) is Tensor or _holds_tensor(obj):
         out: Tensor = _stacked(obj)
         out = out.astype(dtype) if dtype is not None else out
+        if copy and out is obj:
+            out = alias(obj)
     else:
         out = Tensor(obj, dtype=dtype)
     missing = int(ndmin) - out.ndim

@@ -173,6 +173,7 @@ def test_copies_are_tensors_of_their_own():
         lambda t: t.copy(),
         lambda t: t.clone(),
         lambda t: ea.array_api.asarray(t, copy=True),
+        lambda t: ea.array_api.asarray(t, dtype=t.dtype, copy=True),  # (a cast to its own dtype too)
     ]
     for make in copies:
         t = ea.tensor(np.arange(3.0))
