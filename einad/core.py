@@ -981,8 +981,10 @@ class Tensor:
     `grad`. In-place operators (``-=``, ``+=``, ``*=``, ``/=``, ``**=``,
     ``@=``) give the tensor a new array (never writing into one); on a leaf
     that requires grad they are allowed only under `einad.no_grad`, where the
-    tensor stays the same leaf. Inside a transformation ``x -= y`` is
-    ``x = x - y``.
+    tensor stays the same leaf. Inside a transformation the tensor takes the
+    traced result, as it does eagerly: every name for it sees the update (as
+    numpy's and PyTorch's), and so do item assignments (``t[i] = v``) and
+    writes through views (``t[0][1] = v``).
     """
 
     __slots__ = ("__weakref__", "_grad", "_node", "_tangent", "_trace", "_value")
@@ -1651,23 +1653,26 @@ class Tensor:
         graph that recorded it are left as they were). Under `no_grad` the tensor
         keeps its place in the imperative graph; otherwise it becomes the result
         (a constant updated by a tensor that requires grad then requires grad).
+        Inside a transformation it takes the traced result (`_rebind`), as eagerly:
+        every name for the tensor sees the update, as numpy's and PyTorch's.
         """
         if id(self) in _views:  # a view: the operation applies to its base's elements, as numpy's
             self._write(lambda t: op(t, other), symbol)
             return self
         trace = self._trace
-        if trace is not None and trace is not IMPERATIVE:
-            return op(self, other)
+        if trace is not None and trace is not IMPERATIVE:  # the traced result, as eagerly (`_rebind`)
+            self._rebind(self._fits(op(self, other), symbol))
+            return self
         recording = grad_enabled()
         if recording and trace is IMPERATIVE and self.is_leaf:
             raise RuntimeError(
                 f"a leaf tensor that requires grad is being used in an in-place operation ({symbol}): "
                 "update parameters inside `with einad.no_grad():`"
             )
-        out = op(self, other)
+        out = self._fits(op(self, other), symbol)
         if out._trace is not None and out._trace is not IMPERATIVE:
-            return out  # `other` is traced by a transformation: a new value, `self` untouched
-        out = self._fits(out, symbol)
+            self._rebind(out)  # `other` is traced by a transformation: so is this tensor now
+            return self
         self._value = out._value
         if recording:
             old = self._node
