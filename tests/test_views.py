@@ -252,3 +252,36 @@ def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
 
     ea.gradcheck(loss, start)
     assert_close(ea.jit(ea.grad(loss))(start), ea.grad(loss)(start))
+
+
+def test_an_update_in_place_is_seen_by_every_name_inside_a_transformation_as_eagerly():
+    """``y = h; h += 1`` changes y too, as numpy's and PyTorch's in-place updates do: eagerly and
+    inside grad, jit and vmap alike (a transformation made a new tensor for h, so the loss's
+    value depended on whether it was transformed); a cast numpy refuses is refused in both."""
+
+    def f(x):
+        h = x * 1.0
+        y = h  # another name for the same tensor
+        h += 1.0
+        h[0] *= 3.0
+        return ea.sum(y * x)
+
+    x = np.array([0.5, -1.0, 2.0])
+    eager = f(ea.tensor(x)).item()
+    want = np.array([3 * (2 * x[0] + 1), 2 * x[1] + 1, 2 * x[2] + 1])
+    value, grad = ea.value_and_grad(f)(x)
+    assert_close(value, eager)
+    assert_close(value, np.sum(np.array([3 * (x[0] + 1), x[1] + 1, x[2] + 1]) * x))
+    assert_close(grad, want)
+    assert_close(ea.jit(f)(x), eager)
+    assert_close(ea.vmap(ea.grad(f))(np.stack([x, x])), np.stack([want, want]))
+
+    def cast(x):
+        i = ea.tensor(np.arange(3))
+        i += x[0]
+        return ea.sum(i * x)
+
+    with pytest.raises(TypeError, match="cannot cast the result's float64 to int64"):
+        cast(ea.tensor(x))
+    with pytest.raises(TypeError, match="cannot cast the result's float64 to int64"):
+        ea.grad(cast)(x)
