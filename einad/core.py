@@ -1311,7 +1311,13 @@ class Tensor:
     def _through(self, base: Tensor, where: Any, region: Tensor, symbol: str) -> None:
         """This view of ``base[where]`` takes the new value `region` of those elements, written
         into `base` first (and so on through `base`'s own base)."""
-        base._assign(where, region, symbol)
+        kids = _bases[id(base)]
+        kids.discard(id(self))  # (the base's write refreshes its other views; this one takes `region`)
+        try:
+            base._assign(where, region, symbol)
+        finally:
+            kids.add(id(self))
+            _bases[id(base)] = kids
         self._rebind(region)
         ref, _, _, _ = _views[id(self)]
         _views[id(self)] = (ref, base, where, base._value)  # (`_holds`: the two agree now)
@@ -1329,6 +1335,8 @@ class Tensor:
         if new is not None and new is not old:
             new.rebinding(self, out)
         self._value, self._trace, self._node, self._tangent = out._value, new, out._node, out._tangent
+        if id(self) in _bases:
+            _refresh(self)
 
     if TYPE_CHECKING:  # attached by einad.ops at import (the public layer)
 
@@ -1680,6 +1688,8 @@ class Tensor:
             if old is not None and old.prim is not None and old.tensor is not None and out._node is not None:
                 # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
                 old.tensor, out._node.tensor = None, old.tensor
+        if id(self) in _bases:
+            _refresh(self)
         return self
 
     def _fits(self, out: Tensor, symbol: str) -> Tensor:
@@ -1729,6 +1739,9 @@ _views: dict[int, tuple[_ViewRef, Tensor, Any, Any]] = {}
 view, which drops its entry when it goes, its base, the index, and the base's value when the
 two last agreed)."""
 
+_bases: dict[int, set[int]] = {}
+"""The ids of each base's live views, by the base's id (a base lives as long as a view of it)."""
+
 
 def _basic(index: Any, ndim: int) -> bool:
     """Whether `index` into an array of `ndim` axes is numpy's basic indexing (integers, slices
@@ -1764,7 +1777,13 @@ class _ViewRef(weakref.ref):  # type: ignore[type-arg]
 
 
 def _forget(ref: _ViewRef) -> None:
-    _views.pop(ref.key, None)
+    entry = _views.pop(ref.key, None)
+    if entry is not None:
+        kids = _bases.get(id(entry[1]))
+        if kids is not None:
+            kids.discard(ref.key)
+            if not kids:
+                del _bases[id(entry[1])]
 
 
 def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
@@ -1776,7 +1795,25 @@ def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
         ref = _ViewRef(t, _forget)
         ref.key = id(t)
         _views[ref.key] = (ref, base, index, base._value)
+        kids = _bases.get(id(base))
+        if kids is None:
+            kids = _bases[id(base)] = set()
+        kids.add(ref.key)
     return t
+
+
+def _refresh(t: Tensor) -> None:
+    """`t` took a new value: each live view of it takes its elements (and so on through views of
+    views), as numpy's views share the memory a write changed."""
+    for key in list(_bases.get(id(t), ())):
+        entry = _views.get(key)
+        if entry is None:
+            continue  # (gone while an earlier one was refreshed)
+        ref, _, where, synced = entry
+        v = ref()
+        if v is not None and synced is not t._value:
+            v._rebind(t[where])
+            _views[key] = (ref, t, where, t._value)
 
 
 def _holds(base: Tensor, value: Tensor, index: Any) -> bool:

@@ -44,10 +44,15 @@ def view_of_view(x):
     x[:, None][0][0][2] = 8.0
 
 
-def stale_view(x):
+def base_written(x):
     v = x[0]
-    x[0, 1] = 70.0  # the view was read before: numpy's shares this write, einad's does not,
-    v[2] = 90.0  # and its write reaches x without undoing x[0, 1]
+    w = x[1:][0]  # a view of a view
+    x[0, 1] = 70.0  # a write into the base reaches the views read before it,
+    x += 1.0
+    v[2] = 90.0  # and a write through one of them keeps it
+    x[2] = v * w
+    x[1:][0][0] = -5.0
+    x[0, 0] = w[0]
 
 
 def copies(x):
@@ -57,7 +62,7 @@ def copies(x):
         v += 1000.0  # a full integer index: numpy's scalar, a copy
 
 
-PROGRAMS = [chained, rows_scaled, row_named, added_at, view_of_view, stale_view, copies]
+PROGRAMS = [chained, rows_scaled, row_named, added_at, view_of_view, base_written, copies]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
@@ -215,11 +220,15 @@ def _apply(x, step, scale):
     elif kind == "rows":
         for row in x:
             row[1:] -= value
+    elif kind == "held":  # a view read, its base written, the view read again
+        v = x[index]
+        x *= value
+        x[2, 0] = v.sum()
 
 
 @st.composite
 def programs(draw):
-    kinds = st.sampled_from(["set", "add", "through", "chain", "rows"])
+    kinds = st.sampled_from(["set", "add", "through", "chain", "rows", "held"])
     steps = []
     for _ in range(draw(st.integers(1, 6))):
         kind = draw(kinds)
