@@ -1285,6 +1285,15 @@ class Tensor:
         """``self[index] = value``, spelled `symbol` in messages (``zero_()``, ``fill_()`` too)."""
         if type(value) is Tensor and _holds(self, value, index):
             return  # ``x[i] += v``: the view x[i] wrote itself into x already
+        if self._trace is None and id(self) not in _views and _assigns_plainly(self._value, index, value):
+            # a constant written with constants (a buffer filled eagerly): numpy's assignment into
+            # a copy of the array, the tensor's new one (what ``at[index].set`` computes, in one call)
+            new = self._value.copy()
+            new[index] = value._value if type(value) is Tensor else value
+            self._value = new
+            if id(self) in _bases:
+                _refresh(self)
+            return
         self._write(lambda t: t.at[index].set(value), symbol)  # (`set` casts as numpy's assignment)
 
     def _write(self, op: Callable[[Tensor], Tensor], symbol: str) -> None:
@@ -1814,6 +1823,29 @@ def _refresh(t: Tensor) -> None:
         if v is not None and synced is not t._value:
             v._rebind(t[where])
             _views[key] = (ref, t, where, t._value)
+
+
+def _assigns_plainly(array: Any, index: Any, value: Any) -> bool:
+    """Whether ``array[index] = value`` is numpy's own business: a numpy array written with a
+    number or numpy value (a constant Tensor's too) of a kind it holds (complex into a real
+    array is einad's TypeError, not numpy's dropped imaginary part), at an index of no Tensors."""
+    if type(array) is not np.ndarray:
+        return False
+    if type(value) is Tensor:
+        if value._trace is not None:
+            return False
+        value = value._value
+    if type(value) in (int, float, bool):
+        pass
+    elif type(value) is np.ndarray or isinstance(value, np.generic):
+        if value.dtype.kind == "c" and array.dtype.kind != "c":
+            return False
+    else:
+        return False
+    for i in index if type(index) is tuple else (index,):
+        if type(i) is Tensor:
+            return False
+    return True
 
 
 def _holds(base: Tensor, value: Tensor, index: Any) -> bool:

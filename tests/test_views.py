@@ -294,3 +294,32 @@ def test_an_update_in_place_is_seen_by_every_name_inside_a_transformation_as_eag
         cast(ea.tensor(x))
     with pytest.raises(TypeError, match="cannot cast the result's float64 to int64"):
         ea.grad(cast)(x)
+
+
+def test_a_constant_written_with_constants_is_one_numpy_assignment(monkeypatch):
+    """An eager fill loop (a constant Tensor written with numbers or arrays) is numpy's assignment
+    into a copy of its array, not an ``at[...].set`` of einad operations (70 against 1 µs a
+    write); a traced value, a view and a complex value into a real tensor take the general way."""
+    from einad.rules.indexing import IndexedUpdate
+
+    calls = []
+    general = IndexedUpdate.set
+    monkeypatch.setattr(IndexedUpdate, "set", lambda self, v, **kw: calls.append(1) or general(self, v, **kw))
+    t = ea.tensor(np.zeros((3, 4)))
+    user = t.numpy()
+    for i in range(3):
+        t[i, 1:] = np.arange(3.0) * i
+        t[i][0] = -1.0  # (through a view: the general way for the view, numpy's for t)
+    t[[0, 2], -1] = ea.tensor([7.0, 8.0])
+    assert len(calls) == 3
+    want = np.zeros((3, 4))
+    for i in range(3):
+        want[i, 1:] = np.arange(3.0) * i
+        want[i][0] = -1.0
+    want[[0, 2], -1] = [7.0, 8.0]
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal(user, np.zeros((3, 4)))  # (what t.numpy() gave is never written)
+    with pytest.raises(TypeError, match="cannot write complex values"):
+        t[0, 0] = np.complex128(1j)  # (refused by the general way)
+    ea.grad(lambda x: (t.__setitem__((0, 0), x[0]), ea.sum(t * 1.0))[1])(np.ones(2))
+    assert len(calls) == 5
