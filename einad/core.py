@@ -829,8 +829,8 @@ def tracing(trace: _T) -> _T:
 def dead_tracer(trace: Trace) -> TracerError:
     return TracerError(
         f"a value traced by {trace!r} was used after that transformation returned "
-        "(it leaked out, e.g. saved in a list or a global): return it from the "
-        "transformed function instead"
+        "(it leaked out, e.g. saved in a list or a global, or written into a tensor made "
+        "outside the function: t[i] = v): return it from the transformed function instead"
     )
 
 

@@ -132,8 +132,8 @@ def test_a_staged_value_refuses_operator_index():
 
 _DEAD = (
     r"^a value traced by <reverse trace \d+> was used after that transformation returned "
-    r"\(it leaked out, e\.g\. saved in a list or a global\): return it from the "
-    r"transformed function instead$"
+    r"\(it leaked out, e\.g\. saved in a list or a global, or written into a tensor made "
+    r"outside the function: t\[i\] = v\): return it from the transformed function instead$"
 )
 
 
