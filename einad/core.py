@@ -1623,7 +1623,10 @@ class Tensor:
         return x
 
     def __float__(self) -> float:
-        return float(self._number())
+        value = self._number()  # (first: a staged or mapped value's refusal says more)
+        if type(value) is not Staged:
+            self._keeps_derivative("float()")
+        return float(value)
 
     def __int__(self) -> int:
         return int(self._number())
@@ -1635,7 +1638,24 @@ class Tensor:
         return int(v)  # a Staged value refuses with TracerError
 
     def __complex__(self) -> complex:
-        return complex(self._number())
+        value = self._number()
+        if type(value) is not Staged:
+            self._keeps_derivative("complex()")
+        return complex(value)
+
+    def _keeps_derivative(self, call: str) -> None:
+        """Refuse a Python number of a value a transformation differentiates: the number would
+        carry no derivative, silently (``math.exp(x)``, ``ndarray[i] = x``). `item()` is the
+        spelling that means it; ``bool``, ``int`` and indices take values for control flow, whose
+        derivative is zero anyway. The imperative graph's tensors give theirs, as PyTorch's."""
+        trace = self._trace
+        kind = trace.kind if trace is not None and trace is not IMPERATIVE and not trace.dead else None
+        if kind in _DIFFERENTIATING:
+            raise TypeError(
+                f"{call} of a value traced by {trace!r} would drop its derivative (a Python number "
+                "carries none): use einad operations on the Tensor (ea.exp, not math.exp; write it "
+                "into a Tensor, not a numpy array), or t.item() for its value without its derivative"
+            )
 
     def __bool__(self) -> bool:
         return bool(self._number())
@@ -1724,6 +1744,10 @@ Value: TypeAlias = Array | np.number[Any] | np.bool_ | int | float | complex | T
 
 ArrayLike: TypeAlias = Tensor | npt.ArrayLike
 """What the public operations accept: a `Tensor`, or anything numpy converts to a numeric array."""
+
+
+_DIFFERENTIATING = ("reverse", "forward")
+"""The kinds of trace whose values carry a derivative (`Tensor._keeps_derivative`)."""
 
 
 def _not_implemented(name: str) -> str:

@@ -11,6 +11,7 @@ arrays; in-place operators keeping the tensor's identity; and gradients and cota
 gives kept in the tensor's own array library.
 """
 
+import math
 import operator
 import re
 from collections import namedtuple
@@ -21,6 +22,7 @@ import pytest
 import einad as ea
 from einad import core
 from einad.core import Structured
+from tests.support.numerics import assert_close
 
 # -- repr ---------------------------------------------------------------------------------------
 
@@ -165,6 +167,30 @@ def test_python_conversions_of_a_constant_tensor():
     assert [10, 20, 30][ea.tensor(1)] == 20
     assert ea.tensor([2.5]).item() == 2.5
     assert type(ea.tensor(3).item()) is int
+
+
+def test_a_python_float_of_a_differentiated_value_is_refused_not_a_dropped_derivative():
+    """``float(x)`` and ``complex(x)`` inside grad or jvp would give a number without the
+    derivative (``math.exp(x)``, ``array[i] = x``: a wrong gradient, silently); they are a
+    TypeError naming ``item()``, which means it. ``bool`` and ``int`` still read values for
+    control flow, and the imperative graph's tensors give their numbers, as PyTorch's."""
+    refusal = (
+        r"float\(\) of a value traced by <(reverse|forward) trace \d+> would drop its derivative.*t\.item\(\)"
+    )
+    for transform in (ea.grad, lambda f: lambda x: ea.jvp(f, (x,), (np.ones(2),))[1]):
+        with pytest.raises(TypeError, match=refusal):
+            transform(lambda x: ea.sum(x) * math.exp(x[0]))(np.ones(2))
+        with pytest.raises((TypeError, ValueError)):  # (numpy, refused a float, tries a sequence)
+            transform(lambda x: ea.sum(x) + np.array([0.0, x[0]]).sum())(np.ones(2))
+    with pytest.raises(TypeError, match=r"complex\(\) of a value traced"):
+        ea.grad(lambda x: ea.sum(x) * abs(complex(x[0])))(np.ones(2))
+    assert_close(ea.grad(lambda x: ea.sum(x) * x[0].item())(np.array([2.0, 3.0])), [2.0, 2.0])
+    assert_close(
+        ea.grad(lambda x: x[0] * 3.0 if x[0] > 0 and int(x[1]) == 3 else x[1])(np.array([2.0, 3.0])),
+        [3.0, 0.0],
+    )
+    w = ea.tensor(2.5, requires_grad=True)
+    assert float(w) == 2.5 and float(w * 2.0) == 5.0
 
 
 def test_only_an_integer_tensor_is_an_index():
