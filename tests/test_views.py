@@ -238,7 +238,7 @@ def programs(draw):
     return steps
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(programs())
 def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
     """A random sequence of writes (item assignment, ``x[i] += v``, writes through named views,
