@@ -173,6 +173,18 @@ def test_the_run_order(order, capsys):
     )
 
 
+def test_rounds_keep_the_best_medians_and_the_first_rounds_first_calls():
+    """With `--rounds N` a row keeps each median's best round, but its first calls are the first
+    round's: a later round finds the kernels the first compiled (einad-jit's cache directory and
+    copy kernels), so its first call would be a warm one."""
+    runner = Runner(parse(["--quick", "--cases", "1", "--engines", "manual"]))
+    runner._add(runner_mod.Row("n1", "einad-jit", forward=2.0, vg=5.0, first_forward=0.5, first_vg=2.5))
+    runner._add(runner_mod.Row("n1", "einad-jit", forward=1.5, vg=6.0, first_forward=0.01, first_vg=0.05))
+    (row,) = runner.rows
+    assert (row.forward, row.vg) == (1.5, 5.0)
+    assert (row.first_forward, row.first_vg) == (0.5, 2.5)
+
+
 @pytest.fixture
 def unfrozen_heap():
     """The heap as a process outside pytest has it: unfrozen (the module's heap, frozen by

@@ -109,6 +109,30 @@ def test_numpys_vectorized_functions_stay_numpys_on_long_arrays():
     assert_close(compiled(ea.jit(f, backend="llvm"))(x), np.tanh(3 * x) * 2 + 1, rtol=1e-14)
 
 
+def test_a_kernel_of_many_arrays_is_compiled_without_the_optimizer(monkeypatch):
+    """LLVM's optimizer on a kernel of many arrays took most of a first call (benchmark case
+    m1: 3.3 s for one sum of 90 blocks read from 120 arrays; 0.4-0.7 s without it, and no
+    slower): such a kernel (more than `kernels.ARGS_OPTIMIZED` arrays) is compiled in a
+    module of its own by code generation alone; a kernel of few arrays is still optimized."""
+    seen = []
+    real = kernels._module
+
+    def spy(llvm, ir, vectorize, optimize=True):
+        seen.append((ir.count("define "), optimize))
+        return real(llvm, ir, vectorize, optimize)
+
+    monkeypatch.setattr(kernels, "_module", spy)
+    monkeypatch.setenv("EINAD_CACHE_DIR", "")  # (compiled here, not read from a cache)
+    xs = [RNG.standard_normal(64) for _ in range(40)]
+    many = ea.jit(lambda *xs: ea.sin(sum(xs[1:], xs[0])) * 2.0, backend="llvm")
+    assert_close(compiled(many)(*xs), np.sin(np.sum(xs, axis=0)) * 2.0, rtol=1e-13)
+    assert seen == [(1, False)], seen
+    seen.clear()
+    few = ea.jit(lambda a, b: ea.sin(a + b) * 2.0, backend="llvm")
+    assert_close(compiled(few)(xs[0], xs[1]), np.sin(xs[0] + xs[1]) * 2.0, rtol=1e-13)
+    assert seen == [(1, True)], seen
+
+
 def test_a_value_read_between_closes_its_group():
     """``t = tanh(x)`` is read by a contraction before ``t * t`` is computed: the kernel that
     computes t must run before the contraction, so ``t * t`` starts a second kernel."""
