@@ -243,7 +243,8 @@ def programs(draw):
 def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
     """A random sequence of writes (item assignment, ``x[i] += v``, writes through named views,
     chained indices, rows of a loop; basic and advanced indices) leaves a Tensor as numpy leaves
-    an array, and its loss differentiates as central differences say, eagerly and under jit."""
+    an array, and its loss differentiates as central differences say, eagerly, under jit and
+    batched by vmap."""
     start = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
     want = start.copy()
     for step in steps:
@@ -260,7 +261,9 @@ def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
         return ea.sum(h * x)
 
     ea.gradcheck(loss, start)
-    assert_close(ea.jit(ea.grad(loss))(start), ea.grad(loss)(start))
+    g = ea.grad(loss)(start)
+    assert_close(ea.jit(ea.grad(loss))(start), g)
+    assert_close(ea.vmap(ea.grad(loss))(np.stack([start, -start])), np.stack([g, ea.grad(loss)(-start)]))
 
 
 def test_an_update_in_place_is_seen_by_every_name_inside_a_transformation_as_eagerly():
