@@ -725,6 +725,23 @@ def _check_hints(hints: dict[str, Any]) -> None:
         )
 
 
+def _fitted(x: Value, value: Value, places: Shape) -> Value | None:
+    """`value` as numpy's assignment writes it into places of shape `places` of `x`: its leading
+    size-1 axes dropped and cast to `x`'s dtype, broadcasting to `places` (None where it does
+    not: the caller says why); a complex value into a real `x` is a TypeError."""
+    if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
+        raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
+    vs = shape_of(value)
+    lead = max(len(vs) - len(places), 0)
+    if any(d != 1 for d in vs[:lead]) or any(d not in (1, p) for d, p in zip(vs[::-1], places[::-1])):
+        return None
+    value = reshape_raw(value, vs[lead:])
+    if isinstance(value, (int, float, complex)):
+        fitted: Value = lib_array(x, np.asarray(value, dtype_of(x)))
+        return fitted
+    return astype(value, dtype_of(x))
+
+
 class IndexedUpdate:
     """``x.at[index]``: each method returns a new tensor; `x` is never modified.
 
@@ -754,18 +771,11 @@ class IndexedUpdate:
             target = _ghost(shape)[index].shape  # numpy's IndexError here, at the user's call
         value = to_operand(v)
         arrays.namespace(raw(x), raw(value))  # values of another library: TypeError naming both
-        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
-            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        vs = shape_of(value)
-        lead = max(len(vs) - len(target), 0)  # numpy's assignment drops leading size-1 axes of v
-        if any(d != 1 for d in vs[:lead]) or any(d not in (1, t) for d, t in zip(vs[::-1], target[::-1])):
+        fitted = _fitted(x, value, target)
+        if fitted is None:
+            vs = shape_of(value)
             raise ValueError(f"could not broadcast input array from shape {vs} into shape {target}")
-        value = reshape_raw(value, vs[lead:])
-        if isinstance(value, (int, float, complex)):
-            value = lib_array(x, np.asarray(value, dtype_of(x)))
-        else:
-            value = astype(value, dtype_of(x))
-        return x, index, shape, broadcast_raw(value, target), idx
+        return x, index, shape, broadcast_raw(fitted, target), idx
 
     def _masked(self, v: ArrayLike) -> tuple[Value, Value, Value] | None:
         """For an index that is one boolean mask computed inside `einad.jit` or mapped by `vmap`
@@ -787,23 +797,15 @@ class IndexedUpdate:
             )
         place = shape[len(covered) :]
         value = to_operand(v)
-        vs = shape_of(value)
-        lead = max(len(vs) - len(place), 0)
-        if any(d != 1 for d in vs[:lead]) or any(d not in (1, p) for d, p in zip(vs[::-1], place[::-1])):
+        fitted = _fitted(x, value, place)
+        if fitted is None:
             raise TracerError(
                 f"x.at[mask] with a boolean mask computed inside einad.jit (or mapped by vmap) writes "
                 f"one value to every selected place, of shape {place} or one that broadcasts to it; "
-                f"got a value of shape {vs}, one per place, whose count is known only when the "
-                "program runs. Write ea.where(mask, v, x) with v of x's shape"
+                f"got a value of shape {shape_of(value)}, one per place, whose count is known only "
+                "when the program runs. Write ea.where(mask, v, x) with v of x's shape"
             )
-        if dtype_of(value).kind == "c" and dtype_of(x).kind != "c":
-            raise TypeError(f"cannot write complex values into a tensor of dtype {dtype_of(x)}")
-        value = reshape_raw(value, vs[lead:])
-        if isinstance(value, (int, float, complex)):
-            value = lib_array(x, np.asarray(value, dtype_of(x)))
-        else:
-            value = astype(value, dtype_of(x))
-        return x, reshape_raw(mask, covered + (1,) * len(place)), value
+        return x, reshape_raw(mask, covered + (1,) * len(place)), fitted
 
     def get(self, **hints: Any) -> Tensor:
         """``x[index]``."""
