@@ -549,7 +549,7 @@ class ReverseTrace(Trace):
 
     def rebinding(self, t: Tensor, out: Tensor) -> None:
         node = t._node
-        if t._trace is self and node is not None and node.prim is None:
+        if t._trace is self and node is not None and node.prim is None and out._node is not node:
             if self.assigned is None:
                 self.assigned = {}
             self.assigned.setdefault(id(t), (t._value, node))
@@ -1270,7 +1270,7 @@ class Tensor:
         """``t[index] = value``, as numpy's and PyTorch's: the tensor takes a new value with those
         elements replaced (``t.at[index].set(value)``, `value` cast to the tensor's dtype as numpy
         casts it), never writing into an array: the old one, perhaps the user's, and every graph
-        that recorded it stay as they were (`_inplace`, as ``t += 1``).
+        that recorded it stay as they were (`_write`, as ``t += 1``).
 
         Inside a transformation (``grad``, ``jit``, ``vmap``, ...) the same: the tensor takes the
         traced result (`_rebind`), so code written for numpy or the array API that fills an array
@@ -1298,24 +1298,43 @@ class Tensor:
 
     def _write(self, op: Callable[[Tensor], Tensor], symbol: str) -> None:
         """This tensor takes ``op(self)`` as its value, a write in place spelled `symbol` in
-        messages (item assignment, numpy's writers such as ``np.put`` and ``np.add.at``): of its
-        shape and cast to its dtype (`_fits`); never written into an array (`_inplace`);
-        inside a transformation the traced result (`_rebind`); into a view, through its base
-        (`view`)."""
+        messages (item assignment, in-place operators, numpy's writers such as ``np.put`` and
+        ``np.add.at``): of its shape and cast to its dtype (`_fits`), a new array (the old one,
+        perhaps the user's, and every graph that recorded it stay as they were), recorded in the
+        imperative graph as PyTorch records it; inside a transformation the traced result
+        (`_rebind`); into a view, through its base (`view`)."""
         seen = _views.get(id(self))
-        if seen is not None:
+        if seen is not None:  # a view: the write applies to its base's elements, as numpy's
             _, base, where, synced = seen
             now = self if synced is base._value else base[where]  # (what the base holds there)
             self._through(base, where, self._fits(op(now), symbol), symbol)
             return
         trace = self._trace
-        if trace is None or trace is IMPERATIVE:
-            out = self._inplace(lambda t, _: op(t), 0, symbol)  # (no operand: `op` has what it writes)
-            if out is self:
-                return
-        else:
-            out = op(self)
-        self._rebind(self._fits(out, symbol))
+        if trace is not None and trace is not IMPERATIVE:  # the traced result, as eagerly
+            self._rebind(self._fits(op(self), symbol))
+            return
+        recording = grad_enabled()
+        if recording and trace is IMPERATIVE and self.is_leaf:
+            raise RuntimeError(
+                f"a leaf tensor that requires grad is being used in an in-place operation ({symbol}): "
+                "update parameters inside `with einad.no_grad():`"
+            )
+        out = self._fits(op(self), symbol)
+        if out._trace is not None and out._trace is not IMPERATIVE:
+            self._rebind(out)  # written with a value a transformation traces: so is this tensor now
+            return
+        # a new array; under `no_grad` the tensor keeps its place in the imperative graph,
+        # otherwise it becomes the result (a constant updated by a tensor that requires grad then
+        # requires grad)
+        self._value = out._value
+        if recording:
+            old = self._node
+            self._trace, self._node = out._trace, out._node
+            if old is not None and old.prim is not None and old.tensor is not None and out._node is not None:
+                # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
+                old.tensor, out._node.tensor = None, old.tensor
+        if id(self) in _bases:
+            _refresh(self)
 
     def _through(self, base: Tensor, where: Any, region: Tensor, symbol: str) -> None:
         """This view of ``base[where]`` takes the new value `region` of those elements, written
@@ -1684,41 +1703,10 @@ class Tensor:
         ) -> None: ...
 
     def _inplace(self, op: Callable[[Tensor, ArrayLike], Tensor], other: ArrayLike, symbol: str) -> Tensor:
-        """``self op= other``: this tensor takes the result's value, never writing into an array.
-
-        The new value is a new array (the old one, perhaps the user's, and every
-        graph that recorded it are left as they were). Under `no_grad` the tensor
-        keeps its place in the imperative graph; otherwise it becomes the result
-        (a constant updated by a tensor that requires grad then requires grad).
-        Inside a transformation it takes the traced result (`_rebind`), as eagerly:
-        every name for the tensor sees the update, as numpy's and PyTorch's.
-        """
-        if id(self) in _views:  # a view: the operation applies to its base's elements, as numpy's
-            self._write(lambda t: op(t, other), symbol)
-            return self
-        trace = self._trace
-        if trace is not None and trace is not IMPERATIVE:  # the traced result, as eagerly (`_rebind`)
-            self._rebind(self._fits(op(self, other), symbol))
-            return self
-        recording = grad_enabled()
-        if recording and trace is IMPERATIVE and self.is_leaf:
-            raise RuntimeError(
-                f"a leaf tensor that requires grad is being used in an in-place operation ({symbol}): "
-                "update parameters inside `with einad.no_grad():`"
-            )
-        out = self._fits(op(self, other), symbol)
-        if out._trace is not None and out._trace is not IMPERATIVE:
-            self._rebind(out)  # `other` is traced by a transformation: so is this tensor now
-            return self
-        self._value = out._value
-        if recording:
-            old = self._node
-            self._trace, self._node = out._trace, out._node
-            if old is not None and old.prim is not None and old.tensor is not None and out._node is not None:
-                # retain_grad follows the tensor to its new value (hooks stay with the old one), as in PyTorch
-                old.tensor, out._node.tensor = None, old.tensor
-        if id(self) in _bases:
-            _refresh(self)
+        """``self op= other``: this tensor takes the result's value (`_write`), never writing into
+        an array, inside a transformation too: every name for the tensor sees the update, as
+        numpy's and PyTorch's."""
+        self._write(lambda t: op(t, other), symbol)
         return self
 
     def _fits(self, out: Tensor, symbol: str) -> Tensor:
@@ -1822,8 +1810,8 @@ def _forget(ref: _ViewRef) -> None:
 def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
     """`t`, read as ``base[index]``, made a view of `base` where numpy's ``base[index]`` is one
     (`_basic`): as numpy's views, a write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a
-    write into `base` too, so ``x[0][1] = v`` and ``for row in x: row[:] = ...`` change `x`. (A
-    write into `base` does not change a view read before it: einad's values share no memory.)"""
+    write into `base` too, so ``x[0][1] = v`` and ``for row in x: row[:] = ...`` change `x`; and
+    a write into `base` changes it (`_refresh`)."""
     if t is not base and _basic(index, base.ndim):
         ref = _ViewRef(t, _forget)
         ref.key = id(t)
