@@ -1479,7 +1479,9 @@ def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -
     t = target(dst, "copyto")
     weak = type(src) in (bool, int, float, complex)
     given = np.dtype(type(src)) if weak else dtype_of(src)
-    if not np.can_cast(result_dtype(src) if weak else given, t.dtype, cast(Any, casting)):
+    # a Python number is weak, as numpy 2 takes it: 3 into uint8, 1.5 into float32 (its kind, the
+    # array's dtype), not 1.5 into int64 under same_kind
+    if not np.can_cast(result_dtype(t.dtype, src) if weak else given, t.dtype, cast(Any, casting)):
         what = "scalar" if weak or shape_of(src) == () else "array data"
         raise TypeError(
             f"Cannot cast {what} from {np.dtype(given)!r} to {t.dtype!r} according to the rule {casting!r}"

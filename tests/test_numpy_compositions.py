@@ -496,6 +496,13 @@ def test_numpys_writers_check_what_numpy_checks():
         np.place(t, GRID > 0, [])
     with pytest.raises(ValueError, match="putmask: mask and data must be the same size"):
         np.putmask(t, np.ones(5, bool), 1.0)
+    small = ea.tensor(np.zeros(2, np.uint8))
+    np.copyto(small, 3)  # (a Python number is weak, as numpy 2 takes it)
+    assert small.dtype == np.uint8 and small.tolist() == [3, 3]
+    with pytest.raises(TypeError, match=r"Cannot cast scalar from dtype\('float64'\) to dtype\('int64'\)"):
+        np.copyto(ea.tensor(np.zeros(2, np.int64)), 1.5)
+    with pytest.raises(TypeError, match=r"Cannot cast scalar from dtype\('int64'\) to dtype\('bool'\)"):
+        np.copyto(ea.tensor(np.zeros(2, bool)), 1)
     with pytest.raises(
         TypeError, match=r"Cannot cast array data from dtype\('float64'\) to dtype\('int64'\)"
     ):
