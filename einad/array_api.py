@@ -25,9 +25,8 @@ do not give is written here:
   (``xp.float64 == x.dtype``).
 
 einad never writes into an array: ``x[i] = v`` and ``x += v`` give the Tensor ``x`` a new
-value (PyTorch's semantics), so ``asarray(x, copy=True)`` is another Tensor object, which
-keeps the old value; inside a transformation an update in place is refused with the
-functional form to use instead (``x = x.at[i].set(v)``, as in JAX).
+value (numpy's and PyTorch's semantics, traced inside a transformation), so
+``asarray(x, copy=True)`` is another Tensor object, which keeps the old value.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Function = Callable[..., Any]
 
 
 def _out_refused(name: str, out: Any) -> None:
-    """numpy's ``out=``: einad values are immutable, so nothing can be written into an array."""
+    """numpy's ``out=``: refused, since einad never writes into an array."""
     outs = out if isinstance(out, tuple) else (out,)
     if any(o is not None for o in outs):
         raise TypeError(

@@ -559,7 +559,7 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     def sort(self, axis: int | None = -1) -> Tensor:
         """The elements sorted along `axis`, as `einad.sort`: a new Tensor (JAX's method; numpy's
-        sorts in place, which an immutable Tensor cannot)."""
+        sorts in place and returns None)."""
         return sort(self, axis)
 
     def repeat(self, repeats: int | Sequence[int], axis: int | None = None) -> Tensor:
