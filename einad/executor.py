@@ -143,6 +143,39 @@ def _prefix(
     return None
 
 
+def _letters(
+    sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape
+) -> tuple[dict[str, int], str, str, list[str], list[str], list[str], list[str]]:
+    """The letters of ``sa,sb->so`` as a product takes them: each letter's size, each
+    operand's letters once summed first (letters only one operand needs are summed, and
+    repeated ones diagonalized, before the product), and the batch, left, right (in `so`'s
+    order) and summed letters (in `sa`'s)."""
+    size = dict(zip(sa, shape_a))
+    size.update(zip(sb, shape_b))
+    ra = "".join([c for c in unique(sa) if c in sb or c in so])
+    rb = "".join([c for c in unique(sb) if c in sa or c in so])
+    batch = [c for c in so if c in ra and c in rb]
+    left = [c for c in so if c in ra and c not in rb]
+    right = [c for c in so if c in rb and c not in ra]
+    inner = [c for c in ra if c in rb and c not in so]
+    return size, ra, rb, batch, left, right, inner
+
+
+def loop_head(
+    sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape
+) -> tuple[str, list[str], list[str]] | None:
+    """The letters a product of ``sa,sb->so`` loops over to write `so` as it lies (`_prefix`:
+    the head, and the two blocks after it), where `so` is no batch-left-right block order;
+    None where it writes `so` as one matrix product, or where no loop would pay."""
+    size, ra, rb, batch, left, right, inner = _letters(sa, sb, so, shape_a, shape_b)
+    nl, nk, nr = (math.prod([size[c] for c in cs]) for cs in (left, inner, right))
+    if min(nl, nr) < PREFIX_SIDE or nl * nk * nr < PREFIX_MIN:  # (nor will any head's blocks)
+        return None
+    if not inner or "".join(batch + left + right) == so or "".join(batch + right + left) == so:
+        return None
+    return _prefix(so, ra, rb, batch, nk, size)
+
+
 @functools.lru_cache(maxsize=8192)
 def _pair_plan(
     sa: str, sb: str, so: str, shape_a: Shape, shape_b: Shape, prefix: bool = False, summed: str | None = None
@@ -151,15 +184,10 @@ def _pair_plan(
     batch-left-right block order may still be written as it lies: a head of letters looped
     over, then two blocks (`_prefix`; a tree plan asks for such orders, so that the next
     product reads its operand as a view)."""
-    size = dict(zip(sa, shape_a))
-    size.update(zip(sb, shape_b))
-    # Letters only one operand needs are summed (and repeated ones diagonalized) first.
-    ra = "".join(c for c in unique(sa) if c in sb or c in so)
-    rb = "".join(c for c in unique(sb) if c in sa or c in so)
-    batch = [c for c in so if c in ra and c in rb]
-    left = [c for c in so if c in ra and c not in rb]
-    right = [c for c in so if c in rb and c not in ra]
-    inner = [c for c in ra if c in rb and c not in so]
+    looped = loop_head(sa, sb, so, shape_a, shape_b) if prefix else None
+    if prefix and looped is None:
+        return _pair_plan(sa, sb, so, shape_a, shape_b, False, summed)
+    size, ra, rb, batch, left, right, inner = _letters(sa, sb, so, shape_a, shape_b)
     if summed is not None and sorted(summed) == sorted(inner):
         inner = list(summed)
     plan = _PairPlan()
@@ -174,8 +202,6 @@ def _pair_plan(
     def prod(cs: list[str]) -> int:
         return math.prod([size[c] for c in cs])
 
-    plain = "".join(batch + left + right) == so or "".join(batch + right + left) == so
-    looped = _prefix(so, ra, rb, batch, prod(inner), size) if prefix and inner and not plain else None
     if looped is not None:
         return _looped_plan(plan, sa, sb, so, ra, rb, looped, inner, size)
     plan.swap = (

@@ -93,6 +93,7 @@ from .executor import (
     _pair_plan,
     _PairPlan,
     _prefix,
+    loop_head,
     merges_without_copy,
     outer_operands,
     presum,
@@ -217,8 +218,8 @@ def _copies(
         )
     if plan.swap:
         sa, sb, ma, mb = sb, sa, mb, ma
-    ra = "".join(c for c in unique(sa) if c in sb or c in so)
-    rb = "".join(c for c in unique(sb) if c in sa or c in so)
+    ra = "".join([c for c in unique(sa) if c in sb or c in so])
+    rb = "".join([c for c in unique(sb) if c in sa or c in so])
     copied = 0
     reads: list[str | None] = []
     for spec, kept, mem, perm, groups in (
@@ -227,8 +228,8 @@ def _copies(
     ):
         fresh = kept != spec  # summed or diagonalized first: a fresh array
         mem = kept if fresh else mem
-        strides = {c: _volume(mem[i + 1 :], size) for i, c in enumerate(mem)}
-        read = "".join(kept[i] for i in perm)
+        strides = _strides(mem, size)
+        read = "".join([kept[i] for i in perm])
         if merges_without_copy(strides, size, list(read), groups):
             reads.append(None)
         else:
@@ -242,41 +243,49 @@ def _copies(
     return copied, "".join(written), (reads[0], reads[1])
 
 
+Planned = tuple[Run, tuple[int, ...], int, str, tuple[str | None, ...]]
+"""A planned product (`_product`'s)."""
+
+
+def _strides(mem: str, size: dict[str, int]) -> dict[str, int]:
+    """Each letter's stride, in elements, in a C-contiguous array whose letters lie as `mem`."""
+    strides, step = {}, 1
+    for c in reversed(mem):
+        strides[c] = step
+        step *= size[c]
+    return strides
+
+
 def _product(
-    specs: Sequence[str], out: str, shapes: Sequence[Shape], memory: Sequence[str], looped: bool = False
-) -> tuple[Run, tuple[int, ...], int, str, tuple[str | None, ...]]:
+    specs: Sequence[str],
+    out: str,
+    shapes: Sequence[Shape],
+    memory: Sequence[str],
+    looped: bool = False,
+    memo: dict[Any, Planned] | None = None,
+) -> Planned:
     """A planned product of `specs` (lying in memory in the orders `memory`) to `out`: the
     function, the order it takes the operands in (positions into `specs`), the elements it
     copies, the order its result lies in, and for each operand (as in `specs`) the order it
     is copied into, or None (read as it lies). A pair keeps the larger operand's order; with
     `looped`, it may loop over letters one operand has to write `out` as it lies; with
     `SUMMED_AS_LYING`, it sums its letters in the order an operand lies in where that copies
-    less."""
+    less.
+
+    A pair's plan is kept in `memo` (one planning's: `tree_plan`'s four plans of a tree share
+    most of their products, and a looped plan all those whose pair cannot loop)."""
     if len(specs) == 2:
-        # (`_pair_plan` takes a letter's size from its second operand: a label broadcast from
-        # size 1 keeps the order it was written in)
-        da, db = dict(zip(specs[0], shapes[0])), dict(zip(specs[1], shapes[1]))
-        broadcast = any(db[c] != d for c, d in da.items() if c in db)
-        a = 0 if broadcast or math.prod(shapes[0]) >= math.prod(shapes[1]) else 1
-        b = 1 - a
-        size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
-        summed = set(specs[a]) & set(specs[b]) - set(out)
-        best: tuple[_PairPlan, int, str, tuple[str | None, str | None]] | None = None
-        # the summed letters in the first operand's letter order (`_pair_plan`'s own), else in
-        # the order either operand lies in, whichever copies least; each order planned once
-        own = "".join(c for c in unique(specs[a]) if c in summed)
-        lying = [memory[x] for x in (a, b)] if SUMMED_AS_LYING else []
-        for letters in dict.fromkeys([own, *("".join(c for c in m if c in summed) for m in lying)]):
-            summed_order = None if letters == own else letters
-            plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped, summed_order)
-            copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
-            if best is None or copied < best[1]:
-                best = (plan, copied, written, reads)
-            if not copied:
-                break
-        assert best is not None
-        plan, copied, written, reads = best
-        return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
+        if memo is None:
+            return _pair_product(specs, out, shapes, memory, looped)
+        key = (*specs, out, *shapes, *memory, looped)
+        planned = memo.get(key)
+        if planned is None:
+            if looped and not _loops(specs, out, shapes):
+                planned = _product(specs, out, shapes, memory, False, memo)
+            else:
+                planned = _pair_product(specs, out, shapes, memory, looped)
+            memo[key] = planned
+        return planned
     order = tuple(range(len(specs)))
     none = (None,) * len(specs)
     if len(specs) == 1:
@@ -284,6 +293,49 @@ def _product(
         return functools.partial(_unpooled, run), order, 0, out, none
     text = ",".join(specs) + "->" + out  # an explicit path's N-operand step
     return functools.partial(_unpooled, _expression(text, tuple(shapes), "auto", None)), order, 0, out, none
+
+
+def _kept_first(specs: Sequence[str], shapes: Sequence[Shape]) -> int:
+    """Which operand of a pair a product keeps the order of (`_pair_plan`'s first): the larger,
+    or the first where a letter is broadcast (`_pair_plan` takes a letter's size from its second
+    operand: a label broadcast from size 1 keeps the order it was written in)."""
+    da, db = dict(zip(specs[0], shapes[0])), dict(zip(specs[1], shapes[1]))
+    broadcast = any(db[c] != d for c, d in da.items() if c in db)
+    return 0 if broadcast or math.prod(shapes[0]) >= math.prod(shapes[1]) else 1
+
+
+def _loops(specs: Sequence[str], out: str, shapes: Sequence[Shape]) -> bool:
+    """Whether a pair's product may loop over letters one operand has (`_pair_plan`'s
+    `prefix`, `loop_head`): where it may not, its looped plans are its plain ones. (Whether it
+    may does not depend on the order the product sums its letters in.)"""
+    a = _kept_first(specs, shapes)
+    return loop_head(specs[a], specs[1 - a], out, shapes[a], shapes[1 - a]) is not None
+
+
+def _pair_product(
+    specs: Sequence[str], out: str, shapes: Sequence[Shape], memory: Sequence[str], looped: bool
+) -> Planned:
+    """`_product` of a pair."""
+    a = _kept_first(specs, shapes)
+    b = 1 - a
+    size = dict(zip(specs[a], shapes[a])) | dict(zip(specs[b], shapes[b]))
+    summed = set(specs[a]) & set(specs[b]) - set(out)
+    best: tuple[_PairPlan, int, str, tuple[str | None, str | None]] | None = None
+    # the summed letters in the first operand's letter order (`_pair_plan`'s own), else in
+    # the order either operand lies in, whichever copies least; each order planned once
+    own = "".join(c for c in unique(specs[a]) if c in summed)
+    lying = [memory[x] for x in (a, b)] if SUMMED_AS_LYING else []
+    for letters in dict.fromkeys([own, *("".join(c for c in m if c in summed) for m in lying)]):
+        summed_order = None if letters == own else letters
+        plan = _pair_plan(specs[a], specs[b], out, shapes[a], shapes[b], looped, summed_order)
+        copied, written, reads = _copies(plan, (specs[a], specs[b]), (memory[a], memory[b]), out, size)
+        if best is None or copied < best[1]:
+            best = (plan, copied, written, reads)
+        if not copied:
+            break
+    assert best is not None
+    plan, copied, written, reads = best
+    return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
 
 
 def _unpooled(run: Run, pool: Any, *xs: Any) -> Any:
@@ -925,16 +977,36 @@ def tree_plan(
     choosing its layout (the baseline that shows what the choice saves).
     """
     if layouts:  # the chosen layouts, unless they copy more than letters in order of appearance
-        chosen = _tree_plan(inputs, output, shapes, path, wrt, True)
+        memo: dict[Any, Planned] = {}  # the products the plans share, each planned once
+        chosen = _tree_plan(inputs, output, shapes, path, wrt, True, False, memo)
         if chosen.copies == 0:  # nothing can copy less (a network of bond-1 tensors: every letter dropped)
             return chosen
-        others = [tree_plan(inputs, output, shapes, path, wrt, False)]
-        if LOOPED:  # both with looped products too (granting them may copy more, or less)
+        others = [_tree_plan(inputs, output, shapes, path, wrt, False, False, memo)]
+        # both with looped products too (granting them may copy more, or less), unless they
+        # are the plans above: a bond-2 network's products are too small to loop
+        if LOOPED and not _loop_free(inputs, output, shapes, path, memo):
             others[:0] = [
-                _tree_plan(inputs, output, shapes, path, wrt, layouts, True) for layouts in (True, False)
+                _tree_plan(inputs, output, shapes, path, wrt, layouts, True, memo)
+                for layouts in (True, False)
             ]
         return min(chosen, *others, key=lambda p: p.copies)
     return _tree_plan(inputs, output, shapes, path, wrt, False)
+
+
+def _loop_free(
+    inputs: tuple[str, ...], output: str, shapes: tuple[Shape, ...], path: Path, memo: dict[Any, Planned]
+) -> bool:
+    """Whether a tree's plans with looped products are its plans without, given the products
+    those made (`memo`): none of them may loop (`_loops`), and the layouts chosen where a
+    product may loop are the layouts chosen where none may. Planned again, every step would
+    then decide as it did."""
+    if any(_loops(key[:2], key[2], key[3:5]) for key in memo):
+        return False
+    _, _, inputs, _, size, args_of, specs = _steps_of(inputs, output, shapes, path)
+    plain, looped = list(specs), list(specs)
+    _choose_layouts(len(inputs), args_of, plain, size)
+    _choose_layouts(len(inputs), args_of, looped, size, True)
+    return plain == looped
 
 
 def _tree_plan(
@@ -945,6 +1017,7 @@ def _tree_plan(
     wrt: tuple[int, ...],
     layouts: bool,
     looped: bool = False,
+    memo: dict[Any, Planned] | None = None,
 ) -> TreePlan:
     given, out_shape, inputs, shapes, size, args_of, specs = _steps_of(inputs, output, shapes, path)
     n = len(inputs)
@@ -959,7 +1032,7 @@ def _tree_plan(
         picked = [specs[a] for a in args]
         step_shapes = [all_shapes[a] for a in args]
         run, order, copies, written, reads = _product(
-            picked, specs[n + t], step_shapes, [memory[a] for a in args], looped
+            picked, specs[n + t], step_shapes, [memory[a] for a in args], looped, memo
         )
         if any(reads):
             # Each operand it would copy is laid out once, where it is made (an intermediate)
@@ -976,7 +1049,7 @@ def _tree_plan(
                 else:
                     first.append(Product((a,), a, lay, vol))
             run, order, copies, written, _ = _product(
-                picked, specs[n + t], step_shapes, [memory[a] for a in args], looped
+                picked, specs[n + t], step_shapes, [memory[a] for a in args], looped, memo
             )
         memory.append(written)
         produced.append(written)
@@ -995,7 +1068,7 @@ def _tree_plan(
         args = args_of[t]
         if n + t not in need:
             continue
-        pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size, looped)
+        pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size, looped, memo)
         planned = pullbacks(layout[n + t])
         lies = (layout[n + t][0], produced[n + t])
         if n + t in made and layout[n + t][1] != lies[1] and set(lies[0]) == set(lies[1]):
@@ -1159,6 +1232,7 @@ def _step_pullbacks(
     memory: list[str],
     size: dict[str, int],
     looped: bool,
+    memo: dict[Any, Planned] | None,
     ct: tuple[str, str],
 ) -> list[tuple[Pullback, tuple[str, str]]]:
     """Step t's pullbacks to each of its operands that needs a cotangent, for the step's own
@@ -1168,7 +1242,9 @@ def _step_pullbacks(
     for j, a in enumerate(args):
         if a in need:
             blocks = _blocks(specs, args_of[a - n]) if a >= n else ()
-            out.append(_pullback(t, a, ct, args[:j] + args[j + 1 :], specs, memory, size, blocks, looped))
+            out.append(
+                _pullback(t, a, ct, args[:j] + args[j + 1 :], specs, memory, size, blocks, looped, memo)
+            )
     return out
 
 
@@ -1182,6 +1258,7 @@ def _pullback(
     size: dict[str, int],
     blocks: tuple[set[str], ...] = (),
     looped: bool = False,
+    memo: dict[Any, Planned] | None = None,
 ) -> tuple[Pullback, tuple[str, str]]:
     """The pullback of step t to its operand `a`: the cotangent (letters and memory order
     `ct`) contracted with the step's other operands to `a`'s letters that appear elsewhere;
@@ -1201,7 +1278,9 @@ def _pullback(
             orders.append(memory[a])  # as `a` lies: read as it lies by its own step's pullbacks
         # each distinct order's product planned once: the cheapest is the one kept (the first
         # of equal cost, as `min` picks)
-        products = {o: _product(in_specs, o, in_shapes, in_memory, looped) for o in dict.fromkeys(orders)}
+        products = {
+            o: _product(in_specs, o, in_shapes, in_memory, looped, memo) for o in dict.fromkeys(orders)
+        }
 
         def cost(o: str) -> int:  # copies now, then when `a`'s step's pullbacks read it, or
             _, _, copies, written, _ = products[o]  # when it is put
@@ -1212,7 +1291,7 @@ def _pullback(
         kept = min(products, key=cost)
         product = products[kept]
     else:
-        product = _product(in_specs, kept, in_shapes, in_memory, looped)
+        product = _product(in_specs, kept, in_shapes, in_memory, looped, memo)
     run, order, copies, written, _ = product
     ids = (_COTANGENT, *others)
     put = None if kept == target else (kept, target, tuple(size[c] for c in target))

@@ -503,8 +503,9 @@ def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
     """`tree_plan` keeps the chosen layouts unless letters in order of appearance copy less:
     where the chosen plan copies nothing (a network of bond-1 tensors, every letter dropped,
     the planning report's 1,000-tensor network) the other plans are not built; where it copies,
-    they are (with `LOOPED`, the layouts chosen with looped products too), and the one kept
-    copies least."""
+    the plan with letters in order of appearance is, and the one kept copies least. (No
+    product of this bond-2 network is large enough to loop: the looped plans would be these
+    two, and are not built, `_loop_free`.)"""
     eq, inputs, out, shapes, path = _greedy_network(30, 2, d_min=2, d_max=2)
     wrt = tuple(range(len(inputs)))
     ones = tuple((1,) * len(s) for s in shapes)
@@ -514,8 +515,16 @@ def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
         plan = network.tree_plan(inputs, out, ones, path, wrt)
         assert plan.copies == 0 and len(built) == 1
         built.clear()
+        products = _counting(monkeypatch, "_pair_product")
         plan = network.tree_plan(inputs, out, shapes, path, wrt)
-        assert len(built) == 2 + 2 * network.LOOPED and {args[5] for args in built} == {True, False}
+        assert [args[5:7] for args in built] == [(True, False), (False, False)]
+        # the two plans share their products (the inputs' steps at least): each planned once
+        keys = [repr(args) for args in products]
+        assert len(keys) == len(set(keys))
+        products.clear()
+        network._tree_plan(inputs, out, shapes, path, wrt, True)
+        network._tree_plan(inputs, out, shapes, path, wrt, False)
+        assert len(products) > len(keys)  # (planned apart, they plan some products twice)
         other = network._tree_plan(inputs, out, shapes, path, wrt, False)
         assert plan.copies > 0 and plan.copies <= other.copies
     finally:
@@ -525,6 +534,54 @@ def test_a_tree_that_copies_nothing_is_planned_once(monkeypatch):
     assert_close(value, oe.contract(eq, *ops))
     for g, x in zip(grads, ops):  # every operand's environment: the product of the others, 1
         assert_close(g, np.ones_like(x))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_looped_plans_are_built_where_a_product_may_loop_and_kept_where_they_copy_least(
+    looping, monkeypatch, seed
+):
+    """With every product allowed to loop (`executor._prefix`'s thresholds at 1), `tree_plan`
+    builds the plans with looped products too (four plans), and keeps the one that copies
+    least of the four, as each planned alone finds them."""
+    _, inputs, out, shapes, path = _greedy_network(12, seed, d_min=2, d_max=3)
+    wrt = tuple(range(len(inputs)))
+    alone = [
+        network._tree_plan(inputs, out, shapes, path, wrt, lay, loop)
+        for loop in (False, True)
+        for lay in (True, False)
+    ]
+    built = _counting(monkeypatch, "_tree_plan")
+    plan = network.tree_plan(inputs, out, shapes, path, wrt)
+    assert sorted(args[5:7] for args in built) == sorted(
+        {(lay, loop) for lay in (True, False) for loop in (True, False)}
+    )
+    assert plan.copies == min(p.copies for p in alone)
+    assert any(p.copies != alone[0].copies for p in alone), "the four plans differ on these networks"
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 14), bond=st.integers(2, 40))
+def test_a_tree_whose_products_cannot_loop_has_looped_plans_equal_to_its_plain_ones(seed, n, bond):
+    """`_loop_free` is exact: where it says the looped plans are the plain ones (no product
+    the plain plans made may loop, the same layouts chosen), each looped plan planned alone
+    makes the same products, step by step, and copies as much; and the plans that share one
+    memo of products are the plans each makes alone."""
+    _, inputs, out, shapes, path = _greedy_network(n, seed, d_min=2, d_max=bond)
+    wrt = tuple(range(len(inputs)))
+    memo: dict = {}
+    plain = [network._tree_plan(inputs, out, shapes, path, wrt, lay, False, memo) for lay in (True, False)]
+    for p, lay in zip(plain, (True, False)):
+        alone = network._tree_plan(inputs, out, shapes, path, wrt, lay)
+        assert alone.copies == p.copies
+        assert [q.args for q in alone.backward] == [q.args for q in p.backward]
+    if network._loop_free(inputs, out, shapes, path, memo):
+        for p, lay in zip(plain, (True, False)):
+            looped = network._tree_plan(inputs, out, shapes, path, wrt, lay, True)
+            assert looped.copies == p.copies
+            assert [(q.args, q.copies) for q in looped.forward] == [(q.args, q.copies) for q in p.forward]
+            assert [(q.args, q.target, q.copies) for q in looped.backward] == [
+                (q.args, q.target, q.copies) for q in p.backward
+            ]
 
 
 def test_each_pullback_plans_each_candidate_order_once(monkeypatch):
