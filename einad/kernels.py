@@ -921,8 +921,8 @@ COPY_MIN = 2048
 as the call (1-2 µs)."""
 
 
-def copy_ir(rank: int, itemsize: int, inner: int = 0) -> str:
-    """The LLVM IR of ``copy(src, dst)``: ``dst[...] = src`` for two arrays of one shape (read
+def copy_ir(rank: int, itemsize: int, inner: int = 0, symbol: str = "copy") -> str:
+    """The LLVM IR of ``symbol(src, dst)``: ``dst[...] = src`` for two arrays of one shape (read
     from `dst`) and `rank` axes, each through its own strides, looping over the axes in order;
     with `inner`, the last axis has that many elements, copied by straight-line code. Written
     as LLVM's optimizer would leave it (counters and addresses in phi nodes, addresses stepped
@@ -930,7 +930,7 @@ def copy_ir(rank: int, itemsize: int, inner: int = 0) -> str:
     3-9), and runs as fast (compiled with it: the same time per copy, within 1%)."""
     h = _header()
     ty = f"i{itemsize * 8}"
-    lines = ["define i32 @copy(ptr %src, ptr %dst) {", "entry:"]
+    lines = [f"define i32 @{symbol}(ptr %src, ptr %dst) {{", "entry:"]
 
     def field(obj: str, offset: int, name: str) -> None:
         lines.append(f"  %{name}.at = getelementptr i8, ptr %{obj}, i64 {offset}")
@@ -1000,26 +1000,46 @@ def copy_ir(rank: int, itemsize: int, inner: int = 0) -> str:
 COPY_UNROLLED = 16
 """The longest last axis a copy kernel copies by straight-line code (one kernel per length)."""
 
+COPY_RANKS = (4, 8, 16, 32, 64)
+"""The ranks copy kernels are compiled for: a copy of fewer axes runs in the next one's kernel,
+its views given leading axes of size 1 (`copy_rank`), so that a program's copies of many
+ranks (a bond-2 network's: 6 to 14 axes) share a few kernels, at the same speed. Compiling
+them was most of a first call's time after planning: n2's forward and gradient compiled 14
+kernels in 14 modules, 250-300 ms; now 7 kernels in one module (`copy_kernels`), 120 ms."""
+
+
+def copy_rank(ndim: int) -> int:
+    """The rank of the kernel that copies views of `ndim` axes (`COPY_RANKS`)."""
+    return next(r for r in COPY_RANKS if r >= ndim)
+
 
 def copy_kernel(rank: int, itemsize: int, inner: int = 0) -> Callable[[Any, Any], int]:
     """The compiled ``copy(src, dst)`` of `rank` axes and elements of `itemsize` bytes, its last
     axis of `inner` elements if given (`copy_ir`; compiled once per process, or loaded from the
     cache; raises ImportError without llvmlite)."""
-    key = f"copy {rank} {itemsize} {inner}"
-    fn = _state.get(key)
-    if fn is None:
+    return copy_kernels([(rank, itemsize, inner)])[0]
+
+
+def copy_kernels(keys: Sequence[tuple[int, int, int]]) -> list[Callable[[Any, Any], int]]:
+    """`copy_kernel` of each of `keys` (``(rank, itemsize, inner)``): those this process has not
+    compiled yet are compiled together, as one LLVM module (a program's copies at once; six
+    kernels took 56 ms as six modules, 37 as one)."""
+    names = ["copy {} {} {}".format(*k) for k in keys]
+    if any(name not in _state for name in names):
         llvm = _llvm()
         with _lock:
-            fn = _state.get(key)
-            if fn is None:
-                engine, _ = _module(llvm, copy_ir(rank, itemsize, inner), False, optimize=False)
-                fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.py_object, ctypes.py_object)(
-                    engine[0].get_function_address("copy")
-                )
-                fn.engine = engine  # type: ignore[attr-defined]  # the code lives while it can be called
-                fn.copy_key = key  # type: ignore[attr-defined]  # (what a program's op is, for a reader)
-                _state[key] = fn
-    return fn
+            todo = {name: k for name, k in zip(names, keys) if name not in _state}
+            if todo:
+                ir = "\n".join(copy_ir(*k, symbol=f"copy{j}") for j, k in enumerate(todo.values()))
+                engine, _ = _module(llvm, ir, False, optimize=False)
+                for j, name in enumerate(todo):
+                    fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.py_object, ctypes.py_object)(
+                        engine[0].get_function_address(f"copy{j}")
+                    )
+                    fn.engine = engine  # type: ignore[attr-defined]  # the code lives while it can be called
+                    fn.copy_key = name  # type: ignore[attr-defined]  # (what a program's op is, for a reader)
+                    _state[name] = fn
+    return [_state[name] for name in names]
 
 
 def _tile(n: int) -> int:

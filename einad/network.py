@@ -573,6 +573,12 @@ def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, A
     """``out[...] = view`` as a compiled copy's call, ``(kernel, (source, destination))`` on
     views of the two in the kernel's loop order; None where numpy's copy serves as well (a short
     copy, a long contiguous run), or where llvmlite is missing or `COMPILED_COPIES` is off."""
+    call = _copy_call(out, view)
+    return None if call is None else (kernels.copy_kernel(*call[0]), call[1])
+
+
+def _copy_call(out: Any, view: Any) -> tuple[tuple[int, int, int], tuple[Any, Any]] | None:
+    """`compiled_copy`'s kernel, as `kernels.copy_kernels`' key, and its views; not compiled."""
     if not COMPILED_COPIES or view.size < kernels.COPY_MIN or kernels.unavailable() is not None:
         return None
     if view.dtype != out.dtype or not out.flags.c_contiguous or out.size != view.size:
@@ -582,7 +588,10 @@ def compiled_copy(out: Any, view: Any) -> tuple[Callable[..., Any], tuple[Any, A
         return None
     last = views[0].shape[-1]
     inner = last if last <= kernels.COPY_UNROLLED else 0
-    return kernels.copy_kernel(views[0].ndim, view.itemsize, inner), views
+    rank = kernels.copy_rank(views[0].ndim)
+    if rank > views[0].ndim:  # (leading axes of size 1, looped over once: views still)
+        views = tuple(v.reshape((1,) * (rank - v.ndim) + v.shape) for v in views)
+    return (rank, view.itemsize, inner), views
 
 
 def _copy_into(out: Any, view: Any) -> None:
@@ -1585,22 +1594,24 @@ class _Builder:
     pool its buffers come from. A step's ``emit`` takes the decisions its ``__call__`` takes
     at every call (layouts, views or copies, buffers), once, on the program's own arrays."""
 
-    __slots__ = ("contractions", "copied", "ops", "pool")
+    __slots__ = ("compiled", "contractions", "copied", "ops", "pool")
 
     def __init__(self, pool: _Pool) -> None:
         self.pool = pool
         self.ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.copied = 0  # the elements the steps copy (as `TreePlan.copies` counts them)
         self.contractions = 0  # the products that sum a letter (not outer products)
+        self.compiled: list[tuple[int, tuple[int, int, int]]] = []  # compiled copies: op, kernel
 
     def copy(self, out: Any, view: Any, counted: bool = True) -> None:
-        """`_copy_into`, bound: a compiled copy (`compiled_copy`), a gather through its index,
-        or numpy's strided copy; `counted` adds it to the steps' copies (a gradient put into
-        its place is not)."""
+        """`_copy_into`, bound: a compiled copy (`compiled_copy`: its kernel compiled with the
+        program's others, `finish`), a gather through its index, or numpy's strided copy;
+        `counted` adds it to the steps' copies (a gradient put into its place is not)."""
         self.copied += view.size if counted else 0
-        compiled = compiled_copy(out, view)
-        if compiled is not None:
-            self.ops.append(compiled)
+        call = _copy_call(out, view)
+        if call is not None:
+            self.compiled.append((len(self.ops), call[0]))
+            self.ops.append((_copy_unbound, call[1]))
             return
         index = _gather_index(view.shape, view.strides, view.itemsize) if view.size >= 256 else None
         if index is not None:
@@ -1609,6 +1620,19 @@ class _Builder:
                 self.ops.append((flat.take, (index, None, out.reshape(-1), "clip")))
                 return
         self.ops.append((out.__setitem__, (Ellipsis, view)))  # (numpy.copyto's dispatch: a Python call)
+
+    def finish(self) -> list[tuple[Callable[..., Any], tuple[Any, ...]]]:
+        """The program's calls, its compiled copies bound to their kernels (those not compiled
+        yet compiled together: `kernels.copy_kernels`)."""
+        kernel = kernels.copy_kernels([key for _, key in self.compiled])
+        for (i, _), fn in zip(self.compiled, kernel):
+            self.ops[i] = (fn, self.ops[i][1])
+        return self.ops
+
+
+def _copy_unbound(src: Any, dst: Any) -> None:
+    """A compiled copy whose kernel `_Builder.finish` has not bound yet (never called)."""
+    raise AssertionError("a program's copy was not bound to its kernel")
 
 
 class _Program:
@@ -1709,7 +1733,7 @@ class _Program:
             if k not in written:  # (no pullback reaches it: a zero)
                 gbuf[k][...] = 0
             self.outs.append((k, gbuf[k]))
-        self.ops[:] = build.ops
+        self.ops[:] = build.finish()
         self.copied, self.contractions = build.copied, build.contractions
         return self
 

@@ -488,14 +488,19 @@ def test_planning_grows_linearly_with_the_tensors():
 
 def _counting(monkeypatch, name):
     """A list that records the arguments of each call of `network.<name>` (still called)."""
+    return _counting_in(monkeypatch, network, name)
+
+
+def _counting_in(monkeypatch, module, name):
+    """A list that records the arguments of each call of `module.<name>` (still called)."""
     calls = []
-    real = getattr(network, name)
+    real = getattr(module, name)
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(args)
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(network, name, counted)
+    monkeypatch.setattr(module, name, counted)
     return calls
 
 
@@ -1510,6 +1515,56 @@ def test_a_transposing_copy_runs_in_tiles_across_both_grains():
     np.testing.assert_array_equal(out, view)
     # a copy whose contiguous run is long on both sides is left to numpy
     assert kernels.copy_views(np.empty((64, 64)), x[0].T.T) is None
+
+
+@needs_llvm
+def test_copies_of_several_ranks_share_one_kernel():
+    """A copy runs in the kernel of the next rank of `kernels.COPY_RANKS`, its views given
+    leading axes of size 1: transposing copies of 11 to 14 axes (a bond-2 network's) run one
+    kernel, and each copies exactly as numpy does, the source left as it was."""
+    rng = np.random.default_rng(5)
+    used, ranks = set(), set()
+    for ndim in (11, 12, 13, 14):
+        x = rng.standard_normal((2,) * ndim)
+        source = x.copy()
+        view = x.transpose(tuple(reversed(range(ndim))))  # no two axes merge
+        out = np.empty(view.shape)
+        kernel, (src, dst) = network.compiled_copy(out, view)
+        assert src.ndim == dst.ndim == 16
+        ranks.add(sum(d != 1 for d in src.shape))  # (the axes the copy loops over)
+        kernel(src, dst)
+        np.testing.assert_array_equal(out, view)
+        np.testing.assert_array_equal(x, source)
+        used.add(kernel.copy_key)
+    assert len(used) == 1 and len(ranks) == 4
+
+
+@needs_llvm
+def test_a_programs_copy_kernels_are_compiled_as_one_module(monkeypatch):
+    """The copy kernels a program needs that this process has not compiled are compiled
+    together, one LLVM module for all (`kernels.copy_kernels`): each module costs its own
+    start-up, a first call's time. The kernels are bound into the program's calls and copy
+    as numpy does (the value and every gradient equal with numpy's copies)."""
+    _, inputs, out, shapes, path = _greedy_network(12, 1, d_min=6, d_max=6)
+    ops = [np.random.default_rng(3).standard_normal(s) for s in shapes]
+    wrt = tuple(range(len(ops)))
+    monkeypatch.setattr(
+        kernels, "_state", {k: v for k, v in kernels._state.items() if not k.startswith("copy ")}
+    )
+    modules = _counting_in(monkeypatch, kernels, "_module")
+    plan = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    grads = _grad_arrays(ops)
+    value = network.value_and_grad(plan, ops, grads)
+    (program,) = plan.programs
+    kinds = {fn.copy_key for fn, _ in program.ops if hasattr(fn, "copy_key")}
+    assert len(kinds) >= 2 and len(modules) == 1
+    assert not any(fn is network._copy_unbound for fn, _ in program.ops)
+    monkeypatch.setattr(network, "COMPILED_COPIES", False)
+    numpy_copies = network._tree_plan(inputs, out, shapes, path, wrt, True)
+    expected = _grad_arrays(ops)
+    assert value == network.value_and_grad(numpy_copies, ops, expected)
+    for k in wrt:
+        np.testing.assert_array_equal(grads[k], expected[k])
 
 
 @needs_llvm
