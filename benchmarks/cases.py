@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import functools
 import importlib.util
-import itertools
 import math
 import operator
 import os
@@ -445,19 +444,16 @@ RANDOM_GRAPHS = ("cotengra", "networkx")  # cotengra draws random regular graphs
 PATH_TRIALS = 64  # random-greedy trials of each case's one path search
 
 
-def einad_equation(inputs: Sequence[Sequence[str]], output: Sequence[str]) -> str:
-    """cotengra's ``inputs -> output`` as one einsum string whose indices are all letters.
+def network_equation(inputs: Sequence[Sequence[str]], output: Sequence[str]) -> str:
+    """cotengra's or quimb's ``inputs -> output`` (each index a name) as one einsum string.
 
-    cotengra names indices with opt_einsum's alphabet (`opt_einsum.get_symbol`), which past
-    52 indices holds symbols that are not letters ('×' is symbol 75, '÷' 107). einad takes
-    a-z, A-Z and other Unicode letters (`str.isalpha`) only, for now, so every index is
-    renamed, in order of first appearance, to a-z, A-Z, then the letters of opt_einsum's
-    alphabet; every engine is given the renamed string.
-
-    This function can go (join cotengra's own symbols) once einad takes opt_einsum's alphabet.
+    Each index is renamed, in order of first appearance, to opt_einsum's symbols
+    (`opt_einsum.get_symbol`: a-z, A-Z, then other characters, '×' being symbol 75), as
+    cotengra and quimb write a large equation themselves; every engine is given this string
+    (einad takes any such symbol; torch's steps are renamed to letters by opt_einsum, the
+    hand-written sweep's by `convert_to_valid_einsum_chars`).
     """
-    letters = (s for s in map(oe.get_symbol, itertools.count()) if s.isalpha())
-    names: dict = collections.defaultdict(letters.__next__)
+    names: dict = collections.defaultdict(lambda: oe.get_symbol(len(names)))
     terms = ["".join(names[ix] for ix in term) for term in inputs]
     return ",".join(terms) + "->" + "".join(names[ix] for ix in output)
 
@@ -546,7 +542,7 @@ def _tn_case(con, label: str, seed: int, complex_: bool = False) -> Problem:
     t0 = time.perf_counter()
     path = network_path(con.inputs, con.output, con.size_dict)
     search = time.perf_counter() - t0
-    eq = einad_equation(con.inputs, con.output)
+    eq = network_equation(con.inputs, con.output)
     ops = network_operands(con.shapes, seed, np.complex128 if complex_ else np.float64)
     pc = PairwiseContraction(eq, [tuple(s) for s in con.shapes], path)
 
@@ -595,7 +591,7 @@ def _randreg_case(quick: bool) -> Problem:
 
     # graph seed 1: on seed 0's graph the random-greedy search's best path costs 2e9 flops (a
     # forward of about a second), some 75 times what it finds here. At 52 tensors (--quick) the
-    # network still has more than 75 indices, so its equation needs `einad_equation`'s renaming.
+    # network still has more than 75 indices: its equation holds symbols that are not letters.
     n = 52 if quick else 110
     con = ctg.utils.randreg_equation(n, 3, d_min=2, d_max=2, seed=1)
     return _tn_case(con, "random 3-regular graph (seed 1)", seed=221)
@@ -637,7 +633,7 @@ class MpsNetworks:
     """What quimb builds once for the MPS energy <psi|H|psi> / <psi|psi> of the Heisenberg chain.
 
     The two networks (the energy's sandwich bra-MPO-ket, the norm's bra-ket) as quimb aligns
-    them, with each tensor's indices, an einsum equation over letters (`einad_equation`) and
+    them, with each tensor's indices, an einsum equation (`network_equation`) and
     one cotengra path each (`network_path`); the operands are the L MPS arrays (the ket; the
     MPS is real, so the bra holds the same arrays) then the L MPO arrays.
     """
@@ -666,7 +662,7 @@ def mps_networks(sites: int, bond: int) -> MpsNetworks:
         tensors = list(functools.reduce(operator.and_, parts))  # in order: bra, (MPO,) ket
         inputs = [t.inds for t in tensors]
         sizes = {ix: d for t in tensors for ix, d in zip(t.inds, t.shape)}
-        nets.append((inputs, einad_equation(inputs, ()), network_path(inputs, (), sizes)))
+        nets.append((inputs, network_equation(inputs, ()), network_path(inputs, (), sizes)))
     arrays = tuple(readonly(t.data) for t in psi) + tuple(readonly(t.data) for t in ham)
     (e_inds, e_eq, e_path), (n_inds, n_eq, n_path) = nets
     return MpsNetworks(sites, bond, arrays, e_inds, n_inds, e_eq, n_eq, e_path, n_path)

@@ -124,11 +124,11 @@ def measure(spec: str, mode: str) -> dict:
 
     import einad as ea
 
-    from .cases import einad_equation
+    from .cases import network_equation
 
     con = network(spec)
     path = greedy_path(con)
-    eq = einad_equation(con.inputs, con.output)
+    eq = network_equation(con.inputs, con.output)
     xs = [np.ones([1] * len(term)) for term in con.inputs]
     argnums = tuple(range(len(xs)))
 
