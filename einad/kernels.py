@@ -781,34 +781,31 @@ def numpy_faster(op: str, compute: np.dtype[Any], size: int) -> bool:
     return fast and size > SIMD_MAX
 
 
-ARGS_OPTIMIZED = 32
-"""The most arrays a kernel reads and writes for LLVM's optimizer to run on its IR; a kernel
-of more is compiled by code generation alone, in a module of its own kind. The optimizer's
-time grows faster than the IR with the arrays: benchmark case m1's sum of 90 gradient blocks
-read from 120 arrays (5,189 lines of IR) took 3.3 s of the first call's 4.4 s, code
-generation alone 0.4-0.7 s, and the program ran no slower without it (its value-and-gradient
-12.1 against 13.8 ms and 16.1 against 18.1, alternating processes); case 7's 646 steps on 2
-arrays are optimized in 0.17 s."""
+ARGS_COMPILED = 32
+"""The most arrays a fused kernel reads and writes (`transforms.fusion` leaves a loop of more to
+numpy's calls). Compiling a kernel of many arrays costs more than it saves: LLVM's optimizer on
+benchmark case m1's sum of 90 gradient blocks read from 120 arrays took 3.3 s of a 4.4 s first
+call, and code generation alone (no optimizer, 255 ms on m2's loop of 134 arrays) gave a
+kernel no faster than numpy's calls (m1's and m2's value-and-gradient alike, 14.4 against
+14.5 ms, programs alternating). A loop's time is in its passes over the data, and such a loop
+is many small independent ones gathered in one pass (each operand's gradient block)."""
 
 
 def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
     """Compile the kernels of one program (or load them from the cache): the long loops of
     arithmetic in one LLVM module, with the loop vectorizer, the others (short loops, calls
-    to the math library, which the vectorizer would not vectorize) in another, without it;
-    kernels of more than `ARGS_OPTIMIZED` arrays in modules of their own, not optimized."""
+    to the math library, which the vectorizer would not vectorize) in another, without it."""
     llvm = _llvm()
     kernels: list[Kernel | None] = [None] * len(specs)
     irs, cached = [], []
-    for vectorize, optimize in ((False, True), (True, True), (False, False), (True, False)):
-        picked = [
-            k for k, s in enumerate(specs) if vectorize == _vectorizable(s) and optimize == _optimizable(s)
-        ]
+    for vectorize in (False, True):
+        picked = [k for k, s in enumerate(specs) if vectorize == _vectorizable(s)]
         if not picked:
             continue
         ir = module_ir([specs[k] for k in picked])
         irs.append(ir)
         with _lock:
-            engine, stored = _module(llvm, ir, vectorize, optimize)
+            engine, stored = _module(llvm, ir, vectorize)
             cached.append(stored)
             for j, k in enumerate(picked):
                 spec = specs[k]
@@ -818,11 +815,6 @@ def compile_kernels(specs: Sequence[KernelSpec]) -> Compiled:
                 fn.engine = engine  # type: ignore[attr-defined]  # the code lives while it can be called
                 kernels[k] = Kernel(spec, fn, engine, stored)
     return Compiled([k for k in kernels if k is not None], "\n".join(irs), all(cached))
-
-
-def _optimizable(spec: KernelSpec) -> bool:
-    """Whether LLVM's optimizer runs on the kernel's IR (`ARGS_OPTIMIZED`)."""
-    return len(spec.args) + len(spec.outs) <= ARGS_OPTIMIZED
 
 
 def _vectorizable(spec: KernelSpec) -> bool:

@@ -20,7 +20,8 @@ stood, so it may only gain members while none of its values has been read elsewh
 group then runs where its last member stands: each of its inputs is computed before, and
 each of its values read after. Only values read outside the group (or returned) are written
 to memory. A group runs as a kernel when that saves numpy passes (`_passes`): a single
-ufunc is left to numpy, which has its own fast loop for it.
+ufunc is left to numpy, which has its own fast loop for it; and so is a group that reads and
+writes more than `kernels.ARGS_COMPILED` arrays (compiling it costs more than it saves).
 
 Equations of dtypes or operations the kernels lack (complex numbers, integer arithmetic, an
 operation with no kernel step) stay numpy calls, and so do the functions numpy computes
@@ -293,7 +294,14 @@ def schedule(graph: Graph) -> Schedule:
     kernels_: list[FusedKernel] = []
     for g in groups:
         if g.members and _passes(g, roles) >= 2:
-            kernels_.append(_kernel(g, graph, roles, readers))
+            k = _kernel(g, graph, roles, readers)
+            arrays = len(k.spec.args) + len(k.spec.outs)
+            if arrays > kernels.ARGS_COMPILED:
+                limit = kernels.ARGS_COMPILED
+                why = f"its loop reads and writes {arrays} arrays (kernels.ARGS_COMPILED: {limit})"
+                unfused.update((eqs[i].output, why) for i in g.members)
+                continue
+            kernels_.append(k)
     if kernels_:
         compiled = kernels.compile_kernels([k.spec for k in kernels_])
         for k, c in zip(kernels_, compiled.kernels):

@@ -109,11 +109,12 @@ def test_numpys_vectorized_functions_stay_numpys_on_long_arrays():
     assert_close(compiled(ea.jit(f, backend="llvm"))(x), np.tanh(3 * x) * 2 + 1, rtol=1e-14)
 
 
-def test_a_kernel_of_many_arrays_is_compiled_without_the_optimizer(monkeypatch):
-    """LLVM's optimizer on a kernel of many arrays took most of a first call (benchmark case
-    m1: 3.3 s for one sum of 90 blocks read from 120 arrays; 0.4-0.7 s without it, and no
-    slower): such a kernel (more than `kernels.ARGS_OPTIMIZED` arrays) is compiled in a
-    module of its own by code generation alone; a kernel of few arrays is still optimized."""
+def test_a_loop_of_many_arrays_is_left_to_numpy(monkeypatch):
+    """Compiling a kernel of many arrays cost more than it saved (benchmark case m1: LLVM's
+    optimizer took 3.3 s for one sum of 90 blocks read from 120 arrays, code generation alone
+    0.25-0.7 s, for a kernel no faster than numpy's calls): a loop of more than
+    `kernels.ARGS_COMPILED` arrays stays numpy's, with the reason in `unfused`, and its value
+    is the same; a loop of few arrays is still a kernel, compiled and optimized."""
     seen = []
     real = kernels._module
 
@@ -124,13 +125,19 @@ def test_a_kernel_of_many_arrays_is_compiled_without_the_optimizer(monkeypatch):
     monkeypatch.setattr(kernels, "_module", spy)
     monkeypatch.setenv("EINAD_CACHE_DIR", "")  # (compiled here, not read from a cache)
     xs = [RNG.standard_normal(64) for _ in range(40)]
-    many = ea.jit(lambda *xs: ea.sin(sum(xs[1:], xs[0])) * 2.0, backend="llvm")
+    f = lambda *xs: ea.sin(sum(xs[1:], xs[0])) * 2.0
+    schedule = fused(f, *xs)
+    assert len(schedule.kernels) == 0 and len(schedule.unfused) == 41
+    assert set(schedule.unfused.values()) == {
+        f"its loop reads and writes 41 arrays (kernels.ARGS_COMPILED: {kernels.ARGS_COMPILED})"
+    }
+    many = ea.jit(f, backend="llvm")
     assert_close(compiled(many)(*xs), np.sin(np.sum(xs, axis=0)) * 2.0, rtol=1e-13)
-    assert seen == [(1, False)], seen
-    seen.clear()
+    assert seen == [], seen
     few = ea.jit(lambda a, b: ea.sin(a + b) * 2.0, backend="llvm")
     assert_close(compiled(few)(xs[0], xs[1]), np.sin(xs[0] + xs[1]) * 2.0, rtol=1e-13)
     assert seen == [(1, True)], seen
+    assert len(fused(lambda *xs: ea.sin(sum(xs[1:], xs[0])) * 2.0, *xs[:31]).kernels) == 1  # 32 arrays
 
 
 def test_a_value_read_between_closes_its_group():
