@@ -1306,7 +1306,7 @@ class Tensor:
         seen = _views.get(id(self))
         if seen is not None:  # a view: the write applies to its base's elements, as numpy's
             _, base, where, synced = seen
-            now = self if synced is base._value else base[where]  # (what the base holds there)
+            now = self if synced is base._value else _read(base, where)  # (what the base holds there)
             self._through(base, where, self._fits(op(now), symbol), symbol)
             return
         trace = self._trace
@@ -1342,7 +1342,10 @@ class Tensor:
         kids = _bases[id(base)]
         kids.discard(id(self))  # (the base's write refreshes its other views; this one takes `region`)
         try:
-            base._assign(where, region, symbol)
+            if type(where) is Layout:  # every element of the base, placed as the base lays them out
+                base._assign(Ellipsis, where.back(region), symbol)
+            else:
+                base._assign(where, region, symbol)
         finally:
             kids.add(id(self))
             _bases[id(base)] = kids
@@ -1756,9 +1759,58 @@ def _read_only(arr: Any) -> Any:
 # -- views ------------------------------------------------------------------------------------------
 
 _views: dict[int, tuple[_ViewRef, Tensor, Any, Any]] = {}
-"""The Tensors read from another by basic indexing (`view`), by id: (a weak reference to the
-view, which drops its entry when it goes, its base, the index, and the base's value when the
-two last agreed)."""
+"""The Tensors read from another by basic indexing or a layout (`view`, `Layout`), by id: (a
+weak reference to the view, which drops its entry when it goes, its base, the index or
+`Layout`, and the base's value when the two last agreed)."""
+
+
+class Layout:
+    """How a view holds every element of its base in another layout (numpy's views by
+    transpose, reshape, squeeze, expand_dims): `look` reads the view from the base, `back` lays a
+    value of the view's shape out as the base's (`look`'s inverse); `key` names the two, for a
+    comparison (``x.T[...] += v``)."""
+
+    __slots__ = ("back", "contiguous", "key", "look")
+
+    def __init__(
+        self, look: Callable[[Tensor], Tensor], back: Callable[[Tensor], Tensor], key: Any, contiguous: bool
+    ) -> None:
+        self.look, self.back, self.key = look, back, key
+        self.contiguous = contiguous  # (it keeps the base's element order: a reshape's)
+
+
+def contiguous(t: Any) -> bool:
+    """Whether `t` lies in C order as far as einad's views tell (numpy's reshape is a view of
+    such an array only): a tensor of its own, or a reshape of one; not a transpose, nor a view
+    by indexing (numpy's `x[0]` is contiguous, einad's is taken as not)."""
+    while True:
+        seen = _views.get(id(t))
+        if seen is None:
+            return True
+        where = seen[2]
+        if type(where) is not Layout or not where.contiguous:
+            return False
+        t = seen[1]
+
+
+def layout_view(
+    t: Tensor,
+    base: Any,
+    look: Callable[[Tensor], Tensor],
+    back: Callable[[Tensor], Tensor],
+    key: Any,
+    contiguous: bool = False,
+) -> Tensor:
+    """`t`, read from `base` by `look` (every element, laid out anew: a transpose, a reshape),
+    made a view of `base` when `base` is a Tensor (`view`): a write into either is a write
+    into both, as numpy's."""
+    return view(t, base, Layout(look, back, key, contiguous)) if type(base) is Tensor else t
+
+
+def _read(base: Tensor, where: Any) -> Tensor:
+    """A view's elements, as its base holds them now (``base[where]``, or its layout's look)."""
+    return where.look(base) if type(where) is Layout else base[where]
+
 
 _bases: dict[int, set[int]] = {}
 """The ids of each base's live views, by the base's id (a base lives as long as a view of it)."""
@@ -1808,11 +1860,14 @@ def _forget(ref: _ViewRef) -> None:
 
 
 def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
-    """`t`, read as ``base[index]``, made a view of `base` where numpy's ``base[index]`` is one
-    (`_basic`): as numpy's views, a write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a
-    write into `base` too, so ``x[0][1] = v`` and ``for row in x: row[:] = ...`` change `x`; and
-    a write into `base` changes it (`_refresh`)."""
-    if t is not base and _basic(index, base.ndim):
+    """`t`, read as ``base[index]`` (or by a `Layout` of `base`), made a view of `base` where
+    numpy's ``base[index]`` is one (`_basic`; a layout's caller decides): as numpy's views, a
+    write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a write into `base` too, so
+    ``x[0][1] = v``, ``for row in x: row[:] = ...`` and ``x.T[0] = v`` change `x`; and a write
+    into `base` changes it (`_refresh`)."""
+    if type(base) is not Tensor:
+        return t  # (a user's array: einad never writes into it)
+    if t is not base and (type(index) is Layout or _basic(index, base.ndim)):
         ref = _ViewRef(t, _forget)
         ref.key = id(t)
         _views[ref.key] = (ref, base, index, base._value)
@@ -1833,7 +1888,7 @@ def _refresh(t: Tensor) -> None:
         ref, _, where, synced = entry
         v = ref()
         if v is not None and synced is not t._value:
-            v._rebind(t[where])
+            v._rebind(_read(t, where))
             _views[key] = (ref, t, where, t._value)
 
 
@@ -1868,6 +1923,8 @@ def _holds(base: Tensor, value: Tensor, index: Any) -> bool:
 
 
 def _same_index(a: Any, b: Any) -> bool:
+    if type(a) is Layout or type(b) is Layout:
+        return type(a) is type(b) and a.key == b.key
     a, b = (a if type(a) is tuple else (a,)), (b if type(b) is tuple else (b,))
     return len(a) == len(b) and all(type(i) is type(j) and i == j for i, j in zip(a, b))
 

@@ -604,11 +604,10 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         return self.clone()
 
     def view(self, *shape: int | Sequence[int]) -> Tensor:
-        """The same elements in a new shape, as PyTorch's ``view`` (and `reshape`).
-
-        einad never writes into an array, so a view and its base never change
-        together: an in-place update of either gives that tensor a new array.
-        """
+        """The same elements in a new shape, as PyTorch's ``view`` (and `reshape`): a view, a
+        write into which reaches this tensor (and the other way round), of a tensor laid out
+        in C order (`reshape`'s rule; of a transposed one, a tensor of its own, where PyTorch
+        raises)."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Sequence)):
             raise TypeError(
                 f"view() takes a shape; einad does not reinterpret memory as another dtype "
@@ -622,17 +621,19 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Axes `start_dim` to `end_dim` merged into one, as PyTorch's; all of them by default
-        (numpy's ``flatten()``). A 0-d tensor gives shape ``(1,)``."""
+        (numpy's ``flatten()``). A 0-d tensor gives shape ``(1,)``. A tensor of its own, as
+        numpy's copy (not a view, as `reshape` and `ravel` are)."""
         shape = self.shape
         if not shape:
             normalize_axis(start_dim, 1, "start_dim")
             normalize_axis(end_dim, 1, "end_dim")
-            return self.reshape(1)
+            return _reshape(self, (1,), view=False)  # (a new tensor: its shape is new)
         s = normalize_axis(start_dim, len(shape), "start_dim")
         e = normalize_axis(end_dim, len(shape), "end_dim")
         if s > e:
             raise ValueError(f"flatten() has start_dim {start_dim} after end_dim {end_dim}")
-        return self.reshape((*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]))
+        out = _reshape(self, (*shape[:s], math.prod(shape[s : e + 1]), *shape[e + 1 :]), view=False)
+        return out.clone() if out is self else out  # (a copy, as numpy's, of the same shape too)
 
     def ravel(self, order: str = "C") -> Tensor:
         """The elements as a 1-D tensor, as numpy's ``ravel`` (``order="F"``: column by column)."""

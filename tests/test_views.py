@@ -1,7 +1,9 @@
 """Views, as numpy's: a Tensor read from another by basic indexing (``x[0]``, ``x[:, 1:]``,
-``for row in x``) writes through to it (``x[0][1] = v``, ``row *= 2``), eagerly and inside every
-transformation; advanced indexing and a full integer index give copies, as numpy's do. Each
-program runs on numpy arrays and on Tensors, and must leave the same values."""
+``for row in x``) or laid out anew (``x.T``, ``swapaxes``, ``moveaxis``, ``expand_dims``,
+``squeeze``, and ``reshape``/``ravel`` of a tensor in C order) writes through to it
+(``x[0][1] = v``, ``row *= 2``, ``x.T[0] = v``), eagerly and inside every transformation;
+advanced indexing, a full integer index, ``flatten`` and a reshape of a transpose give copies,
+as numpy's do. Each program runs on numpy arrays and on Tensors, and must leave the same values."""
 
 import gc
 
@@ -62,7 +64,48 @@ def copies(x):
         v += 1000.0  # a full integer index: numpy's scalar, a copy
 
 
-PROGRAMS = [chained, rows_scaled, row_named, added_at, view_of_view, base_written, copies]
+def transposed(x):
+    t = x.T  # a transpose: a view of every element
+    t[0] = -2.0  # (x's column 0)
+    t[1:, 2] += 5.0
+    x.swapaxes(0, 1)[3][1] = 11.0
+    np.transpose(x)[2, 0] *= 3.0  # (numpy's function on a Tensor: einad's, a view too)
+    x[None].mT[0, 1, 1] = 4.0  # a transpose of a view by indexing
+    np.moveaxis(x, 0, 1)[0, 2] -= 1.0
+
+
+def reshaped(x):
+    flat = x.reshape(-1)  # a reshape of an array laid out in C order: a view
+    flat[::5] = 0.5
+    x.ravel()[3] += 1.0
+    x.reshape(2, 6)[1] *= 2.0
+    np.expand_dims(x, 0)[0, 1, 1] = -7.0  # expand_dims and squeeze: views of any array
+    x.T[None].squeeze(0)[3, 0] = 6.0
+    x.T.reshape(-1)[0] = 123.0  # a reshape of a transpose: a copy (x stays)
+    x.flatten()[1] = 321.0  # flatten: a copy
+
+
+def layouts_written(x):
+    t, r = x.T, x.reshape(4, 3)
+    x[0, 1] = 70.0  # a write into the base reaches its transpose and its reshape,
+    x += 1.0
+    t[2, 1] = r[0, 0] * t[0, 0]  # and a write through either reaches the other
+    r[3] += t[1, 2]
+    t *= 0.5
+
+
+PROGRAMS = [
+    chained,
+    rows_scaled,
+    row_named,
+    added_at,
+    view_of_view,
+    base_written,
+    copies,
+    transposed,
+    reshaped,
+    layouts_written,
+]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)

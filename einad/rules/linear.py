@@ -19,7 +19,7 @@ import opt_einsum as oe
 from .. import arrays, cluster
 from ..aliases import Axis, DTypeLike, MemoryLimit, Path, Shape
 from ..arrays import asarray
-from ..core import ArrayLike, Primitive, Staged, Tensor, Value, bind, declare, export, ride_along
+from ..core import ArrayLike, Primitive, Staged, Tensor, Value, bind, declare, export, layout_view, ride_along
 from ..errors import EinsumError
 from ..slicing import check_limit
 from ..subscripts import (
@@ -289,8 +289,9 @@ def einsum(
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
-    """Permute axes (reverse them by default), as numpy.transpose."""
-    x = to_operand(x)
+    """Permute axes (reverse them by default), as numpy.transpose: of a Tensor, a view
+    (`core.layout_view`), which a write into reaches the Tensor, as numpy's."""
+    base, x = x, to_operand(x)
     nd = len(shape_of(x))
     if axes is None:
         perm = tuple(range(nd))[::-1]
@@ -299,12 +300,28 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
         if len(perm) != nd:
             raise ValueError(f"transpose: axes {axes!r} do not match an array of {nd} dimension(s)")
     s = _letters(nd)
-    return wrap(contract((s,), "".join(s[a] for a in perm), [x]))
+    out = wrap(contract((s,), "".join(s[a] for a in perm), [x]))
+    return layout_view(
+        out,
+        base,
+        lambda b: transpose(b, perm),
+        lambda r: transpose(r, _inverse(perm)),
+        ("transpose", perm),
+        nd < 2,
+    )
+
+
+def _inverse(perm: Sequence[int]) -> tuple[int, ...]:
+    """The permutation that undoes `perm`."""
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return tuple(inverse)
 
 
 def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
-    """Move axes to new positions (numpy.moveaxis), as a transpose einsum."""
-    x = to_operand(x)
+    """Move axes to new positions (numpy.moveaxis), as a transpose einsum (of a Tensor, a view)."""
+    base, x = x, to_operand(x)
     nd = len(shape_of(x))
     if source is None or destination is None:
         raise TypeError("moveaxis: source and destination must be integers or sequences of integers")
@@ -315,7 +332,7 @@ def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Seque
     order = [a for a in range(nd) if a not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return transpose(x, order)
+    return transpose(base, order)
 
 
 # -- tril and triu: linear primitives, each its own transpose ----------------------------------

@@ -26,7 +26,9 @@ from ..core import (
     Tensor,
     Value,
     bind,
+    contiguous,
     declare,
+    layout_view,
     mapped,
     ride_along,
     strip,
@@ -165,42 +167,54 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
     return shape
 
 
-def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
-    """The same elements in a new shape, as numpy.reshape (C order).
+def reshape(x: ArrayLike, shape: int | Sequence[int], *, view: bool = True) -> Tensor:
+    """The same elements in a new shape, as numpy.reshape (C order): of a Tensor laid out in C
+    order (`core.contiguous`), a view, which a write into reaches the Tensor, as numpy's;
+    ``view=False``: not a view (numpy's ``flatten``; of the same shape, `x` itself).
 
     One dimension of `shape` may be -1: it is inferred from the size.
 
     Raises:
         ValueError: If the size does not fit `shape`.
     """
-    x = to_array_operand(x)
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
+    return _reshaped(x, tuple(shape), view and contiguous(x))
+
+
+def _reshaped(x: ArrayLike, shape: Sequence[int], views: bool) -> Tensor:
+    """`x` in `shape`; a view of a Tensor `x` where `views` (`core.layout_view`): numpy's
+    reshape views an array laid out in C order, its squeeze and expand_dims any array."""
+    base, x = x, to_array_operand(x)
     xs = shape_of(x)
-    return wrap(reshape_raw(x, _resolve_shape(math.prod(xs), tuple(shape))))
+    out = wrap(reshape_raw(x, _resolve_shape(math.prod(xs), shape)))
+    if not views:
+        return out
+    new = out.shape
+    return layout_view(out, base, lambda b: reshape(b, new), lambda r: reshape(r, xs), ("reshape", new), True)
 
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
-    """Insert size-1 axes at the positions `axis`, as numpy.expand_dims."""
-    x = to_array_operand(x)
+    """Insert size-1 axes at the positions `axis`, as numpy.expand_dims (of a Tensor, a view)."""
+    base, x = x, to_array_operand(x)
     if axis is None:
         raise TypeError("expand_dims: axis must be an integer or a tuple of integers, not None")
     n = len(axis) if isinstance(axis, (list, tuple, range, np.ndarray)) else 1
     axes = normalize_axes(axis, len(shape_of(x)) + n)  # positions in the result
     rest = iter(shape_of(x))
-    return reshape(x, tuple(1 if a in axes else next(rest) for a in range(len(shape_of(x)) + n)))
+    return _reshaped(base, tuple(1 if a in axes else next(rest) for a in range(len(shape_of(x)) + n)), True)
 
 
 def squeeze(x: ArrayLike, axis: Axis = None) -> Tensor:
-    """Drop size-1 axes (those in `axis`, or all of them), as numpy.squeeze."""
-    x = to_array_operand(x)
+    """Drop size-1 axes (those in `axis`, or all of them), as numpy.squeeze (of a Tensor, a view)."""
+    base, x = x, to_array_operand(x)
     axes = normalize_axes(axis, len(shape_of(x)))
     if axis is None:
         axes = tuple(a for a in axes if shape_of(x)[a] == 1)
     for a in axes:
         if shape_of(x)[a] != 1:
             raise ValueError(f"squeeze: axis {a} has size {shape_of(x)[a]}, not 1")
-    return reshape(x, tuple(d for a, d in enumerate(shape_of(x)) if a not in axes))
+    return _reshaped(base, tuple(d for a, d in enumerate(shape_of(x)) if a not in axes), True)
 
 
 # -- astype ---------------------------------------------------------------------------------
