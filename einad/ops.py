@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import ArrayLike, Tensor, _unbox_bool, bind, exported, view
+from .core import ArrayLike, Tensor, _unbox_bool, bind, contiguous, exported, layout_view, view
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.indexing import IndexUpdate, argmax, argmin, argsort, repeat, sort, take
@@ -70,13 +70,23 @@ def conj(x: ArrayLike) -> Tensor:
 
 
 def real(x: ArrayLike) -> Tensor:
-    """The real part, as numpy.real (a real `x` is returned as it is); linear, differentiable."""
-    return wrap(elementwise.real(to_operand(x)))
+    """The real part, as numpy.real (a real `x` is returned as it is); linear, differentiable.
+    Of a Tensor, a view, as numpy's: ``z.real[i] = v`` sets the real parts of `z`'s elements."""
+    out = wrap(elementwise.real(to_operand(x)))
+    if type(x) is not Tensor:
+        return out
+    if dtype_of(x).kind != "c":  # (numpy's x.real of a real x: its own elements)
+        return layout_view(out, x, real, lambda r: r, ("real",), contiguous(x))
+    return layout_view(out, x, real, lambda r: r + 1j * imag(x), ("real",))
 
 
 def imag(x: ArrayLike) -> Tensor:
-    """The imaginary part, as numpy.imag (zeros for a real `x`); linear, differentiable."""
-    return wrap(elementwise.imag(to_operand(x)))
+    """The imaginary part, as numpy.imag (zeros for a real `x`); linear, differentiable.
+    Of a complex Tensor, a view, as numpy's: ``z.imag[i] = v`` sets the imaginary parts."""
+    out = wrap(elementwise.imag(to_operand(x)))
+    if type(x) is not Tensor or dtype_of(x).kind != "c":
+        return out
+    return layout_view(out, x, imag, lambda r: real(x) + 1j * r, ("imag",))
 
 
 def angle(z: ArrayLike, deg: bool = False) -> Tensor:
