@@ -1804,7 +1804,7 @@ def layout_view(
     """`t`, read from `base` by `look` (every element, laid out anew: a transpose, a reshape),
     made a view of `base` when `base` is a Tensor (`view`): a write into either is a write
     into both, as numpy's."""
-    return view(t, base, Layout(look, back, key, contiguous)) if type(base) is Tensor else t
+    return view(t, base, Layout(look, back, key, contiguous))
 
 
 def _read(base: Tensor, where: Any) -> Tensor:
@@ -1859,7 +1859,7 @@ def _forget(ref: _ViewRef) -> None:
                 del _bases[id(entry[1])]
 
 
-def view(t: Tensor, base: Tensor, index: Any) -> Tensor:
+def view(t: Tensor, base: Any, index: Any) -> Tensor:
     """`t`, read as ``base[index]`` (or by a `Layout` of `base`), made a view of `base` where
     numpy's ``base[index]`` is one (`_basic`; a layout's caller decides): as numpy's views, a
     write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a write into `base` too, so

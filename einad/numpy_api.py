@@ -24,6 +24,7 @@ from .aliases import Axis
 from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
 from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
+from .rules.indexing import combined
 from .util import dtype_of, shape_of, to_operand, wrap
 
 Function = Callable[..., Any]
@@ -91,7 +92,7 @@ def _at_of(ufunc: np.ufunc, call: Function) -> Function:
             if ufunc is np.add:
                 return place.add(b)  # (one scatter-add)
             if ufunc.nin == 2:  # the rounds of ``x.at[i].multiply(b)`` and the others, with this ufunc
-                return place._combine(b, lambda p, q: to_operand(call(wrap(p), wrap(q))))
+                return combined(place, b, lambda p, q: to_operand(call(wrap(p), wrap(q))))
             return place.apply(call)
 
         t._write(update, f"numpy.{name}")

@@ -852,31 +852,31 @@ class IndexedUpdate:
         """A copy of `x` with the elements at `index` multiplied by `v` (where an index repeats,
         by each of its values in turn, as ``numpy.multiply.at``); differentiable in `x` and `v`."""
         _check_hints(hints)
-        return self._combine(v, lambda a, b: apply2("multiply", a, b))
+        return combined(self, v, lambda a, b: apply2("multiply", a, b))
 
     def divide(self, v: ArrayLike, **hints: Any) -> Tensor:
         """A copy of `x` with the elements at `index` divided by `v` (in turn where an index
         repeats); the quotient is cast to `x`'s dtype, as JAX's."""
         _check_hints(hints)
-        return self._combine(v, lambda a, b: apply2("divide", a, b))
+        return combined(self, v, lambda a, b: apply2("divide", a, b))
 
     def power(self, v: ArrayLike, **hints: Any) -> Tensor:
         """A copy of `x` with the elements at `index` raised to the power `v` (in turn where an
         index repeats)."""
         _check_hints(hints)
-        return self._combine(v, lambda a, b: apply2("power", a, b))
+        return combined(self, v, lambda a, b: apply2("power", a, b))
 
     def min(self, v: ArrayLike, **hints: Any) -> Tensor:
         """A copy of `x` with each element at `index` replaced by its minimum with `v` (with all
         of its values where an index repeats); ties share the gradient, as `minimum`'s."""
         _check_hints(hints)
-        return self._combine(v, lambda a, b: apply2("minimum", a, b))
+        return combined(self, v, lambda a, b: apply2("minimum", a, b))
 
     def max(self, v: ArrayLike, **hints: Any) -> Tensor:
         """A copy of `x` with each element at `index` replaced by its maximum with `v` (with all
         of its values where an index repeats); ties share the gradient, as `maximum`'s."""
         _check_hints(hints)
-        return self._combine(v, lambda a, b: apply2("maximum", a, b))
+        return combined(self, v, lambda a, b: apply2("maximum", a, b))
 
     def apply(
         self,
@@ -889,31 +889,34 @@ class IndexedUpdate:
         if not callable(func):
             raise TypeError(f"x.at[...].apply takes a function, got {type(func).__name__}")
         x = to_array_operand(self._x)
-        return self._combine(zeros_scalar(x), lambda a, _: to_operand(func(wrap(a))))
+        return combined(self, zeros_scalar(x), lambda a, _: to_operand(func(wrap(a))))
 
-    def _combine(self, v: ArrayLike, op: Callable[[Value, Value], Value]) -> Tensor:
-        """``x[index] = op(x[index], v)``, one round for each time a place is named again (the
-        rounds write distinct places, so each is a gather, `op` and a write)."""
-        x, index, shape, v, idx = self._prepare(v)
-        dtype = dtype_of(x)
-        if idx is not None:
-            if any(shape_of(i) for i in idx) or _has_int_array(index):
-                raise TracerError(
-                    "x.at[index] with an index array computed inside einad.jit or mapped by vmap "
-                    "takes .set, .add and .get only (the places it writes twice are known only when "
-                    "it runs); compute the index outside the transformation"
-                )
-            new = astype(op(gather_raw(x, idx, index), v), dtype)
-            return wrap(_traced_set(x, index, shape, new, idx))
-        rounds = _write_rounds(shape, index)
-        if rounds is None:  # no place named twice: one round on the index as given
-            return wrap(_write(x, index, shape, astype(op(getitem_raw(x, index), v), dtype)))
-        flat, values = reshape_raw(x, (-1,)), reshape_raw(v, (-1,))
-        size = (math.prod(shape),)
-        for places, writes in rounds:
-            new = op(getitem_raw(flat, (places,)), getitem_raw(values, (writes,)))
-            flat = _write(flat, (places,), size, astype(new, dtype))
-        return wrap(reshape_raw(flat, shape))
+
+def combined(update: IndexedUpdate, v: ArrayLike, op: Callable[[Value, Value], Value]) -> Tensor:
+    """``x.at[index]`` (`update`) with ``x[index] = op(x[index], v)``, one round for each time a
+    place is named again (the rounds write distinct places, so each is a gather, `op` and a
+    write): the updates ``multiply`` to ``apply`` are this with one elementwise `op`, and so
+    is numpy's ``ufunc.at`` with any binary ufunc (`numpy_api`)."""
+    x, index, shape, v, idx = update._prepare(v)
+    dtype = dtype_of(x)
+    if idx is not None:
+        if any(shape_of(i) for i in idx) or _has_int_array(index):
+            raise TracerError(
+                "x.at[index] with an index array computed inside einad.jit or mapped by vmap "
+                "takes .set, .add and .get only (the places it writes twice are known only when "
+                "it runs); compute the index outside the transformation"
+            )
+        new = astype(op(gather_raw(x, idx, index), v), dtype)
+        return wrap(_traced_set(x, index, shape, new, idx))
+    rounds = _write_rounds(shape, index)
+    if rounds is None:  # no place named twice: one round on the index as given
+        return wrap(_write(x, index, shape, astype(op(getitem_raw(x, index), v), dtype)))
+    flat, values = reshape_raw(x, (-1,)), reshape_raw(v, (-1,))
+    size = (math.prod(shape),)
+    for places, writes in rounds:
+        new = op(getitem_raw(flat, (places,)), getitem_raw(values, (writes,)))
+        flat = _write(flat, (places,), size, astype(new, dtype))
+    return wrap(reshape_raw(flat, shape))
 
 
 def _write_rounds(shape: Shape, index: Any) -> list[tuple[Array, Array]] | None:
