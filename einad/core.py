@@ -47,6 +47,7 @@ from . import arrays
 from .aliases import Array, Axis, DTypeLike, Shape
 from .arrays import np_dtype, to_numpy
 from .errors import UNKNOWN_SIZES, TracerError, unknown_sizes
+from .strides import Strides, c_strides, indexed, is_c_contiguous
 
 _levels = itertools.count(1)
 _node_seq = itertools.count()  # `next` is atomic: safe across threads
@@ -1766,31 +1767,38 @@ weak reference to the view, which drops its entry when it goes, its base, the in
 
 class Layout:
     """How a view holds every element of its base in another layout (numpy's views by
-    transpose, reshape, squeeze, expand_dims): `look` reads the view from the base, `back` lays a
-    value of the view's shape out as the base's (`look`'s inverse); `key` names the two, for a
-    comparison (``x.T[...] += v``)."""
+    transpose, reshape, squeeze, expand_dims, a complex part): `look` reads the view from the
+    base, `back` lays a value of the view's shape out as the base's (`look`'s inverse); `key`
+    names the two, for a comparison (``x.T[...] += v``); `strides` gives the view's strides from
+    the base's, as numpy's view would have them (`einad.strides`)."""
 
-    __slots__ = ("back", "contiguous", "key", "look")
+    __slots__ = ("back", "key", "look", "strides")
 
     def __init__(
-        self, look: Callable[[Tensor], Tensor], back: Callable[[Tensor], Tensor], key: Any, contiguous: bool
+        self,
+        look: Callable[[Tensor], Tensor],
+        back: Callable[[Tensor], Tensor],
+        key: Any,
+        strides: Callable[[Strides], Strides],
     ) -> None:
-        self.look, self.back, self.key = look, back, key
-        self.contiguous = contiguous  # (it keeps the base's element order: a reshape's)
+        self.look, self.back, self.key, self.strides = look, back, key, strides
+
+
+def strides_of(t: Any) -> Strides:
+    """`t`'s strides, in elements, as numpy would lay out the view `t` is (by indexing, a
+    `Layout`, and so on through its base), every Tensor of its own taken to lie in C order."""
+    seen = _views.get(id(t))
+    if seen is None:
+        return c_strides(t.shape)
+    _, base, where, _ = seen
+    s = strides_of(base)
+    return where.strides(s) if type(where) is Layout else indexed(base.shape, s, where)
 
 
 def contiguous(t: Any) -> bool:
-    """Whether `t` lies in C order as far as einad's views tell (numpy's reshape is a view of
-    such an array only): a tensor of its own, or a reshape of one; not a transpose, nor a view
-    by indexing (numpy's `x[0]` is contiguous, einad's is taken as not)."""
-    while True:
-        seen = _views.get(id(t))
-        if seen is None:
-            return True
-        where = seen[2]
-        if type(where) is not Layout or not where.contiguous:
-            return False
-        t = seen[1]
+    """Whether `t` lies in C order as far as einad's views tell (`strides_of`): numpy's ravel is
+    a view of such an array only."""
+    return _views.get(id(t)) is None or is_c_contiguous(t.shape, strides_of(t))
 
 
 def layout_view(
@@ -1799,12 +1807,12 @@ def layout_view(
     look: Callable[[Tensor], Tensor],
     back: Callable[[Tensor], Tensor],
     key: Any,
-    contiguous: bool = False,
+    strides: Callable[[Strides], Strides],
 ) -> Tensor:
     """`t`, read from `base` by `look` (every element, laid out anew: a transpose, a reshape),
     made a view of `base` when `base` is a Tensor (`view`): a write into either is a write
-    into both, as numpy's."""
-    return view(t, base, Layout(look, back, key, contiguous))
+    into both, as numpy's. `strides`: the view's strides from the base's (`Layout`)."""
+    return view(t, base, Layout(look, back, key, strides))
 
 
 def _read(base: Tensor, where: Any) -> Tensor:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .aliases import Axis, DTypeLike
-from .core import ArrayLike, Tensor, _unbox_bool, bind, contiguous, exported, layout_view, view
+from .core import ArrayLike, Tensor, _unbox_bool, bind, exported, layout_view, view
 from .rules import elementwise
 from .rules.elementwise import PRIMITIVES, TABLE, public
 from .rules.indexing import IndexUpdate, argmax, argmin, argsort, repeat, sort, take
@@ -42,9 +42,11 @@ from .rules.reductions import (
     var,
 )
 from .rules.shape import astype, astype_p, expand_dims, flip, getitem, squeeze
+from .rules.shape import ravel as _ravel
 from .rules.shape import reshape as _reshape
 from .rules.shape import stop_gradient as _stop_gradient
 from .rules.structural import broadcast_to, concatenate, split, stack, where
+from .strides import Strides
 from .util import dtype_of, normalize_axis, to_operand, wrap
 
 # One public function per entry of the elementwise table (`ea.exp`, `ea.add`, ...): adding an
@@ -76,8 +78,8 @@ def real(x: ArrayLike) -> Tensor:
     if type(x) is not Tensor:
         return out
     if dtype_of(x).kind != "c":  # (numpy's x.real of a real x: its own elements)
-        return layout_view(out, x, real, lambda r: r, ("real",), contiguous(x))
-    return layout_view(out, x, real, lambda r: r + 1j * imag(x), ("real",))
+        return layout_view(out, x, real, lambda r: r, ("real",), lambda strides: strides)
+    return layout_view(out, x, real, lambda r: r + 1j * imag(x), ("real",), _part)
 
 
 def imag(x: ArrayLike) -> Tensor:
@@ -86,7 +88,13 @@ def imag(x: ArrayLike) -> Tensor:
     out = wrap(elementwise.imag(to_operand(x)))
     if type(x) is not Tensor or dtype_of(x).kind != "c":
         return out
-    return layout_view(out, x, imag, lambda r: real(x) + 1j * r, ("imag",))
+    return layout_view(out, x, imag, lambda r: real(x) + 1j * r, ("imag",), _part)
+
+
+def _part(strides: Strides) -> Strides:
+    """The strides of a complex array's real or imaginary part, in elements of the part's dtype
+    (half the complex one's: numpy's ``z.real`` steps over the imaginary parts)."""
+    return tuple([2 * s for s in strides])
 
 
 def angle(z: ArrayLike, deg: bool = False) -> Tensor:
@@ -126,8 +134,13 @@ def reshape(x: ArrayLike, shape: int | Sequence[int], order: str = "C") -> Tenso
 
 
 def ravel(x: ArrayLike, order: str = "C") -> Tensor:
-    """The elements as a 1-D Tensor, as numpy.ravel (``order="F"``: column by column)."""
-    return reshape(x, -1, order)
+    """The elements as a 1-D Tensor, as numpy.ravel (``order="F"``: column by column): of a
+    Tensor that lies in that order, a view (numpy's rule; `rules.shape.ravel`)."""
+    if order == "C":
+        return _ravel(x)
+    if order == "F":
+        return _ravel(transpose(x))
+    return reshape(x, -1, order)  # (its message for another order)
 
 
 def stop_gradient(x: ArrayLike) -> Tensor:
@@ -647,7 +660,7 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     def ravel(self, order: str = "C") -> Tensor:
         """The elements as a 1-D tensor, as numpy's ``ravel`` (``order="F"``: column by column)."""
-        return self.reshape(-1, order=order)
+        return ravel(self, order)
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
         """Axes `axis1` and `axis2` interchanged, as numpy's (and PyTorch's) ``swapaxes``."""

@@ -1,11 +1,13 @@
 """Views, as numpy's: a Tensor read from another by basic indexing (``x[0]``, ``x[:, 1:]``,
 ``for row in x``) or laid out anew (``x.T``, ``swapaxes``, ``moveaxis``, ``expand_dims``,
-``squeeze``, and ``reshape``/``ravel`` of a tensor in C order) writes through to it
-(``x[0][1] = v``, ``row *= 2``, ``x.T[0] = v``), eagerly and inside every transformation;
-advanced indexing, a full integer index, ``flatten`` and a reshape of a transpose give copies,
+``squeeze``, and ``reshape``/``ravel`` where numpy's are views: by the strides numpy would give
+the view) writes through to it (``x[0][1] = v``, ``row *= 2``, ``x.T[0] = v``,
+``x[0].reshape(-1)[1] = v``), eagerly and inside every transformation; advanced indexing, a full
+integer index, ``flatten``, a reshape of a transpose and a ravel of a strided view give copies,
 as numpy's do. Each program runs on numpy arrays and on Tensors, and must leave the same values."""
 
 import gc
+import math
 
 import numpy as np
 import pytest
@@ -85,6 +87,18 @@ def reshaped(x):
     x.flatten()[1] = 321.0  # flatten: a copy
 
 
+def views_reshaped(x):
+    x[0].reshape(2, 2)[1] = -3.0  # a reshape of a row: numpy's is a view
+    x.T.T.ravel()[5] = 9.0  # transposed back: C order again, a view
+    x[:, ::2].reshape(-1)[0] += 4.0  # strided, yet its rows merge: numpy's reshape views it
+    x[:, ::2].ravel()[1] = 100.0  # ravel views C order only: a copy (x stays)
+    x[1:].T.reshape(-1)[0] = 55.0  # a copy
+    x[None, 2].reshape(2, 2)[0] *= 2.0
+    np.ravel(x[1])[3] = 31.0
+    x.T[1:3].T.reshape(6)[::4] = 0.25  # (columns 1-2: rows of 2 elements, 4 apart: a copy)
+    x[:, 1:3].reshape(3, 2, 1).squeeze(-1)[2] = -8.0  # (a copy of the same; squeeze: a view of it)
+
+
 def layouts_written(x):
     t, r = x.T, x.reshape(4, 3)
     x[0, 1] = 70.0  # a write into the base reaches its transpose and its reshape,
@@ -104,6 +118,7 @@ PROGRAMS = [
     copies,
     transposed,
     reshaped,
+    views_reshaped,
     layouts_written,
 ]
 
@@ -347,6 +362,72 @@ def test_random_programs_of_writes_leave_numpys_values_and_differentiate(steps):
     g = ea.grad(loss)(start)
     assert_close(ea.jit(ea.grad(loss))(start), g)
     assert_close(ea.vmap(ea.grad(loss))(np.stack([start, -start])), np.stack([g, ea.grad(loss)(-start)]))
+
+
+@st.composite
+def view_chains(draw):
+    """Steps that each take a view of the last (numpy's view or copy, by numpy's rules): basic
+    indices, transposes, reshapes into random shapes of the same size, ravel in C and F order,
+    expand_dims and squeeze; each step a function of the array so far."""
+    shape, steps = (2, 3, 4), []
+    kinds = st.sampled_from(["index", "transpose", "reshape", "ravel", "ravel F", "expand", "squeeze"])
+    slices = [slice(None), slice(None, None, 2), slice(1, None), slice(None, None, -1)]
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(kinds)
+        if kind == "index":
+            items = [draw(st.sampled_from(slices + [0] * (d > 0))) for d in shape]
+            if items and all(type(i) is int for i in items):
+                items[-1] = slice(None)  # (an integer for every axis: numpy's scalar)
+            if draw(st.booleans()):
+                items.insert(draw(st.integers(0, len(items))), None)
+            index = tuple(items)
+            steps.append(lambda a, index=index: a[index])
+            shape = np.empty(shape)[index].shape
+        elif kind == "transpose":
+            perm = tuple(draw(st.permutations(range(len(shape)))))
+            steps.append(lambda a, perm=perm: a.transpose(perm))
+            shape = tuple(shape[p] for p in perm)
+        elif kind == "reshape":
+            size, new = math.prod(shape), []
+            for _ in range(draw(st.integers(0, 3))):
+                d = draw(st.sampled_from([k for k in range(1, size + 1) if size % k == 0] or [1]))
+                new.append(d)
+                size //= d if d else 1
+            new.append(size)
+            new = tuple(new)
+            steps.append(lambda a, new=new: a.reshape(new))
+            shape = new
+        elif kind in ("ravel", "ravel F"):
+            order = "F" if kind == "ravel F" else "C"
+            steps.append(lambda a, order=order: a.ravel(order))
+            shape = (math.prod(shape),)
+        elif kind == "expand":
+            axis = draw(st.integers(0, len(shape)))
+            steps.append(lambda a, axis=axis: np.expand_dims(a, axis))
+            shape = shape[:axis] + (1,) + shape[axis:]
+        elif 1 in shape:
+            steps.append(lambda a: a.squeeze())
+            shape = tuple(d for d in shape if d != 1)
+    return steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(view_chains())
+def test_chains_of_views_share_elements_as_numpys_do(steps):
+    """A chain of views and reshapes is a view or a copy as numpy's is: a write into its end
+    reaches the base exactly where numpy's does, and a write into the base reaches its end."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+    t = ea.tensor(x.copy())
+    v, w = x, t
+    for step in steps:
+        v, w = step(v), step(w)
+        np.testing.assert_array_equal(w.numpy(), v)
+    v[...] = -1.0 - np.arange(v.size).reshape(v.shape)
+    w[...] = -1.0 - np.arange(v.size).reshape(v.shape)
+    np.testing.assert_array_equal(t.numpy(), x)
+    x += 100.0
+    t += 100.0
+    np.testing.assert_array_equal(w.numpy(), v)
 
 
 def test_an_update_in_place_is_seen_by_every_name_inside_a_transformation_as_eagerly():

@@ -307,7 +307,7 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
         lambda b: transpose(b, perm),
         lambda r: transpose(r, _inverse(perm)),
         ("transpose", perm),
-        nd < 2,
+        lambda strides: tuple([strides[a] for a in perm]),
     )
 
 

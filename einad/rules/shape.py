@@ -31,9 +31,11 @@ from ..core import (
     layout_view,
     mapped,
     ride_along,
+    strides_of,
     strip,
 )
 from ..errors import TracerError
+from ..strides import Strides, reshaped
 from ..util import (
     dtype_of,
     integer,
@@ -168,8 +170,9 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
 
 
 def reshape(x: ArrayLike, shape: int | Sequence[int], *, view: bool = True) -> Tensor:
-    """The same elements in a new shape, as numpy.reshape (C order): of a Tensor laid out in C
-    order (`core.contiguous`), a view, which a write into reaches the Tensor, as numpy's;
+    """The same elements in a new shape, as numpy.reshape (C order): of a Tensor, a view, which
+    a write into reaches the Tensor, where numpy's reshape is one (by the strides numpy would
+    give the Tensor, `core.strides_of`: a tensor of its own, ``x[0]``, ``x.T.T``; not ``x.T``);
     ``view=False``: not a view (numpy's ``flatten``; of the same shape, `x` itself).
 
     One dimension of `shape` may be -1: it is inferred from the size.
@@ -179,19 +182,37 @@ def reshape(x: ArrayLike, shape: int | Sequence[int], *, view: bool = True) -> T
     """
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
-    return _reshaped(x, tuple(shape), view and contiguous(x))
+    new = _resolve_shape(math.prod(shape_of(x)), tuple(shape))
+    views = view and (
+        type(x) is not Tensor or contiguous(x) or reshaped(x.shape, strides_of(x), new) is not None
+    )
+    return _reshaped(x, new, views)
 
 
-def _reshaped(x: ArrayLike, shape: Sequence[int], views: bool) -> Tensor:
-    """`x` in `shape`; a view of a Tensor `x` where `views` (`core.layout_view`): numpy's
-    reshape views an array laid out in C order, its squeeze and expand_dims any array."""
+def ravel(x: ArrayLike) -> Tensor:
+    """The elements as a 1-D Tensor in C order, as numpy.ravel: of a Tensor that lies in C
+    order (`core.contiguous`), a view; else a tensor of its own (where numpy's
+    ``reshape(-1)`` may still be a view: ``x[:, ::2]``)."""
+    return _reshaped(x, (math.prod(shape_of(x)),), type(x) is not Tensor or contiguous(x))
+
+
+def _reshaped(x: ArrayLike, new: Shape, views: bool) -> Tensor:
+    """`x` in the shape `new` (of `x`'s size, no -1); a view of a Tensor `x` where `views`
+    (`core.layout_view`): numpy's reshape views an array whose strides allow it, its squeeze
+    and expand_dims any array."""
     base, x = x, to_array_operand(x)
     xs = shape_of(x)
-    out = wrap(reshape_raw(x, _resolve_shape(math.prod(xs), shape)))
+    out = wrap(reshape_raw(x, new))
     if not views:
         return out
-    new = out.shape
-    return layout_view(out, base, lambda b: reshape(b, new), lambda r: reshape(r, xs), ("reshape", new), True)
+
+    def strides(s: Strides) -> Strides:
+        placed = reshaped(xs, s, new)
+        assert placed is not None, "a reshape is a view only where numpy's is"
+        return placed
+
+    look, back = (lambda b: reshape(b, new)), (lambda r: reshape(r, xs))
+    return layout_view(out, base, look, back, ("reshape", new), strides)
 
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:

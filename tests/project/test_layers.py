@@ -30,7 +30,7 @@ PACKAGE = pathlib.Path(einad.__file__).parent
 
 # Each layer's modules, in their order within the layer.
 LAYERS: dict[str, list[str]] = {
-    "helpers": ["einad.aliases", "einad.errors", "einad.subscripts", "einad.pytree"],
+    "helpers": ["einad.aliases", "einad.errors", "einad.subscripts", "einad.pytree", "einad.strides"],
     "executor": [
         "einad.arrays",
         "einad.memory",
