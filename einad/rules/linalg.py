@@ -327,14 +327,15 @@ def _zeros(like: Any, shape: Shape, dtype: np.dtype[Any]) -> Any:
     return arrays.zeros(_base(like), tuple(shape), dtype)
 
 
-def _solve(a: Any, b: Any) -> Any:
-    """``a⁻¹ b`` for a matrix right-hand side (the solve primitive)."""
-    return bind(solve_p, (a, b), {})
+def _solve(a: Any, b: Any, factor: str = "") -> Any:
+    """``a⁻¹ b`` for a matrix right-hand side (the solve primitive); `factor`: the decomposition
+    whose derivative solves with its triangular factor `a` (named where `a` is singular)."""
+    return bind(solve_p, (a, b), {"factor": factor})
 
 
-def _rsolve(x: Any, r: Any) -> Any:
+def _rsolve(x: Any, r: Any, factor: str = "") -> Any:
     """``x r⁻¹``, by a solve with the transposes."""
-    return _mT(_solve(_mT(r), _mT(x)))
+    return _mT(_solve(_mT(r), _mT(x), factor))
 
 
 def _inv(a: Any) -> Any:
@@ -514,12 +515,12 @@ def _solve_jvp(ts: list[Any], x: Any, vals: Sequence[Any], p: Params) -> Any:
     a, _ = vals
     ta, tb = ts
     rhs = tb if ta is None else (-_mm(ta, x) if tb is None else _sub(tb, _mm(ta, x)))
-    return _solve(a, rhs)  # dx = A⁻¹ (db - dA x)
+    return _solve(a, rhs, p["factor"])  # dx = A⁻¹ (db - dA x)
 
 
 def _solve_vjp(g: Any, x: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     a, b = vals
-    gb = _solve(_mT(a), g)  # A⁻ᵀ g
+    gb = _solve(_mT(a), g, p["factor"])  # A⁻ᵀ g
     return [_like(-_mm(gb, _mT(x)), a) if needed[0] else None, _like(gb, b) if needed[1] else None]
 
 
@@ -541,13 +542,30 @@ def _solve_batch(prim: Primitive, vals: list[Any], batched: list[bool], params: 
     return contract((batch + i + z + j,), s, [x])
 
 
-def _solve_impl(a: Any, b: Any) -> Any:
-    """a (..., n, n), b (..., n, k) with the same batch axes (the public `solve` broadcasts)."""
+def _solve_impl(a: Any, b: Any, factor: str = "") -> Any:
+    """a (..., n, n), b (..., n, k) with the same batch axes (the public `solve` broadcasts).
+
+    `factor` names the decomposition whose derivative divides by its triangular factor (qr's
+    R, cholesky's L, lu's L and U): where that factor is singular (a zero on its diagonal: a
+    rank-deficient qr, an lu of a singular matrix) the derivative is undefined, and the error
+    says so. (JAX's and PyTorch's triangular solves return infinities and NaNs there, and
+    finite values beside them that central differences disagree with: quimb's MPO applied
+    with ``compress=True``, tests/rules/test_linalg.py.)"""
     xp = arrays.namespace(a, b)
     if xp is np:
-        return np.linalg.solve(a, b)
+        try:
+            return np.linalg.solve(a, b)
+        except np.linalg.LinAlgError:
+            if not factor:
+                raise
+        raise np.linalg.LinAlgError(
+            f"the derivative of {factor} is undefined here: it divides by a triangular factor with a "
+            f"zero on its diagonal (a rank-deficient or singular matrix); perturb the input or "
+            f"keep the derivative away from it (ea.stop_gradient)"
+        ) from None
     if _is_dask(a) or _is_dask(b):
-        return _on_blocks(_solve_impl, [a, b], shape_of(b)[-2:], np.result_type(dtype_of(a), dtype_of(b)))
+        dtype = np.result_type(dtype_of(a), dtype_of(b))
+        return _on_blocks(_solve_impl, [a, b], shape_of(b)[-2:], dtype, factor=factor)
     return _call(xp, "solve", a, b)  # b has 2 or more axes: the standard's stack of matrices
 
 
@@ -823,14 +841,14 @@ slogdet_p = declare(
 
 def _cholesky_jvp(ts: list[Any], chol: Any, vals: Sequence[Any], p: Params) -> Any:
     ds = _hermitian_part(ts[0], lower=True)
-    x = _solve(chol, _mH(_solve(chol, ds)))  # L⁻¹ dS L⁻ᴴ (dS is Hermitian)
+    x = _solve(chol, _mH(_solve(chol, ds, "cholesky")), "cholesky")  # L⁻¹ dS L⁻ᴴ (dS is Hermitian)
     return _mm(chol, x * _mask(x, True, 0.5))
 
 
 def _cholesky_vjp(g: Any, chol: Any, vals: Sequence[Any], p: Params, needed: list[bool]) -> list[Any]:
     g = conj(g)
     phi = _mm(_mH(chol), g) * _mask(g, True, 0.5)
-    p_ = _rsolve(_solve(_mH(chol), phi), chol)  # L⁻ᴴ Φ(Lᴴ Ḡ) L⁻¹
+    p_ = _rsolve(_solve(_mH(chol), phi, "cholesky"), chol, "cholesky")  # L⁻ᴴ Φ(Lᴴ Ḡ) L⁻¹
     return [conj(_hermitian_part_vjp(p_, lower=True))]
 
 
@@ -1067,7 +1085,7 @@ def _qr_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     k = min(m, n)
     q, r = _qr_parts(ans, vals, p)
     q1, r1 = _cols(q, 0, k), _rows(_cols(r, 0, k), 0, k)
-    dx_r = _rsolve(_cols(da, 0, k), r1)  # dX R₁⁻¹
+    dx_r = _rsolve(_cols(da, 0, k), r1, "qr")  # dX R₁⁻¹
     c = _mm(_mH(q1), dx_r)
     om = _omega(c)
     dq = _sub(dx_r, _mm(q1, c - om))
@@ -1101,7 +1119,7 @@ def _qr_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     mm = _sub(_mm(g_r1, _mH(r1)), _mm(_mH(q1), g_q1))
     upper = mm * _mask(mm, False, 0.0)
     sym = upper + _mH(upper) + real(mm) * _eye(mm)  # Re diag(M) on the diagonal
-    ga = _rsolve(_add(g_q1, _mm(q1, sym)), _mH(r1))  # (Q̄ + Q sym(M)) R₁⁻ᴴ
+    ga = _rsolve(_add(g_q1, _mm(q1, sym)), _mH(r1), "qr")  # (Q̄ + Q sym(M)) R₁⁻ᴴ
     if n > m:
         ga = bind(concat_p, [ga, _mm(q1, g_r2)], {"axis": len(shape_of(ga)) - 1})
     return [_like(conj(ga), a)]
@@ -1316,7 +1334,7 @@ def _lu_jvp(ts: list[Any], ans: Any, vals: Sequence[Any], p: Params) -> Any:
     perm, lower, upper = _lu_parts(ans, a)
     l_sq, u_sq = _lu_square(lower, upper)
     x = _mm(_mT(perm), astype(ts[0], dtype_of(a)))  # Pᵀ dA
-    mm = _rsolve(_solve(l_sq, x), u_sq)  # L̂⁻¹ Pᵀ dA Û⁻¹
+    mm = _rsolve(_solve(l_sq, x, "lu"), u_sq, "lu")  # L̂⁻¹ Pᵀ dA Û⁻¹
     dl = _cols(_mm(l_sq, _mul(mm, _tri(mm, m, n, -1))), 0, k)
     du = _rows(_mm(_sub(mm, _mul(mm, _tri(mm, m, n, -1))), u_sq), 0, k)
     batch = shape_of(a)[:-2]
@@ -1339,7 +1357,7 @@ def _lu_vjp(g: Any, ans: Any, vals: Sequence[Any], p: Params, needed: list[bool]
     low = _tri(g_l, m, n, -1)  # tril₋₁ and triu are masks: each its own transpose
     g_upper = _mm(g_u, _mT(u_sq))
     g_m = _add(_mul(_mm(_mT(l_sq), g_l), low), _sub(g_upper, _mul(g_upper, low)))
-    g_x = _rsolve(_solve(_mT(l_sq), g_m), _mT(u_sq))  # L̂⁻ᵀ G_M Û⁻ᵀ
+    g_x = _rsolve(_solve(_mT(l_sq), g_m, "lu"), _mT(u_sq), "lu")  # L̂⁻ᵀ G_M Û⁻ᵀ
     return [_like(_mm(perm, g_x), a)]
 
 
@@ -1420,7 +1438,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
     batch = tuple(np.broadcast_shapes(shape_of(x)[:-2], shape_of(y)[:-2]))
     x = broadcast_raw(x, batch + (n, n))
     y = broadcast_raw(y, batch + shape_of(y)[-2:])
-    out = bind(solve_p, (x, y), {})
+    out = bind(solve_p, (x, y), {"factor": ""})
     return wrap(reshape_raw(out, batch + (n,)) if vector else out)
 
 

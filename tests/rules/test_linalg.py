@@ -1444,6 +1444,32 @@ def test_expm_closed_forms():
     assert_close(ea.grad(lambda a: ea.trace(L.expm(a)))(a), _scipy_expm(a).T, rtol=1e-9)
 
 
+def test_a_derivative_through_a_singular_triangular_factor_says_it_is_undefined():
+    """qr of a matrix with a zero column (R has a zero on its diagonal) and lu of a singular
+    matrix (so has U): their values are fine, their derivatives divide by that zero. The error
+    names the decomposition, eagerly, under jit and in forward mode; a singular ``solve`` keeps
+    numpy's own error."""
+    a = np.array([[3.0, 0.0], [4.0, 0.0]])
+    w = np.array([[1.0, 2.0], [3.0, 4.0]])
+    qr_loss = lambda a: ea.sum(L.qr(a)[0] * w)
+    assert np.isfinite(qr_loss(a).item())
+    undefined = pytest.raises(np.linalg.LinAlgError, match="derivative of qr is undefined")
+    with undefined:
+        ea.grad(qr_loss)(a)
+    with undefined:
+        ea.jit(ea.grad(qr_loss))(a)
+    with undefined:
+        ea.jvp(qr_loss, (a,), (np.ones_like(a),))
+    pytest.importorskip("scipy.linalg", reason="lu needs scipy")
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(np.linalg.LinAlgError, match="derivative of lu is undefined"):
+        ea.grad(lambda a: ea.sum(L.lu(a)[2] * w))(singular)
+    with pytest.raises(np.linalg.LinAlgError, match="^Singular matrix$"):
+        L.solve(singular, np.ones(2))
+    # a nearly singular factor is numpy's business: large finite derivatives, as JAX's
+    assert np.all(np.isfinite(ea.grad(qr_loss)(a + np.array([[0.0, 1e-9], [0.0, 0.0]]))))
+
+
 NEW_SECOND = {
     "eig": lambda a: ea.sum(ea.real(L.eigvals(a) ** 3)) + ea.sum(ea.abs(L.eig(a)[1]) * C4),
     "pinv": lambda a: ea.sum(L.pinv(a[:, :3]) ** 2),

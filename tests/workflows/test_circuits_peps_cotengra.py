@@ -178,6 +178,31 @@ def test_mps_canonize_and_compress_inside_grad(dtype):
     assert ea.gradcheck(lambda a: compressed_overlap(_einad(a), ea), arrays, directions=1)
 
 
+def mpo_applied(arrays, dtype):
+    """The Heisenberg MPO applied to the MPS, compressed back to the MPS's bond (quimb's
+    canonize, QR by QR, then its SVD truncation), and the result's norm. Its bonds after the
+    MPO are 5 times the MPS's, more than the rank at the chain's ends: exact zeros on the
+    diagonal of a QR's R, by which the QR's derivative divides."""
+    psi = qtn.MatrixProductState(list(arrays), shape="lrp")
+    mpo = qtn.MPO_ham_heis(L_SITES)
+    mpo.apply_to_arrays(lambda a: a.astype(dtype))
+    phi = mpo.apply(psi, compress=True, max_bond=BOND)
+    return ea.real(phi.H @ phi)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_an_mpo_applied_and_compressed_has_no_gradient_and_says_why(dtype):
+    """A rank-deficient QR inside the gradient: its derivative is undefined, and the error says
+    so (numpy's was "Singular matrix" from inside the sweep). JAX and PyTorch return NaNs for
+    the first site and finite gradients for the others that central differences disagree with
+    (float64: a directional derivative of -4.01 in JAX and -2.96 in PyTorch, against -3.31 by central
+    differences)."""
+    arrays = _mps_arrays(dtype)
+    assert np.isfinite(mpo_applied([ea.tensor(a) for a in arrays], dtype).item())  # (the value is fine)
+    with pytest.raises(np.linalg.LinAlgError, match="derivative of qr is undefined"):
+        ea.grad(lambda a: mpo_applied(a, dtype))(arrays)
+
+
 # -- PEPS norm and sliced cotengra contractions under jit(grad) ------------------------------------
 
 
