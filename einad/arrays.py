@@ -76,6 +76,8 @@ def library(x: Any) -> str:
 def _foreign_namespace(t: type, x: Any) -> ModuleType:
     xp = _namespaces.get(t)
     if xp is None:
+        if isinstance(x, np.ndarray):  # a subclass of numpy's (quimb's qarray, np.matrix)
+            return np
         if hasattr(x, "concrete"):  # a value staged by `ea.jit`: the library of what it stands for
             return xp_of(x.concrete)
         if hasattr(x, "__array_namespace__") and library(x) == "array_api_strict":

@@ -59,7 +59,8 @@ def to_operand(x: ArrayLike) -> Value:
     if isinstance(x, np.ndarray):
         if x.dtype.kind not in "biufc":
             raise TypeError(f"einad works on numeric arrays; got an array of dtype {x.dtype}")
-        return x
+        # a subclass (quimb's qarray, np.matrix) as a plain ndarray, as np.asarray gives it
+        return x if type(x) is np.ndarray else x.view(np.ndarray)
     if type(x) in _foreign_types:  # another library's array, of a type seen before
         # (a torch tensor's own requires_grad: einad differentiates; torch would record einad's ops)
         return arrays.detached(x)  # type: ignore[no-any-return]

@@ -341,6 +341,35 @@ def test_a_numpy_tensor_refuses_a_gradient_of_another_library(lib):
         x.grad = lib.asarray(np.ones(2))
 
 
+class Marked(np.ndarray):
+    """A subclass of numpy's array, as quimb's qarray (its dense operators) is."""
+
+
+def test_a_subclass_of_numpys_array_is_a_numpy_array():
+    """In every position of every kind of operation, eagerly and traced: einad computes on it as
+    on the plain array (np.asarray's view), and its Tensors hold plain arrays."""
+    a = np.array([[1.0, -2.0], [0.5, 3.0]])
+    m = a.copy().view(Marked)
+    x = np.array([[0.3, 0.7], [-1.1, 0.2]])
+    for got, want in [
+        (ea.exp(m), np.exp(a)),
+        (ea.conj(m * 1j), np.conj(a * 1j)),
+        (ea.tensor(x) * m, x * a),
+        (m * ea.tensor(x), x * a),  # (numpy's operator, then Tensor.__array_ufunc__)
+        (-1j * ea.tensor(0.5) * m, -0.5j * a),
+        (ea.einsum("ij,jk->ik", m, ea.tensor(x)), a @ x),
+        (ea.sum(m, axis=0), a.sum(axis=0)),
+        (ea.linalg.inv(m), np.linalg.inv(a)),
+    ]:
+        assert type(got) is ea.Tensor and type(got.numpy()) is np.ndarray
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-14)
+    loss = lambda v: ea.sum(ea.real(ea.exp(1j * v * m)) * v)
+    plain = lambda v: ea.sum(ea.real(ea.exp(1j * v * a)) * v)
+    assert_close(ea.grad(loss)(x), ea.grad(plain)(x))
+    assert_close(ea.jit(ea.grad(loss))(x), ea.grad(loss)(x))
+    assert ea.gradcheck(loss, x)
+
+
 def test_numbers_and_lists_become_arrays_of_the_tensors_library(lib):
     x = ea.tensor(lib.asarray(np.array([1.0, 2.0], dtype=np.float32)), requires_grad=True)
     x.grad = [1, 2]

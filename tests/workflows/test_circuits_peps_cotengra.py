@@ -178,6 +178,26 @@ def test_mps_canonize_and_compress_inside_grad(dtype):
     assert ea.gradcheck(lambda a: compressed_overlap(_einad(a), ea), arrays, directions=1)
 
 
+def evolved_magnetization(theta):
+    """A Trotter step of the Heisenberg chain on a product state: the two-site gate
+    exp(-i θ h) made from quimb's dense operator `h` (a qarray, numpy's subclass) and a traced
+    angle, applied bond by bond with quimb's gate splitting; then <Z> on site 2."""
+    psi = qtn.MPS_computational_state("010110")
+    gate = ea.linalg.expm(-1j * theta * qu.ham_heis(2))
+    for i in [*range(0, L_SITES - 1, 2), *range(1, L_SITES - 1, 2)]:
+        psi.gate_(gate, (i, i + 1), contract="swap+split")
+    return ea.real(psi.H @ psi.gate(qu.pauli("Z"), 2))
+
+
+def test_gates_from_quimbs_dense_operators_are_differentiated():
+    theta = np.array(0.37)
+    value = evolved_magnetization(theta)
+    dense = qu.core.qarray  # quimb's operators are numpy subclasses: einad computes on them as numpy
+    assert isinstance(qu.ham_heis(2), dense) and type(value.numpy()) is np.ndarray
+    assert -1 <= value.item() <= 1 and abs(value.item() - 1) > 1e-3  # (the state moved)
+    assert ea.gradcheck(evolved_magnetization, theta)
+
+
 def mpo_applied(arrays, dtype):
     """The Heisenberg MPO applied to the MPS, compressed back to the MPS's bond (quimb's
     canonize, QR by QR, then its SVD truncation), and the result's norm. Its bonds after the
