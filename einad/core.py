@@ -2050,7 +2050,16 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
         arr = data if dtype is None else xp.astype(data, arrays.lib_dtype(xp, dtype))
         arr = xp.asarray(arr, copy=True) if copy else arr
     else:
-        arr = np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
+        try:
+            arr = np.array(data, dtype=dtype) if copy else np.asarray(data, dtype=dtype)
+        except TracerError:
+            if not isinstance(data, (list, tuple)):
+                raise
+            raise TracerError(
+                "a list holding traced Tensors was given where an array goes, and einad does not "
+                "make it an array implicitly (numpy would drop their derivatives): stack them with "
+                "ea.stack([...]), which is differentiable"
+            ) from None
     if np_dtype(arr.dtype).kind not in "biufc":
         raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")
     out: Array = arr  # an array of numpy or of another library (typed as numpy's)

@@ -425,6 +425,16 @@ def test_numpy_conversion_of_a_traced_tensor_is_refused_naming_the_ways_out():
         ea.grad(f)(np.ones(2))
 
 
+def test_a_list_of_traced_tensors_where_an_array_goes_points_to_stack():
+    """numpy's habit, ``sum([a, b])``, with einad's functions on traced Tensors: the error says
+    to stack them (the message of a single tensor's conversion spoke of einad operations, which
+    ea.sum is)."""
+    for make in (lambda a: ea.sum([a[0], a[1] * 2.0]), lambda a: a + [a[0], 1.0]):
+        with pytest.raises(ea.TracerError, match=r"ea\.stack"):
+            ea.grad(lambda a, make=make: ea.sum(make(a)))(np.ones(2))
+    assert_close(ea.grad(lambda a: ea.sum(ea.stack([a[0], a[1] * 2.0])))(np.ones(2)), [1.0, 2.0])
+
+
 def test_numpy_conversion_of_a_constant_tensor_takes_a_dtype_without_copying_when_it_can():
     t = ea.tensor(np.array([1.5, 2.5]))
     as32 = np.asarray(t, dtype=np.float32)
