@@ -4,8 +4,9 @@
 in `core.numpy_functions`; this module fills that table. Each entry takes numpy's
 arguments and calls the einad operation of the same name, so numpy code run on
 Tensors (``np.sin(t)``, ``np.sum(t, axis=0)``, ``ndarray @ t``) is traced and
-differentiable. An argument einad cannot honour (``out=``, ``where=``, an unknown
-keyword) is a TypeError naming the numpy function; a numpy function missing from
+differentiable. ``out=`` a Tensor writes the result into it (as ``t[...] = v``); an
+argument einad cannot honour (``out=`` an ndarray, ``where=``, an unknown keyword) is a
+TypeError naming the numpy function; a numpy function missing from
 the table is a TypeError naming it (raised by the Tensor).
 """
 
@@ -30,14 +31,43 @@ from .util import dtype_of, shape_of, to_operand, wrap
 Function = Callable[..., Any]
 
 
-def _out_refused(name: str, out: Any) -> None:
-    """numpy's ``out=``: refused, since einad never writes into an array."""
+def _outs(name: str, out: Any) -> tuple[Any, ...] | None:
+    """numpy's ``out=``: the Tensors a call writes its results into (None where none is given).
+    einad writes into a Tensor as ``t[...] = v`` does (so ``np.exp(t, out=t)`` is traced and
+    differentiable), never into an array: an ndarray there is refused before anything runs."""
+    if out is None:
+        return None
     outs = out if isinstance(out, tuple) else (out,)
-    if any(o is not None for o in outs):
+    if all(o is None for o in outs):
+        return None
+    if any(o is not None and type(o) is not Tensor for o in outs):
         raise TypeError(
             f"{name}(..., out=...): einad cannot write into an array (a Tensor's derivative "
-            "would be lost); use the returned Tensor instead, e.g. a = a + t rather than a += t"
+            "would be lost); use the returned Tensor instead, e.g. a = a + t rather than a += t "
+            "(or give a Tensor as out=)"
         )
+    return outs
+
+
+def _written(name: str, outs: tuple[Any, ...] | None, result: Any, same_kind: bool = False) -> Any:
+    """`result` written into the Tensors `outs` (`_outs`) and those returned, as numpy returns its
+    out= arrays (a ufunc's casting rule, 'same_kind', where `same_kind`; else an assignment's)."""
+    if outs is None:
+        return result
+    results = result if isinstance(result, tuple) else (result,)
+    if len(outs) != len(results):
+        raise ValueError(f"{name}: out= has {len(outs)} entries for {len(results)} result(s)")
+    for o, r in zip(outs, results):
+        if o is None:
+            continue
+        if same_kind and not np.can_cast(dtype_of(r), o.dtype, "same_kind"):
+            raise TypeError(
+                f"{name}: cannot cast its output from {dtype_of(r)} to the out= Tensor's {o.dtype} "
+                "with casting rule 'same_kind' (numpy's)"
+            )
+        o[...] = r
+    written = tuple(r if o is None else o for o, r in zip(outs, results))
+    return written if isinstance(result, tuple) else written[0]
 
 
 # -- ufuncs ------------------------------------------------------------------------------------
@@ -51,8 +81,9 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
 
     def call(*inputs: Any, **kwargs: Any) -> Any:
         core: dict[str, Any] = {}  # a gufunc's axis= (numpy.vecdot's), passed on to the operation
+        outs = None
         if kwargs:  # (none in the common case, an operator: ``array * tensor``)
-            _out_refused(name, kwargs.pop("out", None))
+            outs = _outs(name, kwargs.pop("out", None))
             if ufunc.signature is not None and "axis" in kwargs:
                 core["axis"] = kwargs.pop("axis")
         for key, value in kwargs.items():
@@ -61,6 +92,8 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
         if len(inputs) != ufunc.nin:
             raise TypeError(f"{name} takes {ufunc.nin} operand(s), got {len(inputs)}")
         out = op(*inputs, **core)
+        if outs is not None:
+            return _written(name, outs, out, same_kind=True)
         return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them
 
     numpy_functions[ufunc] = call
@@ -163,7 +196,7 @@ def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False
         keepdims: bool = False,
         **kwargs: Any,
     ) -> Tensor:
-        _out_refused(name, out)
+        outs = _outs(name, out)
         if dtype is not None:
             raise TypeError(f"{name} on einad Tensors does not take dtype={dtype!r}")
         for key, value in kwargs.items():  # numpy's initial=, where=
@@ -176,8 +209,8 @@ def _ufunc_method(ufunc: np.ufunc, method: str, op: Function, scan: bool = False
                 if len(shape_of(array)) != 1:
                     raise ValueError(f"{name}: accumulate does not allow multiple axes (axis=None)")
                 axis = 0
-            return op(array, axis=axis)  # type: ignore[no-any-return]
-        return op(array, axis=axis, keepdims=keepdims)  # type: ignore[no-any-return]
+            return _written(name, outs, op(array, axis=axis))  # type: ignore[no-any-return]
+        return _written(name, outs, op(array, axis=axis, keepdims=keepdims))  # type: ignore[no-any-return]
 
     numpy_functions[(ufunc, method)] = call
 
@@ -230,11 +263,11 @@ def _function(func: Function, impl: Function) -> None:
         if named is not None and named[0] < len(args) <= named[0] + len(named[1]):
             kwargs.update(zip(named[1], args[named[0] :]))  # from numpy's dtype or out on: by name
             args = args[: named[0]]
-        _out_refused(name, kwargs.pop("out", None))
+        outs = _outs(name, kwargs.pop("out", None))
         if "dtype" in kwargs and kwargs["dtype"] is None and "dtype" not in signature.parameters:
             del kwargs["dtype"]
         try:
-            return impl(*args, **kwargs)
+            return _written(name, outs, impl(*args, **kwargs))
         except TypeError:
             try:
                 signature.bind(*args, **kwargs)

@@ -695,6 +695,11 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
         (differentiable in `value`); as `zero_`, it never writes into an array."""
         return self._inplace_method(value, "fill_()")
 
+    def fill(self, value: ArrayLike) -> None:
+        """Set every element to `value` in place, as numpy's ``ndarray.fill`` (which returns None);
+        `fill_` is PyTorch's, returning the tensor."""
+        self._inplace_method(value, "fill()")
+
     def _inplace_method(self, value: ArrayLike, name: str) -> Tensor:
         self._assign(..., value, name)  # (as ``t[...] = value``: recorded, or traced inside a transformation)
         return self

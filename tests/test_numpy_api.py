@@ -412,9 +412,44 @@ def test_a_numpy_function_einad_does_not_implement_is_a_type_error_naming_it(cal
         lambda t: np.add(np.zeros((3, 4)), t, out=np.zeros((3, 4))),
     ],
 )
-def test_out_is_a_type_error(call):
+def test_out_an_ndarray_is_a_type_error(call):
     with pytest.raises(TypeError, match="out="):
         call(ea.tensor(X))
+
+
+def _written_out(a, out):
+    """numpy's out= idioms, each result written into `out`'s arrays (made by `out` of a shape):
+    ndarrays for numpy, Tensors for einad. Returns every array written and what each call
+    returned, to compare."""
+    w = out((3, 4))
+    got = [np.multiply(a, a, out=w), np.sin(w, out=w)]  # in place, as numpy code writes it
+    s, r = out(()), out((4,))
+    got += [np.sum(w, out=s), np.add.reduce(a, out=r), np.add(1.0, a[0], out=r)]  # (+ broadcast)
+    q, m = out((4,)), out((4,))
+    got += [*np.divmod(a[1] * 7.0, 2.0, out=(q, m)), np.clip(a, 0.6, 1.5, out=out((3, 4)))]
+    return [w, s, r, q, m, *got]
+
+
+def test_out_a_tensor_is_written_as_numpy_writes_an_array():
+    """``out=`` a Tensor: ufuncs, their reduce, reductions and other numpy functions write the
+    result into it (``t[...] = v``, traced inside transformations) and return it, as numpy
+    returns its out= array; a ufunc's output that 'same_kind' casting refuses is refused."""
+    want = _written_out(X, np.zeros)
+    got = _written_out(ea.tensor(X), lambda shape: ea.tensor(np.zeros(shape)))
+    for g, w in zip(got, want):
+        assert type(g) is ea.Tensor
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-14)
+    t = ea.tensor(X)
+    assert np.exp(t, out=t) is t and np.add(t, 1.0, out=(t,)) is t
+    np.testing.assert_allclose(t.numpy(), np.exp(X) + 1.0)
+    with pytest.raises(TypeError, match="'same_kind'"):
+        np.add(t, 0.5, out=ea.tensor(np.zeros((3, 4), int)))
+
+    def loss(x):
+        return ea.sum(_written_out(x, lambda shape: ea.tensor(np.zeros(shape)))[0] * x)
+
+    assert ea.gradcheck(loss, X)
+    assert_close(ea.jit(ea.grad(loss))(X), ea.grad(loss)(X))
 
 
 def test_writing_a_tensor_into_an_ndarray_in_place_is_a_type_error():
@@ -467,6 +502,8 @@ def test_numpy_never_writes_into_a_tensors_array():
         lambda y: np.put(y, [0], 5.0),
         lambda y: np.fill_diagonal(y, 5.0),
         lambda y: np.add.at(y, [0, 0], 1.0),
+        lambda y: np.multiply(y, 2.0, out=y),
+        lambda y: y[1:].fill(-1.0),  # (numpy's method, through a view)
     ):
         write(t)
         write(want)
