@@ -19,6 +19,23 @@ from . import einops_backend as _einops_backend  # noqa: F401  (einops finds it:
 from .aliases import DTypeLike
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad
+from .creation import (
+    arange,
+    array,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    identity,
+    indices,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
 from .errors import EinsumError, GradcheckError, TracerError
 from .expression import ContractExpression, contract_expression, contract_path
 from .flatten import ravel_pytree
@@ -163,10 +180,13 @@ __all__ = [
     "Tensor",
     "TracerError",
     "angle",
+    "arange",
     "argmax",
     "argmin",
     "argsort",
+    "array",
     "array_api",
+    "asarray",
     "block_until_ready",
     "broadcast_to",
     "checkpoint",
@@ -184,17 +204,24 @@ __all__ = [
     "diff",
     "dot",
     "einsum",
+    "empty",
+    "empty_like",
     "enable_grad",
     "expand_dims",
+    "eye",
     "fft",
     "flip",
     "float0",
     "fori_loop",
+    "full",
+    "full_like",
     "grad",
     "gradcheck",
     "hessian",
     "hvp",
+    "identity",
     "imag",
+    "indices",
     "inner",
     "jacfwd",
     "jacobian",
@@ -203,6 +230,7 @@ __all__ = [
     "jvp",
     "linalg",
     "linearize",
+    "linspace",
     "log_softmax",
     "logsumexp",
     "make_graph",
@@ -212,6 +240,8 @@ __all__ = [
     "min",
     "moveaxis",
     "no_grad",
+    "ones",
+    "ones_like",
     "outer",
     "pad",
     "prod",
@@ -253,6 +283,8 @@ __all__ = [
     "vmap",
     "where",
     "while_loop",
+    "zeros",
+    "zeros_like",
 ]
 __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
 __all__ += list(_EXPORTED)  # and those the rules modules export (core.export)

@@ -45,9 +45,9 @@ from . import fft as _fft
 from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which this module reads)
 from . import ops
 from .aliases import DTypeLike
-from .autoray_backend import array as _array
-from .autoray_backend import full_like as _full_like
 from .core import Tensor, numpy_functions, strip
+from .creation import array as _array
+from .creation import full_like as _full_like
 from .rules import indexing
 from .util import dtype_of, shape_of, wrap
 

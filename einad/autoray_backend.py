@@ -26,19 +26,36 @@ Where each name's function comes from:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
-from . import arrays, ops
 from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, which `functions` reads)
+from . import ops
 from .aliases import DTypeLike
-from .core import ArrayLike, Staged, Tensor, alias, numpy_functions
+from .core import ArrayLike, Staged, Tensor, numpy_functions
+from .creation import (
+    arange,
+    array,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    identity,
+    indices,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
 from .errors import TracerError
 from .rules import linalg
 from .rules.linear import tril, triu
-from .util import dtype_of, raw, shape_of
+from .util import dtype_of, shape_of
 
 try:  # an optional dependency (the [tn] extra): without it there is nothing to register
     import autoray as _autoray
@@ -115,110 +132,6 @@ def to_numpy(x: ArrayLike) -> Any:
 
 
 # -- array creation: constant Tensors ---------------------------------------------------------
-
-
-def _holds_tensor(obj: Any) -> bool:
-    if type(obj) is Tensor:
-        return True
-    return isinstance(obj, (list, tuple)) and any(_holds_tensor(o) for o in obj)
-
-
-def _stacked(obj: Any) -> Any:
-    """Nested lists of Tensors and numbers as one Tensor: stacked, so each element keeps its derivative."""
-    if isinstance(obj, (list, tuple)):
-        return ops.stack([_stacked(o) for o in obj])
-    return obj
-
-
-def array(
-    obj: Any, dtype: DTypeLike | None = None, copy: Any = True, order: str = "K", ndmin: int = 0
-) -> Tensor:
-    """numpy.array for einad: a Tensor as a new Tensor object of the same value (``copy=True``,
-    numpy's default: a write into it, ``t[i] = v``, leaves `obj` alone; its array is shared, since
-    einad never writes into one), nested lists holding Tensors stacked (differentiable), anything
-    else a constant Tensor (an array of another library stays in its library)."""
-    if type(obj) is Tensor or _holds_tensor(obj):
-        out: Tensor = _stacked(obj)
-        out = out.astype(dtype) if dtype is not None else out
-        if copy and out is obj:
-            out = alias(obj)
-    else:
-        out = Tensor(obj, dtype=dtype)
-    missing = int(ndmin) - out.ndim
-    return ops.reshape(out, (1,) * missing + out.shape) if missing > 0 else out
-
-
-def asarray(obj: Any, dtype: DTypeLike | None = None, order: str = "K", **kwargs: Any) -> Tensor:
-    """numpy.asarray for einad: a Tensor of `dtype` as it is, anything else as `array` makes it."""
-    return array(obj, dtype, copy=False)
-
-
-def zeros(shape: Any, dtype: DTypeLike = float, order: str = "C") -> Tensor:
-    """numpy.zeros, a constant Tensor."""
-    return Tensor(np.zeros(shape, dtype=dtype))
-
-
-def ones(shape: Any, dtype: DTypeLike = float, order: str = "C") -> Tensor:
-    """numpy.ones, a constant Tensor."""
-    return Tensor(np.ones(shape, dtype=dtype))
-
-
-def empty(shape: Any, dtype: DTypeLike = float, order: str = "C") -> Tensor:
-    """numpy.empty, a constant Tensor (of zeros: an einad value is never filled in afterwards)."""
-    return zeros(shape, dtype)
-
-
-def full(shape: Any, fill_value: Any, dtype: DTypeLike | None = None, order: str = "C") -> Tensor:
-    """numpy.full, a constant Tensor."""
-    return Tensor(np.full(shape, fill_value, dtype=dtype))
-
-
-def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike = float, order: str = "C") -> Tensor:
-    """numpy.eye, a constant Tensor."""
-    return Tensor(np.eye(N, M, k, dtype=dtype))
-
-
-def identity(n: int, dtype: DTypeLike = float) -> Tensor:
-    """numpy.identity, a constant Tensor."""
-    return eye(n, dtype=dtype)
-
-
-def arange(*args: Any, dtype: DTypeLike | None = None) -> Tensor:
-    """numpy.arange, a constant Tensor."""
-    return Tensor(np.arange(*args, dtype=dtype))
-
-
-def indices(dimensions: Sequence[int], dtype: Any = int, sparse: bool = False) -> Any:
-    """numpy.indices, a constant Tensor (a tuple of them with `sparse`)."""
-    if sparse:
-        return tuple(Tensor(g) for g in np.indices(tuple(dimensions), dtype=dtype, sparse=True))
-    return Tensor(np.indices(tuple(dimensions), dtype=dtype))
-
-
-def _like(fill: Any) -> Function:
-    def like(
-        a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
-    ) -> Tensor:
-        dt = dtype_of(a) if dtype is None else dtype
-        return Tensor(
-            arrays.asarray(raw(a), np.full(shape_of(a) if shape is None else shape, fill, dtype=dt))
-        )
-
-    like.__doc__ = f"numpy's ``*_like`` filled with {fill}: a constant Tensor of `a`'s shape, dtype, library."
-    return like
-
-
-def full_like(
-    a: ArrayLike,
-    fill_value: Any,
-    dtype: DTypeLike | None = None,
-    order: str = "K",
-    subok: bool = True,
-    shape: Any = None,
-) -> Tensor:
-    """numpy.full_like, a constant Tensor."""
-    out: Tensor = _like(fill_value)(a, dtype, order, subok, shape)
-    return out
 
 
 def random_default_rng(seed: Any = None) -> np.random.Generator:
@@ -344,10 +257,11 @@ TRANSLATIONS: dict[str, Function] = {
     "identity": identity,
     "arange": arange,
     "indices": indices,
-    "zeros_like": _like(0),
-    "ones_like": _like(1),
-    "empty_like": _like(0),
+    "zeros_like": zeros_like,
+    "ones_like": ones_like,
+    "empty_like": empty_like,
     "full_like": full_like,
+    "linspace": linspace,
     "random.default_rng": random_default_rng,
     "random.normal": random_normal,
     "random.uniform": random_uniform,

@@ -2059,7 +2059,7 @@ def as_array(data: ArrayLike, dtype: DTypeLike | None = None, copy: bool = False
             raise TracerError(
                 "a list holding traced Tensors was given where an array goes, and einad does not "
                 "make it an array implicitly (numpy would drop their derivatives): stack them with "
-                "ea.stack([...]), which is differentiable"
+                "ea.stack([...]) or ea.asarray([...]), which are differentiable"
             ) from None
     if np_dtype(arr.dtype).kind not in "biufc":
         raise TypeError(f"einad works on numeric arrays; got {type(data).__name__} with dtype {arr.dtype}")

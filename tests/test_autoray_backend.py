@@ -447,6 +447,7 @@ EXTRA_CASES: dict[str, Case] = {
     "identity": Case(lambda x: do("identity", 3, like=x), [(Z,)], kind="make"),
     "ones_like": Case(_d("ones_like"), [(A,)], kind="make"),
     "full_like": Case(_d("full_like", 2.5), [(A,)], kind="make"),
+    "linspace": Case(lambda x: do("linspace", 0.0, 1.0, 5, like=x), [(A,)], kind="make"),
     "random.uniform": Case(
         lambda x: (np.random.seed(4), get_namespace(x).random.uniform(size=(3,)))[1], [(A,)], kind="make"
     ),

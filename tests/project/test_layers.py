@@ -69,6 +69,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.fft",
         "einad.numpy_compositions",
         "einad.numpy_api",
+        "einad.creation",
         "einad.autoray_backend",
         "einad.array_api",
         "einad.einops_backend",

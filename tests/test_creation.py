@@ -1,0 +1,99 @@
+"""Array creation with numpy's names at einad's top level (einad/creation.py): ``ea.zeros``,
+``ea.arange``, ``ea.asarray``, ... as a JAX user writes ``jnp.zeros``. Each gives numpy's values
+and dtypes as a Tensor; ``asarray``/``array`` of lists holding Tensors and ``full``/``full_like``
+of a Tensor fill value are differentiable; ``*_like`` keeps the library of what it imitates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import einad as ea
+from tests.support.numerics import assert_close
+
+X = np.arange(6.0).reshape(2, 3) / 7.0
+
+CALLS = [
+    ("zeros", ((2, 3),), {}),
+    ("zeros", ((2, 3), np.float32), {}),  # (numpy's dtype, in its place)
+    ("ones", (4,), {"dtype": np.int32}),
+    ("empty", ((0, 2),), {}),
+    ("full", ((2, 2), 1.5), {}),
+    ("full", (3, 7, np.int8), {}),
+    ("eye", (3,), {}),
+    ("eye", (2, 4, 1), {}),
+    ("identity", (3, np.complex128), {}),
+    ("arange", (5,), {}),
+    ("arange", (1.0, 2.0, 0.25), {}),
+    ("arange", (2, 11, 3), {"dtype": np.float32}),
+    ("linspace", (0.0, 1.0, 5), {}),
+    ("linspace", (0.0, 1.0), {"num": 4, "endpoint": False}),
+    ("indices", ((2, 3),), {}),
+    ("zeros_like", (X,), {}),
+    ("ones_like", (X, np.int64), {}),
+    ("empty_like", (X,), {"shape": (4,)}),
+    ("full_like", (X, 2.5), {}),
+    ("full_like", (X, 2), {"dtype": int}),
+    ("array", ([[1, 2], [3, 4]],), {}),
+    ("array", ([1.0, 2.0],), {"ndmin": 3}),
+    ("asarray", ((1.0, 2.0), np.float32), {}),
+]
+
+
+@pytest.mark.parametrize("name, args, kwargs", CALLS, ids=[f"{c[0]}{k}" for k, c in enumerate(CALLS)])
+def test_creation_gives_numpys_values_and_dtypes_as_tensors(name, args, kwargs):
+    got, want = getattr(ea, name)(*args, **kwargs), getattr(np, name)(*args, **kwargs)
+    assert type(got) is ea.Tensor and name in ea.__all__
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if name not in ("empty", "empty_like"):  # (numpy's are uninitialised; einad's are zeros)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_linspace_with_retstep_and_a_tensor_argument_of_like():
+    values, step = ea.linspace(0.0, 2.0, 5, retstep=True)
+    assert step == 0.5 and values.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0]
+    t = ea.tensor(X)
+    for make in (ea.zeros_like, ea.ones_like, lambda a: ea.full_like(a, 3.0)):
+        out = make(t)
+        assert type(out) is ea.Tensor and out.shape == X.shape and out.dtype == X.dtype
+
+
+def test_lists_of_tensors_and_tensor_fill_values_are_differentiable():
+    """``asarray([x, y])`` stacks (as jnp.asarray), ``array`` too; ``full``/``full_like`` of a
+    Tensor broadcast it; ``zeros_like`` of a traced value is a constant of its shape. Eagerly,
+    under jit and forward mode, against the closed form."""
+
+    def f(x):
+        y = ea.asarray([x[0], x[1] * 2.0, 3.0])  # a list of a traced scalar, a traced one, a number
+        z = ea.array([[x[2], 1.0], [x[0], x[1]]])
+        w = ea.full((2, 2), x[2]) + ea.full_like(X[:, :2], x[0] * x[1]) + ea.zeros_like(x)[0]
+        return ea.sum(y * y) + ea.sum(z * z) + ea.sum(w)
+
+    x = np.array([0.3, -1.2, 2.0])
+    a, b, c = x
+    want = np.array([2 * a + 2 * a + 4 * b, 8 * b + 2 * b + 4 * a, 2 * c + 4])
+    assert_close(ea.grad(f)(x), want)
+    assert_close(ea.jit(ea.grad(f))(x), want)
+    assert_close(ea.jvp(f, (x,), (np.ones(3),))[1], want.sum())
+    assert ea.gradcheck(f, x)
+    # a Tensor given to asarray is that Tensor; array makes a Tensor of its own
+    t = ea.tensor(X)
+    assert ea.asarray(t) is t
+    c = ea.array(t)
+    c[0, 0] = 9.0
+    assert t[0, 0].item() == 0.0
+
+
+def test_like_keeps_the_library_of_what_it_imitates(lib):
+    x = lib.asarray(X)
+    for out in (ea.zeros_like(x), ea.ones_like(ea.tensor(x)), ea.full_like(x, 2.0), ea.empty_like(x)):
+        assert lib.owns(out._value)
+        assert tuple(out.shape) == X.shape
+
+
+def test_autoray_creates_einad_tensors_with_numpys_signatures():
+    autoray = pytest.importorskip("autoray", reason="autoray is einad's [tn] extra")
+    for name, args in (("zeros", ((2, 2),)), ("eye", (3,)), ("linspace", (0.0, 1.0, 3)), ("arange", (4,))):
+        got = autoray.do(name, *args, like="einad")
+        assert type(got) is ea.Tensor
+        np.testing.assert_array_equal(got.numpy(), getattr(np, name)(*args))
