@@ -5,6 +5,7 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
+import sys as _sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -290,6 +291,8 @@ __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
 __all__ += list(_EXPORTED)  # and those the rules modules export (core.export)
 # quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
 _autoray_backend.register(__all__)
+if "quimb.tensor.optimize" in _sys.modules:  # quimb loaded first: its TNOptimizer takes "einad" now
+    from . import quimb_optimizer as _quimb_optimizer  # noqa: F401  (otherwise: import einad.quimb_optimizer)
 
 
 def __dir__() -> list[str]:

@@ -71,6 +71,7 @@ LAYERS: dict[str, list[str]] = {
         "einad.numpy_api",
         "einad.creation",
         "einad.autoray_backend",
+        "einad.quimb_optimizer",
         "einad.array_api",
         "einad.einops_backend",
         "einad.expression",
