@@ -91,3 +91,42 @@ def test_importing_einad_after_quimb_registers_the_backend():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "einad.quimb_optimizer"
+
+
+def test_a_parametrized_circuit_is_optimized_over_its_gate_parameters():
+    """quimb's parametrized gates (PTensors: TNOptimizer optimizes their parameters, which
+    quimb's gate functions turn into arrays through autoray): the gradient over the
+    parameters against central differences of the loss, and the infidelity to a target
+    falls under L-BFGS-B."""
+    n = 3
+    rng = np.random.default_rng(1)
+    circ = qtn.Circuit(n)
+    for _ in range(2):
+        for q in range(n):
+            circ.apply_gate("U3", *rng.uniform(0, 2 * np.pi, 3), q, parametrize=True)
+        circ.apply_gate("CZ", 0, 1)
+        circ.apply_gate("CZ", 1, 2)
+    target = qtn.MPS_rand_state(n, 2, seed=3, dtype="complex128").to_dense().ravel()
+
+    def infidelity(psi, target):
+        return 1 - ea.abs(ea.sum(ea.conj(target) * ea.ravel(psi.to_dense()))) ** 2
+
+    opt = qtn.TNOptimizer(
+        circ.psi,
+        infidelity,
+        loss_constants={"target": target},
+        tags=["U3"],
+        autodiff_backend="einad",
+        optimizer="L-BFGS-B",
+        progbar=False,
+    )
+    x = opt.vectorizer.vector.copy()
+    assert x.size == 2 * n * 3  # (the angles, not the gate arrays)
+    start, gradient = opt.vectorized_value_and_grad(x)
+    gradient = gradient.copy()
+    p = np.random.default_rng(0).standard_normal(x.size)
+    eps = 1e-6
+    central = (opt.vectorized_value(x + eps * p) - opt.vectorized_value(x - eps * p)) / (2 * eps)
+    np.testing.assert_allclose(gradient @ p, central, rtol=1e-6)
+    opt.optimize(60)
+    assert opt.loss < 0.5 * start
