@@ -1307,7 +1307,7 @@ class Tensor:
         seen = _views.get(id(self))
         if seen is not None:  # a view: the write applies to its base's elements, as numpy's
             _, base, where, synced = seen
-            now = self if synced is base._value else _read(base, where)  # (what the base holds there)
+            now = self if synced is base._value else where.look(base)  # (what the base holds there)
             self._through(base, where, self._fits(op(now), symbol), symbol)
             return
         trace = self._trace
@@ -1337,16 +1337,13 @@ class Tensor:
         if id(self) in _bases:
             _refresh(self)
 
-    def _through(self, base: Tensor, where: Any, region: Tensor, symbol: str) -> None:
-        """This view of ``base[where]`` takes the new value `region` of those elements, written
-        into `base` first (and so on through `base`'s own base)."""
+    def _through(self, base: Tensor, where: Basic | Layout, region: Tensor, symbol: str) -> None:
+        """This view of `base` (read by `where`) takes the new value `region` of those elements,
+        written into `base` first (and so on through `base`'s own base)."""
         kids = _bases[id(base)]
         kids.discard(id(self))  # (the base's write refreshes its other views; this one takes `region`)
         try:
-            if type(where) is Layout:  # every element of the base, placed as the base lays them out
-                base._assign(Ellipsis, where.back(region), symbol)
-            else:
-                base._assign(where, region, symbol)
+            where.put(base, region, symbol)
         finally:
             kids.add(id(self))
             _bases[id(base)] = kids
@@ -1760,29 +1757,66 @@ def _read_only(arr: Any) -> Any:
 
 # -- views ------------------------------------------------------------------------------------------
 
-_views: dict[int, tuple[_ViewRef, Tensor, Any, Any]] = {}
-"""The Tensors read from another by basic indexing or a layout (`view`, `Layout`), by id: (a
-weak reference to the view, which drops its entry when it goes, its base, the index or
-`Layout`, and the base's value when the two last agreed)."""
+_views: dict[int, tuple[_ViewRef, Tensor, Basic | Layout, Any]] = {}
+"""The Tensors read from another by basic indexing or a layout (`view`), by id: (a weak
+reference to the view, which drops its entry when it goes, its base, how it reads the base (a
+`Basic` index or a `Layout`), and the base's value when the two last agreed)."""
+
+
+class Basic:
+    """How a view by basic indexing holds some of its base's elements (``x[0]``, ``x[:, 1:]``,
+    a row of ``for row in x``): each method as `Layout`'s, for ``base[index]``."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def look(self, base: Tensor) -> Tensor:
+        """The view's elements, as the base holds them now."""
+        return base[self.index]
+
+    def put(self, base: Tensor, region: Tensor, symbol: str) -> None:
+        """The base takes `region` as those elements (a write spelled `symbol`)."""
+        base._assign(self.index, region, symbol)
+
+    def strides(self, base: Tensor, s: Strides) -> Strides:
+        """The view's strides from its base's `s` (numpy's, `einad.strides`)."""
+        return indexed(base.shape, s, self.index)
+
+    def same(self, index: Any) -> bool:
+        """Whether `index` is this view's (``x[i] += v`` writes its view ``x[i]`` back at ``i``)."""
+        a, b = self.index, index
+        a, b = (a if type(a) is tuple else (a,)), (b if type(b) is tuple else (b,))
+        return len(a) == len(b) and all(type(i) is type(j) and i == j for i, j in zip(a, b))
 
 
 class Layout:
     """How a view holds every element of its base in another layout (numpy's views by
     transpose, reshape, squeeze, expand_dims, a complex part): `look` reads the view from the
     base, `back` lays a value of the view's shape out as the base's (`look`'s inverse); `key`
-    names the two, for a comparison (``x.T[...] += v``); `strides` gives the view's strides from
-    the base's, as numpy's view would have them (`einad.strides`)."""
+    names the two; `placed` gives the view's strides from the base's, as numpy's view would
+    have them (`einad.strides`). Its methods are `Basic`'s."""
 
-    __slots__ = ("back", "key", "look", "strides")
+    __slots__ = ("back", "key", "look", "placed")
 
     def __init__(
         self,
         look: Callable[[Tensor], Tensor],
         back: Callable[[Tensor], Tensor],
         key: Any,
-        strides: Callable[[Strides], Strides],
+        placed: Callable[[Strides], Strides],
     ) -> None:
-        self.look, self.back, self.key, self.strides = look, back, key, strides
+        self.look, self.back, self.key, self.placed = look, back, key, placed
+
+    def put(self, base: Tensor, region: Tensor, symbol: str) -> None:
+        base._assign(Ellipsis, self.back(region), symbol)  # every element, as the base lays them out
+
+    def strides(self, base: Tensor, s: Strides) -> Strides:
+        return self.placed(s)
+
+    def same(self, index: Any) -> bool:
+        return type(index) is Layout and index.key == self.key
 
 
 def strides_of(t: Any) -> Strides:
@@ -1792,8 +1826,7 @@ def strides_of(t: Any) -> Strides:
     if seen is None:
         return c_strides(t.shape)
     _, base, where, _ = seen
-    s = strides_of(base)
-    return where.strides(s) if type(where) is Layout else indexed(base.shape, s, where)
+    return where.strides(base, strides_of(base))
 
 
 def contiguous(t: Any) -> bool:
@@ -1814,11 +1847,6 @@ def layout_view(
     made a view of `base` when `base` is a Tensor (`view`): a write into either is a write
     into both, as numpy's. `strides`: the view's strides from the base's (`Layout`)."""
     return view(t, base, Layout(look, back, key, strides))
-
-
-def _read(base: Tensor, where: Any) -> Tensor:
-    """A view's elements, as its base holds them now (``base[where]``, or its layout's look)."""
-    return where.look(base) if type(where) is Layout else base[where]
 
 
 _bases: dict[int, set[int]] = {}
@@ -1869,9 +1897,9 @@ def _forget(ref: _ViewRef) -> None:
 
 
 def view(t: Tensor, base: Any, index: Any) -> Tensor:
-    """`t`, read as ``base[index]`` (or by a `Layout` of `base`), made a view of `base` where
-    numpy's ``base[index]`` is one (`_basic`; a layout's caller decides): as numpy's views, a
-    write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a write into `base` too, so
+    """`t`, read as ``base[index]`` (held as a `Basic`) or by a `Layout` of `base`, made a view of
+    `base` where numpy's ``base[index]`` is one (`_basic`; a layout's caller decides): as numpy's
+    views, a write into it (``t[i] = v``, ``t += v``, ``t.zero_()``) is a write into `base` too, so
     ``x[0][1] = v``, ``for row in x: row[:] = ...`` and ``x.T[0] = v`` change `x`; and a write
     into `base` changes it (`_refresh`)."""
     if type(base) is not Tensor:
@@ -1879,7 +1907,7 @@ def view(t: Tensor, base: Any, index: Any) -> Tensor:
     if t is not base and (type(index) is Layout or _basic(index, base.ndim)):
         ref = _ViewRef(t, _forget)
         ref.key = id(t)
-        _views[ref.key] = (ref, base, index, base._value)
+        _views[ref.key] = (ref, base, index if type(index) is Layout else Basic(index), base._value)
         kids = _bases.get(id(base))
         if kids is None:
             kids = _bases[id(base)] = set()
@@ -1897,7 +1925,7 @@ def _refresh(t: Tensor) -> None:
         ref, _, where, synced = entry
         v = ref()
         if v is not None and synced is not t._value:
-            v._rebind(_read(t, where))
+            v._rebind(where.look(t))
             _views[key] = (ref, t, where, t._value)
 
 
@@ -1928,14 +1956,7 @@ def _holds(base: Tensor, value: Tensor, index: Any) -> bool:
     """Whether `value` is a view of ``base[index]`` that agrees with `base` as it is now (the
     view ``x[i]`` of ``x[i] += v`` after it wrote itself into `x`)."""
     seen = _views.get(id(value))
-    return seen is not None and seen[1] is base and seen[3] is base._value and _same_index(seen[2], index)
-
-
-def _same_index(a: Any, b: Any) -> bool:
-    if type(a) is Layout or type(b) is Layout:
-        return type(a) is type(b) and a.key == b.key
-    a, b = (a if type(a) is tuple else (a,)), (b if type(b) is tuple else (b,))
-    return len(a) == len(b) and all(type(i) is type(j) and i == j for i, j in zip(a, b))
+    return seen is not None and seen[1] is base and seen[3] is base._value and seen[2].same(index)
 
 
 def _plain(x: Any) -> Any:
