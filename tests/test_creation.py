@@ -84,6 +84,38 @@ def test_lists_of_tensors_and_tensor_fill_values_are_differentiable():
     assert t[0, 0].item() == 0.0
 
 
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((0.5, 2.0, 5), {}),
+        (([0.0, 1.0], [1.0, 3.0], 3), {"axis": 1}),
+        ((1.0, [2.0, 5.0], 4), {"axis": -1, "endpoint": False}),
+        (([[1.0], [2.0]], [3.0, 4.0, 5.0], 3), {"axis": 1}),
+        ((0.0, 1.0, 1), {}),
+    ],
+)
+def test_linspace_is_differentiable_in_its_ends(args, kwargs):
+    """``linspace(start, stop)`` of Tensors: numpy's samples, and ``start + f (stop - start)``'s
+    derivative (jnp.linspace's), by central differences, eagerly and under jit."""
+    start, stop = (np.asarray(a, float) for a in args[:2])
+    num = args[2]
+    want = np.linspace(start, stop, num, **kwargs)
+    got = ea.linspace(ea.tensor(start), ea.tensor(stop), num, **kwargs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-15)
+    weights = np.arange(want.size, dtype=float).reshape(want.shape) + 1.0
+
+    def loss(a, b):
+        return ea.sum(ea.linspace(a, b, num, **kwargs) * weights)
+
+    assert ea.gradcheck(loss, start, stop)
+    both = ea.grad(loss, argnums=(0, 1))
+    for staged, eager in zip(ea.jit(both)(start, stop), both(start, stop)):
+        assert_close(staged, eager)
+    _, step = ea.linspace(ea.tensor(start), stop, num, retstep=True, **kwargs)
+    np.testing.assert_allclose(np.asarray(step), np.linspace(start, stop, num, retstep=True, **kwargs)[1])
+
+
 def test_like_keeps_the_library_of_what_it_imitates(lib):
     x = lib.asarray(X)
     for out in (ea.zeros_like(x), ea.ones_like(ea.tensor(x)), ea.full_like(x, 2.0), ea.empty_like(x)):
