@@ -1829,6 +1829,16 @@ def strides_of(t: Any) -> Strides:
     return where.strides(base, strides_of(base))
 
 
+def viewed_from(t: Any, base: Any) -> bool:
+    """Whether `t` is `base` or a view of it (through views of views), sharing its elements."""
+    while t is not base:
+        seen = _views.get(id(t))
+        if seen is None:
+            return False
+        t = seen[1]
+    return True
+
+
 def contiguous(t: Any) -> bool:
     """Whether `t` lies in C order as far as einad's views tell (`strides_of`): numpy's ravel is
     a view of such an array only."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import fft, numpy_compositions, ops
 from .aliases import Axis
-from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions
+from .core import ArrayLike, Tensor, _unbox_bool, exported, numpy_functions, viewed_from
 from .rules import indexing, linalg, reductions
 from .rules.elementwise import PREDICATES
 from .rules.indexing import combined
@@ -285,7 +285,15 @@ def _function(func: Function, impl: Function) -> None:
 def _reshape(
     a: ArrayLike, shape: Any = None, order: str = "C", *, newshape: Any = None, copy: Any = None
 ) -> Tensor:
-    return ops.reshape(a, shape if shape is not None else newshape, order)
+    """numpy.reshape, with numpy 2.1's `copy`: True, a Tensor of its own (a write into it leaves
+    `a` alone); False, a view of `a` or numpy's ValueError; None, a view where one can be."""
+    shape = shape if shape is not None else newshape
+    if copy:
+        return ops.reshape(_copy(a), shape, order)
+    out = ops.reshape(a, shape, order)
+    if copy is False and type(a) is Tensor and not viewed_from(out, a):
+        raise ValueError("Unable to avoid creating a copy while reshaping.")
+    return out
 
 
 def _swap(a: ArrayLike, axis1: int, axis2: int) -> Tensor:

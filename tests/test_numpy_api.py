@@ -417,6 +417,25 @@ def test_out_an_ndarray_is_a_type_error(call):
         call(ea.tensor(X))
 
 
+def test_reshapes_copy_argument_is_numpys():
+    """numpy 2.1's ``np.reshape(a, shape, copy=...)``: True gives a Tensor of its own, False a
+    view or numpy's ValueError (a transpose flattened), None a view where numpy's is; a program
+    writing through each leaves numpy's values, and its gradient central differences'."""
+
+    def program(a):
+        np.reshape(a, (12,), copy=True)[0] = -1.0  # (a copy: a stays)
+        np.reshape(a, (6, 2), copy=False)[1] = 0.5
+        np.reshape(a[1], (2, 2), copy=None)[0] *= 3.0
+        np.reshape(a.T, (12,), copy=None)[0] = 9.0  # (numpy copies: a stays)
+        return a
+
+    want = program(X.copy())
+    np.testing.assert_array_equal(program(ea.tensor(X)).numpy(), want)
+    with pytest.raises(ValueError, match="Unable to avoid creating a copy"):
+        np.reshape(ea.tensor(X).T, (12,), copy=False)
+    assert ea.gradcheck(lambda x: ea.sum(program(x * x) * x), X)
+
+
 def _written_out(a, out):
     """numpy's out= idioms, each result written into `out`'s arrays (made by `out` of a shape):
     ndarrays for numpy, Tensors for einad. Returns every array written and what each call
