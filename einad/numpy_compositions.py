@@ -15,6 +15,7 @@ or `jvp`) and raise a `TracerError` inside `einad.jit` or `vmap`, as JAX's do.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -59,6 +60,12 @@ def _known(x: Any, name: str) -> Any:
 def _tensor(x: Any) -> Tensor:
     """`x` as a Tensor (an array of another library too), so that operators on it are einad's."""
     return wrap(to_array_operand(x))
+
+
+def _viewed(x: Any) -> Tensor:
+    """`x` itself where it is a Tensor (so that numpy's views of it, which these compositions
+    return, are views of it: `core.view`), else as `_tensor` makes it."""
+    return x if type(x) is Tensor else _tensor(x)
 
 
 def _not(mask: Any) -> Any:
@@ -511,8 +518,8 @@ def _corrcoef(x: Any, y: Any = None, rowvar: bool = True, *, dtype: Any = None) 
 
 
 def _rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
-    """numpy.rot90: flips and a transposition, as numpy's own."""
-    m = _tensor(m)
+    """numpy.rot90: flips and a transposition, as numpy's own (of a Tensor, views)."""
+    m = _viewed(m)
     nd = len(shape_of(m))
     if len(axes) != 2:
         raise ValueError("len(axes) must be 2.")
@@ -521,7 +528,7 @@ def _rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
         raise ValueError("Axes must be different.")
     k %= 4
     if k == 0:
-        return ops.getitem(m, ...)
+        return m[...]
     if k == 2:
         return ops.flip(ops.flip(m, a0), a1)
     order = list(range(nd))
@@ -941,9 +948,11 @@ def cumulative_extreme(name: str) -> Function:
 
 
 def _unstack(x: Any, /, *, axis: int = 0) -> Any:
-    x = _tensor(x)
+    """numpy.unstack: ``x[..., k, ...]`` for each k along `axis`, views as numpy's."""
+    x = _viewed(x)
     ax = normalize_axis(axis, len(shape_of(x)))
-    return tuple(indexing.take(x, k, axis=ax) for k in range(shape_of(x)[ax]))
+    head = (slice(None),) * ax
+    return tuple(x[head + (k,)] for k in range(shape_of(x)[ax]))
 
 
 def _select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
@@ -1108,8 +1117,21 @@ def _insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
 
 
 def _array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
-    (labels,), gather = _labelled([ary])
-    return [gather(part) for part in np.array_split(labels, indices_or_sections, axis)]
+    """numpy.array_split: ``ary[..., i:j]`` between numpy's division points (sections that need
+    not divide the axis: the first ones one longer), each a view as numpy's."""
+    ary = _viewed(ary)
+    ax = normalize_axis(axis, len(shape_of(ary)))
+    n = shape_of(ary)[ax]
+    spec = np.asarray(indices_or_sections).tolist()  # (plain numbers, as numpy.array_split takes)
+    if isinstance(spec, list):
+        points = [0, *spec, n]
+    else:
+        if int(spec) <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        each, extras = divmod(n, int(spec))
+        points = np.cumsum([0] + extras * [each + 1] + (int(spec) - extras) * [each]).tolist()
+    head = (slice(None),) * ax
+    return [ary[head + (slice(a, b),)] for a, b in itertools.pairwise(points)]
 
 
 def _rollaxis(a: Any, axis: int, start: int = 0) -> Any:

@@ -1,7 +1,8 @@
 """Views, as numpy's: a Tensor read from another by basic indexing (``x[0]``, ``x[:, 1:]``,
 ``for row in x``) or laid out anew (``x.T``, ``swapaxes``, ``moveaxis``, ``expand_dims``,
-``squeeze``, and ``reshape``/``ravel`` where numpy's are views: by the strides numpy would give
-the view) writes through to it (``x[0][1] = v``, ``row *= 2``, ``x.T[0] = v``,
+``squeeze``, ``reshape``/``ravel`` where numpy's are views: by the strides numpy would give
+the view; flips, ``rot90``, and the pieces of ``split``, ``array_split`` and ``unstack``) writes
+through to it (``x[0][1] = v``, ``row *= 2``, ``x.T[0] = v``,
 ``x[0].reshape(-1)[1] = v``), eagerly and inside every transformation; advanced indexing, a full
 integer index, ``flatten``, a reshape of a transpose and a ravel of a strided view give copies,
 as numpy's do. Each program runs on numpy arrays and on Tensors, and must leave the same values."""
@@ -99,6 +100,16 @@ def views_reshaped(x):
     x[:, 1:3].reshape(3, 2, 1).squeeze(-1)[2] = -8.0  # (a copy of the same; squeeze: a view of it)
 
 
+def pieces_written(x):
+    np.flip(x, 1)[0, 0] = 21.0  # flips, numpy's x[:, ::-1]: views
+    np.flipud(x)[0] *= 0.5
+    np.rot90(x)[1, 2] = -4.0  # (a flip and a transpose)
+    top, bottom = np.split(x, [1])  # the pieces of a split: views
+    bottom[1, 1:3] = 13.0
+    np.array_split(x, 3, axis=1)[0][:, 0] += 100.0  # (sections that do not divide the axis)
+    np.unstack(x, axis=1)[3][2] = top[0, 3] * 2.0
+
+
 def layouts_written(x):
     t, r = x.T, x.reshape(4, 3)
     x[0, 1] = 70.0  # a write into the base reaches its transpose and its reshape,
@@ -119,6 +130,7 @@ PROGRAMS = [
     transposed,
     reshaped,
     views_reshaped,
+    pieces_written,
     layouts_written,
 ]
 

@@ -33,6 +33,7 @@ from ..core import (
     ride_along,
     strides_of,
     strip,
+    view,
 )
 from ..errors import TracerError
 from ..strides import Strides, reshaped
@@ -808,13 +809,14 @@ def getitem(x: ArrayLike, index: Any) -> Tensor:
 
 
 def flip(x: ArrayLike, axis: Axis = None) -> Tensor:
-    """Reverse the order of elements along `axis` (all axes by default), as numpy.flip."""
-    x = to_array_operand(x)
+    """Reverse the order of elements along `axis` (all axes by default), as numpy.flip: of a
+    Tensor, a view (numpy's ``x[::-1]``), which a write into reaches the Tensor."""
+    base, x = x, to_array_operand(x)
     nd = len(shape_of(x))
     idx = [slice(None)] * nd
     for a in normalize_axes(axis, nd):
         idx[a] = slice(None, None, -1)
-    return getitem(x, tuple(idx))
+    return view(getitem(x, tuple(idx)), base, tuple(idx))
 
 
 def zeros_like(x: Any) -> Any:

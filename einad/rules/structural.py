@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import arrays
 from ..aliases import Shape
-from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare
+from ..core import ArrayLike, Params, Primitive, Tensor, Value, bind, declare, view
 from ..errors import unknown_sizes
 from ..util import (
     dtype_of,
@@ -182,8 +182,9 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0) -> Tensor:
 
 
 def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
-    """Split `x` along `axis` into equal sections or at the given indices, as numpy.split."""
-    x = to_array_operand(x)
+    """Split `x` along `axis` into equal sections or at the given indices, as numpy.split: of a
+    Tensor, views (numpy's ``x[i:j]``), which a write into reaches the Tensor."""
+    base, x = x, to_array_operand(x)
     nd = len(shape_of(x))
     axis = normalize_axis(axis, nd)
     n = shape_of(x)[axis]
@@ -195,7 +196,8 @@ def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0)
     else:  # numpy's pieces x[i:j] between the given indices, which need not increase
         edges = [0, *(int(i) for i in spec), n]
     head = (slice(None),) * axis
-    return [getitem(x, head + (slice(a, b),)) for a, b in itertools.pairwise(edges)]
+    parts = [head + (slice(a, b),) for a, b in itertools.pairwise(edges)]
+    return [view(getitem(x, part), base, part) for part in parts]
 
 
 # -- where ------------------------------------------------------------------------------
