@@ -1686,10 +1686,12 @@ class Tensor:
             return format(self.item(), spec)
         return super().__format__(spec)  # (a spec for more elements: TypeError, as numpy's)
 
-    def item(self) -> Any:
-        """The value of a one-element tensor as a Python number (ValueError for more elements)."""
+    def item(self, *args: Any) -> Any:
+        """The value of a one-element tensor as a Python number (ValueError for more elements),
+        as PyTorch's; with numpy's arguments, the element at a flat index (``t.item(3)``) or a
+        multi-index (``t.item(1, 0)``)."""
         v = self._number()
-        return to_numpy(v).item() if type(v) is not Staged else float(v)
+        return to_numpy(v).item(*args) if type(v) is not Staged else float(v)
 
     __hash__ = object.__hash__
 

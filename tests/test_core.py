@@ -167,6 +167,10 @@ def test_python_conversions_of_a_constant_tensor():
     assert [10, 20, 30][ea.tensor(1)] == 20
     assert ea.tensor([2.5]).item() == 2.5
     assert type(ea.tensor(3).item()) is int
+    t = ea.tensor(np.arange(6.0).reshape(2, 3))  # numpy's item(i) and item(i, j)
+    assert (t.item(4), t.item(1, 0), t.item(-1)) == (4.0, 3.0, 5.0)
+    with pytest.raises(ValueError, match="size 1"):
+        t.item()
 
 
 def test_a_python_float_of_a_differentiated_value_is_refused_not_a_dropped_derivative():
