@@ -64,20 +64,26 @@ def _weights(y):
 
 
 def reference(jax, cases):
-    """JAX's value, gradient of the loss and tangent for each case (run by `jax_reference`)."""
+    """JAX's value, gradient of the loss and tangent for each case (run by `jax_reference`), as
+    one jitted program: one compilation (1.6 s), where JAX's eager calls compile each operation
+    of each case's shapes (22 s)."""
     jnp = jax.numpy
-    out = []
-    for name, kwargs, x, w1, w2, t in cases:
 
-        def f(v, name=name, kwargs=kwargs):
-            return getattr(jnp.fft, name)(v, **kwargs)
+    def everything():
+        out = []
+        for name, kwargs, x, w1, w2, t in cases:
 
-        def loss(v, f=f, w1=w1, w2=w2):
-            y = f(v)
-            return jnp.sum(jnp.real(y) * w1) + jnp.sum(jnp.imag(y) * w2)
+            def f(v, name=name, kwargs=kwargs):
+                return getattr(jnp.fft, name)(v, **kwargs)
 
-        out += [f(x), jax.grad(loss)(x), jax.jvp(f, (x,), (t,))[1]]
-    return out
+            def loss(v, f=f, w1=w1, w2=w2):
+                y = f(v)
+                return jnp.sum(jnp.real(y) * w1) + jnp.sum(jnp.imag(y) * w2)
+
+            out += [f(x), jax.grad(loss)(x), jax.jvp(f, (x,), (t,))[1]]
+        return out
+
+    return jax.jit(everything)()
 
 
 @pytest.fixture(scope="module")

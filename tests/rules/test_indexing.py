@@ -789,16 +789,22 @@ def jax_indexing(jax):
     ``sum(f**3)`` in x (and in v for the updates), per example for the mapped update, and one
     Hessian."""
     jnp = jax.numpy
-    out = []
-    for f, idx in TRACED_INDICES.values():
-        out.append(jax.jit(jax.grad(lambda x, *i, f=f: cube(f(x, *i))))(jnp.asarray(CUBE), *idx))
-    for f, i, v in TRACED_UPDATES.values():
-        loss = jax.jit(jax.grad(lambda x, i, v, f=f: cube(f(x, i, v)), argnums=(0, 2)))
-        out += [f(jnp.asarray(AT_X), i, jnp.asarray(v)), *loss(jnp.asarray(AT_X), i, jnp.asarray(v))]
-    per_example = jax.vmap(jax.grad(lambda x, i, v: cube(x.at[i].add(v)), argnums=(0, 2)), (None, 0, 0))
-    out += list(per_example(jnp.asarray(AT_X), MAPPED_I, MAPPED_V))
-    out.append(jax.hessian(lambda x, i: cube(x[i]))(jnp.asarray(CUBE[0, 0]), np.array([1, -1, 1])))
-    return out
+
+    def everything(cube_x, at_x, indices, updates, mapped_i):  # (the indices traced, as in the test)
+        out = []
+        for (f, _), idx in zip(TRACED_INDICES.values(), indices):
+            out.append(jax.grad(lambda x, *i, f=f: cube(f(x, *i)))(cube_x, *idx))
+        for (f, _, v), i in zip(TRACED_UPDATES.values(), updates):
+            loss = jax.grad(lambda x, i, v, f=f: cube(f(x, i, v)), argnums=(0, 2))
+            out += [f(at_x, i, jnp.asarray(v)), *loss(at_x, i, jnp.asarray(v))]
+        per_example = jax.vmap(jax.grad(lambda x, i, v: cube(x.at[i].add(v)), argnums=(0, 2)), (None, 0, 0))
+        out += list(per_example(at_x, mapped_i, MAPPED_V))
+        out.append(jax.hessian(lambda x, i: cube(x[i]))(cube_x[0, 0], np.array([1, -1, 1])))
+        return out
+
+    indices = [idx for _, idx in TRACED_INDICES.values()]
+    updates = [i for _, i, _ in TRACED_UPDATES.values()]
+    return jax.jit(everything)(jnp.asarray(CUBE), jnp.asarray(AT_X), indices, updates, MAPPED_I)
 
 
 @pytest.fixture(scope="module")
