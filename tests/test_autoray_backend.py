@@ -547,7 +547,8 @@ def _complex_loss(re, im, lib, complex_):
 
 def jax_complex_gradients(jax, re, im):
     """The reference (run by `jax_reference` in a subprocess): JAX's gradients through lax.complex."""
-    return jax.grad(lambda r, i: _complex_loss(r, i, jax.numpy, jax.lax.complex), argnums=(0, 1))(re, im)
+    both = jax.grad(lambda r, i: _complex_loss(r, i, jax.numpy, jax.lax.complex), argnums=(0, 1))
+    return jax.jit(both)(re, im)  # (one compilation)
 
 
 def test_complex_follows_jaxs_derivative_convention():

@@ -1574,12 +1574,17 @@ SYMMETRIZED_INPUTS = [_positive_not_hermitian(dtype) for dtype in (REAL, COMPLEX
 
 
 def jax_symmetrized_gradients(jax, inputs):
-    """The reference: JAX's gradient of each `_symmetrized_losses` loss at each input."""
-    return [
-        jax.grad(lambda a, k=k: _symmetrized_losses(a, jax.numpy, jax.numpy.linalg)[k])(a)
-        for a in inputs
-        for k in range(3)
-    ]
+    """The reference: JAX's gradient of each `_symmetrized_losses` loss at each input (one jitted
+    program: one compilation)."""
+
+    def gradients(inputs):
+        return [
+            jax.grad(lambda a, k=k: _symmetrized_losses(a, jax.numpy, jax.numpy.linalg)[k])(a)
+            for a in inputs
+            for k in range(3)
+        ]
+
+    return jax.jit(gradients)(inputs)
 
 
 def test_symmetrize_input_gives_jaxs_hermitian_gradients():
