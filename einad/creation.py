@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from . import arrays, ops
+from . import arrays, numpy_compositions, ops
 from .aliases import DTypeLike
 from .core import ArrayLike, Tensor, alias
 from .util import dtype_of, raw, shape_of
@@ -111,37 +111,15 @@ def linspace(
     axis: int = 0,
 ) -> Any:
     """numpy.linspace, a constant Tensor (with `retstep`, the step too, as numpy's); of Tensor
-    `start` or `stop`, differentiable in them (``start + f * (stop - start)`` for numpy's fractions
-    `f`, as jnp.linspace)."""
+    `start` or `stop`, differentiable in them, as jnp.linspace (`numpy_compositions.linspace`,
+    what ``np.linspace`` of a Tensor runs)."""
     if _holds_tensor(start) or _holds_tensor(stop):
-        return _traced_linspace(start, stop, num, endpoint, retstep, dtype, axis)
+        start, stop = (asarray(v) if _holds_tensor(v) else v for v in (start, stop))
+        return numpy_compositions.linspace(start, stop, num, endpoint, retstep, dtype, axis)
     if retstep:
         values, step = np.linspace(start, stop, num, endpoint, retstep=True, dtype=dtype, axis=axis)
         return Tensor(values), step
     return Tensor(np.linspace(start, stop, num, endpoint, dtype=dtype, axis=axis))
-
-
-def _traced_linspace(
-    start: Any, stop: Any, num: int, endpoint: bool, retstep: bool, dtype: DTypeLike | None, axis: int
-) -> Any:
-    num = int(num)
-    if num < 0:
-        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
-    div = num - 1 if endpoint else num
-    start, stop = asarray(start), asarray(stop)
-    span = stop - start
-    start = ops.broadcast_to(start, span.shape)
-    fractions = np.arange(num, dtype=float) / max(div, 1)
-    if endpoint and num > 1:
-        fractions[-1] = 1.0  # (the last sample is `stop`, as numpy's)
-    ndim = span.ndim
-    where = axis % (ndim + 1)
-    shape = [1] * ndim
-    shape.insert(where, num)
-    f = fractions.reshape(shape)
-    out = ops.expand_dims(start, where) + f * ops.expand_dims(span, where)
-    out = out if dtype is None else out.astype(dtype)
-    return (out, span / div if div > 0 else span * np.nan) if retstep else out
 
 
 def indices(dimensions: Sequence[int], dtype: Any = int, sparse: bool = False) -> Any:

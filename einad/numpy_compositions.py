@@ -1206,7 +1206,7 @@ def _isreal(x: Any) -> Any:
 # -- sequences: linspace, logspace, geomspace (differentiable in their ends) ----------------------
 
 
-def _linspace(
+def linspace(
     start: Any,
     stop: Any,
     num: int = 50,
@@ -1218,7 +1218,8 @@ def _linspace(
     device: Any = None,
 ) -> Any:
     """numpy.linspace: ``start + k * step`` (the last exactly `stop` with `endpoint`), the new
-    axis at `axis`; `start` and `stop` may be arrays (broadcast) and carry the derivative."""
+    axis at `axis`; `start` and `stop` may be arrays (broadcast) and carry the derivative (what
+    ``np.linspace`` of a Tensor runs, and ``ea.linspace`` of Tensor ends)."""
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     lo: Any = _tensor(start)
@@ -1249,7 +1250,7 @@ def _logspace(
     dtype: Any = None,
     axis: int = 0,
 ) -> Any:
-    y = _linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
+    y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
     if np.ndim(raw(base)) if not isinstance(base, Tensor) else len(shape_of(base)):
         base = ops.expand_dims(base, axis)
     out = ops.power(base, y)
@@ -1270,7 +1271,7 @@ def _geomspace(
     if any(np.any(np.sign(to_numpy(raw(v))) != np.sign(to_numpy(raw(known[0])))) for v in known[1:]):
         raise ValueError("numpy.geomspace on einad Tensors: start and stop of opposite signs (numpy: nan)")
     sign = ops.where(ops.less(lo, 0), -1.0, 1.0)
-    y = ops.exp(_linspace(ops.log(ops.abs(lo)), ops.log(ops.abs(hi)), num=num, endpoint=endpoint))
+    y = ops.exp(linspace(ops.log(ops.abs(lo)), ops.log(ops.abs(hi)), num=num, endpoint=endpoint))
     shape = shape_of(y)[1:]
     if num > 0:
         ends = [ops.broadcast_to(ops.abs(lo), (1, *shape))]
@@ -1900,7 +1901,7 @@ FUNCTIONS: dict[Function, Function] = {
     np.fix: _fix,
     np.iscomplex: _iscomplex,
     np.isreal: _isreal,
-    np.linspace: _linspace,
+    np.linspace: linspace,
     np.logspace: _logspace,
     np.geomspace: _geomspace,
     np.polyadd: _polyadd,
