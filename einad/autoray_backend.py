@@ -12,16 +12,18 @@ Where each name's function comes from:
 1. `TRANSLATIONS`: autoray's conventions where einad keeps numpy's (``linalg.svd`` is the
    reduced SVD under autoray, as autoray gives numpy, JAX and torch, while
    `einad.linalg.svd` keeps numpy's ``full_matrices=True``); scipy's functions
-   (``scipy.linalg.expm``, ``scipy.linalg.lu``, ``scipy.linalg.solve_triangular``); array
-   creation, which returns constant Tensors as ``do("zeros", ..., like=x)`` returns the
-   backend's arrays; and helpers without a derivative (``allclose``, ``count_nonzero``,
-   ``to_numpy``), which read a value and return plain numpy values (on a value staged by
-   `einad.jit` they raise `TracerError`, as reading a traced value always does).
+   (``scipy.linalg.expm``, ``scipy.linalg.lu``, ``scipy.linalg.solve_triangular``); numpy's
+   random functions, which return constant Tensors; and helpers without a derivative
+   (``allclose``, ``count_nonzero``, ``to_numpy``), which read a value and return plain numpy
+   values (on a value staged by `einad.jit` they raise `TracerError`, as reading a traced value
+   always does).
 2. numpy's function of that name as einad runs it on Tensors (`numpy_api`'s table), for the
    names `einad` does not export: numpy's signature, einad's differentiable operation
    (``swapaxes``, ``copy``, ``ravel``, ...).
 3. Everything else is autoray's own lookup in `einad` (not registered): einad's operations,
-   which take numpy's arguments (those einad supports), called directly.
+   which take numpy's arguments (those einad supports), called directly, and its array
+   creation with numpy's signatures (``do("zeros", ..., like=x)`` is `einad.zeros`,
+   `einad.creation`).
 """
 
 from __future__ import annotations
@@ -35,23 +37,6 @@ from . import numpy_api as _numpy_api  # noqa: F401  (fills `numpy_functions`, w
 from . import ops
 from .aliases import DTypeLike
 from .core import ArrayLike, Staged, Tensor, numpy_functions
-from .creation import (
-    arange,
-    array,
-    asarray,
-    empty,
-    empty_like,
-    eye,
-    full,
-    full_like,
-    identity,
-    indices,
-    linspace,
-    ones,
-    ones_like,
-    zeros,
-    zeros_like,
-)
 from .errors import TracerError
 from .rules import linalg
 from .rules.linear import tril, triu
@@ -131,7 +116,7 @@ def to_numpy(x: ArrayLike) -> Any:
     return np.asarray(_value(x, "to_numpy"))
 
 
-# -- array creation: constant Tensors ---------------------------------------------------------
+# -- numpy's random functions: constant Tensors ----------------------------------------------------
 
 
 def random_default_rng(seed: Any = None) -> np.random.Generator:
@@ -246,22 +231,7 @@ TRANSLATIONS: dict[str, Function] = {
     "scipy.linalg.lu": linalg.lu,
     "scipy.linalg.solve_triangular": solve_triangular,
     "complex": complex_of,
-    # creation: constant Tensors
-    "array": array,
-    "asarray": asarray,
-    "zeros": zeros,
-    "ones": ones,
-    "empty": empty,
-    "full": full,
-    "eye": eye,
-    "identity": identity,
-    "arange": arange,
-    "indices": indices,
-    "zeros_like": zeros_like,
-    "ones_like": ones_like,
-    "empty_like": empty_like,
-    "full_like": full_like,
-    "linspace": linspace,
+    # numpy's random functions: constant Tensors
     "random.default_rng": random_default_rng,
     "random.normal": random_normal,
     "random.uniform": random_uniform,

@@ -13,7 +13,7 @@ memory layout is not observable). autoray's ``do("zeros", ..., like=t)`` runs th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -129,28 +129,6 @@ def indices(dimensions: Sequence[int], dtype: Any = int, sparse: bool = False) -
     return Tensor(np.indices(tuple(dimensions), dtype=dtype))
 
 
-def _like(fill: Any, name: str) -> Callable[..., Tensor]:
-    def like(
-        a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
-    ) -> Tensor:
-        dt = dtype_of(a) if dtype is None else dtype
-        return Tensor(
-            arrays.asarray(raw(a), np.full(shape_of(a) if shape is None else shape, fill, dtype=dt))
-        )
-
-    like.__name__ = like.__qualname__ = name
-    like.__doc__ = (
-        f"numpy.{name}: a constant Tensor of `a`'s shape (or `shape`), dtype (or `dtype`) and "
-        f"library, filled with {fill}."
-    )
-    return like
-
-
-zeros_like = _like(0, "zeros_like")
-ones_like = _like(1, "ones_like")
-empty_like = _like(0, "empty_like")  # (zeros: an einad value is never filled in afterwards)
-
-
 def full_like(
     a: ArrayLike,
     fill_value: Any,
@@ -159,12 +137,34 @@ def full_like(
     subok: bool = True,
     shape: Any = None,
 ) -> Tensor:
-    """numpy.full_like, a constant Tensor of `a`'s shape, dtype and library; a Tensor
-    `fill_value` broadcast (differentiable in it)."""
+    """numpy.full_like, a constant Tensor of `a`'s shape (or `shape`), dtype (or `dtype`) and
+    library; a Tensor `fill_value` broadcast (differentiable in it)."""
+    dt = dtype_of(a) if dtype is None else dtype
+    shape = shape_of(a) if shape is None else shape
     if _holds_tensor(fill_value):
-        dt = dtype_of(a) if dtype is None else dtype
-        return full(shape_of(a) if shape is None else shape, fill_value, dt)
-    return _like(fill_value, "full_like")(a, dtype, order, subok, shape)
+        return full(shape, fill_value, dt)
+    return Tensor(arrays.asarray(raw(a), np.full(shape, fill_value, dtype=dt)))
+
+
+def zeros_like(
+    a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
+) -> Tensor:
+    """numpy.zeros_like: `full_like` of 0."""
+    return full_like(a, 0, dtype, order, subok, shape)
+
+
+def ones_like(
+    a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
+) -> Tensor:
+    """numpy.ones_like: `full_like` of 1."""
+    return full_like(a, 1, dtype, order, subok, shape)
+
+
+def empty_like(
+    a: ArrayLike, dtype: DTypeLike | None = None, order: str = "K", subok: bool = True, shape: Any = None
+) -> Tensor:
+    """numpy.empty_like: zeros (an einad value is never filled in afterwards)."""
+    return full_like(a, 0, dtype, order, subok, shape)
 
 
 __all__ = [

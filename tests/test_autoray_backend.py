@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 import einad as ea
-from einad import autoray_backend
+from einad import autoray_backend, creation
 from tests.support.checks import lib_value
 from tests.support.jax_reference import jax_reference
 
@@ -455,7 +455,9 @@ EXTRA_CASES: dict[str, Case] = {
 
 
 def test_the_extra_cases_are_the_translations_beyond_the_audit():
-    beyond = set(autoray_backend.TRANSLATIONS) - AUDITED
+    """What einad gives autoray beyond the audited names: its translations, and its creation
+    functions (`einad.creation`, found in `einad` by autoray's own lookup)."""
+    beyond = (set(autoray_backend.TRANSLATIONS) | set(creation.__all__)) - AUDITED
     assert beyond == set(EXTRA_CASES)
 
 
@@ -486,8 +488,10 @@ def test_registration_covers_numpys_functions_and_the_translations():
     assert table["swapaxes"] is ea.core.numpy_functions[np.swapaxes]  # numpy's signature, einad's op
     assert "tensordot" not in table and ar.get_lib_fn("einad", "tensordot") is ea.tensordot  # einad's own
     assert set(autoray_backend.TRANSLATIONS) <= set(table)
-    for name in ("zeros", "linalg.svd", "complex", "indices", "swapaxes"):
+    for name in ("linalg.svd", "complex", "swapaxes"):
         assert ar.get_lib_fn("einad", name) is table[name]
+    for name in creation.__all__:  # (einad's own exports, found by autoray's lookup)
+        assert name not in table and ar.get_lib_fn("einad", name) is getattr(ea, name)
     assert autoray_backend.register(ea.__all__) is True
 
 

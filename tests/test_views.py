@@ -276,14 +276,12 @@ def test_views_that_are_gone_are_forgotten():
 
 
 def test_copies_are_tensors_of_their_own():
-    """numpy's ``array(t)`` (autoray's ``do("array", t)``), ``np.copy``, ``t.copy()``,
-    ``t.clone()`` and the array API's ``asarray(t, copy=True)``: a write into the copy leaves
-    the original alone (and the other way), eagerly and traced; ``asarray`` without copy is the
-    tensor itself."""
-    from einad import autoray_backend
-
+    """``ea.array(t)`` (numpy's ``array``, autoray's ``do("array", t)``), ``np.copy``,
+    ``t.copy()``, ``t.clone()`` and the array API's ``asarray(t, copy=True)``: a write into the
+    copy leaves the original alone (and the other way), eagerly and traced; ``asarray`` without
+    copy is the tensor itself."""
     copies = [
-        autoray_backend.array,
+        ea.array,
         np.copy,
         lambda t: t.copy(),
         lambda t: t.clone(),
@@ -304,7 +302,7 @@ def test_copies_are_tensors_of_their_own():
 
         assert_close(ea.grad(loss)(np.array([1.0, 2.0])), [2.0, 5.0])
     t = ea.tensor(np.arange(3.0))
-    assert autoray_backend.asarray(t) is t and ea.array_api.asarray(t) is t
+    assert ea.asarray(t) is t and ea.array_api.asarray(t) is t
 
 
 # -- random programs of writes ----------------------------------------------------------------------
