@@ -47,7 +47,7 @@ from . import arrays
 from .aliases import Array, Axis, DTypeLike, Shape
 from .arrays import np_dtype, to_numpy
 from .errors import UNKNOWN_SIZES, TracerError, unknown_sizes
-from .strides import Strides, c_strides, indexed, is_c_contiguous
+from .strides import Strides, c_strides, indexed, is_c_contiguous, reshaped
 
 _levels = itertools.count(1)
 _node_seq = itertools.count()  # `next` is atomic: safe across threads
@@ -1796,20 +1796,19 @@ class Basic:
 class Layout:
     """How a view holds every element of its base in another layout (numpy's views by
     transpose, reshape, squeeze, expand_dims, a complex part): `look` reads the view from the
-    base, `back` lays a value of the view's shape out as the base's (`look`'s inverse); `key`
-    names the two; `placed` gives the view's strides from the base's, as numpy's view would
-    have them (`einad.strides`). Its methods are `Basic`'s."""
+    base, `back` lays a value of the view's shape out as the base's (`look`'s inverse);
+    `placed` gives the view's strides from the base's, as numpy's view would have them
+    (`einad.strides`). Its methods are `Basic`'s."""
 
-    __slots__ = ("back", "key", "look", "placed")
+    __slots__ = ("back", "look", "placed")
 
     def __init__(
         self,
         look: Callable[[Tensor], Tensor],
         back: Callable[[Tensor], Tensor],
-        key: Any,
         placed: Callable[[Strides], Strides],
     ) -> None:
-        self.look, self.back, self.key, self.placed = look, back, key, placed
+        self.look, self.back, self.placed = look, back, placed
 
     def put(self, base: Tensor, region: Tensor, symbol: str) -> None:
         base._assign(Ellipsis, self.back(region), symbol)  # every element, as the base lays them out
@@ -1818,7 +1817,7 @@ class Layout:
         return self.placed(s)
 
     def same(self, index: Any) -> bool:
-        return type(index) is Layout and index.key == self.key
+        return False  # (a write names its place by an index, never by a layout)
 
 
 def strides_of(t: Any) -> Strides:
@@ -1847,18 +1846,25 @@ def contiguous(t: Any) -> bool:
     return _views.get(id(t)) is None or is_c_contiguous(t.shape, strides_of(t))
 
 
+def reshape_strides(t: Any, shape: Shape) -> Strides | None:
+    """The strides of numpy's reshape of the view `t` into `shape` where it is a view, else None
+    (a Tensor of its own lies in C order: always a view)."""
+    if _views.get(id(t)) is None:
+        return c_strides(shape)
+    return reshaped(t.shape, strides_of(t), shape)
+
+
 def layout_view(
     t: Tensor,
     base: Any,
     look: Callable[[Tensor], Tensor],
     back: Callable[[Tensor], Tensor],
-    key: Any,
     strides: Callable[[Strides], Strides],
 ) -> Tensor:
     """`t`, read from `base` by `look` (every element, laid out anew: a transpose, a reshape),
     made a view of `base` when `base` is a Tensor (`view`): a write into either is a write
     into both, as numpy's. `strides`: the view's strides from the base's (`Layout`)."""
-    return view(t, base, Layout(look, back, key, strides))
+    return view(t, base, Layout(look, back, strides))
 
 
 _bases: dict[int, set[int]] = {}

@@ -15,7 +15,6 @@ or `jvp`) and raise a `TracerError` inside `einad.jit` or `vmap`, as JAX's do.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -1117,21 +1116,16 @@ def _insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
 
 
 def _array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Any]:
-    """numpy.array_split: ``ary[..., i:j]`` between numpy's division points (sections that need
-    not divide the axis: the first ones one longer), each a view as numpy's."""
-    ary = _viewed(ary)
-    ax = normalize_axis(axis, len(shape_of(ary)))
-    n = shape_of(ary)[ax]
+    """numpy.array_split: `ops.split` at numpy's division points (sections need not divide the
+    axis: the first ones are one longer), its pieces views as numpy's."""
     spec = np.asarray(indices_or_sections).tolist()  # (plain numbers, as numpy.array_split takes)
     if isinstance(spec, list):
-        points = [0, *spec, n]
-    else:
-        if int(spec) <= 0:
-            raise ValueError("number sections must be larger than 0.")
-        each, extras = divmod(n, int(spec))
-        points = np.cumsum([0] + extras * [each + 1] + (int(spec) - extras) * [each]).tolist()
-    head = (slice(None),) * ax
-    return [ary[head + (slice(a, b),)] for a, b in itertools.pairwise(points)]
+        return ops.split(ary, spec, axis=axis)
+    if int(spec) <= 0:
+        raise ValueError("number sections must be larger than 0.")
+    each, extras = divmod(shape_of(ary)[normalize_axis(axis, len(shape_of(ary)))], int(spec))
+    points = np.cumsum(extras * [each + 1] + (int(spec) - extras) * [each])[:-1].tolist()
+    return ops.split(ary, points, axis=axis)
 
 
 def _rollaxis(a: Any, axis: int, start: int = 0) -> Any:

@@ -78,8 +78,8 @@ def real(x: ArrayLike) -> Tensor:
     if type(x) is not Tensor:
         return out
     if dtype_of(x).kind != "c":  # (numpy's x.real of a real x: its own elements)
-        return layout_view(out, x, real, lambda r: r, ("real",), lambda strides: strides)
-    return layout_view(out, x, real, lambda r: r + 1j * imag(x), ("real",), _part)
+        return layout_view(out, x, real, lambda r: r, lambda strides: strides)
+    return layout_view(out, x, real, lambda r: r + 1j * imag(x), _part)
 
 
 def imag(x: ArrayLike) -> Tensor:
@@ -88,7 +88,7 @@ def imag(x: ArrayLike) -> Tensor:
     out = wrap(elementwise.imag(to_operand(x)))
     if type(x) is not Tensor or dtype_of(x).kind != "c":
         return out
-    return layout_view(out, x, imag, lambda r: real(x) + 1j * r, ("imag",), _part)
+    return layout_view(out, x, imag, lambda r: real(x) + 1j * r, _part)
 
 
 def _part(strides: Strides) -> Strides:
@@ -628,9 +628,9 @@ class _TensorMethods(Tensor):  # a subclass only so that `self` type-checks as a
 
     def view(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in a new shape, as PyTorch's ``view`` (and `reshape`): a view, a
-        write into which reaches this tensor (and the other way round), of a tensor laid out
-        in C order (`reshape`'s rule; of a transposed one, a tensor of its own, where PyTorch
-        raises)."""
+        write into which reaches this tensor (and the other way round), where numpy's reshape
+        is one (`reshape`'s rule; elsewhere, a reshape of a transpose say, a tensor of its own,
+        where PyTorch raises)."""
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Sequence)):
             raise TypeError(
                 f"view() takes a shape; einad does not reinterpret memory as another dtype "

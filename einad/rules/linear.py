@@ -306,7 +306,6 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
         base,
         lambda b: transpose(b, perm),
         lambda r: transpose(r, _inverse(perm)),
-        ("transpose", perm),
         lambda strides: tuple([strides[a] for a in perm]),
     )
 

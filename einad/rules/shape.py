@@ -30,8 +30,8 @@ from ..core import (
     declare,
     layout_view,
     mapped,
+    reshape_strides,
     ride_along,
-    strides_of,
     strip,
     view,
 )
@@ -173,7 +173,7 @@ def _resolve_shape(size: int, shape: Sequence[int]) -> Shape:
 def reshape(x: ArrayLike, shape: int | Sequence[int], *, view: bool = True) -> Tensor:
     """The same elements in a new shape, as numpy.reshape (C order): of a Tensor, a view, which
     a write into reaches the Tensor, where numpy's reshape is one (by the strides numpy would
-    give the Tensor, `core.strides_of`: a tensor of its own, ``x[0]``, ``x.T.T``; not ``x.T``);
+    give the Tensor, `core.reshape_strides`: a tensor of its own, ``x[0]``, ``x.T.T``; not ``x.T``);
     ``view=False``: not a view (numpy's ``flatten``; of the same shape, `x` itself).
 
     One dimension of `shape` may be -1: it is inferred from the size.
@@ -184,9 +184,7 @@ def reshape(x: ArrayLike, shape: int | Sequence[int], *, view: bool = True) -> T
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
     new = _resolve_shape(math.prod(shape_of(x)), tuple(shape))
-    views = view and (
-        type(x) is not Tensor or contiguous(x) or reshaped(x.shape, strides_of(x), new) is not None
-    )
+    views = view and (type(x) is not Tensor or reshape_strides(x, new) is not None)
     return _reshaped(x, new, views)
 
 
@@ -213,7 +211,7 @@ def _reshaped(x: ArrayLike, new: Shape, views: bool) -> Tensor:
         return placed
 
     look, back = (lambda b: reshape(b, new)), (lambda r: reshape(r, xs))
-    return layout_view(out, base, look, back, ("reshape", new), strides)
+    return layout_view(out, base, look, back, strides)
 
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
