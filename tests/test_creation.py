@@ -95,7 +95,7 @@ def test_lists_of_tensors_and_tensor_fill_values_are_differentiable():
     ],
 )
 def test_linspace_is_differentiable_in_its_ends(args, kwargs):
-    """``linspace(start, stop)`` of Tensors: numpy's samples, and ``start + f (stop - start)``'s
+    """``linspace(start, stop)`` of Tensors: numpy's samples, and ``start + k * step``'s
     derivative (jnp.linspace's), by central differences, eagerly and under jit."""
     start, stop = (np.asarray(a, float) for a in args[:2])
     num = args[2]

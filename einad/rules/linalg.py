@@ -557,12 +557,12 @@ def _solve_impl(a: Any, b: Any, factor: str = "") -> Any:
             return np.linalg.solve(a, b)
         except np.linalg.LinAlgError:
             if not factor:
-                raise
-        raise np.linalg.LinAlgError(
-            f"the derivative of {factor} is undefined here: it divides by a triangular factor with a "
-            f"zero on its diagonal (a rank-deficient or singular matrix); perturb the input or "
-            f"keep the derivative away from it (ea.stop_gradient)"
-        ) from None
+                raise  # (the public solve of a singular matrix: numpy's error)
+            raise np.linalg.LinAlgError(
+                f"the derivative of {factor} is undefined here: it divides by a triangular factor "
+                f"with a zero on its diagonal (a rank-deficient or singular matrix); perturb the "
+                f"input or keep the derivative away from it (ea.stop_gradient)"
+            ) from None
     if _is_dask(a) or _is_dask(b):
         dtype = np.result_type(dtype_of(a), dtype_of(b))
         return _on_blocks(_solve_impl, [a, b], shape_of(b)[-2:], dtype, factor=factor)
