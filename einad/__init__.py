@@ -5,7 +5,7 @@ permuting its subscripts; reverse mode, forward mode and any nesting of them
 are built on one small tracing core.
 """
 
-import sys as _sys
+import importlib as _importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,6 +17,7 @@ from . import (
 )
 from . import autoray_backend as _autoray_backend
 from . import einops_backend as _einops_backend  # noqa: F401  (einops finds it: einops.rearrange(t, ...))
+from . import post_import as _post_import
 from .aliases import DTypeLike
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core import ArrayLike, Tensor, enable_grad, no_grad
@@ -291,8 +292,17 @@ __all__ += list(_ELEMENTWISE)  # the elementwise table's operations
 __all__ += list(_EXPORTED)  # and those the rules modules export (core.export)
 # quimb and cotengra reach einad through autoray (when it is installed), which finds these names here
 _autoray_backend.register(__all__)
-if "quimb.tensor.optimize" in _sys.modules:  # quimb loaded first: its TNOptimizer takes "einad" now
-    from . import quimb_optimizer as _quimb_optimizer  # noqa: F401  (otherwise: import einad.quimb_optimizer)
+
+
+def _plug_into_quimb() -> None:
+    """quimb's `TNOptimizer` takes ``autodiff_backend="einad"``: einad/quimb_optimizer.py, which
+    imports quimb, imported once quimb's optimizer module is (this package's own submodule, by
+    name: quimb is an optional dependency that importing einad never loads)."""
+    _importlib.import_module(f"{__name__}.quimb_optimizer")
+
+
+# whether quimb's optimizer module is loaded before einad or after
+_post_import.after_import("quimb.tensor.optimize", _plug_into_quimb)
 
 
 def __dir__() -> list[str]:

@@ -12,11 +12,12 @@ JAX handler leaves as they are: for complex arrays its ``hessp`` is not the deri
 gradient, einad's is (tests/workflows/test_quimb_optimizer.py checks both against central
 differences of the gradient).
 
-Importing this module adds the handler to quimb's table; ``import einad`` imports it itself when
-quimb's optimizer module is loaded already::
+Importing this module adds the handler to quimb's table. Nobody needs to: ``import einad``
+imports it as soon as quimb's optimizer module is loaded, before einad or after it
+(`einad.post_import`)::
 
+    import einad
     import quimb.tensor as qtn
-    import einad  # (or, after it, import einad.quimb_optimizer)
 
     opt = qtn.TNOptimizer(psi, loss_fn, norm_fn, autodiff_backend="einad")
 

@@ -30,7 +30,14 @@ PACKAGE = pathlib.Path(einad.__file__).parent
 
 # Each layer's modules, in their order within the layer.
 LAYERS: dict[str, list[str]] = {
-    "helpers": ["einad.aliases", "einad.errors", "einad.subscripts", "einad.pytree", "einad.strides"],
+    "helpers": [
+        "einad.aliases",
+        "einad.errors",
+        "einad.subscripts",
+        "einad.pytree",
+        "einad.strides",
+        "einad.post_import",
+    ],
     "executor": [
         "einad.arrays",
         "einad.memory",

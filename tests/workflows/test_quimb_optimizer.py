@@ -82,15 +82,26 @@ def test_gradients_match_quimbs_torch_handler_and_hessp_differentiates_them(dtyp
     )
 
 
-def test_importing_einad_after_quimb_registers_the_backend():
-    """``import einad`` after quimb's optimizer is loaded adds the backend itself (in a fresh
-    interpreter: this one has imported einad.quimb_optimizer already)."""
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import quimb.tensor as qtn, einad",  # quimb first: `import einad` adds the handler
+        "import einad, quimb.tensor as qtn",  # einad first: quimb's import of its optimizer does
+        "import einad, quimb.tensor.optimize",  # (the optimizer module itself, first of quimb's)
+    ],
+)
+def test_the_backend_is_there_whichever_library_is_imported_first(imports):
+    """``autodiff_backend="einad"`` needs no import of einad.quimb_optimizer by hand, in either
+    order (in a fresh interpreter: this one has imported it already), and the finder that waited
+    for quimb's optimizer is gone from ``sys.meta_path`` once it has."""
     code = (
-        "import quimb.tensor as qtn, quimb.tensor.optimize as o, einad\n"
-        "print(o._BACKEND_HANDLERS['einad'].__module__)"
+        f"{imports}\n"
+        "import sys, quimb.tensor.optimize as o\n"
+        "print(o._BACKEND_HANDLERS['einad'].__module__)\n"
+        "print(sum(type(f).__module__ == 'einad.post_import' for f in sys.meta_path))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "einad.quimb_optimizer"
+    assert out.stdout.split() == ["einad.quimb_optimizer", "0"]
 
 
 def test_a_parametrized_circuit_is_optimized_over_its_gate_parameters():
