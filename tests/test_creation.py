@@ -129,3 +129,38 @@ def test_autoray_creates_einad_tensors_with_numpys_signatures():
         got = autoray.do(name, *args, like="einad")
         assert type(got) is ea.Tensor
         np.testing.assert_array_equal(got.numpy(), getattr(np, name)(*args))
+
+
+LEAVES = [
+    ("zeros", ((2, 3),)),
+    ("ones", (3,)),
+    ("empty", ((2,),)),
+    ("full", ((2, 2), 0.5)),
+    ("eye", (3,)),
+    ("identity", (2,)),
+    ("arange", (0.0, 2.0, 0.5)),
+    ("linspace", (0.0, 1.0, 4)),
+    ("zeros_like", (X,)),
+    ("ones_like", (X,)),
+    ("empty_like", (X,)),
+    ("full_like", (X, 0.25)),
+]
+
+
+@pytest.mark.parametrize("name, args", LEAVES, ids=[c[0] for c in LEAVES])
+def test_requires_grad_makes_a_leaf_that_backward_fills(name, args):
+    """``ea.zeros(3, requires_grad=True)``, as ``torch.zeros``: a leaf whose ``.grad`` is the
+    gradient (here of ``Σ w² + 3 w``: ``2 w + 3``); without it the Tensor is a constant."""
+    w = getattr(ea, name)(*args, requires_grad=True)
+    value = np.asarray(w.numpy()).copy()
+    assert w.requires_grad and w.grad is None
+    ea.sum(w * w + 3 * w).backward()
+    np.testing.assert_allclose(w.grad, 2 * value + 3)
+    assert not getattr(ea, name)(*args).requires_grad
+
+
+def test_requires_grad_of_integers_is_refused_as_in_pytorch():
+    with pytest.raises(TypeError, match="floating-point or complex"):
+        ea.arange(3, requires_grad=True)
+    with pytest.raises(TypeError, match="floating-point or complex"):
+        ea.zeros(2, dtype=np.int32, requires_grad=True)
