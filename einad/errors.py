@@ -21,6 +21,15 @@ class TracerError(TypeError):
     """
 
 
+def check_callable(f: Any, name: str, usage: str = "") -> None:
+    """A transformation's function argument is a function. ``einad.grad(f(x))``, the value where
+    the function belongs, is a TypeError where it is written (JAX's, at ``jax.grad``), not a
+    "not callable" from deep inside the call; `usage` shows the call as it should be."""
+    if not callable(f):
+        how = usage or f"einad.{name}(f)(x), not einad.{name}(f(x))"
+        raise TypeError(f"einad.{name} takes a function, got {type(f).__name__}: write {how}")
+
+
 def unknown_sizes(shape: Any) -> bool:
     """Whether `shape` has a dimension of unknown size: nan (a dask array of unknown chunk
     sizes, after a boolean mask) or None (the array API's unknown dimension)."""

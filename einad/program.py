@@ -28,7 +28,7 @@ import numpy as np
 from . import arrays, cluster
 from .aliases import DTypeLike, Shape
 from .core import Params, Primitive, QuietRules, Staged, Tensor, Trace, _box, bind, in_rules, tracing
-from .errors import TracerError
+from .errors import TracerError, check_callable
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 from .util import shape_of
 
@@ -556,6 +556,7 @@ def make_graph(f: Callable[..., Any]) -> Callable[..., Graph]:
     Raises:
         TracerError: If `f` branches in Python on a value computed from its inputs.
     """
+    check_callable(f, "make_graph")
 
     def graph_f(*args: Any) -> Graph:
         flat, td = tree_flatten(list(args))

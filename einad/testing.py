@@ -10,7 +10,7 @@ import numpy as np
 from . import arrays
 from .aliases import Array
 from .core import Tensor, strip
-from .errors import GradcheckError
+from .errors import GradcheckError, check_callable
 from .pytree import tree_flatten, tree_unflatten
 from .transforms.autodiff import _out, jvp, vjp
 
@@ -80,6 +80,7 @@ def gradcheck(
         GradcheckError: If a directional derivative misses the central
             difference by more than ``atol + rtol * |numeric|``.
     """
+    check_callable(f, "gradcheck", "einad.gradcheck(f, *args)")
     rng = np.random.default_rng(seed)
     args = tuple(np.asarray(a) if isinstance(a, float) else a for a in args)
     flat, td = tree_flatten(list(args))

@@ -50,6 +50,7 @@ from ..core import (
     tracing,
     value_of,
 )
+from ..errors import check_callable
 from ..program import ClosedOverTracer, StagingTrace, put_leaves, run_graph, stage
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules import linear
@@ -324,6 +325,7 @@ def value_and_grad(
         arguments complex) or a differentiated argument is not floating-point.
     """
 
+    check_callable(f, "value_and_grad")
     _argnums_type(argnums)  # a wrong type fails here, where the transformation is made
 
     def value_and_grad_f(*args: Any, **kwargs: Any) -> Any:
@@ -576,6 +578,7 @@ def grad(
         differentiated arguments (with `has_aux`, ``(gradient, aux)``). At top
         level the gradient is arrays of the inputs' library; inside another transformation, Tensors.
     """
+    check_callable(f, "grad")
     vg = value_and_grad(f, argnums, has_aux, holomorphic, allow_int)
 
     def grad_f(*args: Any, **kwargs: Any) -> Any:
@@ -603,6 +606,7 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
         structure back to a tuple of cotangents, one per primal; with `has_aux`,
         ``(output, vjp_fn, aux)``.
     """
+    check_callable(f, "vjp", "einad.vjp(f, *primals)")
     flat, td = tree_flatten(list(primals))
     values = [_diff_value(x, f"primal leaf {k}") for k, x in enumerate(flat)]
     if any(isinstance(x, (float, complex, np.generic)) for x in flat):
@@ -707,6 +711,7 @@ def jvp(
         TypeError: If `primals` or `tangents` is not a tuple or list.
         ValueError: If the tangents' structure or shapes do not match the primals'.
     """
+    check_callable(f, "jvp", "einad.jvp(f, primals, tangents)")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp takes primals and tangents as tuples, e.g. jvp(f, (x,), (v,))")
     p_td, pairs = _tangent_pairs(primals, tangents)
@@ -752,6 +757,7 @@ def linearize(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tu
     Raises:
         ValueError: From `f_jvp`, if the tangents' structure or shapes are not the primals'.
     """
+    check_callable(f, "linearize", "einad.linearize(f, *primals)")
     p_flat, p_td = tree_flatten(list(primals))
     values = [_diff_value(p, f"primal leaf {k}") for k, p in enumerate(p_flat)]
     zeros = [zeros_like(np.asarray(v) if isinstance(v, (bool, int, float, complex)) else v) for v in values]
@@ -915,6 +921,7 @@ def hvp(
     Raises:
         ValueError: If `mode` is not one of the three names.
     """
+    check_callable(f, "hvp", "einad.hvp(f, primals, tangents)")
     primals, tangents = tuple(primals), tuple(tangents)
     if mode == "fwd-over-rev":
         return _hvp_forward_over_reverse(f, primals, tangents)
@@ -967,6 +974,7 @@ def jacrev(
         leaf, an array of shape ``out.shape + in.shape`` per differentiated input
         (with `has_aux`, ``(jacobian, aux)``).
     """
+    check_callable(f, "jacrev")
 
     _argnums_type(argnums)
 
@@ -1042,6 +1050,7 @@ def jacfwd(
         leaf, an array of shape ``out.shape + in.shape`` per differentiated input
         (with `has_aux`, ``(jacobian, aux)``).
     """
+    check_callable(f, "jacfwd")
 
     _argnums_type(argnums)
 
@@ -1125,6 +1134,7 @@ def hessian(
         A function with `f`'s arguments returning the Hessian (with `has_aux`,
         ``(hessian, aux)``).
     """
+    check_callable(f, "hessian")
     return jacfwd(jacrev(f, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 

@@ -23,6 +23,7 @@ from numpy.exceptions import AxisError
 from .. import arrays
 from ..arrays import is_array
 from ..core import LOOP, Params, Primitive, Tensor, Trace, _box, bind, strip, tracing
+from ..errors import check_callable
 from ..pytree import node_children, tree_flatten, tree_unflatten
 from ..rules.linear import moveaxis
 from ..rules.shape import getitem_raw, reshape_raw
@@ -159,6 +160,7 @@ def vmap(
             argument is mapped and `axis_size` is not given.
         TypeError: If `axis_size` is not an int (ValueError: negative).
     """
+    check_callable(f, "vmap")
     if axis_size is not None and integer(axis_size, "vmap: axis_size") < 0:
         raise ValueError(f"vmap: axis_size cannot be negative, got {axis_size!r}")
     return _vmap(f, in_axes, out_axes, raw=False, axis_size=axis_size)

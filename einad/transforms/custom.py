@@ -44,7 +44,7 @@ import numpy as np
 from .. import arrays
 from ..aliases import Shape
 from ..core import Params, Primitive, QuietRules, Tensor, alias, bind, declare
-from ..errors import TracerError
+from ..errors import TracerError, check_callable
 from ..pytree import TreeDef, tree_flatten, tree_map, tree_unflatten
 from ..rules.linear import sum as _sum
 from ..rules.shape import astype, getitem_raw, reshape_raw
@@ -622,6 +622,7 @@ class _CustomFunction:
         nondiff_argnums: int | Sequence[int] = (),
         nondiff_argnames: str | Sequence[str] = (),
     ) -> None:
+        check_callable(fn, self.kind, f"@einad.{self.kind} above a def, or einad.{self.kind}(f)")
         self.fn = fn
         what = f"{self.kind} {_name(fn)!r}"
         nums = _argnums(nondiff_argnums, "nondiff_argnums", what)
@@ -913,6 +914,7 @@ def checkpoint(
     ``policy`` (JAX's choice of intermediates to keep) is not offered: every intermediate is
     recomputed (NotImplementedError for one).
     """
+    check_callable(f, "checkpoint")
     what = f"checkpoint {_name(f)!r}"
     if policy is not None:
         raise NotImplementedError(

@@ -49,7 +49,7 @@ import numpy as np
 
 from .. import arrays, kernels
 from ..core import Tensor
-from ..errors import TracerError
+from ..errors import TracerError, check_callable
 from ..memory import recycled
 from ..program import (
     ClosedOverTracer,
@@ -520,6 +520,7 @@ def jit(
         ValueError: For a backend other than those above.
         ImportError: For ``backend="llvm"`` where llvmlite cannot run (the reason).
     """
+    check_callable(f, "jit")
     if backend is not None and backend not in BACKENDS:
         raise ValueError(
             f"einad.jit's backend is one of {', '.join(map(repr, BACKENDS))} or None, got {backend!r}"

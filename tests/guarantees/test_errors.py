@@ -350,6 +350,31 @@ def test_argnums_of_the_wrong_type(transform, argnums):
         getattr(ea, transform)(lambda x: ea.sum(x), argnums=argnums)(np.ones(2))
 
 
+DECORATING = ["grad", "value_and_grad", "jacrev", "jacfwd", "hessian", "jit", "vmap", "checkpoint"]
+DECORATING += ["make_graph", "custom_vjp", "custom_jvp"]
+CALLING = {  # the transformations that take the function and its arguments in one call
+    "vjp": lambda f, x: ea.vjp(f, x),
+    "jvp": lambda f, x: ea.jvp(f, (x,), (x,)),
+    "hvp": lambda f, x: ea.hvp(f, (x,), (x,)),
+    "linearize": lambda f, x: ea.linearize(f, x),
+    "gradcheck": lambda f, x: ea.gradcheck(f, x),
+}
+
+
+@pytest.mark.parametrize("value", [np.ones(3), ea.tensor([1.0, 2.0]), 2.5], ids=["array", "Tensor", "float"])
+@pytest.mark.parametrize("name", DECORATING + list(CALLING))
+def test_a_value_where_the_function_belongs_is_refused_where_it_is_written(name, value):
+    """``ea.grad(f(x))`` (the function's value in the function's place, JAX's TypeError at
+    ``jax.grad``): a TypeError at the transformation that names it and shows the call as it
+    should be, not numpy's "object is not callable" from inside a later call."""
+    message = rf"einad\.{name} takes a function, got {type(value).__name__}: write "
+    with pytest.raises(TypeError, match=message):
+        if name in CALLING:
+            CALLING[name](value, np.ones(3))
+        else:
+            getattr(ea, name)(value)
+
+
 def test_a_complex_cotangent_for_a_real_output():
     """Refused with a TypeError naming both dtypes and the two ways out."""
     _, pullback = ea.vjp(lambda x: x * 2.0, np.ones(2))
