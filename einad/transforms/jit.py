@@ -463,12 +463,32 @@ def _static_both_ways(
     """`nums` and `names` completed from `f`'s signature, as JAX does: a static argument is
     static however it is passed, by position or by keyword (a parameter named in `names` is
     static at its position too, one numbered in `nums` under its name too). Where `f` has no
-    signature Python can read, they are kept as given."""
+    signature Python can read, they are kept as given. A number past `f`'s positional
+    parameters, or a name that is none of its parameters, is a ValueError here, as JAX's (unless
+    `f` takes ``*args`` or ``**kwargs``)."""
+    for i in nums:
+        integer(i, "jit: static_argnums")
+    if not all(isinstance(n, str) for n in names):
+        raise TypeError(f"jit: static_argnames must be strings, got {names!r}")
     try:
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
         return nums, names
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    kinds = {p.kind for p in params}
+    n = len(positional)
+    fname = getattr(f, "__qualname__", "the function")
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and any(not -n <= i < n for i in nums):
+        raise ValueError(
+            f"einad.jit: static_argnums={nums} names an argument that {fname} does not have: it "
+            f"takes {n} positional argument(s)"
+        )
+    keywords = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+    unknown = [k for k in names if k not in keywords]
+    if inspect.Parameter.VAR_KEYWORD not in kinds and unknown:
+        raise ValueError(
+            f"einad.jit: static_argnames names {', '.join(map(repr, unknown))}, which {fname} does not take"
+        )
     more_nums, more_names = list(nums), list(names)
     for i, p in enumerate(positional):
         if i in nums and p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in more_names:

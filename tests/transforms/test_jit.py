@@ -192,6 +192,30 @@ def test_a_static_argument_is_static_by_position_and_by_keyword_as_in_jax():
     assert_close(by_name(x, n=1, mode="max"), 6.0)
 
 
+@pytest.mark.parametrize(
+    "keywords, error, match",
+    [
+        ({"static_argnums": 2}, ValueError, r"static_argnums=\(2,\) names an argument .* takes 2 positional"),
+        ({"static_argnums": -3}, ValueError, "takes 2 positional"),
+        ({"static_argnames": "m"}, ValueError, "static_argnames names 'm', which .* does not take"),
+        ({"static_argnums": "n"}, TypeError, "static_argnums must be an integer"),
+        ({"static_argnames": [1]}, TypeError, "static_argnames must be strings"),
+    ],
+    ids=["number-past", "negative-past", "unknown-name", "number-of-wrong-type", "name-of-wrong-type"],
+)
+def test_static_arguments_the_function_does_not_have_are_refused_where_jit_is_called(keywords, error, match):
+    """As JAX's: a static argument past the function's parameters (or a name none of them has)
+    is an error at ``ea.jit``; it used to be taken and ignored, the argument then traced."""
+    with pytest.raises(error, match=match):
+        ea.jit(lambda x, n: x * n, **keywords)
+
+
+def test_static_arguments_reach_star_args_and_star_star_kwargs():
+    x = np.arange(3.0)
+    assert_close(ea.jit(lambda *a: a[0] * len(range(a[1])), static_argnums=1)(x, 2), 2 * x)
+    assert_close(ea.jit(lambda x, **k: x * len(range(k["n"])), static_argnames="n")(x, n=3), 3 * x)
+
+
 def test_python_scalars_are_weakly_typed_and_retrace_only_by_type():
     f, runs = counting(lambda x, s: x * s)
     jf = ea.jit(f)
