@@ -900,13 +900,19 @@ COPY_RUN = 16
 """The shortest contiguous run numpy's copy is left to: from 16 elements on, its inner loop (a
 vectorized copy) is as fast as the kernel's element by element."""
 
-COPY_SPAN = 1 << 14
 COPY_CACHED = 8 << 20
-"""A copy of more than `COPY_CACHED` bytes whose tile rows lie more than `COPY_SPAN` elements
-apart in either array is left to numpy: out of the cache, with every row of a tile on a page
-of its own, tiles were slower than numpy's order (benchmark case 10's slices: 100^3 x 8
-elements with rows 80,000 apart, 15 -> 19 ms), where in the cache they were faster (4^9
-elements reversed, rows 65,536 apart: 600 -> 180 µs)."""
+"""The bytes from which a copy is out of the cache: there, a run shorter than `COPY_RUN` that
+both arrays share (a bond of 8 or 9 innermost on both sides, the rest transposed) is copied in
+tiles too, the two axes next outside the run tiled and the run innermost (benchmark case 10's
+150^3 x 9-element copies: numpy 88 ms, the destination's order 67, tiles 57). In the cache the
+destination's order is as fast (the networks' copies: within a few percent either way).
+
+Every transposing copy runs in tiles, however far apart their rows lie: out of the cache, a
+tile's rows each on a page of its own, tiles were once measured slower than numpy's order
+(100^3 x 8 elements, rows 80,000 apart: 15 -> 19 ms), and copies of that size were left to
+numpy; measured again (2026-11-29) over 36 layouts of 8-30 million elements, tiles took 767 ms
+in all against numpy's 1291 (case 10's (80, 80, 80, 10) with rows 512,000 apart: 50 -> 15 ms;
+its value-and-gradient at n = 150 19.4 -> 17.3 s), numpy faster by a fifth on two of them."""
 
 COPY_MIN = 2048
 """The fewest elements a compiled copy is used for: below, numpy's copy costs about as much
@@ -1047,9 +1053,10 @@ def copy_views(out: Any, view: Any) -> tuple[Any, Any] | None:
     """`view` and `out` (numpy arrays of one shape and dtype) as views in the order the copy
     kernel should loop: axes that step through both arrays together merged, size-1 axes
     dropped, and where the source's contiguous axis is not the destination's, both split into
-    tiles of `COPY_TILE` and put innermost. None where numpy's own copy serves as well: the
-    source's contiguous run is the destination's and `COPY_RUN` elements or longer, or one
-    strided axis is all there is. The order is planned once per layout (`_copy_order`); the
+    tiles of `COPY_TILE` and put innermost (out of the cache, where both share a short run, the
+    two axes next outside it, the run innermost: `COPY_CACHED`). None where numpy's own copy
+    serves as well: the source's contiguous run is the destination's and `COPY_RUN` elements or
+    longer, or one strided axis is all there is. The order is planned once per layout (`_copy_order`); the
     views are made by a transpose, a reshape and a transpose (a fifth of ``as_strided``'s
     cost), checked to be views with the planned strides."""
     key = (view.shape, view.strides, out.strides, view.itemsize, view.nbytes > COPY_CACHED)
@@ -1090,24 +1097,30 @@ def _copy_order(view: Any, out: Any) -> Any:
         return False
     inner = len(merged) - 1
     unit = [k for k, a in enumerate(merged) if a[1] == item]
-    across = bool(unit) and unit[-1] != inner
     run, step, _ = merged[inner]
-    if not across and (run >= COPY_RUN if step == item else len(merged) == 1):
+    pair: tuple[int, int] | None = None  # the axes tiled: the source's contiguous one, the destination's
+    if unit and unit[-1] != inner:  # a transposing copy
+        pair = (unit[-1], inner)
+    elif step == item and run < COPY_RUN and inner >= 2 and view.nbytes > COPY_CACHED:
+        # a short run both share, out of the cache: tiles of the axes next outside it in each
+        after = [k for k, a in enumerate(merged[: inner - 1]) if a[1] == run * item]
+        pair = (after[-1], inner - 1) if after else None
+    if pair is None and (run >= COPY_RUN if step == item else len(merged) == 1):
         return False
-    if across and view.nbytes > COPY_CACHED and max(abs(merged[unit[-1]][2]), abs(step)) > COPY_SPAN * item:
-        return False  # (a tile's rows on pages of their own, out of the cache: numpy's order is as good)
     split: list[tuple[int, int, int]] = []  # the reshaped axes, in the destination's order
     tiles: list[int] = []  # the positions in `split` of the two tiles, the source's first
     for k, (n, s, d) in enumerate(merged):
-        if not (across and k in (unit[-1], inner)):
+        if pair is None or k not in pair:
             split.append((n, s, d))
             continue
         t = _tile(n)
         if t < n:
             split.append((n // t, s * t, d * t))
-        tiles.insert(0 if k != inner else len(tiles), len(split))
+        tiles.insert(0 if k == pair[0] else len(tiles), len(split))
         split.append((t, s, d))
-    loop = tuple([k for k in range(len(split)) if k not in tiles] + tiles)
+    # the tiles innermost, or just outside a shared run (which stays innermost)
+    last = [len(split) - 1] if pair is not None and pair[1] != inner else []
+    loop = tuple([k for k in range(len(split)) if k not in tiles and k not in last] + tiles + last)
     return (
         tuple(first),
         tuple(n for n, _, _ in split),

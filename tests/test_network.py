@@ -1488,10 +1488,13 @@ def test_a_compiled_copy_copies_any_layout(data):
         view = np.broadcast_to(view[..., None], (*view.shape, data.draw(st.integers(2, 5))))
     before = base.copy()
     out = np.zeros(view.shape, dtype)
-    with mock.patch.object(kernels, "COPY_MIN", 1):
+    cached = data.draw(st.sampled_from([0, kernels.COPY_CACHED]))  # (0: every copy "out of the cache")
+    with mock.patch.object(kernels, "COPY_MIN", 1), mock.patch.object(kernels, "COPY_CACHED", cached):
         compiled = network.compiled_copy(out, view)
     if compiled is None:
-        axes = [(n, s) for n, s in zip(view.shape, view.strides) if n > 1]
+        axes: list[tuple[int, int]] = []  # (axes that step through the view as one merged)
+        for n, s in [(n, s) for n, s in zip(view.shape, view.strides) if n > 1]:
+            axes[-1:] = [(axes[-1][0] * n, s)] if axes and axes[-1][1] == s * n else [*axes[-1:], (n, s)]
         assert len(axes) <= 1 or any(s == view.itemsize for _, s in axes[-1:]), (view.shape, view.strides)
         return
     kernel, (src, dst) = compiled
@@ -1515,6 +1518,44 @@ def test_a_transposing_copy_runs_in_tiles_across_both_grains():
     np.testing.assert_array_equal(out, view)
     # a copy whose contiguous run is long on both sides is left to numpy
     assert kernels.copy_views(np.empty((64, 64)), x[0].T.T) is None
+
+
+@needs_llvm
+def test_out_of_the_cache_a_short_run_both_share_is_copied_in_tiles(monkeypatch):
+    """A copy whose source and destination share a short contiguous run (benchmark case 10's
+    150^3 x 9: the 9 innermost in both, the rest transposed) runs, out of the cache, in tiles of
+    the two axes next outside the run, the run innermost: 6 x 6 tiles of runs of 3 here
+    (`COPY_CACHED` set to 0 to make a small copy count as large); in the cache, the
+    destination's order."""
+    x = np.arange(4.0 * 48 * 48 * 3).reshape(4, 48, 48, 3)
+    view = x.transpose(0, 2, 1, 3)  # element strides (6912, 3, 144, 1)
+    out = np.empty(view.shape)
+    in_cache, _ = kernels.copy_views(out, view)
+    assert in_cache.shape == view.shape  # (no tiles)
+    monkeypatch.setattr(kernels, "COPY_CACHED", 0)
+    kernels._COPY_ORDERS.clear()
+    src, dst = kernels.copy_views(out, view)
+    assert src.shape[-3:] == (8, 8, 3)
+    assert src.strides[-3:] == (3 * 8, 144 * 8, 8)  # the source's axis after the run first
+    assert dst.strides[-3:] == (144 * 8, 3 * 8, 8)  # then the destination's; the run last
+    kernels.copy_kernel(src.ndim, 8, 3)(src, dst)
+    np.testing.assert_array_equal(out, view)
+    kernels._COPY_ORDERS.clear()
+
+
+@needs_llvm
+def test_a_transposing_copy_out_of_the_cache_runs_in_tiles_however_far_its_rows():
+    """Tiles out of the cache too, where a tile's rows are pages apart (case 10's copies were
+    left to numpy's order, 3x slower there): 10 MB, the source's rows 128,000 elements apart."""
+    x = np.arange(10.0 * 80 * 80 * 20).reshape(10, 80, 80, 20)
+    view = x.transpose(3, 1, 2, 0)
+    assert view.nbytes > kernels.COPY_CACHED
+    out = np.empty(view.shape)
+    kernel, (src, dst) = network.compiled_copy(out, view)
+    assert src.strides[-2:] == (8, 80 * 80 * 20 * 8)  # a tile: the source's contiguous axis, then
+    assert dst.strides[-2:] == (80 * 80 * 10 * 8, 8)  # the destination's
+    kernel(src, dst)
+    np.testing.assert_array_equal(out, view)
 
 
 @needs_llvm
