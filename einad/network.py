@@ -138,6 +138,9 @@ class Pullback:
     release: tuple[int, ...] = ()
     """The values the sweep lets go once this pullback is done: the step's operands that no
     later pullback of the step reads, and (`_COTANGENT`) the step's cotangent after its last."""
+    ct_copy: str | None = None
+    """The memory order `run` copies the step's cotangent into (None: it reads it as it lies):
+    a layout the planner may give the cotangent once, for all the step's pullbacks."""
 
 
 @dataclass(frozen=True)
@@ -1079,19 +1082,24 @@ def _tree_plan(
             continue
         pullbacks = functools.partial(_step_pullbacks, t, args_of, need, n, specs, memory, size, looped, memo)
         planned = pullbacks(layout[n + t])
-        lies = (layout[n + t][0], produced[n + t])
-        if n + t in made and layout[n + t][1] != lies[1] and set(lies[0]) == set(lies[1]):
-            # The cotangent laid out once, as the forward wrote its value (each of this step's
-            # operand groups in one run), when that costs less than its readers' copies.
-            vol = _volume(lies[1], size)
-            other = pullbacks(lies)
-            if vol + sum(q.copies for q, _ in other) < sum(q.copies for q, _ in planned):
+        if n + t in made:
+            # The cotangent laid out once, when that costs less than its readers' copies: as the
+            # forward wrote its value (each of this step's operand groups in one run), or as one
+            # of its readers would copy it (then the others read that copy too).
+            letters, lies = layout[n + t]
+            wants = [produced[n + t], *(q.ct_copy for q, _ in planned if q.ct_copy is not None)]
+            best = sum(q.copies for q, _ in planned)
+            for want in dict.fromkeys(w for w in wants if w != lies and sorted(w) == sorted(letters)):
+                other = pullbacks((letters, want))
+                cost = _volume(want, size) + sum(q.copies for q, _ in other)
+                if cost < best:
+                    best, layout[n + t], planned = cost, (letters, want), other
+            if layout[n + t][1] != lies:
                 k = made[n + t]
                 q = backward[k]
-                lay = _LayOut(lies[0], lies[1])
-                run = _Then(q.run, lay)
+                run = _Then(q.run, _LayOut(letters, layout[n + t][1]))
+                vol = _volume(letters, size)
                 backward[k] = dataclasses.replace(q, run=run, copies=q.copies + vol, direct=False)
-                layout[n + t], planned = lies, other
         # the pullback to the smaller operand first: it reads the larger one, which is then let
         # go before the larger one's cotangent is made (and can take its buffer)
         planned.sort(key=lambda q: _volume(specs[q[0].target], size))
@@ -1308,7 +1316,8 @@ def _pullback(
     turn = None
     if put is not None and len(set(target)) == len(target) and sorted(kept) == sorted(target):
         turn = tuple(kept.index(c) for c in target)
-    pullback = Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, turn, direct)
+    ct_copy = product[4][0]
+    pullback = Pullback(t, a, tuple(ids[i] for i in order), run, put, copies, turn, direct, ct_copy=ct_copy)
     return pullback, (kept, written)
 
 
