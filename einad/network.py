@@ -474,7 +474,7 @@ class _Pool:
         """Let go of `x` (a value no step reads any more): its buffer, if the pool made it,
         serves a later step."""
         base: Any = x
-        while base.base is not None:
+        while isinstance(base.base, np.ndarray):  # (an unpickled array's base is its bytes)
             base = base.base
         raw = self.owned.get(id(base))
         if raw is not None and raw is base:
@@ -981,12 +981,16 @@ def tree_plan(
     path: Path,
     wrt: tuple[int, ...],
     layouts: bool = True,
+    looped: bool = True,
 ) -> TreePlan:
     """Plan the forward and the sweep of the contraction ``inputs -> output`` along `path`
     (opt_einsum's explicit path) for the gradients of the operands `wrt`.
 
     `layouts=False` keeps each intermediate's letters in order of appearance instead of
-    choosing its layout (the baseline that shows what the choice saves).
+    choosing its layout (the baseline that shows what the choice saves). `looped=False` plans
+    no product looped over letters one operand has (`LOOPED`): a sliced contraction's slices,
+    whose loops of thousands of 80^3-150^3 matrix products ran slower than the copies they
+    save (case 10 at n = 150: 19.6 s a value-and-gradient with them, 15.6 without).
     """
     if layouts:  # the chosen layouts, unless they copy more than letters in order of appearance
         memo: dict[Any, Planned] = {}  # the products the plans share, each planned once
@@ -996,7 +1000,7 @@ def tree_plan(
         others = [_tree_plan(inputs, output, shapes, path, wrt, False, False, memo)]
         # both with looped products too (granting them may copy more, or less), unless they
         # are the plans above: a bond-2 network's products are too small to loop
-        if LOOPED and not _loop_free(inputs, output, shapes, path, memo):
+        if LOOPED and looped and not _loop_free(inputs, output, shapes, path, memo):
             others[:0] = [
                 _tree_plan(inputs, output, shapes, path, wrt, layouts, True, memo)
                 for layouts in (True, False)
@@ -1389,12 +1393,16 @@ def _sweep(
     kept: dict[int, Any],
     grads: dict[int, Any],
     pool: Any = None,
+    on_grad: Callable[[int, Any], None] | None = None,
+    consume: bool = False,
 ) -> None:
     """`sweep` on operands, cotangent and gradients without the plan's dropped letters."""
     if pool is None:
         pool = _FRESH
     vals: dict[int, Any] = dict(enumerate(arrays))
     vals.update(kept)
+    if consume:  # (the caller's dict no longer holds them: each goes after its last reader)
+        kept.clear()
     cts: dict[int, Any] = {plan.forward[-1].result: g}
     n = plan.n
     step = -1
@@ -1404,7 +1412,14 @@ def _sweep(
             step = p.step
             ct = cts.pop(n + step)
         args = [ct if i == _COTANGENT else vals[i] for i in p.args]
-        if p.target < n and p.direct and grads[p.target] is not None:
+        if p.target < n and on_grad is not None:  # handed over at once, its buffer then reused
+            r = p.run(pool, *args)
+            if p.spread is None:
+                on_grad(p.target, r)
+            else:
+                on_grad(p.target, r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread))
+            pool.put(r)
+        elif p.target < n and p.direct and grads[p.target] is not None:
             out = grads[p.target]
             r = p.run(pool, *args, dest=out)  # into the gradient, where the product can
             if r is not out:
@@ -1441,7 +1456,7 @@ def _value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, An
         return value
     pool = _checkout(plan)
     value, kept = _forward(plan, arrays, keep=True, pool=pool)
-    _sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool)
+    _sweep(plan, np.ones((), dtype=np.result_type(value)), arrays, kept, grads, pool, consume=True)
     _checkin(plan, pool)
     return value
 
@@ -1477,15 +1492,32 @@ def sweep(
     kept: dict[int, Any],
     grads: dict[int, Any],
     pool: Any = None,
+    on_grad: Callable[[int, Any], None] | None = None,
+    consume: bool = False,
 ) -> None:
     """Pull the cotangent `g` of the result back to the operands: each differentiated operand
     k's gradient is written into ``grads[k]`` (an array of its shape, overwritten), or, where
     that is None, becomes it. With `pool` (the forward's), the cotangents and the kept
-    intermediates are its buffers, each handed on once its last pullback has read it."""
+    intermediates are its buffers, each handed on once its last pullback has read it. With
+    `on_grad`, each gradient is handed to ``on_grad(k, gradient)`` as soon as it is made
+    instead (a view of a buffer the sweep reuses once the call returns: a sliced
+    contraction's slices add it in at once, `rules.einsum`), and `grads` is not written. With
+    `consume`, `kept` is emptied as the sweep starts, so that each intermediate goes after its
+    last reader (a `kept` swept once; a vjp called again sweeps its `kept` again)."""
+    if on_grad is not None and plan.shapes is not None:
+        shaped = on_grad
+
+        def reshaped(k: int, r: Any) -> None:
+            shaped(k, r.reshape(arrays[k].shape))
+
+        g = np.reshape(g, _dropped(plan.out_shape))
+        _sweep(plan, g, _operands(plan, arrays), kept, grads, pool, reshaped, consume)
+        return None
     if plan.shapes is None:
-        return _sweep(plan, g, arrays, kept, grads, pool)
+        return _sweep(plan, g, arrays, kept, grads, pool, on_grad, consume)
     views = _gradients(plan, grads)
-    _sweep(plan, np.reshape(g, _dropped(plan.out_shape)), _operands(plan, arrays), kept, views, pool)
+    g = np.reshape(g, _dropped(plan.out_shape))
+    _sweep(plan, g, _operands(plan, arrays), kept, views, pool, consume=consume)
     _restore(arrays, grads, views)
     return None
 

@@ -62,7 +62,8 @@ def _install(delay=0.0, marker=None):
     """Replace the step function of slices in this (worker) process: each looped step sleeps
     `delay` seconds, and raises a ZeroDivisionError when an operand holds `marker`."""
     raw = getattr(EINSUM, "_unpatched_slice_step", EINSUM._slice_step)
-    EINSUM._unpatched_slice_step = raw
+    raw_tree = getattr(EINSUM, "_unpatched_tree_forward", EINSUM.tree_forward)
+    EINSUM._unpatched_slice_step, EINSUM._unpatched_tree_forward = raw, raw_tree
 
     def step(sc, run, ins, out, picked):
         if marker is not None and any(np.any(x == marker) for x in picked):
@@ -71,12 +72,20 @@ def _install(delay=0.0, marker=None):
             time.sleep(delay)
         return raw(sc, run, ins, out, picked)
 
-    EINSUM._slice_step = step
+    def tree(plan, arrays, keep=False, pool=None):  # (a sweep's slice, its steps as one tree)
+        if marker is not None and any(np.any(x == marker) for x in arrays):
+            raise ZeroDivisionError("step of the slice's tree met the marker")
+        if delay:
+            time.sleep(delay * len(plan.forward))
+        return raw_tree(plan, arrays, keep, pool)
+
+    EINSUM._slice_step, EINSUM.tree_forward = step, tree
     return os.getpid()
 
 
 def _uninstall():
     EINSUM._slice_step = getattr(EINSUM, "_unpatched_slice_step", EINSUM._slice_step)
+    EINSUM.tree_forward = getattr(EINSUM, "_unpatched_tree_forward", EINSUM.tree_forward)
 
 
 def _scheduler_tasks(dask_scheduler=None):
