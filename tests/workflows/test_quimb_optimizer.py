@@ -87,7 +87,6 @@ def test_gradients_match_quimbs_torch_handler_and_hessp_differentiates_them(dtyp
     [
         "import quimb.tensor as qtn, einad",  # quimb first: `import einad` adds the handler
         "import einad, quimb.tensor as qtn",  # einad first: quimb's import of its optimizer does
-        "import einad, quimb.tensor.optimize",  # (the optimizer module itself, first of quimb's)
     ],
 )
 def test_the_backend_is_there_whichever_library_is_imported_first(imports):
