@@ -1504,20 +1504,16 @@ def sweep(
     contraction's slices add it in at once, `rules.einsum`), and `grads` is not written. With
     `consume`, `kept` is emptied as the sweep starts, so that each intermediate goes after its
     last reader (a `kept` swept once; a vjp called again sweeps its `kept` again)."""
-    if on_grad is not None and plan.shapes is not None:
-        shaped = on_grad
-
-        def reshaped(k: int, r: Any) -> None:
-            shaped(k, r.reshape(arrays[k].shape))
-
-        g = np.reshape(g, _dropped(plan.out_shape))
-        _sweep(plan, g, _operands(plan, arrays), kept, grads, pool, reshaped, consume)
-        return None
     if plan.shapes is None:
         return _sweep(plan, g, arrays, kept, grads, pool, on_grad, consume)
+    g, operands = np.reshape(g, _dropped(plan.out_shape)), _operands(plan, arrays)
+    if on_grad is not None:
+        given = on_grad  # (each gradient back in its operand's shape)
+        shaped = lambda k, r: given(k, r.reshape(arrays[k].shape))
+        _sweep(plan, g, operands, kept, grads, pool, shaped, consume)
+        return None
     views = _gradients(plan, grads)
-    g = np.reshape(g, _dropped(plan.out_shape))
-    _sweep(plan, g, _operands(plan, arrays), kept, views, pool, consume=consume)
+    _sweep(plan, g, operands, kept, views, pool, consume=consume)
     _restore(arrays, grads, views)
     return None
 

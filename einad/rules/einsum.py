@@ -1614,18 +1614,20 @@ class _Sweep:
         self.total = np.zeros((), dtype=dt)
         # each thread's `_Scratch` (a task's: its chain's, `_Scratch.of`)
         self.local = None if task else threading.local()
-        self.tree = _Tree.of(s) if TREE_SLICES else None
+        self.tree = tree = _Tree.of(s) if TREE_SLICES else None
+        # (the tree's operands that need a gradient: the same for every slice)
+        self.tree_wrt = () if tree is None else tuple(k for k, a in enumerate(tree.ids) if a in need)
 
     def slice(self, ranges: dict[str, tuple[int, int]]) -> None:
         s, g, arrays, vals, need, run = self.s, self.g, self.arrays, self.vals, self.need, self.run
         fused, rerun, producer, sizes = self.fused, self.rerun, self.producer, self.sizes
         n = len(s.inputs)
-        if self.tree is not None and all(type(x) is np.ndarray for x in (g, *arrays)):
-            self._tree_slice(self.tree, ranges)
-            return
         sc = _Scratch.of(self.local, [g, *arrays])
         if sc is not None:
             sc.begin(ranges)
+            if self.tree is not None:
+                self._tree_slice(self.tree, sc, ranges)
+                return
         viewing: set[int] = set()  # steps run otherwise than by a pairwise step: maybe views
         local = {k: arrays[k][s.index(s.inputs[k], ranges)] for k in range(n) if k in s.varies}
         for t in s.looped:
@@ -1705,24 +1707,20 @@ class _Sweep:
                 sc.pool.put(ct)
             del ct, operands
 
-    def _tree_slice(self, tree: _Tree, ranges: dict[str, tuple[int, int]]) -> None:
+    def _tree_slice(self, tree: _Tree, sc: _Scratch, ranges: dict[str, tuple[int, int]]) -> None:
         """`slice` as one planned contraction tree (`network.tree_plan`, planned once per
         slice shape): the forward and the pullbacks of the slice's looped steps with their
         layouts chosen together, where step by step each pairwise product lays out its
         operands for itself (case 10 at n = 150: four copies of the largest intermediate or
         its cotangent a slice, one planned; 19.1 -> 15.6 s a value-and-gradient). No looped
-        products (`tree_plan`'s `looped`). Its buffers are the thread's `_Scratch`'s, kept
-        from slice to slice; each gradient is added in as the sweep makes it, its buffer then
-        reused."""
-        s, n = self.s, len(self.s.inputs)
-        sc = _Scratch.of(self.local, [self.g, *self.arrays])
-        assert sc is not None  # (numpy arrays only: `slice`)
-        sc.begin(ranges)
+        products (`tree_plan`'s `looped`). Its buffers are the thread's `_Scratch`'s (`sc`,
+        begun for this slice), kept from slice to slice; each gradient is added in as the sweep
+        makes it, its buffer then reused."""
+        s, n, wrt = self.s, len(self.s.inputs), self.tree_wrt
         picked = [
             self.arrays[a][s.index(s.inputs[a], ranges)] if a < n and a in s.varies else self.vals[a]
             for a in tree.ids
         ]
-        wrt = tuple(k for k, a in enumerate(tree.ids) if a in self.need)
         shapes = tuple(x.shape for x in picked)
         plan = tree_plan(tree.specs, tree.output, shapes, tree.path, wrt, looped=False)
         value, kept = tree_forward(plan, picked, keep=True, pool=sc.pool)
