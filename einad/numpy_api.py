@@ -92,6 +92,8 @@ def _ufunc(ufunc: np.ufunc, op: Function, boolean: bool = False) -> None:
         if len(inputs) != ufunc.nin:
             raise TypeError(f"{name} takes {ufunc.nin} operand(s), got {len(inputs)}")
         out = op(*inputs, **core)
+        if not boolean and type(out) is not Tensor:  # (a composition ending in a cast of constants: raw)
+            out = tuple(map(wrap, out)) if type(out) is tuple else wrap(out)
         if outs is not None:
             return _written(name, outs, out, same_kind=True)
         return _unbox_bool(out) if boolean else out  # booleans as `t > 0` gives them

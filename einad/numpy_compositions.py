@@ -16,7 +16,7 @@ or `jvp`) and raise a `TracerError` inside `einad.jit` or `vmap`, as JAX's do.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -26,7 +26,7 @@ from .aliases import Array, Axis
 from .arrays import to_numpy
 from .core import Staged, Tensor, strip
 from .errors import TracerError
-from .rules import indexing, linalg, reductions
+from .rules import elementwise, indexing, linalg, reductions
 from .util import (
     dtype_of,
     lib_array,
@@ -191,6 +191,18 @@ def _modf(x: Any) -> tuple[Any, Any]:
     return x - whole, whole
 
 
+def _frexp(x: Any) -> tuple[Any, Any]:
+    """numpy.frexp: the mantissa m (0.5 <= |m| < 1, or `x` itself at 0, inf and nan) and the
+    integer exponent e of ``x = m * 2**e``; m is ``x * 2**-e``, differentiable (slope
+    ``2**-e``), e is not. The power is applied in two halves, each a normal number also
+    where ``2**-e`` alone is not (a subnormal `x`, a huge one)."""
+    e = elementwise.frexp_exponent(x)
+    dt = np.result_type(dtype_of(x), np.float16)
+    half = ops.floor_divide(e, 2)
+    m = ops.astype(x, dt) * ops.power(2.0, -half) * ops.power(2.0, half - e)
+    return ops.astype(m, dt), e
+
+
 def _divmod(x: Any, y: Any) -> tuple[Any, Any]:
     return ops.floor_divide(x, y), ops.mod(x, y)
 
@@ -223,6 +235,7 @@ UFUNCS: dict[np.ufunc, tuple[Function, bool]] = {
     np.copysign: (_copysign, False),
     np.ldexp: (_ldexp, False),
     np.modf: (_modf, False),
+    np.frexp: (_frexp, False),
     np.divmod: (_divmod, False),
     np.matvec: (_matvec, False),
     np.vecmat: (_vecmat, False),
@@ -1446,6 +1459,55 @@ def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     else:
         raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
     _put_flat(t, ind, v, "put")
+
+
+class FlatIter:
+    """``t.flat``: numpy's flat iterator of a Tensor, its elements in C order under one index.
+
+    ``t.flat[i]`` is ``t.ravel()[i]`` (differentiable) for an integer, a slice, an index array
+    or a 1-D boolean mask; ``t.flat[i] = v`` writes into `t` as numpy's does, the
+    values repeated as needed (`t` takes a new array, as for ``t[...] = v``), and ``t.flat = v``
+    writes every element. Iterating gives the elements; `base`, ``len`` and ``copy()`` are
+    numpy's.
+    """
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Tensor) -> None:
+        self.base = base
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return ops.ravel(self.base)[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if type(index) is Tensor:  # (the places written must be known: `_known`)
+            index = _known(index, "flat")
+        places = np.arange(self.base.size)[index]
+        _put_flat(self.base, np.asarray(places).ravel(), value, "flat")
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(ops.ravel(self.base))
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def copy(self) -> Tensor:
+        """The elements as a 1-D Tensor of its own, as numpy's ``flat.copy()``."""
+        return ops.ravel(self.base).copy()
+
+    def __repr__(self) -> str:
+        return f"<einad flat iterator of a Tensor of shape {self.base.shape}>"
+
+
+def _flat_iterator(self: Tensor) -> FlatIter:
+    return FlatIter(self)
+
+
+def _write_flat(self: Tensor, value: Any) -> None:
+    FlatIter(self)[...] = value
+
+
+Tensor.flat = property(_flat_iterator, _write_flat, doc=FlatIter.__doc__)  # type: ignore[assignment]
 
 
 def _put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None) -> None:

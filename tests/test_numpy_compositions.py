@@ -162,6 +162,7 @@ CASES = [
     ("copysign", lambda a, b: np.copysign(a, b), [M, M[::-1]], True),
     ("ldexp", lambda a: np.ldexp(a, np.array([1, -2, 3, 0, 5])), [M], True),
     ("modf", lambda a: np.modf(3 * a)[0] + 2 * np.modf(3 * a)[1], [M], True),
+    ("frexp", lambda a: np.frexp(3 * a)[0] + np.frexp(3 * a)[1], [M], True),
     ("divmod", lambda a, b: np.divmod(3 * a, np.abs(b) + 0.5)[1], [M, M[::-1]], True),
     ("matvec", lambda a, v: np.matvec(a, v[:5]), [M, V], True),
     ("vecmat", lambda v, a: np.vecmat(v[:4] * (1 + 1j), a), [V, M], True),
@@ -516,6 +517,105 @@ def test_numpys_writers_check_what_numpy_checks():
     with pytest.raises(ValueError, match="All dimensions of input must be of equal length"):
         np.fill_diagonal(ea.tensor(np.zeros((2, 3, 2))), 1.0)
     np.testing.assert_array_equal(t.numpy(), GRID)  # (nothing written by a refused call)
+
+
+def test_frexp_is_numpys_at_the_edges_of_every_float_and_its_mantissa_differentiates():
+    """numpy.frexp (a TypeError before): mantissa and exponent bit for bit numpy's at zeros,
+    infinities, nan, subnormals and the largest floats, for float64, float32 and float16, and
+    for integers and booleans (numpy's float of their size); the mantissa ``x * 2**-e`` has
+    slope ``2**-e``, under grad, jvp, jit and vmap."""
+    tiny64, tiny32 = np.finfo(np.float64).smallest_subnormal, np.finfo(np.float32).smallest_subnormal
+    edges = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1.0, -7.5, 0.3]
+    cases = [
+        np.array([*edges, tiny64, 3 * tiny64, np.finfo(np.float64).max, np.finfo(np.float64).tiny]),
+        np.array([*edges, tiny32, np.finfo(np.float32).max], np.float32),
+        np.array([*edges, np.finfo(np.float16).smallest_subnormal, 65504], np.float16),
+        np.array([3, -1, 0, 127], np.int8),
+        np.array([3, 0, 2**40], np.int64),
+        np.array([True, False]),
+    ]
+    for x in cases:
+        m, e = np.frexp(ea.tensor(x))
+        want_m, want_e = np.frexp(x)
+        assert type(m) is ea.Tensor and m.dtype == want_m.dtype and e.dtype == want_e.dtype
+        np.testing.assert_array_equal(m.numpy(), want_m)  # (nan where numpy's is)
+        np.testing.assert_array_equal(e.numpy(), want_e)
+    x = np.array([3.0, 0.3, -9.0, 1e300])
+    slope = 2.0 ** -np.frexp(x)[1]
+    np.testing.assert_array_equal(ea.grad(lambda t: ea.sum(np.frexp(t)[0]))(x), slope)
+    np.testing.assert_array_equal(ea.jvp(lambda t: np.frexp(t)[0], (x,), (np.ones(4),))[1], slope)
+    jitted = ea.jit(lambda t: np.frexp(t))(x)
+    np.testing.assert_array_equal(jitted[0], np.frexp(x)[0])
+    np.testing.assert_array_equal(jitted[1], np.frexp(x)[1])
+    exponents = ea.vmap(lambda t: np.frexp(t)[1])(x.reshape(2, 2))
+    np.testing.assert_array_equal(exponents, np.frexp(x)[1].reshape(2, 2))
+    with pytest.raises(TypeError, match="frexp"):  # (numpy's: no complex loop)
+        np.frexp(ea.tensor([1j]))
+
+
+def test_a_ufuncs_composition_gives_tensors_where_it_casts_constants():
+    """A composition that ends in a cast (ldexp of booleans, heaviside of integers, frexp of
+    float32) returned a plain ndarray for constant Tensors; every result is a Tensor now."""
+    for got in (
+        np.ldexp(ea.tensor(np.array([True, False])), 2),
+        np.heaviside(ea.tensor(np.array([1, -1, 0])), 0.5),
+        *np.frexp(ea.tensor(np.array([3.0], np.float32))),
+        np.float_power(ea.tensor(np.array([2, 3])), 2),
+    ):
+        assert type(got) is ea.Tensor, type(got)
+    np.testing.assert_array_equal(np.ldexp(ea.tensor(np.array([True, False])), 2).numpy(), [4.0, 0.0])
+
+
+@pytest.mark.parametrize("order", ["C", "transposed"])
+def test_flat_reads_and_writes_as_numpys_flat_iterator(order):
+    """``t.flat`` (an AttributeError before): reads are ``ravel()[i]``; writes land where numpy's
+    do (in C order of the tensor as it is, a transposed one too), the values repeated as numpy
+    repeats them; ``t.flat = v`` writes every element; iteration, len, base and copy as numpy's."""
+    if order == "C":
+        a, t = GRID.copy(), ea.tensor(GRID)
+    else:  # a transposed view of a (4, 3) tensor: writes reach it through the view
+        a, base = GRID.T.copy().T, ea.tensor(GRID.T.copy())
+        t = base.T
+    writes = [
+        ([0, 4], [9.0, 8.0]),
+        (slice(1, 7), [1.0, 2.0]),  # (repeated: 1, 2, 1, 2, 1, 2)
+        (np.arange(12) % 5 == 0, -1.0),
+        (np.array([[0, 1], [2, 2]]), [4.0, 5.0, 6.0, 7.0]),  # (place 2 twice: the last write stays)
+        (3, 5.5),
+        (..., np.arange(3.0)),
+    ]
+    for index, value in writes:
+        a.flat[index] = value
+        t.flat[index] = value
+        np.testing.assert_array_equal(t.numpy(), a)
+        np.testing.assert_array_equal(t.flat[index].numpy(), a.flat[index])
+    a.flat = [7.0, 8.0]
+    t.flat = [7.0, 8.0]
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert [float(v) for v in t.flat] == list(a.flat) and len(t.flat) == len(a.flat) == 12
+    assert t.flat.base is t
+    np.testing.assert_array_equal(t.flat.copy().numpy(), a.flat.copy())
+    view = t[1]  # (a write through the view's flat iterator reaches the tensor)
+    view.flat[2] = 100.0
+    a[1].flat[2] = 100.0
+    np.testing.assert_array_equal(t.numpy(), a)
+    if order != "C":
+        np.testing.assert_array_equal(base.numpy(), a.T)
+
+
+def test_flat_is_differentiable_in_the_tensor_and_the_values():
+    def loss(x, v):
+        y = x * 1.0
+        y.flat[[1, 4, 7]] = x.flat[[0, 11, 5]] ** 2 + v
+        return ea.sum(y * np.arange(12.0).reshape(GRID.shape)) + ea.sum(y.flat[2:9] ** 2)
+
+    ea.gradcheck(loss, GRID, np.array([0.5, -1.0, 2.0]))
+    grads = ea.grad(loss, argnums=(0, 1))(GRID, np.array([0.5, -1.0, 2.0]))
+    jitted = ea.jit(ea.grad(loss, argnums=(0, 1)))(GRID, np.array([0.5, -1.0, 2.0]))
+    for g, j in zip(grads, jitted):
+        assert_close(j, g)
+    mapped = ea.vmap(lambda w: w.flat[5])(np.stack([GRID, 2 * GRID]))
+    np.testing.assert_array_equal(mapped, [GRID.flat[5], 2 * GRID.flat[5]])
 
 
 def _same(got, want):

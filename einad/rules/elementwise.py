@@ -243,6 +243,7 @@ CONSTANT: dict[str, Kernel] = {
     "ceil": np.ceil,
     "round": np.round,
     "floor_divide": np.floor_divide,  # (numpy's: x // 0 is ±inf for floats, 0 for integers)
+    "spacing": np.spacing,  # the distance to the next float away from zero: a step function of x
 }
 
 # Boolean results, zero derivative: comparisons (binary) and tests (unary).
@@ -269,6 +270,9 @@ BITWISE: dict[str, Kernel] = {
     "invert": np.invert,
     "left_shift": np.left_shift,
     "right_shift": np.right_shift,
+    "bitwise_count": np.bitwise_count,  # (the number of 1 bits of |x|, as uint8)
+    "gcd": np.gcd,  # (of integers only, as numpy's)
+    "lcm": np.lcm,
 }
 
 
@@ -377,6 +381,46 @@ def _logaddexp2_xp(xp: ModuleType, x: Any, y: Any) -> Any:
     return xp.maximum(x, y) + xp.log1p(xp.exp(-gap * _LN2)) / _LN2
 
 
+def _spacing_xp(xp: ModuleType, x: Any) -> Any:
+    """numpy.spacing: the gap to the next float away from zero (nan at infinities; negative
+    for x < 0, positive at -0.0), from the standard's `nextafter`."""
+    size = xp.abs(x)
+    gap = xp.nextafter(size, xp.full_like(size, np.inf)) - size
+    return xp.where(x < 0, -gap, gap)
+
+
+def _gcd_xp(xp: ModuleType, x: Any, y: Any) -> Any:
+    """numpy.gcd of integers: Euclid's algorithm on every pair at once, until every remainder
+    is 0; a lazy array (dask) is not read: it runs the most rounds its integers can need
+    (Fibonacci's bound, about 1.44 per bit)."""
+    a, b = xp.broadcast_arrays(xp.abs(x), xp.abs(y))
+    lazy = arrays.library(a) == "dask"
+    for _ in range(math.ceil(1.45 * dtype_of(a).itemsize * 8) + 2):
+        live = b != 0
+        if not lazy and not bool(xp.any(live)):
+            break
+        a, b = xp.where(live, b, a), xp.where(live, a % xp.where(live, b, xp.ones_like(b)), b)
+    return a
+
+
+def _lcm_xp(xp: ModuleType, x: Any, y: Any) -> Any:
+    """numpy.lcm of integers: ``|x| // gcd * |y|``, 0 where either is."""
+    g = _gcd_xp(xp, x, y)
+    return xp.where(g == 0, g, xp.abs(x) // xp.where(g == 0, xp.ones_like(g), g) * xp.abs(y))
+
+
+def _bitwise_count_xp(xp: ModuleType, x: Any) -> Any:
+    """numpy.bitwise_count: the 1 bits of ``|x|`` (uint8), bit by bit with the standard's shifts."""
+    u8 = arrays.lib_dtype(xp, np.uint8)
+    if dtype_of(x).kind == "b":
+        return xp.astype(x, u8)
+    size = xp.abs(x)  # (the most negative integer stays itself: its one bit, as numpy counts)
+    count = xp.zeros_like(size)
+    for k in range(dtype_of(x).itemsize * 8):
+        count = count + ((size >> k) & 1)
+    return xp.astype(count, u8)
+
+
 # Kernels written with the standard's functions, for the operations it lacks (or whose
 # numpy keyword arguments it lacks), as ``kernel(xp, *arrays, **params)``.
 GENERIC: dict[str, Callable[..., Any]] = {
@@ -387,6 +431,11 @@ GENERIC: dict[str, Callable[..., Any]] = {
     "round": _round_xp,
     "sinc": _sinc_xp,
     "logaddexp2": _logaddexp2_xp,
+    "frexp_exponent": lambda xp, x: _library_kernel(xp, "frexp")(x)[1],
+    "spacing": _spacing_xp,
+    "gcd": _gcd_xp,
+    "lcm": _lcm_xp,
+    "bitwise_count": _bitwise_count_xp,
 }
 
 
@@ -469,8 +518,11 @@ def _library_kernel(xp: ModuleType, name: str) -> Kernel:
         generic = GENERIC.get(name)
         if generic is not None:
             fn = functools.partial(generic, xp)
-        else:
-            fn = getattr(xp, STANDARD[name])
+        else:  # the standard's function, or where it has none (gcd, spacing) the library's own
+            fn = getattr(xp, STANDARD.get(name, name), None)
+            if fn is None:
+                lib = xp.__name__
+                raise TypeError(f"einad's {name} needs {lib}.{name}, which {lib} does not have")
         _library_kernels[(xp, name)] = fn
     return fn
 
@@ -796,6 +848,20 @@ for _name, _kernel in {**CONSTANT, **PREDICATES, **BITWISE}.items():
     PRIMITIVES[_name] = _declare(Primitive(_name, _impl(_name, _kernel)), _kernel, zero_derivative=True)
 
 
+def _frexp_exponent(x: Any, **kw: Any) -> Any:
+    """The integer exponent numpy.frexp gives (int32; 0 at 0, inf and nan)."""
+    return np.frexp(x)[1]
+
+
+# Not an operation of the table (no einad.<name>): the part of numpy.frexp that is a step
+# function, from which `numpy_compositions` writes frexp (its mantissa is ``x * 2**-e``).
+PRIMITIVES["frexp_exponent"] = _declare(
+    Primitive("frexp_exponent", _impl("frexp_exponent", _frexp_exponent)),
+    _frexp_exponent,
+    zero_derivative=True,
+)
+
+
 _multiply = PRIMITIVES["multiply"]
 
 
@@ -906,6 +972,9 @@ for _name in PREDICATES:
     _DOCS[_name] = f"Elementwise {_name}, as numpy.{_name}: a boolean result, not differentiable."
 for _name in BITWISE:
     _DOCS[_name] = f"Elementwise {_name} of integers or booleans, as numpy.{_name}; not differentiable."
+_DOCS["gcd"] = "Elementwise greatest common divisor of integers, as numpy.gcd; not differentiable."
+_DOCS["lcm"] = "Elementwise least common multiple of integers, as numpy.lcm; not differentiable."
+_DOCS["frexp_exponent"] = "The integer exponent of numpy.frexp; not differentiable (internal)."
 
 
 # -- the eager fast lane (issue 25) ------------------------------------------------------------
@@ -1114,3 +1183,7 @@ def public(name: str) -> Callable[..., Tensor]:
     """The public operation `name` of the table: one operand or two, as its kernel takes."""
     binary = name in BINARY or getattr({**CONSTANT, **PREDICATES, **BITWISE}.get(name), "nin", 1) == 2
     return public_binary(name) if binary else public_unary(name)
+
+
+frexp_exponent = public_unary("frexp_exponent")
+"""numpy.frexp's exponent of an array-like, a Tensor (for `numpy_compositions.frexp`)."""

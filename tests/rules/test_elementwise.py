@@ -17,7 +17,16 @@ import einad as ea
 from einad import core
 from einad.core import Primitive, batch_rules, bind, strip, zero_derivative
 from einad.rules import elementwise, indexing, reductions
-from einad.rules.elementwise import BINARY, CONSTANT, GENERIC, PREDICATES, PRIMITIVES, STANDARD, UNARY
+from einad.rules.elementwise import (
+    BINARY,
+    BITWISE,
+    CONSTANT,
+    GENERIC,
+    PREDICATES,
+    PRIMITIVES,
+    STANDARD,
+    UNARY,
+)
 from einad.util import wrap
 from tests.support import op_table
 from tests.support.arraylibs import load
@@ -438,6 +447,49 @@ def test_constant_ops(lib, name):
     assert PRIMITIVES[name] in zero_derivative
 
 
+@both_modes
+def test_integer_ops_outside_the_standard_are_numpys_on_every_library(lib):
+    """gcd, lcm and bitwise_count (numpy's, not the standard's): on each library through the
+    standard's functions (`GENERIC`: Euclid's rounds, shifts), numpy's values and dtypes, the
+    most negative integer and zeros among them; integers of two kinds promote as numpy's."""
+    i = np.array([[-(2**62), -1, 5, 0, 12, -18]])
+    j = np.array([[3], [0], [-8]])
+    small, signed = np.array([3, 250, 0], np.uint8), np.array([6, -4, 0], np.int8)
+    with lib.lazy():
+        got = [
+            ea.gcd(lib.asarray(i), lib.asarray(j)),
+            ea.lcm(lib.asarray(i), lib.asarray(j)),
+            ea.gcd(lib.asarray(small), lib.asarray(signed)),
+            ea.bitwise_count(lib.asarray(np.array([-(2**63), -1, 5, 0]))),
+            ea.bitwise_count(lib.asarray(signed)),
+            ea.bitwise_count(lib.asarray(np.array([True, False]))),
+        ]
+    want = [
+        np.gcd(i, j),
+        np.lcm(i, j),
+        np.gcd(small, signed),
+        np.bitwise_count(np.array([-(2**63), -1, 5, 0])),
+        np.bitwise_count(signed),
+        np.bitwise_count(np.array([True, False])),
+    ]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(lib_value(lib, g, w.dtype), w)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")  # (inf - inf, inside array_api_strict)
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # (past the largest float; dask computes later)
+def test_spacing_is_numpys_on_every_library_at_special_values(lib):
+    """numpy.spacing through the standard's nextafter: the gap away from zero, negative below
+    zero and positive at -0.0, nan at infinities and nan, inf past the largest float."""
+    x = np.array([-0.0, 0.0, -1.0, 3.5, 1e-310, -np.inf, np.nan, np.finfo(np.float64).max])
+    with np.errstate(over="ignore"), lib.lazy():
+        got, got32 = ea.spacing(lib.asarray(x)), ea.spacing(lib.asarray(x[:5].astype(np.float32)))
+        want, want32 = np.spacing(x), np.spacing(x[:5].astype(np.float32))
+    np.testing.assert_array_equal(lib_value(lib, got, np.float64), want)
+    np.testing.assert_array_equal(np.signbit(lib_value(lib, got)), np.signbit(want))
+    np.testing.assert_array_equal(lib_value(lib, got32, np.float32), want32)
+
+
 def test_round_decimals(lib):
     """round(x, decimals) as numpy rounds (exactly numpy's digits on numpy), eager and jitted; integers
     too (a negative `decimals` rounds them to tens, hundreds: other libraries once returned them as
@@ -851,7 +903,7 @@ def test_internal_conj_and_real_of_real_values_are_the_values_themselves():
 
 def test_table_names_every_op():
     """Every elementwise op has its standard name or a generic kernel (what other libraries run)."""
-    for name in [*UNARY, *BINARY, *CONSTANT, *PREDICATES, "conj", "real", "imag"]:
+    for name in [*UNARY, *BINARY, *CONSTANT, *PREDICATES, *BITWISE, "conj", "real", "imag"]:
         assert name in STANDARD or name in GENERIC, name
     assert STANDARD["arcsin"] == "asin" and STANDARD["power"] == "pow" and STANDARD["mod"] == "remainder"
 
