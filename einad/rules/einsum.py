@@ -702,15 +702,33 @@ class Spread(Structured):
             y: Any = spread(other.x, other.src, src, shape)
             # einad's add through Tensor's operator (one of the two is traced)
             return Spread(x + y if type(x) is Tensor else y.__radd__(x), src, self.dst, self.shape)
-        # plain arrays: laid out along `src` with size-1 axes, numpy broadcasts them
-        x = executor.spread_source(_plain(self.x), self.src, src, shape)[1]
-        y = executor.spread_source(_plain(other.x), other.src, src, shape)[1]
-        return Spread(np.add(x, y), src, self.dst, self.shape)
+        # plain arrays: laid out along `src` with size-1 axes, which the add broadcasts
+        x, y = _plain(self.x), _plain(other.x)
+        xp = namespace(x, y)
+        if xp is np:
+            x = executor.spread_source(x, self.src, src, shape)[1]
+            y = executor.spread_source(y, other.src, src, shape)[1]
+            return Spread(np.add(x, y), src, self.dst, self.shape)
+        like = y if xp_of(x) is np else x  # (one of them is the library's)
+        x, y = _laid_along(xp, like, x, self.src, src, shape), _laid_along(xp, like, y, other.src, src, shape)
+        return Spread(xp.add(x, y), src, self.dst, self.shape)
 
     def add_into(self, buf: Array) -> None:
         u, x = executor.spread_source(_plain(self.x), self.src, self.dst, self.shape)
         view = buf if u == self.dst else np.einsum(numpy_subscripts(self.dst + "->" + u), buf)  # writable
         np.add(view, x, out=view)
+
+
+def _laid_along(xp: ModuleType, like: Any, x: Any, src: str, letters: str, shape: Shape) -> Any:
+    """`x` (indexed by `src`: an array of library `xp`, or numpy's, made one like `like`) laid
+    out along the distinct `letters` (of sizes `shape`), with size 1 where it has none of them:
+    `executor.spread_source` for any library."""
+    _, present, view = executor.spread_layout(src, letters, shape)
+    if xp_of(x) is np:
+        x = asarray(like, np.asarray(x), dtype_of(x))
+    if present != src:
+        x = executor.step(xp, (src,), present, [x])
+    return xp.reshape(x, view)
 
 
 def _varies(x: Any) -> bool:
@@ -916,12 +934,7 @@ def _operand_vjps(g: Any, vals: Sequence[Any], params: Params, needed: list[bool
             rt = type(r)
         if kept == target:
             grads.append(r)
-        elif (
-            rt is not Tensor and rt is not np.ndarray and not isinstance(r, np.generic) and xp_of(r) is not np
-        ):
-            # another library's plain array: dense (`Spread`'s in-place sums are numpy's)
-            grads.append(_spread_any(r, kept, target, shape_of(vals[k])))
-        else:
+        else:  # (kept small: two cotangents of one place add their sources, then spread once)
             grads.append(Spread(r, kept, target, v.shape if type(v) in _SHAPED else shape_of(v), dt))
     return grads
 

@@ -1363,7 +1363,7 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
             acc, mine, ct = ct, False, acc
     a = _untraced(acc)
     if isinstance(ct, Structured):
-        if type(a) is np.ndarray and a.shape == ct.shape and not ct.traced:
+        if type(a) is np.ndarray and a.shape == ct.shape and not ct.traced and _numpy_source(ct):
             dt = np.result_type(a.dtype, ct.dtype)
             buf = a if mine and a.dtype == dt else np.array(a, dtype=dt)
             ct.add_into(buf)
