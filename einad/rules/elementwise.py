@@ -527,6 +527,18 @@ def _library_kernel(xp: ModuleType, name: str) -> Kernel:
     return fn
 
 
+_WEAK = frozenset({int, float, complex})
+"""Python numbers a library of the standard's 2024.12 takes beside arrays (not bools: the
+standard pairs them with boolean arrays only, numpy with any)."""
+
+
+@functools.cache
+def _takes_scalars(xp: ModuleType) -> bool:
+    """Whether the library's namespace follows the standard's 2024.12 or later, whose binary
+    elementwise functions take a Python number for one operand."""
+    return str(getattr(xp, "__array_api_version__", "")) >= "2024.12"
+
+
 def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """`name` on operands that are not all numpy: through their library's standard function.
 
@@ -553,6 +565,19 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
             return fast(*xs)
     keys = tuple(type(v) if isinstance(v, _NUMBERS) else dtype_of(v) for v in xs)
     target = _target(name, kernel, keys, kw)
+    # Python numbers beside arrays of numpy's computing dtype: the standard's 2024.12 takes them
+    # as they are, weak (the result keeps the arrays' dtype, numpy's too), where a 0-d array of
+    # each costs its making and, on torch, a slower kernel (pow: 5x)
+    if (
+        not kw
+        and name not in GENERIC
+        and _takes_scalars(xp)
+        and all(
+            type(v) in _WEAK if isinstance(k, type) else k == target and not arrays.is_numpy(v)
+            for v, k in zip(xs, keys)
+        )
+    ):
+        return _library_kernel(xp, name)(*xs)
     like = next(v for v in xs if arrays.is_array(v) and not arrays.is_numpy(v))
     operands = []
     for v, k in zip(xs, keys):
