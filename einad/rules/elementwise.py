@@ -539,6 +539,22 @@ def _takes_scalars(xp: ModuleType) -> bool:
     return str(getattr(xp, "__array_api_version__", "")) >= "2024.12"
 
 
+def _int_in_range(name: str, target: np.dtype[Any], xs: tuple[Any, ...]) -> np.dtype[Any]:
+    """numpy 2's rule for a Python int outside the range of the integer dtype it would be
+    computed in (``uint8_array < -3``): a comparison compares the values as they are (in a
+    dtype that holds both), anything else is numpy's OverflowError, where a library would cast
+    the number and wrap it (torch: -3 as 253) without a word."""
+    info, wide = np.iinfo(target), np.iinfo(np.int64)
+    for v in xs:
+        if type(v) is int and not info.min <= v <= info.max:
+            if name not in PREDICATES:
+                raise OverflowError(f"Python integer {v} out of bounds for {target}")
+            # (int64 where it holds both: libraries lack comparisons of the wider unsigned dtypes)
+            fits = target != np.uint64 and wide.min <= v <= wide.max
+            return np.dtype(np.int64) if fits else np.dtype(np.float64)
+    return target
+
+
 def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any]) -> Any:
     """`name` on operands that are not all numpy: through their library's standard function.
 
@@ -565,6 +581,8 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
             return fast(*xs)
     keys = tuple(type(v) if isinstance(v, _NUMBERS) else dtype_of(v) for v in xs)
     target = _target(name, kernel, keys, kw)
+    if target.kind in "iu" and int in keys:
+        target = _int_in_range(name, target, xs)
     # Python numbers beside arrays of numpy's computing dtype: the standard's 2024.12 takes them
     # as they are, weak (the result keeps the arrays' dtype, numpy's too), where a 0-d array of
     # each costs its making and, on torch, a slower kernel (pow: 5x)

@@ -1451,3 +1451,27 @@ def test_python_numbers_reach_a_library_of_the_2024_standard_as_they_are(lib, mo
     with lib.lazy():
         mixed = ea.multiply(lib.asarray(i), 2.5)
     np.testing.assert_array_equal(lib_value(lib, mixed, np.float64), i * 2.5)
+
+
+def test_python_ints_out_of_an_integer_dtypes_range_are_numpys_on_every_library(lib):
+    """numpy 2 compares a uint8 array with -3 or 300 as the values are (all False for ``<
+    -3``) and refuses arithmetic with them (OverflowError); torch cast -3 to 253 and answered
+    ``x < -3`` True without a word, or refused 300 with its own error. Every library now gives
+    numpy's answers and errors."""
+    u = np.array([1, 2, 255], np.uint8)
+    s = np.array([-128, 0, 127], np.int8)
+    with lib.lazy():
+        x, y = lib.asarray(u), lib.asarray(s)
+        got = [
+            ea.less(x, -3),
+            ea.greater_equal(x, -3),
+            ea.equal(x, 300),
+            ea.not_equal(y, 300),
+            ea.less(y, -200),
+        ]
+    want = [u < -3, u >= -3, u == 300, s != 300, s < -200]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(lib_value(lib, g, np.dtype(bool)), w)
+    for op, v in [(ea.add, -3), (ea.multiply, 300), (ea.maximum, -1), (ea.subtract, 256)]:
+        with pytest.raises(OverflowError, match=rf"Python integer {v} out of bounds for uint8"):
+            op(lib.asarray(u), v)
