@@ -507,7 +507,13 @@ def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]
         with np.errstate(all="ignore"):
             result = np.result_type(kernel(*probes, **kw))
         common = np.result_type(*probes)
-        out = result if result.kind in "fc" and common.kind in "biu" else common
+        # a floating result of integers (or booleans) is computed in it, and so is an integer
+        # one of booleans (numpy's square of booleans is int8: torch's would be int64)
+        out = (
+            result
+            if (result.kind in "fc" and common.kind in "biu") or (result.kind in "iu" and common.kind == "b")
+            else common
+        )
         _targets[key] = out
     return out
 

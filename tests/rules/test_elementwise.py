@@ -451,7 +451,8 @@ def test_constant_ops(lib, name):
 def test_integer_ops_outside_the_standard_are_numpys_on_every_library(lib):
     """gcd, lcm and bitwise_count (numpy's, not the standard's): on each library through the
     standard's functions (`GENERIC`: Euclid's rounds, shifts), numpy's values and dtypes, the
-    most negative integer and zeros among them; integers of two kinds promote as numpy's."""
+    most negative integer and zeros among them; integers of two kinds promote as numpy's; the
+    square of booleans is numpy's int8 (torch's own square gave int64)."""
     # (int16: dask runs every round its integers can need, 26 for 16 bits, and one shift per bit)
     i = np.array([[-(2**14), -1, 5, 0, 12, -18]], np.int16)
     j = np.array([[3], [0], [-8]], np.int16)
@@ -465,6 +466,7 @@ def test_integer_ops_outside_the_standard_are_numpys_on_every_library(lib):
             ea.bitwise_count(lib.asarray(most_negative)),
             ea.bitwise_count(lib.asarray(signed)),
             ea.bitwise_count(lib.asarray(np.array([True, False]))),
+            ea.square(lib.asarray(np.array([True, False]))),  # (numpy's int8; torch's own int64)
         ]
     want = [
         np.gcd(i, j),
@@ -473,6 +475,7 @@ def test_integer_ops_outside_the_standard_are_numpys_on_every_library(lib):
         np.bitwise_count(most_negative),
         np.bitwise_count(signed),
         np.bitwise_count(np.array([True, False])),
+        np.square(np.array([True, False])),
     ]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(lib_value(lib, g, w.dtype), w)
