@@ -1363,7 +1363,7 @@ _COTANGENT = -1
 
 
 def _forward(
-    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None
+    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None, value: bool = True
 ) -> tuple[Any, dict[int, Any]]:
     """`forward` on operands without the plan's dropped letters."""
     own = pool is None and not keep
@@ -1374,16 +1374,20 @@ def _forward(
     vals: dict[int, Any] = dict(enumerate(arrays))
     kept = plan.kept if keep else frozenset()
     last = plan.forward[-1].result
-    for p in plan.forward:
+    for p in plan.forward if value else plan.forward[:-1]:
         xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
         vals[p.result] = p.run(_FRESH if p.result == last else pool, *xs)  # (the value: its own array)
         for a, x in zip(p.args, xs):
             if a not in kept and a != p.result:
                 pool.put(x)
-    value = vals.pop(last)
+    if not value:  # (the last product's operands that no pullback reads go back to the pool)
+        for a in plan.forward[-1].args:
+            if a not in kept and a in vals:
+                pool.put(vals.pop(a))
+    result = vals.pop(last) if value else None
     if own:
         _checkin(plan, pool)
-    return value, {k: v for k, v in vals.items() if k in kept}
+    return result, {k: v for k, v in vals.items() if k in kept}
 
 
 def _sweep(
@@ -1414,10 +1418,7 @@ def _sweep(
         args = [ct if i == _COTANGENT else vals[i] for i in p.args]
         if p.target < n and on_grad is not None:  # handed over at once, its buffer then reused
             r = p.run(pool, *args)
-            if p.spread is None:
-                on_grad(p.target, r)
-            else:
-                on_grad(p.target, r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread))
+            on_grad(p.target, _as_operand(p, r))
             pool.put(r)
         elif p.target < n and p.direct and grads[p.target] is not None:
             out = grads[p.target]
@@ -1430,7 +1431,7 @@ def _sweep(
             # a gradient that is the product's own array leaves the call: not a pooled buffer
             r = p.run(_FRESH if out is None and p.spread is None else pool, *args)
             if p.spread is not None:
-                s = r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread)
+                s = _as_operand(p, r)
                 if out is None:
                     grads[p.target] = np.array(s)
                 else:
@@ -1445,6 +1446,14 @@ def _sweep(
             cts[p.target] = p.run(pool, *args)
         for i in p.release:  # (an operand of the caller's is no buffer of the pool's: left alone)
             pool.put(ct if i == _COTANGENT else vals.pop(i))
+
+
+def _as_operand(p: Pullback, r: Any) -> Any:
+    """The product `r` of a pullback to an operand, as that operand lies: transposed (`turn`)
+    or spread over its repeated letters (`spread`), or `r` itself."""
+    if p.spread is None:
+        return r
+    return r.transpose(p.turn) if p.turn is not None else spread(r, *p.spread)
 
 
 def _value_and_grad(plan: TreePlan, arrays: Sequence[Array], grads: dict[int, Any]) -> Any:
@@ -1472,17 +1481,19 @@ def _value(plan: TreePlan, arrays: Sequence[Array]) -> Any:
 
 
 def forward(
-    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None
+    plan: TreePlan, arrays: Sequence[Array], keep: bool = False, pool: Any = None, value: bool = True
 ) -> tuple[Any, dict[int, Any]]:
     """The contraction's value, and (with `keep`) the intermediates the sweep reads.
 
     Without `keep` the intermediates are the buffers of a pool of the plan's (`_Pool`),
     each handed on once its reader is done; `pool` (value_and_grad's) keeps the kept ones
-    in it for the sweep. The value is always an array of its own."""
+    in it for the sweep. The value is always an array of its own. `value=False` (with `keep`)
+    stops before the last product, whose result no pullback reads, and returns None for it:
+    a sweep that is given its cotangent (a vjp's) needs only the intermediates."""
     if plan.shapes is None:
-        return _forward(plan, arrays, keep, pool)
-    value, kept = _forward(plan, _operands(plan, arrays), keep, pool)
-    return value.reshape(plan.out_shape), kept
+        return _forward(plan, arrays, keep, pool, value)
+    result, kept = _forward(plan, _operands(plan, arrays), keep, pool, value)
+    return (None if result is None else result.reshape(plan.out_shape)), kept
 
 
 def sweep(

@@ -72,12 +72,12 @@ def _install(delay=0.0, marker=None):
             time.sleep(delay)
         return raw(sc, run, ins, out, picked)
 
-    def tree(plan, arrays, keep=False, pool=None):  # (a sweep's slice, its steps as one tree)
+    def tree(plan, arrays, keep=False, pool=None, value=True):  # (a sweep's slice, its steps as one tree)
         if marker is not None and any(np.any(x == marker) for x in arrays):
             raise ZeroDivisionError("step of the slice's tree met the marker")
         if delay:
             time.sleep(delay * len(plan.forward))
-        return raw_tree(plan, arrays, keep, pool)
+        return raw_tree(plan, arrays, keep, pool, value)
 
     EINSUM._slice_step, EINSUM.tree_forward = step, tree
     return os.getpid()

@@ -669,10 +669,10 @@ def _count_steps(monkeypatch, delay=0.0, names=None, meet=None):
         note()
         return raw(sc, run, ins, out, picked)
 
-    def tree(plan, arrays, keep=False, pool=None):
+    def tree(plan, arrays, keep=False, pool=None, value=True):
         for _ in plan.forward:  # (a sweep's slice, its looped steps as one tree: each step)
             note()
-        return raw_tree(plan, arrays, keep, pool)
+        return raw_tree(plan, arrays, keep, pool, value)
 
     monkeypatch.setattr(EINSUM, "_slice_step", step)  # every looped step of a slice
     monkeypatch.setattr(EINSUM, "tree_forward", tree)
@@ -1132,3 +1132,49 @@ def test_a_slices_tree_has_no_looped_products():
 
     assert batched(network.tree_plan(specs, "", shapes, path, (0, 1, 2, 3)))
     assert not batched(network.tree_plan(specs, "", shapes, path, (0, 1, 2, 3), looped=False))
+
+
+def test_a_slices_tree_leaves_out_its_last_product_where_the_cotangent_is_given(monkeypatch):
+    """A vjp of a sliced contraction with a matrix result is handed each slice's cotangent: the
+    slice's tree runs its forward without the last product (`network.forward(value=False)`),
+    whose result no pullback reads; the gradients are the unsliced ones. With a scalar
+    result (the one-pass value and gradient) the last product runs: its value is summed."""
+    monkeypatch.setattr(slicing, "threads", 1)
+    rng = np.random.default_rng(3)
+    eq = "ab,bc,cd->ad"
+    ops = [rng.standard_normal((12, 12)) for _ in range(3)]
+    limit = 72  # (half of a 12 x 12 intermediate)
+    _, info = ea.contract_path(eq, *ops, memory_limit=limit)
+    assert info.sliced_indices
+    inside, runs = [False], []  # (products run inside a slice's forward, products its plan has)
+    pair_call, raw = network._Pair.__call__, EINSUM.tree_forward
+
+    def pair(self, *args, **kwargs):
+        if inside[0]:
+            runs[-1][0] += 1
+        return pair_call(self, *args, **kwargs)
+
+    def tree(plan, arrays, keep=False, pool=None, value=True):
+        products = sum(isinstance(p.run, (network._Pair, network._Then)) for p in plan.forward)
+        runs.append([0, products, value])
+        inside[0] = True
+        try:
+            return raw(plan, arrays, keep, pool, value)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(network._Pair, "__call__", pair)
+    monkeypatch.setattr(EINSUM, "tree_forward", tree)
+    g = rng.standard_normal((12, 12))
+    _, pull = ea.vjp(lambda *xs: ea.einsum(eq, *xs, memory_limit=limit), *ops)
+    runs.clear()
+    got = pull(g)  # (the sweep's slices alone)
+    assert len(runs) == 2 and all(not value and done == planned - 1 >= 1 for done, planned, value in runs), (
+        runs
+    )
+    _, pull0 = ea.vjp(lambda *xs: ea.einsum(eq, *xs), *ops)
+    for a, b in zip(got, pull0(g)):
+        _close(a, b, rtol=1e-12)
+    runs.clear()
+    ea.grad(lambda *xs: ea.einsum("ab,bc,ca->", *xs, memory_limit=limit), argnums=(0, 1, 2))(*ops)
+    assert runs and all(value and done == planned for done, planned, value in runs), runs

@@ -1736,7 +1736,8 @@ class _Sweep:
         ]
         shapes = tuple(x.shape for x in picked)
         plan = tree_plan(tree.specs, tree.output, shapes, tree.path, wrt, looped=False)
-        value, kept = tree_forward(plan, picked, keep=True, pool=sc.pool)
+        # (a cotangent given, the slice's own value is not needed: the last product is left out)
+        value, kept = tree_forward(plan, picked, keep=True, pool=sc.pool, value=self.fused)
         if self.fused:
             with self.lock:
                 self.total[()] += value
