@@ -74,8 +74,8 @@ def overhead(quick: bool = False) -> dict:
     n, limit = _sizes(quick)
     ops = _operands(n)
     argnums = (0, 1, 2, 3)
-    reps = 3 if quick else 15
-    per_thread = (1, 4, 16) if quick else (1, 2, 4, 8, 16)
+    reps = 2 if quick else 15
+    per_thread = (1, 2, 4) if quick else (1, 2, 4, 8, 16)
     _, info = ea.contract_path(EQ, *ops, memory_limit=limit)
     local = ea.value_and_grad(lambda *xs: ea.einsum(EQ, *xs, memory_limit=limit), argnums=argnums)
     local(*ops)
