@@ -437,7 +437,11 @@ def _meta(v: Any) -> Meta:
             drop += 1
         x = x._value
     if type(x) is not np.ndarray and not isinstance(x, np.generic):
-        return Meta(v)
+        if x is not v or not hasattr(x, "dtype"):
+            return Meta(v)
+        m = _new(Meta)  # a plain array of another library
+        m.shape, m.dtype = tuple(x.shape), np_dtype(x.dtype)
+        return m
     m = _new(Meta)
     m.shape, m.dtype = x.shape[drop:] if drop else x.shape, x.dtype
     return m

@@ -15,10 +15,13 @@ library (`arrays.namespace`):
   one side, or nothing contracted) is one ``numpy.einsum`` or broadcast multiply
   pass. `_run_pair` executes a plan, `_pair` plans and executes, `_raw_step` runs
   one step of a path (opt_einsum's expression for an explicit path's N-operand step).
-* **any other library** (PyTorch, CuPy, dask.array, array-api-strict): `step`, the
-  library's own ``einsum`` where it has one, else the contraction written with the
-  array API standard's ``permute_dims``, ``reshape``, ``matmul``, ``sum`` and basic
-  slicing alone: no strides assumed and nothing written in place (dask stays lazy).
+* **any other library** (PyTorch, CuPy, dask.array, array-api-strict): `step`. One or
+  two floating operands of distinct letters (not dask's blocks) run as a `_LibPlan`, made
+  once per subscripts and shapes: the standard's ``sum``, ``permute_dims`` and ``reshape``
+  around one ``matmul`` or broadcast multiply. Any other step goes to the library's own
+  ``einsum`` where it has one, else to the contraction written with the array API
+  standard's ``permute_dims``, ``reshape``, ``matmul``, ``sum`` and basic slicing alone:
+  no strides assumed and nothing written in place (dask stays lazy).
   It takes what the grammar produces: letters repeated inside an operand
   (diagonals), letters only one operand has (summed first), outer products, batch
   letters, 0-d operands, any number of operands, and any dtype numpy's einsum
@@ -504,19 +507,116 @@ def _aligned(x: Any, spec: str) -> Any:
     return x.rechunk(want) if want else x
 
 
+class _LibPlan:
+    """How to run a one- or two-operand step of distinct letters with the standard's operations:
+    each operand's letters only it has summed away (`drop_*`), then a matrix product of the
+    operands laid out as ``(batch, left, inner)`` and ``(batch, inner, right)`` (`perm_*`,
+    `shape_*`), or, with nothing contracted, a broadcast multiply; the result laid out as
+    the output asks (`dims`, `perm_out`). An identity permutation or reshape is None."""
+
+    __slots__ = ("dims", "drop_a", "drop_b", "perm_a", "perm_b", "perm_out", "shape_a", "shape_b")
+
+    drop_a: tuple[int, ...] | None  # axes only this operand has, summed first
+    drop_b: tuple[int, ...] | None
+    perm_a: tuple[int, ...] | None  # to (batch, left, inner) and (batch, inner, right)
+    perm_b: tuple[int, ...] | None
+    shape_a: Shape | None  # their letters merged into the matrix product's axes
+    shape_b: Shape | None
+    dims: Shape | None  # the product's result, one axis per letter; None: a multiply
+    perm_out: tuple[int, ...] | None
+
+    def __init__(self) -> None:
+        self.drop_a = self.drop_b = self.perm_a = self.perm_b = self.perm_out = None
+        self.shape_a = self.shape_b = self.dims = None
+
+    def __call__(self, xp: ModuleType, a: Any, b: Any = None) -> Any:
+        if self.drop_a:
+            a = xp.sum(a, axis=self.drop_a, dtype=a.dtype)
+        if self.perm_a is not None:
+            a = xp.permute_dims(a, self.perm_a)
+        if self.shape_a is not None:
+            a = xp.reshape(a, self.shape_a)
+        if b is None:
+            return a
+        if self.drop_b:
+            b = xp.sum(b, axis=self.drop_b, dtype=b.dtype)
+        if self.perm_b is not None:
+            b = xp.permute_dims(b, self.perm_b)
+        if self.shape_b is not None:
+            b = xp.reshape(b, self.shape_b)
+        c = a @ b if self.dims is not None else a * b  # (None: a broadcast multiply)
+        if self.dims is not None and self.dims != tuple(c.shape):
+            c = xp.reshape(c, self.dims)
+        return c if self.perm_out is None else xp.permute_dims(c, self.perm_out)
+
+
+def _perm(perm: tuple[int, ...]) -> tuple[int, ...] | None:
+    return None if perm == tuple(range(len(perm))) else perm
+
+
+@functools.lru_cache(maxsize=4096)
+def _lib_plan(ins: tuple[str, ...], out: str, shapes: tuple[Shape, ...]) -> _LibPlan | None:
+    """The `_LibPlan` of the step ``ins->out`` on operands of `shapes`; None where an operand
+    repeats a letter (a diagonal: the library's einsum, or `_standard`, runs it)."""
+    if any(len(set(spec)) != len(spec) for spec in ins):
+        return None
+    plan = _LibPlan()
+    if len(ins) == 1:
+        (spec,) = ins
+        plan.drop_a = tuple(i for i, c in enumerate(spec) if c not in out) or None
+        kept = [c for c in spec if c in out]
+        plan.perm_a = _perm(tuple(kept.index(c) for c in out))
+        return plan
+    sa, sb = ins
+    size, ra, rb, batch, left, right, inner = _letters(sa, sb, out, *shapes)
+    plan.drop_a = tuple(i for i, c in enumerate(sa) if c not in ra) or None
+    plan.drop_b = tuple(i for i, c in enumerate(sb) if c not in rb) or None
+
+    def dims(cs: list[str]) -> Shape:
+        return tuple(size[c] for c in cs)
+
+    def prod(cs: list[str]) -> int:
+        return math.prod(dims(cs))
+
+    if inner:  # (batch, left, inner) @ (batch, inner, right)
+        plan.perm_a = _perm(tuple(ra.index(c) for c in batch + left + inner))
+        plan.perm_b = _perm(tuple(rb.index(c) for c in batch + inner + right))
+        lead = (prod(batch),) if batch else ()
+        shape_a, shape_b = (*lead, prod(left), prod(inner)), (*lead, prod(inner), prod(right))
+        plan.shape_a = None if shape_a == dims(batch + left + inner) else shape_a
+        plan.shape_b = None if shape_b == dims(batch + inner + right) else shape_b
+        plan.dims = dims(batch + left + right)
+    else:  # a broadcast multiply: each operand laid along (batch, left, right), 1 where it has none
+        plan.perm_a = _perm(tuple(ra.index(c) for c in batch + left))
+        plan.perm_b = _perm(tuple(rb.index(c) for c in batch + right))
+        plan.shape_a = (*dims(batch + left), *(1 for _ in right)) if right else None
+        plan.shape_b = (*dims(batch), *(1 for _ in left), *dims(right)) if left else None
+    order = batch + left + right
+    plan.perm_out = _perm(tuple(order.index(c) for c in out))
+    return plan
+
+
 def step(xp: ModuleType, ins: Sequence[str], out: str, picked: Sequence[Any]) -> Any:
     """``einsum(",".join(ins) + "->" + out, *picked)`` on the arrays of library `xp` (not numpy).
 
-    The result has numpy's einsum dtype: the operands' promoted dtype.
+    The result has numpy's einsum dtype: the operands' promoted dtype. One or two floating
+    operands without a repeated letter and without blocks (dask's) run as their `_LibPlan`,
+    made once per subscripts and shapes: a few view operations and one matrix product or
+    multiply, where a library's einsum parses the subscripts again each call (torch's costs
+    ten times its ``matmul`` on small arrays). Other steps go to the library's einsum.
     """
     dts = [np_dtype(x.dtype) for x in picked]
-    dt = dts[0] if len(set(dts)) == 1 else np.result_type(*dts)
+    dt = dts[0] if all(d == dts[0] for d in dts) else np.result_type(*dts)
     work = dt
     if dt.kind in "biu" and dt not in _WIDE:
         work = np.dtype(np.int64)  # libraries sum these in int64 or refuse to mix them
     if any(d != work for d in dts):
         target = lib_dtype(xp, work)
         picked = [x if d == work else xp.astype(x, target) for x, d in zip(picked, dts)]
+    if len(picked) <= 2 and work.kind in "fc" and not any(hasattr(x, "chunks") for x in picked):
+        plan = _lib_plan(tuple(ins), out, tuple(tuple(x.shape) for x in picked))
+        if plan is not None:  # (a floating dtype is its own working dtype: no cast back)
+            return plan(xp, *picked)
     einsum: Callable[..., Any] | None = getattr(xp, "einsum", None)
     text = None if einsum is None else _rename(ins, out)
     if text is not None:

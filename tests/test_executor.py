@@ -18,9 +18,12 @@ import itertools
 import numpy as np
 import opt_einsum as oe
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 import einad as ea
+from tests.support.arraylibs import load
 from tests.support.checks import check_lib, random_operands
+from tests.support.strategies import einsum_cases, random_array
 
 
 def _internal(module):
@@ -170,15 +173,61 @@ def _library():
     return compat.array_namespace(np.zeros(1))
 
 
-def test_a_library_with_einsum_runs_each_step_as_one_call_of_it():
-    """Kills: `step` never finding or never using the library's einsum (the standard's
+def test_a_library_with_einsum_runs_each_step_its_plan_does_not_take_as_one_call_of_it():
+    """A diagonal, an integer product and a step of three operands each go to the library's
+    einsum, once, with the operands as they are.
+
+    Kills: `step` never finding or never using the library's einsum (the standard's
     permute/reshape/matmul path gives the same values, with more passes)."""
     xp = _Library(_library())
     rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
-    np.testing.assert_allclose(executor.step(xp, ("ij", "jk"), "ik", [a, b]), a @ b, rtol=1e-12)
-    assert xp.einsum_dtypes == [(np.dtype(np.float64),) * 2]
+    a, b, c = rng.standard_normal((4, 4)), rng.standard_normal((4, 5)), rng.standard_normal((5, 2))
+    np.testing.assert_allclose(
+        executor.step(xp, ("ii", "ij"), "ij", [a, b]), np.diag(a)[:, None] * b, rtol=1e-12
+    )
+    i, j = np.arange(12).reshape(3, 4), np.arange(8).reshape(4, 2)
+    np.testing.assert_array_equal(executor.step(xp, ("ij", "jk"), "ik", [i, j]), i @ j)
+    np.testing.assert_allclose(executor.step(xp, ("ij", "jk", "kl"), "il", [a, b, c]), a @ b @ c, rtol=1e-12)
+    f8, i8 = np.dtype(np.float64), np.dtype(np.int64)
+    assert xp.einsum_dtypes == [(f8, f8), (i8, i8), (f8, f8, f8)]
     assert xp.casts == 0  # operands already of the result dtype are passed as they are
+
+
+# one or two operands of distinct letters, as `_LibPlan` lays them out
+PLANNED = [
+    (("ij", "jk"), "ik", [(3, 4), (4, 5)]),  # a matrix product: a @ b, nothing else
+    (("ij", "kj"), "ki", [(3, 4), (5, 4)]),  # both transposed
+    (("bij", "bjk"), "bik", [(2, 3, 4), (2, 4, 5)]),  # batched
+    (("abc", "cbd"), "da", [(2, 3, 4), (4, 3, 5)]),  # two letters contracted, merged
+    (("ij", "jk"), "", [(3, 4), (4, 5)]),  # letters only one operand keeps: summed first
+    (("i", "j"), "ji", [(3,), (4,)]),  # an outer product: a broadcast multiply
+    (("ij", "ij"), "ji", [(3, 4), (3, 4)]),  # a Hadamard product
+    (("", "ij"), "ij", [(), (3, 4)]),
+    (("ijk",), "ki", [(2, 3, 4)]),  # one operand: a sum and a transpose
+    (("ij",), "", [(3, 4)]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_a_floating_step_of_distinct_letters_runs_as_its_plan_not_the_library_einsum(dtype):
+    """One or two floating operands whose letters are distinct run as their `_LibPlan`: a few
+    view operations and one matrix product or multiply, made once per subscripts and shapes
+    (torch's einsum parses its subscripts on every call, ten times its matmul's cost on small
+    arrays), with numpy's values and dtype.
+
+    Kills: the plan test in `step` (every step to the library's einsum), a plan not cached."""
+    xp = _Library(_library())
+    for _ in range(2):
+        before = executor._lib_plan.cache_info()
+        for ins, out, shapes in PLANNED:
+            ops = [(3 * o).astype(dtype) for o in random_operands(shapes, seed=len(out), dtype=dtype)]
+            got = executor.step(xp, ins, out, ops)
+            want = np.einsum(",".join(ins) + "->" + out, *ops)
+            assert got.dtype == want.dtype, (ins, out)
+            np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12)
+        after = executor._lib_plan.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + len(PLANNED)  # the second round
+    assert xp.einsum_dtypes == []
 
 
 def test_a_step_of_53_letters_takes_the_standard_path_on_a_library_with_einsum():
@@ -241,6 +290,30 @@ def test_each_pair_step_runs_on_the_path_its_plan_and_its_operands_choose(monkey
         got = executor._pair(x, y, sa, sb, so)
         np.testing.assert_allclose(got, np.einsum(f"{sa},{sb}->{so}", x, y), rtol=1e-12)
         assert bool(calls) == on_matmul, (sa, sb, so)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(einsum_cases(max_operands=3))
+def test_contractions_and_their_gradients_on_torch_and_array_api_strict_are_numpys(case):
+    """Random einsums (diagonals, broadcasting, '...', outer products, size-0 and size-1
+    dimensions, mixed dtypes) on torch and array-api-strict: the value and every operand's
+    gradient are numpy's, in numpy's dtypes (each pairwise step as its plan or the library's
+    einsum)."""
+    spec, shapes, dtypes, seed = case
+    rng = np.random.default_rng(seed)
+    ops = [random_array(rng, s, d) for s, d in zip(shapes, dtypes)]
+    want, back = ea.vjp(lambda *xs: ea.einsum(spec, *xs), *ops)
+    g = random_array(rng, np.shape(want), np.asarray(want).dtype)
+    want_grads = back(g)
+    for name in ("torch", "array_api_strict"):
+        lib = load(name)
+        if lib is None:
+            continue
+        got, back = ea.vjp(lambda *xs: ea.einsum(spec, *xs), *[lib.asarray(o) for o in ops])
+        tol = 1e-4 if np.float32 in dtypes else 1e-10
+        check_lib(lib, got, np.asarray(want), rtol=tol, atol=tol, dtype=np.asarray(want).dtype)
+        for got_g, want_g in zip(back(lib.asarray(g)), want_grads):
+            check_lib(lib, got_g, np.asarray(want_g), rtol=tol, atol=tol, dtype=np.asarray(want_g).dtype)
 
 
 # -- the standard-only path on every array library ----------------------------------------------

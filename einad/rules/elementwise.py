@@ -22,6 +22,7 @@ import dis
 import functools
 import inspect
 import math
+import operator
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeAlias
@@ -468,12 +469,29 @@ def _impl(name: str, kernel: Kernel) -> Kernel:
     """The primitive implementation of `name`: `kernel` on numpy values, the library's function otherwise.
 
     Keyword arguments pass on to the kernel (``out=`` from `einad.jit`, ``decimals`` for round).
+    Arrays of another library whose dtypes need no cast (and, for two, of one shape) go
+    straight to the function `_direct` holds for them, planned by `_foreign` on the first call.
     """
     if getattr(kernel, "nin", 1) == 2:
 
         def impl2(x: Any, y: Any, **kw: Any) -> Any:
-            if type(x) in _NUMPY_TYPES and type(y) in _NUMPY_TYPES:
+            tx = type(x)
+            if tx in _NUMPY_TYPES and type(y) in _NUMPY_TYPES:
                 return kernel(x, y, **kw)
+            if not kw:
+                ty = type(y)
+                if tx is ty:
+                    fast = _direct.get((name, tx, x.dtype, y.dtype))
+                    if fast is not None and x.shape == y.shape:
+                        return fast(x, y)
+                elif ty is float or ty is complex:
+                    fast = _weak.get((name, tx, x.dtype, ty))
+                    if fast is not None:
+                        return fast(x, y)
+                elif tx is float or tx is complex:
+                    fast = _weak.get((name, tx, ty, y.dtype))
+                    if fast is not None:
+                        return fast(x, y)
             return _foreign(name, kernel, (x, y), kw)
 
         return impl2
@@ -481,6 +499,10 @@ def _impl(name: str, kernel: Kernel) -> Kernel:
     def impl1(x: Any, **kw: Any) -> Any:
         if type(x) is np.ndarray:
             return kernel(x, **kw)
+        if not kw:
+            fast = _direct.get((name, type(x), getattr(x, "dtype", None)))
+            if fast is not None:
+                return fast(x)
         return _foreign(name, kernel, (x,), kw)
 
     return impl1
@@ -489,7 +511,38 @@ def _impl(name: str, kernel: Kernel) -> Kernel:
 _targets: dict[tuple[Any, ...], np.dtype[Any]] = {}
 _library_kernels: dict[tuple[ModuleType, str], Kernel] = {}
 _direct: dict[tuple[Any, ...], Kernel] = {}
-"""(name, library, operand dtypes) -> the library's kernel, for operands that need no cast."""
+"""(name, array type, its dtype for each operand) -> the library's function, for arrays of one
+type that need no cast: a binary operation's is the array's own operator where the standard
+defines one (`_OPERATORS`: the library's function itself, where array-api-compat's wrapper
+would fix promotions that operands of one dtype do not have)."""
+
+_weak: dict[tuple[Any, ...], Kernel] = {}
+"""(name, array type, its dtype, number type), or (name, number type, array type, its dtype) ->
+the library's function, for an array and a Python float or complex that the library takes as it
+is (weak, in the array's dtype, as numpy computes; `_foreign` plans it). Not ints: whether numpy
+takes an int depends on its value (`_int_in_range`)."""
+
+_OPERATORS: dict[str, Kernel] = {
+    "add": operator.add,
+    "subtract": operator.sub,
+    "multiply": operator.mul,
+    "divide": operator.truediv,
+    "floor_divide": operator.floordiv,
+    "remainder": operator.mod,
+    "pow": operator.pow,
+    "equal": operator.eq,
+    "not_equal": operator.ne,
+    "less": operator.lt,
+    "less_equal": operator.le,
+    "greater": operator.gt,
+    "greater_equal": operator.ge,
+    "bitwise_and": operator.and_,
+    "bitwise_or": operator.or_,
+    "bitwise_xor": operator.xor,
+    "bitwise_left_shift": operator.lshift,
+    "bitwise_right_shift": operator.rshift,
+}
+"""The standard's binary functions that are an array's operators, by the standard's names."""
 
 
 def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]) -> np.dtype[Any]:
@@ -574,16 +627,17 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     kw.pop("out", None)  # a buffer `einad.jit` offers to numpy's ufuncs
     if len(xs) > 1:
         arrays.check_broadcast(xs)
-    # The common case, every operand an array of the library: one lookup by their dtypes (a numpy
-    # scalar's dtype left out: array-api-strict warns when its dtypes are compared with numpy's).
-    fast_key = (name, xp, *(None if isinstance(v, np.generic) else getattr(v, "dtype", None) for v in xs))
-    fast = _direct.get(fast_key)
-    if fast is not None:
-        return fast(*xs, **kw)
+    # The common case, every operand an array of the library of one dtype: planned once, then
+    # `_impl` calls the function directly (the key puts each type before its dtype: array-api-strict
+    # warns when its dtypes are compared with numpy's)
     if not kw and all(arrays.is_array(v) and not arrays.is_numpy(v) for v in xs):
         dts = tuple(dtype_of(v) for v in xs)
         if all(k == _target(name, kernel, dts, kw) for k in dts):  # no cast needed
-            fast = _direct[fast_key] = _library_kernel(xp, name)
+            fast = _library_kernel(xp, name)
+            if len(xs) == 2 and name not in GENERIC:
+                fast = _OPERATORS.get(STANDARD.get(name, name), fast)
+            if all(type(v) is type(xs[0]) for v in xs):
+                _direct[(name, type(xs[0])) + tuple([v.dtype for v in xs])] = fast
             return fast(*xs)
     keys = tuple(type(v) if isinstance(v, _NUMBERS) else dtype_of(v) for v in xs)
     target = _target(name, kernel, keys, kw)
@@ -601,7 +655,15 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
             for v, k in zip(xs, keys)
         )
     ):
-        return _library_kernel(xp, name)(*xs)
+        fast = _OPERATORS.get(STANDARD.get(name, name), _library_kernel(xp, name))
+        if len(xs) == 2 and int not in keys:
+            x, y = xs
+            _weak[
+                (name, type(x), x.dtype, type(y))
+                if isinstance(keys[1], type)
+                else (name, type(x), type(y), y.dtype)
+            ] = fast
+        return fast(*xs)
     like = next(v for v in xs if arrays.is_array(v) and not arrays.is_numpy(v))
     operands = []
     for v, k in zip(xs, keys):
@@ -622,11 +684,15 @@ def _scale(g: Any, d: Partial, *args: Any) -> Any:
 
 def _times(g: Any, r: Any) -> Any:
     """``g * r``, `r` a local derivative: `_scale` once `r` is computed."""
-    if type(r) not in _NUMPY_TYPES or (isinstance(r, np.generic) and type(g) not in _NUMPY_TYPES):
+    tr = type(r)
+    if tr not in _NUMPY_TYPES or (isinstance(r, np.generic) and type(g) not in _NUMPY_TYPES):
         # Another library's array, or a Tensor (of one), or a numpy scalar (the slope at a numpy
         # scalar operand) beside one: the multiply primitive applies numpy's promotion on every
         # library (a boolean slope times a float32 cotangent is float32), and array-api-strict
-        # refuses a numpy scalar in its own `*`.
+        # refuses a numpy scalar in its own `*`. Two arrays of one library, dtype and shape
+        # need none of that: the library's own multiply.
+        if tr is type(g) and tr is not Tensor and r.dtype == g.dtype and r.shape == g.shape:
+            return g * r
         return apply2("multiply", g, r)
     st = g.strides if type(g) is np.ndarray else None
     if (
@@ -794,6 +860,8 @@ def _lib_scalars(*vals: Any) -> tuple[Any, ...]:
     another library among them: the derivative rules combine them with that array, and
     array-api-strict's operators refuse a numpy scalar (while numpy's scalar on the left of one
     of its arrays turns the array into a numpy array)."""
+    if not any(isinstance(v, np.generic) for v in vals):
+        return vals
     like = next(
         (v for v in vals if type(v) not in _LOCAL and arrays.is_array(v) and not arrays.is_numpy(v)), None
     )
@@ -845,9 +913,12 @@ def _binary_prim(name: str, kernel: Kernel, dx: Partial, dy: Partial) -> Primiti
             else:
                 r = d(x, y, z)
                 r = g * r if plain and type(r) is np.ndarray else _times(g, r)
-            if type(r) in _SHAPED and type(v) in _SHAPED and r.shape == v.shape and r.dtype == v.dtype:
-                # the common case (numpy arrays and scalars, under enclosing transformations too):
-                # nothing to sum or cast
+            if (
+                (type(r) is type(v) and type(r) not in _NUMBERS_SET)
+                or (type(r) in _SHAPED and type(v) in _SHAPED)
+            ) and (r.shape == v.shape and r.dtype == v.dtype):
+                # the common case (numpy arrays and scalars, under enclosing transformations too;
+                # two arrays of another library): nothing to sum or cast
                 out.append(r)
             else:
                 out.append(sum_to_shape(r, shape_of(v), dtype_of(v)))
@@ -1033,7 +1104,8 @@ _DOCS["frexp_exponent"] = "The integer exponent of numpy.frexp; not differentiab
 # arrays. The public operations of the table's differentiable entries record those directly:
 # the numpy kernel, then the node (`core.record`) with the values the VJP reads, worked out once
 # per primitive here instead of through `bind`, `process`, the implementation and the keep rule.
-# Everything else (nested transformations, other libraries, forward mode, vmap, jit) binds.
+# Values of another library take the same lane through the implementation (`_impl`'s direct
+# call); everything else (forward mode, vmap, jit, constants of another library) binds.
 
 
 _NUMBERS_SET = frozenset(_NUMBERS)
@@ -1043,9 +1115,10 @@ numeric numpy arrays."""
 
 def _recorded1(name: str, x: Tensor, trace: Trace) -> Tensor | None:
     """The unary `name` (a `UNARY` entry) of `x` (a Tensor with a node of `trace`, live)
-    recorded in `trace`, as its `process` would: the kernel on a numpy value; on a value traced
-    by an enclosing transformation (a second order), that value's result (the lane again for a
-    reverse trace, else `bind`). None where the value is neither (another library's array)."""
+    recorded in `trace`, as its `process` would: the kernel on a numpy value, the implementation
+    on another library's array; on a value traced by an enclosing transformation (a second
+    order), that value's result (the lane again for a reverse trace, else `bind`). None where a
+    traced value is not a reverse trace's."""
     v = x._value
     if type(v) in _NUMPY_TYPES:
         out = _KERNEL1[name](v)
@@ -1056,6 +1129,8 @@ def _recorded1(name: str, x: Tensor, trace: Trace) -> Tensor | None:
             out = _recorded1(name, v, t)
         if out is None:
             out = bind(PRIMITIVES[name], (v,), {})
+    elif type(v) is not Tensor:  # another library's array: its implementation
+        out = PRIMITIVES[name].impl(v)
     else:
         return None
     keep_x, keep_y = _KEEP1[name]
@@ -1066,7 +1141,7 @@ def _recorded2(name: str, x: Any, y: Any, trace: Trace) -> Tensor | None:
     """The binary `name` (a `BINARY` entry) of `x` and `y` (Tensors of `trace`, live, or
     constants: numbers and numeric numpy arrays) recorded in `trace`, as its `process` would (see
     `_recorded1`); None where the lane does not take them (another trace's Tensor among them,
-    nothing to record, another library's array)."""
+    nothing to record, a constant array of another library)."""
     xv: Any
     yv: Any
     if type(x) is Tensor:
@@ -1100,6 +1175,8 @@ def _recorded2(name: str, x: Any, y: Any, trace: Trace) -> Tensor | None:
             out = _recorded2(name, xv, yv, t)
         if out is None:
             out = bind(PRIMITIVES[name], (xv, yv), {})
+    elif type(xv) is not Tensor and type(yv) is not Tensor:  # another library's arrays
+        out = PRIMITIVES[name].impl(xv, yv)
     else:
         return None
     return record(out, trace, PRIMITIVES[name], {}, (px, py), needed, (xv, yv), out, kept, ka)

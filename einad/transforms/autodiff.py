@@ -1378,8 +1378,8 @@ def _accumulate(acc: Any, mine: bool, ct: Any) -> tuple[Any, bool]:
     if type(a) is np.ndarray or type(c) is np.ndarray:
         out = np.add(a, c)
         return out, type(out) is np.ndarray
-    if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its own add, never in place
-        return arrays.namespace(a, c).add(a, c), False
+    if arrays.is_array(a) or arrays.is_array(c):  # another library's arrays: its add, never in place
+        return PRIMITIVES["add"].impl(a, c), False
     return a + c, False
 
 
