@@ -221,6 +221,29 @@ def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
     return xp.asarray(value, dtype=dt, device=device(like))
 
 
+_writable: dict[type, bool] = {}
+
+
+def writes_in_place(x: Any) -> bool:
+    """Whether arrays of `x`'s type take the standard's ``a[::2] = b`` in place (torch, CuPy,
+    array-api-strict do; JAX's arrays are immutable): asked once per type, of two elements.
+    Blocked arrays (dask's) count as not: their writes are tasks, not writes."""
+    t = type(x)
+    found = _writable.get(t)
+    if found is None:
+        found = False
+        if not hasattr(x, "chunks"):
+            xp = xp_of(x)
+            try:
+                probe = xp.zeros((2,), dtype=x.dtype, device=device(x))
+                probe[::2] = xp.ones((1,), dtype=x.dtype, device=device(x))
+                found = bool(probe[0] == 1) and bool(probe[1] == 0)
+            except (TypeError, ValueError, NotImplementedError, RuntimeError):  # (JAX: TypeError)
+                found = False
+        _writable[t] = found
+    return found
+
+
 def detached(x: Any) -> Any:
     """`x` without its library's own autograd record: a torch tensor made with
     ``requires_grad=True`` is detached (einad differentiates; torch's graph would only cost memory)."""

@@ -408,6 +408,43 @@ def spread_layout(src: str, dst: str, shape: Shape) -> tuple[str, str, Shape]:
     return u, "".join(c for c in u if c in src), tuple(dims[c] if c in src else 1 for c in u)
 
 
+@functools.lru_cache(maxsize=1024)
+def _diagonal_layout(
+    dst: str, shape: Shape
+) -> tuple[Shape, tuple[slice, ...], Shape, tuple[int, ...] | None]:
+    """How `spread_written` lays out a `dst` that repeats letters: each distinct letter's axes
+    side by side and merged into one (size n**k for k copies), on which its diagonal is every
+    ((n**k - 1) // (n - 1))-th element; that array's shape, the slices picking the diagonals, the
+    shape with the copies apart again, and the permutation back to `dst` (None: none)."""
+    u = unique(dst)
+    groups = [[i for i, c in enumerate(dst) if c == d] for d in u]
+    merged, picks, apart = [], [], []
+    for idx in groups:
+        n, k = shape[idx[0]], len(idx)
+        merged.append(n**k)
+        picks.append(slice(None, None, sum(n**j for j in range(k)) if n > 1 else 1))
+        apart.extend([n] * k)
+    order = tuple(i for idx in groups for i in idx)
+    perm = tuple(order.index(i) for i in range(len(dst)))
+    return tuple(merged), tuple(picks), tuple(apart), _perm(perm)
+
+
+def spread_written(xp: ModuleType, x: Any, src: str, dst: str, shape: Shape) -> Any:
+    """`spread` of `x` (indexed by `src`) into `dst`, which repeats letters, on a library that
+    writes in place (`arrays.writes_in_place`): zeros written along the diagonals with one
+    strided assignment, where a mask of the repeated letters would cost a boolean array and a
+    ``where`` pass as large as the result (torch: 7.8 ms against 5.3 for 2000 x 2000)."""
+    _, present, view = spread_layout(src, dst, shape)
+    if present != src:
+        x = step(xp, (src,), present, [x])
+    x = xp.reshape(x, view)  # (u's order: a size-1 axis where src lacks the letter, broadcast)
+    merged, picks, apart, perm = _diagonal_layout(dst, shape)
+    out = xp.zeros(merged, dtype=x.dtype, device=getattr(x, "device", None))
+    out[picks] = x
+    out = xp.reshape(out, apart)
+    return out if perm is None else xp.permute_dims(out, perm)
+
+
 def runner(xp: ModuleType) -> Callable[[tuple[str, ...], str, list[Any]], Any]:
     """The function running one step ``(ins, out, picked)`` of a path on arrays of library `xp`."""
     return _raw_step if xp is np else functools.partial(step, xp)

@@ -46,7 +46,7 @@ import opt_einsum as oe
 
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
-from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, xp_of, zeros
+from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, writes_in_place, xp_of, zeros
 from ..core import (
     IMPERATIVE,
     LOOP,
@@ -581,11 +581,15 @@ def _spread_impl(x: Any, src: str, dst: str, shape: Shape) -> Any:
 
 
 def _spread_any(x: Any, src: str, dst: str, shape: Shape) -> Any:
-    """`_spread_impl` on a library other than numpy, with the standard's operations and no
-    writes (dask stays lazy): `x` laid along `dst` (size 1 at a repeated letter's later
-    places), masked by the identity of each repeated letter, broadcast."""
+    """`_spread_impl` on a library other than numpy, with the standard's operations: a `dst`
+    that repeats a letter written into zeros where the library writes in place
+    (`executor.spread_written`); else, with no writes (dask stays lazy, JAX's arrays are
+    immutable), `x` laid along `dst` (size 1 at a repeated letter's later places), masked by
+    the identity of each repeated letter, broadcast."""
     xp = xp_of(x)
     u, present, view = executor.spread_layout(src, dst, shape)
+    if u != dst and writes_in_place(x):  # zeros, the diagonals written
+        return executor.spread_written(xp, x, src, dst, shape)
     if present != src:
         x = executor.step(xp, (src,), present, [x])
     if u == dst:
