@@ -1628,7 +1628,8 @@ class _Sweep:
         self.rerun = s.rerun(need)
         self.producer = {st.result: t for t, st in enumerate(s.steps)}
         self.sizes = dict(s.sizes)
-        self.total = np.zeros((), dtype=dt)
+        # the summed value (`fused`): numpy's in place; another library's summed as arrays
+        self.total: Any = np.zeros((), dtype=dt) if xp is np else None
         # each thread's `_Scratch` (a task's: its chain's, `_Scratch.of`)
         self.local = None if task else threading.local()
         self.tree = tree = _Tree.of(s) if TREE_SLICES else None
@@ -1666,7 +1667,10 @@ class _Sweep:
         if fused:
             part = local.pop(self.final)
             with self.lock:
-                self.total[()] += part
+                if type(self.total) is np.ndarray:
+                    self.total[()] += part
+                else:
+                    self.total = part if self.total is None else self.total + part
             if sc is not None:
                 sc.free(self.final, part)
             del part
@@ -1910,7 +1914,19 @@ def _sliced_vg_impl(
     """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
     the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
     xp = namespace(*arrays)
-    if xp is not np:  # another library: the forward, then the sweep, laid end to end
+    if xp is not np and executor is None and all(0 not in a.shape for a in arrays):
+        # another library: each slice's forward, then its pullbacks, the slices' values summed
+        # (the sweep would otherwise compute the intermediates again after the forward)
+        arrays = _promoted(xp, tuple(arrays))
+        dt = np.result_type(*(dtype_of(a) for a in arrays))
+        grads = {k: _Blocks(arrays[0], tuple(arrays[k].shape), dt) for k in wrt}
+        s = schedule(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, slices)
+        value = _sweep(s, ones(arrays[0], (), dt), arrays, grads, memory_limit, True, None, progress)
+        laid: Array = xp.concat(
+            [xp.reshape(value, (1,)), *(xp.reshape(_total(grads[k]), (-1,)) for k in wrt)]
+        )
+        return laid
+    if xp is not np:  # (on an executor: the forward, then the sweep, laid end to end)
         where = {"executor": executor, "progress": progress}
         value = _sliced_impl(
             *arrays,
