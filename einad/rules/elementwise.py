@@ -571,6 +571,37 @@ def _target(name: str, kernel: Kernel, keys: tuple[Any, ...], kw: dict[str, Any]
     return out
 
 
+_COMPLEX_ORDER = frozenset({"less", "less_equal", "greater", "greater_equal", "maximum", "minimum"})
+"""Operations numpy defines on complex numbers by its order (real parts first, then imaginary),
+which the standard leaves undefined (torch and array-api-strict refuse them): `_complex_order`."""
+
+
+def _complex_order(xp: ModuleType, name: str, x: Any, y: Any) -> Any:
+    """numpy's `name` of complex `x` and `y` with the standard's real operations: ``x < y`` where
+    the real parts are less and neither imaginary part is nan, or the real parts are equal and
+    the imaginary parts less (numpy's CLT; CLE, CGT, CGE alike); maximum keeps `x` where
+    ``x >= y`` or `x` has a nan, else `y` (minimum with ``<=``), as numpy's loops do."""
+    if name in ("maximum", "minimum"):
+        keep = _complex_order(xp, "greater_equal" if name == "maximum" else "less_equal", x, y)
+        return xp.where(keep | xp.isnan(xp.real(x)) | xp.isnan(xp.imag(x)), x, y)
+    xr, xi, yr, yi = xp.real(x), xp.imag(x), xp.real(y), xp.imag(y)
+    strict, tie = {
+        "less": (operator.lt, operator.lt),
+        "less_equal": (operator.lt, operator.le),
+        "greater": (operator.gt, operator.gt),
+        "greater_equal": (operator.gt, operator.ge),
+    }[name]
+    return (strict(xr, yr) & ~xp.isnan(xi) & ~xp.isnan(yi)) | ((xr == yr) & tie(xi, yi))
+
+
+def _kernel_for(xp: ModuleType, name: str, target: np.dtype[Any]) -> Kernel:
+    """The library's function for `name` computed in `target` (`_library_kernel`), numpy's order
+    where `target` is complex and the standard has none (`_COMPLEX_ORDER`)."""
+    if target.kind == "c" and name in _COMPLEX_ORDER:
+        return functools.partial(_complex_order, xp, name)
+    return _library_kernel(xp, name)
+
+
 def _library_kernel(xp: ModuleType, name: str) -> Kernel:
     fn = _library_kernels.get((xp, name))
     if fn is None:
@@ -633,8 +664,8 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if not kw and all(arrays.is_array(v) and not arrays.is_numpy(v) for v in xs):
         dts = tuple(dtype_of(v) for v in xs)
         if all(k == _target(name, kernel, dts, kw) for k in dts):  # no cast needed
-            fast = _library_kernel(xp, name)
-            if len(xs) == 2 and name not in GENERIC:
+            fast = _kernel_for(xp, name, dts[0])
+            if len(xs) == 2 and name not in GENERIC and not (dts[0].kind == "c" and name in _COMPLEX_ORDER):
                 fast = _OPERATORS.get(STANDARD.get(name, name), fast)
             if all(type(v) is type(xs[0]) for v in xs):
                 _direct[(name, type(xs[0])) + tuple([v.dtype for v in xs])] = fast
@@ -649,6 +680,7 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if (
         not kw
         and name not in GENERIC
+        and not (target.kind == "c" and name in _COMPLEX_ORDER)
         and _takes_scalars(xp)
         and all(
             type(v) in _WEAK if isinstance(k, type) else k == target and not arrays.is_numpy(v)
@@ -672,7 +704,7 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
         elif k != target:
             v = xp.astype(v, arrays.lib_dtype(xp, target))
         operands.append(v)
-    return _library_kernel(xp, name)(*operands, **kw)
+    return _kernel_for(xp, name, target)(*operands, **kw)
 
 
 def _scale(g: Any, d: Partial, *args: Any) -> Any:
