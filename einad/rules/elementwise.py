@@ -594,11 +594,28 @@ def _complex_order(xp: ModuleType, name: str, x: Any, y: Any) -> Any:
     return (strict(xr, yr) & ~xp.isnan(xi) & ~xp.isnan(yi)) | ((xr == yr) & tie(xi, yi))
 
 
+_BOOLEAN = {"add": "logical_or", "maximum": "logical_or", "multiply": "logical_and", "minimum": "logical_and"}
+"""numpy's arithmetic of two booleans, as the standard's logical functions (the standard defines
+``+``, ``*``, maximum and minimum on numbers only: array-api-strict refuses them on booleans)."""
+
+
+def _boolean(xp: ModuleType, name: str, x: Any, y: Any) -> Any:
+    """numpy's `name` of two boolean arrays with the standard's functions: `_BOOLEAN`'s logical
+    ones, and the comparisons of False and True as of 0 and 1 (numpy orders False first)."""
+    logical = _BOOLEAN.get(name)
+    if logical is not None:
+        return getattr(xp, logical)(x, y)
+    return _library_kernel(xp, name)(xp.astype(x, xp.uint8), xp.astype(y, xp.uint8))
+
+
 def _kernel_for(xp: ModuleType, name: str, target: np.dtype[Any]) -> Kernel:
-    """The library's function for `name` computed in `target` (`_library_kernel`), numpy's order
-    where `target` is complex and the standard has none (`_COMPLEX_ORDER`)."""
+    """The library's function for `name` computed in `target` (`_library_kernel`), numpy's
+    where the standard defines none: complex numbers' order (`_COMPLEX_ORDER`), booleans'
+    arithmetic and order (`_boolean`)."""
     if target.kind == "c" and name in _COMPLEX_ORDER:
         return functools.partial(_complex_order, xp, name)
+    if target.kind == "b" and (name in _BOOLEAN or name in _COMPLEX_ORDER):
+        return functools.partial(_boolean, xp, name)
     return _library_kernel(xp, name)
 
 
@@ -665,7 +682,7 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
         dts = tuple(dtype_of(v) for v in xs)
         if all(k == _target(name, kernel, dts, kw) for k in dts):  # no cast needed
             fast = _kernel_for(xp, name, dts[0])
-            if len(xs) == 2 and name not in GENERIC and not (dts[0].kind == "c" and name in _COMPLEX_ORDER):
+            if len(xs) == 2 and name not in GENERIC and fast is _library_kernel(xp, name):
                 fast = _OPERATORS.get(STANDARD.get(name, name), fast)
             if all(type(v) is type(xs[0]) for v in xs):
                 _direct[(name, type(xs[0])) + tuple([v.dtype for v in xs])] = fast
@@ -680,12 +697,12 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
     if (
         not kw
         and name not in GENERIC
-        and not (target.kind == "c" and name in _COMPLEX_ORDER)
         and _takes_scalars(xp)
         and all(
             type(v) in _WEAK if isinstance(k, type) else k == target and not arrays.is_numpy(v)
             for v, k in zip(xs, keys)
         )
+        and _kernel_for(xp, name, target) is _library_kernel(xp, name)
     ):
         fast = _OPERATORS.get(STANDARD.get(name, name), _library_kernel(xp, name))
         if len(xs) == 2 and int not in keys:

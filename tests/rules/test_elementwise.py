@@ -1511,3 +1511,23 @@ def test_complex_numbers_are_ordered_as_numpy_orders_them_on_every_library(lib):
                 with lib.lazy(), np.errstate(invalid="ignore"):
                     got = op(*args)
                 np.testing.assert_array_equal(lib_value(lib, got, want.dtype), want, err_msg=name)
+
+
+def test_booleans_add_multiply_and_compare_as_numpy_on_every_library(lib):
+    """numpy adds booleans as logical or and multiplies them as logical and (so do its maximum and
+    minimum), and orders False before True; the standard defines those on numbers only
+    (array-api-strict refuses them on booleans). Every library gives numpy's booleans, beside a
+    Python bool too, on the second call as on the first.
+
+    Kills: `_kernel_for`'s boolean branch, `_boolean`'s logical table or its order."""
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    for name in ("add", "multiply", "maximum", "minimum", "less", "less_equal", "greater", "greater_equal"):
+        op, ref = getattr(ea, name), getattr(np, name)
+        pairs = (((lib.asarray(a), lib.asarray(b)), (a, b)), ((lib.asarray(a), True), (a, True)))
+        for args, np_args in pairs:
+            want = ref(*np_args)
+            for _ in range(2):
+                with lib.lazy():
+                    got = op(*args)
+                np.testing.assert_array_equal(lib_value(lib, got, want.dtype), want, err_msg=name)
