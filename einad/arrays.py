@@ -221,6 +221,12 @@ def asarray(like: Any, value: Any, dtype: Any = None) -> Any:
     return xp.asarray(value, dtype=dt, device=device(like))
 
 
+def blocked(x: Any) -> bool:
+    """Whether `x` is an array of blocks (dask's): its operations are tasks over the blocks,
+    its library's einsum pairs them, its writes are tasks too."""
+    return hasattr(x, "chunks")
+
+
 _writable: dict[type, bool] = {}
 
 
@@ -232,7 +238,7 @@ def writes_in_place(x: Any) -> bool:
     found = _writable.get(t)
     if found is None:
         found = False
-        if not hasattr(x, "chunks"):
+        if not blocked(x):
             xp = xp_of(x)
             try:
                 probe = xp.zeros((2,), dtype=x.dtype, device=device(x))

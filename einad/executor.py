@@ -21,7 +21,8 @@ library (`arrays.namespace`):
   around one ``matmul`` or broadcast multiply. Any other step goes to the library's own
   ``einsum`` where it has one, else to the contraction written with the array API
   standard's ``permute_dims``, ``reshape``, ``matmul``, ``sum`` and basic slicing alone:
-  no strides assumed and nothing written in place (dask stays lazy).
+  no strides assumed and nothing written in place (dask stays lazy); a diagonal's
+  cotangent is written into zeros where the library writes in place (`spread_written`).
   It takes what the grammar produces: letters repeated inside an operand
   (diagonals), letters only one operand has (summed first), outer products, batch
   letters, 0-d operands, any number of operands, and any dtype numpy's einsum
@@ -46,7 +47,7 @@ import numpy as np
 import opt_einsum as oe
 
 from .aliases import Array, MemoryLimit, Path, Shape
-from .arrays import lib_dtype, np_dtype
+from .arrays import blocked, lib_dtype, np_dtype
 from .memory import RECYCLE_MIN, recycled
 from .subscripts import numpy_subscripts, unique
 
@@ -567,24 +568,25 @@ class _LibPlan:
         self.shape_a = self.shape_b = self.dims = None
 
     def __call__(self, xp: ModuleType, a: Any, b: Any = None) -> Any:
-        if self.drop_a:
-            a = xp.sum(a, axis=self.drop_a, dtype=a.dtype)
-        if self.perm_a is not None:
-            a = xp.permute_dims(a, self.perm_a)
-        if self.shape_a is not None:
-            a = xp.reshape(a, self.shape_a)
+        a = _lay(xp, a, self.drop_a, self.perm_a, self.shape_a)
         if b is None:
             return a
-        if self.drop_b:
-            b = xp.sum(b, axis=self.drop_b, dtype=b.dtype)
-        if self.perm_b is not None:
-            b = xp.permute_dims(b, self.perm_b)
-        if self.shape_b is not None:
-            b = xp.reshape(b, self.shape_b)
+        b = _lay(xp, b, self.drop_b, self.perm_b, self.shape_b)
         c = a @ b if self.dims is not None else a * b  # (None: a broadcast multiply)
         if self.dims is not None and self.dims != tuple(c.shape):
             c = xp.reshape(c, self.dims)
         return c if self.perm_out is None else xp.permute_dims(c, self.perm_out)
+
+
+def _lay(
+    xp: ModuleType, x: Any, drop: tuple[int, ...] | None, perm: tuple[int, ...] | None, shape: Shape | None
+) -> Any:
+    """One operand of a `_LibPlan`: its axes `drop` summed, then permuted and reshaped."""
+    if drop:
+        x = xp.sum(x, axis=drop, dtype=x.dtype)
+    if perm is not None:
+        x = xp.permute_dims(x, perm)
+    return x if shape is None else xp.reshape(x, shape)
 
 
 def _perm(perm: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -650,7 +652,7 @@ def step(xp: ModuleType, ins: Sequence[str], out: str, picked: Sequence[Any]) ->
     if any(d != work for d in dts):
         target = lib_dtype(xp, work)
         picked = [x if d == work else xp.astype(x, target) for x, d in zip(picked, dts)]
-    if len(picked) <= 2 and work.kind in "fc" and not any(hasattr(x, "chunks") for x in picked):
+    if len(picked) <= 2 and work.kind in "fc" and not any(blocked(x) for x in picked):
         plan = _lib_plan(tuple(ins), out, tuple(tuple(x.shape) for x in picked))
         if plan is not None:  # (a floating dtype is its own working dtype: no cast back)
             return plan(xp, *picked)

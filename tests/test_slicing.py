@@ -802,38 +802,15 @@ def test_slices_in_reused_buffers_equal_the_unsliced(monkeypatch, eq, shapes, li
             _close(a, b, rtol=1e-9)
 
 
-def test_scalar_value_and_gradient_take_one_pass_over_the_slices(monkeypatch):
-    ops = _tetra(5)
-    f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40)
-    vg = ea.value_and_grad(f, argnums=(0, 1, 2, 3))
-    v, g = vg(*ops)  # plan outside the count
-    calls = _count_steps(monkeypatch)
-    f(*ops)
-    forward = len(calls)
-    assert forward > 3  # sliced: every step once per slice
-    calls.clear()
-    v, g = vg(*ops)
-    assert len(calls) == forward  # the gradient recomputed nothing
-    monkeypatch.setattr(EINSUM, "vg_fusion", False)
-    calls.clear()
-    v1, g1 = vg(*ops)
-    assert len(calls) > forward  # the sweep recomputes each slice's intermediates
-    g0 = ea.grad(lambda *xs: ea.einsum(TETRA, *xs), argnums=(0, 1, 2, 3))(*ops)
-    _close(v, v1)
-    for a, b, c in zip(g, g1, g0):
-        _close(a, c)
-        _close(b, c)
+def test_scalar_value_and_gradient_take_one_pass_over_the_slices(lib, monkeypatch):
+    """A sliced scalar contraction's value and gradients run each slice's forward once, its
+    pullbacks after it, the slices' values summed: no step more than the forward alone, on
+    numpy, torch, array-api-strict and dask alike, with numpy's numbers. (Other libraries took
+    the whole forward, then a sweep computing every slice's intermediates again, until cc43c2a:
+    case 10's tetrahedron at n = 40 on torch, 160 slices, 150-160 -> 120 ms.)
 
-
-def test_another_librarys_scalar_value_and_gradient_take_one_pass_over_the_slices(lib, monkeypatch):
-    """On torch, array-api-strict and dask as on numpy: a sliced scalar contraction's value and
-    gradients run each slice's forward once, its pullbacks after it, the slices' values summed
-    (before: the whole forward, then a sweep computing every slice's intermediates again; case
-    10's tetrahedron at n = 40 on torch, 160 slices: 150-160 -> 120 ms), with numpy's numbers.
-
-    Kills: `_sliced_vg_impl` taking another library's arrays the forward-then-sweep way."""
-    if lib.name == "numpy":
-        pytest.skip("numpy's one pass: test_scalar_value_and_gradient_take_one_pass_over_the_slices")
+    Kills: `vg_fusion` (numpy), `_sliced_vg_impl` taking another library's arrays the
+    forward-then-sweep way."""
     base = _tetra(5)
     ops = [lib.asarray(o) for o in base]
     f = lambda *xs: ea.einsum(TETRA, *xs, memory_limit=40)
@@ -850,6 +827,14 @@ def test_another_librarys_scalar_value_and_gradient_take_one_pass_over_the_slice
     check_lib(lib, v, v0)
     for a, b in zip(g, g0):
         check_lib(lib, a, b, rtol=1e-9, atol=1e-9)
+    if lib.name == "numpy":  # without the fusion, the sweep recomputes each slice's intermediates
+        monkeypatch.setattr(EINSUM, "vg_fusion", False)
+        calls.clear()
+        v1, g1 = vg(*ops)
+        assert len(calls) > forward
+        _close(v1, v0)
+        for a, b in zip(g1, g0):
+            _close(a, b)
 
 
 def test_the_unit_gradients_are_scaled_by_the_cotangent_and_reusable():
