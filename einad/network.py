@@ -1,6 +1,6 @@
-"""A whole contraction tree planned once: its forward and its gradient sweep, on numpy arrays.
+"""A whole contraction tree planned once: its forward and its gradient sweep.
 
-A contraction of three or more numpy operands differentiated in first-order reverse mode
+A contraction of three or more operands differentiated in first-order reverse mode
 is one node (`einsum.sliced_einsum_p` with no slices; which contractions, see
 `einsum.contract`). Its value, its one-pass value-and-gradient and its VJP run here, from
 a `TreePlan` made on first use per subscripts, shapes, path and differentiated operands
@@ -69,8 +69,18 @@ large bonds.
   off). A forward alone (`forward_plan`) runs as a program on the same terms, and only from
   `PROGRAM_STEPS` steps on (`value`).
 
-Everything here is numpy's; other libraries take `einsum`'s generic sweep. This
-module sits below `rules.einsum` and imports only the executor and the subscripts.
+* **Other libraries** (torch, CuPy, JAX, array-api-strict; not dask's blocks, whose steps stay
+  pairwise nodes): the same plan runs with the standard's operations (`lib_forward`,
+  `lib_sweep`): each product as its `_PairPlan` lays it out, ``permute_dims`` and ``reshape``
+  (a view where the library's strides allow, else its copy) around one ``matmul``, and each
+  value laid out once (`_LayOut.lib`) where the plan says, so the layouts chosen for numpy save
+  torch's and CuPy's copies too (each pairwise step its own node copied an operand about every
+  other step, and the reverse pass copied again). No buffers or programs: the library allocates.
+  On benchmark n1 with torch, 110 tensors: the value-and-gradient 1.5-1.9x torch's autograd ->
+  0.65-1.1x, vg/fwd 5-8 -> 2-3.
+
+Everything else here is numpy's. This module sits below `rules.einsum` and imports only the
+arrays' helpers, the executor and the subscripts.
 """
 
 from __future__ import annotations
@@ -82,12 +92,14 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
 
 from . import kernels, memory
 from .aliases import Array, Path, Shape
+from .arrays import writes_in_place
 from .executor import (
     _expression,
     _pair_plan,
@@ -98,6 +110,7 @@ from .executor import (
     outer_operands,
     presum,
     spread,
+    step,
 )
 from .subscripts import numpy_subscripts, pairwise_steps, unique
 
@@ -293,9 +306,9 @@ def _product(
     none = (None,) * len(specs)
     if len(specs) == 1:
         run = functools.partial(np.einsum, numpy_subscripts(f"{specs[0]}->{out}"))
-        return functools.partial(_unpooled, run), order, 0, out, none
+        return _Unpooled(run, tuple(specs), out), order, 0, out, none
     text = ",".join(specs) + "->" + out  # an explicit path's N-operand step
-    return functools.partial(_unpooled, _expression(text, tuple(shapes), "auto", None)), order, 0, out, none
+    return _Unpooled(_expression(text, tuple(shapes), "auto", None), tuple(specs), out), order, 0, out, none
 
 
 def _kept_first(specs: Sequence[str], shapes: Sequence[Shape]) -> int:
@@ -341,10 +354,21 @@ def _pair_product(
     return _Pair(plan), (a, b), copied, written, reads if a == 0 else reads[::-1]
 
 
-def _unpooled(run: Run, pool: Any, *xs: Any) -> Any:
+class _Unpooled:
     """A step that allocates its own result (numpy.einsum's, opt_einsum's: possibly a view of
-    an operand, so that a plan with one is not `TreePlan.pooled`)."""
-    return run(*xs)
+    an operand, so that a plan with one is not `TreePlan.pooled`): ``ins -> out``."""
+
+    __slots__ = ("ins", "out", "run")
+
+    def __init__(self, run: Run, ins: tuple[str, ...], out: str) -> None:
+        self.run, self.ins, self.out = run, ins, out
+
+    def __call__(self, pool: Any, *xs: Any) -> Any:
+        return self.run(*xs)
+
+    def lib(self, xp: ModuleType, *xs: Any) -> Any:
+        """The step on arrays of another library (`xp`): its einsum, or the standard's."""
+        return step(xp, self.ins, self.out, list(xs))
 
 
 class _Then:
@@ -370,6 +394,9 @@ class _Then:
         build.pool.put(r)
         return y
 
+    def lib(self, xp: ModuleType, *xs: Any) -> Any:
+        return self.lay.lib(xp, self.run.lib(xp, *xs))
+
 
 class _LayOut:
     """The copy of a value indexed by `spec` that lies in memory in the order `order` (its
@@ -392,6 +419,16 @@ class _LayOut:
         out = build.pool.get(view.shape, x.dtype)
         build.copy(out, view)
         return out.transpose(self.back)
+
+    def lib(self, xp: ModuleType, x: Any) -> Any:
+        """The copy on another library's array, where its arrays are strided views (torch's,
+        CuPy's: a reshape of a transposed view copies it in that order); elsewhere `x` itself
+        (JAX's arrays have no layout to choose, every transpose is a copy)."""
+        if not writes_in_place(x):
+            return x
+        view = xp.permute_dims(x, self.perm)
+        out = xp.reshape(xp.reshape(view, (-1,)), tuple(view.shape))
+        return xp.permute_dims(out, self.back)
 
 
 # -- running: buffers, copies and matrix products ------------------------------------------------
@@ -682,7 +719,7 @@ class _Pair:
     the output's order. Whether an operand is a view, and which product, is decided once per
     layout of the operands it meets (`seen`, keyed by their strides)."""
 
-    __slots__ = ("identity", "mm_shape", "out_shape", "plan", "seen")
+    __slots__ = ("identity", "libs", "mm_shape", "out_shape", "plan", "seen")
 
     def __init__(self, plan: _PairPlan) -> None:
         self.plan = plan
@@ -690,6 +727,35 @@ class _Pair:
         self.mm_shape = plan.mm_shape
         self.identity = plan.perm_out == tuple(range(len(plan.perm_out)))
         self.seen: dict[tuple[Any, ...], tuple[bool, bool, bool | None]] = {}
+        self.libs: _LibSteps | None = None  # (`lib`'s, made on its first call)
+
+    def lib(self, xp: ModuleType, a: Any, b: Any) -> Any:
+        """The product on arrays of another library (`xp`), as the plan lays it out: the
+        standard's ``permute_dims`` and ``reshape`` (a view where the strides allow, else a
+        copy: the library decides, as numpy's reshape) around one ``matmul``, or a broadcast
+        multiply; letters only one operand has summed first (`executor.step`). Every product
+        is a matrix product here: no library but numpy gets `_loop_pair`'s one pass."""
+        libs = self.libs
+        if libs is None:
+            libs = self.libs = _LibSteps.of(self.plan)
+        if libs.swap:
+            a, b = b, a
+        if libs.pre_a is not None:
+            a = step(xp, *libs.pre_a, [a])
+        if libs.pre_b is not None:
+            b = step(xp, *libs.pre_b, [b])
+        if libs.perm_a is not None:
+            a = xp.permute_dims(a, libs.perm_a)
+        if libs.perm_b is not None:
+            b = xp.permute_dims(b, libs.perm_b)
+        if libs.shape_a is not None:
+            a = xp.reshape(a, libs.shape_a)
+        if libs.shape_b is not None:
+            b = xp.reshape(b, libs.shape_b)
+        if libs.outer:
+            return a * b
+        c = xp.reshape(a @ b, libs.dims)
+        return c if libs.perm_out is None else xp.permute_dims(c, libs.perm_out)
 
     def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
         """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
@@ -813,6 +879,64 @@ class _Pair:
             return dest
         out = out.reshape(plan.dims)
         return out if self.identity else out.transpose(plan.perm_out)
+
+
+@dataclass(frozen=True)
+class _LibSteps:
+    """A `_PairPlan` as `_Pair.lib` runs it on another library's arrays: the operands swapped,
+    each one's letters only it has summed (``(ins, out)`` for `executor.step`), permuted and
+    reshaped (None: as it is), then their product (`outer`: broadcast multiply, else matmul)
+    reshaped to `dims` and permuted by `perm_out`."""
+
+    swap: bool
+    pre_a: tuple[tuple[str], str] | None
+    pre_b: tuple[tuple[str], str] | None
+    perm_a: tuple[int, ...] | None
+    perm_b: tuple[int, ...] | None
+    shape_a: Shape | None
+    shape_b: Shape | None
+    outer: bool
+    dims: Shape
+    perm_out: tuple[int, ...] | None
+
+    @staticmethod
+    def of(plan: _PairPlan) -> _LibSteps:
+        ins, so = plan.spec.split("->")
+        sa, sb = ins.split(",")
+        if plan.swap:
+            sa, sb = sb, sa
+        ra = "".join(c for c in unique(sa) if c in sb or c in so)
+        rb = "".join(c for c in unique(sb) if c in sa or c in so)
+
+        def perm(p: tuple[int, ...]) -> tuple[int, ...] | None:
+            return None if p == tuple(range(len(p))) else p
+
+        if plan.outer:
+            (pa, shape_a), (pb, shape_b) = plan.view_a, plan.view_b
+            return _LibSteps(
+                False,
+                None if ra == sa else ((sa,), ra),
+                None if rb == sb else ((sb,), rb),
+                perm(pa),
+                perm(pb),
+                shape_a,
+                shape_b,
+                True,
+                (),
+                None,
+            )
+        return _LibSteps(
+            plan.swap,
+            None if plan.pre_a is None else ((sa,), ra),
+            None if plan.pre_b is None else ((sb,), rb),
+            perm(plan.perm_a),
+            perm(plan.perm_b),
+            plan.shape_a,
+            plan.shape_b,
+            False,
+            plan.dims,
+            perm(plan.perm_out),
+        )
 
 
 def _merges(view: Any, shape: Shape) -> bool:
@@ -1598,6 +1722,74 @@ def _restore(arrays: Sequence[Array], grads: dict[int, Any], views: dict[int, An
 
 def _dropped(shape: Shape) -> Shape:
     return tuple(d for d in shape if d != 1)
+
+
+# -- other libraries' arrays: the plan's steps in the standard's operations ----------------
+
+
+def lib_forward(plan: TreePlan, xp: ModuleType, arrays: Sequence[Any]) -> tuple[Any, dict[int, Any]]:
+    """`forward` with `keep` on arrays of another library (`xp`: torch, CuPy, JAX,
+    array-api-strict; not dask's blocks): the value and the intermediates the sweep reads.
+    Each product runs as the plan lays it out (`_Pair.lib`), so the layouts chosen for the
+    forward and the sweep together save the library's copies as they save numpy's; no
+    buffers, no programs (the library allocates)."""
+    vals: dict[int, Any] = dict(enumerate(_lib_operands(plan, xp, arrays)))
+    kept = plan.kept
+    for p in plan.forward:
+        xs = [vals[a] if a in kept else vals.pop(a) for a in p.args]
+        vals[p.result] = p.run.lib(xp, *xs)  # type: ignore[attr-defined]
+    result = vals.pop(plan.forward[-1].result)
+    if plan.shapes is not None:
+        result = xp.reshape(result, plan.out_shape)
+    return result, {k: v for k, v in vals.items() if k in kept}
+
+
+def lib_sweep(
+    plan: TreePlan,
+    xp: ModuleType,
+    g: Any,
+    arrays: Sequence[Any],
+    kept: dict[int, Any],
+    spread_as: Callable[[Any, str, str, Shape], Any],
+) -> dict[int, Any]:
+    """`sweep` on arrays of another library (`lib_forward`'s `kept`): each differentiated
+    operand's gradient, by operand. `spread_as(x, src, dst, shape)` puts a pullback's product
+    over its operand's broadcast or repeated letters (the caller's: it sits above this module)."""
+    operands = _lib_operands(plan, xp, arrays)
+    if plan.shapes is not None:
+        g = xp.reshape(g, _dropped(plan.out_shape))
+    vals: dict[int, Any] = dict(enumerate(operands))
+    vals.update(kept)
+    n = plan.n
+    cts: dict[int, Any] = {plan.forward[-1].result: g}
+    grads: dict[int, Any] = {}
+    step_, ct = -1, g
+    for p in plan.backward:
+        if p.step != step_:
+            step_ = p.step
+            ct = cts.pop(n + step_)
+        r = p.run.lib(xp, *(ct if i == _COTANGENT else vals[i] for i in p.args))  # type: ignore[attr-defined]
+        if p.target >= n:
+            cts[p.target] = r
+        elif p.spread is None:
+            grads[p.target] = r
+        elif p.turn is not None:
+            grads[p.target] = xp.permute_dims(r, p.turn)
+        else:
+            grads[p.target] = spread_as(r, *p.spread)
+        for i in p.release:
+            if i != _COTANGENT:
+                vals.pop(i, None)
+    if plan.shapes is not None:
+        grads = {k: xp.reshape(r, tuple(arrays[k].shape)) for k, r in grads.items()}
+    return grads
+
+
+def _lib_operands(plan: TreePlan, xp: ModuleType, arrays: Sequence[Any]) -> list[Any]:
+    """`_operands` on another library's arrays."""
+    if plan.shapes is None:
+        return list(arrays)
+    return [xp.reshape(x, shape) for x, shape in zip(arrays, plan.shapes)]
 
 
 # -- the program of a value-and-gradient -------------------------------------------------------

@@ -5,6 +5,7 @@ them; the jitted forward running the eager forward's steps; planning that grows 
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import sys
@@ -19,6 +20,7 @@ from opt_einsum.testing import rand_equation
 
 import einad as ea
 from einad import executor, kernels, memory, network
+from einad.rules import einsum as rules
 from einad.rules.einsum import _path, sliced_einsum_p, sliced_vg_p
 from tests.support.numerics import assert_close
 
@@ -1741,3 +1743,126 @@ def test_a_value_and_gradient_lands_in_its_flat_result_by_one_copy(monkeypatch, 
         assert_close(g0[k], g1[k], rtol=1e-12)
         if dtype is float:
             assert_close(g0[k], env)
+
+
+# -- other libraries' arrays: the same plan, run with the standard's operations ------------------
+
+
+def _library(name):
+    """(to the library, back to numpy) for one library a tree runs on besides numpy: its arrays
+    strided views (torch), or not (JAX's: no layouts to lay out), or the standard's check."""
+    module = pytest.importorskip(name)
+    if name == "jax":
+        module.config.update("jax_enable_x64", True)
+        return module.numpy.asarray, np.asarray
+    if name == "torch":
+        return (lambda a: module.from_numpy(np.array(a))), (lambda x: x.numpy())
+    module.set_array_api_strict_flags(api_version="2024.12")
+    return module.asarray, np.asarray
+
+
+def _same(got, want, back, rtol=1e-10, atol=1e-12):
+    """`got` (another library's array) holds `want`, in its dtype."""
+    value = back(got)
+    want = np.asarray(want)
+    assert value.dtype == want.dtype and value.shape == want.shape
+    np.testing.assert_allclose(value, want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "output"),
+    # (JAX eager compiles each operation: one network of one kind)
+    [(n, d, o) for n in ("torch", "array_api_strict") for d in (float, complex) for o in (0, 2)]
+    + [("jax", float, 0)],
+)
+def test_random_networks_on_other_libraries_have_every_gradient(name, dtype, output):
+    """Random networks along random paths on other libraries (one tree, as on numpy): the value
+    is opt_einsum's, each operand's cotangent its environment, in the library's arrays and
+    numpy's dtypes; a scalar network's value and gradients in one call too, with one operand
+    left undifferentiated. (dask's blocks keep their pairwise steps, one node each.)"""
+    to, back = _library(name)
+    for seed in (3, 8, 21) if name != "jax" else (3,):
+        eq, ops, path = _network(seed, dtype, output)
+        want = oe.contract(eq, *ops, optimize=path)
+        g = np.random.default_rng(seed + 1).standard_normal(np.shape(want)).astype(np.result_type(want))
+        f = functools.partial(ea.einsum, eq, optimize=path)
+        value, pull = ea.vjp(f, *map(to, ops))
+        _same(value, want, back)
+        for got, env in zip(pull(to(g)), _environments(eq, ops, g)):
+            _same(got, env, back, rtol=1e-9, atol=1e-9)
+        if output == 0:
+            wrt = tuple(range(1, len(ops)))
+            value, grads = ea.value_and_grad(f, wrt, holomorphic=dtype is complex)(*map(to, ops))
+            _same(value, want, back)
+            for got, env in zip(grads, _environments(eq, ops, np.ones((), np.result_type(want)))[1:]):
+                _same(got, env, back, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["torch", "array_api_strict"])
+@pytest.mark.parametrize("spec", ["ab,bcc,cd->ad", "ab,b,bc,c->a", "aib,bc,ci->ai", "ab,bc,cd->"])
+def test_a_tree_on_another_library_spreads_and_sums_as_numpy_does(name, spec):
+    """Repeated letters (a diagonal's gradient spread back), letters one operand alone has
+    (summed first), letters of size 1 (dropped by the plan), a full contraction: every
+    gradient on each library is numpy einad's."""
+    to, back = _library(name)
+    sizes = {"a": 2, "b": 3, "c": 4, "d": 1, "i": 1}
+    rng = np.random.default_rng(9)
+    ops = [rng.standard_normal([sizes[c] for c in s]) for s in spec.split("->")[0].split(",")]
+    f = lambda *xs: ea.sum(ea.sin(ea.einsum(spec, *xs)))
+    wrt = tuple(range(len(ops)))
+    want, want_grads = ea.value_and_grad(f, wrt)(*ops)
+    value, grads = ea.value_and_grad(f, wrt)(*map(to, ops))
+    _same(value, want, back)
+    for got, w in zip(grads, want_grads):
+        _same(got, w, back)
+
+
+def _torch_copies(torch):
+    """A dispatch mode counting the elements torch copies (a reshape that cannot view its
+    operand clones it) and the matrix products it runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counting(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.copied = 0
+            self.products = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if name in ("clone", "_reshape_copy", "contiguous"):
+                self.copied += args[0].numel()
+            elif name in ("mm", "bmm", "mv", "dot", "mul"):
+                self.products += 1
+            return func(*args, **(kwargs or {}))
+
+    return Counting()
+
+
+@pytest.mark.parametrize("seed", [186, 292])
+def test_a_network_on_torch_copies_what_its_plan_counts(monkeypatch, seed):
+    """On torch a network under `value_and_grad` runs the tree's plan (one node, one forward
+    and one sweep: a matrix product per step and pullback), in the layouts chosen for numpy:
+    on these networks torch copies nothing, forward and sweep, as the plan counts, where
+    letters in order of appearance copy (and so did the pairwise steps, one node each, that
+    other libraries took before)."""
+    torch = pytest.importorskip("torch")
+    eq, inputs, out, shapes, path = _greedy_network(5, seed, d_min=2, d_max=4)
+    ops = [torch.from_numpy(np.random.default_rng(seed).standard_normal(s)) for s in shapes]
+    wrt = tuple(range(len(ops)))
+    plan = network.tree_plan(inputs, out, shapes, path, wrt)
+    assert plan.copies == 0 < network._tree_plan(inputs, out, shapes, path, wrt, False).copies
+    sweeps = []
+    monkeypatch.setattr(rules, "tree_lib_sweep", lambda *a: sweeps.append(1) or network.lib_sweep(*a))
+    f = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), wrt)
+    f(*ops)  # (planned)
+    with _torch_copies(torch) as counted:
+        value, grads = f(*ops)
+    assert sweeps == [1, 1]
+    assert counted.copied == plan.copies
+    # (and one product more: the gradients' block scaled by the loss's cotangent, 1 here)
+    assert counted.products == len(plan.forward) + len(plan.backward) + 1
+    want = oe.contract(eq, *(o.numpy() for o in ops), optimize=path)
+    assert_close(value.numpy(), want)
+    for got, env in zip(grads, _environments(eq, [o.numpy() for o in ops], np.ones(()))):
+        assert_close(got.numpy(), env)

@@ -23,9 +23,9 @@ memory-bound pass, on any other library's arrays the library's einsum or the
 array API standard's operations. With no trace involved the whole einsum is one
 primitive call. Traced, three or more operands are bound as one node that keeps
 the intermediates and gets all N gradients for about twice the forward's work:
-a planned tree (`network`) in first-order reverse mode on numpy arrays, else the
-pairwise steps, one node each, whose derivative program is pairwise too (see
-`contract`).
+a planned tree (`network`) in first-order reverse mode (on numpy's arrays, or eager on
+another library's, not dask's blocks), else the pairwise steps, one node each, whose
+derivative program is pairwise too (see `contract`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,18 @@ import opt_einsum as oe
 
 from .. import cluster, executor
 from ..aliases import Array, Axis, DTypeLike, MemoryLimit, Path, Shape
-from ..arrays import asarray, device, is_array, lib_dtype, namespace, ones, writes_in_place, xp_of, zeros
+from ..arrays import (
+    asarray,
+    blocked,
+    device,
+    is_array,
+    lib_dtype,
+    namespace,
+    ones,
+    writes_in_place,
+    xp_of,
+    zeros,
+)
 from ..core import (
     IMPERATIVE,
     LOOP,
@@ -73,6 +84,8 @@ from ..memory import recycled
 from ..network import end_to_end as tree_end_to_end
 from ..network import forward as tree_forward
 from ..network import forward_plan, pair_step, scratch, tree_plan
+from ..network import lib_forward as tree_lib_forward
+from ..network import lib_sweep as tree_lib_sweep
 from ..network import sweep as tree_sweep
 from ..network import value as tree_value
 from ..network import value_and_grad as tree_value_and_grad
@@ -499,23 +512,30 @@ def _one_trace(operands: Sequence[Value]) -> str | None:
     innermost aside (`einad.jit` compiles what it records); None for two or more.
 
     ``"reverse"`` is first-order reverse mode (eager, or staged by `einad.jit` for a scalar
-    result, see `contract`), where one tree node pays: its sweep reads the forward's
+    result, see `contract`; another library's arrays eager only, not dask's), where one tree
+    node pays: its sweep reads the forward's
     intermediates, and a scalar's value and gradients take one call. Any other nesting keeps
     pairwise nodes, whose derivatives are pairwise again (a tree node's own derivatives
     recontract the whole tree).
     """
     traces: set[Any] = set()
+    foreign = False
     for x in operands:
         while type(x) is Tensor and x._trace is not None:
             traces.add(x._trace)
             x = x._value
-        if not isinstance(x.concrete if type(x) is Staged else x, (np.ndarray, np.generic)):
-            return None  # another library's arrays: each pairwise step in its own einsum
+        x = x.concrete if type(x) is Staged else x
+        if not isinstance(x, (np.ndarray, np.generic)):
+            if blocked(x):
+                return None  # dask's blocks: each pairwise step in its own einsum
+            foreign = True
     if len(traces) > 1:  # an operand staged only (a constant of the trace above it) is no other trace
         traces = {t for t in traces if t.kind != "staging"}
     if len(traces) != 1:
         return None
     kind: str = next(iter(traces)).kind
+    if foreign and (kind != "reverse" or _staged(operands)):
+        return None  # another library's arrays: a tree in eager reverse mode only
     return kind
 
 
@@ -1832,6 +1852,8 @@ def _sliced_impl(
     shapes = tuple(a.shape for a in arrays)
     if not slices and xp is np:  # one tree: planned once
         return tree_value(forward_plan(inputs, output, shapes, optimize), arrays)
+    if not slices:  # another library's: eager einsum's pairwise steps
+        return _einsum_impl(*arrays, inputs=inputs, output=output, optimize=optimize)
     s = schedule(inputs, output, shapes, optimize, slices)
     return _run_sliced(s, arrays, memory_limit, executor, progress)
 
@@ -1914,6 +1936,15 @@ def _sliced_vg_impl(
     """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
     the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
     xp = namespace(*arrays)
+    if xp is not np and not slices and executor is None and _untraced(arrays) is xp:
+        # another library, one tree: its forward keeps what its sweep reads (`network`)
+        arrays = _promoted(xp, tuple(arrays))
+        dt = np.result_type(*(dtype_of(a) for a in arrays))
+        plan = tree_plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, wrt)
+        value, kept = tree_lib_forward(plan, xp, arrays)
+        grads = tree_lib_sweep(plan, xp, ones(arrays[0], (), dt), arrays, kept, _spread_impl)
+        packed: Array = xp.concat([xp.reshape(value, (1,)), *(xp.reshape(grads[k], (-1,)) for k in wrt)])
+        return packed
     if xp is not np and executor is None and all(0 not in a.shape for a in arrays):
         # another library: each slice's forward, then its pullbacks, the slices' values summed
         # (the sweep would otherwise compute the intermediates again after the forward)
@@ -2084,13 +2115,15 @@ def _sliced_residual(vals: Sequence[Any], params: Params, needed: list[bool]) ->
     scales them by the cotangent, where a sweep would recompute every slice. Otherwise the
     forward alone, keeping the operands for the sweep."""
     wrt = tuple(k for k, n in enumerate(needed) if n)
-    if params["output"] and wrt and not params["slices"] and _plain_numpy(vals):
-        # a tree on arrays (eager): the forward keeps what its sweep reads, for the VJP
-        plan = tree_plan(
-            params["inputs"], params["output"], tuple(v.shape for v in vals), params["optimize"], wrt
-        )
-        value, kept = tree_forward(plan, vals, keep=True)
-        return value, _Kept(plan, kept, list(vals))
+    xp = _untraced(vals) if params["output"] and wrt and not params["slices"] else None
+    if xp is not None:  # a tree on arrays (eager): the forward keeps what its sweep reads, for the VJP
+        shapes = tuple(tuple(v.shape) for v in vals)
+        plan = tree_plan(params["inputs"], params["output"], shapes, params["optimize"], wrt)
+        if xp is np:
+            value, kept = tree_forward(plan, vals, keep=True)
+        else:
+            value, kept = tree_lib_forward(plan, xp, vals)
+        return value, _Kept(plan, kept, list(vals), xp)
     if params["output"] or not wrt or not vg_fusion:
         return bind(sliced_einsum_p, vals, params), list(vals)
     flat = bind(sliced_vg_p, vals, {**params, "wrt": wrt})
@@ -2098,28 +2131,48 @@ def _sliced_residual(vals: Sequence[Any], params: Params, needed: list[bool]) ->
     return out, _Unit(flat, list(vals), wrt)
 
 
-def _plain_numpy(vals: Sequence[Any]) -> bool:
-    """Whether the values are numpy arrays, none of them empty (not traced, not staged)."""
-    return all(type(v) is np.ndarray and v.size for v in vals)
+def _untraced(vals: Sequence[Any]) -> ModuleType | None:
+    """The library of the values where they are arrays of one library, none of them empty or
+    blocked (dask's), none traced or staged: a planned tree runs on them (`network`); else None."""
+    if all(type(v) is np.ndarray and v.size for v in vals):
+        return np
+    if any(type(v) in (Tensor, Staged) or not is_array(v) or isinstance(v, np.generic) for v in vals):
+        return None
+    try:
+        xp = namespace(*vals)
+    except TypeError:  # arrays of several libraries
+        return None
+    if xp is np or any(0 in v.shape or blocked(v) for v in vals):
+        return None
+    return xp
 
 
 class _Kept:
     """What a reverse trace keeps of a tree on arrays (`_sliced_residual`): its plan, the
-    forward's intermediates its sweep reads, and the operands."""
+    forward's intermediates its sweep reads, the operands, and their library."""
 
-    __slots__ = ("kept", "plan", "vals")
+    __slots__ = ("kept", "plan", "vals", "xp")
 
-    def __init__(self, plan: Any, kept: dict[int, Any], vals: list[Any]) -> None:
-        self.plan, self.kept, self.vals = plan, kept, vals
+    def __init__(self, plan: Any, kept: dict[int, Any], vals: list[Any], xp: ModuleType) -> None:
+        self.plan, self.kept, self.vals, self.xp = plan, kept, vals, xp
+
+    def takes(self, g: Any) -> bool:
+        """Whether the sweep takes the cotangent `g` as it is: an array of the operands' library."""
+        if self.xp is np:
+            return isinstance(g, (np.ndarray, np.generic))
+        return type(g) not in (Tensor, Staged) and is_array(g) and namespace(g) is self.xp
 
     def sweep(self, g: Any) -> list[Any]:
         """Each differentiated operand's cotangent for the cotangent `g` (an array), in its dtype."""
-        grads: dict[int, Any] = dict.fromkeys(self.plan.wrt)
-        tree_sweep(self.plan, np.asarray(g), self.vals, self.kept, grads)
+        if self.xp is np:
+            grads: dict[int, Any] = dict.fromkeys(self.plan.wrt)
+            tree_sweep(self.plan, np.asarray(g), self.vals, self.kept, grads)
+        else:
+            grads = tree_lib_sweep(self.plan, self.xp, g, self.vals, self.kept, _spread_impl)
         out: list[Any] = [None] * len(self.vals)
         for k, r in grads.items():
-            dk = self.vals[k].dtype
-            out[k] = r if r.dtype == dk else astype(r, dk)  # a real operand's: the real part
+            dk = dtype_of(self.vals[k])
+            out[k] = r if dtype_of(r) == dk else astype(r, dk)  # a real operand's: the real part
         return out
 
 
@@ -2151,7 +2204,7 @@ def _scaled_blocks(unit: _Unit, g: Any, needed: list[bool]) -> list[Any] | None:
 
 def _sliced_vjp(g: Any, ans: Any, vals: Sequence[Any], params: Params, needed: list[bool]) -> list[Any]:
     if isinstance(ans, _Kept):  # a tree's forward kept its intermediates: one sweep through them
-        if isinstance(g, (np.ndarray, np.generic)):
+        if ans.takes(g):
             return ans.sweep(g)
         ans = ans.vals  # a traced cotangent: the sweep as an equation, differentiable again
     if isinstance(ans, _Unit) and ans.flat is not None:  # gradients for a cotangent of 1: times g
