@@ -1790,12 +1790,15 @@ def test_random_networks_on_other_libraries_have_every_gradient(name, dtype, out
         _same(value, want, back)
         for got, env in zip(pull(to(g)), _environments(eq, ops, g)):
             _same(got, env, back, rtol=1e-9, atol=1e-9)
-        if output == 0:
+        if output == 0:  # one call, eager and jitted (staged once, then the program)
             wrt = tuple(range(1, len(ops)))
-            value, grads = ea.value_and_grad(f, wrt, holomorphic=dtype is complex)(*map(to, ops))
-            _same(value, want, back)
-            for got, env in zip(grads, _environments(eq, ops, np.ones((), np.result_type(want)))[1:]):
-                _same(got, env, back, rtol=1e-9, atol=1e-9)
+            vg = ea.value_and_grad(f, wrt, holomorphic=dtype is complex)
+            jitted = ea.jit(vg)
+            for run in (vg, jitted, jitted) if name == "torch" else (vg,):
+                value, grads = run(*map(to, ops))
+                _same(value, want, back)
+                for got, env in zip(grads, _environments(eq, ops, np.ones((), np.result_type(want)))[1:]):
+                    _same(got, env, back, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["torch", "array_api_strict"])
@@ -1841,8 +1844,9 @@ def _torch_copies(torch):
 
 @pytest.mark.parametrize("seed", [186, 292])
 def test_a_network_on_torch_copies_what_its_plan_counts(monkeypatch, seed):
-    """On torch a network under `value_and_grad` runs the tree's plan (one node, one forward
-    and one sweep: a matrix product per step and pullback), in the layouts chosen for numpy:
+    """On torch a network under `value_and_grad`, eager or jitted, runs the tree's plan (one
+    node, one forward and one sweep: a matrix product per step and pullback), in the layouts
+    chosen for numpy:
     on these networks torch copies nothing, forward and sweep, as the plan counts, where
     letters in order of appearance copy (and so did the pairwise steps, one node each, that
     other libraries took before)."""
@@ -1852,17 +1856,29 @@ def test_a_network_on_torch_copies_what_its_plan_counts(monkeypatch, seed):
     wrt = tuple(range(len(ops)))
     plan = network.tree_plan(inputs, out, shapes, path, wrt)
     assert plan.copies == 0 < network._tree_plan(inputs, out, shapes, path, wrt, False).copies
-    sweeps = []
-    monkeypatch.setattr(rules, "tree_lib_sweep", lambda *a: sweeps.append(1) or network.lib_sweep(*a))
-    f = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), wrt)
-    f(*ops)  # (planned)
-    with _torch_copies(torch) as counted:
-        value, grads = f(*ops)
-    assert sweeps == [1, 1]
-    assert counted.copied == plan.copies
-    # (and one product more: the gradients' block scaled by the loss's cotangent, 1 here)
-    assert counted.products == len(plan.forward) + len(plan.backward) + 1
+    counted = _torch_copies(torch)
+    runs = []
+
+    def observed(run):  # `run` (the plan's forward or sweep), counted
+        def call(*args):
+            runs.append(run.__name__)
+            with counted:
+                return run(*args)
+
+        return call
+
+    monkeypatch.setattr(rules, "tree_lib_forward", observed(network.lib_forward))
+    monkeypatch.setattr(rules, "tree_lib_sweep", observed(network.lib_sweep))
+    vg = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), wrt)
     want = oe.contract(eq, *(o.numpy() for o in ops), optimize=path)
-    assert_close(value.numpy(), want)
-    for got, env in zip(grads, _environments(eq, [o.numpy() for o in ops], np.ones(()))):
-        assert_close(got.numpy(), env)
+    for f in (vg, ea.jit(vg)):  # eager, and the program `ea.jit` staged
+        f(*ops)  # (planned, or staged)
+        runs.clear()
+        counted.copied = counted.products = 0
+        value, grads = f(*ops)
+        assert runs == ["lib_forward", "lib_sweep"]
+        assert counted.copied == plan.copies
+        assert counted.products == len(plan.forward) + len(plan.backward)
+        assert_close(value.numpy(), want)
+        for got, env in zip(grads, _environments(eq, [o.numpy() for o in ops], np.ones(()))):
+            assert_close(got.numpy(), env)

@@ -23,8 +23,8 @@ memory-bound pass, on any other library's arrays the library's einsum or the
 array API standard's operations. With no trace involved the whole einsum is one
 primitive call. Traced, three or more operands are bound as one node that keeps
 the intermediates and gets all N gradients for about twice the forward's work:
-a planned tree (`network`) in first-order reverse mode (on numpy's arrays, or eager on
-another library's, not dask's blocks), else the pairwise steps, one node each, whose
+a planned tree (`network`) in first-order reverse mode (on any library's arrays but
+dask's blocks), else the pairwise steps, one node each, whose
 derivative program is pairwise too (see `contract`).
 """
 
@@ -512,8 +512,8 @@ def _one_trace(operands: Sequence[Value]) -> str | None:
     innermost aside (`einad.jit` compiles what it records); None for two or more.
 
     ``"reverse"`` is first-order reverse mode (eager, or staged by `einad.jit` for a scalar
-    result, see `contract`; another library's arrays eager only, not dask's), where one tree
-    node pays: its sweep reads the forward's
+    result, see `contract`; any library's arrays but dask's blocks), where one tree node
+    pays: its sweep reads the forward's
     intermediates, and a scalar's value and gradients take one call. Any other nesting keeps
     pairwise nodes, whose derivatives are pairwise again (a tree node's own derivatives
     recontract the whole tree).
@@ -534,8 +534,8 @@ def _one_trace(operands: Sequence[Value]) -> str | None:
     if len(traces) != 1:
         return None
     kind: str = next(iter(traces)).kind
-    if foreign and (kind != "reverse" or _staged(operands)):
-        return None  # another library's arrays: a tree in eager reverse mode only
+    if foreign and kind != "reverse":
+        return None  # another library's arrays: a tree in first-order reverse mode only
     return kind
 
 
