@@ -171,6 +171,9 @@ def loop_head(
     """The letters a product of ``sa,sb->so`` loops over to write `so` as it lies (`_prefix`:
     the head, and the two blocks after it), where `so` is no batch-left-right block order;
     None where it writes `so` as one matrix product, or where no loop would pay."""
+    na, nb = math.prod(shape_a), math.prod(shape_b)
+    if min(na, nb) < PREFIX_SIDE or na * nb < PREFIX_MIN:  # (left <= a, right and inner <= b)
+        return None
     size, ra, rb, batch, left, right, inner = _letters(sa, sb, so, shape_a, shape_b)
     nl, nk, nr = (math.prod([size[c] for c in cs]) for cs in (left, inner, right))
     if min(nl, nr) < PREFIX_SIDE or nl * nk * nr < PREFIX_MIN:  # (nor will any head's blocks)

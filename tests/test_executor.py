@@ -14,11 +14,14 @@ from __future__ import annotations
 import functools
 import importlib
 import itertools
+import math
+from unittest import mock
 
 import numpy as np
 import opt_einsum as oe
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import einad as ea
 from tests.support.arraylibs import load
@@ -447,6 +450,32 @@ def test_a_product_too_thin_to_loop_keeps_one_matrix_product(monkeypatch):
         assert executor._pair_plan(sa, sb, so, *shapes, True).head == ""
     finally:
         executor._pair_plan.cache_clear()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40), min_size=5, max_size=5),
+    so=st.permutations("bdce"),
+    side=st.sampled_from([1, 8, 32]),
+    least=st.sampled_from([1, 1 << 10, 1 << 15]),
+)
+def test_a_pair_too_small_to_loop_is_told_from_its_sizes_alone(sizes, so, side, least):
+    """`loop_head` answers None for a pair whose operands alone show that no loop can pay
+    (fewer elements than `PREFIX_SIDE` in one, a product of their sizes under `PREFIX_MIN`)
+    without working out its letters (planning a 110-tensor network asks it of every pair it
+    weighs, most with an input of 8 elements); elsewhere it answers as the letters say."""
+    a, b, c, d, e = sizes
+    shapes, so = ((a, b, c), (a, d, e)), "".join(so)
+    with mock.patch.object(executor, "PREFIX_SIDE", side), mock.patch.object(executor, "PREFIX_MIN", least):
+        letters = executor._letters
+        with mock.patch.object(executor, "_letters", side_effect=letters) as spy:
+            head = executor.loop_head("abc", "ade", so, *shapes)
+        small = min(a * b * c, a * d * e) < side or a * b * c * a * d * e < least
+        assert spy.called != small
+        if small:  # the letters' own thresholds give the same answer
+            size, _, _, _, left, right, inner = letters("abc", "ade", so, *shapes)
+            nl, nk, nr = (math.prod(size[x] for x in cs) for cs in (left, inner, right))
+            assert head is None and (min(nl, nr) < side or nl * nk * nr < least)
 
 
 def test_a_pair_plan_sums_its_letters_in_the_order_asked():
