@@ -1877,6 +1877,61 @@ def _histogram2d(
     return hist, xedges, yedges
 
 
+# -- numpy's helpers that read a Tensor's dtype or value, never its derivative -------------------
+
+
+def _ix(*args: Any) -> tuple[Any, ...]:
+    """numpy.ix_: each 1-d integer index reshaped to cross the others (a Tensor by einad's
+    reshape, so that a staged index stays in the program); a boolean mask is its nonzero
+    places, read as `_known` reads a value."""
+    out: list[Any] = []
+    for k, a in enumerate(args):
+        if type(a) is not Tensor:
+            a = np.asarray(a)
+            if a.size == 0:
+                a = a.astype(np.intp)  # (numpy's: an empty list indexes nothing)
+        if len(shape_of(a)) != 1:
+            raise ValueError("Cross index must be 1 dimensional")
+        if dtype_of(a) == np.bool_:
+            a = np.nonzero(_known(a, "ix_"))[0]
+        elif dtype_of(a).kind not in "iu":
+            raise ValueError("arrays used as indices must be of integer (or boolean) type")
+        shape = (1,) * k + shape_of(a) + (1,) * (len(args) - k - 1)
+        out.append(ops.reshape(a, shape) if type(a) is Tensor else a.reshape(shape))
+    return tuple(out)
+
+
+def _common_type(*arrays: Any) -> Any:
+    """numpy.common_type: of the arrays' dtypes alone."""
+    return np.common_type(*(np.empty(0, dtype_of(a)) if type(a) is Tensor else a for a in arrays))
+
+
+def _min_scalar_type(a: Any) -> np.dtype[Any]:
+    """numpy.min_scalar_type: an array's own dtype; for a 0-d one the smallest that holds its
+    value (read as `_known` reads it)."""
+    if type(a) is Tensor and shape_of(a):
+        return dtype_of(a)
+    return np.min_scalar_type(_known(a, "min_scalar_type") if type(a) is Tensor else a)
+
+
+def _can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
+    """numpy.can_cast: an array by its dtype (numpy 2's rule for arrays)."""
+    dt = (dtype_of(from_) if type(from_) is Tensor else from_, dtype_of(to) if type(to) is Tensor else to)
+    return bool(np.can_cast(dt[0], dt[1], casting))  # type: ignore[arg-type]
+
+
+def _printed(fn: Function) -> Function:
+    """numpy.array2string, array_repr, array_str: a Tensor's value printed as numpy prints it
+    (what ``print(t)`` shows: text, no derivative); inside `einad.jit` or `vmap` a value is not
+    known (TracerError, as `_known` says)."""
+
+    def printed(a: Any, *args: Any, **kwargs: Any) -> str:
+        text: str = fn(_known(a, fn.__name__) if type(a) is Tensor else a, *args, **kwargs)
+        return text
+
+    return printed
+
+
 FUNCTIONS: dict[Function, Function] = {
     np.nansum: _nan_fold("sum"),
     np.nanprod: _nan_fold("prod"),
@@ -1998,5 +2053,12 @@ FUNCTIONS: dict[Function, Function] = {
     np.putmask: _putmask,
     np.copyto: _copyto,
     np.fill_diagonal: _fill_diagonal,
+    np.ix_: _ix,
+    np.common_type: _common_type,
+    np.min_scalar_type: _min_scalar_type,
+    np.can_cast: _can_cast,
+    np.array2string: _printed(np.array2string),
+    np.array_repr: _printed(np.array_repr),
+    np.array_str: _printed(np.array_str),
 }
 """numpy's functions as compositions, run on Tensors by `numpy_api` (numpy's arguments)."""

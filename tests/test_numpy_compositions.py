@@ -212,6 +212,8 @@ def test_every_composition_is_tested_here():
     by_hand |= {np.intersect1d, np.union1d, np.setdiff1d, np.setxor1d, np.trim_zeros, np.real_if_close}
     by_hand |= {np.lexsort, np.sort_complex, np.histogram_bin_edges}
     by_hand |= {np.unique_all, np.unique_counts, np.unique_inverse, np.unique_values}
+    by_hand |= {np.ix_, np.common_type, np.min_scalar_type, np.can_cast}
+    by_hand |= {np.array2string, np.array_repr, np.array_str}
     assert swept | by_hand == {*numpy_compositions.FUNCTIONS, *numpy_compositions.UFUNCS}
 
 
@@ -277,6 +279,51 @@ def test_values_whose_shape_depends_on_them_are_read_where_they_are_known():
     for call in (np.nonzero, np.unique, np.argwhere, lambda a: np.bincount(a.astype(int))):
         with pytest.raises(TracerError, match="shape of its result depends on the values"):
             ea.jit(call)(x)
+
+
+def test_numpys_helpers_read_a_traced_tensors_dtype_and_value_as_numpy_reads_an_arrays():
+    """`ix_` (integer indices crossed, a Tensor staying one; a mask read as its nonzero
+    places), `common_type`, `min_scalar_type`, `can_cast` and the printing functions on Tensors
+    traced by `grad` give what they give on the plain values, and leave the derivative alone;
+    under `jit` the dtype helpers and an integer `ix_` still answer, what needs a value does
+    not (TracerError)."""
+    x = np.array([0.5, -2.0, 3.0])
+    small = np.array(7.0, dtype=np.float64)
+    seen = {}
+
+    def f(t, s):
+        idx = ea.argsort(t)  # an integer Tensor
+        rows, cols = np.ix_(idx, t > 0)
+        seen["ix"] = (_plain(rows), _plain(cols), type(rows))
+        seen["types"] = (np.common_type(t), np.min_scalar_type(t), np.min_scalar_type(s))
+        seen["casts"] = (np.can_cast(t, np.float32), np.can_cast(t, np.complex128), np.can_cast(s, t))
+        seen["text"] = (np.array2string(t, precision=2), np.array_repr(t), np.array_str(t))
+        return ea.sum(t**2) + s
+
+    g = ea.grad(f)(x, small)
+    assert_close(g, 2 * x)
+    rows, cols, kind = seen["ix"]
+    want_rows, want_cols = np.ix_(np.argsort(x), x > 0)
+    assert kind is ea.Tensor and rows.shape == (3, 1) and cols.shape == (1, 2)
+    assert_close(rows, want_rows)
+    assert_close(cols, want_cols)
+    assert seen["types"] == (np.common_type(x), np.min_scalar_type(x), np.min_scalar_type(small))
+    assert seen["casts"] == (False, True, True)
+    assert seen["text"] == (np.array2string(x, precision=2), np.array_repr(x), np.array_str(x))
+    with pytest.raises(ValueError, match="Cross index must be 1 dimensional"):
+        np.ix_(ea.tensor(np.zeros((2, 2), int)))
+    with pytest.raises(ValueError, match="integer \\(or boolean\\) type"):
+        np.ix_(ea.tensor(x))
+
+    def staged(t):
+        rows, _ = np.ix_(ea.argsort(t), np.array([0, 2]))
+        assert np.common_type(t) is np.float64 and np.can_cast(t, np.complex128)
+        return t[rows[:, 0]]
+
+    assert_close(ea.jit(staged)(x), np.sort(x))
+    for needs_value in (np.array_repr, lambda t: np.min_scalar_type(t[0]), lambda t: np.ix_(t > 0)):
+        with pytest.raises(TracerError):
+            ea.jit(needs_value)(x)
 
 
 @pytest.mark.parametrize(
