@@ -596,6 +596,23 @@ def _perm(perm: tuple[int, ...]) -> tuple[int, ...] | None:
     return None if perm == tuple(range(len(perm))) else perm
 
 
+def lib_product(
+    perm_a: tuple[int, ...],
+    shape_a: Shape,
+    perm_b: tuple[int, ...],
+    shape_b: Shape,
+    dims: Shape | None,
+    perm_out: tuple[int, ...],
+) -> _LibPlan:
+    """The `_LibPlan` of a product laid out elsewhere (a `network` tree's pair, from its
+    `_PairPlan`): each operand permuted and reshaped, then ``a @ b`` reshaped to `dims` (None:
+    the broadcast ``a * b``) and permuted."""
+    plan = _LibPlan()
+    plan.perm_a, plan.perm_b, plan.perm_out = _perm(perm_a), _perm(perm_b), _perm(perm_out)
+    plan.shape_a, plan.shape_b, plan.dims = shape_a, shape_b, dims
+    return plan
+
+
 @functools.lru_cache(maxsize=4096)
 def _lib_plan(ins: tuple[str, ...], out: str, shapes: tuple[Shape, ...]) -> _LibPlan | None:
     """The `_LibPlan` of the step ``ins->out`` on operands of `shapes`; None where an operand

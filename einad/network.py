@@ -102,9 +102,11 @@ from .aliases import Array, Path, Shape
 from .arrays import writes_in_place
 from .executor import (
     _expression,
+    _LibPlan,
     _pair_plan,
     _PairPlan,
     _prefix,
+    lib_product,
     loop_head,
     merges_without_copy,
     outer_operands,
@@ -744,18 +746,7 @@ class _Pair:
             a = step(xp, *libs.pre_a, [a])
         if libs.pre_b is not None:
             b = step(xp, *libs.pre_b, [b])
-        if libs.perm_a is not None:
-            a = xp.permute_dims(a, libs.perm_a)
-        if libs.perm_b is not None:
-            b = xp.permute_dims(b, libs.perm_b)
-        if libs.shape_a is not None:
-            a = xp.reshape(a, libs.shape_a)
-        if libs.shape_b is not None:
-            b = xp.reshape(b, libs.shape_b)
-        if libs.outer:
-            return a * b
-        c = xp.reshape(a @ b, libs.dims)
-        return c if libs.perm_out is None else xp.permute_dims(c, libs.perm_out)
+        return libs.product(xp, a, b)
 
     def __call__(self, pool: Any, a: Any, b: Any, dest: Any = None) -> Any:
         """The product of `a` and `b`, in a buffer of `pool`'s, or in `dest` (an operand's
@@ -884,20 +875,14 @@ class _Pair:
 @dataclass(frozen=True)
 class _LibSteps:
     """A `_PairPlan` as `_Pair.lib` runs it on another library's arrays: the operands swapped,
-    each one's letters only it has summed (``(ins, out)`` for `executor.step`), permuted and
-    reshaped (None: as it is), then their product (`outer`: broadcast multiply, else matmul)
-    reshaped to `dims` and permuted by `perm_out`."""
+    each one's letters only it has summed or diagonalized (``(ins, out)`` for `executor.step`),
+    then the product as its `executor._LibPlan` (`product`: the operands permuted and reshaped
+    as the pair plan lays them out, one matmul or broadcast multiply, the result laid out)."""
 
     swap: bool
     pre_a: tuple[tuple[str], str] | None
     pre_b: tuple[tuple[str], str] | None
-    perm_a: tuple[int, ...] | None
-    perm_b: tuple[int, ...] | None
-    shape_a: Shape | None
-    shape_b: Shape | None
-    outer: bool
-    dims: Shape
-    perm_out: tuple[int, ...] | None
+    product: _LibPlan
 
     @staticmethod
     def of(plan: _PairPlan) -> _LibSteps:
@@ -907,36 +892,16 @@ class _LibSteps:
             sa, sb = sb, sa
         ra = "".join(c for c in unique(sa) if c in sb or c in so)
         rb = "".join(c for c in unique(sb) if c in sa or c in so)
-
-        def perm(p: tuple[int, ...]) -> tuple[int, ...] | None:
-            return None if p == tuple(range(len(p))) else p
-
-        if plan.outer:
+        pre_a = None if ra == sa else ((sa,), ra)
+        pre_b = None if rb == sb else ((sb,), rb)
+        if plan.outer:  # (each operand viewed along the output's letters, then multiplied)
             (pa, shape_a), (pb, shape_b) = plan.view_a, plan.view_b
-            return _LibSteps(
-                False,
-                None if ra == sa else ((sa,), ra),
-                None if rb == sb else ((sb,), rb),
-                perm(pa),
-                perm(pb),
-                shape_a,
-                shape_b,
-                True,
-                (),
-                None,
+            product = lib_product(pa, shape_a, pb, shape_b, None, tuple(range(len(so))))
+        else:
+            product = lib_product(
+                plan.perm_a, plan.shape_a, plan.perm_b, plan.shape_b, plan.dims, plan.perm_out
             )
-        return _LibSteps(
-            plan.swap,
-            None if plan.pre_a is None else ((sa,), ra),
-            None if plan.pre_b is None else ((sb,), rb),
-            perm(plan.perm_a),
-            perm(plan.perm_b),
-            plan.shape_a,
-            plan.shape_b,
-            False,
-            plan.dims,
-            perm(plan.perm_out),
-        )
+        return _LibSteps(plan.swap, pre_a, pre_b, product)
 
 
 def _merges(view: Any, shape: Shape) -> bool:
