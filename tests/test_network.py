@@ -1781,7 +1781,7 @@ def test_random_networks_on_other_libraries_have_every_gradient(name, dtype, out
     numpy's dtypes; a scalar network's value and gradients in one call too, with one operand
     left undifferentiated. (dask's blocks keep their pairwise steps, one node each.)"""
     to, back = _library(name)
-    for seed in (3, 8, 21) if name != "jax" else (3,):
+    for seed in (3, 8, 21) if name != "jax" else (5,):  # (JAX's: 6 tensors)
         eq, ops, path = _network(seed, dtype, output)
         want = oe.contract(eq, *ops, optimize=path)
         g = np.random.default_rng(seed + 1).standard_normal(np.shape(want)).astype(np.result_type(want))
@@ -1891,7 +1891,7 @@ def test_a_network_on_torch_copies_what_its_plan_counts(monkeypatch, seed):
     monkeypatch.setattr(rules, "tree_lib_sweep", observed(network.lib_sweep))
     vg = ea.value_and_grad(lambda *xs: ea.einsum(eq, *xs, optimize=path), wrt)
     want = oe.contract(eq, *(o.numpy() for o in ops), optimize=path)
-    for f in (vg, ea.jit(vg)):  # eager, and the program `ea.jit` staged
+    for f in (vg, ea.jit(vg)) if seed != "lattice" else (vg,):  # eager, and the program `ea.jit` staged
         f(*ops)  # (planned, or staged)
         runs.clear()
         counted.copied = counted.products = 0
