@@ -1202,10 +1202,11 @@ def test_case_7_on_another_library_takes_the_lane_and_its_functions_directly(nam
 
 @needs_torch
 def test_an_array_and_a_float_go_to_the_library_directly_after_the_first_call(monkeypatch):
-    """A torch tensor and a Python float (either side) of a dtype numpy keeps (float32 with 0.5:
-    float32) are planned once by `_foreign` and then call the tensor's own operator (`_weak`);
-    an int is planned each time (whether numpy takes it depends on its value), and so is a
-    number numpy would promote the tensor for (float32 with 1j: complex64).
+    """A torch tensor and a Python float or int (either side) of a dtype numpy keeps (float32
+    with 0.5 or 3: float32) are planned once by `_foreign` and then call the tensor's own
+    operator (`_weak`); an int beside an integer tensor is planned each time (whether numpy
+    takes it depends on its value), and so is a number numpy would promote the tensor for
+    (float32 with 1j: complex64).
 
     Kills: the `_weak` lookups in `_impl` (every call planned again), a number of another kind
     taking the planned function (a wrong dtype)."""
@@ -1220,6 +1221,8 @@ def test_an_array_and_a_float_go_to_the_library_directly_after_the_first_call(mo
         (lambda: ea.subtract(2.0, t), 2.0 - t),
         (lambda: ea.power(t, 2.0), t**2.0),
         (lambda: ea.divide(t, 4.0), t / 4.0),
+        (lambda: ea.power(t, 2), t**2),
+        (lambda: ea.add(3, t), 3 + t),
     ]
     for op, want in cases:
         for _ in range(3):
@@ -1227,8 +1230,9 @@ def test_an_array_and_a_float_go_to_the_library_directly_after_the_first_call(mo
             assert got.dtype == np.float32 and torch.equal(got._value, want)
     assert len(planned) == len(cases)  # the first call of each
     planned.clear()
+    i = torch.arange(4, dtype=torch.int16)
     for _ in range(2):
-        assert ea.add(t, 3).dtype == np.float32
+        assert ea.add(i, 3).dtype == np.int16
         c = ea.multiply(t, 1j)
         assert c.dtype == np.complex64
         np.testing.assert_allclose(TORCH.numpy(c._value), 1j * TORCH.numpy(t), rtol=1e-6)

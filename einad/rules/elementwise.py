@@ -484,11 +484,11 @@ def _impl(name: str, kernel: Kernel) -> Kernel:
                     fast = _direct.get((name, tx, x.dtype, y.dtype))
                     if fast is not None and x.shape == y.shape:
                         return fast(x, y)
-                elif ty is float or ty is complex:
+                elif ty is float or ty is complex or ty is int:
                     fast = _weak.get((name, tx, x.dtype, ty))
                     if fast is not None:
                         return fast(x, y)
-                elif tx is float or tx is complex:
+                elif tx is float or tx is complex or tx is int:
                     fast = _weak.get((name, tx, ty, y.dtype))
                     if fast is not None:
                         return fast(x, y)
@@ -518,9 +518,10 @@ would fix promotions that operands of one dtype do not have)."""
 
 _weak: dict[tuple[Any, ...], Kernel] = {}
 """(name, array type, its dtype, number type), or (name, number type, array type, its dtype) ->
-the library's function, for an array and a Python float or complex that the library takes as it
-is (weak, in the array's dtype, as numpy computes; `_foreign` plans it). Not ints: whether numpy
-takes an int depends on its value (`_int_in_range`)."""
+the library's function, for an array and a Python float, complex or int that the library takes
+as it is (weak, in the array's dtype, as numpy computes; `_foreign` plans it). An int beside a
+floating array only: beside an integer one, whether numpy takes it depends on its value
+(`_int_in_range`)."""
 
 _OPERATORS: dict[str, Kernel] = {
     "add": operator.add,
@@ -705,7 +706,7 @@ def _foreign(name: str, kernel: Kernel, xs: tuple[Any, ...], kw: dict[str, Any])
         and _kernel_for(xp, name, target) is _library_kernel(xp, name)
     ):
         fast = _OPERATORS.get(STANDARD.get(name, name), _library_kernel(xp, name))
-        if len(xs) == 2 and int not in keys:
+        if len(xs) == 2 and (int not in keys or target.kind in "fc"):  # (an int: beside floats)
             x, y = xs
             _weak[
                 (name, type(x), x.dtype, type(y))
