@@ -1916,8 +1916,11 @@ def _min_scalar_type(a: Any) -> np.dtype[Any]:
 
 def _can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     """numpy.can_cast: an array by its dtype (numpy 2's rule for arrays)."""
-    dt = (dtype_of(from_) if type(from_) is Tensor else from_, dtype_of(to) if type(to) is Tensor else to)
-    return bool(np.can_cast(dt[0], dt[1], casting))  # type: ignore[arg-type]
+
+    def dtype(x: Any) -> Any:
+        return dtype_of(x) if type(x) is Tensor else x
+
+    return bool(np.can_cast(dtype(from_), dtype(to), casting))  # type: ignore[arg-type]
 
 
 def _printed(fn: Function) -> Function:

@@ -1936,27 +1936,25 @@ def _sliced_vg_impl(
     """A scalar sliced contraction and its gradients for a cotangent of 1, in one pass over
     the slices: ``[value, gradient of operand wrt[0] raveled, ...]`` in one flat array."""
     xp = namespace(*arrays)
-    if xp is not np and not slices and executor is None and _untraced(arrays) is xp:
-        # another library, one tree: its forward keeps what its sweep reads (`network`)
+    if xp is not np and executor is None and all(0 not in a.shape for a in arrays):
+        # another library: one tree, its forward keeping what its sweep reads (`network`); sliced
+        # (or dask's blocks), each slice's forward then its pullbacks, the slices' values summed
+        # (a sweep after the whole forward would compute the intermediates again)
         arrays = _promoted(xp, tuple(arrays))
         dt = np.result_type(*(dtype_of(a) for a in arrays))
-        plan = tree_plan(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, wrt)
-        value, kept = tree_lib_forward(plan, xp, arrays)
-        grads = tree_lib_sweep(plan, xp, ones(arrays[0], (), dt), arrays, kept, _spread_impl)
+        shapes = tuple(tuple(a.shape) for a in arrays)
+        one = ones(arrays[0], (), dt)
+        if not slices and not any(blocked(a) for a in arrays):
+            plan = tree_plan(inputs, output, shapes, optimize, wrt)
+            value, kept = tree_lib_forward(plan, xp, arrays)
+            grads = tree_lib_sweep(plan, xp, one, arrays, kept, _spread_impl)
+        else:
+            blocks = {k: _Blocks(arrays[0], shapes[k], dt) for k in wrt}
+            s = schedule(inputs, output, shapes, optimize, slices)
+            value = _sweep(s, one, arrays, blocks, memory_limit, True, None, progress)
+            grads = {k: _total(b) for k, b in blocks.items()}
         packed: Array = xp.concat([xp.reshape(value, (1,)), *(xp.reshape(grads[k], (-1,)) for k in wrt)])
         return packed
-    if xp is not np and executor is None and all(0 not in a.shape for a in arrays):
-        # another library: each slice's forward, then its pullbacks, the slices' values summed
-        # (the sweep would otherwise compute the intermediates again after the forward)
-        arrays = _promoted(xp, tuple(arrays))
-        dt = np.result_type(*(dtype_of(a) for a in arrays))
-        grads = {k: _Blocks(arrays[0], tuple(arrays[k].shape), dt) for k in wrt}
-        s = schedule(inputs, output, tuple(tuple(a.shape) for a in arrays), optimize, slices)
-        value = _sweep(s, ones(arrays[0], (), dt), arrays, grads, memory_limit, True, None, progress)
-        laid: Array = xp.concat(
-            [xp.reshape(value, (1,)), *(xp.reshape(_total(grads[k]), (-1,)) for k in wrt)]
-        )
-        return laid
     if xp is not np:  # (on an executor: the forward, then the sweep, laid end to end)
         where = {"executor": executor, "progress": progress}
         value = _sliced_impl(
